@@ -1,0 +1,30 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// The target list reads like ../shared/design/ARCHITECTURE.md: C shims at the bottom,
+// value types in KilnCore, libav only in MediaEngine, the planner pure.
+let package = Package(
+    name: "Kiln",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "prep-artifact", targets: ["prep-artifact"]),
+    ],
+    targets: [
+        // All C lives here: libav headers, wrappers for the macros Swift cannot import,
+        // the interrupt flag C reads atomically and the log ring buffer.
+        .target(
+            name: "CFFmpeg",
+            linkerSettings: [
+                .linkedLibrary("avformat"), .linkedLibrary("avcodec"), .linkedLibrary("avutil"),
+                .linkedLibrary("swresample"), .linkedLibrary("swscale"), .linkedLibrary("avfilter"),
+            ]
+        ),
+        .target(name: "KilnCore"),
+        .target(name: "MediaEngine", dependencies: ["CFFmpeg", "KilnCore"]),
+        .target(name: "Planner", dependencies: ["KilnCore"]),
+        .executableTarget(name: "prep-artifact", dependencies: ["MediaEngine", "Planner", "KilnCore"]),
+        .testTarget(name: "KilnCoreTests", dependencies: ["KilnCore"]),
+        .testTarget(name: "PlannerTests", dependencies: ["Planner", "KilnCore"]),
+        .testTarget(name: "MediaEngineTests", dependencies: ["MediaEngine", "Planner", "KilnCore"]),
+    ]
+)

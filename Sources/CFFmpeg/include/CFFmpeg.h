@@ -1,0 +1,98 @@
+// The one C module of the media engine: libav headers, plus small wrappers for what
+// Swift cannot import (function-like macros, AVERROR constants, variadic logging,
+// an interrupt flag that C reads atomically).
+#ifndef KILN_CFFMPEG_H
+#define KILN_CFFMPEG_H
+
+#include <libavformat/avformat.h>
+#include <libavformat/avio.h>
+#include <libavcodec/avcodec.h>
+#include <libavcodec/bsf.h>
+#include <libavutil/avutil.h>
+#include <libavutil/opt.h>
+#include <libavutil/dict.h>
+#include <libavutil/display.h>
+#include <libavutil/pixdesc.h>
+#include <libavutil/channel_layout.h>
+#include <libavutil/audio_fifo.h>
+#include <libavutil/mastering_display_metadata.h>
+#include <libavutil/dovi_meta.h>
+#include <libavutil/imgutils.h>
+#include <libavutil/samplefmt.h>
+#include <libavutil/error.h>
+#include <libavutil/mathematics.h>
+#include <libswresample/swresample.h>
+#include <libswscale/swscale.h>
+#include <libavfilter/avfilter.h>
+#include <libavfilter/buffersrc.h>
+#include <libavfilter/buffersink.h>
+#include <stdint.h>
+
+// ---- error codes and constants (macros in libav) ----
+static inline int kiln_averror(int errnum) { return AVERROR(errnum); }
+static inline int kiln_averror_eof(void) { return AVERROR_EOF; }
+static inline int kiln_averror_eagain(void) { return AVERROR(EAGAIN); }
+static inline int kiln_averror_exit(void) { return AVERROR_EXIT; }
+static inline int kiln_averror_invaliddata(void) { return AVERROR_INVALIDDATA; }
+static inline int kiln_averror_decoder_not_found(void) { return AVERROR_DECODER_NOT_FOUND; }
+static inline int kiln_averror_demuxer_not_found(void) { return AVERROR_DEMUXER_NOT_FOUND; }
+static inline int kiln_averror_encoder_not_found(void) { return AVERROR_ENCODER_NOT_FOUND; }
+static inline int kiln_averror_enomem(void) { return AVERROR(ENOMEM); }
+static inline int kiln_averror_enospc(void) { return AVERROR(ENOSPC); }
+static inline int kiln_averror_eio(void) { return AVERROR(EIO); }
+static inline int kiln_averror_enoent(void) { return AVERROR(ENOENT); }
+static inline int kiln_averror_eacces(void) { return AVERROR(EACCES); }
+static inline int64_t kiln_nopts_value(void) { return AV_NOPTS_VALUE; }
+static inline AVRational kiln_time_base_q(void) { return AV_TIME_BASE_Q; }
+static inline int kiln_time_base(void) { return AV_TIME_BASE; }
+static inline int kiln_input_buffer_padding_size(void) { return AV_INPUT_BUFFER_PADDING_SIZE; }
+static inline int kiln_fftag(char a, char b, char c, char d) { return (int)MKTAG(a, b, c, d); }
+
+/// Fills `buf` with libav's text for an error code (av_err2str is a macro over a
+/// compound literal that Swift cannot import).
+void kiln_strerror(int errnum, char *buf, size_t size);
+
+// ---- cancellation: a flag the interrupt callback reads atomically ----
+typedef struct KilnInterruptFlag KilnInterruptFlag;
+KilnInterruptFlag *kiln_interrupt_flag_new(void);
+void kiln_interrupt_flag_free(KilnInterruptFlag *flag);
+void kiln_interrupt_flag_set(KilnInterruptFlag *flag, int value);
+int kiln_interrupt_flag_get(const KilnInterruptFlag *flag);
+/// Suitable as AVIOInterruptCB.callback with the flag as opaque.
+int kiln_interrupt_callback(void *opaque);
+/// Installs `flag` as the interrupt callback of `ctx`.
+void kiln_set_interrupt(AVFormatContext *ctx, KilnInterruptFlag *flag);
+
+// ---- logging: libav's messages go to a ring buffer instead of stderr ----
+/// Routes av_log into a process-wide ring of the last lines at or above `level`;
+/// with `echo` set they are also written to stderr.
+void kiln_log_capture(int level, int echo);
+/// Copies up to `max` most recent lines, newline separated, into `buf` (NUL-terminated).
+/// Returns the number of bytes written.
+size_t kiln_log_recent(char *buf, size_t size, int max);
+/// Counts error-level messages logged since the last reset (concealment statistics).
+long kiln_log_error_count(void);
+void kiln_log_reset(void);
+
+// ---- options (av_opt_set* take void* to a struct with an AVClass) ----
+static inline int kiln_opt_set(void *obj, const char *name, const char *val) {
+    return av_opt_set(obj, name, val, AV_OPT_SEARCH_CHILDREN);
+}
+static inline int kiln_opt_set_int(void *obj, const char *name, int64_t val) {
+    return av_opt_set_int(obj, name, val, AV_OPT_SEARCH_CHILDREN);
+}
+static inline int kiln_opt_set_int_list_pix_fmt(void *obj, const char *name, enum AVPixelFormat fmt) {
+    enum AVPixelFormat list[2] = { fmt, AV_PIX_FMT_NONE };
+    return av_opt_set_bin(obj, name, (const uint8_t *)list, sizeof(list[0]), AV_OPT_SEARCH_CHILDREN);
+}
+
+// ---- side data helpers ----
+/// The rotation in degrees of a stream's display matrix (counter-clockwise as libav
+/// reports it), or NAN when there is none.
+double kiln_stream_rotation(const AVStream *st);
+/// The Dolby Vision configuration record of a stream, or NULL.
+const AVDOVIDecoderConfigurationRecord *kiln_stream_dovi(const AVStream *st);
+/// Whether a stream carries mastering-display or content-light metadata.
+int kiln_stream_has_mastering(const AVStream *st);
+
+#endif

@@ -1,0 +1,105 @@
+/// The largest frame a device decodes, as clients name it (CONTRACT.md section 1).
+public enum ResolutionClass: String, Codable, Sendable, CaseIterable, Comparable {
+    case p480 = "480p"
+    case p720 = "720p"
+    case p1080 = "1080p"
+    case p1440 = "1440p"
+    case uhd4k = "4k"
+
+    /// The bounding box of the class, landscape. A frame fits when its longer side fits the
+    /// width and its shorter side fits the height, so portrait video is judged fairly.
+    public var box: (width: Int, height: Int) {
+        switch self {
+        case .p480: (854, 480)
+        case .p720: (1280, 720)
+        case .p1080: (1920, 1080)
+        case .p1440: (2560, 1440)
+        case .uhd4k: (4096, 2160)
+        }
+    }
+
+    public func fits(width: Int, height: Int) -> Bool {
+        let long = max(width, height), short = min(width, height)
+        return long <= box.width && short <= box.height
+    }
+
+    public static func < (a: ResolutionClass, b: ResolutionClass) -> Bool {
+        allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
+    }
+}
+
+/// A device's decoding capabilities (seed 000 section 4.1). Every field is optional:
+/// an absent field means "unknown", not "nothing".
+public struct DeviceCaps: Codable, Sendable, Equatable {
+    public var codecsVideo: [String]?
+    public var codecsAudio: [String]?
+    public var audioPassthroughCodecs: [String]?
+    public var containers: [String]?
+    public var maxResolution: ResolutionClass?
+    public var hdr: Bool?
+
+    public init(codecsVideo: [String]? = nil, codecsAudio: [String]? = nil,
+                audioPassthroughCodecs: [String]? = nil, containers: [String]? = nil,
+                maxResolution: ResolutionClass? = nil, hdr: Bool? = nil) {
+        self.codecsVideo = codecsVideo
+        self.codecsAudio = codecsAudio
+        self.audioPassthroughCodecs = audioPassthroughCodecs
+        self.containers = containers
+        self.maxResolution = maxResolution
+        self.hdr = hdr
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case codecsVideo = "codecs_video", codecsAudio = "codecs_audio"
+        case audioPassthroughCodecs = "audio_passthrough_codecs", containers
+        case maxResolution = "max_resolution", hdr
+    }
+
+    /// Decodes caps from JSON, naming the offending field in `invalid_caps`.
+    public static func parse(_ data: [UInt8]) throws(KilnError) -> DeviceCaps {
+        let value: JSONValue
+        do { value = try JSONValue.parse(data) } catch {
+            throw KilnError(.invalidCaps, stage: .request, "caps are not valid JSON: \(error.message)")
+        }
+        return try parse(value)
+    }
+
+    public static func parse(_ value: JSONValue) throws(KilnError) -> DeviceCaps {
+        guard case .object(let o) = value else {
+            throw KilnError(.invalidCaps, stage: .request, "caps must be a JSON object")
+        }
+        func list(_ key: String) throws(KilnError) -> [String]? {
+            guard let v = o[key], v != .null else { return nil }
+            guard case .array(let items) = v else {
+                throw KilnError(.invalidCaps, stage: .request, field: key, "caps.\(key) must be an array of strings")
+            }
+            var out: [String] = []
+            for item in items {
+                guard case .string(let s) = item, !s.isEmpty else {
+                    throw KilnError(.invalidCaps, stage: .request, field: key, "caps.\(key) must be an array of strings")
+                }
+                out.append(s.lowercased())
+            }
+            return out
+        }
+        var caps = DeviceCaps()
+        caps.codecsVideo = try list("codecs_video")
+        caps.codecsAudio = try list("codecs_audio")
+        caps.audioPassthroughCodecs = try list("audio_passthrough_codecs")
+        caps.containers = try list("containers")
+        if let v = o["max_resolution"], v != .null {
+            guard case .string(let s) = v, let r = ResolutionClass(rawValue: s.lowercased()) else {
+                throw KilnError(.invalidCaps, stage: .request, field: "max_resolution",
+                                "caps.max_resolution must be one of \(ResolutionClass.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            caps.maxResolution = r
+        }
+        if let v = o["hdr"], v != .null {
+            guard case .bool(let b) = v else {
+                throw KilnError(.invalidCaps, stage: .request, field: "hdr", "caps.hdr must be true or false")
+            }
+            caps.hdr = b
+        }
+        return caps
+    }
+}

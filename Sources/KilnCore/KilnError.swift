@@ -1,0 +1,85 @@
+/// Every failure Kiln reports: a stable machine code, the stage that failed, one sentence
+/// for people, and whether trying again could help. The exit status and the HTTP status
+/// are derived from the code, so they cannot disagree (CONTRACT.md sections 2 and 3).
+public struct KilnError: Error, Sendable, Equatable, Codable, CustomStringConvertible {
+    public enum Code: String, Codable, Sendable, CaseIterable {
+        // Requests (exit 2).
+        case usage, invalidQuality = "invalid_quality", invalidCaps = "invalid_caps"
+        // Policy and planning.
+        case transcodeDisabled = "transcode_disabled", qualityUnavailable = "quality_unavailable"
+        // The input cannot be prepared: permanent (exit 3).
+        case sourceNotFound = "source_not_found", sourceUnreadable = "source_unreadable"
+        case sourceUnsupported = "source_unsupported", sourceCorrupt = "source_corrupt"
+        case planUnsupported = "plan_unsupported"
+        // Worth retrying (exit 4).
+        case ioError = "io_error", diskFull = "disk_full", resourceLimit = "resource_limit"
+        case verifyFailed = "verify_failed"
+        // Stopped on purpose (exit 5).
+        case canceled
+        // A bug (exit 1).
+        case internalError = "internal_error"
+    }
+
+    /// Where the failure happened; the farm stores it with each attempt.
+    public enum Stage: String, Codable, Sendable {
+        case request, probe, plan, open, demux, decode, filter, encode, mux, verify, write, finalize
+    }
+
+    public var code: Code
+    public var stage: Stage
+    public var message: String
+    /// The caps or request field at fault, when there is one.
+    public var field: String?
+    /// The underlying library error number (an AVERROR, errno), when there is one.
+    public var underlying: Int32?
+
+    public init(_ code: Code, stage: Stage, field: String? = nil, underlying: Int32? = nil, _ message: String) {
+        self.code = code
+        self.stage = stage
+        self.field = field
+        self.underlying = underlying
+        self.message = message
+    }
+
+    public var retryable: Bool {
+        switch code {
+        case .ioError, .diskFull, .resourceLimit, .verifyFailed: true
+        default: false
+        }
+    }
+
+    /// `prep-artifact`'s exit status for this error (CONTRACT.md section 2).
+    public var exitStatus: Int32 {
+        switch code {
+        case .usage, .invalidQuality, .invalidCaps: 2
+        case .transcodeDisabled, .qualityUnavailable, .sourceNotFound, .sourceUnreadable,
+             .sourceUnsupported, .sourceCorrupt, .planUnsupported: 3
+        case .ioError, .diskFull, .resourceLimit, .verifyFailed: 4
+        case .canceled: 5
+        case .internalError: 1
+        }
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+
+    enum CodingKeys: String, CodingKey { case code, stage, message, field, underlying, retryable }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        code = try c.decode(Code.self, forKey: .code)
+        stage = try c.decode(Stage.self, forKey: .stage)
+        message = try c.decode(String.self, forKey: .message)
+        field = try c.decodeIfPresent(String.self, forKey: .field)
+        underlying = try c.decodeIfPresent(Int32.self, forKey: .underlying)
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(code, forKey: .code)
+        try c.encode(stage, forKey: .stage)
+        try c.encode(message, forKey: .message)
+        try c.encodeIfPresent(field, forKey: .field)
+        try c.encodeIfPresent(underlying, forKey: .underlying)
+        try c.encode(retryable, forKey: .retryable)
+    }
+}

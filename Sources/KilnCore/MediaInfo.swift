@@ -1,0 +1,250 @@
+/// What `prep-artifact probe` learns about a source file. The planner decides from this
+/// alone, so everything that makes a stream playable or not on a device is here.
+public struct MediaInfo: Codable, Sendable, Equatable {
+    /// libavformat's demuxer name, e.g. "mov,mp4,m4a,3gp,3g2,mj2" or "matroska,webm".
+    public var formatName: String
+    /// The container as devices name it: mp4, mov, mkv, webm, ts, avi, … (see `Container`).
+    public var container: String
+    public var durationSeconds: Double
+    public var startSeconds: Double
+    /// Overall bitrate in bit/s (file size over duration when the container says nothing).
+    public var bitRate: Int
+    public var sizeBytes: Int64
+    public var streams: [StreamInfo]
+    public var chapters: [Chapter]
+    /// Content fingerprint of the file (see `SourceFingerprint`); identifies the source in
+    /// artifact keys and the probe cache.
+    public var fingerprint: String?
+    /// Things the probe noticed but could not settle (e.g. a truncated mdat).
+    public var warnings: [String]
+
+    public init(formatName: String, container: String, durationSeconds: Double, startSeconds: Double = 0,
+                bitRate: Int, sizeBytes: Int64, streams: [StreamInfo], chapters: [Chapter] = [],
+                fingerprint: String? = nil, warnings: [String] = []) {
+        self.formatName = formatName
+        self.container = container
+        self.durationSeconds = durationSeconds
+        self.startSeconds = startSeconds
+        self.bitRate = bitRate
+        self.sizeBytes = sizeBytes
+        self.streams = streams
+        self.chapters = chapters
+        self.fingerprint = fingerprint
+        self.warnings = warnings
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case formatName = "format_name", container, durationSeconds = "duration_seconds"
+        case startSeconds = "start_seconds", bitRate = "bit_rate", sizeBytes = "size_bytes"
+        case streams, chapters, fingerprint, warnings
+    }
+
+    public var videoStreams: [StreamInfo] { streams.filter { $0.type == .video && !$0.disposition.attachedPicture } }
+    public var audioStreams: [StreamInfo] { streams.filter { $0.type == .audio } }
+    public var subtitleStreams: [StreamInfo] { streams.filter { $0.type == .subtitle } }
+    public func stream(_ index: Int) -> StreamInfo? { streams.first { $0.index == index } }
+}
+
+public enum StreamType: String, Codable, Sendable {
+    case video, audio, subtitle, attachment, data, unknown
+}
+
+public enum FieldOrder: String, Codable, Sendable {
+    case progressive, tt, bb, tb, bt, unknown
+    /// True when the frames are interlaced and need deinterlacing before scaling.
+    public var isInterlaced: Bool { self == .tt || self == .bb || self == .tb || self == .bt }
+}
+
+public enum HDRKind: String, Codable, Sendable {
+    case sdr, hdr10, hlg, dolbyVision = "dolby_vision"
+    public var isHDR: Bool { self != .sdr }
+}
+
+/// Dolby Vision configuration: from the container's dvcC/dvvC record, or from RPU NAL
+/// units in the bitstream when the container says nothing.
+public struct DolbyVision: Codable, Sendable, Equatable {
+    public var profile: Int
+    public var level: Int
+    public var rpuPresent: Bool
+    public var elPresent: Bool
+    public var blPresent: Bool
+    /// 0 none (profile 5, IPTPQc2: not watchable without DV), 1 HDR10, 2 SDR, 4 HLG, 6 BT.2100 PQ.
+    public var blCompatibilityId: Int
+    /// "container" or "bitstream".
+    public var signalledIn: String
+
+    public init(profile: Int, level: Int, rpuPresent: Bool = true, elPresent: Bool = false, blPresent: Bool = true,
+                blCompatibilityId: Int, signalledIn: String = "container") {
+        self.profile = profile
+        self.level = level
+        self.rpuPresent = rpuPresent
+        self.elPresent = elPresent
+        self.blPresent = blPresent
+        self.blCompatibilityId = blCompatibilityId
+        self.signalledIn = signalledIn
+    }
+
+    /// What the base layer looks like to a player that ignores Dolby Vision.
+    public var baseLayer: HDRKind? {
+        switch blCompatibilityId {
+        case 1, 6: .hdr10
+        case 2: .sdr
+        case 4: .hlg
+        default: nil   // profile 5 and unknown: the base layer alone is not watchable
+        }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case profile, level, rpuPresent = "rpu_present", elPresent = "el_present", blPresent = "bl_present"
+        case blCompatibilityId = "bl_compatibility_id", signalledIn = "signalled_in"
+    }
+}
+
+public struct Disposition: Codable, Sendable, Equatable {
+    public var isDefault = false
+    public var forced = false
+    public var hearingImpaired = false
+    public var visualImpaired = false
+    public var commentary = false
+    public var attachedPicture = false
+
+    public init(isDefault: Bool = false, forced: Bool = false, hearingImpaired: Bool = false,
+                visualImpaired: Bool = false, commentary: Bool = false, attachedPicture: Bool = false) {
+        self.isDefault = isDefault
+        self.forced = forced
+        self.hearingImpaired = hearingImpaired
+        self.visualImpaired = visualImpaired
+        self.commentary = commentary
+        self.attachedPicture = attachedPicture
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case isDefault = "default", forced, hearingImpaired = "hearing_impaired"
+        case visualImpaired = "visual_impaired", commentary, attachedPicture = "attached_picture"
+    }
+}
+
+public struct Rational: Codable, Sendable, Equatable, Hashable {
+    public var num: Int
+    public var den: Int
+    public init(_ num: Int, _ den: Int) { self.num = num; self.den = den }
+    public var value: Double { den == 0 ? 0 : Double(num) / Double(den) }
+    public static let one = Rational(1, 1)
+}
+
+public struct StreamInfo: Codable, Sendable, Equatable {
+    public var index: Int
+    public var type: StreamType
+    /// libavcodec's codec name: h264, hevc, av1, vp9, mpeg2video, aac, ac3, eac3, dts, mov_text, …
+    public var codec: String
+    public var profile: String?
+    public var level: Int?
+    public var bitRate: Int?
+    public var durationSeconds: Double?
+    public var language: String?
+    public var title: String?
+    public var disposition: Disposition
+
+    // Video
+    public var width: Int?
+    public var height: Int?
+    public var pixelFormat: String?
+    public var bitDepth: Int?
+    /// 420, 422 or 444 (chroma subsampling), when known.
+    public var chroma: Int?
+    public var sampleAspectRatio: Rational?
+    public var frameRate: Double?
+    public var variableFrameRate: Bool?
+    public var fieldOrder: FieldOrder?
+    /// Clockwise degrees a player must rotate the frame (0, 90, 180, 270).
+    public var rotation: Int?
+    public var colorPrimaries: String?
+    public var colorTransfer: String?
+    public var colorMatrix: String?
+    public var colorRange: String?
+    public var hdr: HDRKind?
+    public var dolbyVision: DolbyVision?
+
+    // Audio
+    public var channels: Int?
+    public var channelLayout: String?
+    public var sampleRate: Int?
+
+    // Subtitles
+    /// true for text subtitles (subrip, ass, mov_text, webvtt), false for bitmaps (PGS, VobSub, DVB).
+    public var textSubtitle: Bool?
+
+    public init(index: Int, type: StreamType, codec: String, profile: String? = nil, level: Int? = nil,
+                bitRate: Int? = nil, durationSeconds: Double? = nil, language: String? = nil, title: String? = nil,
+                disposition: Disposition = Disposition(), width: Int? = nil, height: Int? = nil,
+                pixelFormat: String? = nil, bitDepth: Int? = nil, chroma: Int? = nil,
+                sampleAspectRatio: Rational? = nil, frameRate: Double? = nil, variableFrameRate: Bool? = nil,
+                fieldOrder: FieldOrder? = nil, rotation: Int? = nil, colorPrimaries: String? = nil,
+                colorTransfer: String? = nil, colorMatrix: String? = nil, colorRange: String? = nil,
+                hdr: HDRKind? = nil, dolbyVision: DolbyVision? = nil, channels: Int? = nil,
+                channelLayout: String? = nil, sampleRate: Int? = nil, textSubtitle: Bool? = nil) {
+        self.index = index
+        self.type = type
+        self.codec = codec
+        self.profile = profile
+        self.level = level
+        self.bitRate = bitRate
+        self.durationSeconds = durationSeconds
+        self.language = language
+        self.title = title
+        self.disposition = disposition
+        self.width = width
+        self.height = height
+        self.pixelFormat = pixelFormat
+        self.bitDepth = bitDepth
+        self.chroma = chroma
+        self.sampleAspectRatio = sampleAspectRatio
+        self.frameRate = frameRate
+        self.variableFrameRate = variableFrameRate
+        self.fieldOrder = fieldOrder
+        self.rotation = rotation
+        self.colorPrimaries = colorPrimaries
+        self.colorTransfer = colorTransfer
+        self.colorMatrix = colorMatrix
+        self.colorRange = colorRange
+        self.hdr = hdr
+        self.dolbyVision = dolbyVision
+        self.channels = channels
+        self.channelLayout = channelLayout
+        self.sampleRate = sampleRate
+        self.textSubtitle = textSubtitle
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case index, type, codec, profile, level, bitRate = "bit_rate", durationSeconds = "duration_seconds"
+        case language, title, disposition, width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
+        case chroma, sampleAspectRatio = "sample_aspect_ratio", frameRate = "frame_rate"
+        case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", rotation
+        case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
+        case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", channels
+        case channelLayout = "channel_layout", sampleRate = "sample_rate", textSubtitle = "text_subtitle"
+    }
+
+    /// Width and height as displayed: sample aspect ratio applied, then rotation.
+    public var displaySize: (width: Int, height: Int)? {
+        guard let w = width, let h = height, w > 0, h > 0 else { return nil }
+        var dw = w
+        if let sar = sampleAspectRatio, sar.num > 0, sar.den > 0, sar.num != sar.den {
+            dw = Int((Double(w) * sar.value).rounded())
+        }
+        if let r = rotation, r % 180 != 0 { return (h, dw) }
+        return (dw, h)
+    }
+}
+
+public struct Chapter: Codable, Sendable, Equatable {
+    public var startSeconds: Double
+    public var endSeconds: Double
+    public var title: String?
+    public init(startSeconds: Double, endSeconds: Double, title: String? = nil) {
+        self.startSeconds = startSeconds
+        self.endSeconds = endSeconds
+        self.title = title
+    }
+    enum CodingKeys: String, CodingKey { case startSeconds = "start_seconds", endSeconds = "end_seconds", title }
+}

@@ -1,0 +1,177 @@
+/// The exact output a request resolves to (CONTRACT.md section 2). The planner makes it,
+/// the media engine carries it out, the farm stores it; its normalised form is hashed
+/// into the artifact key.
+public struct Plan: Codable, Sendable, Equatable {
+    public var quality: Quality
+    public var effectiveQuality: Quality
+    public var deliveryFormat: DeliveryFormat
+    /// 0 for original and remux; the rung's cap for a transcode.
+    public var targetBitrateKbps: Int
+    /// Output container: the source's for `original`, "mp4" otherwise.
+    public var container: String
+    public var video: VideoPlan?
+    public var audio: AudioPlan?
+    public var subtitles: [SubtitlePlan]
+    /// Stable machine words saying why (e.g. `container_unsupported`, `source_fits_target`).
+    public var reasons: [String]
+    public var artifactKey: String
+
+    public init(quality: Quality, effectiveQuality: Quality, deliveryFormat: DeliveryFormat,
+                targetBitrateKbps: Int, container: String, video: VideoPlan?, audio: AudioPlan?,
+                subtitles: [SubtitlePlan], reasons: [String], artifactKey: String) {
+        self.quality = quality
+        self.effectiveQuality = effectiveQuality
+        self.deliveryFormat = deliveryFormat
+        self.targetBitrateKbps = targetBitrateKbps
+        self.container = container
+        self.video = video
+        self.audio = audio
+        self.subtitles = subtitles
+        self.reasons = reasons
+        self.artifactKey = artifactKey
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case quality, effectiveQuality = "effective_quality", deliveryFormat = "delivery_format"
+        case targetBitrateKbps = "target_bitrate_kbps", container, video, audio, subtitles, reasons
+        case artifactKey = "artifact_key"
+    }
+}
+
+public enum StreamAction: String, Codable, Sendable {
+    case copy, transcode
+}
+
+public struct VideoPlan: Codable, Sendable, Equatable {
+    public var sourceIndex: Int
+    public var action: StreamAction
+    /// Output codec: the source's when copied, "h264" when transcoded.
+    public var codec: String
+    /// Output frame size as stored (after deinterlace, rotation and scaling; square pixels).
+    public var width: Int
+    public var height: Int
+    /// Video budget of the rung in kbit/s; 0 when copied.
+    public var bitrateKbps: Int
+    /// HDR (HDR10, HLG, Dolby Vision base layer) is mapped to SDR BT.709.
+    public var toneMap: Bool
+    /// The source is interlaced and is deinterlaced before scaling.
+    public var deinterlace: Bool
+    /// Clockwise degrees the source's display matrix asks for. A copy carries the matrix;
+    /// a transcode applies it to the pixels (width/height are then the upright size).
+    public var rotation: Int
+    public var encoder: EncoderSettings?
+
+    public init(sourceIndex: Int, action: StreamAction, codec: String, width: Int, height: Int,
+                bitrateKbps: Int, toneMap: Bool = false, deinterlace: Bool = false, rotation: Int = 0,
+                encoder: EncoderSettings? = nil) {
+        self.sourceIndex = sourceIndex
+        self.action = action
+        self.codec = codec
+        self.width = width
+        self.height = height
+        self.bitrateKbps = bitrateKbps
+        self.toneMap = toneMap
+        self.deinterlace = deinterlace
+        self.rotation = rotation
+        self.encoder = encoder
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sourceIndex = "source_index", action, codec, width, height, bitrateKbps = "bitrate_kbps"
+        case toneMap = "tone_map", deinterlace, rotation, encoder
+    }
+}
+
+/// Every setting that shapes a video encode, so anyone can reproduce it with another tool.
+public struct EncoderSettings: Codable, Sendable, Equatable {
+    /// libavcodec encoder name, "libx264".
+    public var name: String
+    public var preset: String
+    /// Capped CRF: quality target, bounded by maxrate/bufsize (VBV).
+    public var crf: Double
+    public var maxrateKbps: Int
+    public var bufsizeKbps: Int
+    public var profile: String
+    /// H.264 level as a string ("4.1").
+    public var level: String
+    public var gopSeconds: Double
+    public var pixFmt: String
+
+    public init(name: String = "libx264", preset: String, crf: Double, maxrateKbps: Int, bufsizeKbps: Int,
+                profile: String, level: String, gopSeconds: Double, pixFmt: String = "yuv420p") {
+        self.name = name
+        self.preset = preset
+        self.crf = crf
+        self.maxrateKbps = maxrateKbps
+        self.bufsizeKbps = bufsizeKbps
+        self.profile = profile
+        self.level = level
+        self.gopSeconds = gopSeconds
+        self.pixFmt = pixFmt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case name, preset, crf, maxrateKbps = "maxrate_kbps", bufsizeKbps = "bufsize_kbps"
+        case profile, level, gopSeconds = "gop_seconds", pixFmt = "pix_fmt"
+    }
+}
+
+public struct AudioPlan: Codable, Sendable, Equatable {
+    public var sourceIndex: Int
+    public var action: StreamAction
+    /// Output codec: the source's when copied; "aac", "ac3" or "eac3" when re-encoded.
+    public var codec: String
+    public var channels: Int
+    /// 0 when copied.
+    public var bitrateKbps: Int
+    public var language: String?
+
+    public init(sourceIndex: Int, action: StreamAction, codec: String, channels: Int, bitrateKbps: Int,
+                language: String? = nil) {
+        self.sourceIndex = sourceIndex
+        self.action = action
+        self.codec = codec
+        self.channels = channels
+        self.bitrateKbps = bitrateKbps
+        self.language = language
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sourceIndex = "source_index", action, codec, channels, bitrateKbps = "bitrate_kbps", language
+    }
+}
+
+public enum SubtitleAction: String, Codable, Sendable {
+    case convert, drop
+}
+
+public struct SubtitlePlan: Codable, Sendable, Equatable {
+    public var sourceIndex: Int
+    public var action: SubtitleAction
+    /// "mov_text" when converted; the source codec when dropped.
+    public var codec: String
+    public var language: String?
+    public var forced: Bool
+    /// Why it is dropped (`subtitle_bitmap`), nil when converted.
+    public var reason: String?
+
+    public init(sourceIndex: Int, action: SubtitleAction, codec: String, language: String? = nil,
+                forced: Bool = false, reason: String? = nil) {
+        self.sourceIndex = sourceIndex
+        self.action = action
+        self.codec = codec
+        self.language = language
+        self.forced = forced
+        self.reason = reason
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sourceIndex = "source_index", action, codec, language, forced, reason
+    }
+}
+
+/// The media engine's recipe version. It enters every artifact key, so bump it whenever
+/// the engine would write different bytes for the same plan (a filter, a muxer flag).
+public enum EngineRecipe {
+    public static let version = 1
+}

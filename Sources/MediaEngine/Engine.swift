@@ -1,0 +1,2 @@
+import CFFmpeg
+import KilnCore

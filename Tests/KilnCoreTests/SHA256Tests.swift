@@ -1,0 +1,51 @@
+import Testing
+import Foundation
+@testable import KilnCore
+
+@Suite("SHA-256 and source fingerprints")
+struct SHA256Tests {
+    @Test("digests match the FIPS 180-4 test vectors, whatever the chunking")
+    func vectors() {
+        #expect(SHA256.hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(SHA256.hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(SHA256.hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
+                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        let million = [UInt8](repeating: UInt8(ascii: "a"), count: 1_000_000)
+        var chunked = SHA256()
+        var i = 0
+        for size in [1, 63, 64, 65, 1000, 4096].cycled() {
+            guard i < million.count else { break }
+            let n = min(size, million.count - i)
+            million[i..<i + n].withUnsafeBytes { chunked.update($0) }
+            i += n
+        }
+        #expect(chunked.hexDigest() == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+
+    @Test("a fingerprint survives a rename and changes with the content")
+    func fingerprint() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-fp-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var bytes = [UInt8](repeating: 0, count: 20 << 20)
+        for j in bytes.indices { bytes[j] = UInt8(truncatingIfNeeded: j &* 2654435761 >> 13) }
+        let a = dir.appendingPathComponent("a.mkv"), b = dir.appendingPathComponent("b.mkv")
+        try Data(bytes).write(to: a)
+        let first = try SourceFingerprint.compute(path: a.path)
+        try FileManager.default.moveItem(at: a, to: b)
+        #expect(try SourceFingerprint.compute(path: b.path) == first)
+        bytes[bytes.count - 10] ^= 0xff   // the index at the end changes
+        try Data(bytes).write(to: b)
+        #expect(try SourceFingerprint.compute(path: b.path) != first)
+        #expect(throws: KilnError.self) { try SourceFingerprint.compute(path: dir.appendingPathComponent("missing").path) }
+    }
+}
+
+extension Array {
+    func cycled() -> AnySequence<Element> {
+        AnySequence { () -> AnyIterator<Element> in
+            var i = 0
+            return AnyIterator { defer { i += 1 }; return self[i % self.count] }
+        }
+    }
+}
