@@ -1,0 +1,83 @@
+import CFFmpeg
+import KilnCore
+import Foundation
+
+/// An open input file: owns the `AVFormatContext`, reads packets.
+final class Demuxer {
+    /// How much of a file libavformat may read and analyse to learn its streams. The
+    /// defaults (5 MB, 5 s) miss late-starting subtitle and audio streams in big remuxes;
+    /// more than this buys nothing and lets a hostile file make the probe slow.
+    static let probeSizeBytes = 32 << 20
+    static let analyzeDurationMicroseconds = 30_000_000
+    static let maxStreams = 512
+
+    let context: UnsafeMutablePointer<AVFormatContext>
+    let path: String
+
+    init(path: String, cancellation: Cancellation) throws(KilnError) {
+        self.path = path
+        var isDir: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else {
+            throw KilnError(.sourceNotFound, stage: .open, "the source file does not exist")
+        }
+        guard !isDir.boolValue, FileManager.default.isReadableFile(atPath: path) else {
+            throw KilnError(.sourceUnreadable, stage: .open, "the source is not a readable file")
+        }
+        guard let ctx = avformat_alloc_context() else {
+            throw KilnError(.resourceLimit, stage: .open, "out of memory opening the source")
+        }
+        cancellation.install(on: ctx)
+        let options = Options([
+            ("probesize", String(Demuxer.probeSizeBytes)),
+            ("analyzeduration", String(Demuxer.analyzeDurationMicroseconds)),
+            ("max_streams", String(Demuxer.maxStreams)),
+            // Never let a playlist-like input (HLS, concat) make libavformat open other files.
+            ("protocol_whitelist", "file"),
+        ])
+        var p: UnsafeMutablePointer<AVFormatContext>? = ctx
+        let ret = avformat_open_input(&p, path, nil, &options.dict)
+        guard ret >= 0, let opened = p else {
+            // avformat_open_input frees the context on failure.
+            let e = classify(ret, .open, "cannot open the source", as: .sourceUnreadable)
+            if e.code == .canceled { throw e }
+            throw KilnError(e.code == .sourceUnsupported ? .sourceUnsupported : .sourceUnreadable, stage: .open,
+                            underlying: ret, "the source is not a media file libavformat can read (\(avErrorText(ret)))")
+        }
+        context = opened
+        let info = avformat_find_stream_info(context, nil)
+        if info < 0 {
+            var c: UnsafeMutablePointer<AVFormatContext>? = context
+            avformat_close_input(&c)
+            let e = classify(info, .probe, "cannot read the source's streams", as: .sourceUnreadable)
+            throw e
+        }
+    }
+
+    deinit {
+        var c: UnsafeMutablePointer<AVFormatContext>? = context
+        avformat_close_input(&c)
+    }
+
+    var streamCount: Int { Int(context.pointee.nb_streams) }
+
+    func stream(_ index: Int) -> UnsafeMutablePointer<AVStream> { context.pointee.streams[index]! }
+
+    /// Reads the next packet. Returns false at end of file; an interrupted read is
+    /// cancellation, not end of file.
+    func read(into packet: Packet) throws(KilnError) -> Bool {
+        let ret = av_read_frame(context, packet.pointer)
+        if ret == avErrorEOF { return false }
+        if ret < 0 {
+            // A read error past the point where the index said data exists: treat the
+            // truncated tail as the end (what players do) unless it was a real I/O error.
+            if ret == kiln_averror_invaliddata() { return false }
+            throw classify(ret, .demux, "cannot read the source", as: .ioError)
+        }
+        return true
+    }
+
+    /// Whether the container's timestamps may jump (MPEG-TS and friends).
+    var hasDiscontinuousTimestamps: Bool {
+        (context.pointee.iformat.pointee.flags & AVFMT_TS_DISCONT) != 0
+    }
+}

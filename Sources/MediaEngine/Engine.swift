@@ -1,2 +1,0 @@
-import CFFmpeg
-import KilnCore

@@ -1,0 +1,129 @@
+import CFFmpeg
+import KilnCore
+
+/// libav's text for an error code.
+func avErrorText(_ code: Int32) -> String {
+    var buf = [CChar](repeating: 0, count: 256)
+    kiln_strerror(code, &buf, buf.count)
+    return cString(buf)
+}
+
+/// Turns a negative libav return code into a `KilnError` that keeps the stage and the
+/// code; the one place where AVERROR values are classified (STYLE.md: one helper for C
+/// return codes, no `-1` checks at call sites).
+@discardableResult
+func check(_ ret: Int32, _ stage: KilnError.Stage, _ what: @autoclosure () -> String,
+           as defaultCode: KilnError.Code = .internalError) throws(KilnError) -> Int32 {
+    guard ret < 0 else { return ret }
+    throw classify(ret, stage, what(), as: defaultCode)
+}
+
+func classify(_ ret: Int32, _ stage: KilnError.Stage, _ what: String,
+              as defaultCode: KilnError.Code = .internalError) -> KilnError {
+    let code: KilnError.Code
+    switch ret {
+    case kiln_averror_exit(): code = .canceled
+    case kiln_averror_enospc(), kiln_averror(EDQUOT): code = .diskFull
+    case kiln_averror_enomem(): code = .resourceLimit
+    case kiln_averror_eio(): code = .ioError
+    case kiln_averror_enoent(): code = stage == .open ? .sourceNotFound : .ioError
+    case kiln_averror_eacces(): code = stage == .open ? .sourceUnreadable : .ioError
+    case kiln_averror_invaliddata(): code = stage == .open || stage == .demux ? .sourceUnreadable : defaultCode
+    case kiln_averror_decoder_not_found(), kiln_averror_demuxer_not_found(): code = .sourceUnsupported
+    default: code = defaultCode
+    }
+    let message = code == .canceled ? "canceled" : "\(what): \(avErrorText(ret))"
+    return KilnError(code, stage: stage, underlying: ret, message)
+}
+
+let noPTS: Int64 = kiln_nopts_value()
+let avErrorEOF: Int32 = kiln_averror_eof()
+let avErrorEAGAIN: Int32 = kiln_averror_eagain()
+
+extension AVRational {
+    var seconds: Double { den == 0 ? 0 : Double(num) / Double(den) }
+}
+
+func rescale(_ ts: Int64, from a: AVRational, to b: AVRational) -> Int64 {
+    ts == noPTS ? noPTS : av_rescale_q_rnd(ts, a, b, AVRounding(rawValue: AV_ROUND_NEAR_INF.rawValue | AV_ROUND_PASS_MINMAX.rawValue))
+}
+
+func seconds(_ ts: Int64, _ tb: AVRational) -> Double? {
+    ts == noPTS ? nil : Double(ts) * tb.seconds
+}
+
+/// The text in a NUL-terminated C buffer.
+func cString(_ buf: [CChar]) -> String {
+    let bytes = buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// A C string from an optional libav pointer.
+func string(_ p: UnsafePointer<CChar>?) -> String? { p.map { String(cString: $0) } }
+
+/// Reads an entry of a libav dictionary.
+func dictValue(_ dict: OpaquePointer?, _ key: String) -> String? {
+    guard let dict, let e = av_dict_get(dict, key, nil, 0) else { return nil }
+    return string(e.pointee.value)
+}
+
+/// An owned `AVDictionary` of options, freed when it goes away.
+final class Options {
+    var dict: OpaquePointer?
+    init(_ pairs: [(String, String)] = []) { for (k, v) in pairs { set(k, v) } }
+    func set(_ key: String, _ value: String) { av_dict_set(&dict, key, value, 0) }
+    deinit { av_dict_free(&dict) }
+}
+
+/// An owned `AVPacket`.
+final class Packet {
+    let pointer: UnsafeMutablePointer<AVPacket>
+    init() throws(KilnError) {
+        guard let p = av_packet_alloc() else { throw KilnError(.resourceLimit, stage: .demux, "out of memory for a packet") }
+        pointer = p
+    }
+    deinit { var p: UnsafeMutablePointer<AVPacket>? = pointer; av_packet_free(&p) }
+    func unref() { av_packet_unref(pointer) }
+    var streamIndex: Int32 { get { pointer.pointee.stream_index } set { pointer.pointee.stream_index = newValue } }
+}
+
+/// An owned `AVFrame`.
+final class Frame {
+    let pointer: UnsafeMutablePointer<AVFrame>
+    init() throws(KilnError) {
+        guard let p = av_frame_alloc() else { throw KilnError(.resourceLimit, stage: .decode, "out of memory for a frame") }
+        pointer = p
+    }
+    deinit { var p: UnsafeMutablePointer<AVFrame>? = pointer; av_frame_free(&p) }
+    func unref() { av_frame_unref(pointer) }
+}
+
+/// Cancellation shared between the thread that asks (a signal handler's watcher, the
+/// farm) and the pipeline; C's interrupt callback reads the same flag atomically, so a
+/// blocked demux or mux call returns AVERROR_EXIT too.
+public final class Cancellation: @unchecked Sendable {
+    let flag: OpaquePointer
+    public init() { flag = kiln_interrupt_flag_new()! }
+    deinit { kiln_interrupt_flag_free(flag) }
+    public func cancel() { kiln_interrupt_flag_set(flag, 1) }
+    public var isCanceled: Bool { kiln_interrupt_flag_get(flag) != 0 }
+    func install(on ctx: UnsafeMutablePointer<AVFormatContext>) { kiln_set_interrupt(ctx, flag) }
+    func check(_ stage: KilnError.Stage) throws(KilnError) {
+        if isCanceled { throw KilnError(.canceled, stage: stage, "canceled") }
+    }
+}
+
+/// libav's log goes to a ring buffer, so failures can report the last lines and the
+/// command's output stays clean.
+public enum EngineLog {
+    public static func capture(verbose: Bool = false) {
+        kiln_log_capture(verbose ? AV_LOG_INFO : AV_LOG_WARNING, verbose ? 1 : 0)
+    }
+    public static func recentLines(_ max: Int = 20) -> [String] {
+        var buf = [CChar](repeating: 0, count: 64 * 512)
+        _ = kiln_log_recent(&buf, buf.count, Int32(max))
+        return cString(buf).split(separator: "\n").map(String.init)
+    }
+    static var errorCount: Int { Int(kiln_log_error_count()) }
+    static func reset() { kiln_log_reset() }
+}

@@ -1,0 +1,293 @@
+import CFFmpeg
+import KilnCore
+import Foundation
+
+/// Reads a file into a `MediaInfo`. The work is capped: libavformat reads at most
+/// `Demuxer.probeSizeBytes`, the packet scan (frame rate, Dolby Vision) reads a bounded
+/// number of packets, and the whole probe gives up after `deadlineSeconds`.
+public enum Prober {
+    public static let deadlineSeconds: Double = 30
+
+    public static func probe(path: String, cancellation: Cancellation = Cancellation(),
+                             fingerprint: Bool = true) throws(KilnError) -> MediaInfo {
+        let deadline = Deadline(seconds: deadlineSeconds, cancellation: cancellation)
+        defer { deadline.disarm() }
+        do {
+            let demuxer = try Demuxer(path: path, cancellation: cancellation)
+            var info = try describe(demuxer)
+            if fingerprint { info.fingerprint = try SourceFingerprint.compute(path: path) }
+            return info
+        } catch {
+            if error.code == .canceled && deadline.fired {
+                throw KilnError(.sourceUnreadable, stage: .probe,
+                                "probing took longer than \(Int(deadlineSeconds)) s; the file is too damaged to read")
+            }
+            throw error
+        }
+    }
+
+    static func describe(_ demuxer: Demuxer) throws(KilnError) -> MediaInfo {
+        let ctx = demuxer.context
+        let formatName = String(cString: ctx.pointee.iformat.pointee.name)
+        let ext = (demuxer.path as NSString).pathExtension
+        let size = (try? FileManager.default.attributesOfItem(atPath: demuxer.path)[.size] as? NSNumber)?.int64Value ?? 0
+        var streams: [StreamInfo] = []
+        for i in 0..<demuxer.streamCount {
+            streams.append(describe(stream: demuxer.stream(i)))
+        }
+        var duration = seconds(ctx.pointee.duration, kiln_time_base_q()) ?? 0
+        if duration <= 0 {
+            duration = streams.compactMap(\.durationSeconds).max() ?? 0
+        }
+        let start = seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0
+        var bitRate = Int(ctx.pointee.bit_rate)
+        if bitRate <= 0, duration > 0 { bitRate = Int(Double(size) * 8 / duration) }
+        var warnings: [String] = []
+        if streams.isEmpty { warnings.append("no_streams") }
+        try scanPackets(demuxer, &streams, &warnings)
+
+        var chapters: [Chapter] = []
+        for i in 0..<Int(ctx.pointee.nb_chapters) {
+            guard let ch = ctx.pointee.chapters[i] else { continue }
+            chapters.append(Chapter(startSeconds: seconds(ch.pointee.start, ch.pointee.time_base) ?? 0,
+                                    endSeconds: seconds(ch.pointee.end, ch.pointee.time_base) ?? 0,
+                                    title: dictValue(ch.pointee.metadata, "title")))
+        }
+        return MediaInfo(formatName: formatName, container: Container.name(formatName: formatName, fileExtension: ext),
+                         durationSeconds: duration, startSeconds: start, bitRate: bitRate, sizeBytes: size,
+                         streams: streams, chapters: chapters, warnings: warnings)
+    }
+
+    static func describe(stream st: UnsafeMutablePointer<AVStream>) -> StreamInfo {
+        let par = st.pointee.codecpar!.pointee
+        let type: StreamType
+        switch par.codec_type {
+        case AVMEDIA_TYPE_VIDEO: type = .video
+        case AVMEDIA_TYPE_AUDIO: type = .audio
+        case AVMEDIA_TYPE_SUBTITLE: type = .subtitle
+        case AVMEDIA_TYPE_ATTACHMENT: type = .attachment
+        case AVMEDIA_TYPE_DATA: type = .data
+        default: type = .unknown
+        }
+        let d = st.pointee.disposition
+        let disposition = Disposition(
+            isDefault: d & AV_DISPOSITION_DEFAULT != 0, forced: d & AV_DISPOSITION_FORCED != 0,
+            hearingImpaired: d & AV_DISPOSITION_HEARING_IMPAIRED != 0,
+            visualImpaired: d & AV_DISPOSITION_VISUAL_IMPAIRED != 0,
+            commentary: d & AV_DISPOSITION_COMMENT != 0 || isCommentaryTitle(dictValue(st.pointee.metadata, "title")),
+            attachedPicture: d & AV_DISPOSITION_ATTACHED_PIC != 0)
+        var info = StreamInfo(index: Int(st.pointee.index), type: type, codec: string(avcodec_get_name(par.codec_id)) ?? "unknown",
+                              disposition: disposition)
+        info.profile = string(avcodec_profile_name(par.codec_id, par.profile))
+        if par.level > 0 { info.level = Int(par.level) }
+        if par.bit_rate > 0 { info.bitRate = Int(par.bit_rate) }
+        info.durationSeconds = seconds(st.pointee.duration, st.pointee.time_base)
+        info.language = dictValue(st.pointee.metadata, "language").flatMap { $0 == "und" ? nil : $0 }
+        info.title = dictValue(st.pointee.metadata, "title")
+
+        switch type {
+        case .video:
+            info.width = Int(par.width)
+            info.height = Int(par.height)
+            let fmt = AVPixelFormat(rawValue: par.format)
+            if let desc = av_pix_fmt_desc_get(fmt) {
+                info.pixelFormat = string(desc.pointee.name)
+                info.bitDepth = Int(desc.pointee.comp.0.depth)
+                switch (desc.pointee.log2_chroma_w, desc.pointee.log2_chroma_h) {
+                case (1, 1): info.chroma = 420
+                case (1, 0): info.chroma = 422
+                case (0, 0): info.chroma = desc.pointee.nb_components >= 3 ? 444 : 400
+                default: break
+                }
+            }
+            let sar = par.sample_aspect_ratio.num > 0 ? par.sample_aspect_ratio : st.pointee.sample_aspect_ratio
+            info.sampleAspectRatio = sar.num > 0 && sar.den > 0 ? Rational(Int(sar.num), Int(sar.den)) : Rational.one
+            let avg = st.pointee.avg_frame_rate, real = st.pointee.r_frame_rate
+            let fps = avg.num > 0 && avg.den > 0 ? avg.seconds : (real.num > 0 && real.den > 0 ? real.seconds : 0)
+            if fps > 0 { info.frameRate = (fps * 1000).rounded() / 1000 }
+            if avg.num > 0, avg.den > 0, real.num > 0, real.den > 0 {
+                // A constant-rate stream has its real base rate equal to its average rate;
+                // phones and screen recorders write variable rates where they differ.
+                info.variableFrameRate = abs(real.seconds - avg.seconds) / avg.seconds > 0.01
+            }
+            switch par.field_order {
+            case AV_FIELD_PROGRESSIVE: info.fieldOrder = .progressive
+            case AV_FIELD_TT: info.fieldOrder = .tt
+            case AV_FIELD_BB: info.fieldOrder = .bb
+            case AV_FIELD_TB: info.fieldOrder = .tb
+            case AV_FIELD_BT: info.fieldOrder = .bt
+            default: info.fieldOrder = .unknown
+            }
+            let rot = kiln_stream_rotation(st)
+            if !rot.isNaN {
+                // libav reports counter-clockwise degrees; players rotate clockwise by the negation.
+                let cw = Int((-rot).rounded())
+                info.rotation = ((cw % 360) + 360) % 360
+            } else {
+                info.rotation = 0
+            }
+            if par.color_primaries != AVCOL_PRI_UNSPECIFIED { info.colorPrimaries = string(av_color_primaries_name(par.color_primaries)) }
+            if par.color_trc != AVCOL_TRC_UNSPECIFIED { info.colorTransfer = string(av_color_transfer_name(par.color_trc)) }
+            if par.color_space != AVCOL_SPC_UNSPECIFIED { info.colorMatrix = string(av_color_space_name(par.color_space)) }
+            if par.color_range != AVCOL_RANGE_UNSPECIFIED { info.colorRange = string(av_color_range_name(par.color_range)) }
+            switch par.color_trc {
+            case AVCOL_TRC_SMPTE2084: info.hdr = .hdr10
+            case AVCOL_TRC_ARIB_STD_B67: info.hdr = .hlg
+            default: info.hdr = .sdr
+            }
+            if let dovi = kiln_stream_dovi(st) {
+                let r = dovi.pointee
+                info.dolbyVision = DolbyVision(profile: Int(r.dv_profile), level: Int(r.dv_level), rpuPresent: r.rpu_present_flag != 0,
+                                               elPresent: r.el_present_flag != 0, blPresent: r.bl_present_flag != 0,
+                                               blCompatibilityId: Int(r.dv_bl_signal_compatibility_id), signalledIn: "container")
+                info.hdr = .dolbyVision
+            }
+        case .audio:
+            info.channels = Int(par.ch_layout.nb_channels)
+            var buf = [CChar](repeating: 0, count: 128)
+            var layout = par.ch_layout
+            if av_channel_layout_describe(&layout, &buf, buf.count) > 0 { info.channelLayout = cString(buf) }
+            info.sampleRate = Int(par.sample_rate)
+        case .subtitle:
+            if let desc = avcodec_descriptor_get(par.codec_id) {
+                let props = desc.pointee.props
+                if props & AV_CODEC_PROP_TEXT_SUB != 0 { info.textSubtitle = true }
+                else if props & AV_CODEC_PROP_BITMAP_SUB != 0 { info.textSubtitle = false }
+            }
+        default: break
+        }
+        return info
+    }
+
+    /// Some muxers mark commentary only in the title.
+    static func isCommentaryTitle(_ title: String?) -> Bool {
+        guard let t = title?.lowercased() else { return false }
+        return t.contains("commentary") || t.contains("kommentar") || t.contains("commentaire")
+    }
+
+    /// Reads the first packets of the main video stream (a bounded number) to learn what
+    /// the headers do not say reliably: the real frame rate and whether it varies (MKV's
+    /// default durations and r_frame_rate are often wrong), and Dolby Vision signalled
+    /// only in the bitstream (HEVC RPU NAL units, type 62, and an enhancement layer, type
+    /// 63, with no dvcC/dvvC record), whose profile is inferred from the base layer.
+    static func scanPackets(_ demuxer: Demuxer, _ streams: inout [StreamInfo], _ warnings: inout [String]) throws(KilnError) {
+        guard let vi = streams.firstIndex(where: { $0.type == .video && !$0.disposition.attachedPicture }) else { return }
+        let target = Int32(streams[vi].index)
+        let st = demuxer.stream(Int(target))
+        let scanDV = streams[vi].codec == "hevc" && streams[vi].dolbyVision == nil
+        let lengthSize = HEVCNALScanner.lengthSize(st)
+        let packet = try Packet()
+        var pts: [Int64] = []
+        var rpu = false, el = false, reads = 0
+        av_seek_frame(demuxer.context, -1, 0, AVSEEK_FLAG_BACKWARD)
+        while pts.count < scanPacketLimit, reads < scanPacketLimit * 32 {
+            reads += 1
+            guard try demuxer.read(into: packet) else { break }
+            defer { packet.unref() }
+            guard packet.streamIndex == target else { continue }
+            let p = packet.pointer.pointee
+            if p.pts != noPTS { pts.append(p.pts) }
+            if scanDV, let data = p.data {
+                let types = HEVCNALScanner.nalTypes(UnsafeBufferPointer(start: data, count: Int(p.size)), lengthSize: lengthSize)
+                if types.contains(62) { rpu = true }
+                if types.contains(63) { el = true }
+            }
+        }
+        if let (fps, variable) = frameRate(pts: pts, timeBase: st.pointee.time_base) {
+            streams[vi].frameRate = (fps * 1000).rounded() / 1000
+            streams[vi].variableFrameRate = variable
+        }
+        guard rpu else { return }
+        let base = streams[vi].hdr ?? .sdr
+        let profile: Int, compat: Int
+        if el { profile = 7; compat = 6 }
+        else {
+            switch base {
+            case .hdr10: profile = 8; compat = 1
+            case .hlg: profile = 8; compat = 4
+            default:
+                // No PQ/HLG signalling on the base layer: the IPTPQc2 colour of profile 5
+                // (or an SDR-compatible 8.2 with BT.709 tags).
+                if streams[vi].colorPrimaries == "bt709" { profile = 8; compat = 2 } else { profile = 5; compat = 0 }
+            }
+        }
+        streams[vi].dolbyVision = DolbyVision(profile: profile, level: 0, rpuPresent: true, elPresent: el, blPresent: true,
+                                              blCompatibilityId: compat, signalledIn: "bitstream")
+        streams[vi].hdr = .dolbyVision
+        warnings.append("dolby_vision_inferred_from_bitstream")
+    }
+
+    static let scanPacketLimit = 240
+
+    /// Frame rate from presentation timestamps: the median step between sorted PTS, and
+    /// "variable" when more than a tenth of the steps stray more than 10 % from it.
+    static func frameRate(pts: [Int64], timeBase: AVRational) -> (Double, Bool)? {
+        guard pts.count >= 8 else { return nil }
+        let sorted = pts.sorted()
+        let steps = zip(sorted.dropFirst(), sorted).map { $0 - $1 }.filter { $0 > 0 }
+        guard steps.count >= 4 else { return nil }
+        let median = steps.sorted()[steps.count / 2]
+        let seconds = Double(median) * timeBase.seconds
+        guard seconds > 0 else { return nil }
+        let stray = steps.filter { abs(Double($0 - median)) > 0.1 * Double(median) }.count
+        let variable = Double(stray) / Double(steps.count) > 0.1
+        // A constant rate is the span over the count, which averages away timestamps
+        // rounded to milliseconds (MKV's 33/34 ms steps are 29.97 fps, not 30.3).
+        let span = Double(sorted.last! - sorted.first!) * timeBase.seconds
+        if !variable, span > 0 { return (Double(sorted.count - 1) / span, false) }
+        return (1 / seconds, variable)
+    }
+}
+
+/// Finds HEVC NAL unit types in a packet, either length-prefixed (MP4/MKV, hvcC) or
+/// Annex B (MPEG-TS).
+enum HEVCNALScanner {
+    static func lengthSize(_ st: UnsafeMutablePointer<AVStream>) -> Int {
+        let par = st.pointee.codecpar.pointee
+        // hvcC: byte 21's low two bits are lengthSizeMinusOne; Annex B streams have no hvcC.
+        guard par.extradata_size > 22, let x = par.extradata, x[0] == 1 else { return 0 }
+        return Int(x[21] & 3) + 1
+    }
+
+    static func nalTypes(_ data: UnsafeBufferPointer<UInt8>, lengthSize: Int) -> Set<Int> {
+        var types = Set<Int>()
+        let n = data.count
+        if lengthSize > 0 {
+            var i = 0
+            while i + lengthSize < n {
+                var len = 0
+                for k in 0..<lengthSize { len = len << 8 | Int(data[i + k]) }
+                i += lengthSize
+                guard len > 0, i + len <= n else { break }
+                types.insert(Int(data[i] >> 1) & 0x3f)
+                i += len
+            }
+        } else {
+            var i = 0
+            while i + 3 < n {
+                if data[i] == 0, data[i + 1] == 0, data[i + 2] == 1 {
+                    types.insert(Int(data[i + 3] >> 1) & 0x3f)
+                    i += 3
+                } else { i += 1 }
+            }
+        }
+        return types
+    }
+}
+
+/// Cancels a `Cancellation` when time runs out, so a hostile file cannot hold a probe.
+final class Deadline: @unchecked Sendable {
+    private let lock = NSLock()
+    private var armed = true
+    private(set) var fired = false
+
+    init(seconds: Double, cancellation: Cancellation) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [weak self] in
+            guard let self else { return }
+            self.lock.lock(); defer { self.lock.unlock() }
+            if self.armed { self.fired = true; cancellation.cancel() }
+        }
+    }
+
+    func disarm() { lock.lock(); armed = false; lock.unlock() }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import KilnCore
+import MediaEngine
+
+/// `prep-artifact`: the one-shot command of CONTRACT.md section 2.
+enum CommandLineTool {
+    static let usage = """
+    usage: prep-artifact probe FILE [--json]
+           prep-artifact plan FILE --quality Q [--caps FILE|NAME] [--audio-language LANG] [--json]
+           prep-artifact prepare FILE --quality Q [--caps FILE|NAME] [--audio-language LANG] --output OUT [--json] [--progress-json]
+           prep-artifact presets [--json]
+    """
+
+    static func run(_ args: [String]) -> Int32 {
+        guard let command = args.first else {
+            FileHandle.standardError.write(Data((usage + "\n").utf8))
+            return 2
+        }
+        var parsed: Arguments
+        do { parsed = try Arguments(Array(args.dropFirst())) } catch {
+            return fail(error, json: args.contains("--json"))
+        }
+        EngineLog.capture(verbose: parsed.flag("--verbose"))
+        do throws(KilnError) {
+            switch command {
+            case "probe": return try ProbeCommand.run(parsed)
+            case "-h", "--help", "help":
+                print(usage); return 0
+            default:
+                throw KilnError(.usage, stage: .request, "unknown command \"\(command)\"")
+            }
+        } catch {
+            return fail(error, json: parsed.flag("--json"))
+        }
+    }
+
+    /// Prints an error the way the contract asks (one JSON object with --json, one line
+    /// otherwise) and returns its exit status.
+    static func fail(_ error: KilnError, json: Bool) -> Int32 {
+        if json {
+            print(JSON.string(Failure(error: error)))
+        } else {
+            FileHandle.standardError.write(Data("prep-artifact: \(error.code.rawValue): \(error.message)\n".utf8))
+            if error.code == .usage { FileHandle.standardError.write(Data((usage + "\n").utf8)) }
+        }
+        return error.exitStatus
+    }
+
+    struct Failure: Encodable {
+        let ok = false
+        let error: KilnError
+    }
+}
+
+/// Flags and positional arguments, checked up front so a typo is a usage error (exit 2).
+struct Arguments {
+    static let valueFlags: Set<String> = ["--quality", "--caps", "--output", "--audio-language", "--presets"]
+    static let booleanFlags: Set<String> = ["--json", "--progress-json", "--verbose", "--no-fingerprint"]
+
+    var positional: [String] = []
+    var values: [String: String] = [:]
+    var flags: Set<String> = []
+
+    init(_ args: [String]) throws(KilnError) {
+        var i = 0
+        while i < args.count {
+            let a = args[i]
+            if Arguments.valueFlags.contains(a) {
+                guard i + 1 < args.count else { throw KilnError(.usage, stage: .request, "\(a) needs a value") }
+                values[a] = args[i + 1]
+                i += 2
+            } else if let eq = a.firstIndex(of: "="), Arguments.valueFlags.contains(String(a[..<eq])) {
+                values[String(a[..<eq])] = String(a[a.index(after: eq)...])
+                i += 1
+            } else if Arguments.booleanFlags.contains(a) {
+                flags.insert(a)
+                i += 1
+            } else if a.hasPrefix("--") {
+                throw KilnError(.usage, stage: .request, "unknown flag \(a)")
+            } else {
+                positional.append(a)
+                i += 1
+            }
+        }
+    }
+
+    func flag(_ name: String) -> Bool { flags.contains(name) }
+
+    func file() throws(KilnError) -> String {
+        guard positional.count == 1 else {
+            throw KilnError(.usage, stage: .request, positional.isEmpty ? "a FILE is required" : "exactly one FILE is expected")
+        }
+        return positional[0]
+    }
+}
+
+enum ProbeCommand {
+    static func run(_ args: Arguments) throws(KilnError) -> Int32 {
+        let info = try Prober.probe(path: try args.file(), fingerprint: !args.flag("--no-fingerprint"))
+        if args.flag("--json") {
+            print(JSON.string(info, pretty: true))
+        } else {
+            print(MediaInfoText.render(info))
+        }
+        return 0
+    }
+}
