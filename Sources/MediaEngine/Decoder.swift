@@ -1,0 +1,107 @@
+import CFFmpeg
+import KilnCore
+
+/// A decoder for one input stream: owns the `AVCodecContext`, turns packets into frames.
+/// A packet the decoder rejects as invalid data is concealed (skipped and counted), as
+/// players do; anything else is an error.
+final class Decoder {
+    let context: UnsafeMutablePointer<AVCodecContext>
+    /// Packets (or receive calls) the decoder reported as invalid data and that were skipped.
+    private(set) var corruptPackets = 0
+    private(set) var framesDecoded = 0
+    /// Packets sent since the last frame came out; a stream that never yields a frame is
+    /// undecodable, not merely delayed (callers decide how many are too many).
+    private(set) var packetsSinceFrame = 0
+    private let frame: Frame
+
+    /// - Parameter threads: 0 lets libavcodec pick (one per core, frame and slice threads).
+    init(stream: UnsafeMutablePointer<AVStream>, threads: Int = 0) throws(KilnError) {
+        let par = stream.pointee.codecpar!
+        let codecName = string(avcodec_get_name(par.pointee.codec_id)) ?? "unknown"
+        guard let codec = avcodec_find_decoder(par.pointee.codec_id) else {
+            throw KilnError(.sourceUnsupported, stage: .decode,
+                            "no decoder for \(codecName) (stream \(stream.pointee.index))")
+        }
+        guard let ctx = avcodec_alloc_context3(codec) else {
+            throw KilnError(.resourceLimit, stage: .decode, "out of memory for a \(codecName) decoder")
+        }
+        var owned: UnsafeMutablePointer<AVCodecContext>? = ctx
+        let ret = avcodec_parameters_to_context(ctx, par)
+        if ret < 0 {
+            avcodec_free_context(&owned)
+            throw classify(ret, .decode, "cannot configure the \(codecName) decoder", as: .sourceUnsupported)
+        }
+        ctx.pointee.pkt_timebase = stream.pointee.time_base
+        ctx.pointee.thread_count = Int32(threads)
+        if par.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
+            // The container's frame rate helps decoders that guess timestamps (MPEG-2 in TS).
+            ctx.pointee.framerate = stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
+        }
+        let options = Options()
+        let open = avcodec_open2(ctx, codec, &options.dict)
+        if open < 0 {
+            avcodec_free_context(&owned)
+            let e = classify(open, .decode, "cannot open the \(codecName) decoder", as: .sourceUnsupported)
+            throw e.code == .resourceLimit || e.code == .canceled ? e
+                : KilnError(.sourceUnsupported, stage: .decode, underlying: open,
+                            "the \(codecName) stream \(stream.pointee.index) cannot be decoded (\(avErrorText(open)))")
+        }
+        do {
+            frame = try Frame()
+        } catch {
+            avcodec_free_context(&owned)
+            throw error
+        }
+        context = ctx
+    }
+
+    deinit {
+        var c: UnsafeMutablePointer<AVCodecContext>? = context
+        avcodec_free_context(&c)
+    }
+
+    var timeBase: AVRational { context.pointee.pkt_timebase }
+
+    /// Sends a packet (nil flushes at end of input) and calls `body` for every frame that
+    /// comes out. The frame is only valid during the call; `body` may keep a reference
+    /// with `av_frame_ref`/`av_frame_move_ref`.
+    func decode(_ packet: Packet?, _ body: (Frame) throws(KilnError) -> Void) throws(KilnError) {
+        var pending = true
+        while pending {
+            let ret = avcodec_send_packet(context, packet?.pointer)
+            pending = false
+            if ret == avErrorEAGAIN {
+                // The decoder's output is full: drain it, then send the same packet again.
+                pending = true
+            } else if ret == kiln_averror_invaliddata() {
+                corruptPackets += 1
+                return
+            } else if ret == avErrorEOF {
+                // Already flushed: nothing more will come out.
+                return
+            } else if ret < 0 {
+                throw classify(ret, .decode, "the decoder failed", as: .sourceCorrupt)
+            } else if packet != nil {
+                packetsSinceFrame += 1
+            }
+            try receiveAll(body)
+        }
+    }
+
+    private func receiveAll(_ body: (Frame) throws(KilnError) -> Void) throws(KilnError) {
+        while true {
+            let ret = avcodec_receive_frame(context, frame.pointer)
+            if ret == avErrorEAGAIN || ret == avErrorEOF { return }
+            if ret == kiln_averror_invaliddata() {
+                // With frame threads a corrupt packet is reported when its frame is due.
+                corruptPackets += 1
+                continue
+            }
+            if ret < 0 { throw classify(ret, .decode, "the decoder failed", as: .sourceCorrupt) }
+            framesDecoded += 1
+            packetsSinceFrame = 0
+            defer { frame.unref() }
+            try body(frame)
+        }
+    }
+}
