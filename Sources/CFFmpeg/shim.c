@@ -124,3 +124,37 @@ int kiln_stream_has_mastering(const AVStream *st) {
     return stream_side_data(st, AV_PKT_DATA_MASTERING_DISPLAY_METADATA) != NULL ||
            stream_side_data(st, AV_PKT_DATA_CONTENT_LIGHT_LEVEL) != NULL;
 }
+
+int kiln_copy_chapters(AVFormatContext *out, const AVFormatContext *in, int64_t offset) {
+    if (in->nb_chapters == 0) return 0;
+    AVChapter **list = av_calloc(in->nb_chapters, sizeof(*list));
+    if (!list) return AVERROR(ENOMEM);
+    unsigned n = 0;
+    for (unsigned i = 0; i < in->nb_chapters; i++) {
+        const AVChapter *src = in->chapters[i];
+        int64_t shift = av_rescale_q(offset, AV_TIME_BASE_Q, src->time_base);
+        int64_t start = src->start - shift, end = src->end - shift;
+        if (end <= 0) continue;
+        AVChapter *c = av_mallocz(sizeof(*c));
+        if (!c) break;
+        c->id = src->id;
+        c->time_base = src->time_base;
+        c->start = start < 0 ? 0 : start;
+        c->end = end;
+        av_dict_copy(&c->metadata, src->metadata, 0);
+        list[n++] = c;
+    }
+    out->chapters = list;
+    out->nb_chapters = n;
+    return 0;
+}
+
+int kiln_copy_stream_side_data(AVStream *out, const AVStream *in) {
+    for (int i = 0; i < in->nb_side_data; i++) {
+        const AVPacketSideData *sd = &in->side_data[i];
+        uint8_t *dst = av_stream_new_side_data(out, sd->type, sd->size);
+        if (!dst) return AVERROR(ENOMEM);
+        memcpy(dst, sd->data, sd->size);
+    }
+    return 0;
+}

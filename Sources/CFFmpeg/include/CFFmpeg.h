@@ -95,4 +95,13 @@ const AVDOVIDecoderConfigurationRecord *kiln_stream_dovi(const AVStream *st);
 /// Whether a stream carries mastering-display or content-light metadata.
 int kiln_stream_has_mastering(const AVStream *st);
 
+
+
+// ---- chapters and metadata for the output ----
+/// Copies the input's chapters to the output, shifted by `offset` (AV_TIME_BASE units)
+/// and clipped at zero. Returns 0 or a negative AVERROR.
+int kiln_copy_chapters(AVFormatContext *out, const AVFormatContext *in, int64_t offset);
+/// Copies a stream's side data (display matrix, Dolby Vision configuration, mastering
+/// display and content light metadata) to another stream.
+int kiln_copy_stream_side_data(AVStream *out, const AVStream *in);
 #endif

@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import KilnCore
+
+/// The output file's lifecycle: all writing goes to a hidden temporary name in the
+/// destination's folder (same file system, so the rename is atomic); it becomes the
+/// destination only after verification, fsync of the file, rename and fsync of the
+/// folder. Whatever way a run ends otherwise, the temporary file is removed, so the
+/// destination is complete and verified, or absent.
+final class AtomicOutput {
+    let destination: String
+    let temporary: String
+    private var committed = false
+
+    /// Marks every temporary name Kiln writes, so a crashed run's leftovers can be found.
+    static let marker = ".kiln-tmp-"
+
+    init(destination: String) throws(KilnError) {
+        self.destination = destination
+        let url = URL(fileURLWithPath: destination)
+        let dir = url.deletingLastPathComponent().path
+        var isDir: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
+            throw KilnError(.usage, stage: .write, "the output folder \(dir) does not exist")
+        }
+        guard !FileManager.default.fileExists(atPath: destination, isDirectory: &isDir) || !isDir.boolValue else {
+            throw KilnError(.usage, stage: .write, "the output path is a folder")
+        }
+        temporary = url.deletingLastPathComponent()
+            .appendingPathComponent(".\(url.lastPathComponent)\(AtomicOutput.marker)\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+            .path
+    }
+
+    deinit { if !committed { unlink(temporary) } }
+
+    /// Removes the temporary file now (cancellation, failure).
+    func discard() { if !committed { unlink(temporary) } }
+
+    /// fsync the file, rename it over the destination, fsync the folder.
+    func commit() throws(KilnError) {
+        try AtomicOutput.fsync(path: temporary)
+        guard rename(temporary, destination) == 0 else {
+            throw AtomicOutput.error(errno, "cannot move the output into place")
+        }
+        committed = true
+        try AtomicOutput.fsync(path: (destination as NSString).deletingLastPathComponent.isEmpty
+                               ? "." : (destination as NSString).deletingLastPathComponent)
+    }
+
+    static func fsync(path: String) throws(KilnError) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw error(errno, "cannot open \(path) to sync it") }
+        defer { close(fd) }
+        guard Glibc.fsync(fd) == 0 else { throw error(errno, "cannot sync \(path) to disk") }
+    }
+
+    static func error(_ e: Int32, _ what: String) -> KilnError {
+        KilnError(e == ENOSPC || e == EDQUOT ? .diskFull : .ioError, stage: .finalize, underlying: e,
+                  "\(what): \(String(cString: strerror(e)))")
+    }
+
+    /// SHA-256 and size of a finished file, read once before it is renamed into place.
+    /// (The faststart pass rewrites the file after the last packet, so the bytes are only
+    /// final once the trailer is written.)
+    static func digest(path: String) throws(KilnError) -> (sha256: String, bytes: Int64) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw error(errno, "cannot read the output back") }
+        defer { close(fd) }
+        var hash = SHA256()
+        var total: Int64 = 0
+        var buf = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 { if errno == EINTR { continue }; throw error(errno, "cannot read the output back") }
+            if n == 0 { break }
+            buf.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            total += Int64(n)
+        }
+        return (hash.hexDigest(), total)
+    }
+}

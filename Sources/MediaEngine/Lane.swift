@@ -1,0 +1,47 @@
+import CFFmpeg
+import KilnCore
+
+/// One output stream of a pipeline and how it is made from one input stream: copied
+/// (`CopyLane`), re-encoded (`VideoTranscodeLane`, `AudioTranscodeLane`) or converted
+/// (`SubtitleLane`). The pipeline demuxes once and hands each lane its packets, already
+/// shifted so the output starts at zero; lanes write through the muxer.
+protocol Lane: AnyObject {
+    /// The input stream this lane consumes.
+    var inputIndex: Int32 { get }
+    /// The output stream index, set by `prepare`.
+    var outputIndex: Int32 { get }
+    /// Adds the output stream to the muxer and configures it (codec parameters, time
+    /// base, side data, metadata). Called before the header is written; encoders open here.
+    func prepare(muxer: Muxer) throws(KilnError)
+    /// Consumes one input packet (timestamps in the input stream's time base, shifted).
+    func consume(_ packet: Packet, muxer: Muxer) throws(KilnError)
+    /// Drains decoders, filters and encoders at end of input.
+    func finish(muxer: Muxer) throws(KilnError)
+    /// Counters reported in the result (concealed corrupt packets, dropped frames, …).
+    var stats: LaneStats { get }
+}
+
+public struct LaneStats: Sendable, Codable, Equatable {
+    public var packetsIn = 0
+    public var packetsOut = 0
+    /// Packets a decoder rejected and the pipeline skipped (concealed corruption).
+    public var corruptPackets = 0
+    public var framesDecoded = 0
+    public var framesEncoded = 0
+    public init() {}
+    enum CodingKeys: String, CodingKey {
+        case packetsIn = "packets_in", packetsOut = "packets_out", corruptPackets = "corrupt_packets"
+        case framesDecoded = "frames_decoded", framesEncoded = "frames_encoded"
+    }
+}
+
+/// Copies the stream metadata a player shows (language, title) and the dispositions we
+/// keep (default, forced, hearing impaired, commentary) from an input to an output stream.
+func copyStreamMetadata(from input: UnsafeMutablePointer<AVStream>, to output: UnsafeMutablePointer<AVStream>) {
+    for key in ["language", "title"] {
+        if let v = dictValue(input.pointee.metadata, key) { av_dict_set(&output.pointee.metadata, key, v, 0) }
+    }
+    let keep = AV_DISPOSITION_DEFAULT | AV_DISPOSITION_FORCED | AV_DISPOSITION_HEARING_IMPAIRED
+        | AV_DISPOSITION_VISUAL_IMPAIRED | AV_DISPOSITION_COMMENT
+    output.pointee.disposition = input.pointee.disposition & keep
+}

@@ -1,0 +1,97 @@
+import CFFmpeg
+import KilnCore
+
+/// An MP4 being written: owns the output `AVFormatContext` and its file. Lanes add their
+/// streams, the pipeline writes the header, every packet goes through `write`, which is
+/// the one place timestamps are made legal for the muxer.
+final class Muxer {
+    let context: UnsafeMutablePointer<AVFormatContext>
+    private var headerWritten = false
+    private var finished = false
+    /// Per output stream: last DTS written, to keep DTS strictly increasing.
+    private var lastDTS: [Int64] = []
+    /// Bytes of packets written, for progress and the result.
+    private(set) var payloadBytes: Int64 = 0
+    /// Packets whose timestamps had to be repaired (missing or non-monotonic DTS).
+    private(set) var repairedTimestamps = 0
+
+    init(path: String, cancellation: Cancellation) throws(KilnError) {
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        try check(avformat_alloc_output_context2(&ctx, nil, "mp4", path), .mux, "cannot create the MP4 muxer")
+        guard let ctx else { throw KilnError(.resourceLimit, stage: .mux, "cannot create the MP4 muxer") }
+        context = ctx
+        cancellation.install(on: ctx)
+        var cb = ctx.pointee.interrupt_callback
+        let ret = avio_open2(&ctx.pointee.pb, path, AVIO_FLAG_WRITE, &cb, nil)
+        if ret < 0 {
+            avformat_free_context(ctx)
+            throw classify(ret, .write, "cannot create the output file", as: .ioError)
+        }
+    }
+
+    deinit {
+        if !finished, headerWritten { av_write_trailer(context) }
+        avio_closep(&context.pointee.pb)
+        avformat_free_context(context)
+    }
+
+    func addStream() throws(KilnError) -> UnsafeMutablePointer<AVStream> {
+        guard let st = avformat_new_stream(context, nil) else {
+            throw KilnError(.resourceLimit, stage: .mux, "cannot add an output stream")
+        }
+        lastDTS.append(noPTS)
+        return st
+    }
+
+    func stream(_ index: Int32) -> UnsafeMutablePointer<AVStream> { context.pointee.streams[Int(index)]! }
+
+    /// Writes the header with the index moved to the front at the end (faststart) and
+    /// Dolby Vision configuration allowed (libavformat writes dvcC only at "unofficial").
+    func writeHeader() throws(KilnError) {
+        let options = Options([("movflags", "+faststart+disable_chpl"), ("strict", "unofficial")])
+        // Chapters are kept as a QuickTime chapter track, which Apple and most Android players
+        // read; Nero chpl boxes are left out because some players then show them twice.
+        try check(avformat_write_header(context, &options.dict), .mux, "cannot write the MP4 header", as: .ioError)
+        headerWritten = true
+    }
+
+    /// Writes one packet whose timestamps are in `timeBase` and whose stream index is an
+    /// output index. Missing DTS become the PTS (or the last DTS + 1) and DTS never goes
+    /// backwards, as the ffmpeg command does before its muxer.
+    func write(_ packet: Packet, from timeBase: AVRational) throws(KilnError) {
+        let index = Int(packet.streamIndex)
+        let st = stream(packet.streamIndex)
+        av_packet_rescale_ts(packet.pointer, timeBase, st.pointee.time_base)
+        let p = packet.pointer
+        if p.pointee.dts == noPTS {
+            if lastDTS[index] == noPTS || p.pointee.pts == noPTS || p.pointee.pts > lastDTS[index] {
+                p.pointee.dts = p.pointee.pts
+            }
+            repairedTimestamps += 1
+        }
+        if p.pointee.dts == noPTS && lastDTS[index] != noPTS { p.pointee.dts = lastDTS[index] + 1 }
+        if lastDTS[index] != noPTS, p.pointee.dts != noPTS, p.pointee.dts <= lastDTS[index] {
+            p.pointee.dts = lastDTS[index] + 1
+            repairedTimestamps += 1
+        }
+        if p.pointee.pts != noPTS, p.pointee.dts != noPTS, p.pointee.pts < p.pointee.dts {
+            p.pointee.pts = p.pointee.dts
+        }
+        if p.pointee.dts != noPTS { lastDTS[index] = p.pointee.dts }
+        payloadBytes += Int64(p.pointee.size)
+        let ret = av_interleaved_write_frame(context, p)
+        if ret < 0 { throw classify(ret, .mux, "cannot write to the output", as: .ioError) }
+    }
+
+    /// Writes the trailer: with faststart this rewrites the file to put the index first,
+    /// which is why the file must not be renamed into place before this returns.
+    func finish() throws(KilnError) {
+        finished = true
+        try check(av_write_trailer(context), .mux, "cannot finish the MP4", as: .ioError)
+        if let pb = context.pointee.pb {
+            avio_flush(pb)
+            if pb.pointee.error < 0 { throw classify(pb.pointee.error, .write, "cannot write the output", as: .ioError) }
+        }
+        avio_closep(&context.pointee.pb)
+    }
+}

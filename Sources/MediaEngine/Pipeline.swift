@@ -1,0 +1,120 @@
+import CFFmpeg
+import KilnCore
+
+/// The one demux loop for remuxes and transcodes: reads each packet once, moves the
+/// timeline so the output starts at zero, repairs timestamp jumps, and hands each packet
+/// to the lane that owns its stream. Packets of streams no lane wants are never read
+/// past the demuxer (`AVDISCARD_ALL`).
+final class Pipeline {
+    let demuxer: Demuxer
+    let lanes: [Lane]
+    let muxer: Muxer
+    let durationSeconds: Double
+    let cancellation: Cancellation
+    let onProgress: (Progress) -> Void
+    private let clock = SystemClock()
+
+    /// A jump bigger than this between consecutive timestamps of a stream in a container
+    /// that allows discontinuities (MPEG-TS) is a splice or a broadcast wrap, not content.
+    static let discontinuityThreshold: Int64 = 10 * Int64(kiln_time_base())
+
+    init(demuxer: Demuxer, lanes: [Lane], muxer: Muxer, durationSeconds: Double, cancellation: Cancellation,
+         onProgress: @escaping (Progress) -> Void) {
+        self.demuxer = demuxer
+        self.lanes = lanes
+        self.muxer = muxer
+        self.durationSeconds = durationSeconds
+        self.cancellation = cancellation
+        self.onProgress = onProgress
+    }
+
+    /// The earliest start among the audio and video streams we keep, in AV_TIME_BASE
+    /// units. Subtracting it makes the output start at zero while keeping the streams'
+    /// relative offsets (A/V sync). Subtitles do not count: their first cue may be late.
+    func startOffset() -> Int64 {
+        var best: Int64? = nil
+        for lane in lanes {
+            let st = demuxer.stream(Int(lane.inputIndex))
+            let type = st.pointee.codecpar.pointee.codec_type
+            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO, st.pointee.start_time != noPTS else { continue }
+            let t = rescale(st.pointee.start_time, from: st.pointee.time_base, to: kiln_time_base_q())
+            best = min(best ?? t, t)
+        }
+        if let best { return best }
+        let s = demuxer.context.pointee.start_time
+        return s == noPTS ? 0 : s
+    }
+
+    func run() throws(KilnError) {
+        var laneFor = [Int32: Lane]()
+        for lane in lanes { laneFor[lane.inputIndex] = lane }
+        for i in 0..<demuxer.streamCount where laneFor[Int32(i)] == nil {
+            demuxer.stream(i).pointee.discard = AVDISCARD_ALL
+        }
+        // The lane whose position is the progress: video if there is one.
+        let progressIndex = lanes.first { demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO }?.inputIndex
+            ?? lanes.first?.inputIndex ?? -1
+        for lane in lanes { try lane.prepare(muxer: muxer) }
+        try check(kiln_copy_chapters(muxer.context, demuxer.context, startOffset()), .mux, "cannot copy chapters")
+        copyGlobalMetadata()
+        try muxer.writeHeader()
+
+        var correction: Int64 = -startOffset()       // AV_TIME_BASE units added to every timestamp
+        var lastDTS = [Int32: Int64]()               // per stream, corrected, AV_TIME_BASE units
+        let discontinuous = demuxer.hasDiscontinuousTimestamps
+        let started = clock.monotonicSeconds()
+        var lastReport = started
+        var position = 0.0
+        let packet = try Packet()
+        while try demuxer.read(into: packet) {
+            defer { packet.unref() }
+            try cancellation.check(.demux)
+            let index = packet.streamIndex
+            guard let lane = laneFor[index] else { continue }
+            let tb = demuxer.stream(Int(index)).pointee.time_base
+            let p = packet.pointer
+            if discontinuous, p.pointee.dts != noPTS, let last = lastDTS[index] {
+                let now = rescale(p.pointee.dts, from: tb, to: kiln_time_base_q()) + correction
+                if abs(now - last) > Pipeline.discontinuityThreshold {
+                    let step = max(rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), 1)
+                    correction += last + step - now
+                }
+            }
+            let shift = rescale(correction, from: kiln_time_base_q(), to: tb)
+            if p.pointee.pts != noPTS { p.pointee.pts += shift }
+            if p.pointee.dts != noPTS {
+                p.pointee.dts += shift
+                lastDTS[index] = rescale(p.pointee.dts, from: tb, to: kiln_time_base_q())
+            }
+            if index == progressIndex, let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb) {
+                position = max(position, t)
+            }
+            try lane.consume(packet, muxer: muxer)
+            let now = clock.monotonicSeconds()
+            if now - lastReport >= 0.5 {
+                lastReport = now
+                onProgress(Progress(encodedSeconds: position, durationSeconds: durationSeconds,
+                                    speed: position / max(now - started, 1e-3)))
+            }
+        }
+        try cancellation.check(.demux)
+        for lane in lanes { try lane.finish(muxer: muxer) }
+        try cancellation.check(.mux)
+        try muxer.finish()
+        let elapsed = clock.monotonicSeconds() - started
+        onProgress(Progress(encodedSeconds: durationSeconds, durationSeconds: durationSeconds,
+                            speed: durationSeconds / max(elapsed, 1e-3)))
+    }
+
+    /// Carries the source's descriptive tags (title, show, episode, date, …), not the
+    /// ones that describe the old file (brands, encoder).
+    private func copyGlobalMetadata() {
+        var e: UnsafeMutablePointer<AVDictionaryEntry>? = nil
+        let skip: Set<String> = ["major_brand", "minor_version", "compatible_brands", "encoder", "creation_time", "duration"]
+        while let entry = av_dict_get(demuxer.context.pointee.metadata, "", e, AV_DICT_IGNORE_SUFFIX) {
+            e = entry
+            guard let key = string(entry.pointee.key), !skip.contains(key.lowercased()) else { continue }
+            av_dict_set(&muxer.context.pointee.metadata, key, entry.pointee.value, 0)
+        }
+    }
+}
