@@ -1,1 +1,400 @@
 import KilnCore
+
+/// Decides what a request delivers: (source, quality, device caps, policy, presets) → `Plan`.
+/// Pure: no files, no clock, no libav; the same inputs always give the same plan.
+///
+/// The rules, in the order they are tried:
+/// - `original` without caps: the source as it is (`source_as_is`).
+/// - `original` with caps: as-is when container, picture (codec, bit depth, chroma,
+///   resolution, HDR) and the chosen audio track all play (`source_playable`); picture
+///   fine but container or audio not: remux into MP4, re-encoding only the audio if need
+///   be; otherwise a transcode on the lowest rung that carries the source's bitrate at
+///   its frame size (20 Mbps when the bitrate is unknown). `effective_quality` says which.
+/// - a bitrate rung: when the source already fits (bitrate, frame class, codecs, HDR) it
+///   is delivered as original or remux (`source_fits_target`, effective quality
+///   `original`); otherwise a transcode on that rung.
+/// - An audio-only source that must be re-encoded at a rung is a transcode on that rung
+///   (AAC at the rung's audio bitrate); at `original` it is a remux with compatibility audio.
+/// - No video and no audio stream: `quality_unavailable`. So is a device that cannot play
+///   what Kiln writes (MP4, H.264, AAC/AC-3/E-AC-3) when the source needs it.
+public enum Planner {
+    /// Parses the quality word first, so a bad one is `invalid_quality`.
+    public static func plan(source: MediaInfo, quality: String, caps: DeviceCaps?, policy: ServerPolicy = .standard,
+                            audioLanguage: String? = nil, presets: Presets) throws(KilnError) -> Plan {
+        try plan(source: source, quality: Quality(parsing: quality), caps: caps, policy: policy,
+                 audioLanguage: audioLanguage, presets: presets)
+    }
+
+    public static func plan(source: MediaInfo, quality: Quality, caps: DeviceCaps?, policy: ServerPolicy = .standard,
+                            audioLanguage: String? = nil, presets: Presets) throws(KilnError) -> Plan {
+        try validate(caps: caps)
+        let context = PlanContext(source: source, caps: caps, policy: policy, audioLanguage: audioLanguage, presets: presets)
+        var plan = try quality == .original ? context.planOriginal() : context.planRung(quality)
+        plan.reasons = unique(plan.reasons)
+        plan.artifactKey = ArtifactKey.compute(plan: plan, source: source, presetsVersion: presets.version)
+        return plan
+    }
+
+    /// Caps that parse but describe no usable device. An empty `containers` list, or
+    /// empty video and audio lists together, is a client bug worth a 400, not a plan.
+    public static func validate(caps: DeviceCaps?) throws(KilnError) {
+        guard let caps else { return }
+        if let c = caps.containers, c.isEmpty {
+            throw KilnError(.invalidCaps, stage: .request, field: "containers", "caps.containers lists no container")
+        }
+        if let v = caps.codecsVideo, v.isEmpty, let a = caps.codecsAudio, a.isEmpty, (caps.audioPassthroughCodecs ?? []).isEmpty {
+            throw KilnError(.invalidCaps, stage: .request, field: "codecs_video", "caps list no video and no audio codec")
+        }
+    }
+
+    static func unique(_ words: [String]) -> [String] {
+        var seen = Set<String>()
+        return words.filter { seen.insert($0).inserted }
+    }
+}
+
+/// One planning run's inputs and the decisions shared by its paths.
+struct PlanContext {
+    let source: MediaInfo
+    let caps: DeviceCaps?
+    let policy: ServerPolicy
+    let audioLanguage: String?
+    let presets: Presets
+    let device: Device
+    let video: StreamInfo?
+
+    init(source: MediaInfo, caps: DeviceCaps?, policy: ServerPolicy, audioLanguage: String?, presets: Presets) {
+        self.source = source
+        self.caps = caps
+        self.policy = policy
+        self.audioLanguage = audioLanguage
+        self.presets = presets
+        self.device = Device(caps)
+        let videos = source.videoStreams
+        self.video = videos.first { $0.disposition.isDefault } ?? videos.first
+    }
+
+    func unavailable(_ message: String) -> KilnError { KilnError(.qualityUnavailable, stage: .plan, message) }
+
+    func requireStreams() throws(KilnError) {
+        if video == nil && source.audioStreams.isEmpty {
+            throw unavailable("the source has no video and no audio stream")
+        }
+    }
+
+    // MARK: original
+
+    func planOriginal() throws(KilnError) -> Plan {
+        try requireStreams()
+        guard caps != nil else {
+            let audio = AudioSelection.choose(from: source, language: audioLanguage) { _ in true }
+            return asIs(.original, audio: audio, reasons: ["source_as_is"] + (audio?.reasons ?? []))
+        }
+        let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) }
+        let videoProblems = video.map(device.videoProblems) ?? []
+        let audioPlays = asIsAudio.map { device.playsAudio($0.stream.codec) } ?? true
+        let containerPlays = device.playsContainer(source.container)
+        if videoProblems.isEmpty && audioPlays && containerPlays {
+            return asIs(.original, audio: asIsAudio, reasons: ["source_playable"] + (asIsAudio?.reasons ?? []))
+        }
+        var reasons: [String] = []
+        if !containerPlays { reasons.append("container_unsupported") }
+        if videoProblems.isEmpty, video.map({ Codecs.mp4Video.contains(Codecs.canonical($0.codec)) }) ?? true {
+            return try remux(.original, reasons: reasons, audioTarget: nil)
+        }
+        reasons += videoProblems.isEmpty ? ["video_codec_unsupported_in_mp4"] : videoProblems
+        if !audioPlays { reasons.append("audio_codec_unsupported") }
+        return try transcode(requested: .original, rung: fallbackRung(), reasons: reasons)
+    }
+
+    /// The rung an `original` request falls back to: the lowest whose cap holds the
+    /// source's bitrate and whose frame class holds the source's frame (a 3 Mbps 1080p
+    /// source gets 5 Mbps, not 20: spending more bits than the source has buys nothing).
+    func fallbackRung() throws(KilnError) -> Rung {
+        guard let top = presets.rungs.first else { throw KilnError(.internalError, stage: .plan, "the ladder is empty") }
+        guard let kbps = sourceKbps else { return top }
+        let topClass = frameClass(top, highFrameRate: false)
+        let needed = min(video.flatMap(FrameSize.smallestClass) ?? .uhd4k, topClass)
+        for rung in presets.rungs.reversed() where rung.capKbps >= kbps && frameClass(rung, highFrameRate: false) >= needed {
+            return rung
+        }
+        return top
+    }
+
+    // MARK: bitrate rungs
+
+    func planRung(_ quality: Quality) throws(KilnError) -> Plan {
+        try requireStreams()
+        guard let rung = presets.rung(for: quality) else {
+            throw KilnError(.internalError, stage: .plan, "the ladder has no \(quality.rawValue) rung")
+        }
+        var why: [String] = []
+        if let kbps = sourceKbps {
+            if kbps > rung.capKbps { why.append("bitrate_above_target") }
+        } else {
+            why.append("bitrate_unknown")
+        }
+        if let v = video {
+            why += device.videoProblems(v)
+            let cls = frameClass(rung, highFrameRate: false)
+            if let size = v.displaySize, !cls.fits(width: size.width, height: size.height), !why.contains("resolution_above_cap") {
+                why.append("resolution_above_target")
+            }
+        }
+        if why.isEmpty {
+            let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) }
+            let audioPlays = asIsAudio.map { device.playsAudio($0.stream.codec) } ?? true
+            let containerPlays = device.playsContainer(source.container)
+            if containerPlays && audioPlays {
+                return asIs(quality, audio: asIsAudio, reasons: ["source_fits_target"] + (asIsAudio?.reasons ?? []))
+            }
+            let videoCarried = video.map { Codecs.mp4Video.contains(Codecs.canonical($0.codec)) } ?? true
+            if videoCarried {
+                let remuxAudio = chooseAudio(forMP4: true)
+                let copies = remuxAudio.map { copiesIntoMP4($0.stream) } ?? true
+                var reasons = ["source_fits_target"]
+                if !containerPlays { reasons.append("container_unsupported") }
+                if copies {
+                    return try remux(quality, reasons: reasons, audioTarget: rung)
+                }
+                if video != nil, let a = remuxAudio, (videoKbps ?? Int.max) + audioBudget(a.stream, rung) <= rung.capKbps {
+                    return try remux(quality, reasons: reasons, audioTarget: rung)
+                }
+                why.append(video == nil ? "audio_codec_unsupported" : "bitrate_above_target")
+            } else {
+                why.append("video_codec_unsupported_in_mp4")
+            }
+        }
+        return try transcode(requested: quality, rung: rung, reasons: why)
+    }
+
+    // MARK: deliveries
+
+    func asIs(_ quality: Quality, audio: (stream: StreamInfo, reasons: [String])?, reasons: [String]) -> Plan {
+        Plan(quality: quality, effectiveQuality: .original, deliveryFormat: .original, targetBitrateKbps: 0,
+             container: source.container, video: video.map(copyVideo),
+             audio: audio.map { AudioPlan(sourceIndex: $0.stream.index, action: .copy, codec: Codecs.canonical($0.stream.codec),
+                                          channels: $0.stream.channels ?? 0, bitrateKbps: 0, language: language($0.stream)) },
+             subtitles: [], reasons: reasons, artifactKey: "")
+    }
+
+    /// Picture copied into MP4; audio copied when the device plays it from MP4, else
+    /// re-encoded (the rung's audio for a rung, compatibility audio for `original`).
+    func remux(_ quality: Quality, reasons: [String], audioTarget rung: Rung?) throws(KilnError) -> Plan {
+        guard device.playsMP4 else {
+            throw unavailable("the device lists no container Kiln writes (mp4) and the source must be remuxed")
+        }
+        var reasons = reasons
+        var audioPlan: AudioPlan?
+        if let chosen = chooseAudio(forMP4: true) {
+            reasons += chosen.reasons
+            // The whole source already fits (rung) or plays (original): a track the device
+            // plays from MP4 is copied whatever its bitrate.
+            let (plan, why): (AudioPlan, [String])
+            if let rung, !copiesIntoMP4(chosen.stream) {
+                (plan, why) = try rungAudio(chosen.stream, rung)
+            } else {
+                (plan, why) = try compatibilityAudio(chosen.stream)
+            }
+            audioPlan = plan
+            reasons += why
+        }
+        let (subs, subReasons) = subtitlePlans()
+        return Plan(quality: quality, effectiveQuality: .original, deliveryFormat: .remux, targetBitrateKbps: 0,
+                    container: "mp4", video: video.map(copyVideo), audio: audioPlan, subtitles: subs,
+                    reasons: reasons + subReasons, artifactKey: "")
+    }
+
+    func transcode(requested: Quality, rung: Rung, reasons: [String]) throws(KilnError) -> Plan {
+        guard policy.transcodingAllowed else {
+            throw KilnError(.transcodeDisabled, stage: .plan,
+                            "the source needs a transcode (\(Planner.unique(reasons).joined(separator: ", "))) and the server does not allow transcoding")
+        }
+        guard device.playsMP4 else {
+            throw unavailable("the device lists no container Kiln writes (mp4) and the source must be transcoded")
+        }
+        var reasons = reasons
+        var videoPlan: VideoPlan?
+        if let v = video {
+            guard device.video.contains("h264") else {
+                throw unavailable("the source must be transcoded and caps.codecs_video does not list h264, the codec Kiln encodes")
+            }
+            let highRate = (v.frameRate ?? 0) > FrameSize.highFrameRate
+            if highRate && frameClass(rung, highFrameRate: true) < frameClass(rung, highFrameRate: false) {
+                reasons.append("frame_rate_above_30")
+            }
+            let cls = frameClass(rung, highFrameRate: highRate)
+            guard let size = FrameSize.fit(v, into: cls) else {
+                throw unavailable("the video stream's frame size is unknown, so it cannot be transcoded")
+            }
+            let floor = H264Level(rung.level) ?? H264Level.table[0]
+            let level = H264Level.required(width: size.width, height: size.height, fps: v.frameRate ?? 30,
+                                           maxrateKbps: rung.videoKbps, floor: floor)
+            let encoder = EncoderSettings(name: "libx264", preset: rung.preset, crf: rung.crf, maxrateKbps: rung.videoKbps,
+                                          bufsizeKbps: rung.bufsizeKbps, profile: rung.profile, level: level.name,
+                                          gopSeconds: rung.gopSeconds, pixFmt: "yuv420p")
+            let toneMap = Codecs.isHDR(v)
+            let deinterlace = v.fieldOrder?.isInterlaced ?? false
+            if toneMap { reasons.append("hdr_tone_mapped") }
+            if deinterlace { reasons.append("deinterlaced") }
+            if let sar = v.sampleAspectRatio, sar.num > 0, sar.den > 0, sar.num != sar.den { reasons.append("anamorphic_made_square") }
+            if Codecs.rotation(v) != 0 { reasons.append("rotation_applied") }
+            videoPlan = VideoPlan(sourceIndex: v.index, action: .transcode, codec: "h264", width: size.width, height: size.height,
+                                  bitrateKbps: rung.videoKbps, toneMap: toneMap, deinterlace: deinterlace,
+                                  rotation: Codecs.rotation(v), encoder: encoder)
+        }
+        var audioPlan: AudioPlan?
+        if let chosen = chooseAudio(forMP4: true) {
+            reasons += chosen.reasons
+            let (plan, why) = try rungAudio(chosen.stream, rung)
+            audioPlan = plan
+            reasons += why
+        }
+        let (subs, subReasons) = subtitlePlans()
+        return Plan(quality: requested, effectiveQuality: rung.quality, deliveryFormat: .transcode,
+                    targetBitrateKbps: rung.capKbps, container: "mp4", video: videoPlan, audio: audioPlan,
+                    subtitles: subs, reasons: reasons + subReasons, artifactKey: "")
+    }
+
+    // MARK: streams
+
+    func copyVideo(_ v: StreamInfo) -> VideoPlan {
+        VideoPlan(sourceIndex: v.index, action: .copy, codec: Codecs.canonical(v.codec), width: v.width ?? 0,
+                  height: v.height ?? 0, bitrateKbps: 0, toneMap: false, deinterlace: false, rotation: Codecs.rotation(v))
+    }
+
+    func chooseAudio(forMP4: Bool) -> (stream: StreamInfo, reasons: [String])? {
+        AudioSelection.choose(from: source, language: audioLanguage) { forMP4 ? copiesIntoMP4($0) : device.playsAudio($0.codec) }
+    }
+
+    func copiesIntoMP4(_ a: StreamInfo) -> Bool {
+        device.playsAudio(a.codec) && Codecs.mp4Audio.contains(Codecs.canonical(a.codec))
+    }
+
+    /// The surround target when the rung has one, the source has more than two channels
+    /// and the device plays one of its codecs (the preset's order decides, never the caps').
+    func surround(_ target: SurroundTarget?, for a: StreamInfo) -> (codec: String, target: SurroundTarget)? {
+        guard let target, (a.channels ?? 2) > 2 else { return nil }
+        guard let codec = target.codecs.map(Codecs.canonical).first(where: device.playsAudio) else { return nil }
+        return (codec, target)
+    }
+
+    func audioBudget(_ a: StreamInfo, _ rung: Rung) -> Int {
+        surround(rung.surround, for: a)?.target.bitrateKbps ?? stereoKbps(rung.audio, channels: a.channels ?? 2)
+    }
+
+    /// Mono keeps one channel and half the stereo bitrate.
+    func stereoKbps(_ t: AudioTarget, channels: Int) -> Int {
+        channels == 1 && t.channels > 1 ? t.bitrateKbps / 2 : t.bitrateKbps
+    }
+
+    /// Copy when the device plays it from MP4 and it fits the rung's audio budget (known
+    /// bitrate, no more channels than the target); otherwise encode to the rung's target.
+    func rungAudio(_ a: StreamInfo, _ rung: Rung) throws(KilnError) -> (AudioPlan, [String]) {
+        let channels = a.channels ?? 2
+        let sur = surround(rung.surround, for: a)
+        let budget = sur?.target.bitrateKbps ?? stereoKbps(rung.audio, channels: channels)
+        let maxChannels = sur?.target.channels ?? rung.audio.channels
+        let kbps = a.bitRate.map { ($0 + 999) / 1000 }
+        var why: [String] = []
+        if !device.playsAudio(a.codec) { why.append("audio_codec_unsupported") }
+        else if !Codecs.mp4Audio.contains(Codecs.canonical(a.codec)) { why.append("audio_codec_unsupported_in_mp4") }
+        if let kbps, kbps > budget { why.append("audio_bitrate_above_target") }
+        if kbps == nil { why.append("audio_bitrate_unknown") }
+        if channels > maxChannels { why.append("audio_channels_reduced") }
+        if why.isEmpty {
+            return (AudioPlan(sourceIndex: a.index, action: .copy, codec: Codecs.canonical(a.codec), channels: channels,
+                              bitrateKbps: 0, language: language(a)), [])
+        }
+        if let sur {
+            return (AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec, channels: min(channels, sur.target.channels),
+                              bitrateKbps: sur.target.bitrateKbps, language: language(a)), why)
+        }
+        return (try encodeStereo(a, rung.audio), why)
+    }
+
+    /// For a remux at `original`: the picture is untouched, so the audio gets a generous
+    /// target; multichannel stays multichannel when the device plays a surround codec.
+    func compatibilityAudio(_ a: StreamInfo) throws(KilnError) -> (AudioPlan, [String]) {
+        if copiesIntoMP4(a) {
+            return (AudioPlan(sourceIndex: a.index, action: .copy, codec: Codecs.canonical(a.codec), channels: a.channels ?? 0,
+                              bitrateKbps: 0, language: language(a)), [])
+        }
+        let why = [device.playsAudio(a.codec) ? "audio_codec_unsupported_in_mp4" : "audio_codec_unsupported"]
+        if let sur = surround(presets.compatibilityAudio.surround, for: a) {
+            return (AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec,
+                              channels: min(a.channels ?? 2, sur.target.channels), bitrateKbps: sur.target.bitrateKbps,
+                              language: language(a)), why)
+        }
+        return (try encodeStereo(a, presets.compatibilityAudio.stereo), why)
+    }
+
+    func encodeStereo(_ a: StreamInfo, _ t: AudioTarget) throws(KilnError) -> AudioPlan {
+        let codec = Codecs.canonical(t.codec)
+        guard device.playsAudio(codec) else {
+            throw unavailable("the audio must be re-encoded and caps.codecs_audio does not list \(codec), the codec Kiln encodes")
+        }
+        let channels = min(a.channels ?? 2, t.channels)
+        return AudioPlan(sourceIndex: a.index, action: .transcode, codec: codec, channels: max(1, channels),
+                         bitrateKbps: stereoKbps(t, channels: channels), language: language(a))
+    }
+
+    /// Text subtitles become `mov_text` (language and forced flag kept); bitmaps cannot
+    /// live in MP4 as text and are dropped.
+    func subtitlePlans() -> ([SubtitlePlan], [String]) {
+        var plans: [SubtitlePlan] = []
+        var reasons: [String] = []
+        for s in source.subtitleStreams {
+            switch Codecs.isTextSubtitle(s) {
+            case true?:
+                plans.append(SubtitlePlan(sourceIndex: s.index, action: .convert, codec: "mov_text", language: language(s),
+                                          forced: s.disposition.forced))
+            case false?:
+                plans.append(SubtitlePlan(sourceIndex: s.index, action: .drop, codec: s.codec, language: language(s),
+                                          forced: s.disposition.forced, reason: "subtitle_bitmap"))
+                reasons.append("subtitle_bitmap")
+            case nil:
+                plans.append(SubtitlePlan(sourceIndex: s.index, action: .drop, codec: s.codec, language: language(s),
+                                          forced: s.disposition.forced, reason: "subtitle_unsupported"))
+                reasons.append("subtitle_unsupported")
+            }
+        }
+        return (plans, reasons)
+    }
+
+    func language(_ s: StreamInfo) -> String? {
+        guard let l = s.language?.lowercased(), !l.isEmpty, l != "und" else { return nil }
+        return l
+    }
+
+    // MARK: numbers
+
+    /// Overall source bitrate in kbit/s, rounded up; from size and duration when the
+    /// container says nothing; nil when neither is known.
+    var sourceKbps: Int? {
+        if source.bitRate > 0 { return (source.bitRate + 999) / 1000 }
+        if source.sizeBytes > 0, source.durationSeconds > 0 {
+            return Int((Double(source.sizeBytes) * 8 / source.durationSeconds / 1000).rounded(.up))
+        }
+        return nil
+    }
+
+    /// The video stream's bitrate, else the overall bitrate less the audio bitrates known.
+    var videoKbps: Int? {
+        if let b = video?.bitRate, b > 0 { return (b + 999) / 1000 }
+        guard let total = sourceKbps else { return nil }
+        let audio = source.audioStreams.compactMap(\.bitRate).reduce(0, +) / 1000
+        return max(0, total - audio)
+    }
+
+    /// The largest frame a rung delivers to this device: the rung's class (its 4K class
+    /// when policy allows and the device decodes above 1080p), one class down above 30
+    /// fps, then never above the device's `max_resolution`.
+    func frameClass(_ rung: Rung, highFrameRate: Bool) -> ResolutionClass {
+        var cls = rung.maxResolution
+        if policy.allow4KOutput, let big = rung.maxResolution4K, let dm = device.maxResolution, dm > .p1080 { cls = big }
+        if highFrameRate { cls = FrameSize.stepDown(cls) }
+        if let dm = device.maxResolution { cls = min(cls, dm) }
+        return cls
+    }
+}

@@ -1,0 +1,126 @@
+import KilnCore
+
+/// What Kiln knows about codec names, containers and pixel formats, independent of any device.
+enum Codecs {
+    /// Folds the spellings clients and tools use onto libavcodec's names, so caps written
+    /// as `["avc1", "HEVC", "ec-3"]` mean what their author meant.
+    static func canonical(_ name: String) -> String {
+        let n = name.lowercased()
+        switch n {
+        case "avc", "avc1", "avc3", "h.264", "x264", "libx264": return "h264"
+        case "h265", "h.265", "hvc1", "hev1", "x265", "libx265": return "hevc"
+        case "av01", "libaom-av1", "libdav1d", "libsvtav1": return "av1"
+        case "vp09", "libvpx-vp9": return "vp9"
+        case "vp08", "libvpx": return "vp8"
+        case "xvid", "divx", "mp4v": return "mpeg4"
+        case "mpeg2", "mp2v": return "mpeg2video"
+        case "dvhe", "dvh1", "dovi", "dolbyvision", "dolby-vision", "dv": return dolbyVision
+        case "mp4a", "aac_latm", "he-aac", "aac-lc": return "aac"
+        case "ac-3", "a52": return "ac3"
+        case "e-ac-3", "ec-3", "ec3", "ddp": return "eac3"
+        case "mp3float", "mpeg3", "mp3adu": return "mp3"
+        case "mp2float": return "mp2"
+        case "dca", "dts-hd", "dtshd": return "dts"
+        case "true-hd", "mlp": return "truehd"
+        case "fla", "flac ": return "flac"
+        default: return n
+        }
+    }
+
+    /// The word a device lists in `codecs_video` to say it decodes Dolby Vision itself
+    /// (needed for profile 5, whose base layer alone is not watchable).
+    static let dolbyVision = "dolby_vision"
+
+    static func canonicalContainer(_ name: String) -> String {
+        switch name.lowercased() {
+        case "m4v", "m4a", "mp4v", "isom": return "mp4"
+        case "matroska", "mka": return "mkv"
+        case "mpegts", "m2ts", "mts": return "ts"
+        case "quicktime", "qt": return "mov"
+        default: return name.lowercased()
+        }
+    }
+
+    /// Video codecs the MP4 muxer writes and players find in MP4 (ISO/IEC 14496-12/15 and
+    /// the AV1/VP9 ISOBMFF bindings). VP8 and Theora have no MP4 binding.
+    static let mp4Video: Set<String> = ["h264", "hevc", "av1", "vp9", "mpeg4", "mpeg2video", "mpeg1video"]
+    /// Audio codecs MP4 carries. DTS, TrueHD, Vorbis and PCM are left out: either no
+    /// registered sample entry or no player that reads them from MP4. FLAC in MP4 needs
+    /// `-strict experimental` with FFmpeg before 6.0; the engine owns that flag.
+    static let mp4Audio: Set<String> = ["aac", "ac3", "eac3", "mp3", "alac", "opus", "flac"]
+
+    /// Text subtitle codecs libavcodec decodes and can re-encode as `mov_text`.
+    static let textSubtitles: Set<String> = [
+        "subrip", "srt", "ass", "ssa", "mov_text", "webvtt", "text", "microdvd", "subviewer",
+        "subviewer1", "realtext", "sami", "stl", "jacosub", "mpl2", "pjs", "vplayer",
+    ]
+
+    /// Transfer characteristics (libavutil names) that only look right on an HDR display.
+    static let hdrTransfers: Set<String> = ["smpte2084", "arib-std-b67"]
+
+    /// Bit depth from the stream, else from its pixel format name; 8 when unknown.
+    static func bitDepth(_ s: StreamInfo) -> Int {
+        if let d = s.bitDepth, d > 0 { return d }
+        guard let f = s.pixelFormat?.lowercased() else {
+            let p = s.profile?.lowercased() ?? ""
+            return p.contains("10") ? 10 : 8
+        }
+        for (marker, depth) in [("16", 16), ("14", 14), ("12", 12), ("10", 10), ("9", 9)] where f.contains("p\(marker)") {
+            return depth
+        }
+        if f.hasPrefix("p010") { return 10 }
+        return 8
+    }
+
+    /// Chroma subsampling (420, 422, 444) from the stream, else its pixel format or profile; 420 when unknown.
+    static func chroma(_ s: StreamInfo) -> Int {
+        if let c = s.chroma, c > 0 { return c }
+        if let f = s.pixelFormat?.lowercased() {
+            if f.contains("444") || f.hasPrefix("gbr") || f.hasPrefix("rgb") || f.hasPrefix("bgr") { return 444 }
+            if f.contains("422") || f.hasPrefix("yuyv") || f.hasPrefix("uyvy") { return 422 }
+            if f.contains("411") { return 411 }
+            if f.contains("440") { return 440 }
+            return 420
+        }
+        let p = s.profile?.lowercased() ?? ""
+        if p.contains("4:4:4") { return 444 }
+        if p.contains("4:2:2") { return 422 }
+        return 420
+    }
+
+    /// Whether the picture needs an HDR display: PQ or HLG transfer, HDR10/HLG, or Dolby
+    /// Vision whose base layer is not plain SDR. A Dolby Vision stream whose base layer
+    /// claims SDR but whose transfer is PQ (it happens: see sp_sparks_dovi_8.mp4) is HDR.
+    static func isHDR(_ s: StreamInfo) -> Bool {
+        if let t = s.colorTransfer?.lowercased(), hdrTransfers.contains(t) { return true }
+        if let dv = s.dolbyVision { return dv.baseLayer != .sdr }
+        switch s.hdr {
+        case .hdr10?, .hlg?: return true
+        case .dolbyVision?: return true
+        default: return false
+        }
+    }
+
+    /// Dolby Vision without a watchable base layer (profile 5, or a record that names none):
+    /// only a Dolby Vision decoder shows it right.
+    static func needsDolbyVisionDecoder(_ s: StreamInfo) -> Bool {
+        if let dv = s.dolbyVision { return dv.baseLayer == nil }
+        return s.hdr == .dolbyVision   // DV said, no configuration known: assume the worst
+    }
+
+    static func isTextSubtitle(_ s: StreamInfo) -> Bool? {
+        if let t = s.textSubtitle { return t }
+        if textSubtitles.contains(s.codec.lowercased()) { return true }
+        if ["hdmv_pgs_subtitle", "dvd_subtitle", "dvb_subtitle", "xsub", "dvb_teletext"].contains(s.codec.lowercased()) {
+            return false
+        }
+        return nil
+    }
+
+    /// Clockwise rotation folded into 0, 90, 180 or 270.
+    static func rotation(_ s: StreamInfo) -> Int {
+        guard let r = s.rotation else { return 0 }
+        let m = ((r % 360) + 360) % 360
+        return (m + 45) / 90 * 90 % 360
+    }
+}

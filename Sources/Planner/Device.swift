@@ -1,0 +1,64 @@
+import KilnCore
+
+/// A device as the planner sees it: caps with every list canonicalised into a set (so
+/// order and spelling never change a plan) and absent fields replaced by what every
+/// player handles.
+struct Device: Sendable {
+    /// Absent fields fall back to this floor: H.264 8-bit 4:2:0, AAC/MP3, MP4, SDR. An
+    /// absent `max_resolution` sets no limit (the ladder still does).
+    static let baseline = DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac", "mp3"],
+                                     audioPassthroughCodecs: [], containers: ["mp4"], maxResolution: nil, hdr: false)
+
+    let known: Bool
+    let video: Set<String>
+    let audioDecode: Set<String>
+    let audioPassthrough: Set<String>
+    let containers: Set<String>
+    let maxResolution: ResolutionClass?
+    let hdr: Bool
+
+    init(_ caps: DeviceCaps?) {
+        known = caps != nil
+        let c = caps ?? Device.baseline
+        let b = Device.baseline
+        video = Set((c.codecsVideo ?? b.codecsVideo!).map(Codecs.canonical))
+        audioDecode = Set((c.codecsAudio ?? b.codecsAudio!).map(Codecs.canonical))
+        audioPassthrough = Set((c.audioPassthroughCodecs ?? []).map(Codecs.canonical))
+        containers = Set((c.containers ?? b.containers!).map(Codecs.canonicalContainer))
+        maxResolution = c.maxResolution
+        hdr = c.hdr ?? false
+    }
+
+    var dolbyVision: Bool { hdr && video.contains(Codecs.dolbyVision) }
+    var playsMP4: Bool { containers.contains("mp4") }
+    func playsContainer(_ name: String) -> Bool { containers.contains(Codecs.canonicalContainer(name)) }
+    /// Decoded on the device or passed through to a receiver: either way it plays.
+    func playsAudio(_ codec: String) -> Bool {
+        let c = Codecs.canonical(codec)
+        return audioDecode.contains(c) || audioPassthrough.contains(c)
+    }
+
+    /// Why this video stream cannot be shown as it is (empty when it can). Bit depth and
+    /// chroma matter as much as the codec name: H.264 High 10 or 4:4:4 has almost no
+    /// hardware decoder, HEVC/VP9/AV1 are fine up to 10-bit 4:2:0.
+    func videoProblems(_ s: StreamInfo) -> [String] {
+        var problems: [String] = []
+        let codec = Codecs.canonical(s.codec)
+        if !video.contains(codec) {
+            problems.append("video_codec_unsupported")
+        } else {
+            let depth = Codecs.bitDepth(s), chroma = Codecs.chroma(s)
+            let maxDepth = ["hevc", "vp9", "av1"].contains(codec) ? 10 : 8
+            if depth > maxDepth || chroma != 420 { problems.append("video_profile_unsupported") }
+        }
+        if let cap = maxResolution, let size = s.displaySize, !cap.fits(width: size.width, height: size.height) {
+            problems.append("resolution_above_cap")
+        }
+        if Codecs.isHDR(s) && !hdr {
+            problems.append("hdr_unsupported")
+        } else if Codecs.needsDolbyVisionDecoder(s) && !dolbyVision {
+            problems.append("dolby_vision_unsupported")
+        }
+        return problems
+    }
+}

@@ -1,0 +1,97 @@
+import KilnCore
+
+/// Output frame geometry for a transcode.
+enum FrameSize {
+    /// Upright display size in square pixels without creating pixels: an anamorphic frame
+    /// is made square by shrinking the axis the sample aspect ratio stretches *less*
+    /// (720x480 at 32:27 becomes 720x405, at 8:9 becomes 640x480), then 90/270 degree
+    /// rotation swaps the axes. Neither side ever exceeds the coded size.
+    static func squareUpright(_ s: StreamInfo) -> (width: Double, height: Double)? {
+        guard let w = s.width, let h = s.height, w > 0, h > 0 else { return nil }
+        var dw = Double(w), dh = Double(h)
+        if let sar = s.sampleAspectRatio, sar.num > 0, sar.den > 0, sar.num != sar.den {
+            if sar.value > 1 { dh = dh / sar.value } else { dw = dw * sar.value }
+        }
+        return Codecs.rotation(s) % 180 == 0 ? (dw, dh) : (dh, dw)
+    }
+
+    /// Fits the upright size into the class's box (longer side against the box's width,
+    /// so portrait video is judged fairly), never upscaling, both sides even.
+    static func fit(_ s: StreamInfo, into cls: ResolutionClass?) -> (width: Int, height: Int)? {
+        guard let (w, h) = squareUpright(s) else { return nil }
+        var scale = 1.0
+        if let cls {
+            let long = max(w, h), short = min(w, h)
+            scale = min(1.0, Double(cls.box.width) / long, Double(cls.box.height) / short)
+        }
+        func even(_ x: Double) -> Int { max(2, Int((x * scale).rounded(.down)) & ~1) }
+        return (even(w), even(h))
+    }
+
+    /// The smallest class the upright frame fits, nil above 4K.
+    static func smallestClass(_ s: StreamInfo) -> ResolutionClass? {
+        guard let (w, h) = squareUpright(s) else { return nil }
+        return ResolutionClass.allCases.first { $0.fits(width: Int(w.rounded()), height: Int(h.rounded())) }
+    }
+
+    /// One class down (480p stays 480p).
+    static func stepDown(_ c: ResolutionClass) -> ResolutionClass {
+        let all = ResolutionClass.allCases
+        let i = all.firstIndex(of: c)!
+        return all[max(0, i - 1)]
+    }
+
+    /// Frame rates above this step the frame down a class (29.97 and 30 do not).
+    static let highFrameRate = 30.5
+}
+
+/// H.264 levels (ITU-T H.264 Table A-1) with the limits that matter for our encodes.
+struct H264Level: Comparable {
+    let name: String
+    let maxMacroblocksPerSecond: Int
+    let maxFrameMacroblocks: Int
+    /// kbit/s for High profile (Table A-1 value x 1.25).
+    let maxHighBitrateKbps: Int
+
+    static let table: [H264Level] = [
+        H264Level(name: "3.0", maxMacroblocksPerSecond: 40_500, maxFrameMacroblocks: 1_620, maxHighBitrateKbps: 12_500),
+        H264Level(name: "3.1", maxMacroblocksPerSecond: 108_000, maxFrameMacroblocks: 3_600, maxHighBitrateKbps: 17_500),
+        H264Level(name: "3.2", maxMacroblocksPerSecond: 216_000, maxFrameMacroblocks: 5_120, maxHighBitrateKbps: 25_000),
+        H264Level(name: "4.0", maxMacroblocksPerSecond: 245_760, maxFrameMacroblocks: 8_192, maxHighBitrateKbps: 25_000),
+        H264Level(name: "4.1", maxMacroblocksPerSecond: 245_760, maxFrameMacroblocks: 8_192, maxHighBitrateKbps: 62_500),
+        H264Level(name: "4.2", maxMacroblocksPerSecond: 522_240, maxFrameMacroblocks: 8_704, maxHighBitrateKbps: 62_500),
+        H264Level(name: "5.0", maxMacroblocksPerSecond: 589_824, maxFrameMacroblocks: 22_080, maxHighBitrateKbps: 168_750),
+        H264Level(name: "5.1", maxMacroblocksPerSecond: 983_040, maxFrameMacroblocks: 36_864, maxHighBitrateKbps: 300_000),
+        H264Level(name: "5.2", maxMacroblocksPerSecond: 2_073_600, maxFrameMacroblocks: 36_864, maxHighBitrateKbps: 300_000),
+    ]
+
+    init?(_ name: String) {
+        guard let l = H264Level.table.first(where: { $0.name == name }) else { return nil }
+        self = l
+    }
+
+    private init(name: String, maxMacroblocksPerSecond: Int, maxFrameMacroblocks: Int, maxHighBitrateKbps: Int) {
+        self.name = name
+        self.maxMacroblocksPerSecond = maxMacroblocksPerSecond
+        self.maxFrameMacroblocks = maxFrameMacroblocks
+        self.maxHighBitrateKbps = maxHighBitrateKbps
+    }
+
+    private var index: Int { H264Level.table.firstIndex { $0.name == name }! }
+    static func < (a: H264Level, b: H264Level) -> Bool { a.index < b.index }
+
+    /// The lowest level at or above `floor` that holds the frame at the rate and bitrate;
+    /// 5.2 when nothing does (x264 then signals 5.2 and players that care will say so).
+    static func required(width: Int, height: Int, fps: Double, maxrateKbps: Int, floor: H264Level) -> H264Level {
+        let mbs = ((width + 15) / 16) * ((height + 15) / 16)
+        let rate = fps > 0 ? fps : 30
+        for level in table where level >= floor {
+            if mbs <= level.maxFrameMacroblocks,
+               Double(mbs) * rate <= Double(level.maxMacroblocksPerSecond),
+               maxrateKbps <= level.maxHighBitrateKbps {
+                return level
+            }
+        }
+        return table.last!
+    }
+}
