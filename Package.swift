@@ -23,8 +23,11 @@ let package = Package(
         .target(name: "MediaEngine", dependencies: ["CFFmpeg", "KilnCore"]),
         .target(name: "Planner", dependencies: ["KilnCore"]),
         .executableTarget(name: "prep-artifact", dependencies: ["MediaEngine", "Planner", "KilnCore"]),
+        // Test helpers shared by the test targets: the real media, ffprobe, child processes.
+        .target(name: "KilnTestSupport", dependencies: ["KilnCore"], path: "Tests/TestSupport"),
         .testTarget(name: "KilnCoreTests", dependencies: ["KilnCore"]),
         .testTarget(name: "PlannerTests", dependencies: ["Planner", "KilnCore"]),
-        .testTarget(name: "MediaEngineTests", dependencies: ["MediaEngine", "Planner", "KilnCore"]),
+        .testTarget(name: "MediaEngineTests", dependencies: ["MediaEngine", "Planner", "KilnCore", "KilnTestSupport"]),
+        .testTarget(name: "PrepArtifactTests", dependencies: ["prep-artifact", "KilnCore", "KilnTestSupport"]),
     ]
 )

@@ -1,6 +1,6 @@
 /// How far a run has got. The engine reports it at most twice a second; the child
 /// process prints it as JSON lines and the farm stores it.
-public struct Progress: Sendable, Codable, Equatable {
+public struct JobProgress: Sendable, Codable, Equatable {
     public var encodedSeconds: Double
     public var durationSeconds: Double
     /// Media seconds per wall-clock second.

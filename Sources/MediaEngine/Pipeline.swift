@@ -11,7 +11,7 @@ final class Pipeline {
     let muxer: Muxer
     let durationSeconds: Double
     let cancellation: Cancellation
-    let onProgress: (Progress) -> Void
+    let onProgress: (JobProgress) -> Void
     private let clock = SystemClock()
 
     /// A jump bigger than this between consecutive timestamps of a stream in a container
@@ -19,7 +19,7 @@ final class Pipeline {
     static let discontinuityThreshold: Int64 = 10 * Int64(kiln_time_base())
 
     init(demuxer: Demuxer, lanes: [Lane], muxer: Muxer, durationSeconds: Double, cancellation: Cancellation,
-         onProgress: @escaping (Progress) -> Void) {
+         onProgress: @escaping (JobProgress) -> Void) {
         self.demuxer = demuxer
         self.lanes = lanes
         self.muxer = muxer
@@ -93,7 +93,7 @@ final class Pipeline {
             let now = clock.monotonicSeconds()
             if now - lastReport >= 0.5 {
                 lastReport = now
-                onProgress(Progress(encodedSeconds: position, durationSeconds: durationSeconds,
+                onProgress(JobProgress(encodedSeconds: position, durationSeconds: durationSeconds,
                                     speed: position / max(now - started, 1e-3)))
             }
         }
@@ -102,7 +102,7 @@ final class Pipeline {
         try cancellation.check(.mux)
         try muxer.finish()
         let elapsed = clock.monotonicSeconds() - started
-        onProgress(Progress(encodedSeconds: durationSeconds, durationSeconds: durationSeconds,
+        onProgress(JobProgress(encodedSeconds: durationSeconds, durationSeconds: durationSeconds,
                             speed: durationSeconds / max(elapsed, 1e-3)))
     }
 

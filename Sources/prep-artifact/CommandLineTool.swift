@@ -24,6 +24,9 @@ enum CommandLineTool {
         do throws(KilnError) {
             switch command {
             case "probe": return try ProbeCommand.run(parsed)
+            case "plan": return try PlanCommand.run(parsed)
+            case "prepare": return try PrepareCommand.run(parsed)
+            case "presets": return try PresetsCommand.run(parsed)
             case "-h", "--help", "help":
                 print(usage); return 0
             default:

@@ -1,0 +1,43 @@
+# Kiln — make targets. `make deps` installs what the build and the tests need on Debian 12;
+# `make test` is the README's test command and what .ci/run calls on a fresh machine.
+SHELL := /bin/bash
+SWIFT ?= swift
+CONFIG ?= release
+BIN := .build/$(CONFIG)
+DEBIAN_PACKAGES := libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libswscale-dev \
+	               libavfilter-dev libsqlite3-dev libmicrohttpd-dev pkg-config ffmpeg
+# What `make run` prepares when no FILE is given: a real HDR10 HEVC sample, at a rung.
+FILE ?= $(abspath ../shared/media/sp_bear-640x360-hevc-hdr10.mp4)
+QUALITY ?= 2mbps
+CAPS ?= ios
+OUT ?= var/artifacts/$(basename $(notdir $(FILE))).$(QUALITY).mp4
+
+.PHONY: deps build test run bench bench-quick clean
+
+deps:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  SUDO=$$( [ $$(id -u) -eq 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build -c $(CONFIG)
+
+test: deps
+	$(SWIFT) test
+
+run: build
+	@mkdir -p $(dir $(OUT))
+	$(BIN)/prep-artifact plan "$(FILE)" --quality $(QUALITY) --caps $(CAPS)
+	$(BIN)/prep-artifact prepare "$(FILE)" --quality $(QUALITY) --caps $(CAPS) --output "$(OUT)"
+
+bench: build
+	bench/run.sh
+
+bench-quick: build
+	QUICK=1 bench/run.sh
+
+clean:
+	rm -rf .build var bench/cache

@@ -1,0 +1,210 @@
+import CFFmpeg
+import KilnCore
+import Foundation
+
+/// What a finished run wrote, as a fresh probe of the output sees it (CONTRACT.md
+/// section 2, `output`).
+public struct OutputInfo: Codable, Sendable, Equatable {
+    public struct Video: Codable, Sendable, Equatable {
+        public var codec: String
+        public var width: Int
+        public var height: Int
+        public var pixelFormat: String?
+        public var frameRate: Double?
+        public var rotation: Int
+        public var hdr: HDRKind
+        enum CodingKeys: String, CodingKey {
+            case codec, width, height, pixelFormat = "pixel_format", frameRate = "frame_rate", rotation, hdr
+        }
+    }
+    public struct Audio: Codable, Sendable, Equatable {
+        public var codec: String
+        public var channels: Int
+        public var sampleRate: Int
+        public var bitRate: Int?
+        public var language: String?
+        enum CodingKeys: String, CodingKey { case codec, channels, sampleRate = "sample_rate", bitRate = "bit_rate", language }
+    }
+    public struct Subtitle: Codable, Sendable, Equatable {
+        public var codec: String
+        public var language: String?
+        public var forced: Bool
+    }
+    /// A source stream left out of the output, and why (bitmap subtitles, attachments, …).
+    public struct Dropped: Codable, Sendable, Equatable {
+        public var sourceIndex: Int
+        public var type: String
+        public var codec: String
+        public var reason: String
+        enum CodingKeys: String, CodingKey { case sourceIndex = "source_index", type, codec, reason }
+    }
+
+    public var path: String
+    public var bytes: Int64
+    public var sha256: String
+    public var durationSeconds: Double
+    public var container: String
+    public var video: Video?
+    public var audio: Audio?
+    public var subtitles: [Subtitle]
+    public var chapters: Int
+    public var dropped: [Dropped]
+
+    enum CodingKeys: String, CodingKey {
+        case path, bytes, sha256, durationSeconds = "duration_seconds", container, video, audio, subtitles, chapters, dropped
+    }
+}
+
+public struct PrepareStats: Codable, Sendable, Equatable {
+    public var wallSeconds: Double
+    public var speed: Double
+    /// Corrupt packets the decoders skipped (concealed) instead of failing.
+    public var corruptPackets: Int
+    /// Packets whose timestamps were missing or out of order and were repaired.
+    public var repairedTimestamps: Int
+    enum CodingKeys: String, CodingKey {
+        case wallSeconds = "wall_seconds", speed, corruptPackets = "corrupt_packets", repairedTimestamps = "repaired_timestamps"
+    }
+}
+
+public struct PrepareResult: Codable, Sendable, Equatable {
+    public var output: OutputInfo
+    public var stats: PrepareStats
+}
+
+/// Carries out a plan on a source: the media engine's one entry point.
+public enum Preparer {
+    /// Writes the plan's output to `output`. On success the file is complete, verified and
+    /// durable; on any failure or cancellation nothing is left at `output` or beside it.
+    /// `info` is the source's probe (its duration drives progress and verification).
+    public static func prepare(source: String, plan: Plan, info: MediaInfo, output: String,
+                               cancellation: Cancellation = Cancellation(),
+                               progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
+        let clock = SystemClock()
+        let started = clock.monotonicSeconds()
+        let out = try AtomicOutput(destination: output)
+        defer { out.discard() }
+        EngineLog.reset()
+        var corrupt = 0, repaired = 0
+        let expected = expectedDuration(info: info, plan: plan)
+        var outInfo: MediaInfo
+
+        if plan.deliveryFormat == .original {
+            // The source is the artifact: copy its bytes as they are.
+            try copyFile(from: source, to: out.temporary, cancellation: cancellation, duration: info.durationSeconds, progress: progress)
+            outInfo = info
+        } else {
+            let demuxer = try Demuxer(path: source, cancellation: cancellation)
+            var lanes: [Lane] = []
+            if let v = plan.video {
+                guard let s = info.stream(v.sourceIndex), v.sourceIndex < demuxer.streamCount else {
+                    throw KilnError(.planUnsupported, stage: .plan, "the plan's video stream \(v.sourceIndex) is not in the source")
+                }
+                lanes.append(v.action == .copy ? CopyLane(demuxer: demuxer, index: v.sourceIndex)
+                                               : try VideoTranscodeLane(demuxer: demuxer, plan: v, source: s))
+            }
+            if let a = plan.audio {
+                guard let s = info.stream(a.sourceIndex), a.sourceIndex < demuxer.streamCount else {
+                    throw KilnError(.planUnsupported, stage: .plan, "the plan's audio stream \(a.sourceIndex) is not in the source")
+                }
+                lanes.append(a.action == .copy ? CopyLane(demuxer: demuxer, index: a.sourceIndex)
+                                               : try AudioTranscodeLane(demuxer: demuxer, plan: a, source: s))
+            }
+            for sub in plan.subtitles where sub.action == .convert {
+                guard let s = info.stream(sub.sourceIndex), sub.sourceIndex < demuxer.streamCount else {
+                    throw KilnError(.planUnsupported, stage: .plan, "the plan's subtitle stream \(sub.sourceIndex) is not in the source")
+                }
+                lanes.append(s.codec == "mov_text" ? CopyLane(demuxer: demuxer, index: sub.sourceIndex)
+                                                   : try SubtitleLane(demuxer: demuxer, index: sub.sourceIndex))
+            }
+            guard !lanes.isEmpty else {
+                throw KilnError(.planUnsupported, stage: .plan, "the plan keeps no stream")
+            }
+            do {
+                let muxer = try Muxer(path: out.temporary, cancellation: cancellation)
+                try Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
+                             cancellation: cancellation, onProgress: progress).run()
+                repaired = muxer.repairedTimestamps
+                corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
+            }
+            try cancellation.check(.verify)
+            outInfo = try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: expected, cancellation: cancellation)
+        }
+        try cancellation.check(.finalize)
+        let digest = try AtomicOutput.digest(path: out.temporary)
+        try cancellation.check(.finalize)
+        try out.commit()
+        let wall = clock.monotonicSeconds() - started
+        return PrepareResult(
+            output: describe(outInfo, path: output, digest: digest, plan: plan, source: info),
+            stats: PrepareStats(wallSeconds: wall, speed: info.durationSeconds / max(wall, 1e-3),
+                                corruptPackets: corrupt, repairedTimestamps: repaired))
+    }
+
+    /// The duration the output must have: the longest of the kept audio and video
+    /// streams of the source, or the container's duration when streams do not say.
+    static func expectedDuration(info: MediaInfo, plan: Plan) -> Double {
+        let kept = [plan.video?.sourceIndex, plan.audio?.sourceIndex].compactMap { $0 }
+        let durations = kept.compactMap { info.stream($0)?.durationSeconds }.filter { $0 > 0 }
+        return durations.max() ?? info.durationSeconds
+    }
+
+    static func describe(_ m: MediaInfo, path: String, digest: (sha256: String, bytes: Int64), plan: Plan, source: MediaInfo) -> OutputInfo {
+        let v = m.videoStreams.first
+        let a = m.audioStreams.first
+        var dropped: [OutputInfo.Dropped] = []
+        if plan.deliveryFormat != .original {
+            for s in plan.subtitles where s.action == .drop {
+                dropped.append(.init(sourceIndex: s.sourceIndex, type: "subtitle", codec: s.codec, reason: s.reason ?? "subtitle_unsupported"))
+            }
+            for s in source.streams {
+                switch s.type {
+                case .attachment: dropped.append(.init(sourceIndex: s.index, type: "attachment", codec: s.codec, reason: "attachment_unsupported"))
+                case .video where s.disposition.attachedPicture:
+                    dropped.append(.init(sourceIndex: s.index, type: "attached_picture", codec: s.codec, reason: "attachment_unsupported"))
+                case .data: dropped.append(.init(sourceIndex: s.index, type: "data", codec: s.codec, reason: "data_stream_unsupported"))
+                default: break
+                }
+            }
+        }
+        return OutputInfo(
+            path: path, bytes: digest.bytes, sha256: digest.sha256, durationSeconds: m.durationSeconds,
+            container: plan.deliveryFormat == .original ? source.container : "mp4",
+            video: v.map { .init(codec: $0.codec, width: $0.width ?? 0, height: $0.height ?? 0, pixelFormat: $0.pixelFormat,
+                                 frameRate: $0.frameRate, rotation: $0.rotation ?? 0, hdr: $0.hdr ?? .sdr) },
+            audio: a.map { .init(codec: $0.codec, channels: $0.channels ?? 0, sampleRate: $0.sampleRate ?? 0, bitRate: $0.bitRate,
+                                 language: $0.language) },
+            subtitles: m.subtitleStreams.map { .init(codec: $0.codec, language: $0.language, forced: $0.disposition.forced) },
+            chapters: m.chapters.count, dropped: dropped)
+    }
+
+    /// Copies a file's bytes (an `original` delivery), cancellable, with progress.
+    static func copyFile(from source: String, to destination: String, cancellation: Cancellation, duration: Double,
+                         progress: (JobProgress) -> Void) throws(KilnError) {
+        guard let input = FileHandle(forReadingAtPath: source) else {
+            throw KilnError(.sourceUnreadable, stage: .open, "the source cannot be read")
+        }
+        defer { try? input.close() }
+        guard FileManager.default.createFile(atPath: destination, contents: nil),
+              let output = FileHandle(forWritingAtPath: destination) else {
+            throw KilnError(.ioError, stage: .write, "cannot create the output file")
+        }
+        defer { try? output.close() }
+        let total = (try? FileManager.default.attributesOfItem(atPath: source)[.size] as? NSNumber)?.doubleValue ?? 0
+        var copied = 0.0
+        do {
+            while true {
+                try cancellation.check(.write)
+                guard let chunk = try input.read(upToCount: 4 << 20), !chunk.isEmpty else { break }
+                try output.write(contentsOf: chunk)
+                copied += Double(chunk.count)
+                if total > 0 { progress(JobProgress(encodedSeconds: duration * copied / total, durationSeconds: duration, speed: 0)) }
+            }
+        } catch let e as KilnError {
+            throw e
+        } catch {
+            let code = (error as NSError).code
+            throw KilnError(code == Int(ENOSPC) ? .diskFull : .ioError, stage: .write, "cannot copy the source: \(error.localizedDescription)")
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import CFFmpeg
+import KilnCore
+import Foundation
+
+/// Checks a finished output against its plan before it may take the destination's name:
+/// the index is in front, the streams and codecs are the ones planned, the duration
+/// matches the source, and the first and last second of every audio and video stream
+/// decode. Returns the output as a fresh probe sees it.
+enum Verifier {
+    /// How far the output's duration may stray from the source's.
+    static func durationTolerance(_ seconds: Double) -> Double { max(0.5, seconds * 0.02) }
+
+    static func verify(path: String, plan: Plan, expectedDuration: Double, cancellation: Cancellation) throws(KilnError) -> MediaInfo {
+        try checkIndexFirst(path: path)
+        let demuxer: Demuxer
+        do { demuxer = try Demuxer(path: path, cancellation: cancellation) } catch {
+            throw KilnError(.verifyFailed, stage: .verify, "the output cannot be reopened: \(error.message)")
+        }
+        let info = try Prober.describe(demuxer)
+        let video = info.streams.filter { $0.type == .video }
+        let audio = info.streams.filter { $0.type == .audio }
+        let subtitles = info.streams.filter { $0.type == .subtitle }
+        func fail(_ why: String) -> KilnError { KilnError(.verifyFailed, stage: .verify, why) }
+
+        if let v = plan.video {
+            guard video.count == 1, video[0].codec == v.codec else {
+                throw fail("expected one \(v.codec) video stream, found \(video.map(\.codec))")
+            }
+            if v.action == .transcode, video[0].width != v.width || video[0].height != v.height {
+                throw fail("expected \(v.width)x\(v.height) video, found \(video[0].width ?? 0)x\(video[0].height ?? 0)")
+            }
+        } else if !video.isEmpty {
+            throw fail("expected no video stream, found \(video.count)")
+        }
+        if let a = plan.audio {
+            guard audio.count == 1, audio[0].codec == a.codec else {
+                throw fail("expected one \(a.codec) audio stream, found \(audio.map(\.codec))")
+            }
+            if a.action == .transcode, audio[0].channels != a.channels {
+                throw fail("expected \(a.channels) audio channels, found \(audio[0].channels ?? 0)")
+            }
+        } else if !audio.isEmpty {
+            throw fail("expected no audio stream, found \(audio.count)")
+        }
+        let converted = plan.subtitles.filter { $0.action == .convert }.count
+        guard subtitles.count == converted, subtitles.allSatisfy({ $0.codec == "mov_text" }) else {
+            throw fail("expected \(converted) mov_text subtitle streams, found \(subtitles.map(\.codec))")
+        }
+        let avDuration = (video + audio).compactMap(\.durationSeconds).max() ?? info.durationSeconds
+        if expectedDuration > 0, abs(avDuration - expectedDuration) > durationTolerance(expectedDuration) {
+            throw fail(String(format: "the output lasts %.2f s but the source %.2f s", avDuration, expectedDuration))
+        }
+        for s in video + audio {
+            try decodes(demuxer, stream: s.index, from: 0, cancellation: cancellation)
+            try decodes(demuxer, stream: s.index, from: max(0, avDuration - 1), cancellation: cancellation)
+        }
+        return info
+    }
+
+    /// Decodes about a second of one stream from `start` and fails unless a frame comes
+    /// out without a decoding error.
+    static func decodes(_ demuxer: Demuxer, stream index: Int, from start: Double, cancellation: Cancellation) throws(KilnError) {
+        let st = demuxer.stream(index)
+        let decoder: Decoder
+        do { decoder = try Decoder(stream: st, threads: 1) } catch {
+            throw KilnError(.verifyFailed, stage: .verify, "the output's stream \(index) has no decoder: \(error.message)")
+        }
+        let target = Int64(start * Double(kiln_time_base()))
+        av_seek_frame(demuxer.context, -1, target, AVSEEK_FLAG_BACKWARD)
+        let end = start + 1
+        var frames = 0, reads = 0
+        let packet = try Packet()
+        var done = false
+        while !done, reads < 20_000 {
+            reads += 1
+            guard try demuxer.read(into: packet) else { break }
+            defer { packet.unref() }
+            try cancellation.check(.verify)
+            guard packet.streamIndex == Int32(index) else { continue }
+            try decoder.decode(packet) { (frame: Frame) throws(KilnError) in
+                frames += 1
+                if let t = seconds(frame.pointer.pointee.best_effort_timestamp, st.pointee.time_base), t >= end { done = true }
+            }
+        }
+        try decoder.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
+        guard frames > 0, decoder.corruptPackets == 0 else {
+            throw KilnError(.verifyFailed, stage: .verify,
+                            "the output's stream \(index) does not decode near \(Int(start)) s (\(frames) frames, \(decoder.corruptPackets) errors)")
+        }
+    }
+
+    /// MP4 top-level boxes: the `moov` index must come before `mdat`, so players can
+    /// start before the whole file has arrived (faststart).
+    static func checkIndexFirst(path: String) throws(KilnError) {
+        guard let h = FileHandle(forReadingAtPath: path) else {
+            throw KilnError(.verifyFailed, stage: .verify, "the output cannot be read back")
+        }
+        defer { try? h.close() }
+        var offset: UInt64 = 0
+        for _ in 0..<64 {
+            try? h.seek(toOffset: offset)
+            guard let head = try? h.read(upToCount: 16), head.count >= 8 else { break }
+            let bytes = [UInt8](head)
+            var size = UInt64(bytes[0]) << 24 | UInt64(bytes[1]) << 16 | UInt64(bytes[2]) << 8 | UInt64(bytes[3])
+            let type = String(decoding: bytes[4..<8], as: UTF8.self)
+            if size == 1, bytes.count >= 16 { size = bytes[8..<16].reduce(0) { $0 << 8 | UInt64($1) } }
+            if type == "moov" { return }
+            if type == "mdat" { break }
+            guard size >= 8 else { break }
+            offset += size
+        }
+        throw KilnError(.verifyFailed, stage: .verify, "the output's index (moov) is not before its media data")
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import KilnCore
+import MediaEngine
+import Planner
+
+/// Inputs shared by `plan` and `prepare`: the file, its probe, the presets and the plan.
+struct PlanInputs {
+    let file: String
+    let info: MediaInfo
+    let presets: Presets
+    let plan: Plan
+
+    init(_ args: Arguments, cancellation: Cancellation = Cancellation()) throws(KilnError) {
+        file = try args.file()
+        guard let q = args.values["--quality"] else { throw KilnError(.usage, stage: .request, "--quality is required") }
+        let quality = try Quality(parsing: q)
+        presets = try PresetsLocation.load(args.values["--presets"])
+        let caps = try CapsArgument.resolve(args.values["--caps"], presets: presets)
+        info = try Prober.probe(path: file, cancellation: cancellation, fingerprint: !args.flag("--no-fingerprint"))
+        plan = try Planner.plan(source: info, quality: quality, caps: caps, policy: .standard,
+                                audioLanguage: args.values["--audio-language"], presets: presets)
+    }
+}
+
+enum PresetsLocation {
+    static func load(_ explicit: String?) throws(KilnError) -> Presets {
+        let url: URL
+        if let explicit { url = URL(fileURLWithPath: explicit) }
+        else if let found = Presets.locate() { url = found }
+        else { throw KilnError(.internalError, stage: .plan, "cannot find the Presets folder; set KILN_PRESETS_DIR") }
+        return try Presets.load(directory: url)
+    }
+}
+
+/// `--caps NAME` (a device profile under Presets/devices), `--caps FILE` or `--caps -`.
+enum CapsArgument {
+    static func resolve(_ value: String?, presets: Presets) throws(KilnError) -> DeviceCaps? {
+        guard let value else { return nil }
+        if let named = presets.deviceCaps(named: value) { return named }
+        let data: Data?
+        if value == "-" { data = FileHandle.standardInput.readDataToEndOfFile() }
+        else if FileManager.default.fileExists(atPath: value) { data = FileManager.default.contents(atPath: value) }
+        else {
+            throw KilnError(.invalidCaps, stage: .request, field: "caps",
+                            "--caps \(value) is neither a device profile (\(presets.deviceNames.joined(separator: ", "))) nor a file")
+        }
+        guard let data else { throw KilnError(.invalidCaps, stage: .request, field: "caps", "cannot read the caps file") }
+        return try DeviceCaps.parse([UInt8](data))
+    }
+}
+
+enum PlanCommand {
+    static func run(_ args: Arguments) throws(KilnError) -> Int32 {
+        let inputs = try PlanInputs(args)
+        if args.flag("--json") { print(JSON.string(inputs.plan, pretty: true)) }
+        else { print(renderTable(plan: inputs.plan, source: inputs.info)) }
+        return 0
+    }
+}
+
+enum PresetsCommand {
+    static func run(_ args: Arguments) throws(KilnError) -> Int32 {
+        let presets = try PresetsLocation.load(args.values["--presets"])
+        if args.flag("--json") { print(JSON.string(presets, pretty: true)) }
+        else { print(renderPresets(presets)) }
+        return 0
+    }
+}
+
+enum PrepareCommand {
+    struct Success: Encodable {
+        let ok = true
+        let plan: Plan
+        let output: OutputInfo
+        let stats: PrepareStats
+    }
+
+    static func run(_ args: Arguments) throws(KilnError) -> Int32 {
+        guard let output = args.values["--output"] else { throw KilnError(.usage, stage: .request, "--output is required") }
+        let cancellation = Cancellation()
+        let signals = SignalWatcher(cancellation: cancellation)
+        defer { signals.stop() }
+        let inputs = try PlanInputs(args, cancellation: cancellation)
+        let reporter = ProgressReporter(terminal: isatty(2) != 0 && !args.flag("--json"), jsonLines: args.flag("--progress-json"))
+        let result: PrepareResult
+        do {
+            result = try Preparer.prepare(source: inputs.file, plan: inputs.plan, info: inputs.info, output: output,
+                                          cancellation: cancellation, progress: reporter.report)
+        } catch {
+            reporter.clear()
+            if error.code == .canceled || cancellation.isCanceled {
+                throw KilnError(.canceled, stage: error.stage, "canceled by \(signals.received ?? "request"); nothing was written")
+            }
+            throw error
+        }
+        reporter.clear()
+        if args.flag("--json") {
+            print(JSON.string(Success(plan: inputs.plan, output: result.output, stats: result.stats)))
+        } else {
+            let o = result.output
+            print("\(inputs.plan.deliveryFormat.rawValue) → \(o.path)")
+            print("  \(o.bytes) bytes, \(MediaInfoText.fmt(o.durationSeconds)) s, sha256 \(o.sha256)")
+            if let v = o.video { print("  video \(v.codec) \(v.width)x\(v.height)\(v.rotation != 0 ? " rotate \(v.rotation)°" : "")") }
+            if let a = o.audio { print("  audio \(a.codec) \(a.channels) ch \(a.sampleRate) Hz") }
+            for s in o.subtitles { print("  subtitle \(s.codec)\(s.language.map { " [\($0)]" } ?? "")\(s.forced ? " forced" : "")") }
+            for d in o.dropped { print("  dropped #\(d.sourceIndex) \(d.type) \(d.codec): \(d.reason)") }
+            print(String(format: "  %.2f s wall, %.1fx", result.stats.wallSeconds, result.stats.speed))
+        }
+        return 0
+    }
+}

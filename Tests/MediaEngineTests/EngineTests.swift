@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+import KilnCore
+import KilnTestSupport
+@testable import MediaEngine
+
+/// Checks an output the way a user's player would meet it, with ffprobe and a full
+/// ffmpeg decode as the independent judge.
+func checkOutput(_ path: String, plan: Plan, source: MediaInfo, sourcePath: String) throws {
+    let probe = try FFprobe(path)
+    let video = probe.streams("video"), audio = probe.streams("audio"), subs = probe.streams("subtitle")
+    #expect(video.count == (plan.video == nil ? 0 : 1), "video streams in \(sourcePath)")
+    #expect(audio.count == (plan.audio == nil ? 0 : 1), "exactly one audio track in \(sourcePath)")
+    #expect(subs.count == plan.subtitles.filter { $0.action == .convert }.count, "subtitle streams in \(sourcePath)")
+    if let v = plan.video { #expect(video.first?["codec_name"]?.string == v.codec) }
+    if let a = plan.audio { #expect(audio.first?["codec_name"]?.string == a.codec) }
+    for s in subs { #expect(s["codec_name"]?.string == "mov_text") }
+    #expect(try FFprobe.moovBeforeMdat(path), "index first in \(path)")
+    #expect(try FFprobe.decodeErrors(path) == "", "clean decode of \(sourcePath)'s output")
+    // Duration: the longest kept stream of the source, within half a second or 2 %.
+    let expected = Preparer.expectedDuration(info: source, plan: plan)
+    let got = [probe.duration("video"), probe.duration("audio")].compactMap { $0 }.max() ?? probe.formatDuration
+    #expect(abs(got - expected) <= max(0.5, expected * 0.02), "duration \(got) vs source \(expected) for \(sourcePath)")
+    // The output starts at zero, and audio keeps its offset to video.
+    let starts = [probe.startTime("video"), probe.startTime("audio")].compactMap { $0 }
+    if let first = starts.min() { #expect(abs(first) < 0.1, "output of \(sourcePath) starts at \(first)") }
+    if let ov = probe.startTime("video"), let oa = probe.startTime("audio"),
+       let sv = try FFprobe(sourcePath).streams("video").first?["start_time"]?.string.flatMap(Double.init),
+       let sa = try FFprobe(sourcePath).streams("audio").first?["start_time"]?.string.flatMap(Double.init) {
+        #expect(abs((oa - ov) - (sa - sv)) < 0.1, "A/V offset kept for \(sourcePath): source \(sa - sv), output \(oa - ov)")
+    }
+}
+
+@Suite("media engine on every shared file", .serialized)
+struct SharedMediaTests {
+    static let unreadable: Set<String> = ["vd_empty.mp4"]
+
+    @Test("every file probes, or fails with source_unreadable", arguments: Media.sharedFiles)
+    func probe(_ name: String) throws {
+        let path = Media.shared(name)
+        if Self.unreadable.contains(name) {
+            #expect { try Prober.probe(path: path) } throws: { ($0 as? KilnError)?.code == .sourceUnreadable }
+            return
+        }
+        let info = try Prober.probe(path: path)
+        let ff = try FFprobe(path)
+        #expect(info.streams.count == ff.streams.count)
+        for (mine, theirs) in zip(info.streams, ff.streams) {
+            #expect(mine.codec == theirs["codec_name"]?.string, "\(name) stream \(mine.index)")
+            if mine.type == .video {
+                #expect(mine.width == theirs["width"]?.int)
+                #expect(mine.height == theirs["height"]?.int)
+            }
+            if mine.type == .audio { #expect(mine.channels == theirs["channels"]?.int) }
+        }
+        #expect(abs(info.durationSeconds - ff.formatDuration) < 0.05)
+        #expect(info.fingerprint?.hasPrefix("fp1-") == true)
+    }
+
+    @Test("every file remuxes into a valid MP4, or is refused cleanly", arguments: Media.sharedFiles)
+    func remux(_ name: String) throws {
+        guard !Self.unreadable.contains(name) else { return }
+        let path = Media.shared(name)
+        let info = try Prober.probe(path: path)
+        guard let plan = EnginePlans.remux(info) else { return }   // video MP4 cannot carry: transcode only
+        let dir = Media.scratch("remux")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let result = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+        #expect(result.output.bytes > 0)
+        #expect(result.output.sha256.count == 64)
+        try checkOutput(out, plan: plan, source: info, sourcePath: path)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["out.mp4"], "no temporary file left")
+    }
+
+    @Test("every file transcodes to H.264/AAC", arguments: Media.sharedFiles)
+    func transcode(_ name: String) throws {
+        guard !Self.unreadable.contains(name) else { return }
+        let path = Media.shared(name)
+        let info = try Prober.probe(path: path)
+        guard let plan = EnginePlans.transcode(info) else { return }
+        let dir = Media.scratch("transcode")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+        try checkOutput(out, plan: plan, source: info, sourcePath: path)
+        if let v = plan.video {
+            let s = try FFprobe(out).streams("video")[0]
+            #expect(s["width"]?.int == v.width && s["height"]?.int == v.height)
+            #expect(s["pix_fmt"]?.string == "yuv420p")
+            if v.toneMap { #expect(s["color_transfer"]?.string == "bt709") }
+        }
+    }
+}

@@ -1,0 +1,181 @@
+import Foundation
+import Testing
+import KilnCore
+import KilnTestSupport
+@testable import MediaEngine
+
+/// Media the shared files lack, generated once with the ffmpeg command.
+enum Generated {
+    static let tone = ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"]
+
+    /// 480i MPEG-2 with 5.1 AC-3 in MPEG-TS, top field first.
+    static func interlacedTS() throws -> String {
+        try Media.generated("interlaced-480i-ac3.ts", [
+            "-f", "lavfi", "-i", "testsrc2=size=720x480:rate=60000/1001",
+            "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+            "-t", "4", "-vf", "tinterlace=interleave_top,setfield=tff", "-flags", "+ildct+ilme", "-top", "1",
+            "-c:v", "mpeg2video", "-b:v", "4M", "-af", "pan=5.1|FL=c0|FR=c0|FC=c0|LFE=c0|BL=c0|BR=c0",
+            "-c:a", "ac3", "-b:a", "384k"])
+    }
+
+    /// 10-bit HEVC HDR10 (PQ, BT.2020, mastering metadata) with AAC, in MKV.
+    static func hdr10HEVC() throws -> String {
+        try Media.generated("hdr10-hevc-main10.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=24", ] + tone + [
+            "-t", "3", "-pix_fmt", "yuv420p10le", "-c:v", "libx265", "-preset", "ultrafast",
+            "-x265-params", "log-level=error:hdr10=1:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc:master-display=G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1):max-cll=1000,400",
+            "-color_primaries", "bt2020", "-color_trc", "smpte2084", "-colorspace", "bt2020nc",
+            "-c:a", "aac", "-b:a", "128k"])
+    }
+
+    /// Variable frame rate H.264 (frames dropped unevenly) with B-frames in MKV: MKV
+    /// stores no DTS, so the remux must synthesize them.
+    static func vfrMKV() throws -> String {
+        try Media.generated("vfr-h264-bframes.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30", ] + tone + [
+            "-t", "4", "-vf", "select='not(between(n,20,40))*not(eq(mod(n,4),1))+lt(n,20)'", "-fps_mode", "vfr",
+            "-c:v", "libx264", "-preset", "ultrafast", "-bf", "3", "-c:a", "aac"])
+    }
+
+    /// MPEG-TS whose timestamps wrap past 2^33 (90 kHz) in the middle, audio 0.5 s late.
+    static func wrappingTS() throws -> String {
+        try Media.generated("pts-wrap.ts", [
+            "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+            "-t", "6", "-af", "adelay=500", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac",
+            "-output_ts_offset", "95441"])
+    }
+
+    /// A longer 720p clip, for cancellation mid-run.
+    static func long720p() throws -> String {
+        try Media.generated("long-720p.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", ] + tone + [
+            "-t", "40", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+    }
+}
+
+@Suite("media engine on generated media", .serialized)
+struct GeneratedMediaTests {
+    func roundTrip(_ path: String, _ makePlan: (MediaInfo) -> Plan?) throws -> (MediaInfo, Plan, String, URL) {
+        let info = try Prober.probe(path: path)
+        let plan = try #require(makePlan(info))
+        let dir = Media.scratch("gen")
+        let out = dir.appendingPathComponent("out.mp4").path
+        _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+        try checkOutput(out, plan: plan, source: info, sourcePath: path)
+        return (info, plan, out, dir)
+    }
+
+    @Test("interlaced 480i MPEG-2 with 5.1 AC-3 is deinterlaced and downmixed")
+    func interlaced() throws {
+        let path = try Generated.interlacedTS()
+        let info = try Prober.probe(path: path)
+        let audio = try #require(info.audioStreams.first)
+        #expect(audio.channels == 6 && audio.codec == "ac3")
+        var (_, plan, out, dir) = try roundTrip(path) { info in
+            var p = EnginePlans.transcode(info, height: 480)
+            p?.video?.deinterlace = true
+            return p
+        }
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let v = try FFprobe(out).streams("video")[0]
+        #expect(v["field_order"]?.string == "progressive" || v["field_order"] == nil)
+        #expect(try FFprobe(out).streams("audio")[0]["channels"]?.int == 2)
+        // The same source remuxed keeps its AC-3 5.1 as it is.
+        plan = try #require(EnginePlans.remux(info))
+        _ = plan
+    }
+
+    @Test("HDR10 HEVC 10-bit: probe sees HDR10, remux keeps hvc1 and PQ, transcode tone-maps to 8-bit BT.709")
+    func hdr10() throws {
+        let path = try Generated.hdr10HEVC()
+        let info = try Prober.probe(path: path)
+        #expect(info.videoStreams.first?.hdr == .hdr10)
+        #expect(info.videoStreams.first?.bitDepth == 10)
+        let (_, _, remuxed, d1) = try roundTrip(path, EnginePlans.remux)
+        defer { try? FileManager.default.removeItem(at: d1) }
+        let rv = try FFprobe(remuxed).streams("video")[0]
+        #expect(rv["codec_tag_string"]?.string == "hvc1")
+        #expect(rv["color_transfer"]?.string == "smpte2084")
+        let (_, _, transcoded, d2) = try roundTrip(path) { EnginePlans.transcode($0, height: 360) }
+        defer { try? FileManager.default.removeItem(at: d2) }
+        let tv = try FFprobe(transcoded).streams("video")[0]
+        #expect(tv["pix_fmt"]?.string == "yuv420p")
+        #expect(tv["color_transfer"]?.string == "bt709")
+        #expect(tv["height"]?.int == 360)
+    }
+
+    @Test("variable frame rate H.264 with B-frames from MKV (no DTS) remuxes with its timing")
+    func vfr() throws {
+        let path = try Generated.vfrMKV()
+        let info = try Prober.probe(path: path)
+        #expect(info.videoStreams.first?.variableFrameRate == true)
+        let (_, _, out, dir) = try roundTrip(path, EnginePlans.remux)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let frames = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v:0", "-count_packets",
+                                                  "-show_entries", "stream=nb_read_packets", "-of", "csv=p=0", out])
+        let source = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v:0", "-count_packets",
+                                                  "-show_entries", "stream=nb_read_packets", "-of", "csv=p=0", path])
+        #expect(frames.stdout == source.stdout, "every frame kept")
+    }
+
+    @Test("MPEG-TS timestamps wrapping past 2^33 come out continuous, starting at zero, A/V offset kept")
+    func ptsWrap() throws {
+        let path = try Generated.wrappingTS()
+        let (_, _, out, d1) = try roundTrip(path, EnginePlans.remux)
+        defer { try? FileManager.default.removeItem(at: d1) }
+        let (_, _, out2, d2) = try roundTrip(path) { EnginePlans.transcode($0) }
+        defer { try? FileManager.default.removeItem(at: d2) }
+        for o in [out, out2] {
+            #expect(abs(try FFprobe(o).formatDuration - 6.5) < 0.3)
+        }
+    }
+
+    @Test("canceling mid-run stops promptly and leaves no file behind")
+    func cancel() throws {
+        let path = try Generated.long720p()
+        let info = try Prober.probe(path: path)
+        let plan = try #require(EnginePlans.transcode(info, height: 720))
+        let dir = Media.scratch("cancel")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let cancellation = Cancellation()
+        var reports = 0
+        #expect {
+            _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out, cancellation: cancellation) { p in
+                reports += 1
+                #expect(p.encodedSeconds < info.durationSeconds)
+                if reports == 2 { cancellation.cancel() }
+            }
+        } throws: { ($0 as? KilnError)?.code == .canceled }
+        #expect(reports == 2, "no progress after cancellation")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+    }
+
+    @Test("files that are not media, truncated or random bytes end with a clean error")
+    func badInput() throws {
+        let dir = Media.scratch("bad")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var rng = SystemRandomNumberGenerator()
+        let random = dir.appendingPathComponent("random.mkv")
+        try Data((0..<200_000).map { _ in UInt8.random(in: 0...255, using: &rng) }).write(to: random)
+        let source = try Data(contentsOf: URL(fileURLWithPath: Media.shared("sp_bear-640x360-ec3.mp4")))
+        let truncated = dir.appendingPathComponent("truncated.mp4")
+        try source.prefix(source.count / 3).write(to: truncated)
+        for url in [random, truncated] {
+            do {
+                let info = try Prober.probe(path: url.path)
+                guard let plan = EnginePlans.remux(info) else { continue }
+                let out = dir.appendingPathComponent("out-\(url.lastPathComponent).mp4").path
+                do {
+                    _ = try Preparer.prepare(source: url.path, plan: plan, info: info, output: out)
+                    #expect(try FFprobe.decodeErrors(out) == "")
+                } catch {
+                    #expect([.sourceUnreadable, .sourceCorrupt, .sourceUnsupported, .verifyFailed].contains(error.code))
+                    #expect(!FileManager.default.fileExists(atPath: out))
+                }
+            } catch {
+                #expect([.sourceUnreadable, .sourceUnsupported].contains(error.code), "\(url.lastPathComponent): \(error)")
+            }
+        }
+    }
+}

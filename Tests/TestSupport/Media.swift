@@ -1,0 +1,130 @@
+import Foundation
+import KilnCore
+
+/// Where the shared real media lives (../shared/media beside the repository), and
+/// helpers that ask the ffmpeg command-line tools — an independent decoder — about outputs.
+public enum Media {
+    public static let repoRoot: URL = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) { return url }
+        }
+        fatalError("no Package.swift above \(#filePath)")
+    }()
+
+    public static let sharedFolder: URL = {
+        if let env = ProcessInfo.processInfo.environment["KILN_SHARED_MEDIA"] { return URL(fileURLWithPath: env) }
+        return repoRoot.deletingLastPathComponent().appendingPathComponent("shared/media")
+    }()
+
+    /// Every real file in ../shared/media (INDEX.tsv names them).
+    public static var sharedFiles: [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: sharedFolder.path)) ?? []
+        return names.filter { !$0.hasSuffix(".tsv") && !$0.hasPrefix(".") }.sorted()
+    }
+
+    public static func shared(_ name: String) -> String { sharedFolder.appendingPathComponent(name).path }
+
+    /// A fresh folder for one test's outputs.
+    public static func scratch(_ label: String) -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-\(label)-\(UUID().uuidString.prefix(8))")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// Files the test generates with the ffmpeg command for what the shared files lack,
+    /// cached across runs in .build/test-media.
+    public static func generated(_ name: String, _ ffmpegArgs: [String]) throws -> String {
+        let dir = repoRoot.appendingPathComponent(".build/test-media")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent(name).path
+        if FileManager.default.fileExists(atPath: path) { return path }
+        let tmp = dir.appendingPathComponent(".tmp-\(UUID().uuidString)-\(name)").path
+        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + ffmpegArgs + [tmp])
+        guard r.status == 0 else { throw TestFailure("ffmpeg could not generate \(name): \(r.stderr)") }
+        try FileManager.default.moveItem(atPath: tmp, toPath: path)
+        return path
+    }
+}
+
+public struct TestFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ d: String) { description = d }
+}
+
+public enum Run {
+    public struct Result { public let status: Int32; public let stdout: String; public let stderr: String }
+
+    public static func command(_ name: String, _ args: [String], stdin: Data? = nil) throws -> Result {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = [name] + args
+        let out = Pipe(), err = Pipe(), inp = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        p.standardInput = inp
+        try p.run()
+        if let stdin { inp.fileHandleForWriting.write(stdin) }
+        try? inp.fileHandleForWriting.close()
+        // Read both pipes concurrently so a chatty child cannot block on a full pipe.
+        final class Box: @unchecked Sendable { var data = Data() }
+        let errBox = Box()
+        let group = DispatchGroup()
+        group.enter()
+        DispatchQueue.global().async { errBox.data = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        let errData = errBox.data
+        p.waitUntilExit()
+        return Result(status: p.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                      stderr: String(decoding: errData, as: UTF8.self))
+    }
+}
+
+/// What ffprobe says about a file.
+public struct FFprobe {
+    public let json: JSONValue
+
+    public init(_ path: String) throws {
+        let r = try Run.command("ffprobe", ["-v", "error", "-print_format", "json", "-show_format", "-show_streams",
+                                            "-show_chapters", path])
+        guard r.status == 0 else { throw TestFailure("ffprobe failed on \(path): \(r.stderr)") }
+        json = try JSONValue.parse(Array(r.stdout.utf8))
+    }
+
+    public var streams: [JSONValue] { if case .array(let a)? = json["streams"] { return a }; return [] }
+    public func streams(_ type: String) -> [JSONValue] { streams.filter { $0["codec_type"] == .string(type) } }
+    public var formatDuration: Double { Double(json["format"]?["duration"]?.string ?? "") ?? 0 }
+    public var chapterCount: Int { if case .array(let a)? = json["chapters"] { return a.count }; return 0 }
+
+    /// Start time of the first stream of a type, in seconds.
+    public func startTime(_ type: String) -> Double? { streams(type).first?["start_time"]?.string.flatMap(Double.init) }
+    public func duration(_ type: String) -> Double? { streams(type).first?["duration"]?.string.flatMap(Double.init) }
+
+    /// Whether the index comes before the media data (faststart).
+    public static func moovBeforeMdat(_ path: String) throws -> Bool {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        var offset = 0
+        while offset + 8 <= data.count {
+            let size = data[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
+            let type = String(decoding: data[offset + 4..<offset + 8], as: UTF8.self)
+            if type == "moov" { return true }
+            if type == "mdat" { return false }
+            guard size >= 8 else { return false }
+            offset += size
+        }
+        return false
+    }
+
+    /// Decodes every stream in full; returns ffmpeg's error output (empty when clean).
+    public static func decodeErrors(_ path: String) throws -> String {
+        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-map", "0", "-f", "null", "-"])
+        return r.status == 0 ? r.stderr : "exit \(r.status): \(r.stderr)"
+    }
+}
+
+extension JSONValue {
+    public var string: String? { if case .string(let s) = self { return s }; if case .number(let n) = self { return String(n) }; return nil }
+    public var int: Int? { if case .number(let n) = self { return Int(n) }; if case .string(let s) = self { return Int(s) }; return nil }
+}
