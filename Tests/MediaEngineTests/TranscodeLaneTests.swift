@@ -4,7 +4,140 @@ import CFFmpeg
 import KilnCore
 @testable import MediaEngine
 
+// The transcode lanes on real files, driven by a minimal loop (open, prepare, header,
+// read → consume, finish, trailer) so they are tested apart from the pipeline; every
+// output is checked with ffprobe and a full decode by the ffmpeg command.
+
 private let mediaDir = "/work/shared/media"
+
+/// Runs a command and returns (status, stdout, stderr).
+private func run(_ tool: String, _ args: [String]) throws -> (status: Int32, out: String, err: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    p.arguments = [tool] + args
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    p.standardInput = FileHandle.nullDevice
+    try p.run()
+    // Drain stderr on another thread so a chatty tool cannot block on a full pipe.
+    let errData = DataBox()
+    let done = DispatchSemaphore(value: 0)
+    let reader = err.fileHandleForReading
+    DispatchQueue.global().async {
+        errData.set(reader.readDataToEndOfFile())
+        done.signal()
+    }
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    done.wait()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData.take(), as: UTF8.self))
+}
+
+private final class DataBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data = Data()
+    func set(_ d: Data) { lock.lock(); data = d; lock.unlock() }
+    func take() -> Data { lock.lock(); defer { lock.unlock() }; return data }
+}
+
+private func scratchDir() -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-tx-\(UUID().uuidString.prefix(8))")
+    try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+/// ffprobe's view of one output stream.
+private struct ProbedStream {
+    var fields: [String: Any]
+    subscript(_ key: String) -> String? { fields[key].map { "\($0)" } }
+    var int: (String) -> Int? { { key in self[key].flatMap { Int($0) } } }
+    var sideDataTypes: [String] {
+        (fields["side_data_list"] as? [[String: Any]])?.compactMap { $0["side_data_type"] as? String } ?? []
+    }
+}
+
+private func probe(_ path: String, countFrames: Bool = false) throws -> [ProbedStream] {
+    let r = try run("ffprobe", ["-v", "error", "-of", "json", "-show_streams"] + (countFrames ? ["-count_frames"] : []) + [path])
+    #expect(r.status == 0, "ffprobe failed: \(r.err)")
+    let json = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any]
+    return ((json?["streams"] as? [[String: Any]]) ?? []).map(ProbedStream.init)
+}
+
+/// A full decode with an independent decoder: no error may be logged.
+private func decodesCleanly(_ path: String) throws -> String {
+    let r = try run("ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-f", "null", "-"])
+    return r.status == 0 ? r.err : "exit \(r.status): \(r.err)"
+}
+
+private struct Transcoded {
+    var path: String
+    var video: VideoTranscodeLane?
+    var audio: AudioTranscodeLane?
+}
+
+/// The test-only driver: the lanes the plans ask for, timestamps shifted so the output
+/// starts at zero, nothing else.
+private func transcode(_ source: String, video: VideoPlan? = nil, audio: AudioPlan? = nil,
+                       to dir: URL = scratchDir()) throws -> Transcoded {
+    let cancellation = Cancellation()
+    defer { withExtendedLifetime(cancellation) {} }
+    let info = try Prober.probe(path: source, cancellation: cancellation, fingerprint: false)
+    let demuxer = try Demuxer(path: source, cancellation: cancellation)
+    var lanes: [Lane] = []
+    var result = Transcoded(path: dir.appendingPathComponent("out.mp4").path)
+    if let video {
+        let lane = try VideoTranscodeLane(demuxer: demuxer, plan: video, source: info.stream(video.sourceIndex)!)
+        lanes.append(lane)
+        result.video = lane
+    }
+    if let audio {
+        let lane = try AudioTranscodeLane(demuxer: demuxer, plan: audio, source: info.stream(audio.sourceIndex)!)
+        lanes.append(lane)
+        result.audio = lane
+    }
+    let muxer = try Muxer(path: result.path, cancellation: cancellation)
+    for lane in lanes { try lane.prepare(muxer: muxer) }
+    try muxer.writeHeader()
+    var start = Int64.max
+    for lane in lanes {
+        let st = demuxer.stream(Int(lane.inputIndex))
+        if st.pointee.start_time != noPTS {
+            start = min(start, rescale(st.pointee.start_time, from: st.pointee.time_base, to: kiln_time_base_q()))
+        }
+    }
+    if start == .max { start = 0 }
+    let packet = try Packet()
+    while try demuxer.read(into: packet) {
+        defer { packet.unref() }
+        guard let lane = lanes.first(where: { $0.inputIndex == packet.streamIndex }) else { continue }
+        let shift = rescale(start, from: kiln_time_base_q(), to: demuxer.stream(Int(packet.streamIndex)).pointee.time_base)
+        let p = packet.pointer
+        if p.pointee.pts != noPTS { p.pointee.pts -= shift }
+        if p.pointee.dts != noPTS { p.pointee.dts -= shift }
+        try lane.consume(packet, muxer: muxer)
+    }
+    for lane in lanes { try lane.finish(muxer: muxer) }
+    try muxer.finish()
+    return result
+}
+
+private func encoderSettings(level: String = "4.1") -> EncoderSettings {
+    EncoderSettings(preset: "veryfast", crf: 23, maxrateKbps: 2000, bufsizeKbps: 4000, profile: "high",
+                    level: level, gopSeconds: 2)
+}
+
+private func videoPlan(_ index: Int, _ w: Int, _ h: Int, toneMap: Bool = false, deinterlace: Bool = false,
+                       rotation: Int = 0) -> VideoPlan {
+    VideoPlan(sourceIndex: index, action: .transcode, codec: "h264", width: w, height: h, bitrateKbps: 2000,
+              toneMap: toneMap, deinterlace: deinterlace, rotation: rotation, encoder: encoderSettings())
+}
+
+private func audioPlan(_ index: Int, codec: String = "aac", channels: Int = 2, kbps: Int = 128) -> AudioPlan {
+    AudioPlan(sourceIndex: index, action: .transcode, codec: codec, channels: channels, bitrateKbps: kbps)
+}
+
+private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "") ?? 0 }
 
 @Suite("Transcode lanes") struct TranscodeLaneTests {
     @Test("the decoder turns every packet of a video stream into frames")
@@ -26,6 +159,158 @@ private let mediaDir = "/work/shared/media"
         try decoder.decode(nil) { _ in frames += 1 }
         #expect(frames == 84)  // ffprobe -count_frames says 84
         #expect(decoder.corruptPackets == 0)
+        withExtendedLifetime(cancellation) {}
+    }
+
+    @Test("the filter chain deinterlaces, scales before tone mapping when shrinking, and rotates last")
+    func filterDescription() {
+        let input = VideoInput(width: 1920, height: 1080, pixelFormat: AV_PIX_FMT_YUV420P10LE.rawValue,
+                               sampleAspect: AVRational(num: 1, den: 1), interlaced: false)
+        let hdr = videoFilterDescription(plan: videoPlan(0, 720, 1280, toneMap: true, deinterlace: true, rotation: 90),
+                                         input: input, toneMap: .pq, outputMatrix: "bt709")
+        #expect(hdr == "bwdif=mode=send_frame:parity=auto:deint=all,scale=w=1280:h=720:flags=bicubic,"
+                + "zscale=tin=smpte2084:pin=bt2020:min=bt2020nc:t=linear:npl=100,format=gbrpf32le,zscale=p=bt709,"
+                + "tonemap=tonemap=hable:desat=0,zscale=t=bt709:m=bt709:r=tv,format=yuv420p,format=yuv420p,setsar=1,transpose=clock")
+        var flagged = input
+        flagged.interlaced = true
+        let sdr = videoFilterDescription(plan: videoPlan(0, 1920, 1080), input: flagged, toneMap: nil, outputMatrix: "bt709")
+        #expect(sdr == "bwdif=mode=send_frame:parity=auto:deint=interlaced,scale=w=1920:h=1080:flags=bicubic:out_range=tv,format=yuv420p,setsar=1")
+    }
+
+    @Test("HDR10 HEVC becomes 8-bit SDR BT.709 H.264 at a smaller size, with AAC audio")
+    func hdr10ToSDR() throws {
+        let out = try transcode("\(mediaDir)/sp_bear-640x360-hevc-hdr10.mp4",
+                                video: videoPlan(0, 480, 270, toneMap: true), audio: audioPlan(1))
+        let streams = try probe(out.path, countFrames: true)
+        #expect(streams.count == 2)
+        let v = streams[0], a = streams[1]
+        #expect(v["codec_name"] == "h264")
+        #expect(v["pix_fmt"] == "yuv420p")
+        #expect(v.int("width") == 480 && v.int("height") == 270)
+        #expect(v["color_transfer"] == "bt709" && v["color_primaries"] == "bt709" && v["color_space"] == "bt709")
+        #expect(v["profile"] == "High")
+        #expect(v.int("nb_read_frames") == 84)
+        #expect(a["codec_name"] == "aac" && a.int("channels") == 2)
+        #expect(abs(duration(v) - duration(a)) < 0.1)
+        #expect(try decodesCleanly(out.path) == "")
+        #expect(out.video?.stats.corruptPackets == 0)
+        #expect(out.video?.stats.framesEncoded == 84)
+    }
+
+    @Test("HLG 1080p is tone-mapped to SDR 720p")
+    func hlgToSDR() throws {
+        let source = "\(mediaDir)/ax_hlg10-color-test.mp4"
+        let index = try #require(try Prober.probe(path: source, fingerprint: false).videoStreams.first).index
+        let out = try transcode(source, video: videoPlan(index, 1280, 720, toneMap: true))
+        let v = try #require(try probe(out.path).first)
+        #expect(v["codec_name"] == "h264" && v["pix_fmt"] == "yuv420p")
+        #expect(v.int("width") == 1280 && v.int("height") == 720)
+        #expect(v["color_transfer"] == "bt709")
+        #expect(try decodesCleanly(out.path) == "")
+    }
+
+    @Test("a rotated phone video comes out upright with no display matrix, 5.1 AAC downmixed to stereo")
+    func rotationAppliedToPixels() throws {
+        let source = "\(mediaDir)/mb_rotate-buck-bunny.mp4"
+        let info = try Prober.probe(path: source, fingerprint: false)
+        let sv = try #require(info.videoStreams.first)
+        let sa = try #require(info.audioStreams.first)
+        #expect(sv.rotation == 90 || sv.rotation == 270)
+        let out = try transcode(source, video: videoPlan(sv.index, 360, 640, rotation: sv.rotation ?? 0),
+                                audio: audioPlan(sa.index))
+        let streams = try probe(out.path)
+        let v = streams[0], a = streams[1]
+        #expect(v.int("width") == 360 && v.int("height") == 640)
+        #expect(!v.sideDataTypes.contains("Display Matrix"))
+        #expect(a["codec_name"] == "aac" && a.int("channels") == 2 && a["channel_layout"] == "stereo")
+        #expect(try decodesCleanly(out.path) == "")
+    }
+
+    @Test("10-bit H.264 becomes 8-bit 4:2:0 at the same size")
+    func tenBitToEightBit() throws {
+        let out = try transcode("\(mediaDir)/gr_test_yuv420p10le_x264.mp4", video: videoPlan(0, 720, 480))
+        let v = try #require(try probe(out.path, countFrames: true).first)
+        #expect(v["pix_fmt"] == "yuv420p" && v.int("width") == 720 && v.int("height") == 480)
+        let src = try #require(try probe("\(mediaDir)/gr_test_yuv420p10le_x264.mp4", countFrames: true).first)
+        #expect(v.int("nb_read_frames") == src.int("nb_read_frames"))
+        #expect(try decodesCleanly(out.path) == "")
+    }
+
+    @Test("4:4:4 H.264 becomes 4:2:0")
+    func chroma444To420() throws {
+        let out = try transcode("\(mediaDir)/ax_sample_with_chapters.mkv", video: videoPlan(0, 320, 240), audio: audioPlan(1))
+        let streams = try probe(out.path)
+        #expect(streams[0]["pix_fmt"] == "yuv420p" && streams[0]["profile"] == "High")
+        #expect(try decodesCleanly(out.path) == "")
+    }
+
+    @Test("MPEG-2 video and MP2 audio from MPEG-TS become H.264 and AAC in sync")
+    func mpeg2TransportStream() throws {
+        let out = try transcode("\(mediaDir)/ax_bbb_2500ms.ts", video: videoPlan(0, 640, 360), audio: audioPlan(1))
+        let streams = try probe(out.path)
+        let v = streams[0], a = streams[1]
+        #expect(v.int("width") == 640 && v.int("height") == 360 && a["codec_name"] == "aac")
+        #expect(abs(duration(v) - 2.5) < 0.15)
+        #expect(abs(duration(v) - duration(a)) < 0.15)
+        #expect(Double(a["start_time"] ?? "") ?? 1 < 0.05)
+        #expect(try decodesCleanly(out.path) == "")
+    }
+
+    @Test("MPEG-4 Part 2 video and MP3 audio from AVI become H.264 and AAC")
+    func aviWithMP3() throws {
+        let out = try transcode("\(mediaDir)/ax_sample.avi", video: videoPlan(0, 960, 400), audio: audioPlan(1))
+        let streams = try probe(out.path)
+        #expect(streams[0]["codec_name"] == "h264" && streams[1]["codec_name"] == "aac")
+        #expect(abs(duration(streams[0]) - duration(streams[1])) < 0.15)
+        #expect(try decodesCleanly(out.path) == "")
+    }
+
+    @Test("E-AC-3 5.1 is downmixed to stereo AAC, or re-encoded as 5.1 AC-3 and E-AC-3")
+    func surroundAudio() throws {
+        let source = "\(mediaDir)/mb_eac3.mkv"
+        let stereo = try transcode(source, audio: audioPlan(0))
+        let a = try #require(try probe(stereo.path).first)
+        #expect(a["codec_name"] == "aac" && a.int("channels") == 2 && a.int("sample_rate") == 48000)
+        #expect(abs(duration(a) - 2.0) < 0.1)
+        #expect(try decodesCleanly(stereo.path) == "")
+        for codec in ["ac3", "eac3"] {
+            let out = try transcode(source, audio: audioPlan(0, codec: codec, channels: 6, kbps: 384))
+            let s = try #require(try probe(out.path).first)
+            #expect(s["codec_name"] == codec && s.int("channels") == 6)
+            #expect(abs(duration(s) - 2.0) < 0.1)
+            #expect(try decodesCleanly(out.path) == "")
+        }
+    }
+
+    @Test("interlaced frames are deinterlaced even when the plan did not ask")
+    func interlacedDetected() throws {
+        let dir = scratchDir()
+        let source = dir.appendingPathComponent("interlaced.mkv").path
+        let gen = try run("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=720x576:rate=50",
+                                     "-t", "2", "-vf", "tinterlace=mode=interleave_top,setfield=tff",
+                                     "-c:v", "libx264", "-flags", "+ildct+ilme", "-x264-params", "tff=1", "-preset", "ultrafast", source])
+        #expect(gen.status == 0, "\(gen.err)")
+        let src = try #require(try probe(source).first)
+        #expect(["tt", "tb", "bb", "bt"].contains(src["field_order"] ?? ""))
+        let out = try transcode(source, video: videoPlan(0, 720, 576), to: dir)
+        let v = try #require(try probe(out.path, countFrames: true).first)
+        #expect(v["field_order"] == nil || v["field_order"] == "progressive")
+        #expect(v.int("nb_read_frames") == 50)
+        #expect(v["avg_frame_rate"] == "25/1")
+        #expect(try decodesCleanly(out.path) == "")
+    }
+
+    @Test("Dolby Vision profile 5 cannot be tone-mapped and says so before any work")
+    func dolbyVisionProfile5Refused() throws {
+        let source = "\(mediaDir)/sp_bear-640x360-hevc-hdr10.mp4"
+        var info = try #require(try Prober.probe(path: source, fingerprint: false).videoStreams.first)
+        info.hdr = .dolbyVision
+        info.dolbyVision = DolbyVision(profile: 5, level: 6, blCompatibilityId: 0)
+        let cancellation = Cancellation()
+        let demuxer = try Demuxer(path: source, cancellation: cancellation)
+        #expect {
+            _ = try VideoTranscodeLane(demuxer: demuxer, plan: videoPlan(0, 480, 270, toneMap: true), source: info)
+        } throws: { ($0 as? KilnError)?.code == .planUnsupported }
         withExtendedLifetime(cancellation) {}
     }
 }

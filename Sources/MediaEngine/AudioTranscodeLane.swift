@@ -1,0 +1,192 @@
+import CFFmpeg
+import KilnCore
+
+/// Re-encodes one audio stream as an `AudioPlan` says (AAC, AC-3 or E-AC-3 at the plan's
+/// channels and bitrate): decode → libswresample (format, rate, downmix) → FIFO → frames
+/// of the encoder's size → encoder. The first output sample takes the first decoded
+/// frame's timestamp; after that timestamps count samples, so the output has no gaps.
+final class AudioTranscodeLane: Lane {
+    static let undecodableAfterPackets = 200
+    /// Encoders the plan may name, by libavcodec name.
+    static let encoders: Set<String> = ["aac", "ac3", "eac3"]
+
+    let inputIndex: Int32
+    private(set) var outputIndex: Int32 = -1
+    private let plan: AudioPlan
+    private let inputStream: UnsafeMutablePointer<AVStream>
+    private let decoder: Decoder
+    private var encoder: Encoder?
+    private var resampler: Resampler?
+    private let frame: Frame
+    /// Next output timestamp, in samples at the output rate (the encoder's time base).
+    private var nextPTS = noPTS
+    private var frameSize = 1024
+    private var counters = LaneStats()
+
+    init(demuxer: Demuxer, plan: AudioPlan, source: StreamInfo) throws(KilnError) {
+        guard Self.encoders.contains(plan.codec) else {
+            throw KilnError(.planUnsupported, stage: .plan, "audio can be re-encoded to aac, ac3 or eac3, not \(plan.codec)")
+        }
+        guard plan.channels >= 1, plan.channels <= 8 else {
+            throw KilnError(.planUnsupported, stage: .plan, "the audio plan asks for \(plan.channels) channels")
+        }
+        guard plan.sourceIndex >= 0, plan.sourceIndex < demuxer.streamCount,
+              demuxer.stream(plan.sourceIndex).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO else {
+            throw KilnError(.planUnsupported, stage: .plan, "the plan's audio stream \(plan.sourceIndex) is not an audio stream of the source")
+        }
+        let stream = demuxer.stream(plan.sourceIndex)
+        inputIndex = Int32(plan.sourceIndex)
+        inputStream = stream
+        self.plan = plan
+        decoder = try Decoder(stream: stream, threads: 1)
+        frame = try Frame()
+    }
+
+    var stats: LaneStats {
+        var s = counters
+        s.corruptPackets = decoder.corruptPackets
+        s.framesDecoded = decoder.framesDecoded
+        s.framesEncoded = encoder?.framesEncoded ?? 0
+        return s
+    }
+
+    func prepare(muxer: Muxer) throws(KilnError) {
+        let plan = self.plan
+        let par = inputStream.pointee.codecpar!
+        let sourceRate = par.pointee.sample_rate > 0 ? par.pointee.sample_rate : 48000
+        var sourceLayout = par.pointee.ch_layout
+        var chosen = AudioFormat(sampleFormat: AV_SAMPLE_FMT_FLTP, sampleRate: 48000, layout: AVChannelLayout())
+        let encoder = try Encoder(name: plan.codec) { ctx, codec throws(KilnError) in
+            chosen.sampleFormat = Self.sampleFormat(codec)
+            chosen.sampleRate = Self.sampleRate(codec, preferred: sourceRate)
+            try Self.channelLayout(codec, channels: Int32(plan.channels), source: &sourceLayout, into: &chosen.layout)
+            ctx.pointee.sample_fmt = chosen.sampleFormat
+            ctx.pointee.sample_rate = chosen.sampleRate
+            try check(av_channel_layout_copy(&ctx.pointee.ch_layout, &chosen.layout), .encode, "cannot set the channel layout")
+            ctx.pointee.bit_rate = Int64(plan.bitrateKbps) * 1000
+            ctx.pointee.time_base = AVRational(num: 1, den: chosen.sampleRate)
+        }
+        defer { av_channel_layout_uninit(&chosen.layout) }
+        self.encoder = encoder
+        let variable = (encoder.codec.pointee.capabilities & AV_CODEC_CAP_VARIABLE_FRAME_SIZE) != 0
+        frameSize = encoder.context.pointee.frame_size > 0 && !variable ? Int(encoder.context.pointee.frame_size) : 1024
+        resampler = try Resampler(output: chosen)
+        let st = try muxer.addStream()
+        try encoder.configure(stream: st)
+        copyStreamMetadata(from: inputStream, to: st)
+        outputIndex = st.pointee.index
+    }
+
+    func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
+        counters.packetsIn += 1
+        try decoder.decode(packet) { (f: Frame) throws(KilnError) in try self.resample(f, muxer: muxer) }
+        if decoder.framesDecoded == 0 && counters.packetsIn >= Self.undecodableAfterPackets {
+            throw undecodable()
+        }
+    }
+
+    func finish(muxer: Muxer) throws(KilnError) {
+        try decoder.decode(nil) { (f: Frame) throws(KilnError) in try self.resample(f, muxer: muxer) }
+        if decoder.framesDecoded == 0 { throw undecodable() }
+        guard let resampler, let encoder else { return }
+        try resampler.flush()
+        try encodeBuffered(muxer: muxer)
+        if resampler.buffered > 0 {
+            let small = (encoder.codec.pointee.capabilities & AV_CODEC_CAP_SMALL_LAST_FRAME) != 0
+            try resampler.pull(resampler.buffered, into: frame, padTo: small ? nil : frameSize)
+            try encodeFrame(muxer: muxer)
+        }
+        try encoder.encode(nil) { (p: Packet) throws(KilnError) in try self.write(p, muxer: muxer) }
+    }
+
+    private func undecodable() -> KilnError {
+        let codec = string(avcodec_get_name(inputStream.pointee.codecpar.pointee.codec_id)) ?? "audio"
+        return KilnError(decoder.corruptPackets > 0 ? .sourceCorrupt : .sourceUnsupported, stage: .decode,
+                         "the \(codec) audio stream could not be decoded: \(counters.packetsIn) packets gave no sound"
+                         + (decoder.corruptPackets > 0 ? " (\(decoder.corruptPackets) rejected as corrupt)" : ""))
+    }
+
+    private func resample(_ decoded: Frame, muxer: Muxer) throws(KilnError) {
+        guard let resampler else { throw KilnError(.internalError, stage: .encode, "the audio encoder is not open") }
+        if nextPTS == noPTS {
+            let ts = decoded.pointer.pointee.best_effort_timestamp
+            let start = rescale(ts, from: decoder.timeBase, to: AVRational(num: 1, den: resampler.output.sampleRate))
+            nextPTS = start == noPTS ? 0 : start
+        }
+        try resampler.push(decoded)
+        try encodeBuffered(muxer: muxer)
+    }
+
+    private func encodeBuffered(muxer: Muxer) throws(KilnError) {
+        guard let resampler else { return }
+        while resampler.buffered >= frameSize {
+            try resampler.pull(frameSize, into: frame)
+            try encodeFrame(muxer: muxer)
+        }
+    }
+
+    private func encodeFrame(muxer: Muxer) throws(KilnError) {
+        guard let encoder else { return }
+        frame.pointer.pointee.pts = nextPTS == noPTS ? 0 : nextPTS
+        nextPTS = frame.pointer.pointee.pts + Int64(frame.pointer.pointee.nb_samples)
+        try encoder.encode(frame) { (p: Packet) throws(KilnError) in try self.write(p, muxer: muxer) }
+        frame.unref()
+    }
+
+    private func write(_ packet: Packet, muxer: Muxer) throws(KilnError) {
+        guard let encoder else { return }
+        packet.streamIndex = outputIndex
+        try muxer.write(packet, from: encoder.timeBase)
+        counters.packetsOut += 1
+    }
+
+    // MARK: choosing the encoder's format
+
+    private static func sampleFormat(_ codec: UnsafePointer<AVCodec>) -> AVSampleFormat {
+        guard let list = codec.pointee.sample_fmts else { return AV_SAMPLE_FMT_FLTP }
+        var i = 0
+        while list[i] != AV_SAMPLE_FMT_NONE {
+            if list[i] == AV_SAMPLE_FMT_FLTP { return AV_SAMPLE_FMT_FLTP }
+            i += 1
+        }
+        return list[0] == AV_SAMPLE_FMT_NONE ? AV_SAMPLE_FMT_FLTP : list[0]
+    }
+
+    /// The source's rate when the encoder takes it, else 48 kHz, else the encoder's first.
+    static func sampleRate(_ codec: UnsafePointer<AVCodec>, preferred: Int32) -> Int32 {
+        guard let list = codec.pointee.supported_samplerates else { return preferred }
+        var rates: [Int32] = []
+        var i = 0
+        while list[i] != 0 { rates.append(list[i]); i += 1 }
+        if rates.isEmpty || rates.contains(preferred) { return preferred }
+        if rates.contains(48000) { return 48000 }
+        return rates[0]
+    }
+
+    /// The source's layout when it has the planned channel count (and the encoder takes
+    /// it), else one the encoder lists with that count, else libavutil's default for it.
+    private static func channelLayout(_ codec: UnsafePointer<AVCodec>, channels: Int32,
+                                      source: inout AVChannelLayout, into out: inout AVChannelLayout) throws(KilnError) {
+        var candidates: [AVChannelLayout] = []
+        if let list = codec.pointee.ch_layouts {
+            var i = 0
+            while list[i].nb_channels != 0 { candidates.append(list[i]); i += 1 }
+        }
+        let sourceUsable = source.nb_channels == channels && source.order == AV_CHANNEL_ORDER_NATIVE
+        if sourceUsable && (candidates.isEmpty || candidates.contains(where: { var c = $0; return av_channel_layout_compare(&c, &source) == 0 })) {
+            try check(av_channel_layout_copy(&out, &source), .encode, "cannot copy the channel layout")
+            return
+        }
+        var fallback = AVChannelLayout()
+        av_channel_layout_default(&fallback, channels)
+        if candidates.isEmpty || candidates.contains(where: { var c = $0; return av_channel_layout_compare(&c, &fallback) == 0 }) {
+            out = fallback
+            return
+        }
+        if var match = candidates.first(where: { $0.nb_channels == channels }) {
+            try check(av_channel_layout_copy(&out, &match), .encode, "cannot copy the channel layout")
+            return
+        }
+        throw KilnError(.planUnsupported, stage: .encode, "the \(string(codec.pointee.name) ?? "audio") encoder cannot write \(channels) channels")
+    }
+}

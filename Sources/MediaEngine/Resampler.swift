@@ -1,0 +1,130 @@
+import CFFmpeg
+import KilnCore
+
+/// The format an audio encoder takes: sample format, rate and channel layout.
+struct AudioFormat {
+    var sampleFormat: AVSampleFormat
+    var sampleRate: Int32
+    var layout: AVChannelLayout
+}
+
+/// Converts decoded audio to the encoder's format with libswresample (sample format,
+/// rate, and a downmix such as 5.1 → stereo with libswresample's standard matrix), and
+/// re-cuts it into frames of the encoder's frame size through an `AVAudioFifo`.
+final class Resampler {
+    let output: AudioFormat
+    private var swr: OpaquePointer?
+    private var fifo: OpaquePointer
+    /// The input format the current `SwrContext` was made for; a change rebuilds it.
+    private var inputKey: (format: Int32, rate: Int32, layout: AVChannelLayout)?
+    private let scratch: Frame
+
+    /// The resampler keeps its own copy of `output.layout`.
+    init(output: AudioFormat) throws(KilnError) {
+        var own = output, source = output.layout
+        own.layout = AVChannelLayout()
+        try check(av_channel_layout_copy(&own.layout, &source), .filter, "cannot copy the channel layout")
+        self.output = own
+        guard let fifo = av_audio_fifo_alloc(output.sampleFormat, output.layout.nb_channels, 4096) else {
+            throw KilnError(.resourceLimit, stage: .filter, "out of memory for the audio FIFO")
+        }
+        self.fifo = fifo
+        do { scratch = try Frame() } catch { av_audio_fifo_free(fifo); av_channel_layout_uninit(&own.layout); throw error }
+    }
+
+    deinit {
+        swr_free(&swr)
+        av_audio_fifo_free(fifo)
+        var layout = output.layout
+        av_channel_layout_uninit(&layout)
+        if var key = inputKey?.layout { av_channel_layout_uninit(&key) }
+    }
+
+    /// Samples waiting in the FIFO.
+    var buffered: Int { Int(av_audio_fifo_size(fifo)) }
+
+    /// Converts one decoded frame and appends the result to the FIFO.
+    func push(_ frame: Frame) throws(KilnError) {
+        let f = frame.pointer
+        var layout = AVChannelLayout()
+        if f.pointee.ch_layout.order == AV_CHANNEL_ORDER_UNSPEC || f.pointee.ch_layout.nb_channels == 0 {
+            // Containers that only give a count (AVI, some TS): assume the usual layout.
+            av_channel_layout_default(&layout, max(1, f.pointee.ch_layout.nb_channels))
+        } else {
+            try check(av_channel_layout_copy(&layout, &f.pointee.ch_layout), .filter, "cannot read the channel layout")
+        }
+        defer { av_channel_layout_uninit(&layout) }
+        try configure(format: f.pointee.format, rate: f.pointee.sample_rate, layout: layout)
+        let inputPlanes = UnsafeMutablePointer<UnsafePointer<UInt8>?>(OpaquePointer(f.pointee.extended_data))
+        try convert(inputPlanes, count: f.pointee.nb_samples)
+    }
+
+    /// Drains what libswresample still holds (its filter delay) into the FIFO.
+    func flush() throws(KilnError) {
+        guard swr != nil else { return }
+        try convert(nil, count: 0)
+    }
+
+    /// Takes `count` samples from the FIFO into `frame` (allocated here); with `padTo` the
+    /// frame is padded with silence to that many samples (for encoders that cannot take a
+    /// short last frame).
+    func pull(_ count: Int, into frame: Frame, padTo: Int? = nil) throws(KilnError) {
+        let f = frame.pointer
+        frame.unref()
+        let size = max(count, padTo ?? 0)
+        f.pointee.nb_samples = Int32(size)
+        f.pointee.format = output.sampleFormat.rawValue
+        f.pointee.sample_rate = output.sampleRate
+        var layout = output.layout
+        try check(av_channel_layout_copy(&f.pointee.ch_layout, &layout), .filter, "cannot set the channel layout")
+        try check(av_frame_get_buffer(f, 0), .filter, "cannot allocate an audio frame")
+        let planes = UnsafeMutablePointer<UnsafeMutableRawPointer?>(OpaquePointer(f.pointee.extended_data))
+        let read = av_audio_fifo_read(fifo, planes, Int32(count))
+        try check(read, .filter, "cannot read the audio FIFO")
+        if size > Int(read) {
+            av_samples_set_silence(f.pointee.extended_data, read, Int32(size) - read,
+                                   output.layout.nb_channels, output.sampleFormat)
+        }
+    }
+
+    private func configure(format: Int32, rate: Int32, layout: AVChannelLayout) throws(KilnError) {
+        if let key = inputKey, key.format == format, key.rate == rate {
+            var a = key.layout, b = layout
+            if av_channel_layout_compare(&a, &b) == 0 { return }
+        }
+        // A change of input format mid-stream: what the old context holds is flushed first.
+        if swr != nil { try flush() }
+        swr_free(&swr)
+        if var old = inputKey?.layout { av_channel_layout_uninit(&old) }
+        inputKey = nil
+        var outLayout = output.layout, inLayout = layout
+        try check(swr_alloc_set_opts2(&swr, &outLayout, output.sampleFormat, output.sampleRate,
+                                      &inLayout, AVSampleFormat(rawValue: format), rate, 0, nil),
+                  .filter, "cannot set up the audio resampler")
+        try check(swr_init(swr), .filter, "cannot set up the audio resampler")
+        var copy = AVChannelLayout()
+        try check(av_channel_layout_copy(&copy, &inLayout), .filter, "cannot copy the channel layout")
+        inputKey = (format, rate, copy)
+    }
+
+    private func convert(_ input: UnsafeMutablePointer<UnsafePointer<UInt8>?>?, count: Int32) throws(KilnError) {
+        let capacity = swr_get_out_samples(swr, count)
+        try check(capacity, .filter, "the audio resampler failed")
+        guard capacity > 0 else { return }
+        let s = scratch.pointer
+        scratch.unref()
+        s.pointee.nb_samples = capacity
+        s.pointee.format = output.sampleFormat.rawValue
+        s.pointee.sample_rate = output.sampleRate
+        var layout = output.layout
+        try check(av_channel_layout_copy(&s.pointee.ch_layout, &layout), .filter, "cannot set the channel layout")
+        try check(av_frame_get_buffer(s, 0), .filter, "cannot allocate an audio frame")
+        let converted = swr_convert(swr, s.pointee.extended_data, capacity, input, count)
+        try check(converted, .filter, "the audio resampler failed")
+        if converted > 0 {
+            let planes = UnsafeMutablePointer<UnsafeMutableRawPointer?>(OpaquePointer(s.pointee.extended_data))
+            try check(av_audio_fifo_write(fifo, planes, converted), .filter, "cannot write the audio FIFO")
+        }
+        scratch.unref()
+    }
+}

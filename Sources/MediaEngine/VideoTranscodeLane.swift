@@ -1,0 +1,271 @@
+import CFFmpeg
+import KilnCore
+
+/// Re-encodes one video stream to H.264 as a `VideoPlan` says: decode → deinterlace →
+/// tone-map → scale → 8-bit 4:2:0 → rotate the pixels upright → libx264 (capped CRF).
+/// The filter graph is built on the first decoded frame, when the real size, pixel format
+/// and interlacing are known, and rebuilt if they change mid-stream.
+final class VideoTranscodeLane: Lane {
+    /// Packets without a single decoded picture after which the stream counts as undecodable
+    /// (about 20 s at 25 fps: longer than any sane GOP a cut stream may start inside).
+    static let undecodableAfterPackets = 500
+
+    let inputIndex: Int32
+    private(set) var outputIndex: Int32 = -1
+    private let plan: VideoPlan
+    private let settings: EncoderSettings
+    private let inputStream: UnsafeMutablePointer<AVStream>
+    private let decoder: Decoder
+    private var encoder: Encoder?
+    private var graph: VideoFilterGraph?
+    private let filtered: Frame
+    private let toneMap: ToneMapSource?
+    /// The output colour description: BT.709 when tone-mapped, otherwise the source's.
+    private let color: ColorTags
+    let frameRate: AVRational
+    private var interlacedSeen = false
+    private var lastPTS = noPTS
+    private var counters = LaneStats()
+    /// Frames dropped because their timestamp did not advance in the encoder's time base.
+    private(set) var droppedFrames = 0
+
+    init(demuxer: Demuxer, plan: VideoPlan, source: StreamInfo) throws(KilnError) {
+        guard let settings = plan.encoder else {
+            throw KilnError(.planUnsupported, stage: .plan, "the video plan has no encoder settings")
+        }
+        guard plan.width >= 2, plan.height >= 2 else {
+            throw KilnError(.planUnsupported, stage: .plan, "the video plan's size \(plan.width)x\(plan.height) is not encodable")
+        }
+        guard plan.sourceIndex >= 0, plan.sourceIndex < demuxer.streamCount,
+              demuxer.stream(plan.sourceIndex).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO else {
+            throw KilnError(.planUnsupported, stage: .plan, "the plan's video stream \(plan.sourceIndex) is not a video stream of the source")
+        }
+        let stream = demuxer.stream(plan.sourceIndex)
+        inputIndex = Int32(plan.sourceIndex)
+        inputStream = stream
+        var even = plan
+        // 4:2:0 needs even dimensions; the planner makes them even, this only guards it.
+        even.width &= ~1
+        even.height &= ~1
+        self.plan = even
+        self.settings = settings
+        let par = stream.pointee.codecpar!
+        toneMap = plan.toneMap ? try Self.toneMapSource(par: par, source: source) : nil
+        color = toneMap != nil ? .bt709 : ColorTags(par: par)
+        frameRate = Self.frameRate(demuxer: demuxer, stream: stream, source: source)
+        decoder = try Decoder(stream: stream)
+        filtered = try Frame()
+    }
+
+    var stats: LaneStats {
+        var s = counters
+        s.corruptPackets = decoder.corruptPackets
+        s.framesDecoded = decoder.framesDecoded
+        s.framesEncoded = encoder?.framesEncoded ?? 0
+        return s
+    }
+
+    func prepare(muxer: Muxer) throws(KilnError) {
+        let plan = self.plan, settings = self.settings, color = self.color, frameRate = self.frameRate
+        let keyint = max(1, Int((settings.gopSeconds * frameRate.seconds).rounded()))
+        let encoder = try Encoder(name: settings.name, options: [
+            ("preset", settings.preset),
+            ("crf", String(settings.crf)),
+            ("profile", settings.profile),
+            ("level", settings.level),
+        ]) { ctx, _ throws(KilnError) in
+            guard settings.pixFmt == "yuv420p" else {
+                throw KilnError(.planUnsupported, stage: .encode, "only yuv420p output is supported, the plan asks for \(settings.pixFmt)")
+            }
+            ctx.pointee.width = Int32(plan.width)
+            ctx.pointee.height = Int32(plan.height)
+            ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+            ctx.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
+            ctx.pointee.framerate = frameRate
+            ctx.pointee.time_base = av_inv_q(frameRate)
+            ctx.pointee.gop_size = Int32(keyint)
+            // Scene-cut keyframes no closer than a second (x264 caps this at keyint/2 + 1).
+            ctx.pointee.keyint_min = Int32(max(1, min(Int(frameRate.seconds.rounded()), keyint / 2)))
+            ctx.pointee.rc_max_rate = Int64(settings.maxrateKbps) * 1000
+            ctx.pointee.rc_buffer_size = Int32(clamping: Int64(settings.bufsizeKbps) * 1000)
+            ctx.pointee.thread_count = 0
+            ctx.pointee.color_primaries = color.primaries
+            ctx.pointee.color_trc = color.transfer
+            ctx.pointee.colorspace = color.matrix
+            ctx.pointee.color_range = AVCOL_RANGE_MPEG
+        }
+        self.encoder = encoder
+        let st = try muxer.addStream()
+        try encoder.configure(stream: st)
+        st.pointee.avg_frame_rate = frameRate
+        copyStreamMetadata(from: inputStream, to: st)
+        outputIndex = st.pointee.index
+    }
+
+    func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
+        counters.packetsIn += 1
+        try decoder.decode(packet) { (frame: Frame) throws(KilnError) in try self.filter(frame, muxer: muxer) }
+        if decoder.framesDecoded == 0 && counters.packetsIn >= Self.undecodableAfterPackets {
+            throw undecodable()
+        }
+    }
+
+    func finish(muxer: Muxer) throws(KilnError) {
+        try decoder.decode(nil) { (frame: Frame) throws(KilnError) in try self.filter(frame, muxer: muxer) }
+        if decoder.framesDecoded == 0 { throw undecodable() }
+        if let graph {
+            try graph.push(nil)
+            try drain(graph, muxer: muxer)
+        }
+        guard let encoder else { return }
+        try encoder.encode(nil) { (p: Packet) throws(KilnError) in try self.write(p, muxer: muxer) }
+    }
+
+    private func undecodable() -> KilnError {
+        let codec = string(avcodec_get_name(inputStream.pointee.codecpar.pointee.codec_id)) ?? "video"
+        return KilnError(decoder.corruptPackets > 0 ? .sourceCorrupt : .sourceUnsupported, stage: .decode,
+                         "the \(codec) video stream could not be decoded: \(counters.packetsIn) packets gave no picture"
+                         + (decoder.corruptPackets > 0 ? " (\(decoder.corruptPackets) rejected as corrupt)" : ""))
+    }
+
+    private func filter(_ frame: Frame, muxer: Muxer) throws(KilnError) {
+        let f = frame.pointer
+        if !plan.deinterlace && f.pointee.interlaced_frame != 0 { interlacedSeen = true }
+        let input = VideoInput(f, interlacedSeen: interlacedSeen)
+        if graph?.input != input {
+            if let old = graph {
+                // The old graph may still hold frames (bwdif keeps one): let them out first.
+                try old.push(nil)
+                try drain(old, muxer: muxer)
+            }
+            graph = nil
+            graph = try VideoFilterGraph(input: input, timeBase: decoder.timeBase, frameRate: frameRate,
+                                         description: videoFilterDescription(plan: plan, input: input, toneMap: toneMap,
+                                                                             outputMatrix: color.matrixName))
+        }
+        guard let graph else { return }
+        f.pointee.pts = f.pointee.best_effort_timestamp
+        try graph.push(frame)
+        try drain(graph, muxer: muxer)
+    }
+
+    private func drain(_ graph: VideoFilterGraph, muxer: Muxer) throws(KilnError) {
+        guard let encoder else { throw KilnError(.internalError, stage: .encode, "the video encoder is not open") }
+        while try graph.pull(into: filtered) {
+            defer { filtered.unref() }
+            let p = filtered.pointer
+            var pts = rescale(p.pointee.pts, from: graph.outputTimeBase, to: encoder.timeBase)
+            if pts == noPTS { pts = lastPTS == noPTS ? 0 : lastPTS + 1 }
+            // x264 needs strictly increasing timestamps; a frame that lands on the same tick
+            // as the previous one (variable frame rate, duplicated timestamps) is dropped.
+            if lastPTS != noPTS && pts <= lastPTS {
+                droppedFrames += 1
+                continue
+            }
+            lastPTS = pts
+            p.pointee.pts = pts
+            // A decoded picture type would make libx264 force keyframes where the source had them.
+            p.pointee.pict_type = AV_PICTURE_TYPE_NONE
+            try encoder.encode(filtered) { (packet: Packet) throws(KilnError) in try self.write(packet, muxer: muxer) }
+        }
+    }
+
+    private func write(_ packet: Packet, muxer: Muxer) throws(KilnError) {
+        guard let encoder else { return }
+        packet.streamIndex = outputIndex
+        if packet.pointer.pointee.duration == 0 { packet.pointer.pointee.duration = 1 }
+        try muxer.write(packet, from: encoder.timeBase)
+        counters.packetsOut += 1
+    }
+
+    /// Which HDR transfer the source has, for tone mapping; nil when it is SDR after all.
+    static func toneMapSource(par: UnsafeMutablePointer<AVCodecParameters>, source: StreamInfo) throws(KilnError) -> ToneMapSource? {
+        if let dv = source.dolbyVision, dv.baseLayer == nil, source.colorTransfer != "arib-std-b67" {
+            // Profile 5 (IPTPQc2) needs the RPU's reshaping; zscale would give wrong colours.
+            // libplacebo can apply it, but only through Vulkan (lavapipe here, far too slow).
+            throw KilnError(.planUnsupported, stage: .filter,
+                            "Dolby Vision profile \(dv.profile) has no HDR10/HLG/SDR base layer; tone mapping it needs libplacebo, which this engine does not use")
+        }
+        switch par.pointee.color_trc {
+        case AVCOL_TRC_SMPTE2084: return .pq
+        case AVCOL_TRC_ARIB_STD_B67: return .hlg
+        default: break
+        }
+        switch source.hdr ?? .sdr {
+        case .hdr10: return .pq
+        case .hlg: return .hlg
+        case .dolbyVision:
+            switch source.dolbyVision?.baseLayer {
+            case .hlg: return .hlg
+            case .sdr: return nil
+            default: return .pq
+            }
+        case .sdr: return nil
+        }
+    }
+
+    /// The output frame rate and so the encoder's time base (1/fps): the container's
+    /// average when sane, else libavformat's guess, else the probe's, else 25.
+    static func frameRate(demuxer: Demuxer, stream: UnsafeMutablePointer<AVStream>, source: StreamInfo) -> AVRational {
+        func sane(_ r: AVRational) -> Bool { r.num > 0 && r.den > 0 && r.seconds >= 1 && r.seconds <= 240 }
+        let avg = stream.pointee.avg_frame_rate
+        if sane(avg) { return reduce(avg) }
+        let guess = av_guess_frame_rate(demuxer.context, stream, nil)
+        if sane(guess) { return reduce(guess) }
+        if let fps = source.frameRate, fps >= 1, fps <= 240 { return av_d2q(fps, 100_000) }
+        return AVRational(num: 25, den: 1)
+    }
+
+    /// Averages of variable-rate streams come out as large fractions; keep the time base sane.
+    private static func reduce(_ r: AVRational) -> AVRational {
+        var num: Int32 = 0, den: Int32 = 0
+        av_reduce(&num, &den, Int64(r.num), Int64(r.den), 1_000_000)
+        return AVRational(num: num, den: den)
+    }
+}
+
+/// An output colour description (AVCodecContext's color_* fields).
+struct ColorTags {
+    var primaries: AVColorPrimaries
+    var transfer: AVColorTransferCharacteristic
+    var matrix: AVColorSpace
+
+    static let bt709 = ColorTags(primaries: AVCOL_PRI_BT709, transfer: AVCOL_TRC_BT709, matrix: AVCOL_SPC_BT709)
+    static let bt601 = ColorTags(primaries: AVCOL_PRI_SMPTE170M, transfer: AVCOL_TRC_SMPTE170M, matrix: AVCOL_SPC_SMPTE170M)
+
+    init(primaries: AVColorPrimaries, transfer: AVColorTransferCharacteristic, matrix: AVColorSpace) {
+        self.primaries = primaries
+        self.transfer = transfer
+        self.matrix = matrix
+    }
+
+    /// The source's tags; what is unspecified is filled with what players assume for the
+    /// source's size (BT.709 from 720 lines up, BT.601 below), written out explicitly so a
+    /// player does not guess differently for the smaller output. RGB sources are converted
+    /// to BT.709 YCbCr.
+    init(par: UnsafeMutablePointer<AVCodecParameters>) {
+        let p = par.pointee
+        let assumed: ColorTags = (p.height >= 720 || p.width >= 1280) ? .bt709 : .bt601
+        primaries = p.color_primaries == AVCOL_PRI_UNSPECIFIED || p.color_primaries == AVCOL_PRI_RESERVED0 || p.color_primaries == AVCOL_PRI_RESERVED
+            ? assumed.primaries : p.color_primaries
+        transfer = p.color_trc == AVCOL_TRC_UNSPECIFIED || p.color_trc == AVCOL_TRC_RESERVED0 || p.color_trc == AVCOL_TRC_RESERVED
+            ? assumed.transfer : p.color_trc
+        switch p.color_space {
+        case AVCOL_SPC_UNSPECIFIED, AVCOL_SPC_RESERVED: matrix = assumed.matrix
+        case AVCOL_SPC_RGB: matrix = AVCOL_SPC_BT709
+        default: matrix = p.color_space
+        }
+    }
+
+    /// The matrix as libswscale's `out_color_matrix` names it, for RGB → YCbCr conversion.
+    var matrixName: String? {
+        switch matrix {
+        case AVCOL_SPC_BT709: "bt709"
+        case AVCOL_SPC_SMPTE170M, AVCOL_SPC_BT470BG: "bt601"
+        case AVCOL_SPC_SMPTE240M: "smpte240m"
+        case AVCOL_SPC_BT2020_NCL, AVCOL_SPC_BT2020_CL: "bt2020"
+        case AVCOL_SPC_FCC: "fcc"
+        default: nil
+        }
+    }
+}
