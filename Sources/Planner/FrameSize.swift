@@ -20,12 +20,20 @@ enum FrameSize {
     static func fit(_ s: StreamInfo, into cls: ResolutionClass?) -> (width: Int, height: Int)? {
         guard let (w, h) = squareUpright(s) else { return nil }
         var scale = 1.0
+        var limitW = w, limitH = h
         if let cls {
             let long = max(w, h), short = min(w, h)
             scale = min(1.0, Double(cls.box.width) / long, Double(cls.box.height) / short)
+            let (boxW, boxH) = w >= h ? (cls.box.width, cls.box.height) : (cls.box.height, cls.box.width)
+            limitW = min(w, Double(boxW))
+            limitH = min(h, Double(boxH))
         }
-        func even(_ x: Double) -> Int { max(2, Int((x * scale).rounded(.down)) & ~1) }
-        return (even(w), even(h))
+        // Nearest even size (1080p scaled to 480p is 854x480, not 852), but never past
+        // the box or the source.
+        func even(_ x: Double, limit: Double) -> Int {
+            max(2, min(Int((x * scale / 2).rounded()) * 2, Int(limit.rounded(.down)) & ~1))
+        }
+        return (even(w, limit: limitW), even(h, limit: limitH))
     }
 
     /// The smallest class the upright frame fits, nil above 4K.

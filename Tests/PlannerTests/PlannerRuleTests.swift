@@ -1,0 +1,502 @@
+import KilnCore
+import Testing
+@testable import Planner
+
+/// What one case expects; nil fields are not checked.
+struct Expect: Sendable {
+    var error: KilnError.Code? = nil
+    var field: String? = nil
+    var delivery: DeliveryFormat? = nil
+    var effective: Quality? = nil
+    var noVideo: Bool = false
+    var noAudio: Bool = false
+    var video: StreamAction? = nil
+    var size: [Int]? = nil
+    var toneMap: Bool? = nil
+    var deinterlace: Bool? = nil
+    var rotation: Int? = nil
+    var level: String? = nil
+    var audioIndex: Int? = nil
+    var audio: StreamAction? = nil
+    var audioCodec: String? = nil
+    var channels: Int? = nil
+    var audioKbps: Int? = nil
+    var subtitles: [SubtitleAction]? = nil
+    var reasons: [String] = []
+    var notReasons: [String] = []
+}
+
+struct Case: Sendable, CustomTestStringConvertible {
+    let name: String
+    let source: MediaInfo
+    let quality: Quality
+    let caps: DeviceCaps?
+    var policy = ServerPolicy()
+    var language: String? = nil
+    let expect: Expect
+    var testDescription: String { name }
+
+    init(_ name: String, _ source: MediaInfo, _ quality: Quality, _ caps: DeviceCaps?, policy: ServerPolicy = ServerPolicy(),
+         language: String? = nil, _ expect: Expect) {
+        self.name = name
+        self.source = source
+        self.quality = quality
+        self.caps = caps
+        self.policy = policy
+        self.language = language
+        self.expect = expect
+    }
+}
+
+let allow4K = ServerPolicy(allow4KOutput: true)
+let noTranscode = ServerPolicy(transcodingAllowed: false)
+let ios = device("ios"), atv = device("apple-tv-4k"), android = device("android"), androidTV = device("android-tv"), web = device("web")
+
+let h1080 = video("h264", 1920, 1080, profile: "High")
+let aacEng = audio("aac", ch: 2, index: 1, lang: "eng", isDefault: true, kbps: 128)
+
+// MARK: original
+
+let originalCases: [Case] = [
+    Case("original without caps is the source as it is", media("mkv", kbps: 30000, video("hevc", 3840, 2160), audio("dts", ch: 6)), .original, nil,
+         Expect(delivery: .original, effective: .original, video: .copy, reasons: ["source_as_is"])),
+    Case("original without caps: audio-only FLAC as it is", media("mkv", kbps: 900, audio("flac", index: 0)), .original, nil,
+         Expect(delivery: .original, noVideo: true, reasons: ["source_as_is"])),
+    Case("original: everything plays", media("mp4", h1080, aacEng), .original, ios,
+         Expect(delivery: .original, video: .copy, audio: .copy, subtitles: [], reasons: ["source_playable"])),
+    Case("original: Matroska to iOS is a remux", media("mkv", h1080, aacEng), .original, ios,
+         Expect(delivery: .remux, effective: .original, video: .copy, audio: .copy, reasons: ["container_unsupported"])),
+    Case("original: DTS 5.1 to iOS becomes E-AC-3 5.1 in a remux", media("mp4", h1080, audio("dts", ch: 6, kbps: 1509)), .original, ios,
+         Expect(delivery: .remux, video: .copy, audio: .transcode, audioCodec: "eac3", channels: 6, audioKbps: 640, reasons: ["audio_codec_unsupported"])),
+    Case("original: DTS 5.1 to Android (no AC-3) becomes AAC stereo 256", media("mkv", h1080, audio("dts", ch: 6)), .original, android,
+         Expect(delivery: .remux, audio: .transcode, audioCodec: "aac", channels: 2, audioKbps: 256, reasons: ["audio_codec_unsupported"], notReasons: ["container_unsupported"])),
+    Case("original: mono PCM becomes mono AAC at half the stereo rate", media("mov", video("h264", 1280, 720), audio("pcm_s16le", ch: 1, kbps: 768)), .original, ios,
+         Expect(delivery: .remux, audioCodec: "aac", channels: 1, audioKbps: 128)),
+    Case("original: H.264 High 10 is not playable", media("mp4", kbps: 3000, video("h264", 1920, 1080, pix: "yuv420p10le", profile: "High 10"), aacEng), .original, ios,
+         Expect(delivery: .transcode, effective: .mbps5, video: .transcode, size: [1920, 1080], reasons: ["video_profile_unsupported"])),
+    Case("original: H.264 4:4:4 is not playable", media("mkv", kbps: 1000, video("h264", 320, 240, pix: "yuv444p", profile: "High 4:4:4 Predictive"), aacEng), .original, ios,
+         Expect(delivery: .transcode, effective: .mbps1, size: [320, 240], reasons: ["video_profile_unsupported", "container_unsupported"])),
+    Case("original: H.264 4:2:2 is not playable", media("mp4", kbps: 9000, video("h264", 1920, 1080, pix: "yuv422p10le", profile: "High 4:2:2"), aacEng), .original, web,
+         Expect(delivery: .transcode, effective: .mbps10, reasons: ["video_profile_unsupported"])),
+    Case("original: H.264 without pixel format but High 10 profile is 10-bit", media("mp4", StreamInfo(index: 0, type: .video, codec: "h264", profile: "High 10", width: 1280, height: 720), aacEng), .original, ios,
+         Expect(delivery: .transcode, reasons: ["video_profile_unsupported"])),
+    Case("original: yuvj420p H.264 plays", media("mp4", video("h264", 1280, 720, pix: "yuvj420p"), aacEng), .original, ios,
+         Expect(delivery: .original)),
+    Case("original: 4K to a 1080p device is transcoded down", media("mp4", kbps: 40000, video("h264", 3840, 2160), aacEng), .original, ios,
+         Expect(delivery: .transcode, effective: .mbps20, size: [1920, 1080], level: "4.1", reasons: ["resolution_above_cap"])),
+    Case("original: 1080p to a 720p device picks the lowest rung that holds it", media("mp4", kbps: 4000, h1080, aacEng), .original,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxResolution: .p720, hdr: false),
+         Expect(delivery: .transcode, effective: .mbps5, size: [1280, 720], reasons: ["resolution_above_cap"])),
+    Case("original: HDR10 to an SDR phone is tone-mapped", media("mp4", kbps: 8000, hdr10(), aacEng), .original, ios,
+         Expect(delivery: .transcode, effective: .mbps10, toneMap: true, reasons: ["hdr_unsupported", "hdr_tone_mapped"])),
+    Case("original: HDR10 to Apple TV 4K as it is", media("mp4", kbps: 8000, hdr10(), aacEng), .original, atv,
+         Expect(delivery: .original, video: .copy)),
+    Case("original: HDR10 in Matroska to Apple TV 4K is a remux", media("mkv", kbps: 8000, hdr10(), aacEng), .original, atv,
+         Expect(delivery: .remux, video: .copy, toneMap: false, reasons: ["container_unsupported"])),
+    Case("original: Dolby Vision 5 to Apple TV 4K (lists dolby_vision) as it is", media("mp4", kbps: 8000, dolbyVision(profile: 5, compat: 0), aacEng), .original, atv,
+         Expect(delivery: .original)),
+    Case("original: Dolby Vision 5 to an HDR TV without DV is tone-mapped", media("mp4", kbps: 8000, dolbyVision(profile: 5, compat: 0), aacEng), .original, androidTV,
+         Expect(delivery: .transcode, toneMap: true, reasons: ["dolby_vision_unsupported"])),
+    Case("original: Dolby Vision 5 to an SDR phone is tone-mapped", media("mp4", kbps: 8000, dolbyVision(profile: 5, compat: 0), aacEng), .original, ios,
+         Expect(delivery: .transcode, toneMap: true, reasons: ["hdr_unsupported"])),
+    Case("original: Dolby Vision 8.1 plays as HDR10 on an HDR TV", media("mkv", kbps: 8000, dolbyVision(profile: 8, compat: 1), aacEng), .original, androidTV,
+         Expect(delivery: .original)),
+    Case("original: Dolby Vision 8.1 to an SDR phone is tone-mapped", media("mp4", kbps: 8000, dolbyVision(profile: 8, compat: 1), aacEng), .original, ios,
+         Expect(delivery: .transcode, toneMap: true, reasons: ["hdr_unsupported"])),
+    Case("original: Dolby Vision 8.2 with a real SDR base layer plays on SDR", media("mp4", kbps: 8000, dolbyVision(profile: 8, compat: 2, transfer: "bt709"), aacEng), .original, ios,
+         Expect(delivery: .original)),
+    Case("original: Dolby Vision claiming an SDR base layer over PQ is HDR", media("mp4", kbps: 8000, dolbyVision(profile: 8, compat: 2), aacEng), .original, ios,
+         Expect(delivery: .transcode, toneMap: true, reasons: ["hdr_unsupported"])),
+    Case("original: Dolby Vision 8.4 (HLG base) to an HDR TV plays", media("mp4", kbps: 8000, dolbyVision(profile: 8, compat: 4, transfer: "arib-std-b67"), aacEng), .original, androidTV,
+         Expect(delivery: .original)),
+    Case("original: HLG to an SDR browser is tone-mapped", media("mp4", kbps: 8000, hlg(), aacEng), .original, web,
+         Expect(delivery: .transcode, toneMap: true, reasons: ["hdr_unsupported"])),
+    Case("original: HLG to an HDR TV plays", media("mp4", kbps: 8000, hlg(), aacEng), .original, androidTV,
+         Expect(delivery: .original)),
+    Case("original: VP9 + Opus WebM in a browser plays", media("webm", video("vp9", 1920, 1080), audio("opus")), .original, web,
+         Expect(delivery: .original)),
+    Case("original: VP8 in a browser that lists no VP8 is transcoded", media("webm", kbps: 1500, video("vp8", 640, 360), audio("vorbis")), .original, web,
+         Expect(delivery: .transcode, effective: .mbps2, size: [640, 360], audioCodec: "aac", reasons: ["video_codec_unsupported"])),
+    Case("original: VP8 to a device listing it but only MP4: no MP4 binding, transcode", media("webm", kbps: 1500, video("vp8", 640, 360), audio("vorbis", kbps: 96)), .original,
+         DeviceCaps(codecsVideo: ["h264", "vp8"], codecsAudio: ["aac", "vorbis"], containers: ["mp4"]),
+         Expect(delivery: .transcode, reasons: ["video_codec_unsupported_in_mp4", "container_unsupported"])),
+    Case("original: VP9 to a device listing it but only MP4 is a remux", media("webm", video("vp9", 1280, 720), audio("opus", kbps: 96)), .original,
+         DeviceCaps(codecsVideo: ["h264", "vp9"], codecsAudio: ["aac", "opus"], containers: ["mp4"]),
+         Expect(delivery: .remux, video: .copy, audio: .copy, audioCodec: "opus")),
+    Case("original: MPEG-2 in TS to iOS is transcoded", media("ts", kbps: 15000, video("mpeg2video", 1920, 1080, field: .tt), audio("mp2", kbps: 192)), .original, ios,
+         Expect(delivery: .transcode, effective: .mbps20, deinterlace: true, audioCodec: "aac", audioKbps: 192, reasons: ["video_codec_unsupported", "deinterlaced"])),
+    Case("original: 1.5 Mbps 1080p falls back to 5 Mbps, not a 720p rung", media("mp4", kbps: 1500, video("h264", 1920, 1080, pix: "yuv420p10le"), aacEng), .original, ios,
+         Expect(delivery: .transcode, effective: .mbps5, size: [1920, 1080])),
+    Case("original: 1.5 Mbps 720p falls back to 2 Mbps", media("mp4", kbps: 1500, video("h264", 1280, 720, pix: "yuv420p10le"), aacEng), .original, ios,
+         Expect(delivery: .transcode, effective: .mbps2, size: [1280, 720])),
+    Case("original: 400 kbps 480p falls back to 1 Mbps", media("mp4", kbps: 400, video("h264", 640, 480, pix: "yuv420p10le"), aacEng), .original, ios,
+         Expect(delivery: .transcode, effective: .mbps1, size: [640, 480])),
+    Case("original: unknown bitrate falls back to 20 Mbps",
+         MediaInfo(formatName: "avi", container: "avi", durationSeconds: 0, bitRate: 0, sizeBytes: 0, streams: [video("mpeg4", 960, 400), audio("mp3")], fingerprint: "fp1-x"),
+         .original, ios, Expect(delivery: .transcode, effective: .mbps20, size: [960, 400])),
+    Case("original: 40 Mbps falls back to 20 Mbps", media("mkv", kbps: 40000, video("hevc", 1920, 1080, pix: "yuv420p10le", transfer: "smpte2084", hdr: .hdr10), aacEng), .original, ios,
+         Expect(delivery: .transcode, effective: .mbps20)),
+    Case("original: transcoding disabled and a transcode needed", media("mp4", kbps: 8000, hdr10(), aacEng), .original, ios, policy: noTranscode,
+         Expect(error: .transcodeDisabled)),
+    Case("original: transcoding disabled still remuxes", media("mkv", h1080, audio("dts", ch: 6)), .original, ios, policy: noTranscode,
+         Expect(delivery: .remux, audio: .transcode)),
+    Case("original: a device that plays no H.264 cannot get a transcode", media("mp4", kbps: 3000, video("vp9", 1920, 1080), aacEng), .original,
+         DeviceCaps(codecsVideo: ["hevc"], codecsAudio: ["aac"], containers: ["mp4"]),
+         Expect(error: .qualityUnavailable)),
+    Case("original: a device that plays no AAC cannot get re-encoded audio", media("mp4", h1080, audio("dts", ch: 2)), .original,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["opus"], containers: ["mp4"]),
+         Expect(error: .qualityUnavailable)),
+    Case("original: a device without MP4 cannot get a remux", media("mkv", h1080, audio("dts")), .original,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["webm"]),
+         Expect(error: .qualityUnavailable)),
+    Case("original: empty caps fields fall back to the baseline (HEVC not assumed)", media("mp4", kbps: 3000, video("hevc", 1920, 1080), aacEng), .original, DeviceCaps(),
+         Expect(delivery: .transcode, reasons: ["video_codec_unsupported"])),
+    Case("original: empty caps and a baseline source play as they are", media("mp4", h1080, aacEng), .original, DeviceCaps(),
+         Expect(delivery: .original)),
+    Case("original: caps spelled avc1/HEVC/EC-3 mean h264/hevc/eac3", media("mp4", video("hevc", 1920, 1080), audio("eac3", ch: 6)), .original,
+         DeviceCaps(codecsVideo: ["avc1", "HEVC"], codecsAudio: ["mp4a", "EC-3"], containers: ["MP4"]),
+         Expect(delivery: .original)),
+    Case("original: audio-only DTS-HD MA 7.1 to iOS becomes E-AC-3 5.1", media("mkv", kbps: 3000, audio("dts", ch: 8, index: 0, kbps: nil)), .original, ios,
+         Expect(delivery: .remux, noVideo: true, audio: .transcode, audioCodec: "eac3", channels: 6)),
+    Case("original: audio-only FLAC in MP4 plays on iOS", media("mp4", kbps: 900, audio("flac", index: 0, kbps: 900)), .original, ios,
+         Expect(delivery: .original, noVideo: true)),
+    Case("original: audio-only Vorbis in Ogg to iOS becomes AAC in MP4", media("ogg", kbps: 160, audio("vorbis", index: 0)), .original, ios,
+         Expect(delivery: .remux, audioCodec: "aac", audioKbps: 256, reasons: ["container_unsupported", "audio_codec_unsupported"])),
+    Case("original: attached cover art is not a video stream", media("mkv", kbps: 900, video("mjpeg", 600, 600, attached: true), audio("flac")), .original, ios,
+         Expect(delivery: .remux, noVideo: true, audioCodec: "flac")),
+    Case("original: nothing to deliver", media("mkv", StreamInfo(index: 0, type: .data, codec: "bin_data")), .original, ios,
+         Expect(error: .qualityUnavailable)),
+    Case("original without caps: still nothing to deliver", media("mkv", subtitle("subrip", index: 0)), .original, nil,
+         Expect(error: .qualityUnavailable)),
+    Case("original: empty containers list is invalid caps", media("mp4", h1080, aacEng), .original, DeviceCaps(containers: []),
+         Expect(error: .invalidCaps, field: "containers")),
+    Case("original: no codecs at all is invalid caps", media("mp4", h1080, aacEng), .original, DeviceCaps(codecsVideo: [], codecsAudio: []),
+         Expect(error: .invalidCaps, field: "codecs_video")),
+    Case("original: the delivered file keeps its subtitles untouched", media("mkv", h1080, aacEng, subtitle("hdmv_pgs_subtitle", index: 2)), .original, androidTV,
+         Expect(delivery: .original, subtitles: [])),
+]
+
+// MARK: bitrate rungs
+
+let rungCases: [Case] = [
+    Case("5 Mbps: a 4 Mbps MP4 already fits", media("mp4", kbps: 4000, h1080, aacEng), .mbps5, ios,
+         Expect(delivery: .original, effective: .original, video: .copy, reasons: ["source_fits_target"])),
+    Case("5 Mbps: exactly at the cap fits", media("mp4", kbps: 5000, h1080, aacEng), .mbps5, ios,
+         Expect(delivery: .original, reasons: ["source_fits_target"])),
+    Case("5 Mbps: one kbit/s above is transcoded", media("mp4", kbps: 5001, h1080, aacEng), .mbps5, ios,
+         Expect(delivery: .transcode, effective: .mbps5, size: [1920, 1080], level: "4.0", reasons: ["bitrate_above_target"])),
+    Case("5 Mbps: 8 Mbps 1080p is transcoded at 1080p", media("mp4", kbps: 8000, h1080, aacEng), .mbps5, ios,
+         Expect(delivery: .transcode, video: .transcode, size: [1920, 1080], toneMap: false, deinterlace: false, rotation: 0, audio: .copy, reasons: ["bitrate_above_target"])),
+    Case("5 Mbps: a fitting Matroska is remuxed", media("mkv", kbps: 4000, h1080, aacEng), .mbps5, ios,
+         Expect(delivery: .remux, video: .copy, audio: .copy, reasons: ["source_fits_target", "container_unsupported"])),
+    Case("5 Mbps: fitting video with DTS is remuxed with the rung's AAC", media("mkv", kbps: 4000, h1080, audio("dts", ch: 6, kbps: 1500)), .mbps5, ios,
+         Expect(delivery: .remux, video: .copy, audio: .transcode, audioCodec: "aac", channels: 2, audioKbps: 160)),
+    Case("5 Mbps: fitting video whose audio re-encode would overflow is transcoded", media("mkv", kbps: 4950, video("h264", 1920, 1080, kbps: 4900), audio("dts", kbps: nil)), .mbps5, ios,
+         Expect(delivery: .transcode, reasons: ["bitrate_above_target"])),
+    Case("5 Mbps: bitrate from size and duration when the container has none",
+         MediaInfo(formatName: "matroska,webm", container: "mkv", durationSeconds: 100, bitRate: 0, sizeBytes: 100_000_000, streams: [h1080, aacEng], fingerprint: "fp1-y"),
+         .mbps5, ios, Expect(delivery: .transcode, reasons: ["bitrate_above_target"])),
+    Case("5 Mbps: unknown bitrate is transcoded",
+         MediaInfo(formatName: "matroska,webm", container: "mkv", durationSeconds: 0, bitRate: 0, sizeBytes: 0, streams: [h1080, aacEng], fingerprint: "fp1-z"),
+         .mbps5, ios, Expect(delivery: .transcode, reasons: ["bitrate_unknown"])),
+    Case("2 Mbps: a 1080p source above the rung's frame is transcoded to 720p", media("mp4", kbps: 1500, h1080, aacEng), .mbps2, ios,
+         Expect(delivery: .transcode, size: [1280, 720], level: "3.1", reasons: ["resolution_above_target"])),
+    Case("2 Mbps: a 1.5 Mbps 720p MP4 fits", media("mp4", kbps: 1500, video("h264", 1280, 720), aacEng), .mbps2, ios,
+         Expect(delivery: .original, reasons: ["source_fits_target"])),
+    Case("1 Mbps: 1080p becomes 854x480", media("mp4", kbps: 8000, h1080, aacEng), .mbps1, ios,
+         Expect(delivery: .transcode, size: [854, 480], level: "3.0", audio: .transcode, audioCodec: "aac", audioKbps: 96)),
+    Case("20 Mbps: 4K to a phone is 1080p", media("mkv", kbps: 40000, video("hevc", 3840, 2160), aacEng), .mbps20, ios,
+         Expect(delivery: .transcode, size: [1920, 1080], level: "4.1")),
+    Case("20 Mbps: 4K to Apple TV 4K with 4K allowed stays 4K", media("mkv", kbps: 40000, video("hevc", 3840, 2160), aacEng), .mbps20, atv, policy: allow4K,
+         Expect(delivery: .transcode, size: [3840, 2160], level: "5.1")),
+    Case("20 Mbps: 4K to Apple TV 4K without the policy is 1080p", media("mkv", kbps: 40000, video("hevc", 3840, 2160), aacEng), .mbps20, atv,
+         Expect(delivery: .transcode, size: [1920, 1080])),
+    Case("20 Mbps: 4K policy on but a 1080p device", media("mkv", kbps: 40000, video("hevc", 3840, 2160), aacEng), .mbps20, ios, policy: allow4K,
+         Expect(delivery: .transcode, size: [1920, 1080])),
+    Case("20 Mbps: 4K policy and a 1440p device", media("mkv", kbps: 40000, video("hevc", 3840, 2160), aacEng), .mbps20,
+         DeviceCaps(codecsVideo: ["h264", "hevc"], codecsAudio: ["aac"], containers: ["mp4"], maxResolution: .p1440, hdr: false), policy: allow4K,
+         Expect(delivery: .transcode, size: [2560, 1440], level: "5.0")),
+    Case("20 Mbps: a 4K HEVC source at 15 Mbps fits Apple TV with 4K allowed", media("mp4", kbps: 15000, video("hevc", 3840, 2160), aacEng), .mbps20, atv, policy: allow4K,
+         Expect(delivery: .original, reasons: ["source_fits_target"])),
+    Case("20 Mbps: the same 4K source without 4K policy is above the frame", media("mp4", kbps: 15000, video("hevc", 3840, 2160), aacEng), .mbps20, atv,
+         Expect(delivery: .transcode, size: [1920, 1080], reasons: ["resolution_above_target"])),
+    Case("10 Mbps: 4K60 with 4K allowed steps down to 1440p", media("mkv", kbps: 40000, video("hevc", 3840, 2160, fps: 59.94), aacEng), .mbps10, atv, policy: allow4K,
+         Expect(delivery: .transcode, size: [2560, 1440], level: "5.1", reasons: ["frame_rate_above_30"])),
+    Case("5 Mbps: 1080p60 steps down to 720p", media("mp4", kbps: 12000, video("h264", 1920, 1080, fps: 60), aacEng), .mbps5, ios,
+         Expect(delivery: .transcode, size: [1280, 720], level: "4.0", reasons: ["frame_rate_above_30"])),
+    Case("5 Mbps: 1080p at 29.97 fps keeps its size", media("mp4", kbps: 12000, video("h264", 1920, 1080, fps: 30000.0 / 1001), aacEng), .mbps5, ios,
+         Expect(size: [1920, 1080], notReasons: ["frame_rate_above_30"])),
+    Case("5 Mbps: 1080p at exactly 30 fps keeps its size", media("mp4", kbps: 12000, video("h264", 1920, 1080, fps: 30), aacEng), .mbps5, ios,
+         Expect(size: [1920, 1080])),
+    Case("5 Mbps: 1080p at 50 fps steps down", media("mkv", kbps: 12000, video("h264", 1920, 1080, fps: 50), aacEng), .mbps5, ios,
+         Expect(size: [1280, 720])),
+    Case("2 Mbps: 720p60 steps down to 480p", media("mp4", kbps: 6000, video("h264", 1280, 720, fps: 60), aacEng), .mbps2, ios,
+         Expect(size: [854, 480], reasons: ["frame_rate_above_30"])),
+    Case("1 Mbps: 480p60 cannot step below 480p", media("mp4", kbps: 3000, video("h264", 854, 480, fps: 60), aacEng), .mbps1, ios,
+         Expect(size: [854, 480], level: "3.1", notReasons: ["frame_rate_above_30"])),
+    Case("20 Mbps: 1080p120 steps to 720p at level 4.2", media("mp4", kbps: 40000, video("h264", 1920, 1080, fps: 120), aacEng), .mbps20, ios,
+         Expect(size: [1280, 720], level: "4.2")),
+    Case("20 Mbps: 23.976 fps is left alone", media("mp4", kbps: 40000, video("h264", 1920, 1080, fps: 24000.0 / 1001), aacEng), .mbps20, ios,
+         Expect(size: [1920, 1080], level: "4.1")),
+    Case("5 Mbps: 1921x1081 is fitted and made even", media("mkv", kbps: 9000, video("h264", 1921, 1081), aacEng), .mbps5, ios,
+         Expect(size: [1920, 1080])),
+    Case("20 Mbps: a tiny 176x144 source is never upscaled", media("3gp", kbps: 25000, video("h263", 176, 144), audio("amr_nb", ch: 1, kbps: 12)), .mbps20, ios,
+         Expect(delivery: .transcode, size: [176, 144])),
+    Case("20 Mbps: odd 175x143 becomes even 174x142", media("mkv", kbps: 25000, video("h264", 175, 143), aacEng), .mbps20, ios,
+         Expect(size: [174, 142])),
+    Case("5 Mbps: a 90-degree source is transcoded upright", media("mp4", kbps: 8000, video("h264", 1920, 1080, rotation: 90), aacEng), .mbps5, ios,
+         Expect(size: [1080, 1920], rotation: 90, reasons: ["rotation_applied"])),
+    Case("2 Mbps: a 90-degree 1080p source becomes 720x1280", media("mp4", kbps: 8000, video("h264", 1920, 1080, rotation: 90), aacEng), .mbps2, ios,
+         Expect(size: [720, 1280], rotation: 90)),
+    Case("5 Mbps: a 270-degree source is transcoded upright", media("mp4", kbps: 8000, video("h264", 1920, 1080, rotation: 270), aacEng), .mbps5, ios,
+         Expect(size: [1080, 1920], rotation: 270)),
+    Case("5 Mbps: a 180-degree source keeps its shape", media("mp4", kbps: 8000, video("h264", 1920, 1080, rotation: 180), aacEng), .mbps5, ios,
+         Expect(size: [1920, 1080], rotation: 180)),
+    Case("5 Mbps: -90 degrees folds to 270", media("mp4", kbps: 8000, video("h264", 1920, 1080, rotation: -90), aacEng), .mbps5, ios,
+         Expect(size: [1080, 1920], rotation: 270)),
+    Case("5 Mbps: a fitting rotated source is copied with its matrix", media("mp4", kbps: 4000, video("h264", 1920, 1080, rotation: 90), aacEng), .mbps5, ios,
+         Expect(delivery: .original, video: .copy, size: [1920, 1080], rotation: 90)),
+    Case("2 Mbps: a portrait 1080x1920 is fitted by its long side", media("mp4", kbps: 8000, video("h264", 1080, 1920), aacEng), .mbps2, ios,
+         Expect(size: [720, 1280])),
+    Case("5 Mbps: anamorphic DVD 16:9 is made square without new pixels", media("mkv", kbps: 8000, video("mpeg2video", 720, 480, sar: Rational(32, 27)), audio("ac3", ch: 6, kbps: 448)), .mbps5, ios,
+         Expect(size: [720, 404], reasons: ["anamorphic_made_square"])),
+    Case("5 Mbps: anamorphic DVD 4:3 is made square", media("mkv", kbps: 8000, video("mpeg2video", 720, 480, sar: Rational(8, 9)), audio("ac3", ch: 2, kbps: 192)), .mbps5, ios,
+         Expect(size: [640, 480])),
+    Case("5 Mbps: HDV 1440x1080 at 4:3 pixels", media("ts", kbps: 25000, video("h264", 1440, 1080, sar: Rational(4, 3)), audio("mp2", kbps: 384)), .mbps5, ios,
+         Expect(size: [1440, 810])),
+    Case("10 Mbps: 1080i MPEG-2 is deinterlaced", media("ts", kbps: 18000, video("mpeg2video", 1920, 1080, fps: 29.97, field: .tt), audio("ac3", ch: 6, kbps: 448)), .mbps10, ios,
+         Expect(deinterlace: true, reasons: ["deinterlaced"])),
+    Case("5 Mbps: bottom-field-first H.264 is deinterlaced", media("ts", kbps: 12000, video("h264", 1920, 1080, field: .bb), aacEng), .mbps5, ios,
+         Expect(deinterlace: true)),
+    Case("5 Mbps: progressive is not deinterlaced", media("mp4", kbps: 12000, h1080, aacEng), .mbps5, ios,
+         Expect(deinterlace: false, notReasons: ["deinterlaced"])),
+    Case("10 Mbps: HDR10 to iOS is tone-mapped", media("mp4", kbps: 8000, hdr10(), aacEng), .mbps10, ios,
+         Expect(delivery: .transcode, toneMap: true, reasons: ["hdr_unsupported", "hdr_tone_mapped"])),
+    Case("10 Mbps: fitting HDR10 to Apple TV stays HDR", media("mp4", kbps: 8000, hdr10(), aacEng), .mbps10, atv,
+         Expect(delivery: .original, toneMap: false)),
+    Case("10 Mbps: HDR10 above the rung to an HDR device is still tone-mapped (H.264 SDR out)", media("mp4", kbps: 15000, hdr10(), aacEng), .mbps10, atv,
+         Expect(delivery: .transcode, toneMap: true, reasons: ["bitrate_above_target"])),
+    Case("10 Mbps: Dolby Vision 5 to an HDR TV without DV", media("mp4", kbps: 8000, dolbyVision(profile: 5, compat: 0), aacEng), .mbps10, androidTV,
+         Expect(delivery: .transcode, toneMap: true, reasons: ["dolby_vision_unsupported"])),
+    Case("10 Mbps: Dolby Vision 5 fits Apple TV 4K", media("mp4", kbps: 8000, dolbyVision(profile: 5, compat: 0), aacEng), .mbps10, atv,
+         Expect(delivery: .original)),
+    Case("10 Mbps: Dolby Vision 8.1 in Matroska fits an HDR TV", media("mkv", kbps: 8000, dolbyVision(profile: 8, compat: 1), aacEng), .mbps10, androidTV,
+         Expect(delivery: .original)),
+    Case("5 Mbps: HLG to a browser is tone-mapped", media("mp4", kbps: 4000, hlg(), aacEng), .mbps5, web,
+         Expect(delivery: .transcode, toneMap: true)),
+    Case("5 Mbps: H.264 High 10 that fits the bitrate is still transcoded", media("mp4", kbps: 3000, video("h264", 1920, 1080, pix: "yuv420p10le", profile: "High 10"), aacEng), .mbps5, ios,
+         Expect(delivery: .transcode, reasons: ["video_profile_unsupported"])),
+    Case("5 Mbps: HEVC Main 10 SDR fits iOS", media("mp4", kbps: 3000, video("hevc", 1920, 1080, pix: "yuv420p10le", profile: "Main 10"), aacEng), .mbps5, ios,
+         Expect(delivery: .original)),
+    Case("5 Mbps: HEVC 4:2:2 is not playable", media("mp4", kbps: 3000, video("hevc", 1920, 1080, pix: "yuv422p10le"), aacEng), .mbps5, ios,
+         Expect(delivery: .transcode, reasons: ["video_profile_unsupported"])),
+    Case("5 Mbps: HEVC 12-bit is not playable", media("mp4", kbps: 3000, video("hevc", 1920, 1080, pix: "yuv420p12le"), aacEng), .mbps5, atv,
+         Expect(delivery: .transcode, reasons: ["video_profile_unsupported"])),
+    Case("5 Mbps: AV1 in MP4 fits a browser", media("mp4", kbps: 3000, video("av1", 1920, 1080), audio("opus", kbps: 128)), .mbps5, web,
+         Expect(delivery: .original)),
+    Case("5 Mbps: AV1 to iOS is transcoded", media("mp4", kbps: 3000, video("av1", 1920, 1080), aacEng), .mbps5, ios,
+         Expect(delivery: .transcode, reasons: ["video_codec_unsupported"])),
+    Case("5 Mbps: VP9 in WebM fits Android", media("webm", kbps: 3000, video("vp9", 1920, 1080), audio("opus", kbps: 128)), .mbps5, android,
+         Expect(delivery: .original)),
+    Case("5 Mbps: a 720p device caps a 1080p rung", media("mp4", kbps: 8000, h1080, aacEng), .mbps5,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxResolution: .p720), Expect(size: [1280, 720])),
+    Case("20 Mbps: a 480p device gets 854x480", media("mp4", kbps: 30000, h1080, aacEng), .mbps20,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxResolution: .p480), Expect(size: [854, 480])),
+    Case("5 Mbps: transcoding disabled but the source fits", media("mp4", kbps: 4000, h1080, aacEng), .mbps5, ios, policy: noTranscode,
+         Expect(delivery: .original)),
+    Case("5 Mbps: transcoding disabled and the source is above the rung", media("mp4", kbps: 8000, h1080, aacEng), .mbps5, ios, policy: noTranscode,
+         Expect(error: .transcodeDisabled)),
+    Case("5 Mbps: no caps means the baseline device", media("mkv", kbps: 3000, video("hevc", 1920, 1080), aacEng), .mbps5, nil,
+         Expect(delivery: .transcode, reasons: ["video_codec_unsupported"])),
+    Case("5 Mbps: no caps and a baseline MP4 that fits", media("mp4", kbps: 3000, h1080, aacEng), .mbps5, nil,
+         Expect(delivery: .original)),
+    Case("5 Mbps: nothing to deliver", media("mkv", StreamInfo(index: 0, type: .attachment, codec: "ttf")), .mbps5, ios,
+         Expect(error: .qualityUnavailable)),
+    Case("5 Mbps: a device that plays no H.264", media("mp4", kbps: 9000, h1080, aacEng), .mbps5,
+         DeviceCaps(codecsVideo: ["hevc"], codecsAudio: ["aac"], containers: ["mp4"]), Expect(error: .qualityUnavailable)),
+    Case("5 Mbps: video frame size unknown", media("mp4", kbps: 9000, StreamInfo(index: 0, type: .video, codec: "h264"), aacEng), .mbps5, ios,
+         Expect(error: .qualityUnavailable)),
+    Case("5 Mbps: video-only source has no audio plan", media("mp4", kbps: 9000, h1080), .mbps5, ios,
+         Expect(delivery: .transcode, noAudio: true)),
+    Case("5 Mbps: video-only source that fits", media("webm", kbps: 900, video("vp9", 426, 240, pix: "yuv420p10le", profile: "Profile 2")), .mbps5, web,
+         Expect(delivery: .original, noAudio: true)),
+]
+
+// MARK: audio-only sources at rungs
+
+let audioOnlyCases: [Case] = [
+    Case("1 Mbps: audio-only DTS-HD is re-encoded as a transcode", media("mkv", kbps: 3000, audio("dts", ch: 8, index: 0, kbps: nil)), .mbps1, ios,
+         Expect(delivery: .transcode, effective: .mbps1, noVideo: true, audio: .transcode, audioCodec: "aac", channels: 2, audioKbps: 96)),
+    Case("20 Mbps: audio-only DTS-HD keeps 5.1 as E-AC-3 on iOS", media("mkv", kbps: 3000, audio("dts", ch: 8, index: 0, kbps: nil)), .mbps20, ios,
+         Expect(delivery: .transcode, audioCodec: "eac3", channels: 6, audioKbps: 640, reasons: ["audio_codec_unsupported", "audio_channels_reduced"])),
+    Case("1 Mbps: audio-only AAC in MP4 fits", media("mp4", kbps: 130, audio("aac", index: 0, kbps: 128)), .mbps1, ios,
+         Expect(delivery: .original, reasons: ["source_fits_target"])),
+    Case("1 Mbps: audio-only FLAC at 900 kbps fits iOS", media("mp4", kbps: 900, audio("flac", index: 0, kbps: 900)), .mbps1, ios,
+         Expect(delivery: .original)),
+    Case("1 Mbps: audio-only FLAC at 1200 kbps is re-encoded", media("mp4", kbps: 1200, audio("flac", index: 0, kbps: 1200)), .mbps1, ios,
+         Expect(delivery: .transcode, audioCodec: "aac", reasons: ["bitrate_above_target"])),
+    Case("1 Mbps: audio-only E-AC-3 in Matroska is remuxed for iOS", media("mkv", kbps: 400, audio("eac3", ch: 6, index: 0, kbps: 384)), .mbps1, ios,
+         Expect(delivery: .remux, audio: .copy, audioCodec: "eac3")),
+    Case("5 Mbps: audio-only with transcoding disabled", media("mkv", kbps: 3000, audio("dts", ch: 6, index: 0)), .mbps5, ios, policy: noTranscode,
+         Expect(error: .transcodeDisabled)),
+]
+
+// MARK: audio track choice and audio targets
+
+let choiceSource = media("mkv", kbps: 30000, h1080,
+                         audio("ac3", ch: 6, index: 1, lang: "eng", isDefault: true, kbps: 448),
+                         audio("aac", ch: 2, index: 2, lang: "fre", kbps: 160),
+                         audio("aac", ch: 2, index: 3, lang: "eng", kbps: 128, commentary: true))
+
+let audioCases: [Case] = [
+    Case("audio: the requested language wins (ISO 639-2/B)", choiceSource, .mbps20, ios, language: "fre",
+         Expect(audioIndex: 2, reasons: ["audio_language_matched"])),
+    Case("audio: the requested language wins (ISO 639-1)", choiceSource, .mbps20, ios, language: "fr",
+         Expect(audioIndex: 2)),
+    Case("audio: the requested language wins (BCP 47)", choiceSource, .mbps20, ios, language: "fr-CA",
+         Expect(audioIndex: 2)),
+    Case("audio: a missing language falls back to the default track", choiceSource, .mbps20, ios, language: "de",
+         Expect(audioIndex: 1, reasons: ["audio_language_unavailable"])),
+    Case("audio: no preference takes the default track", choiceSource, .mbps20, ios,
+         Expect(audioIndex: 1, audio: .copy, audioCodec: "ac3", channels: 6)),
+    Case("audio: never the commentary when a main track exists", media("mkv", kbps: 30000, h1080,
+         audio("aac", index: 1, lang: "eng", isDefault: false), audio("aac", index: 2, lang: "eng", isDefault: true, commentary: true)), .mbps20, ios,
+         Expect(audioIndex: 1)),
+    Case("audio: never audio description when a main track exists", media("mkv", kbps: 30000, h1080,
+         audio("aac", index: 1, lang: "eng", isDefault: true, described: true), audio("aac", index: 2, lang: "eng")), .mbps20, ios,
+         Expect(audioIndex: 2)),
+    Case("audio: a commentary by title only is skipped too", media("mkv", kbps: 30000, h1080,
+         audio("aac", index: 1, lang: "eng", isDefault: true, title: "Director's Commentary"), audio("aac", index: 2, lang: "eng")), .mbps20, ios,
+         Expect(audioIndex: 2)),
+    Case("audio: the commentary is taken when it is all there is", media("mkv", kbps: 30000, h1080,
+         audio("aac", index: 1, lang: "eng", commentary: true)), .mbps20, ios, Expect(audioIndex: 1)),
+    Case("audio: the requested language even if only a commentary has it is not chosen over main tracks", media("mkv", kbps: 30000, h1080,
+         audio("aac", index: 1, lang: "eng", isDefault: true), audio("aac", index: 2, lang: "spa", commentary: true)), .mbps20, ios, language: "spa",
+         Expect(audioIndex: 1, reasons: ["audio_language_unavailable"])),
+    Case("audio: among equals, the track the device plays wins", media("mkv", kbps: 30000, h1080,
+         audio("dts", ch: 6, index: 1, lang: "eng", isDefault: true, kbps: 1509), audio("ac3", ch: 6, index: 2, lang: "eng", kbps: 448)), .original, ios,
+         Expect(delivery: .remux, audioIndex: 2, audio: .copy, audioCodec: "ac3")),
+    Case("audio: another language's playable track does not beat the default language", media("mkv", kbps: 30000, h1080,
+         audio("dts", ch: 6, index: 1, lang: "eng", isDefault: true, kbps: 1509), audio("aac", index: 2, lang: "fre")), .original, ios,
+         Expect(audioIndex: 1, audio: .transcode, audioCodec: "eac3")),
+    Case("audio: two undetermined tracks, Android takes the AAC over the AC-3", media("mp4", kbps: 600,
+         audio("ac3", ch: 6, index: 0, lang: "und", isDefault: true, kbps: 384), audio("aac", index: 1, lang: "und", kbps: 192)), .original, android,
+         Expect(delivery: .original, audioIndex: 1, audio: .copy)),
+    Case("audio: 5.1 AC-3 448 fits the 20 Mbps surround budget and is copied", media("mkv", kbps: 30000, h1080, audio("ac3", ch: 6, kbps: 448)), .mbps20, ios,
+         Expect(delivery: .transcode, audio: .copy, audioCodec: "ac3", channels: 6)),
+    Case("audio: 5.1 DTS at 20 Mbps to iOS becomes E-AC-3 5.1 640", media("mkv", kbps: 30000, h1080, audio("dts", ch: 6, kbps: 1509)), .mbps20, ios,
+         Expect(audio: .transcode, audioCodec: "eac3", channels: 6, audioKbps: 640)),
+    Case("audio: 5.1 DTS at 10 Mbps to a device with AC-3 only becomes AC-3", media("mkv", kbps: 30000, h1080, audio("dts", ch: 6, kbps: 1509)), .mbps10,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac", "ac3"], containers: ["mp4"]),
+         Expect(audioCodec: "ac3", channels: 6, audioKbps: 640)),
+    Case("audio: 5.1 passthrough-only E-AC-3 counts as playable", media("mkv", kbps: 30000, h1080, audio("dts", ch: 6, kbps: 1509)), .mbps10,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], audioPassthroughCodecs: ["eac3"], containers: ["mp4"]),
+         Expect(audioCodec: "eac3", channels: 6)),
+    Case("audio: 5.1 AC-3 at 5 Mbps is downmixed to AAC stereo 160", media("mkv", kbps: 30000, h1080, audio("ac3", ch: 6, kbps: 448)), .mbps5, ios,
+         Expect(audio: .transcode, audioCodec: "aac", channels: 2, audioKbps: 160, reasons: ["audio_bitrate_above_target", "audio_channels_reduced"])),
+    Case("audio: 5.1 AC-3 at 20 Mbps to Android (no AC-3) is AAC stereo 192", media("mkv", kbps: 30000, h1080, audio("ac3", ch: 6, kbps: 448)), .mbps20, android,
+         Expect(audioCodec: "aac", channels: 2, audioKbps: 192, reasons: ["audio_codec_unsupported"])),
+    Case("audio: 7.1 E-AC-3 at 20 Mbps is re-encoded to 5.1", media("mkv", kbps: 30000, h1080, audio("eac3", ch: 8, kbps: 1024)), .mbps20, ios,
+         Expect(audioCodec: "eac3", channels: 6, audioKbps: 640)),
+    Case("audio: AAC 128 at 2 Mbps is copied", media("mp4", kbps: 6000, h1080, audio("aac", kbps: 128)), .mbps2, ios,
+         Expect(audio: .copy, audioCodec: "aac")),
+    Case("audio: AAC 256 at 2 Mbps is re-encoded to 128", media("mp4", kbps: 6000, h1080, audio("aac", kbps: 256)), .mbps2, ios,
+         Expect(audio: .transcode, audioKbps: 128, reasons: ["audio_bitrate_above_target"])),
+    Case("audio: AAC of unknown bitrate at 1 Mbps is re-encoded", media("mkv", kbps: 6000, h1080, audio("aac", kbps: nil)), .mbps1, ios,
+         Expect(audio: .transcode, audioKbps: 96, reasons: ["audio_bitrate_unknown"])),
+    Case("audio: mono AAC 64 at 1 Mbps becomes mono 48", media("mp4", kbps: 6000, h1080, audio("aac", ch: 1, kbps: 64)), .mbps1, ios,
+         Expect(audio: .transcode, channels: 1, audioKbps: 48)),
+    Case("audio: mono AAC 32 at 1 Mbps is copied", media("mp4", kbps: 6000, h1080, audio("aac", ch: 1, kbps: 32)), .mbps1, ios,
+         Expect(audio: .copy, channels: 1)),
+    Case("audio: Vorbis cannot go into MP4 even for a device that plays it", media("webm", kbps: 6000, video("vp9", 1920, 1080), audio("vorbis", kbps: 128)), .mbps5, android,
+         Expect(audio: .transcode, audioCodec: "aac", reasons: ["audio_codec_unsupported_in_mp4"])),
+    Case("audio: the language tag of the chosen track is kept", choiceSource, .mbps5, ios, language: "fra",
+         Expect(audioIndex: 2, audioCodec: "aac")),
+]
+
+// MARK: subtitles
+
+let subtitleCases: [Case] = [
+    Case("subtitles: SRT is converted, PGS dropped", media("mkv", kbps: 8000, h1080, aacEng, subtitle("subrip", index: 2), subtitle("hdmv_pgs_subtitle", index: 3)), .mbps5, ios,
+         Expect(subtitles: [.convert, .drop], reasons: ["subtitle_bitmap"])),
+    Case("subtitles: forced flag and language are kept", media("mkv", kbps: 8000, h1080, aacEng, subtitle("ass", index: 2, lang: "jpn", forced: true)), .mbps5, ios,
+         Expect(subtitles: [.convert])),
+    Case("subtitles: mov_text stays text in a remux", media("mov", kbps: 3000, h1080, aacEng, subtitle("mov_text", index: 2)), .mbps5, ios,
+         Expect(delivery: .original)),
+    Case("subtitles: text flag from the probe wins over the codec name", media("mkv", kbps: 8000, h1080, aacEng, subtitle("webvtt", index: 2, text: true), subtitle("dvd_subtitle", index: 3, text: false)), .mbps5, ios,
+         Expect(subtitles: [.convert, .drop])),
+    Case("subtitles: an unknown codec is dropped as unsupported", media("mkv", kbps: 8000, h1080, aacEng, subtitle("eia_608", index: 2)), .mbps5, ios,
+         Expect(subtitles: [.drop], reasons: ["subtitle_unsupported"])),
+    Case("subtitles: a remux converts text and drops bitmaps too", media("mkv", kbps: 3000, h1080, aacEng, subtitle("subrip", index: 2), subtitle("dvb_subtitle", index: 3)), .original, ios,
+         Expect(delivery: .remux, subtitles: [.convert, .drop], reasons: ["subtitle_bitmap"])),
+]
+
+let allCases = originalCases + rungCases + audioOnlyCases + audioCases + subtitleCases
+
+@Suite("planner rules")
+struct PlannerRuleTests {
+    @Test("the rule table has at least a hundred cases")
+    func enoughCases() { #expect(allCases.count >= 100) }
+
+    @Test("each rule of issue 3 gives the plan users expect", arguments: allCases)
+    func rule(_ c: Case) throws {
+        let e = c.expect
+        let plan: Plan
+        do {
+            plan = try Planner.plan(source: c.source, quality: c.quality, caps: c.caps, policy: c.policy,
+                                    audioLanguage: c.language, presets: presets)
+        } catch {
+            #expect(e.error == error.code, "unexpected \(error)")
+            if let f = e.field { #expect(error.field == f) }
+            return
+        }
+        #expect(e.error == nil, "expected \(String(describing: e.error)), got a plan: \(plan.deliveryFormat) \(plan.reasons)")
+        checkInvariants(plan, source: c.source, quality: c.quality, caps: c.caps)
+        if let d = e.delivery { #expect(plan.deliveryFormat == d, "reasons \(plan.reasons)") }
+        if let q = e.effective { #expect(plan.effectiveQuality == q) }
+        if let a = e.video { #expect(plan.video?.action == a) }
+        if let s = e.size { #expect([plan.video?.width ?? -1, plan.video?.height ?? -1] == s) }
+        if let t = e.toneMap { #expect(plan.video?.toneMap == t) }
+        if let d = e.deinterlace { #expect(plan.video?.deinterlace == d) }
+        if let r = e.rotation { #expect(plan.video?.rotation == r) }
+        if let l = e.level { #expect(plan.video?.encoder?.level == l) }
+        if let i = e.audioIndex { #expect(plan.audio?.sourceIndex == i) }
+        if let a = e.audio { #expect(plan.audio?.action == a, "reasons \(plan.reasons)") }
+        if let codec = e.audioCodec { #expect(plan.audio?.codec == codec) }
+        if let ch = e.channels { #expect(plan.audio?.channels == ch) }
+        if let k = e.audioKbps { #expect(plan.audio?.bitrateKbps == k) }
+        if e.noAudio { #expect(plan.audio == nil) }
+        if e.noVideo { #expect(plan.video == nil) }
+        if let subs = e.subtitles { #expect(plan.subtitles.map(\.action) == subs) }
+        for r in e.reasons { #expect(plan.reasons.contains(r), "missing reason \(r) in \(plan.reasons)") }
+        for r in e.notReasons { #expect(!plan.reasons.contains(r), "unexpected reason \(r) in \(plan.reasons)") }
+    }
+
+    @Test("a quality word outside the ladder is invalid_quality", arguments: ["remux", "4mbps", "", "Original", "20Mbps"])
+    func invalidQuality(_ word: String) {
+        #expect(throws: KilnError.self) {
+            _ = try Planner.plan(source: media("mp4", h1080, aacEng), quality: word, caps: nil, presets: presets)
+        }
+        do {
+            _ = try Planner.plan(source: media("mp4", h1080, aacEng), quality: word, caps: nil, presets: presets)
+        } catch { #expect(error.code == .invalidQuality) }
+    }
+
+    @Test("forced subtitles keep their flag and language")
+    func forcedSubtitle() throws {
+        let plan = try Planner.plan(source: media("mkv", kbps: 8000, h1080, aacEng, subtitle("ass", index: 2, lang: "jpn", forced: true)),
+                                    quality: .mbps5, caps: ios, presets: presets)
+        #expect(plan.subtitles == [SubtitlePlan(sourceIndex: 2, action: .convert, codec: "mov_text", language: "jpn", forced: true)])
+    }
+
+    @Test("a transcode carries every encoder setting of its rung")
+    func encoderSettings() throws {
+        let plan = try Planner.plan(source: media("mp4", kbps: 8000, h1080, aacEng), quality: .mbps5, caps: ios, presets: presets)
+        let rung = presets.rung(for: .mbps5)!
+        #expect(plan.video?.encoder == EncoderSettings(name: "libx264", preset: rung.preset, crf: rung.crf, maxrateKbps: rung.videoKbps,
+                                                       bufsizeKbps: rung.bufsizeKbps, profile: "high", level: "4.0",
+                                                       gopSeconds: rung.gopSeconds, pixFmt: "yuv420p"))
+        #expect(plan.targetBitrateKbps == 5000)
+        #expect(plan.container == "mp4")
+    }
+}
