@@ -1,0 +1,104 @@
+import Foundation
+import KilnCore
+import Testing
+@testable import Planner
+
+@Suite("presets")
+struct PresetsTests {
+    @Test("the shipped ladder has every rung, within its cap")
+    func ladder() {
+        #expect(!presets.version.isEmpty)
+        #expect(presets.rungs.map(\.quality) == [.mbps20, .mbps10, .mbps5, .mbps2, .mbps1])
+        for r in presets.rungs {
+            #expect(r.videoKbps + r.maxAudioKbps <= r.capKbps)
+            #expect(r.audio.bitrateKbps * 10 <= r.capKbps + r.capKbps / 20, "audio stays near 10 % of \(r.quality)")
+            #expect(r.notes?.isEmpty == false, "every rung says why")
+        }
+        #expect(!presets.notes.isEmpty)
+    }
+
+    @Test("the five named devices ship", arguments: ["ios", "apple-tv-4k", "android", "android-tv", "web"])
+    func devices(_ name: String) {
+        let caps = presets.deviceCaps(named: name)
+        #expect(caps != nil)
+        #expect(caps?.codecsVideo?.contains("h264") == true, "every device plays what Kiln encodes")
+        #expect(caps?.codecsAudio?.contains("aac") == true)
+        #expect(caps?.containers?.contains("mp4") == true)
+        #expect(caps?.maxResolution != nil && caps?.hdr != nil)
+        #expect(presets.deviceNotes[name]?.isEmpty == false)
+        #expect(presets.deviceCaps(named: name.uppercased()) == caps)
+    }
+
+    @Test("the iOS profile is the client guide's section 10.4 caps, extended")
+    func iosMatchesGuide() {
+        let caps = device("ios")
+        #expect(Set(caps.codecsVideo!) == ["h264", "hevc"])
+        #expect(Set(["aac", "ac3", "eac3"]).isSubset(of: Set(caps.codecsAudio!)))
+        #expect(Set(caps.audioPassthroughCodecs!) == ["ac3", "eac3"])
+        #expect(Set(caps.containers!) == ["mp4", "mov", "m4v"])
+        #expect(caps.maxResolution == .p1080 && caps.hdr == false)
+    }
+
+    func scratch(_ ladder: String, device: String? = nil) throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-presets-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("devices"), withIntermediateDirectories: true)
+        try ladder.write(to: dir.appendingPathComponent("ladder.json"), atomically: true, encoding: .utf8)
+        if let device { try device.write(to: dir.appendingPathComponent("devices/odd.json"), atomically: true, encoding: .utf8) }
+        return dir
+    }
+
+    func shippedLadder() throws -> String {
+        try String(contentsOf: repoRoot.appendingPathComponent("Presets/ladder.json"), encoding: .utf8)
+    }
+
+    @Test("a rung whose audio and video exceed its cap is refused")
+    func overCap() throws {
+        let dir = try scratch(try shippedLadder().replacingOccurrences(of: "\"video_kbps\": 4700", with: "\"video_kbps\": 4900"))
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do { _ = try Presets.load(directory: dir); Issue.record("loaded") } catch {
+            #expect(error.code == .internalError && error.message.contains("5mbps"))
+        }
+    }
+
+    @Test("a missing rung is refused")
+    func missingRung() throws {
+        let dir = try scratch(try shippedLadder().replacingOccurrences(of: "\"quality\": \"2mbps\"", with: "\"quality\": \"1mbps\""))
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(throws: KilnError.self) { _ = try Presets.load(directory: dir) }
+    }
+
+    @Test("a broken device profile names its file and field")
+    func brokenDevice() throws {
+        let dir = try scratch(try shippedLadder(), device: #"{"codecs_video": "h264"}"#)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do { _ = try Presets.load(directory: dir); Issue.record("loaded") } catch {
+            #expect(error.code == .invalidCaps && error.field == "codecs_video" && error.message.contains("odd.json"))
+        }
+    }
+
+    @Test("a missing folder is a clear error")
+    func missingFolder() {
+        do { _ = try Presets.load(directory: URL(fileURLWithPath: "/nonexistent/Presets")); Issue.record("loaded") } catch {
+            #expect(error.code == .internalError && error.message.contains("ladder.json"))
+        }
+    }
+
+    @Test("locate finds the repository's Presets from the test binary's folder")
+    func locate() {
+        // The test runner lives under .build (or the scratch path); when that is outside the
+        // checkout the current directory (the package root under `swift test`) still finds it.
+        let found = Presets.locate()
+        #expect(found != nil)
+        if let found { #expect(FileManager.default.fileExists(atPath: found.appendingPathComponent("ladder.json").path)) }
+    }
+
+    @Test("the presets listing names every rung and device")
+    func listing() {
+        let text = renderPresets(presets)
+        for q in Quality.allCases where q != .original { #expect(text.contains(q.rawValue)) }
+        for d in deviceNames { #expect(text.contains(d)) }
+        #expect(text.contains(presets.version))
+        let json = JSON.string(presets)
+        #expect(json.contains("\"video_kbps\":19000") && json.contains("\"apple-tv-4k\""))
+    }
+}
