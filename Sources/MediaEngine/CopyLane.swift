@@ -10,6 +10,12 @@ final class CopyLane: Lane {
     private let isVideo: Bool
     private var sawKeyframe = false
     private(set) var stats = LaneStats()
+    /// Leading packets that came without a DTS (reordered H.264/HEVC from MKV: the
+    /// demuxer only knows DTS once it has seen `video_delay` frames), held until the first
+    /// packet that has one.
+    private var pending: [Packet] = []
+    private var sawDTS = false
+    static let maxPending = 32
 
     init(demuxer: Demuxer, index: Int) {
         inputIndex = Int32(index)
@@ -42,10 +48,52 @@ final class CopyLane: Lane {
             guard packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 else { return }
             sawKeyframe = true
         }
+        if isVideo && !sawDTS {
+            if packet.pointer.pointee.dts == noPTS && pending.count < CopyLane.maxPending {
+                let held = try Packet()
+                try check(av_packet_ref(held.pointer, packet.pointer), .mux, "cannot hold a packet", as: .resourceLimit)
+                pending.append(held)
+                return
+            }
+            sawDTS = true
+            try flushPending(before: packet.pointer.pointee.dts, nextPTS: packet.pointer.pointee.pts, muxer: muxer)
+        }
+        try emit(packet, muxer: muxer)
+    }
+
+    private func emit(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         packet.streamIndex = outputIndex
         try muxer.write(packet, from: input.pointee.time_base)
         stats.packetsOut += 1
     }
 
-    func finish(muxer: Muxer) throws(KilnError) {}
+    /// Gives the held packets the DTS the demuxer could not: one frame apart, ending one
+    /// frame before `next` (the first known DTS), never after their own PTS — what the
+    /// ffmpeg command synthesizes for the same files.
+    private func flushPending(before next: Int64, nextPTS: Int64 = noPTS, muxer: Muxer) throws(KilnError) {
+        guard !pending.isEmpty else { return }
+        let sortedPTS = (pending.map(\.pointer.pointee.pts) + [nextPTS]).filter { $0 != noPTS }.sorted()
+        let step = frameStep(sortedPTS)
+        let end = next != noPTS ? next : (sortedPTS.last ?? 0) + step
+        for (i, p) in pending.enumerated() {
+            var dts = end - Int64(pending.count - i) * step
+            if p.pointer.pointee.pts != noPTS { dts = min(dts, p.pointer.pointee.pts) }
+            p.pointer.pointee.dts = dts
+            try emit(p, muxer: muxer)
+        }
+        pending.removeAll()
+    }
+
+    /// One frame's duration in the stream's time base: the smallest step between the
+    /// held frames' PTS (MKV's declared rates are often bogus), else the frame rate.
+    private func frameStep(_ sortedPTS: [Int64]) -> Int64 {
+        if let step = zip(sortedPTS.dropFirst(), sortedPTS).map({ $0 - $1 }).filter({ $0 > 0 }).min() { return step }
+        let rate = input.pointee.avg_frame_rate.num > 0 ? input.pointee.avg_frame_rate : input.pointee.r_frame_rate
+        guard rate.num > 0, rate.den > 0 else { return 1 }
+        return max(1, rescale(1, from: AVRational(num: rate.den, den: rate.num), to: input.pointee.time_base))
+    }
+
+    func finish(muxer: Muxer) throws(KilnError) {
+        try flushPending(before: noPTS, muxer: muxer)
+    }
 }

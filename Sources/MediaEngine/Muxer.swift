@@ -45,10 +45,12 @@ final class Muxer {
 
     func stream(_ index: Int32) -> UnsafeMutablePointer<AVStream> { context.pointee.streams[Int(index)]! }
 
-    /// Writes the header with the index moved to the front at the end (faststart) and
-    /// Dolby Vision configuration allowed (libavformat writes dvcC only at "unofficial").
+    /// Writes the header with the index moved to the front at the end (faststart). The
+    /// muxer's strictness is lowered because libavformat 59 writes Dolby Vision dvcC only
+    /// below "official" and still calls FLAC in MP4 experimental, though the players we
+    /// serve read both; it changes no other output.
     func writeHeader() throws(KilnError) {
-        let options = Options([("movflags", "+faststart+disable_chpl"), ("strict", "unofficial")])
+        let options = Options([("movflags", "+faststart+disable_chpl"), ("strict", "experimental")])
         // Chapters are kept as a QuickTime chapter track, which Apple and most Android players
         // read; Nero chpl boxes are left out because some players then show them twice.
         try check(avformat_write_header(context, &options.dict), .mux, "cannot write the MP4 header", as: .ioError)

@@ -32,13 +32,15 @@ enum PresetsLocation {
     }
 }
 
-/// `--caps NAME` (a device profile under Presets/devices), `--caps FILE` or `--caps -`.
+/// `--caps NAME` (a device profile under Presets/devices), `--caps FILE`, `--caps -`
+/// (standard input) or `--caps '{…}'` (inline JSON).
 enum CapsArgument {
     static func resolve(_ value: String?, presets: Presets) throws(KilnError) -> DeviceCaps? {
         guard let value else { return nil }
         if let named = presets.deviceCaps(named: value) { return named }
         let data: Data?
         if value == "-" { data = FileHandle.standardInput.readDataToEndOfFile() }
+        else if value.hasPrefix("{") { data = Data(value.utf8) }   // inline JSON, handy in scripts
         else if FileManager.default.fileExists(atPath: value) { data = FileManager.default.contents(atPath: value) }
         else {
             throw KilnError(.invalidCaps, stage: .request, field: "caps",

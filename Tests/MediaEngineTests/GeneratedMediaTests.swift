@@ -169,12 +169,12 @@ struct GeneratedMediaTests {
                 do {
                     _ = try Preparer.prepare(source: url.path, plan: plan, info: info, output: out)
                     #expect(try FFprobe.decodeErrors(out) == "")
-                } catch {
-                    #expect([.sourceUnreadable, .sourceCorrupt, .sourceUnsupported, .verifyFailed].contains(error.code))
+                } catch let error as KilnError {
+                    #expect([KilnError.Code.sourceUnreadable, .sourceCorrupt, .sourceUnsupported, .verifyFailed].contains(error.code))
                     #expect(!FileManager.default.fileExists(atPath: out))
                 }
-            } catch {
-                #expect([.sourceUnreadable, .sourceUnsupported].contains(error.code), "\(url.lastPathComponent): \(error)")
+            } catch let error as KilnError {
+                #expect([KilnError.Code.sourceUnreadable, .sourceUnsupported].contains(error.code), "\(url.lastPathComponent): \(error)")
             }
         }
     }

@@ -117,9 +117,11 @@ public struct FFprobe {
         return false
     }
 
-    /// Decodes every stream in full; returns ffmpeg's error output (empty when clean).
-    public static func decodeErrors(_ path: String) throws -> String {
-        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-map", "0", "-f", "null", "-"])
+    /// Decodes the audio and video (or the given streams) in full; returns ffmpeg's error
+    /// output (empty when clean).
+    public static func decodeErrors(_ path: String, streams: [Int]? = nil) throws -> String {
+        let maps = streams.map { $0.flatMap { ["-map", "0:\($0)"] } } ?? ["-map", "0:v?", "-map", "0:a?"]
+        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", path] + maps + ["-f", "null", "-"])
         return r.status == 0 ? r.stderr : "exit \(r.status): \(r.stderr)"
     }
 }
