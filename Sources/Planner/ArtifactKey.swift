@@ -26,7 +26,8 @@ public enum ArtifactKey {
 
     public static func sourceIdentity(_ source: MediaInfo) -> String {
         if let fp = source.fingerprint, !fp.isEmpty { return fp }
-        let ms = Int64((source.durationSeconds * 1000).rounded())
+        let d = source.durationSeconds * 1000
+        let ms = d.isFinite && abs(d) < 9e18 ? Int64(d.rounded()) : -1
         return "probe-" + SHA256.hex("\(source.formatName)|\(source.sizeBytes)|\(ms)")
     }
 
@@ -68,7 +69,10 @@ public enum ArtifactKey {
     }
 
     /// Thousandths as an integer: 18.5 → "18500".
-    static func fixed(_ x: Double) -> String { String(Int64((x * 1000).rounded())) }
+    static func fixed(_ x: Double) -> String {
+        let t = x * 1000
+        return t.isFinite && abs(t) < 9e18 ? String(Int64(t.rounded())) : "nan"
+    }
 
     /// Keeps a free-text value on its own line and away from the separators.
     static func field(_ s: String) -> String {

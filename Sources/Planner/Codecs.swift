@@ -117,6 +117,14 @@ enum Codecs {
         return nil
     }
 
+    /// The frame rate when it is believable. Matroska and WebM often report their 1 ms
+    /// timebase (1000 fps) or a field rate; above 240 fps the number says nothing about the
+    /// picture, so it is treated as unknown (no step-down, levels sized for 30 fps).
+    static func frameRate(_ s: StreamInfo) -> Double? {
+        guard let r = s.frameRate, r.isFinite, r > 0, r <= 240 else { return nil }
+        return r
+    }
+
     /// Clockwise rotation folded into 0, 90, 180 or 270.
     static func rotation(_ s: StreamInfo) -> Int {
         guard let r = s.rotation else { return 0 }

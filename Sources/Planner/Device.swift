@@ -51,7 +51,7 @@ struct Device: Sendable {
             let maxDepth = ["hevc", "vp9", "av1"].contains(codec) ? 10 : 8
             if depth > maxDepth || chroma != 420 { problems.append("video_profile_unsupported") }
         }
-        if let cap = maxResolution, let size = s.displaySize, !cap.fits(width: size.width, height: size.height) {
+        if let cap = maxResolution, !FrameSize.codedFits(s, cap) {
             problems.append("resolution_above_cap")
         }
         if Codecs.isHDR(s) && !hdr {

@@ -36,10 +36,18 @@ enum FrameSize {
         return (even(w, limit: limitW), even(h, limit: limitH))
     }
 
-    /// The smallest class the upright frame fits, nil above 4K.
+    /// Whether the coded frame fits a class. The coded size is what a decoder must hold,
+    /// and it is never smaller than the square upright size, so the test is conservative.
+    /// Unknown sizes fit (nothing says they do not).
+    static func codedFits(_ s: StreamInfo, _ cls: ResolutionClass) -> Bool {
+        guard let w = s.width, let h = s.height, w > 0, h > 0 else { return true }
+        return cls.fits(width: w, height: h)
+    }
+
+    /// The smallest class the coded frame fits, nil above 4K or when unknown.
     static func smallestClass(_ s: StreamInfo) -> ResolutionClass? {
-        guard let (w, h) = squareUpright(s) else { return nil }
-        return ResolutionClass.allCases.first { $0.fits(width: Int(w.rounded()), height: Int(h.rounded())) }
+        guard let w = s.width, let h = s.height, w > 0, h > 0 else { return nil }
+        return ResolutionClass.allCases.first { $0.fits(width: w, height: h) }
     }
 
     /// One class down (480p stays 480p).

@@ -137,7 +137,7 @@ struct PlanContext {
         if let v = video {
             why += device.videoProblems(v)
             let cls = frameClass(rung, highFrameRate: false)
-            if let size = v.displaySize, !cls.fits(width: size.width, height: size.height), !why.contains("resolution_above_cap") {
+            if !FrameSize.codedFits(v, cls), !why.contains("resolution_above_cap") {
                 why.append("resolution_above_target")
             }
         }
@@ -219,7 +219,7 @@ struct PlanContext {
             guard device.video.contains("h264") else {
                 throw unavailable("the source must be transcoded and caps.codecs_video does not list h264, the codec Kiln encodes")
             }
-            let highRate = (v.frameRate ?? 0) > FrameSize.highFrameRate
+            let highRate = (Codecs.frameRate(v) ?? 0) > FrameSize.highFrameRate
             if highRate && frameClass(rung, highFrameRate: true) < frameClass(rung, highFrameRate: false) {
                 reasons.append("frame_rate_above_30")
             }
@@ -228,7 +228,7 @@ struct PlanContext {
                 throw unavailable("the video stream's frame size is unknown, so it cannot be transcoded")
             }
             let floor = H264Level(rung.level) ?? H264Level.table[0]
-            let level = H264Level.required(width: size.width, height: size.height, fps: v.frameRate ?? 30,
+            let level = H264Level.required(width: size.width, height: size.height, fps: Codecs.frameRate(v) ?? 30,
                                            maxrateKbps: rung.videoKbps, floor: floor)
             let encoder = EncoderSettings(name: "libx264", preset: rung.preset, crf: rung.crf, maxrateKbps: rung.videoKbps,
                                           bufsizeKbps: rung.bufsizeKbps, profile: rung.profile, level: level.name,
@@ -295,7 +295,7 @@ struct PlanContext {
         let sur = surround(rung.surround, for: a)
         let budget = sur?.target.bitrateKbps ?? stereoKbps(rung.audio, channels: channels)
         let maxChannels = sur?.target.channels ?? rung.audio.channels
-        let kbps = a.bitRate.map { ($0 + 999) / 1000 }
+        let kbps = a.bitRate.map(PlanContext.kbps)
         var why: [String] = []
         if !device.playsAudio(a.codec) { why.append("audio_codec_unsupported") }
         else if !Codecs.mp4Audio.contains(Codecs.canonical(a.codec)) { why.append("audio_codec_unsupported_in_mp4") }
@@ -372,20 +372,24 @@ struct PlanContext {
     /// Overall source bitrate in kbit/s, rounded up; from size and duration when the
     /// container says nothing; nil when neither is known.
     var sourceKbps: Int? {
-        if source.bitRate > 0 { return (source.bitRate + 999) / 1000 }
-        if source.sizeBytes > 0, source.durationSeconds > 0 {
-            return Int((Double(source.sizeBytes) * 8 / source.durationSeconds / 1000).rounded(.up))
+        if source.bitRate > 0 { return PlanContext.kbps(source.bitRate) }
+        if source.sizeBytes > 0, source.durationSeconds.isFinite, source.durationSeconds > 0 {
+            let k = (Double(source.sizeBytes) * 8 / source.durationSeconds / 1000).rounded(.up)
+            return k < 1e12 ? Int(k) : nil
         }
         return nil
     }
 
     /// The video stream's bitrate, else the overall bitrate less the audio bitrates known.
     var videoKbps: Int? {
-        if let b = video?.bitRate, b > 0 { return (b + 999) / 1000 }
+        if let b = video?.bitRate, b > 0 { return PlanContext.kbps(b) }
         guard let total = sourceKbps else { return nil }
-        let audio = source.audioStreams.compactMap(\.bitRate).reduce(0, +) / 1000
+        let audio = source.audioStreams.compactMap { $0.bitRate.map(PlanContext.kbps) }.reduce(0) { min($0 + max($1, 0), 1 << 40) }
         return max(0, total - audio)
     }
+
+    /// bit/s → kbit/s rounded up, without overflowing on an absurd probe value.
+    static func kbps(_ bits: Int) -> Int { bits / 1000 + (bits % 1000 > 0 ? 1 : 0) }
 
     /// The largest frame a rung delivers to this device: the rung's class (its 4K class
     /// when policy allows and the device decodes above 1080p), one class down above 30

@@ -82,7 +82,7 @@ public enum PlanTable {
         case .video:
             if let w = s.width, let h = s.height { parts.append("\(w)x\(h)") }
             if let f = s.pixelFormat { parts.append(f) }
-            if let r = s.frameRate, r > 0 { parts.append("\(number(r)) fps") }
+            if let r = Codecs.frameRate(s) { parts.append("\(number(r)) fps") }
             if Codecs.isHDR(s) { parts.append(s.dolbyVision.map { "DV p\($0.profile)" } ?? (s.hdr?.rawValue ?? "hdr")) }
             if Codecs.rotation(s) != 0 { parts.append("rot \(Codecs.rotation(s))") }
             if s.fieldOrder?.isInterlaced == true { parts.append("interlaced") }
@@ -128,10 +128,12 @@ public enum PlanTable {
     static func list(_ items: [String]?) -> String { items.map { $0.isEmpty ? "-" : $0.joined(separator: ",") } ?? "?" }
 
     static func number(_ x: Double) -> String {
-        x == x.rounded() ? String(Int(x)) : String((x * 100).rounded() / 100)
+        guard x.isFinite, abs(x) < 1e15 else { return "?" }
+        return x == x.rounded() ? String(Int(x)) : String((x * 100).rounded() / 100)
     }
 
     static func seconds(_ s: Double) -> String {
+        guard s.isFinite, s >= 0, s < 1e9 else { return "duration unknown" }
         let t = Int(s.rounded())
         return t >= 3600 ? "\(t / 3600)h\(String(format2(t / 60 % 60)))m" : (t >= 60 ? "\(t / 60)m\(format2(t % 60))s" : "\(number((s * 100).rounded() / 100)) s")
     }

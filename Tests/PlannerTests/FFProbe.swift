@@ -59,8 +59,10 @@ enum FFProbe {
             info.height = s["height"] as? Int
             info.pixelFormat = s["pix_fmt"] as? String
             if let sar = string(s["sample_aspect_ratio"]), let r = rational(sar), r.num > 0 { info.sampleAspectRatio = r }
-            if let fr = string(s["avg_frame_rate"]).flatMap(rational), fr.den > 0, fr.num > 0 { info.frameRate = fr.value }
-            else if let fr = string(s["r_frame_rate"]).flatMap(rational), fr.den > 0 { info.frameRate = fr.value }
+            // avg_frame_rate unless it is a container timebase (1000 fps in WebM), then r_frame_rate.
+            let rates = ["avg_frame_rate", "r_frame_rate"].compactMap { string(s[$0]).flatMap(rational) }
+                .filter { $0.num > 0 && $0.den > 0 }.map(\.value)
+            info.frameRate = rates.first { $0 <= 240 } ?? rates.first
             info.fieldOrder = (s["field_order"] as? String).flatMap(FieldOrder.init(rawValue:))
             info.colorPrimaries = s["color_primaries"] as? String
             info.colorTransfer = s["color_transfer"] as? String

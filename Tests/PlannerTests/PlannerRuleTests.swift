@@ -500,3 +500,53 @@ struct PlannerRuleTests {
         #expect(plan.container == "mp4")
     }
 }
+
+@Suite("frame rates that say nothing")
+struct FrameRateTests {
+    @Test("a container timebase posing as 1000 fps neither steps the frame down nor raises the level",
+          arguments: [1000.0, 600, 0, -1, .infinity, .nan])
+    func implausible(_ fps: Double) throws {
+        let plan = try Planner.plan(source: media("webm", kbps: 9000, video("vp8", 1920, 1080, fps: fps), audio("vorbis")),
+                                    quality: .mbps5, caps: ios, presets: presets)
+        #expect(plan.video?.width == 1920 && plan.video?.encoder?.level == "4.0")
+        #expect(!plan.reasons.contains("frame_rate_above_30"))
+    }
+}
+
+@Suite("absurd probe values")
+struct HostileInputTests {
+    static let sources: [MediaInfo] = {
+        var out: [MediaInfo] = []
+        var m = media("mkv", kbps: 1, video("h264", 1920, 1080), aacEng)
+        m.bitRate = Int.max; out.append(m)
+        m = media("mkv", video("h264", 1920, 1080), aacEng)
+        m.bitRate = 0; m.durationSeconds = .infinity; out.append(m)
+        m.durationSeconds = .nan; m.sizeBytes = Int64.max; out.append(m)
+        m.durationSeconds = 1e-300; out.append(m)
+        out.append(media("mkv", kbps: 9000, video("h264", 1920, 1080, sar: Rational(Int.max, 1)), aacEng))
+        out.append(media("mkv", kbps: 9000, video("h264", 1920, 1080, sar: Rational(1, Int.max)), aacEng))
+        out.append(media("mkv", kbps: 9000, video("h264", Int.max, 1), aacEng))
+        out.append(media("mkv", kbps: 9000, video("h264", 1, 1), aacEng))
+        out.append(media("mkv", kbps: 9000, video("h264", 0, -5), aacEng))
+        out.append(media("mkv", kbps: 9000, video("h264", 1920, 1080, rotation: Int.min), aacEng))
+        out.append(media("mkv", kbps: 9000, video("h264", 1920, 1080, kbps: Int.max / 1000), audio("dts", kbps: Int.max / 1000)))
+        out.append(media("mkv", kbps: 9000, h1080, audio("aac", ch: 0), audio("aac", ch: -3, index: 2)))
+        return out
+    }()
+
+    @Test("never a trap: a plan or a clean error", arguments: 0..<sources.count)
+    func noTrap(_ i: Int) {
+        let source = HostileInputTests.sources[i]
+        for q in Quality.allCases {
+            for caps in [nil, ios, atv] {
+                do {
+                    let plan = try Planner.plan(source: source, quality: q, caps: caps, presets: presets)
+                    _ = renderTable(plan: plan, source: source)
+                    if let v = plan.video, v.action == .transcode { #expect(v.width >= 2 && v.height >= 2 && v.width <= 4096) }
+                } catch {
+                    #expect(error.code == .qualityUnavailable, "\(error)")
+                }
+            }
+        }
+    }
+}
