@@ -78,7 +78,7 @@ public struct Presets: Sendable, Equatable, Encodable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case version, notes, rungs, compatibilityAudio = "compatibility_audio", devices
+        case version, notes, rungs, compatibilityAudio = "compatibility_audio", devices, deviceNotes = "device_notes"
     }
 
     public func rung(for quality: Quality) -> Rung? { rungs.first { $0.quality == quality } }
