@@ -154,11 +154,7 @@ final class VideoTranscodeLane: Lane {
         while try graph.pull(into: filtered) {
             defer { filtered.unref() }
             let p = filtered.pointer
-            var pts = rescale(p.pointee.pts, from: graph.outputTimeBase, to: encoder.timeBase)
-            if pts == noPTS { pts = lastPTS == noPTS ? 0 : lastPTS + 1 }
-            // x264 needs strictly increasing timestamps; a frame that lands on the same tick
-            // as the previous one (variable frame rate, duplicated timestamps) is dropped.
-            if lastPTS != noPTS && pts <= lastPTS {
+            guard let pts = outputPTS(p.pointee.pts, from: graph.outputTimeBase, to: encoder.timeBase) else {
                 droppedFrames += 1
                 continue
             }
@@ -168,6 +164,22 @@ final class VideoTranscodeLane: Lane {
             p.pointee.pict_type = AV_PICTURE_TYPE_NONE
             try encoder.encode(filtered) { (packet: Packet) throws(KilnError) in try self.write(packet, muxer: muxer) }
         }
+    }
+
+    /// The encoder timestamp (in frames, 1/fps) for a filtered frame, or nil to drop it.
+    /// As the ffmpeg command's variable-rate sync does: a frame within 0.6 of a frame
+    /// period of the next slot takes that slot, so millisecond-rounded timestamps (Matroska:
+    /// 21, 63, 104 ms at 24 fps → 0.504, 1.512, 2.496 frames) neither collide nor drift; a
+    /// frame more than 0.6 behind is a duplicate and is dropped (x264 needs strictly
+    /// increasing timestamps); one more than 0.6 ahead keeps its own time (a gap).
+    private func outputPTS(_ ts: Int64, from tb: AVRational, to encoderTB: AVRational) -> Int64? {
+        if ts == noPTS { return lastPTS == noPTS ? 0 : lastPTS + 1 }
+        let exact = Double(ts) * tb.seconds / encoderTB.seconds
+        if lastPTS == noPTS { return Int64(exact.rounded()) }
+        let next = lastPTS + 1
+        let delta = exact - Double(next)
+        if delta <= -0.6 { return nil }
+        return delta > 0.6 ? Int64(exact.rounded()) : next
     }
 
     private func write(_ packet: Packet, muxer: Muxer) throws(KilnError) {

@@ -70,6 +70,16 @@ private func decodesCleanly(_ path: String) throws -> String {
     return r.status == 0 ? r.err : "exit \(r.status): \(r.err)"
 }
 
+/// Average PSNR (dB) of `path` against `reference` as the ffmpeg command decodes it
+/// (autorotated) scaled to the same size.
+private func psnr(_ path: String, against reference: String, width: Int, height: Int) throws -> Double {
+    let r = try run("ffmpeg", ["-nostdin", "-hide_banner", "-i", path, "-i", reference, "-filter_complex",
+                               "[1:v]scale=\(width):\(height),format=yuv420p[r];[0:v]format=yuv420p[o];[o][r]psnr", "-f", "null", "-"])
+    guard let range = r.err.range(of: "average:") else { return 0 }
+    let rest = r.err[range.upperBound...].prefix { !$0.isWhitespace }
+    return Double(rest) ?? (rest == "inf" ? .infinity : 0)
+}
+
 private struct Transcoded {
     var path: String
     var video: VideoTranscodeLane?
@@ -79,7 +89,7 @@ private struct Transcoded {
 /// The test-only driver: the lanes the plans ask for, timestamps shifted so the output
 /// starts at zero, nothing else.
 private func transcode(_ source: String, video: VideoPlan? = nil, audio: AudioPlan? = nil,
-                       to dir: URL = scratchDir()) throws -> Transcoded {
+                       to dir: URL) throws -> Transcoded {
     let cancellation = Cancellation()
     defer { withExtendedLifetime(cancellation) {} }
     let info = try Prober.probe(path: source, cancellation: cancellation, fingerprint: false)
@@ -179,8 +189,10 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
 
     @Test("HDR10 HEVC becomes 8-bit SDR BT.709 H.264 at a smaller size, with AAC audio")
     func hdr10ToSDR() throws {
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
         let out = try transcode("\(mediaDir)/sp_bear-640x360-hevc-hdr10.mp4",
-                                video: videoPlan(0, 480, 270, toneMap: true), audio: audioPlan(1))
+                                video: videoPlan(0, 480, 270, toneMap: true), audio: audioPlan(1), to: dir)
         let streams = try probe(out.path, countFrames: true)
         #expect(streams.count == 2)
         let v = streams[0], a = streams[1]
@@ -199,9 +211,11 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
 
     @Test("HLG 1080p is tone-mapped to SDR 720p")
     func hlgToSDR() throws {
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
         let source = "\(mediaDir)/ax_hlg10-color-test.mp4"
         let index = try #require(try Prober.probe(path: source, fingerprint: false).videoStreams.first).index
-        let out = try transcode(source, video: videoPlan(index, 1280, 720, toneMap: true))
+        let out = try transcode(source, video: videoPlan(index, 1280, 720, toneMap: true), to: dir)
         let v = try #require(try probe(out.path).first)
         #expect(v["codec_name"] == "h264" && v["pix_fmt"] == "yuv420p")
         #expect(v.int("width") == 1280 && v.int("height") == 720)
@@ -211,24 +225,30 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
 
     @Test("a rotated phone video comes out upright with no display matrix, 5.1 AAC downmixed to stereo")
     func rotationAppliedToPixels() throws {
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
         let source = "\(mediaDir)/mb_rotate-buck-bunny.mp4"
         let info = try Prober.probe(path: source, fingerprint: false)
         let sv = try #require(info.videoStreams.first)
         let sa = try #require(info.audioStreams.first)
         #expect(sv.rotation == 90 || sv.rotation == 270)
         let out = try transcode(source, video: videoPlan(sv.index, 360, 640, rotation: sv.rotation ?? 0),
-                                audio: audioPlan(sa.index))
+                                audio: audioPlan(sa.index), to: dir)
         let streams = try probe(out.path)
         let v = streams[0], a = streams[1]
         #expect(v.int("width") == 360 && v.int("height") == 640)
         #expect(!v.sideDataTypes.contains("Display Matrix"))
+        // Upright the same way the ffmpeg command's autorotate makes it: the pictures match.
+        #expect(try psnr(out.path, against: source, width: 360, height: 640) > 30)
         #expect(a["codec_name"] == "aac" && a.int("channels") == 2 && a["channel_layout"] == "stereo")
         #expect(try decodesCleanly(out.path) == "")
     }
 
     @Test("10-bit H.264 becomes 8-bit 4:2:0 at the same size")
     func tenBitToEightBit() throws {
-        let out = try transcode("\(mediaDir)/gr_test_yuv420p10le_x264.mp4", video: videoPlan(0, 720, 480))
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = try transcode("\(mediaDir)/gr_test_yuv420p10le_x264.mp4", video: videoPlan(0, 720, 480), to: dir)
         let v = try #require(try probe(out.path, countFrames: true).first)
         #expect(v["pix_fmt"] == "yuv420p" && v.int("width") == 720 && v.int("height") == 480)
         let src = try #require(try probe("\(mediaDir)/gr_test_yuv420p10le_x264.mp4", countFrames: true).first)
@@ -238,7 +258,9 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
 
     @Test("4:4:4 H.264 becomes 4:2:0")
     func chroma444To420() throws {
-        let out = try transcode("\(mediaDir)/ax_sample_with_chapters.mkv", video: videoPlan(0, 320, 240), audio: audioPlan(1))
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = try transcode("\(mediaDir)/ax_sample_with_chapters.mkv", video: videoPlan(0, 320, 240), audio: audioPlan(1), to: dir)
         let streams = try probe(out.path)
         #expect(streams[0]["pix_fmt"] == "yuv420p" && streams[0]["profile"] == "High")
         #expect(try decodesCleanly(out.path) == "")
@@ -246,7 +268,9 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
 
     @Test("MPEG-2 video and MP2 audio from MPEG-TS become H.264 and AAC in sync")
     func mpeg2TransportStream() throws {
-        let out = try transcode("\(mediaDir)/ax_bbb_2500ms.ts", video: videoPlan(0, 640, 360), audio: audioPlan(1))
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = try transcode("\(mediaDir)/ax_bbb_2500ms.ts", video: videoPlan(0, 640, 360), audio: audioPlan(1), to: dir)
         let streams = try probe(out.path)
         let v = streams[0], a = streams[1]
         #expect(v.int("width") == 640 && v.int("height") == 360 && a["codec_name"] == "aac")
@@ -258,7 +282,9 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
 
     @Test("MPEG-4 Part 2 video and MP3 audio from AVI become H.264 and AAC")
     func aviWithMP3() throws {
-        let out = try transcode("\(mediaDir)/ax_sample.avi", video: videoPlan(0, 960, 400), audio: audioPlan(1))
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = try transcode("\(mediaDir)/ax_sample.avi", video: videoPlan(0, 960, 400), audio: audioPlan(1), to: dir)
         let streams = try probe(out.path)
         #expect(streams[0]["codec_name"] == "h264" && streams[1]["codec_name"] == "aac")
         #expect(abs(duration(streams[0]) - duration(streams[1])) < 0.15)
@@ -267,14 +293,16 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
 
     @Test("E-AC-3 5.1 is downmixed to stereo AAC, or re-encoded as 5.1 AC-3 and E-AC-3")
     func surroundAudio() throws {
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
         let source = "\(mediaDir)/mb_eac3.mkv"
-        let stereo = try transcode(source, audio: audioPlan(0))
+        let stereo = try transcode(source, audio: audioPlan(0), to: dir)
         let a = try #require(try probe(stereo.path).first)
         #expect(a["codec_name"] == "aac" && a.int("channels") == 2 && a.int("sample_rate") == 48000)
         #expect(abs(duration(a) - 2.0) < 0.1)
         #expect(try decodesCleanly(stereo.path) == "")
         for codec in ["ac3", "eac3"] {
-            let out = try transcode(source, audio: audioPlan(0, codec: codec, channels: 6, kbps: 384))
+            let out = try transcode(source, audio: audioPlan(0, codec: codec, channels: 6, kbps: 384), to: dir)
             let s = try #require(try probe(out.path).first)
             #expect(s["codec_name"] == codec && s.int("channels") == 6)
             #expect(abs(duration(s) - 2.0) < 0.1)
@@ -298,6 +326,58 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(v.int("nb_read_frames") == 50)
         #expect(v["avg_frame_rate"] == "25/1")
         #expect(try decodesCleanly(out.path) == "")
+    }
+
+    /// A 4 s 24 fps H.264 clip in Matroska (millisecond timestamps), optionally with its
+    /// packets damaged by the `noise` bitstream filter (1 in `noise` bytes).
+    private func generatedClip(_ dir: URL, noise: Int? = nil) throws -> String {
+        let clean = dir.appendingPathComponent("clean.mkv").path
+        let gen = try run("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=24",
+                                     "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100", "-t", "4",
+                                     "-c:v", "libx264", "-preset", "ultrafast", "-g", "12", "-c:a", "aac", clean])
+        #expect(gen.status == 0, "\(gen.err)")
+        guard let noise else { return clean }
+        let noisy = dir.appendingPathComponent("noisy-\(noise).mkv").path
+        let damage = try run("ffmpeg", ["-nostdin", "-v", "error", "-i", clean, "-c", "copy", "-bsf:v", "noise=amount=\(noise)", noisy])
+        #expect(damage.status == 0, "\(damage.err)")
+        return noisy
+    }
+
+    @Test("millisecond timestamps at 24 fps keep every frame (none collide in the 1/24 time base)")
+    func matroskaMillisecondTimestamps() throws {
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = try transcode(try generatedClip(dir), video: videoPlan(0, 320, 240), audio: audioPlan(1), to: dir)
+        let streams = try probe(out.path, countFrames: true)
+        #expect(streams[0].int("nb_read_frames") == 96)
+        #expect(streams[0]["avg_frame_rate"] == "24/1")
+        #expect(out.video?.droppedFrames == 0)
+        #expect(abs(duration(streams[0]) - duration(streams[1])) < 0.1)
+        #expect(try decodesCleanly(out.path) == "")
+    }
+
+    @Test("damaged packets are concealed: the transcode finishes and the output decodes cleanly")
+    func corruptPacketsConcealed() throws {
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = try transcode(try generatedClip(dir, noise: 200), video: videoPlan(0, 320, 240), audio: audioPlan(1), to: dir)
+        #expect((out.video?.stats.corruptPackets ?? 0) >= 1)
+        let v = try #require(try probe(out.path, countFrames: true).first)
+        #expect((v.int("nb_read_frames") ?? 0) > 48)
+        #expect(try decodesCleanly(out.path) == "")
+    }
+
+    @Test("a video stream that yields no picture at all fails with a decode error, not an empty file")
+    func undecodableStreamFails() throws {
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try generatedClip(dir, noise: 1)
+        #expect {
+            _ = try transcode(source, video: videoPlan(0, 320, 240), to: dir)
+        } throws: { error in
+            guard let e = error as? KilnError else { return false }
+            return (e.code == .sourceCorrupt || e.code == .sourceUnsupported) && e.stage == .decode
+        }
     }
 
     @Test("Dolby Vision profile 5 cannot be tone-mapped and says so before any work")
