@@ -128,44 +128,54 @@ struct PlanContext {
         guard let rung = presets.rung(for: quality) else {
             throw KilnError(.internalError, stage: .plan, "the ladder has no \(quality.rawValue) rung")
         }
-        var why: [String] = []
-        if let kbps = sourceKbps {
-            if kbps > rung.capKbps { why.append("bitrate_above_target") }
-        } else {
-            why.append("bitrate_unknown")
-        }
+        let cap = rung.capKbps
+        let overallFits = sourceKbps.map { $0 <= cap } ?? false
+        var problems: [String] = []
         if let v = video {
-            why += device.videoProblems(v)
-            let cls = frameClass(rung, highFrameRate: false)
-            if !FrameSize.codedFits(v, cls), !why.contains("resolution_above_cap") {
-                why.append("resolution_above_target")
+            problems += device.videoProblems(v)
+            if !FrameSize.codedFits(v, frameClass(rung, highFrameRate: false)), !problems.contains("resolution_above_cap") {
+                problems.append("resolution_above_target")
             }
         }
-        if why.isEmpty {
+        if problems.isEmpty {
             let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) }
             let audioPlays = asIsAudio.map { device.playsAudio($0.stream.codec) } ?? true
             let containerPlays = device.playsContainer(source.container)
-            if containerPlays && audioPlays {
+            if overallFits && containerPlays && audioPlays {
                 return asIs(quality, audio: asIsAudio, reasons: ["source_fits_target"] + (asIsAudio?.reasons ?? []))
             }
-            let videoCarried = video.map { Codecs.mp4Video.contains(Codecs.canonical($0.codec)) } ?? true
-            if videoCarried {
+            if video.map({ Codecs.mp4Video.contains(Codecs.canonical($0.codec)) }) ?? true {
+                // A remux keeps the picture and one audio track: it fits when the whole file
+                // does, or when the picture plus the audio that goes out does (a 4 Mbps film
+                // carrying three DTS tracks fits 5 Mbps once two are left behind).
                 let remuxAudio = chooseAudio(forMP4: true)
                 let copies = remuxAudio.map { copiesIntoMP4($0.stream) } ?? true
-                var reasons = ["source_fits_target"]
-                if !containerPlays { reasons.append("container_unsupported") }
-                if copies {
+                let audioOut: Int? = remuxAudio.map { a in
+                    copies ? a.stream.bitRate.map(PlanContext.kbps) : audioBudget(a.stream, rung)
+                } ?? 0
+                let videoPart: Int? = video == nil ? 0 : videoKbps
+                let partsFit = videoPart.flatMap { v in audioOut.map { v + $0 <= cap } } ?? false
+                // An audio-only source whose audio must be re-encoded is an encode shaped by
+                // the rung: a transcode, not a remux.
+                if (overallFits && copies) || (partsFit && (copies || video != nil)) {
+                    var reasons = ["source_fits_target"]
+                    if !containerPlays { reasons.append("container_unsupported") }
+                    if !overallFits { reasons.append("tracks_dropped_to_fit") }
                     return try remux(quality, reasons: reasons, audioTarget: rung)
                 }
-                if video != nil, let a = remuxAudio, (videoKbps ?? Int.max) + audioBudget(a.stream, rung) <= rung.capKbps {
-                    return try remux(quality, reasons: reasons, audioTarget: rung)
-                }
-                why.append(video == nil ? "audio_codec_unsupported" : "bitrate_above_target")
+                if video == nil && !copies && overallFits { problems.append("audio_codec_unsupported") }
             } else {
-                why.append("video_codec_unsupported_in_mp4")
+                problems.append("video_codec_unsupported_in_mp4")
             }
         }
-        return try transcode(requested: quality, rung: rung, reasons: why)
+        var why: [String] = []
+        if let kbps = sourceKbps {
+            if kbps > cap { why.append("bitrate_above_target") }
+        } else {
+            why.append("bitrate_unknown")
+        }
+        if why.isEmpty && problems.isEmpty { why.append("bitrate_above_target") }  // fits overall, not once re-encoded audio is added
+        return try transcode(requested: quality, rung: rung, reasons: why + problems)
     }
 
     // MARK: deliveries

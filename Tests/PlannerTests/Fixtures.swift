@@ -87,9 +87,16 @@ func checkInvariants(_ plan: Plan, source: MediaInfo, quality: Quality, caps: De
         #expect(videoKbps + audioKbps <= cap, sourceLocation: sourceLocation)
         if let e = plan.video?.encoder { #expect(e.maxrateKbps == videoKbps, sourceLocation: sourceLocation) }
     }
-    if quality.capKbps != nil, plan.deliveryFormat != .transcode, source.bitRate > 0 {
-        // Delivered untouched or remuxed at a rung: the source's own bitrate fits the rung.
-        #expect(source.bitRate / 1000 <= quality.capKbps!, sourceLocation: sourceLocation)
+    if let cap = quality.capKbps, plan.deliveryFormat == .original {
+        // Delivered untouched at a rung: the source's own bitrate fits the rung.
+        #expect(source.bitRate > 0 && (source.bitRate + 999) / 1000 <= cap, sourceLocation: sourceLocation)
+    }
+    if let cap = quality.capKbps, plan.deliveryFormat == .remux, (source.bitRate + 999) / 1000 > cap {
+        // Remuxed at a rung although the file is above it: what goes out must fit.
+        let knownAudio = source.audioStreams.compactMap(\.bitRate).reduce(0, +)
+        let videoBits = plan.video.map { v in source.stream(v.sourceIndex)?.bitRate ?? (source.bitRate - knownAudio) } ?? 0
+        let audioBits = plan.audio.map { a in a.action == .copy ? (source.stream(a.sourceIndex)?.bitRate ?? Int.max / 2) : a.bitrateKbps * 1000 } ?? 0
+        #expect((videoBits + 999) / 1000 + (audioBits + 999) / 1000 <= cap, sourceLocation: sourceLocation)
     }
 
     if let v = plan.video, let s = src {
