@@ -37,6 +37,19 @@ struct ArtifactKeyTests {
         }
     }
 
+    @Test("max_resolution and hdr do not move the key of a source they do not constrain")
+    func unusedLimits() throws {
+        let small = media("mkv", kbps: 9000, video("h264", 640, 360), aacEng)
+        for q in Quality.allCases {
+            let keys = try Set([ResolutionClass.p720, .p1080, .p1440, .uhd4k].flatMap { res in
+                try [true, false].map { hdr in
+                    try key(small, q, DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxResolution: res, hdr: hdr))
+                }
+            })
+            #expect(keys.count == 1, "\(q)")
+        }
+    }
+
     @Test("the requested quality label does not matter when the output is equal")
     func qualityLabel() throws {
         // A 3 Mbps 1080p 10-bit H.264 at `original` falls back to the 5 Mbps rung: same file as asking for 5 Mbps.
