@@ -130,3 +130,16 @@ extension JSONValue {
     public var string: String? { if case .string(let s) = self { return s }; if case .number(let n) = self { return String(n) }; return nil }
     public var int: Int? { if case .number(let n) = self { return Int(n) }; if case .string(let s) = self { return Int(s) }; return nil }
 }
+
+/// The built `prep-artifact` beside the test bundle (swift test builds it, as the test
+/// target depends on it).
+public enum Binaries {
+    public static func path(_ name: String) -> String {
+        let bundleDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for dir in [bundleDir, Media.repoRoot.appendingPathComponent(".build/debug")] {
+            let p = dir.appendingPathComponent(name).path
+            if FileManager.default.isExecutableFile(atPath: p) { return p }
+        }
+        return bundleDir.appendingPathComponent(name).path
+    }
+}

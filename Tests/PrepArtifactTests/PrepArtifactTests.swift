@@ -1,0 +1,149 @@
+import Foundation
+import Testing
+import KilnCore
+import KilnTestSupport
+
+/// The command as users and the daemon run it: a real child process, real files.
+struct Command {
+    static let binary = Binaries.path("prep-artifact")
+
+    static func run(_ args: [String], stdin: Data? = nil) throws -> Run.Result {
+        let r = try Run.command(binary, args, stdin: stdin)
+        return r
+    }
+
+    static func json(_ r: Run.Result) throws -> JSONValue {
+        let lines = r.stdout.split(separator: "\n")
+        #expect(lines.count == 1, "--json prints exactly one line: \(r.stdout.prefix(300))")
+        return try JSONValue.parse(Array(r.stdout.utf8))
+    }
+}
+
+@Suite("prep-artifact command line")
+struct CommandLineTests {
+    @Test("usage mistakes exit 2 with a stable code")
+    func usage() throws {
+        #expect(try Command.run([]).status == 2)
+        #expect(try Command.run(["frobnicate"]).status == 2)
+        #expect(try Command.run(["probe", Media.shared("sp_bear-flac.mp4"), "--bogus"]).status == 2)
+        let q = try Command.run(["plan", Media.shared("sp_bear-flac.mp4"), "--quality", "4k", "--json"])
+        #expect(q.status == 2)
+        #expect(try Command.json(q)["error"]?["code"] == .string("invalid_quality"))
+        let caps = try Command.run(["plan", Media.shared("sp_bear-flac.mp4"), "--quality", "original", "--caps", #"{"hdr": "yes"}"#, "--json"])
+        #expect(caps.status == 2)
+        let e = try Command.json(caps)["error"]
+        #expect(e?["code"] == .string("invalid_caps"))
+        #expect(e?["message"]?.string?.contains("hdr") == true)
+        let noOut = try Command.run(["prepare", Media.shared("sp_bear-flac.mp4"), "--quality", "original"])
+        #expect(noOut.status == 2)
+    }
+
+    @Test("a missing file and a file that is not media exit 3 with a one-line reason")
+    func unreadable() throws {
+        let missing = try Command.run(["probe", "/nonexistent/file.mkv", "--json"])
+        #expect(missing.status == 3)
+        #expect(try Command.json(missing)["error"]?["code"] == .string("source_not_found"))
+        let dir = Media.scratch("cli-bad")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let empty = try Command.run(["prepare", Media.shared("vd_empty.mp4"), "--quality", "2mbps", "--output", out, "--json"])
+        #expect(empty.status == 3)
+        let e = try Command.json(empty)
+        #expect(e["ok"] == .bool(false))
+        #expect(e["error"]?["code"] == .string("source_unreadable"))
+        #expect(e["error"]?["retryable"] == .bool(false))
+        #expect(e["error"]?["stage"] != nil)
+        let human = try Command.run(["prepare", Media.shared("vd_empty.mp4"), "--quality", "2mbps", "--output", out])
+        #expect(human.status == 3)
+        #expect(human.stderr.split(separator: "\n").count == 1, "one line: \(human.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: out))
+    }
+
+    @Test("presets lists the ladder and every named device")
+    func presets() throws {
+        let r = try Command.run(["presets", "--json"])
+        #expect(r.status == 0)
+        let text = r.stdout
+        for name in ["ios", "apple-tv-4k", "android", "android-tv", "web"] { #expect(text.contains("\"\(name)\"")) }
+        for q in ["20mbps", "10mbps", "5mbps", "2mbps", "1mbps"] { #expect(text.contains(q)) }
+    }
+
+    static let runs: [(String, String, String)] = Media.sharedFiles.flatMap { [($0, "original", "ios"), ($0, "2mbps", "web")] }
+
+    @Test("every shared file prepares to a verified artifact for a device, or exits 3 with a reason", arguments: runs)
+    func prepare(_ run: (String, String, String)) throws {
+        let (name, quality, device) = run
+        let dir = Media.scratch("cli")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", Media.shared(name), "--quality", quality, "--caps", device, "--output", out, "--json"])
+        let j = try Command.json(r)
+        switch r.status {
+        case 0:
+            #expect(j["ok"] == .bool(true))
+            let o = try #require(j["output"])
+            #expect(o["path"] == .string(out))
+            let bytes = try FileManager.default.attributesOfItem(atPath: out)[.size] as? Int
+            #expect(o["bytes"]?.int == bytes)
+            let probe = try FFprobe(out)
+            if let v = o["video"], v != .null {
+                #expect(probe.streams("video").first?["codec_name"]?.string == v["codec"]?.string)
+                #expect(probe.streams("video").first?["width"]?.int == v["width"]?.int)
+            }
+            if let a = o["audio"], a != .null {
+                // Remuxes and transcodes carry exactly one audio track; `original` is the file as it is.
+                if j["plan"]?["delivery_format"] != .string("original") { #expect(probe.streams("audio").count == 1) }
+                #expect(probe.streams("audio").first?["codec_name"]?.string == a["codec"]?.string)
+            }
+            #expect(j["plan"]?["artifact_key"]?.string?.count == 64)
+            #expect(j["stats"]?["wall_seconds"] != nil)
+            // The sha256 in the answer is the file's.
+            let sha = try Run.command("sha256sum", [out]).stdout.prefix(64)
+            #expect(o["sha256"]?.string == String(sha))
+        case 3:
+            #expect(j["ok"] == .bool(false))
+            let code = j["error"]?["code"]?.string ?? ""
+            #expect(["source_unreadable", "source_unsupported", "quality_unavailable", "source_corrupt", "plan_unsupported"].contains(code),
+                    "\(name): \(code)")
+            #expect(!FileManager.default.fileExists(atPath: out))
+        default:
+            Issue.record("\(name) \(quality) \(device): exit \(r.status): \(r.stdout) \(r.stderr)")
+        }
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0 != "out.mp4" }
+        #expect(left.isEmpty, "temporary files left: \(left)")
+    }
+
+    @Test("SIGINT during a transcode exits 5 and leaves nothing; progress arrives as JSON lines")
+    func interrupt() throws {
+        let source = try Media.generated("cli-long-720p.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440",
+            "-t", "60", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+        let dir = Media.scratch("cli-int")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Command.binary)
+        p.arguments = ["prepare", source, "--quality", "1mbps", "--output", out, "--json", "--progress-json"]
+        let stdout = Pipe(), stderr = Pipe()
+        p.standardOutput = stdout
+        p.standardError = stderr
+        try p.run()
+        // Wait for the first progress line, then interrupt.
+        var seen = Data()
+        while !seen.contains(UInt8(ascii: "\n")) {
+            let chunk = stderr.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            seen.append(chunk)
+        }
+        let line = String(decoding: seen, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
+        let progress = try JSONValue.parse(Array(line.utf8))
+        #expect(progress["event"] == .string("progress"))
+        #expect(progress["progress"]?["duration_seconds"]?.int == 60)
+        kill(p.processIdentifier, SIGINT)
+        p.waitUntilExit()
+        #expect(p.terminationReason == .exit && p.terminationStatus == 5)
+        let result = try JSONValue.parse(Array(stdout.fileHandleForReading.readDataToEndOfFile()))
+        #expect(result["error"]?["code"] == .string("canceled"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+    }
+}
