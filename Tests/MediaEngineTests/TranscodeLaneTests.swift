@@ -200,7 +200,7 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(v["pix_fmt"] == "yuv420p")
         #expect(v.int("width") == 480 && v.int("height") == 270)
         #expect(v["color_transfer"] == "bt709" && v["color_primaries"] == "bt709" && v["color_space"] == "bt709")
-        #expect(v["profile"] == "High")
+        #expect(v["profile"] == "High" && v.int("level") == 41)
         #expect(v.int("nb_read_frames") == 84)
         #expect(a["codec_name"] == "aac" && a.int("channels") == 2)
         #expect(abs(duration(v) - duration(a)) < 0.1)
@@ -326,6 +326,26 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(v.int("nb_read_frames") == 50)
         #expect(v["avg_frame_rate"] == "25/1")
         #expect(try decodesCleanly(out.path) == "")
+
+        // The same clip when the plan asks for deinterlacing (deint=all).
+        let planned = try transcode(source, video: videoPlan(0, 720, 576, deinterlace: true), to: dir)
+        let p = try #require(try probe(planned.path, countFrames: true).first)
+        #expect(p.int("nb_read_frames") == 50)
+        #expect(p["field_order"] == nil || p["field_order"] == "progressive")
+    }
+
+    @Test("10-bit 4:2:2 H.264 becomes 8-bit 4:2:0 High profile")
+    func tenBit422() throws {
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("422.mkv").path
+        let gen = try run("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-t", "1",
+                                     "-pix_fmt", "yuv422p10le", "-c:v", "libx264", "-preset", "ultrafast", source])
+        #expect(gen.status == 0, "\(gen.err)")
+        let out = try transcode(source, video: videoPlan(0, 640, 360), to: dir)
+        let v = try #require(try probe(out.path, countFrames: true).first)
+        #expect(v["pix_fmt"] == "yuv420p" && v["profile"] == "High" && v.int("nb_read_frames") == 25)
+        #expect(try decodesCleanly(out.path) == "")
     }
 
     /// A 4 s 24 fps H.264 clip in Matroska (millisecond timestamps), optionally with its
@@ -352,6 +372,11 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(streams[0].int("nb_read_frames") == 96)
         #expect(streams[0]["avg_frame_rate"] == "24/1")
         #expect(out.video?.droppedFrames == 0)
+        // gop_seconds 2 at 24 fps: a keyframe at least every 48 frames.
+        let flags = try run("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=flags", "-of", "csv=p=0", out.path])
+        let keyframes = flags.out.split(separator: "\n").enumerated().filter { $0.element.hasPrefix("K") }.map(\.offset)
+        #expect(keyframes.first == 0)
+        #expect(zip(keyframes, keyframes.dropFirst() + [96]).allSatisfy { $1 - $0 <= 48 })
         #expect(abs(duration(streams[0]) - duration(streams[1])) < 0.1)
         #expect(try decodesCleanly(out.path) == "")
     }
@@ -378,6 +403,56 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
             guard let e = error as? KilnError else { return false }
             return (e.code == .sourceCorrupt || e.code == .sourceUnsupported) && e.stage == .decode
         }
+    }
+
+    /// Every shared file with a video or audio stream, transcoded as a 640-wide rung would
+    /// be (HDR tone-mapped, rotation applied, first audio to stereo AAC).
+    static let sharedFiles: [String] = {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: mediaDir)) ?? []
+        return names.filter { !$0.hasSuffix(".tsv") && !$0.hasPrefix(".") }.sorted()
+    }()
+
+    @Test("every shared file becomes a clean H.264/AAC MP4 or fails with a source error", arguments: sharedFiles)
+    func sharedFile(_ name: String) throws {
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = "\(mediaDir)/\(name)"
+        let info: MediaInfo
+        do {
+            info = try Prober.probe(path: source, fingerprint: false)
+        } catch {
+            #expect(error.exitStatus == 3, "\(name): \(error)")
+            return
+        }
+        var video: VideoPlan?
+        if let v = info.videoStreams.first, let size = v.displaySize {
+            let width = min(640, size.width) & ~1
+            let height = max(2, Int((Double(width) * Double(size.height) / Double(size.width)).rounded()) & ~1)
+            video = videoPlan(v.index, width, height, toneMap: v.hdr?.isHDR ?? false,
+                              deinterlace: v.fieldOrder?.isInterlaced ?? false, rotation: v.rotation ?? 0)
+        }
+        let audio = info.audioStreams.first.map { audioPlan($0.index) }
+        guard video != nil || audio != nil else { return }
+        let out: Transcoded
+        do {
+            out = try transcode(source, video: video, audio: audio, to: dir)
+        } catch {
+            #expect((error as? KilnError)?.exitStatus == 3, "\(name): \(error)")
+            return
+        }
+        let streams = try probe(out.path)
+        #expect(streams.count == (video == nil ? 0 : 1) + (audio == nil ? 0 : 1), "\(name)")
+        if let video {
+            let v = try #require(streams.first)
+            #expect(v["codec_name"] == "h264" && v["pix_fmt"] == "yuv420p", "\(name)")
+            #expect(v.int("width") == video.width && v.int("height") == video.height, "\(name)")
+            if video.toneMap { #expect(v["color_transfer"] == "bt709", "\(name)") }
+        }
+        if audio != nil {
+            let a = try #require(streams.last)
+            #expect(a["codec_name"] == "aac" && a.int("channels") == 2, "\(name)")
+        }
+        #expect(try decodesCleanly(out.path) == "", "\(name)")
     }
 
     @Test("Dolby Vision profile 5 cannot be tone-mapped and says so before any work")
