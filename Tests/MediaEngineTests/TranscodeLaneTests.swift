@@ -313,6 +313,7 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
     @Test("interlaced frames are deinterlaced even when the plan did not ask")
     func interlacedDetected() throws {
         let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
         let source = dir.appendingPathComponent("interlaced.mkv").path
         let gen = try run("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=720x576:rate=50",
                                      "-t", "2", "-vf", "tinterlace=mode=interleave_top,setfield=tff",
