@@ -19,7 +19,9 @@ let package = Package(
                 .linkedLibrary("swresample"), .linkedLibrary("swscale"), .linkedLibrary("avfilter"),
             ]
         ),
-        .target(name: "KilnCore"),
+        // libcrypto (OpenSSL) for SHA-256: artifact checksums, fingerprints, artifact keys.
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .target(name: "KilnCore", dependencies: ["CCrypto"]),
         .target(name: "MediaEngine", dependencies: ["CFFmpeg", "KilnCore"]),
         .target(name: "Planner", dependencies: ["KilnCore"]),
         .executableTarget(name: "prep-artifact", dependencies: ["MediaEngine", "Planner", "KilnCore"]),

@@ -36,7 +36,7 @@ public enum SourceFingerprint {
             throw KilnError(.sourceUnreadable, stage: .probe, "the source is not a regular file")
         }
         let size = Int64(st.st_size)
-        var hash = SHA256()
+        let hash = SHA256()
         hash.update("\(version):\(size):")
         var ranges: [(Int64, Int)] = []
         if size <= wholeFileLimit {

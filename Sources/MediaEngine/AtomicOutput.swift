@@ -68,7 +68,7 @@ final class AtomicOutput {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw error(errno, "cannot read the output back") }
         defer { close(fd) }
-        var hash = SHA256()
+        let hash = SHA256()
         var total: Int64 = 0
         var buf = [UInt8](repeating: 0, count: 1 << 20)
         while true {
@@ -79,5 +79,24 @@ final class AtomicOutput {
             total += Int64(n)
         }
         return (hash.hexDigest(), total)
+    }
+}
+
+/// `AtomicOutput.digest` on a thread of its own, so it overlaps with verification.
+final class BackgroundDigest: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var result: Result<(sha256: String, bytes: Int64), KilnError> = .failure(KilnError(.internalError, stage: .finalize, "not run"))
+
+    init(path: String) {
+        let thread = Thread { [self] in
+            result = Result { () throws(KilnError) in try AtomicOutput.digest(path: path) }
+            done.signal()
+        }
+        thread.start()
+    }
+
+    func wait() throws(KilnError) -> (sha256: String, bytes: Int64) {
+        done.wait()
+        return try result.get()
     }
 }

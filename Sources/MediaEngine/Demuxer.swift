@@ -13,9 +13,12 @@ final class Demuxer {
 
     let context: UnsafeMutablePointer<AVFormatContext>
     let path: String
+    /// Held for as long as the context lives: C's interrupt callback reads its flag.
+    private let cancellation: Cancellation
 
     init(path: String, cancellation: Cancellation) throws(KilnError) {
         self.path = path
+        self.cancellation = cancellation
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else {
             throw KilnError(.sourceNotFound, stage: .open, "the source file does not exist")
@@ -44,7 +47,18 @@ final class Demuxer {
                             underlying: ret, "the source is not a media file libavformat can read (\(avErrorText(ret)))")
         }
         context = opened
-        let info = avformat_find_stream_info(context, nil)
+        // Analysis decodes a few frames per stream to learn what headers leave out. With
+        // one decoder thread the first frame comes out of the first packet; frame threads
+        // would first fill a pipeline of several frames (2-3x the time on H.264 and HEVC).
+        let count = Int(opened.pointee.nb_streams)
+        let streamOptions = UnsafeMutablePointer<OpaquePointer?>.allocate(capacity: max(count, 1))
+        streamOptions.initialize(repeating: nil, count: max(count, 1))
+        for i in 0..<count { av_dict_set(&streamOptions[i], "threads", "1", 0) }
+        defer {
+            for i in 0..<count { av_dict_free(&streamOptions[i]) }
+            streamOptions.deallocate()
+        }
+        let info = avformat_find_stream_info(context, count > 0 ? streamOptions : nil)
         if info < 0 {
             var c: UnsafeMutablePointer<AVFormatContext>? = context
             avformat_close_input(&c)
@@ -74,6 +88,21 @@ final class Demuxer {
             throw classify(ret, .demux, "cannot read the source", as: .ioError)
         }
         return true
+    }
+
+    /// Goes back to the first packet after the probe's packet scan, so the pipeline can
+    /// reuse this demuxer instead of opening and analysing the file a second time.
+    /// Containers with timestamp discontinuities (MPEG-TS/PS) go back by byte, which is
+    /// exact; indexed ones (MP4, MKV) by timestamp to their start.
+    func rewind() throws(KilnError) {
+        let ret: Int32
+        if hasDiscontinuousTimestamps {
+            ret = av_seek_frame(context, -1, 0, AVSEEK_FLAG_BYTE)
+        } else {
+            let start = context.pointee.start_time == noPTS ? 0 : context.pointee.start_time
+            ret = avformat_seek_file(context, -1, Int64.min, start, start, 0)
+        }
+        try check(ret, .demux, "cannot go back to the start of the source", as: .sourceUnreadable)
     }
 
     /// Whether the container's timestamps may jump (MPEG-TS and friends).

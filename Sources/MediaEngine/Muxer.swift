@@ -6,6 +6,8 @@ import KilnCore
 /// the one place timestamps are made legal for the muxer.
 final class Muxer {
     let context: UnsafeMutablePointer<AVFormatContext>
+    /// Held for as long as the context lives: C's interrupt callback reads its flag.
+    private let cancellation: Cancellation
     private var headerWritten = false
     private var finished = false
     /// Per output stream: last DTS written, to keep DTS strictly increasing.
@@ -16,6 +18,7 @@ final class Muxer {
     private(set) var repairedTimestamps = 0
 
     init(path: String, cancellation: Cancellation) throws(KilnError) {
+        self.cancellation = cancellation
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         try check(avformat_alloc_output_context2(&ctx, nil, "mp4", path), .mux, "cannot create the MP4 muxer")
         guard let ctx else { throw KilnError(.resourceLimit, stage: .mux, "cannot create the MP4 muxer") }

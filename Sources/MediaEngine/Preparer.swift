@@ -80,6 +80,15 @@ public enum Preparer {
     public static func prepare(source: String, plan: Plan, info: MediaInfo, output: String,
                                cancellation: Cancellation = Cancellation(),
                                progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
+        let opened = ProbedSource(demuxer: try Demuxer(path: source, cancellation: cancellation), info: info)
+        return try prepare(source: opened, plan: plan, output: output, cancellation: cancellation, progress: progress)
+    }
+
+    /// The same, reading a source `Prober.open` has already opened and analysed.
+    public static func prepare(source opened: ProbedSource, plan: Plan, output: String,
+                               cancellation: Cancellation = Cancellation(),
+                               progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
+        let source = opened.path, info = opened.info
         let clock = SystemClock()
         let started = clock.monotonicSeconds()
         let out = try AtomicOutput(destination: output)
@@ -89,12 +98,14 @@ public enum Preparer {
         let expected = expectedDuration(info: info, plan: plan)
         var outInfo: MediaInfo
 
+        let digest: (sha256: String, bytes: Int64)
         if plan.deliveryFormat == .original {
-            // The source is the artifact: copy its bytes as they are.
-            try copyFile(from: source, to: out.temporary, cancellation: cancellation, duration: info.durationSeconds, progress: progress)
+            // The source is the artifact: copy its bytes as they are, hashing as they go.
+            digest = try copyFile(from: source, to: out.temporary, cancellation: cancellation, duration: info.durationSeconds,
+                                  progress: progress)
             outInfo = info
         } else {
-            let demuxer = try Demuxer(path: source, cancellation: cancellation)
+            let demuxer = opened.demuxer
             var lanes: [Lane] = []
             if let v = plan.video {
                 guard let s = info.stream(v.sourceIndex), v.sourceIndex < demuxer.streamCount else {
@@ -128,10 +139,15 @@ public enum Preparer {
                 corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
             }
             try cancellation.check(.verify)
-            outInfo = try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: expected, cancellation: cancellation)
+            // Hashing (I/O and one core) and verification (decoding on the other) read the
+            // same finished file independently, so they run side by side.
+            let hashing = BackgroundDigest(path: out.temporary)
+            let verified = Result { () throws(KilnError) -> MediaInfo in
+                try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: expected, cancellation: cancellation)
+            }
+            digest = try hashing.wait()
+            outInfo = try verified.get()
         }
-        try cancellation.check(.finalize)
-        let digest = try AtomicOutput.digest(path: out.temporary)
         try cancellation.check(.finalize)
         try out.commit()
         let wall = clock.monotonicSeconds() - started
@@ -178,9 +194,10 @@ public enum Preparer {
             chapters: m.chapters.count, dropped: dropped)
     }
 
-    /// Copies a file's bytes (an `original` delivery), cancellable, with progress.
+    /// Copies a file's bytes (an `original` delivery), cancellable, with progress; returns
+    /// the SHA-256 and size of what was written.
     static func copyFile(from source: String, to destination: String, cancellation: Cancellation, duration: Double,
-                         progress: (JobProgress) -> Void) throws(KilnError) {
+                         progress: (JobProgress) -> Void) throws(KilnError) -> (sha256: String, bytes: Int64) {
         guard let input = FileHandle(forReadingAtPath: source) else {
             throw KilnError(.sourceUnreadable, stage: .open, "the source cannot be read")
         }
@@ -192,11 +209,13 @@ public enum Preparer {
         defer { try? output.close() }
         let total = (try? FileManager.default.attributesOfItem(atPath: source)[.size] as? NSNumber)?.doubleValue ?? 0
         var copied = 0.0
+        let hash = SHA256()
         do {
             while true {
                 try cancellation.check(.write)
                 guard let chunk = try input.read(upToCount: 4 << 20), !chunk.isEmpty else { break }
                 try output.write(contentsOf: chunk)
+                chunk.withUnsafeBytes { hash.update($0) }
                 copied += Double(chunk.count)
                 if total > 0 { progress(JobProgress(encodedSeconds: duration * copied / total, durationSeconds: duration, speed: 0)) }
             }
@@ -206,5 +225,6 @@ public enum Preparer {
             let code = (error as NSError).code
             throw KilnError(code == Int(ENOSPC) ? .diskFull : .ioError, stage: .write, "cannot copy the source: \(error.localizedDescription)")
         }
+        return (hash.hexDigest(), Int64(copied))
     }
 }

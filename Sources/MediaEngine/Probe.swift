@@ -10,13 +10,20 @@ public enum Prober {
 
     public static func probe(path: String, cancellation: Cancellation = Cancellation(),
                              fingerprint: Bool = true) throws(KilnError) -> MediaInfo {
+        try open(path: path, cancellation: cancellation, fingerprint: fingerprint).info
+    }
+
+    /// Probes and keeps the file open, rewound to its first packet, for a pipeline to
+    /// read: the one-shot command then analyses each source once, not twice.
+    public static func open(path: String, cancellation: Cancellation = Cancellation(),
+                            fingerprint: Bool = true) throws(KilnError) -> ProbedSource {
         let deadline = Deadline(seconds: deadlineSeconds, cancellation: cancellation)
         defer { deadline.disarm() }
         do {
             let demuxer = try Demuxer(path: path, cancellation: cancellation)
             var info = try describe(demuxer)
             if fingerprint { info.fingerprint = try SourceFingerprint.compute(path: path) }
-            return info
+            return ProbedSource(demuxer: demuxer, info: info)
         } catch {
             if error.code == .canceled && deadline.fired {
                 throw KilnError(.sourceUnreadable, stage: .probe,
@@ -179,7 +186,9 @@ public enum Prober {
         let packet = try Packet()
         var pts: [Int64] = []
         var rpu = false, el = false, reads = 0
-        av_seek_frame(demuxer.context, -1, 0, AVSEEK_FLAG_BACKWARD)
+        // No seek first: the packets find_stream_info read are still buffered and come
+        // back first. Afterwards the demuxer is rewound for the pipeline.
+        defer { _ = try? demuxer.rewind() }
         while pts.count < scanPacketLimit, reads < scanPacketLimit * 32 {
             reads += 1
             guard try demuxer.read(into: packet) else { break }
@@ -236,6 +245,18 @@ public enum Prober {
         let span = Double(sorted.last! - sorted.first!) * timeBase.seconds
         if !variable, span > 0 { return (Double(sorted.count - 1) / span, false) }
         return (1 / seconds, variable)
+    }
+}
+
+/// A probed source, still open: its `MediaInfo` and the demuxer a pipeline reads.
+public final class ProbedSource {
+    let demuxer: Demuxer
+    public let info: MediaInfo
+    public var path: String { demuxer.path }
+
+    init(demuxer: Demuxer, info: MediaInfo) {
+        self.demuxer = demuxer
+        self.info = info
     }
 }
 

@@ -6,7 +6,8 @@ import Planner
 /// Inputs shared by `plan` and `prepare`: the file, its probe, the presets and the plan.
 struct PlanInputs {
     let file: String
-    let info: MediaInfo
+    let source: ProbedSource
+    var info: MediaInfo { source.info }
     let presets: Presets
     let plan: Plan
 
@@ -16,8 +17,8 @@ struct PlanInputs {
         let quality = try Quality(parsing: q)
         presets = try PresetsLocation.load(args.values["--presets"])
         let caps = try CapsArgument.resolve(args.values["--caps"], presets: presets)
-        info = try Prober.probe(path: file, cancellation: cancellation, fingerprint: !args.flag("--no-fingerprint"))
-        plan = try Planner.plan(source: info, quality: quality, caps: caps, policy: .standard,
+        source = try Prober.open(path: file, cancellation: cancellation, fingerprint: !args.flag("--no-fingerprint"))
+        plan = try Planner.plan(source: source.info, quality: quality, caps: caps, policy: .standard,
                                 audioLanguage: args.values["--audio-language"], presets: presets)
     }
 }
@@ -86,7 +87,7 @@ enum PrepareCommand {
         let reporter = ProgressReporter(terminal: isatty(2) != 0 && !args.flag("--json"), jsonLines: args.flag("--progress-json"))
         let result: PrepareResult
         do {
-            result = try Preparer.prepare(source: inputs.file, plan: inputs.plan, info: inputs.info, output: output,
+            result = try Preparer.prepare(source: inputs.source, plan: inputs.plan, output: output,
                                           cancellation: cancellation, progress: reporter.report)
         } catch {
             reporter.clear()

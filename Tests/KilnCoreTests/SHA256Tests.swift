@@ -11,7 +11,7 @@ struct SHA256Tests {
         #expect(SHA256.hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
                 == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
         let million = [UInt8](repeating: UInt8(ascii: "a"), count: 1_000_000)
-        var chunked = SHA256()
+        let chunked = SHA256()
         var i = 0
         for size in [1, 63, 64, 65, 1000, 4096].cycled() {
             guard i < million.count else { break }

@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Kiln vs the ffmpeg command, side by side, on the same inputs in the same run.
+
+Remux: `prep-artifact prepare` (a plan that copies video and audio) against
+`ffmpeg -map 0:v:0 -map 0:a:0 -c copy -movflags +faststart`, A/B interleaved.
+Transcode: Kiln at a rung against the ffmpeg command given the exact encoder settings
+Kiln's plan reports (same scale/tone-map filters, same x264 options, same audio).
+Reports ratios (Kiln / ffmpeg) because these machines are shared and absolute times
+drift; writes bench/results/latest.json and docs/BENCHMARKS.md.
+
+QUICK=1 runs short inputs and fewer pairs (under two minutes).
+"""
+import datetime, json, os, platform, re, statistics, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUICK = os.environ.get("QUICK") == "1"
+BIN = os.path.join(ROOT, ".build", os.environ.get("CONFIG", "release"), "prep-artifact")
+CACHE = os.path.join(ROOT, "bench", "cache")
+PAIRS = 2 if QUICK else 5
+TRANSCODE_PAIRS = 1 if QUICK else 3
+SECONDS = 10 if QUICK else 60
+
+
+def sh(args, **kw):
+    return subprocess.run(args, check=True, capture_output=True, text=True, **kw)
+
+
+def timed_rss(args):
+    """Wall time and peak RSS of one child, read with os.wait4."""
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        try:
+            os.execvp(args[0], args)
+        finally:
+            os._exit(127)
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.monotonic() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(args)} failed with {os.waitstatus_to_exitcode(status)}")
+    return wall, usage.ru_maxrss / 1024.0
+
+
+def generate(name, args):
+    os.makedirs(CACHE, exist_ok=True)
+    path = os.path.join(CACHE, name)
+    if not os.path.exists(path):
+        tmp = path + ".tmp" + os.path.splitext(name)[1]
+        print(f"generating {name} …", file=sys.stderr)
+        sh(["ffmpeg", "-nostdin", "-v", "error", "-y"] + args + [tmp])
+        os.rename(tmp, path)
+    return path
+
+
+def inputs():
+    d = SECONDS
+    grain = "noise=alls=12:allf=t+u"
+    return {
+        "1080p24 H.264 8 Mb/s + AC-3 5.1 (MKV)": generate(f"h264-1080p-ac3-{d}s.mkv", [
+            "-f", "lavfi", "-i", f"testsrc2=size=1920x1080:rate=24,{grain}", "-f", "lavfi",
+            "-i", "sine=frequency=300:sample_rate=48000", "-t", str(d),
+            "-af", "pan=5.1|FL=c0|FR=c0|FC=c0|LFE=c0|BL=c0|BR=c0",
+            "-c:v", "libx264", "-preset", "veryfast", "-b:v", "8M", "-maxrate", "8M", "-bufsize", "16M",
+            "-c:a", "ac3", "-b:a", "448k"]),
+        "2160p HEVC 10-bit HDR10 (MKV)": generate(f"hevc-2160p-hdr10-{d // 2}s.mkv", [
+            "-f", "lavfi", "-i", f"testsrc2=size=3840x2160:rate=24,{grain}", "-f", "lavfi",
+            "-i", "sine=frequency=300:sample_rate=48000", "-t", str(d // 2 if not QUICK else 4),
+            "-pix_fmt", "yuv420p10le", "-c:v", "libx265", "-preset", "ultrafast",
+            "-x265-params", "log-level=error:hdr10=1:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc:max-cll=1000,400",
+            "-color_primaries", "bt2020", "-color_trc", "smpte2084", "-colorspace", "bt2020nc",
+            "-c:a", "eac3", "-b:a", "640k"]),
+        "480i MPEG-2 (TS)": generate(f"mpeg2-480i-{d // 2}s.ts", [
+            "-f", "lavfi", "-i", f"testsrc2=size=720x480:rate=60000/1001,{grain}", "-f", "lavfi",
+            "-i", "sine=frequency=300:sample_rate=48000", "-t", str(d // 2 if not QUICK else 5),
+            "-vf", "tinterlace=interleave_top,setfield=tff", "-flags", "+ildct+ilme", "-top", "1",
+            "-c:v", "mpeg2video", "-b:v", "6M", "-c:a", "mp2", "-b:a", "192k"]),
+    }
+
+
+def plan(path, quality, caps):
+    return json.loads(sh([BIN, "plan", path, "--quality", quality, "--caps", caps, "--json"]).stdout)
+
+
+def ffmpeg_transcode_args(src, p, out, probe):
+    """The ffmpeg command equivalent to Kiln's plan: same filters, same x264 settings."""
+    v, a = p["video"], p["audio"]
+    enc = v["encoder"]
+    fps = probe["frame_rate"]
+    filters = []
+    if v["deinterlace"]:
+        filters.append("bwdif=mode=send_frame:parity=auto:deint=all")
+    if v["tone_map"]:
+        # The same chain Kiln builds: scale in linear light first, then tone-map (hable).
+        filters.append(f"zscale=w={v['width']}:h={v['height']}:t=linear:npl=100,format=gbrpf32le,"
+                       "zscale=p=bt709,tonemap=tonemap=hable:desat=0,zscale=t=bt709:m=bt709:r=tv,format=yuv420p")
+    else:
+        filters.append(f"scale={v['width']}:{v['height']}:flags=bicubic,format=yuv420p")
+    args = ["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", src, "-map", f"0:{v['source_index']}"]
+    args += ["-vf", ",".join(filters), "-c:v", "libx264", "-preset", enc["preset"], "-crf", str(enc["crf"]),
+             "-maxrate", f"{enc['maxrate_kbps']}k", "-bufsize", f"{enc['bufsize_kbps']}k",
+             "-profile:v", enc["profile"], "-level", enc["level"], "-g", str(round(enc["gop_seconds"] * fps)),
+             "-pix_fmt", "yuv420p"]
+    if a:
+        args += ["-map", f"0:{a['source_index']}"]
+        if a["action"] == "copy":
+            args += ["-c:a", "copy"]
+        else:
+            args += ["-c:a", a["codec"], "-ac", str(a["channels"]), "-b:a", f"{a['bitrate_kbps']}k"]
+    return args + ["-movflags", "+faststart", out]
+
+
+def quality(out, src, p):
+    """PSNR and SSIM of an output against its source brought to the same size."""
+    v = p["video"]
+    ref = f"[1:v]scale={v['width']}:{v['height']}:flags=bicubic,format=yuv420p[ref]"
+    if v["tone_map"]:
+        ref = (f"[1:v]zscale=w={v['width']}:h={v['height']}:t=linear:npl=100,format=gbrpf32le,zscale=p=bt709,"
+               "tonemap=tonemap=hable:desat=0,zscale=t=bt709:m=bt709:r=tv,format=yuv420p[ref]")
+    if v["deinterlace"]:
+        ref = ref.replace("[1:v]", "[1:v]bwdif=mode=send_frame:deint=all,")
+    r = subprocess.run(["ffmpeg", "-nostdin", "-i", out, "-i", src, "-lavfi",
+                        f"{ref};[0:v]format=yuv420p[main];[main][ref]psnr;[0:v]null", "-f", "null", "-"],
+                       capture_output=True, text=True)
+    psnr = re.search(r"PSNR .* average:([0-9.inf]+)", r.stderr)
+    r2 = subprocess.run(["ffmpeg", "-nostdin", "-i", out, "-i", src, "-lavfi",
+                         f"{ref};[0:v]format=yuv420p[main];[main][ref]ssim", "-f", "null", "-"],
+                        capture_output=True, text=True)
+    ssim = re.search(r"SSIM .* All:([0-9.]+)", r2.stderr)
+    return (float(psnr.group(1)) if psnr else None, float(ssim.group(1)) if ssim else None)
+
+
+def bitrates(out):
+    """Average and peak (1 s window) video bitrate in kbit/s."""
+    r = sh(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time,size",
+            "-of", "csv=p=0", out]).stdout.split()
+    per_second = {}
+    total = 0
+    for line in r:
+        t, size = line.split(",")[:2]
+        try:
+            sec = int(float(t))
+        except ValueError:
+            continue
+        per_second[sec] = per_second.get(sec, 0) + int(size)
+        total += int(size)
+    dur = float(sh(["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", out]).stdout)
+    return total * 8 / dur / 1000, max(per_second.values()) * 8 / 1000
+
+
+def stats(xs):
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+
+def main():
+    if not os.path.exists(BIN):
+        sys.exit(f"{BIN} is missing: run make build")
+    tmp = tempfile.mkdtemp(prefix="kiln-bench-")
+    results = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "machine": {"cores": os.cpu_count(), "cpu": cpu_model(), "kernel": platform.release()},
+               "ffmpeg": sh(["ffmpeg", "-version"]).stdout.split("\n")[0], "quick": QUICK,
+               "remux": [], "transcode": []}
+    ins = inputs()
+    remux_caps = json.dumps({"containers": ["mp4"], "codecs_video": ["h264", "hevc"], "codecs_audio": ["aac", "ac3", "eac3"],
+                             "max_resolution": "4k", "hdr": True})
+    # Remux: interleaved A/B pairs.
+    for name, src in ins.items():
+        p = plan(src, "original", remux_caps)
+        if p["delivery_format"] != "remux":
+            continue
+        k_wall, k_rss, f_wall, f_rss = [], [], [], []
+        for i in range(PAIRS):
+            for who in (("kiln", "ffmpeg") if i % 2 == 0 else ("ffmpeg", "kiln")):
+                out = os.path.join(tmp, f"remux-{who}.mp4")
+                if who == "kiln":
+                    w, r = timed_rss([BIN, "prepare", src, "--quality", "original", "--caps", remux_caps, "--output", out])
+                    k_wall.append(w); k_rss.append(r)
+                else:
+                    w, r = timed_rss(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", src, "-map", "0:v:0", "-map", "0:a:0",
+                                      "-c", "copy", "-movflags", "+faststart", out])
+                    f_wall.append(w); f_rss.append(r)
+        row = {"input": name, "kiln_wall": stats(k_wall), "ffmpeg_wall": stats(f_wall), "kiln_rss_mib": stats(k_rss),
+               "ffmpeg_rss_mib": stats(f_rss),
+               "wall_ratio": statistics.median(k_wall) / statistics.median(f_wall),
+               "rss_ratio": statistics.median(k_rss) / statistics.median(f_rss)}
+        results["remux"].append(row)
+        print(f"remux {name}: wall {row['wall_ratio']:.2f}x  rss {row['rss_ratio']:.2f}x", file=sys.stderr)
+
+    # Transcode at each rung the ladder uses for the input.
+    rungs = ["5mbps"] if QUICK else ["10mbps", "5mbps", "2mbps"]
+    for name, src in ins.items():
+        probe = json.loads(sh([BIN, "probe", src, "--json"]).stdout)
+        vprobe = next(s for s in probe["streams"] if s["type"] == "video")
+        for q in rungs:
+            p = plan(src, q, "ios")
+            if p["delivery_format"] != "transcode" or not p["video"] or p["video"]["action"] != "transcode":
+                continue
+            k_wall, f_wall = [], []
+            kout, fout = os.path.join(tmp, "tx-kiln.mp4"), os.path.join(tmp, "tx-ffmpeg.mp4")
+            for i in range(TRANSCODE_PAIRS):
+                for who in (("kiln", "ffmpeg") if i % 2 == 0 else ("ffmpeg", "kiln")):
+                    if who == "kiln":
+                        w, _ = timed_rss([BIN, "prepare", src, "--quality", q, "--caps", "ios", "--output", kout])
+                        k_wall.append(w)
+                    else:
+                        w, _ = timed_rss(ffmpeg_transcode_args(src, p, fout, vprobe))
+                        f_wall.append(w)
+            kq, fq = quality(kout, src, p), quality(fout, src, p)
+            kb, fb = bitrates(kout), bitrates(fout)
+            row = {"input": name, "quality": q, "size": f"{p['video']['width']}x{p['video']['height']}",
+                   "tone_map": p["video"]["tone_map"], "encoder": p["video"]["encoder"],
+                   "kiln_wall": stats(k_wall), "ffmpeg_wall": stats(f_wall),
+                   "wall_ratio": statistics.median(k_wall) / statistics.median(f_wall),
+                   "size_ratio": os.path.getsize(kout) / os.path.getsize(fout),
+                   "kiln_psnr": kq[0], "ffmpeg_psnr": fq[0], "kiln_ssim": kq[1], "ffmpeg_ssim": fq[1],
+                   "kiln_avg_kbps": kb[0], "kiln_peak_kbps": kb[1], "ffmpeg_avg_kbps": fb[0],
+                   "budget_kbps": p["video"]["bitrate_kbps"], "bufsize_kbps": p["video"]["encoder"]["bufsize_kbps"]}
+            results["transcode"].append(row)
+            print(f"transcode {name} {q}: wall {row['wall_ratio']:.2f}x size {row['size_ratio']:.2f}x "
+                  f"PSNR {kq[0]} vs {fq[0]}", file=sys.stderr)
+
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench", "results", "quick.json" if QUICK else "latest.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    if not QUICK:
+        write_markdown(results)
+    print(markdown_tables(results))
+
+
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def fmt(s):
+    return f"{s['median']:.2f} ({s['min']:.2f}–{s['max']:.2f})"
+
+
+def markdown_tables(r):
+    lines = ["### Remux (Kiln `prepare`, verified, vs `ffmpeg -c copy -movflags +faststart`)", "",
+             "| input | Kiln s | ffmpeg s | wall ratio | Kiln RSS MiB | ffmpeg RSS MiB | RSS ratio |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for x in r["remux"]:
+        lines.append(f"| {x['input']} | {fmt(x['kiln_wall'])} | {fmt(x['ffmpeg_wall'])} | {x['wall_ratio']:.2f} | "
+                     f"{fmt(x['kiln_rss_mib'])} | {fmt(x['ffmpeg_rss_mib'])} | {x['rss_ratio']:.2f} |")
+    lines += ["", "### Transcode (same encoder settings)", "",
+              "| input | rung | size | Kiln s | ffmpeg s | wall ratio | size ratio | PSNR Kiln / ffmpeg | SSIM Kiln / ffmpeg | avg / peak kbit/s (budget, VBV) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for x in r["transcode"]:
+        lines.append(f"| {x['input']} | {x['quality']} | {x['size']}{' tone-mapped' if x['tone_map'] else ''} | "
+                     f"{fmt(x['kiln_wall'])} | {fmt(x['ffmpeg_wall'])} | {x['wall_ratio']:.2f} | {x['size_ratio']:.3f} | "
+                     f"{x['kiln_psnr']} / {x['ffmpeg_psnr']} | {x['kiln_ssim']} / {x['ffmpeg_ssim']} | "
+                     f"{x['kiln_avg_kbps']:.0f} / {x['kiln_peak_kbps']:.0f} ({x['budget_kbps']}, {x['bufsize_kbps']}) |")
+    return "\n".join(lines)
+
+
+def write_markdown(r):
+    m = r["machine"]
+    text = f"""# Benchmarks
+
+Produced by `make bench` on {r['date']} — {m['cores']} cores, {m['cpu']}, {r['ffmpeg']}.
+Medians with (min–max) over interleaved A/B runs; ratios are Kiln ÷ ffmpeg, so below
+1.00 means Kiln is faster or smaller. Kiln's remux time includes what the ffmpeg
+command does not do: verification (reopen, decode the first and last second), SHA-256
+of the output, fsync and rename.
+
+Goals: remux ≤ 1.0× ffmpeg's wall time and RSS; transcode ≤ 1.03× ffmpeg's time at
+identical settings with PSNR within 0.1 dB; average bitrate ≤ the rung's video budget,
+one-second peaks within the VBV buffer.
+
+{markdown_tables(r)}
+"""
+    os.makedirs(os.path.join(ROOT, "docs"), exist_ok=True)
+    with open(os.path.join(ROOT, "docs", "BENCHMARKS.md"), "w") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()
