@@ -12,7 +12,9 @@ QUALITY ?= 2mbps
 CAPS ?= ios
 OUT ?= var/artifacts/$(basename $(notdir $(FILE))).$(QUALITY).mp4
 
-.PHONY: deps build test run bench bench-quick clean
+.PHONY: deps build test run bench bench-quick install clean
+
+PREFIX ?= /usr/local
 
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -38,6 +40,13 @@ bench: build
 
 bench-quick: build
 	QUICK=1 bench/run.sh
+
+# Installs the command and its presets where it looks for them (PREFIX/share/kiln/Presets).
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/kiln
+	install -m 755 $(BIN)/prep-artifact $(DESTDIR)$(PREFIX)/bin/prep-artifact
+	rm -rf $(DESTDIR)$(PREFIX)/share/kiln/Presets
+	cp -R Presets $(DESTDIR)$(PREFIX)/share/kiln/Presets
 
 clean:
 	rm -rf .build var bench/cache

@@ -3,8 +3,8 @@
 
 Remux: `prep-artifact prepare` (a plan that copies video and audio) against
 `ffmpeg -map 0:v:0 -map 0:a:0 -c copy -movflags +faststart`, A/B interleaved.
-Transcode: Kiln at a rung against the ffmpeg command given the exact encoder settings
-Kiln's plan reports (same scale/tone-map filters, same x264 options, same audio).
+Transcode: Kiln at a rung against the ffmpeg command Kiln reports as equivalent
+(`stats.ffmpeg_equivalent`: the same filter chain, x264 options, audio and mapping).
 Reports ratios (Kiln / ffmpeg) because these machines are shared and absolute times
 drift; writes bench/results/latest.json and docs/BENCHMARKS.md.
 
@@ -84,32 +84,13 @@ def plan(path, quality, caps):
     return json.loads(sh([BIN, "plan", path, "--quality", quality, "--caps", caps, "--json"]).stdout)
 
 
-def ffmpeg_transcode_args(src, p, out, probe):
-    """The ffmpeg command equivalent to Kiln's plan: same filters, same x264 settings."""
-    v, a = p["video"], p["audio"]
-    enc = v["encoder"]
-    fps = probe["frame_rate"]
-    filters = []
-    if v["deinterlace"]:
-        filters.append("bwdif=mode=send_frame:parity=auto:deint=all")
-    if v["tone_map"]:
-        # The same chain Kiln builds: scale in linear light first, then tone-map (hable).
-        filters.append(f"zscale=w={v['width']}:h={v['height']}:t=linear:npl=100,format=gbrpf32le,"
-                       "zscale=p=bt709,tonemap=tonemap=hable:desat=0,zscale=t=bt709:m=bt709:r=tv,format=yuv420p")
-    else:
-        filters.append(f"scale={v['width']}:{v['height']}:flags=bicubic,format=yuv420p")
-    args = ["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", src, "-map", f"0:{v['source_index']}"]
-    args += ["-vf", ",".join(filters), "-c:v", "libx264", "-preset", enc["preset"], "-crf", str(enc["crf"]),
-             "-maxrate", f"{enc['maxrate_kbps']}k", "-bufsize", f"{enc['bufsize_kbps']}k",
-             "-profile:v", enc["profile"], "-level", enc["level"], "-g", str(round(enc["gop_seconds"] * fps)),
-             "-pix_fmt", "yuv420p"]
-    if a:
-        args += ["-map", f"0:{a['source_index']}"]
-        if a["action"] == "copy":
-            args += ["-c:a", "copy"]
-        else:
-            args += ["-c:a", a["codec"], "-ac", str(a["channels"]), "-b:a", f"{a['bitrate_kbps']}k"]
-    return args + ["-movflags", "+faststart", out]
+def ffmpeg_equivalent(src, quality, caps, out):
+    """The ffmpeg command Kiln reports as equivalent to its run (same filter chain, same
+    x264 and audio options, same mapping), from one Kiln run's JSON."""
+    r = json.loads(sh([BIN, "prepare", src, "--quality", quality, "--caps", caps, "--output", out, "--json"]).stdout)
+    args = r["stats"]["ffmpeg_equivalent"]
+    args[-1] = out + ".ffmpeg.mp4"
+    return ["ffmpeg", "-nostdin", "-v", "error", "-y"] + args[1:], r
 
 
 def quality(out, src, p):
@@ -121,6 +102,8 @@ def quality(out, src, p):
                "tonemap=tonemap=hable:desat=0,zscale=t=bt709:m=bt709:r=tv,format=yuv420p[ref]")
     if v["deinterlace"]:
         ref = ref.replace("[1:v]", "[1:v]bwdif=mode=send_frame:deint=all,")
+    if v["rotation"]:
+        ref = ref.replace("[ref]", {90: ",transpose=clock", 180: ",hflip,vflip", 270: ",transpose=cclock"}[v["rotation"]] + "[ref]")
     r = subprocess.run(["ffmpeg", "-nostdin", "-i", out, "-i", src, "-lavfi",
                         f"{ref};[0:v]format=yuv420p[main];[main][ref]psnr;[0:v]null", "-f", "null", "-"],
                        capture_output=True, text=True)
@@ -191,26 +174,26 @@ def main():
     # Transcode at each rung the ladder uses for the input.
     rungs = ["5mbps"] if QUICK else ["10mbps", "5mbps", "2mbps"]
     for name, src in ins.items():
-        probe = json.loads(sh([BIN, "probe", src, "--json"]).stdout)
-        vprobe = next(s for s in probe["streams"] if s["type"] == "video")
         for q in rungs:
             p = plan(src, q, "ios")
             if p["delivery_format"] != "transcode" or not p["video"] or p["video"]["action"] != "transcode":
                 continue
             k_wall, f_wall = [], []
-            kout, fout = os.path.join(tmp, "tx-kiln.mp4"), os.path.join(tmp, "tx-ffmpeg.mp4")
+            kout = os.path.join(tmp, "tx-kiln.mp4")
+            ffmpeg_args, _ = ffmpeg_equivalent(src, q, "ios", kout)
+            fout = ffmpeg_args[-1]
             for i in range(TRANSCODE_PAIRS):
                 for who in (("kiln", "ffmpeg") if i % 2 == 0 else ("ffmpeg", "kiln")):
                     if who == "kiln":
                         w, _ = timed_rss([BIN, "prepare", src, "--quality", q, "--caps", "ios", "--output", kout])
                         k_wall.append(w)
                     else:
-                        w, _ = timed_rss(ffmpeg_transcode_args(src, p, fout, vprobe))
+                        w, _ = timed_rss(ffmpeg_args)
                         f_wall.append(w)
             kq, fq = quality(kout, src, p), quality(fout, src, p)
             kb, fb = bitrates(kout), bitrates(fout)
             row = {"input": name, "quality": q, "size": f"{p['video']['width']}x{p['video']['height']}",
-                   "tone_map": p["video"]["tone_map"], "encoder": p["video"]["encoder"],
+                   "tone_map": p["video"]["tone_map"], "encoder": p["video"]["encoder"], "ffmpeg_command": " ".join(ffmpeg_args),
                    "kiln_wall": stats(k_wall), "ffmpeg_wall": stats(f_wall),
                    "wall_ratio": statistics.median(k_wall) / statistics.median(f_wall),
                    "size_ratio": os.path.getsize(kout) / os.path.getsize(fout),

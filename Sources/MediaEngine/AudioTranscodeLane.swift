@@ -50,6 +50,12 @@ final class AudioTranscodeLane: Lane {
         return s
     }
 
+    var ffmpegEquivalent: [String] {
+        let o = outputIndex
+        return ["-map", "0:\(inputIndex)", "-c:\(o)", plan.codec, "-b:\(o)", "\(plan.bitrateKbps)k", "-ac:\(o)", String(plan.channels)]
+            + (encoder.map { ["-ar:\(o)", String($0.context.pointee.sample_rate)] } ?? [])
+    }
+
     func prepare(muxer: Muxer) throws(KilnError) {
         let plan = self.plan
         let par = inputStream.pointee.codecpar!

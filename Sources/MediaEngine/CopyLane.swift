@@ -23,6 +23,11 @@ final class CopyLane: Lane {
         isVideo = input.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
     }
 
+    var ffmpegEquivalent: [String] {
+        let tag = input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_HEVC ? ["-tag:\(outputIndex)", "hvc1"] : []
+        return ["-map", "0:\(inputIndex)", "-c:\(outputIndex)", "copy"] + tag
+    }
+
     func prepare(muxer: Muxer) throws(KilnError) {
         let out = try muxer.addStream()
         outputIndex = out.pointee.index

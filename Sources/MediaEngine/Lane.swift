@@ -19,6 +19,9 @@ protocol Lane: AnyObject {
     func finish(muxer: Muxer) throws(KilnError)
     /// Counters reported in the result (concealed corrupt packets, dropped frames, …).
     var stats: LaneStats { get }
+    /// The ffmpeg command options that make the same output stream (after `prepare`):
+    /// every setting that shapes it, so anyone can reproduce and compare the work.
+    var ffmpegEquivalent: [String] { get }
 }
 
 public struct LaneStats: Sendable, Codable, Equatable {

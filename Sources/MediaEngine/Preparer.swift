@@ -62,8 +62,12 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     public var corruptPackets: Int
     /// Packets whose timestamps were missing or out of order and were repaired.
     public var repairedTimestamps: Int
+    /// The ffmpeg command that makes the same streams with the same settings (filters,
+    /// encoder options, mapping), to reproduce or compare the work; nil for `original`.
+    public var ffmpegEquivalent: [String]?
     enum CodingKeys: String, CodingKey {
         case wallSeconds = "wall_seconds", speed, corruptPackets = "corrupt_packets", repairedTimestamps = "repaired_timestamps"
+        case ffmpegEquivalent = "ffmpeg_equivalent"
     }
 }
 
@@ -95,6 +99,7 @@ public enum Preparer {
         defer { out.discard() }
         EngineLog.reset()
         var corrupt = 0, repaired = 0
+        var equivalent: [String]? = nil
         let expected = expectedDuration(info: info, plan: plan)
         var outInfo: MediaInfo
 
@@ -137,6 +142,9 @@ public enum Preparer {
                              cancellation: cancellation, onProgress: progress).run()
                 repaired = muxer.repairedTimestamps
                 corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
+                equivalent = ["ffmpeg", "-i", source] + lanes.flatMap(\.ffmpegEquivalent)
+                    + (demuxer.context.pointee.nb_chapters > 0 ? [] : ["-map_chapters", "-1"])
+                    + ["-movflags", "+faststart", output]
             }
             try cancellation.check(.verify)
             // Hashing (I/O and one core) and verification (decoding on the other) read the
@@ -154,7 +162,7 @@ public enum Preparer {
         return PrepareResult(
             output: describe(outInfo, path: output, digest: digest, plan: plan, source: info),
             stats: PrepareStats(wallSeconds: wall, speed: info.durationSeconds / max(wall, 1e-3),
-                                corruptPackets: corrupt, repairedTimestamps: repaired))
+                                corruptPackets: corrupt, repairedTimestamps: repaired, ffmpegEquivalent: equivalent))
     }
 
     /// The duration the output must have: the longest of the kept audio and video

@@ -32,6 +32,8 @@ final class SubtitleLane: Lane {
         if encoder != nil { avcodec_free_context(&encoder) }
     }
 
+    var ffmpegEquivalent: [String] { ["-map", "0:\(inputIndex)", "-c:\(outputIndex)", "mov_text"] }
+
     func prepare(muxer: Muxer) throws(KilnError) {
         guard let codec = avcodec_find_encoder(AV_CODEC_ID_MOV_TEXT), let enc = avcodec_alloc_context3(codec) else {
             throw KilnError(.internalError, stage: .encode, "the mov_text encoder is missing")

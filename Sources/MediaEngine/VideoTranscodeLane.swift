@@ -65,9 +65,28 @@ final class VideoTranscodeLane: Lane {
         return s
     }
 
+    /// Keyframe interval in frames, and the closest scene-cut keyframes may come.
+    private var keyint: Int { max(1, Int((settings.gopSeconds * frameRate.seconds).rounded())) }
+    private var keyintMin: Int { max(1, min(Int(frameRate.seconds.rounded()), keyint / 2)) }
+
+    var ffmpegEquivalent: [String] {
+        let o = outputIndex, s = settings
+        var args = ["-map", "0:\(inputIndex)"]
+        if let graph { args += ["-filter:\(o)", graph.description] }
+        args += ["-c:\(o)", s.name, "-preset:\(o)", s.preset, "-crf:\(o)", String(s.crf),
+                 "-maxrate:\(o)", "\(s.maxrateKbps)k", "-bufsize:\(o)", "\(s.bufsizeKbps)k",
+                 "-profile:\(o)", s.profile, "-level:\(o)", s.level, "-g:\(o)", String(keyint),
+                 "-keyint_min:\(o)", String(keyintMin), "-r:\(o)", "\(frameRate.num)/\(frameRate.den)",
+                 "-pix_fmt:\(o)", s.pixFmt]
+        if let p = string(av_color_primaries_name(color.primaries)) { args += ["-color_primaries:\(o)", p] }
+        if let t = string(av_color_transfer_name(color.transfer)) { args += ["-color_trc:\(o)", t] }
+        if let m = string(av_color_space_name(color.matrix)) { args += ["-colorspace:\(o)", m] }
+        return args + ["-color_range:\(o)", "tv"]
+    }
+
     func prepare(muxer: Muxer) throws(KilnError) {
         let plan = self.plan, settings = self.settings, color = self.color, frameRate = self.frameRate
-        let keyint = max(1, Int((settings.gopSeconds * frameRate.seconds).rounded()))
+        let keyint = self.keyint, keyintMin = self.keyintMin
         let encoder = try Encoder(name: settings.name, options: [
             ("preset", settings.preset),
             ("crf", String(settings.crf)),
@@ -85,7 +104,7 @@ final class VideoTranscodeLane: Lane {
             ctx.pointee.time_base = av_inv_q(frameRate)
             ctx.pointee.gop_size = Int32(keyint)
             // Scene-cut keyframes no closer than a second (x264 caps this at keyint/2 + 1).
-            ctx.pointee.keyint_min = Int32(max(1, min(Int(frameRate.seconds.rounded()), keyint / 2)))
+            ctx.pointee.keyint_min = Int32(keyintMin)
             ctx.pointee.rc_max_rate = Int64(settings.maxrateKbps) * 1000
             ctx.pointee.rc_buffer_size = Int32(clamping: Int64(settings.bufsizeKbps) * 1000)
             ctx.pointee.thread_count = 0
