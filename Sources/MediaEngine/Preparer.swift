@@ -127,11 +127,10 @@ public enum Preparer {
                                                : try AudioTranscodeLane(demuxer: demuxer, plan: a, source: s))
             }
             for sub in plan.subtitles where sub.action == .convert {
-                guard let s = info.stream(sub.sourceIndex), sub.sourceIndex < demuxer.streamCount else {
+                guard info.stream(sub.sourceIndex) != nil, sub.sourceIndex < demuxer.streamCount else {
                     throw KilnError(.planUnsupported, stage: .plan, "the plan's subtitle stream \(sub.sourceIndex) is not in the source")
                 }
-                lanes.append(s.codec == "mov_text" ? CopyLane(demuxer: demuxer, index: sub.sourceIndex)
-                                                   : try SubtitleLane(demuxer: demuxer, index: sub.sourceIndex))
+                lanes.append(try SubtitleLane(demuxer: demuxer, plan: sub))
             }
             guard !lanes.isEmpty else {
                 throw KilnError(.planUnsupported, stage: .plan, "the plan keeps no stream")

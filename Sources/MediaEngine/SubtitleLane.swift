@@ -11,9 +11,12 @@ final class SubtitleLane: Lane {
     private let decoder: UnsafeMutablePointer<AVCodecContext>
     private var encoder: UnsafeMutablePointer<AVCodecContext>?
     private(set) var stats = LaneStats()
+    private let plan: SubtitlePlan
     private static let timeBase = AVRational(num: 1, den: 1000)
 
-    init(demuxer: Demuxer, index: Int) throws(KilnError) {
+    init(demuxer: Demuxer, plan: SubtitlePlan) throws(KilnError) {
+        let index = plan.sourceIndex
+        self.plan = plan
         inputIndex = Int32(index)
         input = demuxer.stream(index)
         let par = input.pointee.codecpar!
@@ -56,6 +59,9 @@ final class SubtitleLane: Lane {
         try check(avcodec_parameters_from_context(out.pointee.codecpar, enc), .mux, "cannot set subtitle parameters")
         out.pointee.time_base = SubtitleLane.timeBase
         copyStreamMetadata(from: input, to: out)
+        // The plan has the last word on what a player shows in its subtitle menu.
+        if let language = plan.language { av_dict_set(&out.pointee.metadata, "language", language, 0) }
+        if plan.forced { out.pointee.disposition |= AV_DISPOSITION_FORCED } else { out.pointee.disposition &= ~AV_DISPOSITION_FORCED }
     }
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {

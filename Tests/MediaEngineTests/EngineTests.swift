@@ -98,3 +98,71 @@ struct SharedMediaTests {
         }
     }
 }
+
+@Suite("remux keeps what players need")
+struct RemuxMetadataTests {
+    func remux(_ name: String, adjust: (inout Plan) -> Void = { _ in }) throws -> (String, URL) {
+        let path = Media.shared(name)
+        let info = try Prober.probe(path: path)
+        var plan = try #require(EnginePlans.remux(info))
+        adjust(&plan)
+        let dir = Media.scratch("meta")
+        let out = dir.appendingPathComponent("out.mp4").path
+        _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+        return (out, dir)
+    }
+
+    func sideData(_ path: String) throws -> String {
+        try Run.command("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_streams", path]).stdout
+    }
+
+    @Test("Dolby Vision profile 8 keeps its configuration record and the hvc1 tag")
+    func dolbyVision() throws {
+        let (out, dir) = try remux("sp_sparks_dovi_8.mp4")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let s = try sideData(out)
+        #expect(s.contains("codec_tag_string=hvc1"))
+        #expect(s.contains("DOVI configuration record"))
+        #expect(s.contains("dv_profile=8"))
+        #expect(try Prober.probe(path: out).videoStreams.first?.dolbyVision?.profile == 8)
+    }
+
+    @Test("a rotated phone video keeps its display matrix")
+    func rotation() throws {
+        let (out, dir) = try remux("mb_rotate-buck-bunny.mp4")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try sideData(out).contains("rotation=-90"))
+        #expect(try Prober.probe(path: out).videoStreams.first?.rotation == 90)
+    }
+
+    @Test("chapters and their titles are carried")
+    func chapters() throws {
+        let (out, dir) = try remux("ax_sample_with_chapters.mkv")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let info = try Prober.probe(path: out)
+        #expect(info.chapters.map(\.title) == ["Chapter 1", "Chapter 2"])
+        #expect(abs((info.chapters.last?.startSeconds ?? 0) - 2) < 0.05)
+    }
+
+    @Test("SubRip becomes mov_text with its language, title and forced flag; PGS is dropped and reported")
+    func subtitles() throws {
+        let (out, dir) = try remux("ax_sample_with_srt.mkv") { plan in plan.subtitles[0].forced = true }
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let subs = try FFprobe(out).streams("subtitle")
+        #expect(subs.count == 1)
+        #expect(subs.first?["codec_name"]?.string == "mov_text")
+        #expect(subs.first?["tags"]?["language"]?.string == "eng")
+        #expect(subs.first?["disposition"]?["forced"]?.int == 1)
+        let text = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:s:0", "-f", "srt", "-"]).stdout
+        #expect(!text.isEmpty, "the cues survive as text")
+
+        let pgs = Media.shared("ax_sample_with_pgs_subtitles.mkv")
+        let info = try Prober.probe(path: pgs)
+        let plan = try #require(EnginePlans.remux(info))
+        let dir2 = Media.scratch("pgs")
+        defer { try? FileManager.default.removeItem(at: dir2) }
+        let result = try Preparer.prepare(source: pgs, plan: plan, info: info, output: dir2.appendingPathComponent("o.mp4").path)
+        #expect(result.output.subtitles.isEmpty)
+        #expect(result.output.dropped.contains { $0.type == "subtitle" && $0.codec == "hdmv_pgs_subtitle" && $0.reason == "subtitle_bitmap" })
+    }
+}
