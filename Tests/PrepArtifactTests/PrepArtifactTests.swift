@@ -147,3 +147,41 @@ struct CommandLineTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
     }
 }
+
+@Suite("memory does not grow with the file")
+struct MemoryTests {
+    /// The same picture and sound, 10 s and 80 s long.
+    static func clip(_ seconds: Int) throws -> String {
+        try Media.generated("mem-\(seconds)s.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+            "-t", String(seconds), "-c:v", "libx264", "-preset", "ultrafast", "-g", "50", "-c:a", "ac3", "-b:a", "192k"])
+    }
+
+    @Test("a remux's peak memory is the same for a file eight times longer")
+    func remuxIsFlat() throws {
+        let dir = Media.scratch("mem")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var peaks: [Int] = []
+        for seconds in [10, 80] {
+            let r = try Run.peakMemory(Command.binary, ["prepare", try Self.clip(seconds), "--quality", "original", "--caps", "web",
+                                                          "--output", dir.appendingPathComponent("r\(seconds).mp4").path])
+            #expect(r.status == 0)
+            peaks.append(r.maxRSSKiB)
+        }
+        #expect(Double(peaks[1]) < Double(peaks[0]) * 1.15 + 4096, "peak RSS \(peaks[0]) KiB for 10 s, \(peaks[1]) KiB for 80 s")
+    }
+
+    @Test("a transcode's peak memory is bounded, not proportional to length")
+    func transcodeIsBounded() throws {
+        let dir = Media.scratch("mem-tx")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var peaks: [Int] = []
+        for seconds in [10, 80] {
+            let r = try Run.peakMemory(Command.binary, ["prepare", try Self.clip(seconds), "--quality", "1mbps", "--caps", "web",
+                                                          "--output", dir.appendingPathComponent("t\(seconds).mp4").path])
+            #expect(r.status == 0)
+            peaks.append(r.maxRSSKiB)
+        }
+        #expect(Double(peaks[1]) < Double(peaks[0]) * 1.15 + 8192, "peak RSS \(peaks[0]) KiB for 10 s, \(peaks[1]) KiB for 80 s")
+    }
+}

@@ -43,7 +43,9 @@ public enum Media {
         let tmp = dir.appendingPathComponent(".tmp-\(UUID().uuidString)-\(name)").path
         let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + ffmpegArgs + [tmp])
         guard r.status == 0 else { throw TestFailure("ffmpeg could not generate \(name): \(r.stderr)") }
-        try FileManager.default.moveItem(atPath: tmp, toPath: path)
+        // Tests run in parallel: another may have made the same file meanwhile; rename(2)
+        // replaces it atomically with identical content.
+        guard rename(tmp, path) == 0 else { throw TestFailure("cannot move \(tmp) into place") }
         return path
     }
 }
@@ -141,5 +143,27 @@ public enum Binaries {
             if FileManager.default.isExecutableFile(atPath: p) { return p }
         }
         return bundleDir.appendingPathComponent(name).path
+    }
+}
+
+extension Run {
+    /// Runs a command and returns its exit status and peak resident memory (KiB), read with
+    /// wait4 for this child alone.
+    public static func peakMemory(_ path: String, _ args: [String]) throws -> (status: Int32, maxRSSKiB: Int) {
+        var pid: pid_t = 0
+        let argv = ([path] + args).map { strdup($0) } + [nil]
+        defer { for a in argv { free(a) } }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        guard rc == 0 else { throw TestFailure("cannot start \(path): \(rc)") }
+        var status: Int32 = 0
+        var usage = rusage()
+        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+        let exit = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        return (exit, Int(usage.ru_maxrss))
     }
 }
