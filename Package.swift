@@ -24,12 +24,21 @@ let package = Package(
         .target(name: "KilnCore", dependencies: ["CCrypto"]),
         .target(name: "MediaEngine", dependencies: ["CFFmpeg", "KilnCore"]),
         .target(name: "Planner", dependencies: ["KilnCore"]),
-        .executableTarget(name: "prep-artifact", dependencies: ["MediaEngine", "Planner", "KilnCore"]),
+        // The farm: durable state (Store, SQLite behind a protocol) and the scheduler,
+        // runners, retries, garbage collection and events over it (Farm).
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .target(name: "Store", dependencies: ["CSQLite", "KilnCore"]),
+        .target(name: "Farm", dependencies: ["Store", "Planner", "KilnCore"]),
+        // prctl and friends, for child processes that must not outlive the daemon.
+        .target(name: "CProcess"),
+        .executableTarget(name: "prep-artifact", dependencies: ["MediaEngine", "Planner", "KilnCore", "CProcess"]),
         // Test helpers shared by the test targets: the real media, ffprobe, child processes.
         .target(name: "KilnTestSupport", dependencies: ["KilnCore"], path: "Tests/TestSupport"),
         .testTarget(name: "KilnCoreTests", dependencies: ["KilnCore"]),
         .testTarget(name: "PlannerTests", dependencies: ["Planner", "KilnCore"]),
         .testTarget(name: "MediaEngineTests", dependencies: ["MediaEngine", "Planner", "KilnCore", "KilnTestSupport"]),
+        .testTarget(name: "StoreTests", dependencies: ["Store", "KilnCore"]),
+        .testTarget(name: "FarmTests", dependencies: ["Farm", "Store", "Planner", "KilnCore", "KilnTestSupport", "prep-artifact"]),
         .testTarget(name: "PrepArtifactTests", dependencies: ["prep-artifact", "KilnCore", "KilnTestSupport"]),
     ]
 )

@@ -12,6 +12,7 @@ enum CommandLineTool {
     """
 
     static func run(_ args: [String]) -> Int32 {
+        ChildSetup.apply()
         guard let command = args.first else {
             FileHandle.standardError.write(Data((usage + "\n").utf8))
             return 2
