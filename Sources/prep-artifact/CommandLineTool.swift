@@ -9,6 +9,7 @@ enum CommandLineTool {
            prep-artifact plan FILE --quality Q [--caps FILE|NAME] [--audio-language LANG] [--json]
            prep-artifact prepare FILE --quality Q [--caps FILE|NAME] [--audio-language LANG] --output OUT [--json] [--progress-json]
            prep-artifact presets [--json]
+           prep-artifact run FILE --plan FILE|- --output OUT [--json] [--progress-json]   (the daemon's job child)
     """
 
     static func run(_ args: [String]) -> Int32 {
@@ -27,6 +28,7 @@ enum CommandLineTool {
             case "probe": return try ProbeCommand.run(parsed)
             case "plan": return try PlanCommand.run(parsed)
             case "prepare": return try PrepareCommand.run(parsed)
+            case "run": return try PrepareCommand.runPlan(parsed)
             case "presets": return try PresetsCommand.run(parsed)
             case "-h", "--help", "help":
                 print(usage); return 0
@@ -58,7 +60,7 @@ enum CommandLineTool {
 
 /// Flags and positional arguments, checked up front so a typo is a usage error (exit 2).
 struct Arguments {
-    static let valueFlags: Set<String> = ["--quality", "--caps", "--output", "--audio-language", "--presets"]
+    static let valueFlags: Set<String> = ["--quality", "--caps", "--output", "--audio-language", "--presets", "--plan"]
     static let booleanFlags: Set<String> = ["--json", "--progress-json", "--verbose", "--no-fingerprint"]
 
     var positional: [String] = []

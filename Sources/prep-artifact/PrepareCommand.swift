@@ -84,6 +84,31 @@ enum PrepareCommand {
         let signals = SignalWatcher(cancellation: cancellation)
         defer { signals.stop() }
         let inputs = try PlanInputs(args, cancellation: cancellation)
+        return try execute(source: inputs.source, plan: inputs.plan, output: output, args: args,
+                           cancellation: cancellation, signals: signals)
+    }
+
+    /// `prep-artifact run FILE --plan FILE|- --output OUT`: carries out a plan made
+    /// elsewhere (the daemon's), so the artifact is exactly the one its key names even if
+    /// the presets on disk changed since. This is how the daemon runs each job.
+    static func runPlan(_ args: Arguments) throws(KilnError) -> Int32 {
+        guard let output = args.values["--output"] else { throw KilnError(.usage, stage: .request, "--output is required") }
+        guard let planArg = args.values["--plan"] else { throw KilnError(.usage, stage: .request, "--plan is required") }
+        let data = planArg == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: planArg)
+        let plan: Plan
+        do { plan = try JSON.decode(Plan.self, from: data ?? Data()) } catch {
+            throw KilnError(.usage, stage: .request, "--plan is not a plan in JSON: \(error)")
+        }
+        let cancellation = Cancellation()
+        let signals = SignalWatcher(cancellation: cancellation)
+        defer { signals.stop() }
+        let source = try Prober.open(path: try args.file(), cancellation: cancellation, fingerprint: false)
+        return try execute(source: source, plan: plan, output: output, args: args, cancellation: cancellation, signals: signals)
+    }
+
+    static func execute(source: ProbedSource, plan: Plan, output: String, args: Arguments, cancellation: Cancellation,
+                        signals: SignalWatcher) throws(KilnError) -> Int32 {
+        let inputs = (source: source, plan: plan)
         let reporter = ProgressReporter(terminal: isatty(2) != 0 && !args.flag("--json"), jsonLines: args.flag("--progress-json"))
         let result: PrepareResult
         do {
