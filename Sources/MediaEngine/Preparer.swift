@@ -65,9 +65,12 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     /// The ffmpeg command that makes the same streams with the same settings (filters,
     /// encoder options, mapping), to reproduce or compare the work; nil for `original`.
     public var ffmpegEquivalent: [String]?
+    /// Wall seconds per phase (`work`: demux to trailer; `verify`: reopen, check, decode
+    /// ends and hash; `finalize`: fsync and rename), so a slow run says where it went.
+    public var phases: [String: Double]
     enum CodingKeys: String, CodingKey {
         case wallSeconds = "wall_seconds", speed, corruptPackets = "corrupt_packets", repairedTimestamps = "repaired_timestamps"
-        case ffmpegEquivalent = "ffmpeg_equivalent"
+        case ffmpegEquivalent = "ffmpeg_equivalent", phases
     }
 }
 
@@ -100,6 +103,13 @@ public enum Preparer {
         EngineLog.reset()
         var corrupt = 0, repaired = 0
         var equivalent: [String]? = nil
+        var phases: [String: Double] = [:]
+        var mark = started
+        func phase(_ name: String) {
+            let now = clock.monotonicSeconds()
+            phases[name, default: 0] += now - mark
+            mark = now
+        }
         let expected = expectedDuration(info: info, plan: plan)
         var outInfo: MediaInfo
 
@@ -145,6 +155,7 @@ public enum Preparer {
                     + (demuxer.context.pointee.nb_chapters > 0 ? [] : ["-map_chapters", "-1"])
                     + ["-movflags", "+faststart", output]
             }
+            phase("work")
             try cancellation.check(.verify)
             // Hashing (I/O and one core) and verification (decoding on the other) read the
             // same finished file independently, so they run side by side.
@@ -154,14 +165,17 @@ public enum Preparer {
             }
             digest = try hashing.wait()
             outInfo = try verified.get()
+            phase("verify")
         }
         try cancellation.check(.finalize)
+        if plan.deliveryFormat == .original { phase("work") }
         try out.commit()
+        phase("finalize")
         let wall = clock.monotonicSeconds() - started
         return PrepareResult(
             output: describe(outInfo, path: output, digest: digest, plan: plan, source: info),
             stats: PrepareStats(wallSeconds: wall, speed: info.durationSeconds / max(wall, 1e-3),
-                                corruptPackets: corrupt, repairedTimestamps: repaired, ffmpegEquivalent: equivalent))
+                                corruptPackets: corrupt, repairedTimestamps: repaired, ffmpegEquivalent: equivalent, phases: phases))
     }
 
     /// The duration the output must have: the longest of the kept audio and video
