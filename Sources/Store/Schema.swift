@@ -1,0 +1,126 @@
+import KilnCore
+
+/// The schema, as numbered migrations. `PRAGMA user_version` says how many have run; each
+/// runs in its own transaction together with the version bump, so a crash leaves the
+/// database at one version or the next, never between.
+enum Schema {
+    static let migrations: [String] = [v1]
+
+    static func migrate(_ db: Database) throws(KilnError) {
+        let current = try db.queryOne("PRAGMA user_version") { row in row.int(0) } ?? 0
+        guard current <= migrations.count else {
+            throw KilnError(.internalError, stage: .open,
+                            "the database \(db.path) has schema version \(current), newer than this Kiln knows (\(migrations.count))")
+        }
+        for (index, sql) in migrations.enumerated().dropFirst(current) {
+            try db.inTransaction { () throws(KilnError) in
+                try db.executeScript(sql)
+                try db.executeScript("PRAGMA user_version = \(index + 1)")
+            }
+        }
+    }
+
+    // Times are INTEGER milliseconds since the epoch, passed in by the caller's clock.
+    // JSON columns hold KilnCore values encoded with `JSON` (plan, source, request, …).
+    // Every state column lists its values in a CHECK, so a bug cannot invent a state.
+    static let v1 = """
+    CREATE TABLE artifacts (
+        id                 TEXT PRIMARY KEY,
+        key                TEXT NOT NULL UNIQUE,
+        state              TEXT NOT NULL CHECK (state IN ('pending', 'ready', 'failed', 'canceled', 'deleting')),
+        delivery_format    TEXT NOT NULL CHECK (delivery_format IN ('original', 'remux', 'transcode')),
+        plan               TEXT NOT NULL,
+        source             TEXT NOT NULL,
+        source_fingerprint TEXT NOT NULL,
+        estimated_bytes    INTEGER NOT NULL,
+        file_path          TEXT,
+        file_bytes         INTEGER,
+        file_sha256        TEXT,
+        file_owned         INTEGER NOT NULL DEFAULT 0 CHECK (file_owned IN (0, 1)),
+        created_at         INTEGER NOT NULL,
+        updated_at         INTEGER NOT NULL,
+        ready_at           INTEGER,
+        last_used_at       INTEGER NOT NULL,
+        unreferenced_since INTEGER,
+        CHECK (state NOT IN ('ready', 'deleting') OR (file_path IS NOT NULL AND file_bytes IS NOT NULL))
+    ) STRICT;
+    CREATE INDEX artifacts_by_state_last_used ON artifacts (state, last_used_at, id);
+    CREATE INDEX artifacts_by_state_updated ON artifacts (state, updated_at);
+
+    -- "references" is an SQL keyword; the table is named for what it holds.
+    CREATE TABLE artifact_references (
+        reference   TEXT PRIMARY KEY,
+        artifact_id TEXT NOT NULL REFERENCES artifacts (id),
+        request     TEXT NOT NULL,
+        revision    INTEGER NOT NULL CHECK (revision >= 1),
+        created_at  INTEGER NOT NULL,
+        updated_at  INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX references_by_artifact ON artifact_references (artifact_id, reference);
+
+    -- One job per artifact, for the artifact's whole life: a re-queue resets it.
+    CREATE TABLE jobs (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        artifact_id      TEXT NOT NULL UNIQUE REFERENCES artifacts (id) ON DELETE CASCADE,
+        kind             TEXT NOT NULL CHECK (kind IN ('transcode', 'remux')),
+        -- queued: the scheduler claims it; running: the runner (or the lease rescuer) moves
+        -- it on; retrying: claimable again once run_after is due; the rest are final.
+        state            TEXT NOT NULL CHECK (state IN ('queued', 'running', 'retrying', 'succeeded', 'failed', 'canceled')),
+        priority         TEXT NOT NULL CHECK (priority IN ('interactive', 'background')),
+        priority_rank    INTEGER NOT NULL CHECK (priority_rank IN (0, 1)),
+        attempt          INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0),
+        max_attempts     INTEGER NOT NULL CHECK (max_attempts >= 1),
+        run_after        INTEGER NOT NULL,
+        lease_owner      TEXT,
+        lease_expires_at INTEGER,
+        progress         TEXT,
+        waiting_reason   TEXT,
+        queued_at        INTEGER NOT NULL,
+        started_at       INTEGER,
+        finished_at      INTEGER,
+        CHECK ((state = 'running') = (lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL))
+    ) STRICT;
+    -- Claim order within a kind; only claimable rows are indexed, so the claim and the
+    -- status page's queue read as many index entries as they return.
+    CREATE INDEX jobs_claim ON jobs (kind, priority_rank, queued_at, id) WHERE state IN ('queued', 'retrying');
+    CREATE INDEX jobs_claimable ON jobs (priority_rank, queued_at, id) WHERE state IN ('queued', 'retrying');
+    CREATE INDEX jobs_running_lease ON jobs (lease_expires_at) WHERE state = 'running';
+    CREATE INDEX jobs_by_state ON jobs (state);
+
+    -- One row per failed attempt, kept across re-queues (history for operators).
+    CREATE TABLE job_errors (
+        id      INTEGER PRIMARY KEY,
+        job_id  INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+        attempt INTEGER NOT NULL,
+        code    TEXT NOT NULL,
+        error   TEXT NOT NULL,
+        at      INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX job_errors_by_job ON job_errors (job_id, id);
+
+    -- AUTOINCREMENT: a sequence number is never reused, even after the newest rows go.
+    -- No foreign key: an artifact's events outlive the artifact.
+    CREATE TABLE events (
+        seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+        type            TEXT NOT NULL CHECK (type IN ('artifact.ready', 'artifact.failed', 'artifact.canceled', 'artifact.deleted')),
+        artifact_id     TEXT NOT NULL,
+        status          TEXT NOT NULL,
+        delivery_format TEXT NOT NULL CHECK (delivery_format IN ('original', 'remux', 'transcode')),
+        refs            TEXT NOT NULL,
+        error           TEXT,
+        at              INTEGER NOT NULL
+    ) STRICT;
+
+    CREATE TABLE probe_cache (
+        fingerprint TEXT PRIMARY KEY,
+        info        TEXT NOT NULL,
+        cached_at   INTEGER NOT NULL
+    ) STRICT;
+
+    -- Small named values that must survive a restart (the webhook's position).
+    CREATE TABLE kv (
+        name  TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    ) STRICT;
+    """
+}
