@@ -1,0 +1,664 @@
+import CSQLite
+import Foundation
+import KilnCore
+
+/// The embedded store: one SQLite file in WAL mode with `synchronous=FULL`, so a committed
+/// transition survives a power cut, and one connection that every call uses in turn.
+///
+/// `@unchecked Sendable`: the connection and its statement cache are not thread-safe
+/// (opened with SQLITE_OPEN_NOMUTEX); every access goes through `lock`, so at most one
+/// thread touches them at a time. Calls block; callers run them on their own threads.
+///
+/// Decisions the interface leaves open:
+/// - Artifact ids are "a_" + the first 24 hex digits of the artifact key, so equal outputs
+///   share an id everywhere (logs, file names) and a lost reply is answered with the same id.
+/// - `original` deliveries are stored `ready` at once with the source as their (not owned)
+///   file; no job and no event (the media server has its answer synchronously). They never
+///   enter garbage collection, having no file Kiln may delete.
+/// - A re-queue (new request for a failed/canceled artifact, operator retry, request for an
+///   artifact being deleted) resets the artifact's one job: attempt 0, new `queued_at`;
+///   errors of earlier runs stay in `job_errors` and in `ArtifactRecord.errors`.
+/// - `bind` on an artifact in `deleting` turns it back into a pending artifact with a
+///   queued job (the reference wins over the collector); `finishDeleting` only acts on rows
+///   still in `deleting`, so the collector's late call changes nothing. The collector must
+///   delete exactly the file path it read before `beginDeleting`, and the farm should not
+///   write a remade artifact to that same path before the collector is done with it.
+/// - Binding an interactive request to an artifact whose job still waits as background
+///   raises the job to interactive (a person is now waiting for it); its place in time is kept.
+/// - `fail` records the error under the job's current attempt number, whatever the
+///   caller put in `error.attempt`.
+public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
+    private let db: Database
+    private let lock = NSLock()
+    public let path: String
+
+    /// Opens (creating if needed) the store at `path`; ":memory:" for a throwaway store.
+    public init(path: String) throws(KilnError) {
+        let db = try Database(path: path)
+        try db.executeScript("PRAGMA foreign_keys = ON")
+        guard try db.queryOne("PRAGMA foreign_keys", map: { $0.int(0) }) == 1 else {
+            throw KilnError(.internalError, stage: .open, "SQLite refused to enforce foreign keys")
+        }
+        let mode = try db.queryOne("PRAGMA journal_mode = WAL", map: { $0.string(0).lowercased() })
+        // An in-memory database has no file to keep a log beside; it answers "memory".
+        if path != ":memory:" && mode != "wal" {
+            throw KilnError(.ioError, stage: .open, "SQLite could not switch \(path) to WAL mode (journal_mode is \(mode ?? "unknown"))")
+        }
+        try db.executeScript("PRAGMA synchronous = FULL")
+        try Schema.migrate(db)
+        self.db = db
+        self.path = path
+    }
+
+    /// The id an artifact with this key has.
+    public static func artifactID(forKey key: String) -> String { "a_" + key.prefix(24) }
+
+    // MARK: Plumbing
+
+    @discardableResult
+    private func write<T>(_ body: (Database) throws(KilnError) -> T) throws(KilnError) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try db.inTransaction { () throws(KilnError) -> T in try body(db) }
+    }
+
+    /// Reads also run in one transaction, so a record's rows (artifact, references, job,
+    /// errors) come from one snapshot even if another process writes.
+    private func read<T>(_ body: (Database) throws(KilnError) -> T) throws(KilnError) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try db.inTransaction(immediate: false) { () throws(KilnError) -> T in try body(db) }
+    }
+
+    // MARK: Intake
+
+    public func bind(request: PrepareRequest, plan: Plan, source: SourceRecord, estimatedBytes: Int64, maxAttempts: Int,
+                     originalFile: FileRecord?, now: Int64) throws(KilnError) -> Binding {
+        let isOriginal = plan.deliveryFormat == .original
+        if isOriginal && originalFile == nil {
+            throw KilnError(.internalError, stage: .request, "an original delivery is bound with its file, the source")
+        }
+        guard !request.reference.isEmpty else {
+            throw KilnError(.usage, stage: .request, field: "reference", "reference must not be empty")
+        }
+        let requestJSON = try encodeJSON(request)
+        let planJSON = try encodeJSON(plan)
+        let sourceJSON = try encodeJSON(source)
+        let file = isOriginal ? originalFile : nil
+        let maxAttempts = max(1, maxAttempts)
+
+        return try write { db throws(KilnError) -> Binding in
+            var enqueued = false
+            let found = try db.queryOne("SELECT id, state FROM artifacts WHERE key = ?", plan.artifactKey) { row throws(KilnError) in
+                (row.string(0), try parse(ArtifactState.self, row.string(1)))
+            }
+            let artifactID = found?.0 ?? Self.artifactID(forKey: plan.artifactKey)
+            switch found?.1 {
+            case nil:
+                try db.execute("""
+                    INSERT INTO artifacts (id, key, state, delivery_format, plan, source, source_fingerprint, estimated_bytes,
+                        file_path, file_bytes, file_sha256, file_owned, created_at, updated_at, ready_at, last_used_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, artifactID, plan.artifactKey, isOriginal ? "ready" : "pending", plan.deliveryFormat.rawValue,
+                    planJSON, sourceJSON, source.fingerprint, estimatedBytes, file?.path, file?.bytes, file?.sha256,
+                    file?.owned ?? false, now, now, isOriginal ? now : nil, now)
+                if !isOriginal {
+                    try requeueFresh(db, artifactID: artifactID, kind: JobKind(deliveryFormat: plan.deliveryFormat),
+                                     priority: request.priority, maxAttempts: maxAttempts, now: now)
+                    enqueued = true
+                }
+            case .pending?:
+                // A person now waits for a job a background sync asked for: serve it first.
+                try db.execute("""
+                    UPDATE jobs SET priority = ?, priority_rank = ?
+                    WHERE artifact_id = ? AND state IN ('queued', 'retrying') AND priority_rank > ?
+                    """, request.priority.rawValue, request.priority.rank, artifactID, request.priority.rank)
+            case .ready?:
+                break
+            case .failed?, .canceled?, .deleting?:
+                // Made again from the request at hand (the source may have moved since).
+                try db.execute("""
+                    UPDATE artifacts SET plan = ?, source = ?, source_fingerprint = ?, estimated_bytes = ?,
+                        file_path = ?, file_bytes = ?, file_sha256 = ?, file_owned = ?, ready_at = ?,
+                        state = ?, updated_at = ?
+                    WHERE id = ?
+                    """, planJSON, sourceJSON, source.fingerprint, estimatedBytes, file?.path, file?.bytes, file?.sha256,
+                    file?.owned ?? false, isOriginal ? now : nil, isOriginal ? "ready" : "pending", now, artifactID)
+                if !isOriginal {
+                    try requeueFresh(db, artifactID: artifactID, kind: JobKind(deliveryFormat: plan.deliveryFormat),
+                                     priority: request.priority, maxAttempts: maxAttempts, now: now)
+                    enqueued = true
+                }
+            }
+
+            var movedFrom: String?
+            let previous = try db.queryOne("SELECT artifact_id, request FROM artifact_references WHERE reference = ?",
+                                           request.reference) { row in (row.string(0), row.string(1)) }
+            if let previous {
+                if previous.0 != artifactID {
+                    try db.execute("""
+                        UPDATE artifact_references SET artifact_id = ?, request = ?, revision = revision + 1, updated_at = ?
+                        WHERE reference = ?
+                        """, artifactID, requestJSON, now, request.reference)
+                    movedFrom = previous.0
+                    try lastReferenceMayBeGone(db, artifactID: previous.0, released: request.reference, now: now)
+                } else if previous.1 != requestJSON {
+                    try db.execute("UPDATE artifact_references SET request = ?, updated_at = ? WHERE reference = ?",
+                                   requestJSON, now, request.reference)
+                }
+            } else {
+                try db.execute("""
+                    INSERT INTO artifact_references (reference, artifact_id, request, revision, created_at, updated_at)
+                    VALUES (?, ?, ?, 1, ?, ?)
+                    """, request.reference, artifactID, requestJSON, now, now)
+            }
+            try db.execute("""
+                UPDATE artifacts SET last_used_at = MAX(last_used_at, ?), unreferenced_since = NULL WHERE id = ?
+                """, now, artifactID)
+
+            guard let reference = try loadReference(db, request.reference),
+                  let artifact = try loadArtifact(db, id: artifactID) else {
+                throw KilnError(.internalError, stage: .write, "the artifact \(artifactID) vanished while binding")
+            }
+            return Binding(reference: reference, artifact: artifact, enqueued: enqueued, movedFrom: movedFrom)
+        }
+    }
+
+    public func reference(_ reference: String) throws(KilnError) -> ReferenceRecord? {
+        try read { db throws(KilnError) in try loadReference(db, reference) }
+    }
+
+    public func release(reference: String, now: Int64) throws(KilnError) -> Bool {
+        try write { db throws(KilnError) -> Bool in
+            guard let artifactID = try db.queryOne("SELECT artifact_id FROM artifact_references WHERE reference = ?",
+                                                   reference, map: { $0.string(0) }) else { return false }
+            try db.execute("DELETE FROM artifact_references WHERE reference = ?", reference)
+            try lastReferenceMayBeGone(db, artifactID: artifactID, released: reference, now: now)
+            return true
+        }
+    }
+
+    public func artifact(id: String) throws(KilnError) -> ArtifactRecord? {
+        try read { db throws(KilnError) in try loadArtifact(db, id: id) }
+    }
+
+    public func touch(artifactID: String, now: Int64) throws(KilnError) {
+        try write { db throws(KilnError) in
+            try db.execute("UPDATE artifacts SET last_used_at = MAX(last_used_at, ?) WHERE id = ?", now, artifactID)
+        }
+    }
+
+    // MARK: Probe cache
+
+    public func cachedProbe(fingerprint: String) throws(KilnError) -> MediaInfo? {
+        let text = try read { db throws(KilnError) in
+            try db.queryOne("SELECT info FROM probe_cache WHERE fingerprint = ?", fingerprint) { $0.string(0) }
+        }
+        return try text.map { t throws(KilnError) in try decodeJSON(MediaInfo.self, t) }
+    }
+
+    public func cacheProbe(_ info: MediaInfo, fingerprint: String, now: Int64) throws(KilnError) {
+        let text = try encodeJSON(info)
+        try write { db throws(KilnError) in
+            try db.execute("""
+                INSERT INTO probe_cache (fingerprint, info, cached_at) VALUES (?, ?, ?)
+                ON CONFLICT (fingerprint) DO UPDATE SET info = excluded.info, cached_at = excluded.cached_at
+                """, fingerprint, text, now)
+        }
+    }
+
+    // MARK: Scheduling
+
+    public func claim(kind: JobKind, limit: Int, owner: String, leaseUntil: Int64, now: Int64) throws(KilnError) -> [ClaimedJob] {
+        guard limit > 0 else { return [] }
+        return try write { db throws(KilnError) -> [ClaimedJob] in
+            // One statement: nothing can claim the same row in between. The redundant
+            // `state IN (…)` term matches the partial index's condition so SQLite uses it.
+            let jobs = try db.query("""
+                UPDATE jobs SET state = 'running', lease_owner = ?, lease_expires_at = ?, attempt = attempt + 1,
+                    started_at = ?, finished_at = NULL, progress = NULL, waiting_reason = NULL
+                WHERE id IN (
+                    SELECT id FROM jobs
+                    WHERE kind = ? AND state IN ('queued', 'retrying') AND (state = 'queued' OR run_after <= ?)
+                    ORDER BY priority_rank, queued_at, id LIMIT ?)
+                RETURNING \(Self.jobColumns)
+                """, owner, leaseUntil, now, kind.rawValue, now, limit, map: jobRecord)
+            let ordered = jobs.sorted { ($0.priority.rank, $0.queuedAt, $0.id) < ($1.priority.rank, $1.queuedAt, $1.id) }
+            var claimed: [ClaimedJob] = []
+            for job in ordered {
+                let parts = try db.queryOne("SELECT plan, source, estimated_bytes FROM artifacts WHERE id = ?",
+                                            job.artifactID) { row throws(KilnError) in
+                    (try decodeJSON(Plan.self, row.string(0)), try decodeJSON(SourceRecord.self, row.string(1)), row.int64(2))
+                }
+                guard let parts else {
+                    throw KilnError(.internalError, stage: .write, "job \(job.id) has no artifact \(job.artifactID)")
+                }
+                claimed.append(ClaimedJob(job: job, plan: parts.0, source: parts.1, estimatedBytes: parts.2))
+            }
+            return claimed
+        }
+    }
+
+    public func heartbeat(jobID: Int64, owner: String, leaseUntil: Int64, progress: JobProgress?, now: Int64) throws(KilnError) -> Bool {
+        let progressJSON = try progress.map { p throws(KilnError) in try encodeJSON(p) }
+        return try write { db throws(KilnError) -> Bool in
+            try db.execute("""
+                UPDATE jobs SET lease_expires_at = ?, progress = COALESCE(?, progress)
+                WHERE id = ? AND state = 'running' AND lease_owner = ?
+                """, leaseUntil, progressJSON, jobID, owner) > 0
+        }
+    }
+
+    public func complete(jobID: Int64, owner: String, file: FileRecord, now: Int64) throws(KilnError) -> Bool {
+        try write { db throws(KilnError) -> Bool in
+            guard let artifactID = try db.queryOne("""
+                UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL, finished_at = ?,
+                    waiting_reason = NULL
+                WHERE id = ? AND state = 'running' AND lease_owner = ?
+                RETURNING artifact_id
+                """, now, jobID, owner, map: { $0.string(0) }) else { return false }
+            // A ready artifact that nobody holds (an operator retried it) starts its retention now.
+            let changed = try db.execute("""
+                UPDATE artifacts SET state = 'ready', file_path = ?, file_bytes = ?, file_sha256 = ?, file_owned = ?,
+                    ready_at = ?, updated_at = ?, last_used_at = MAX(last_used_at, ?),
+                    unreferenced_since = CASE WHEN EXISTS (SELECT 1 FROM artifact_references r WHERE r.artifact_id = artifacts.id)
+                                              THEN NULL ELSE ? END
+                WHERE id = ? AND state = 'pending'
+                """, file.path, file.bytes, file.sha256, file.owned, now, now, now, now, artifactID)
+            guard changed == 1 else {
+                throw KilnError(.internalError, stage: .finalize, "job \(jobID) succeeded but its artifact \(artifactID) is not pending")
+            }
+            try insertEvent(db, .ready, artifactID: artifactID, references: nil, error: nil, now: now)
+            return true
+        }
+    }
+
+    public func fail(jobID: Int64, owner: String, error: AttemptError, retryAt: Int64?, now: Int64) throws(KilnError) -> Bool {
+        try write { db throws(KilnError) -> Bool in
+            guard let (artifactID, attempt) = try db.queryOne("""
+                SELECT artifact_id, attempt FROM jobs WHERE id = ? AND state = 'running' AND lease_owner = ?
+                """, jobID, owner, map: { ($0.string(0), $0.int(1)) }) else { return false }
+            var error = error
+            error.attempt = attempt
+            try insertError(db, jobID: jobID, error: error)
+            if let retryAt {
+                try db.execute("""
+                    UPDATE jobs SET state = 'retrying', run_after = ?, lease_owner = NULL, lease_expires_at = NULL
+                    WHERE id = ?
+                    """, retryAt, jobID)
+            } else {
+                try failJob(db, jobID: jobID, artifactID: artifactID, error: error, now: now)
+            }
+            return true
+        }
+    }
+
+    public func requeue(jobID: Int64, owner: String, now: Int64) throws(KilnError) -> Bool {
+        try write { db throws(KilnError) -> Bool in
+            // queued_at is kept: the job goes back to its old place in line.
+            try db.execute("""
+                UPDATE jobs SET state = 'queued', attempt = MAX(attempt - 1, 0), lease_owner = NULL, lease_expires_at = NULL,
+                    started_at = NULL, run_after = ?, waiting_reason = NULL
+                WHERE id = ? AND state = 'running' AND lease_owner = ?
+                """, now, jobID, owner) > 0
+        }
+    }
+
+    public func rescueExpiredLeases(now: Int64) throws(KilnError) -> Int {
+        try write { db throws(KilnError) -> Int in
+            let expired = try db.query("""
+                SELECT id, artifact_id, attempt, max_attempts, lease_owner, lease_expires_at FROM jobs
+                WHERE state = 'running' AND lease_expires_at < ?
+                ORDER BY id
+                """, now) { row in
+                (id: row.int64(0), artifactID: row.string(1), attempt: row.int(2), maxAttempts: row.int(3),
+                 owner: row.string(4), expiredAt: row.int64(5))
+            }
+            for job in expired {
+                let error = AttemptError(attempt: job.attempt, code: "lease_expired", stage: "run",
+                                         message: "the lease of \(job.owner) expired at \(job.expiredAt) without a heartbeat",
+                                         at: now)
+                try insertError(db, jobID: job.id, error: error)
+                if job.attempt >= job.maxAttempts {
+                    try failJob(db, jobID: job.id, artifactID: job.artifactID, error: error, now: now)
+                } else {
+                    try db.execute("""
+                        UPDATE jobs SET state = 'retrying', run_after = ?, lease_owner = NULL, lease_expires_at = NULL
+                        WHERE id = ?
+                        """, now, job.id)
+                }
+            }
+            return expired.count
+        }
+    }
+
+    public func setWaiting(jobID: Int64, reason: String?) throws(KilnError) {
+        try write { db throws(KilnError) in
+            try db.execute("UPDATE jobs SET waiting_reason = ? WHERE id = ? AND state IN ('queued', 'retrying')", reason, jobID)
+        }
+    }
+
+    public func cancel(artifactID: String, now: Int64) throws(KilnError) -> Bool {
+        try write { db throws(KilnError) -> Bool in
+            try cancelUnfinished(db, artifactID: artifactID, eventReferences: nil, now: now)
+        }
+    }
+
+    public func retry(artifactID: String, maxAttempts: Int, now: Int64) throws(KilnError) -> Bool {
+        try write { db throws(KilnError) -> Bool in
+            guard let format = try db.queryOne("""
+                SELECT delivery_format FROM artifacts WHERE id = ? AND state IN ('failed', 'canceled')
+                """, artifactID, map: { $0.string(0) }) else { return false }
+            let deliveryFormat = try parse(DeliveryFormat.self, format)
+            let priority = try db.queryOne("SELECT priority FROM jobs WHERE artifact_id = ?", artifactID) { row throws(KilnError) in
+                try parse(Priority.self, row.string(0))
+            }
+            try requeueFresh(db, artifactID: artifactID, kind: JobKind(deliveryFormat: deliveryFormat),
+                             priority: priority ?? .interactive, maxAttempts: max(1, maxAttempts), now: now)
+            try db.execute("UPDATE artifacts SET state = 'pending', updated_at = ? WHERE id = ?", now, artifactID)
+            return true
+        }
+    }
+
+    // MARK: Events
+
+    public func events(after: Int64, limit: Int) throws(KilnError) -> [EventRecord] {
+        guard limit > 0 else { return [] }
+        return try read { db throws(KilnError) -> [EventRecord] in
+            try db.query("""
+                SELECT seq, type, artifact_id, status, delivery_format, refs, error, at FROM events
+                WHERE seq > ? ORDER BY seq LIMIT ?
+                """, after, limit) { row throws(KilnError) -> EventRecord in
+                EventRecord(seq: row.int64(0), type: try parse(EventType.self, row.string(1)), artifactID: row.string(2),
+                            status: row.string(3), deliveryFormat: try parse(DeliveryFormat.self, row.string(4)),
+                            references: try decodeJSON([String].self, row.string(5)),
+                            error: try row.optionalString(6).map { t throws(KilnError) in try decodeJSON(AttemptError.self, t) },
+                            at: row.int64(7))
+            }
+        }
+    }
+
+    public func lastEventSeq() throws(KilnError) -> Int64 {
+        try read { db throws(KilnError) -> Int64 in
+            // sqlite_sequence holds the largest seq ever handed out, even if rows were removed.
+            try db.queryOne("SELECT seq FROM sqlite_sequence WHERE name = 'events'", map: { $0.int64(0) }) ?? 0
+        }
+    }
+
+    public func webhookPosition() throws(KilnError) -> Int64 {
+        try read { db throws(KilnError) -> Int64 in
+            try db.queryOne("SELECT value FROM kv WHERE name = 'webhook_position'", map: { $0.int64(0) }) ?? 0
+        }
+    }
+
+    public func setWebhookPosition(_ seq: Int64) throws(KilnError) {
+        try write { db throws(KilnError) in
+            try db.execute("""
+                INSERT INTO kv (name, value) VALUES ('webhook_position', ?)
+                ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                """, seq)
+        }
+    }
+
+    // MARK: Garbage collection
+
+    public func unreferencedArtifacts(limit: Int) throws(KilnError) -> [ArtifactRecord] {
+        guard limit > 0 else { return [] }
+        return try read { db throws(KilnError) -> [ArtifactRecord] in
+            let ids = try db.query("""
+                SELECT id FROM artifacts a
+                WHERE state = 'ready' AND file_owned = 1
+                  AND NOT EXISTS (SELECT 1 FROM artifact_references r WHERE r.artifact_id = a.id)
+                ORDER BY last_used_at, id LIMIT ?
+                """, limit) { $0.string(0) }
+            return try loadArtifacts(db, ids: ids)
+        }
+    }
+
+    public func beginDeleting(artifactID: String, now: Int64) throws(KilnError) -> Bool {
+        try write { db throws(KilnError) -> Bool in
+            try db.execute("""
+                UPDATE artifacts SET state = 'deleting', updated_at = ?
+                WHERE id = ? AND state = 'ready' AND file_owned = 1
+                  AND NOT EXISTS (SELECT 1 FROM artifact_references r WHERE r.artifact_id = artifacts.id)
+                """, now, artifactID) > 0
+        }
+    }
+
+    public func finishDeleting(artifactID: String, now: Int64) throws(KilnError) {
+        try write { db throws(KilnError) in
+            // Only a row still being deleted: a reference that came back made it pending again.
+            guard let format = try db.queryOne("SELECT delivery_format FROM artifacts WHERE id = ? AND state = 'deleting'",
+                                               artifactID, map: { $0.string(0) }) else { return }
+            try db.execute("DELETE FROM jobs WHERE artifact_id = ?", artifactID)
+            try db.execute("DELETE FROM artifacts WHERE id = ?", artifactID)
+            try insertEvent(db, .deleted, artifactID: artifactID, references: [], error: nil,
+                            deliveryFormat: try parse(DeliveryFormat.self, format), now: now)
+        }
+    }
+
+    public func artifactsBeingDeleted() throws(KilnError) -> [ArtifactRecord] {
+        try read { db throws(KilnError) -> [ArtifactRecord] in
+            let ids = try db.query("SELECT id FROM artifacts WHERE state = 'deleting' ORDER BY updated_at, id") { $0.string(0) }
+            return try loadArtifacts(db, ids: ids)
+        }
+    }
+
+    public func ownedFilePaths() throws(KilnError) -> Set<String> {
+        try read { db throws(KilnError) -> Set<String> in
+            Set(try db.query("SELECT file_path FROM artifacts WHERE file_owned = 1 AND file_path IS NOT NULL") { $0.string(0) })
+        }
+    }
+
+    public func storedBytes() throws(KilnError) -> (total: Int64, unreferenced: Int64) {
+        try read { db throws(KilnError) in try storedBytes(db) }
+    }
+
+    // MARK: Status
+
+    public func queueSnapshot(recentFailures: Int, queuedLimit: Int) throws(KilnError) -> QueueSnapshot {
+        try read { db throws(KilnError) -> QueueSnapshot in
+            var jobsByState: [String: Int] = [:]
+            for state in JobState.allCases { jobsByState[state.rawValue] = 0 }
+            for (state, count) in try db.query("SELECT state, COUNT(*) FROM jobs GROUP BY state", map: { ($0.string(0), $0.int(1)) }) {
+                jobsByState[state] = count
+            }
+            var artifactsByState: [String: Int] = [:]
+            for state in ArtifactState.allCases { artifactsByState[state.rawValue] = 0 }
+            for (state, count) in try db.query("SELECT state, COUNT(*) FROM artifacts GROUP BY state", map: { ($0.string(0), $0.int(1)) }) {
+                artifactsByState[state] = count
+            }
+            let running = try db.query("""
+                SELECT \(Self.jobColumns) FROM jobs WHERE state = 'running' ORDER BY started_at, id
+                """, map: jobRecord)
+            let queued = try db.query("""
+                SELECT \(Self.jobColumns) FROM jobs WHERE state IN ('queued', 'retrying')
+                ORDER BY priority_rank, queued_at, id LIMIT ?
+                """, max(0, queuedLimit), map: jobRecord)
+            let failedIDs = try db.query("""
+                SELECT id FROM artifacts WHERE state = 'failed' ORDER BY updated_at DESC, id LIMIT ?
+                """, max(0, recentFailures)) { $0.string(0) }
+            let bytes = try storedBytes(db)
+            return QueueSnapshot(jobsByState: jobsByState, artifactsByState: artifactsByState, running: running,
+                                 queued: queued, recentFailures: try loadArtifacts(db, ids: failedIDs),
+                                 storedBytes: bytes.total, unreferencedBytes: bytes.unreferenced)
+        }
+    }
+
+    // MARK: Transitions shared by several calls (inside a transaction)
+
+    /// Puts the artifact's one job in line with fresh attempts, creating it if needed.
+    private func requeueFresh(_ db: Database, artifactID: String, kind: JobKind, priority: Priority, maxAttempts: Int,
+                              now: Int64) throws(KilnError) {
+        let changed = try db.execute("""
+            UPDATE jobs SET kind = ?, state = 'queued', priority = ?, priority_rank = ?, attempt = 0, max_attempts = ?,
+                run_after = ?, lease_owner = NULL, lease_expires_at = NULL, progress = NULL, waiting_reason = NULL,
+                queued_at = ?, started_at = NULL, finished_at = NULL
+            WHERE artifact_id = ?
+            """, kind.rawValue, priority.rawValue, priority.rank, maxAttempts, now, now, artifactID)
+        if changed == 0 {
+            try db.execute("""
+                INSERT INTO jobs (artifact_id, kind, state, priority, priority_rank, attempt, max_attempts, run_after, queued_at)
+                VALUES (?, ?, 'queued', ?, ?, 0, ?, ?, ?)
+                """, artifactID, kind.rawValue, priority.rawValue, priority.rank, maxAttempts, now, now)
+        }
+    }
+
+    /// After a reference left `artifactID`: if none is left, an unfinished job is canceled
+    /// (its event names `released`, the holder it concerned) and retention starts.
+    private func lastReferenceMayBeGone(_ db: Database, artifactID: String, released: String, now: Int64) throws(KilnError) {
+        let remaining = try db.queryOne("SELECT COUNT(*) FROM artifact_references WHERE artifact_id = ?", artifactID) { $0.int(0) } ?? 0
+        guard remaining == 0 else { return }
+        _ = try cancelUnfinished(db, artifactID: artifactID, eventReferences: [released], now: now)
+        try db.execute("UPDATE artifacts SET unreferenced_since = ? WHERE id = ? AND unreferenced_since IS NULL", now, artifactID)
+    }
+
+    /// Cancels the artifact's job if it is not finished; `eventReferences` nil means the
+    /// artifact's current references.
+    private func cancelUnfinished(_ db: Database, artifactID: String, eventReferences: [String]?, now: Int64) throws(KilnError) -> Bool {
+        let changed = try db.execute("""
+            UPDATE jobs SET state = 'canceled', lease_owner = NULL, lease_expires_at = NULL, waiting_reason = NULL,
+                finished_at = ?
+            WHERE artifact_id = ? AND state IN ('queued', 'running', 'retrying')
+            """, now, artifactID)
+        guard changed > 0 else { return false }
+        try db.execute("UPDATE artifacts SET state = 'canceled', updated_at = ? WHERE id = ? AND state = 'pending'", now, artifactID)
+        try insertEvent(db, .canceled, artifactID: artifactID, references: eventReferences, error: nil, now: now)
+        return true
+    }
+
+    private func failJob(_ db: Database, jobID: Int64, artifactID: String, error: AttemptError, now: Int64) throws(KilnError) {
+        try db.execute("""
+            UPDATE jobs SET state = 'failed', lease_owner = NULL, lease_expires_at = NULL, finished_at = ? WHERE id = ?
+            """, now, jobID)
+        try db.execute("UPDATE artifacts SET state = 'failed', updated_at = ? WHERE id = ? AND state = 'pending'", now, artifactID)
+        try insertEvent(db, .failed, artifactID: artifactID, references: nil, error: error, now: now)
+    }
+
+    private func insertError(_ db: Database, jobID: Int64, error: AttemptError) throws(KilnError) {
+        try db.execute("INSERT INTO job_errors (job_id, attempt, code, error, at) VALUES (?, ?, ?, ?, ?)",
+                       jobID, error.attempt, error.code, try encodeJSON(error), error.at)
+    }
+
+    /// Writes an event in the caller's transaction; `references` nil means the artifact's current ones.
+    private func insertEvent(_ db: Database, _ type: EventType, artifactID: String, references: [String]?, error: AttemptError?,
+                             deliveryFormat: DeliveryFormat? = nil, now: Int64) throws(KilnError) {
+        let refs: [String]
+        if let references { refs = references } else { refs = try currentReferences(db, artifactID) }
+        let format: DeliveryFormat
+        if let deliveryFormat {
+            format = deliveryFormat
+        } else {
+            guard let text = try db.queryOne("SELECT delivery_format FROM artifacts WHERE id = ?", artifactID, map: { $0.string(0) }) else {
+                throw KilnError(.internalError, stage: .write, "event for unknown artifact \(artifactID)")
+            }
+            format = try parse(DeliveryFormat.self, text)
+        }
+        let status: String = switch type {
+        case .ready: ArtifactState.ready.status
+        case .failed: ArtifactState.failed.status
+        case .canceled: ArtifactState.canceled.status
+        case .deleted, .progress: ArtifactState.deleting.status
+        }
+        guard type != .progress else {
+            throw KilnError(.internalError, stage: .write, "progress events are live only and never stored")
+        }
+        try db.execute("""
+            INSERT INTO events (type, artifact_id, status, delivery_format, refs, error, at) VALUES (?, ?, ?, ?, ?, ?, ?)
+            """, type.rawValue, artifactID, status, format.rawValue, try encodeJSON(refs),
+            try error.map { e throws(KilnError) in try encodeJSON(e) }, now)
+    }
+
+    // MARK: Reading records (inside a transaction)
+
+    static let jobColumns = """
+        id, artifact_id, kind, state, priority, attempt, max_attempts, run_after, lease_owner, lease_expires_at, \
+        progress, waiting_reason, queued_at, started_at, finished_at
+        """
+
+    private func currentReferences(_ db: Database, _ artifactID: String) throws(KilnError) -> [String] {
+        try db.query("SELECT reference FROM artifact_references WHERE artifact_id = ? ORDER BY reference", artifactID) { $0.string(0) }
+    }
+
+    private func loadReference(_ db: Database, _ reference: String) throws(KilnError) -> ReferenceRecord? {
+        try db.queryOne("""
+            SELECT request, artifact_id, revision, created_at, updated_at FROM artifact_references WHERE reference = ?
+            """, reference) { row throws(KilnError) -> ReferenceRecord in
+            ReferenceRecord(request: try decodeJSON(PrepareRequest.self, row.string(0)), artifactID: row.string(1),
+                            revision: row.int(2), createdAt: row.int64(3), updatedAt: row.int64(4))
+        }
+    }
+
+    private func loadArtifacts(_ db: Database, ids: [String]) throws(KilnError) -> [ArtifactRecord] {
+        var out: [ArtifactRecord] = []
+        for id in ids { if let a = try loadArtifact(db, id: id) { out.append(a) } }
+        return out
+    }
+
+    private func loadArtifact(_ db: Database, id: String) throws(KilnError) -> ArtifactRecord? {
+        let base = try db.queryOne("""
+            SELECT id, key, state, plan, source, estimated_bytes, file_path, file_bytes, file_sha256, file_owned,
+                created_at, updated_at, ready_at, last_used_at, unreferenced_since
+            FROM artifacts WHERE id = ?
+            """, id) { row throws(KilnError) -> ArtifactRecord in
+            let file = row.optionalString(6).map { path in
+                FileRecord(path: path, bytes: row.int64(7), sha256: row.optionalString(8), owned: row.bool(9))
+            }
+            return ArtifactRecord(id: row.string(0), key: row.string(1), state: try parse(ArtifactState.self, row.string(2)),
+                                  plan: try decodeJSON(Plan.self, row.string(3)),
+                                  source: try decodeJSON(SourceRecord.self, row.string(4)), file: file, references: [],
+                                  estimatedBytes: row.int64(5), job: nil, errors: [], createdAt: row.int64(10),
+                                  updatedAt: row.int64(11), readyAt: row.optionalInt64(12), lastUsedAt: row.int64(13),
+                                  unreferencedSince: row.optionalInt64(14))
+        }
+        guard var artifact = base else { return nil }
+        artifact.references = try currentReferences(db, id)
+        artifact.job = try db.queryOne("SELECT \(Self.jobColumns) FROM jobs WHERE artifact_id = ?", id, map: jobRecord)
+        if let job = artifact.job {
+            artifact.errors = try db.query("SELECT error FROM job_errors WHERE job_id = ? ORDER BY id", job.id) { row throws(KilnError) in
+                try decodeJSON(AttemptError.self, row.string(0))
+            }
+        }
+        return artifact
+    }
+
+    private func storedBytes(_ db: Database) throws(KilnError) -> (total: Int64, unreferenced: Int64) {
+        try db.queryOne("""
+            SELECT COALESCE(SUM(file_bytes), 0),
+                   COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM artifact_references r WHERE r.artifact_id = a.id)
+                                     THEN 0 ELSE file_bytes END), 0)
+            FROM artifacts a WHERE state IN ('ready', 'deleting') AND file_owned = 1
+            """) { row in (total: row.int64(0), unreferenced: row.int64(1)) } ?? (0, 0)
+    }
+}
+
+// MARK: - Row decoding
+
+private func jobRecord(_ row: Row) throws(KilnError) -> JobRecord {
+    JobRecord(id: row.int64(0), artifactID: row.string(1), kind: try parse(JobKind.self, row.string(2)),
+              state: try parse(JobState.self, row.string(3)), priority: try parse(Priority.self, row.string(4)),
+              attempt: row.int(5), maxAttempts: row.int(6), runAfter: row.int64(7), leaseOwner: row.optionalString(8),
+              leaseExpiresAt: row.optionalInt64(9),
+              progress: try row.optionalString(10).map { t throws(KilnError) in try decodeJSON(JobProgress.self, t) },
+              waitingReason: row.optionalString(11), queuedAt: row.int64(12), startedAt: row.optionalInt64(13),
+              finishedAt: row.optionalInt64(14))
+}
+
+private func parse<T: RawRepresentable>(_ type: T.Type, _ text: String) throws(KilnError) -> T where T.RawValue == String {
+    guard let value = T(rawValue: text) else {
+        throw KilnError(.internalError, stage: .open, "the database holds \"\(text)\", not a \(T.self)")
+    }
+    return value
+}
+
+private func encodeJSON<T: Encodable>(_ value: T) throws(KilnError) -> String {
+    do { return String(decoding: try JSON.encode(value), as: UTF8.self) } catch {
+        throw KilnError(.internalError, stage: .write, "cannot encode \(T.self) for the store: \(error)")
+    }
+}
+
+private func decodeJSON<T: Decodable>(_ type: T.Type, _ text: String) throws(KilnError) -> T {
+    do { return try JSON.decode(type, from: Data(text.utf8)) } catch {
+        throw KilnError(.internalError, stage: .open, "the store holds a \(T.self) that does not decode: \(error)")
+    }
+}
