@@ -186,6 +186,13 @@ public enum Prober {
         let packet = try Packet()
         var pts: [Int64] = []
         var rpu = false, el = false, reads = 0
+        // Field order is only in the bitstream for many H.264 and MPEG-2 files: decode the
+        // first picture (one decoder thread, a few packets) and ask it.
+        var fieldDecoder: Decoder? = nil
+        if streams[vi].fieldOrder == nil || streams[vi].fieldOrder == .unknown,
+           Prober.interlaceCapableCodecs.contains(streams[vi].codec) {
+            fieldDecoder = try? Decoder(stream: st, threads: 1)
+        }
         // No seek first: the packets find_stream_info read are still buffered and come
         // back first. Afterwards the demuxer is rewound for the pipeline.
         defer { _ = try? demuxer.rewind() }
@@ -196,6 +203,16 @@ public enum Prober {
             guard packet.streamIndex == target else { continue }
             let p = packet.pointer.pointee
             if p.pts != noPTS { pts.append(p.pts) }
+            if let decoder = fieldDecoder {
+                var order: FieldOrder? = nil
+                try? decoder.decode(packet) { (frame: Frame) throws(KilnError) in
+                    guard order == nil else { return }
+                    let f = frame.pointer.pointee
+                    order = f.interlaced_frame == 0 ? .progressive : (f.top_field_first != 0 ? .tt : .bb)
+                }
+                if let order { streams[vi].fieldOrder = order; fieldDecoder = nil }
+                else if decoder.framesDecoded == 0 && pts.count > 16 { fieldDecoder = nil }
+            }
             if scanDV, let data = p.data {
                 let types = HEVCNALScanner.nalTypes(UnsafeBufferPointer(start: data, count: Int(p.size)), lengthSize: lengthSize)
                 if types.contains(62) { rpu = true }
@@ -227,6 +244,7 @@ public enum Prober {
     }
 
     static let scanPacketLimit = 240
+    static let interlaceCapableCodecs: Set<String> = ["h264", "mpeg2video", "mpeg1video", "vc1", "mpeg4", "hevc"]
 
     /// Frame rate from presentation timestamps: the median step between sorted PTS, and
     /// "variable" when more than a tenth of the steps stray more than 10 % from it.

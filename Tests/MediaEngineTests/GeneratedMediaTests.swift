@@ -45,6 +45,14 @@ enum Generated {
             "-output_ts_offset", "95441"])
     }
 
+    /// Interlaced H.264 (top field first) in MPEG-TS, where only the bitstream says so.
+    static func interlacedH264() throws -> String {
+        try Media.generated("interlaced-h264.ts", [
+            "-f", "lavfi", "-i", "testsrc2=size=720x576:rate=50", "-t", "2",
+            "-vf", "tinterlace=interleave_top,setfield=tff", "-c:v", "libx264", "-preset", "ultrafast",
+            "-flags", "+ildct+ilme", "-x264opts", "tff=1"])
+    }
+
     /// A longer 720p clip, for cancellation mid-run.
     static func long720p() throws -> String {
         try Media.generated("long-720p.mkv", [
@@ -98,6 +106,13 @@ struct GeneratedMediaTests {
         defer { try? FileManager.default.removeItem(at: d2) }
         let a = try FFprobe(remuxed).streams("audio")[0]
         #expect(a["codec_name"]?.string == "ac3" && a["channels"]?.int == 6)
+    }
+
+    @Test("probe finds interlacing only the bitstream signals, and progressive frames as progressive")
+    func fieldOrder() throws {
+        #expect(try Prober.probe(path: try Generated.interlacedH264()).videoStreams.first?.fieldOrder?.isInterlaced == true)
+        #expect(try Prober.probe(path: try Generated.interlacedTS()).videoStreams.first?.fieldOrder == .tt)
+        #expect(try Prober.probe(path: Media.shared("ax_sample_with_srt.mkv")).videoStreams.first?.fieldOrder == .progressive)
     }
 
     @Test("HDR10 HEVC 10-bit: probe sees HDR10, remux keeps hvc1 and PQ, transcode tone-maps to 8-bit BT.709")
