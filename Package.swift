@@ -31,9 +31,14 @@ let package = Package(
         .target(name: "Farm", dependencies: ["Store", "Planner", "KilnCore"]),
         // prctl and friends, for child processes that must not outlive the daemon.
         .target(name: "CProcess"),
+        // libmicrohttpd (Debian's libmicrohttpd-dev) plus C wrappers for its variadic
+        // functions (MHD_start_daemon, MHD_get_*_info), which Swift cannot call.
+        .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
         .executableTarget(name: "prep-artifact", dependencies: ["MediaEngine", "Planner", "KilnCore", "CProcess"]),
         // Test helpers shared by the test targets: the real media, ffprobe, child processes.
         .target(name: "KilnTestSupport", dependencies: ["KilnCore"], path: "Tests/TestSupport"),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
         .testTarget(name: "KilnCoreTests", dependencies: ["KilnCore"]),
         .testTarget(name: "PlannerTests", dependencies: ["Planner", "KilnCore"]),
         .testTarget(name: "MediaEngineTests", dependencies: ["MediaEngine", "Planner", "KilnCore", "KilnTestSupport"]),

@@ -1,0 +1,209 @@
+import CMicroHTTPD
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What libmicrohttpd's callbacks reach through their `void *` closure argument (a C
+/// function pointer cannot capture context). Kept alive by `HTTPServer` for as long as
+/// the daemon runs.
+final class ServerCore: Sendable {
+    let configuration: HTTPServer.Configuration
+    let router = Mutex(Router())
+    let streams = StreamRegistry()
+    /// Request contexts not yet released (tests check nothing leaks).
+    let liveRequests = Atomic<Int>(0)
+
+    init(configuration: HTTPServer.Configuration) {
+        self.configuration = configuration
+    }
+
+    /// libmicrohttpd's access handler. It calls it once when the headers are in, once per
+    /// piece of body, and once more with no data when the body is complete; answering on
+    /// that last call (never the first) keeps keep-alive working.
+    func access(
+        connection: OpaquePointer, method: UnsafePointer<CChar>?, version: UnsafePointer<CChar>?,
+        upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+        slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> MHD_Result {
+        let context: RequestContext
+        if let raw = slot.pointee {
+            context = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
+        } else {
+            // Not expected (the URI logger makes one), but never answer without a context.
+            context = RequestContext(target: "/")
+            liveRequests.add(1, ordering: .relaxed)
+            slot.pointee = Unmanaged.passRetained(context).toOpaque()
+        }
+        if !context.headersRead {
+            context.headersRead = true
+            context.method = method.map { String(cString: $0) } ?? "GET"
+            context.version = version.map { String(cString: $0) } ?? "HTTP/1.1"
+            context.headers = Self.headers(of: connection)
+            if let length = context.headers["Content-Length"].flatMap({ Int($0.trimmingWhitespace) }),
+               length > configuration.maxBodyBytes {
+                // Refuse before reading: libmicrohttpd then skips the body and closes.
+                context.answered = true
+                return queue(tooLarge(), on: connection, context: context)
+            }
+            return .YES
+        }
+        if uploadSize.pointee > 0 {
+            let count = uploadSize.pointee
+            uploadSize.pointee = 0
+            guard !context.answered else { return .YES }
+            if context.bodyTooLarge || context.body.count + count > configuration.maxBodyBytes {
+                // A chunked body of unannounced size. libmicrohttpd 0.9.75 refuses a
+                // response queued mid-upload, so the rest is read and discarded and the
+                // 413 goes out at the end — unless the client keeps sending far beyond
+                // the limit, which only closing the connection stops.
+                context.bodyTooLarge = true
+                context.body = []
+                context.discarded += count
+                return context.discarded > Self.maxDiscardedBytes(limit: configuration.maxBodyBytes) ? .NO : .YES
+            }
+            if let upload {
+                context.body.append(contentsOf: UnsafeRawBufferPointer(start: upload, count: count))
+            }
+            return .YES
+        }
+        guard !context.answered else { return .YES }
+        context.answered = true
+        if context.bodyTooLarge {
+            return queue(tooLarge(), on: connection, context: context)
+        }
+        return queue(respond(to: context, connection: connection), on: connection, context: context)
+    }
+
+    private func respond(to context: RequestContext, connection: OpaquePointer) -> HTTPResponse {
+        var address = [CChar](repeating: 0, count: 64)
+        let remote = kiln_mhd_client_address(connection, &address, address.count) == 0
+            ? String(decoding: address.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        let request = HTTPRequest(
+            method: context.method, target: context.target, headers: context.headers, body: context.body,
+            remoteAddress: remote, version: context.version)
+        context.body = []
+        let rawPath = String(context.target.prefix { $0 != "?" && $0 != "#" })
+        switch router.withLock({ $0.match(method: request.method, rawPath: rawPath) }) {
+        case .found(let handler, let parameters):
+            return handler(request, parameters)
+        case .methodNotAllowed(let allowed):
+            var response = configuration.errorResponse(
+                405, "method_not_allowed", "\(request.method) is not allowed here; use \(allowed.joined(separator: ", ")).")
+            response.headers.set("Allow", allowed.joined(separator: ", "))
+            return response
+        case .notFound:
+            return configuration.errorResponse(404, "not_found", "There is nothing at \(request.path).")
+        }
+    }
+
+    private static func maxDiscardedBytes(limit: Int) -> Int {
+        max(64 << 20, limit.multipliedReportingOverflow(by: 16).overflow ? Int.max : limit * 16)
+    }
+
+    private func tooLarge() -> HTTPResponse {
+        configuration.errorResponse(
+            413, "payload_too_large", "The request body is larger than \(configuration.maxBodyBytes) bytes.")
+    }
+
+    /// Hands `response` to libmicrohttpd, which sends it once the handler returns.
+    private func queue(_ response: HTTPResponse, on connection: OpaquePointer, context: RequestContext) -> MHD_Result {
+        var stream: ResponseStream?
+        let made: OpaquePointer?
+        switch response.body {
+        case .bytes(let bytes):
+            made = bytes.withUnsafeBytes { buffer in
+                MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
+            }
+        case .file(let path, let offset, let length):
+            made = openFile(path: path, offset: offset, length: length)
+            if made == nil {
+                return queue(configuration.errorResponse(500, "file_unavailable", "The file could not be read."), on: connection, context: context)
+            }
+        case .stream:
+            let created = ResponseStream(bufferLimit: configuration.streamBufferLimit, registry: streams)
+            if !streams.add(created) { created.end(.serverStopped, discardBuffer: true) }
+            created.bind(connection)
+            stream = created
+            // The response owns one reference to the stream until libmicrohttpd frees it.
+            made = MHD_create_response_from_callback(
+                UInt64.max,  // MHD_SIZE_UNKNOWN: chunked
+                16 * 1024,
+                { cls, _, buffer, capacity in
+                    guard let cls, let buffer else { return -2 }
+                    return Unmanaged<ResponseStream>.fromOpaque(cls).takeUnretainedValue().read(into: buffer, capacity: capacity)
+                },
+                Unmanaged.passRetained(created).toOpaque(),
+                { cls in
+                    guard let cls else { return }
+                    let stream = Unmanaged<ResponseStream>.fromOpaque(cls)
+                    stream.takeUnretainedValue().detach()
+                    stream.release()
+                })
+        }
+        guard let made else {
+            stream?.detach()
+            return .NO
+        }
+        defer { MHD_destroy_response(made) }
+        for field in response.headers {
+            // libmicrohttpd computes Content-Length and Transfer-Encoding itself.
+            if HTTPHeaders.same(field.name, "Content-Length") || HTTPHeaders.same(field.name, "Transfer-Encoding") { continue }
+            if MHD_add_response_header(made, field.name, field.value) == .NO {
+                configuration.logger?("HTTPServer: header \(field.name) refused by libmicrohttpd")
+            }
+        }
+        let result = MHD_queue_response(connection, UInt32(clamping: response.status), made)
+        if case .stream(let start) = response.body, let stream {
+            start(stream)
+        }
+        return result
+    }
+
+    /// A response that libmicrohttpd sends from the file descriptor (which it closes).
+    private func openFile(path: String, offset: UInt64, length: UInt64) -> OpaquePointer? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
+              UInt64(info.st_size) >= offset, UInt64(info.st_size) - offset >= length,
+              let response = MHD_create_response_from_fd_at_offset64(length, fd, offset)
+        else {
+            close(fd)
+            return nil
+        }
+        return response
+    }
+
+    private static func headers(of connection: OpaquePointer) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        withUnsafeMutablePointer(to: &headers) { pointer in
+            _ = MHD_get_connection_values(connection, .HEADER_KIND, { cls, _, key, value in
+                guard let cls, let key else { return .YES }
+                cls.assumingMemoryBound(to: HTTPHeaders.self).pointee.add(
+                    String(cString: key), value.map { String(cString: $0) } ?? "")
+                return .YES
+            }, pointer)
+        }
+        return headers
+    }
+}
+
+/// One request while libmicrohttpd reads it. Touched only by the worker thread that owns
+/// the connection; libmicrohttpd holds it (retained) in the request's context slot.
+final class RequestContext {
+    let target: String
+    var method = "GET"
+    var version = "HTTP/1.1"
+    var headers = HTTPHeaders()
+    var body: [UInt8] = []
+    var headersRead = false
+    var answered = false
+    /// The body passed the limit while arriving in chunks; the rest is being discarded.
+    var bodyTooLarge = false
+    var discarded = 0
+
+    init(target: String) {
+        self.target = target
+    }
+}
