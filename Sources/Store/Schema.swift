@@ -44,8 +44,12 @@ enum Schema {
         unreferenced_since INTEGER,
         CHECK (state NOT IN ('ready', 'deleting') OR (file_path IS NOT NULL AND file_bytes IS NOT NULL))
     ) STRICT;
-    CREATE INDEX artifacts_by_state_last_used ON artifacts (state, last_used_at, id);
     CREATE INDEX artifacts_by_state_updated ON artifacts (state, updated_at);
+    -- Stored bytes without reading the rows (plans make them wide).
+    CREATE INDEX artifacts_files ON artifacts (state, file_owned, id, file_bytes);
+    -- Collection candidates, least recently used first.
+    CREATE INDEX artifacts_unreferenced ON artifacts (last_used_at, id)
+        WHERE state = 'ready' AND file_owned = 1 AND unreferenced_since IS NOT NULL;
 
     -- "references" is an SQL keyword; the table is named for what it holds.
     CREATE TABLE artifact_references (

@@ -1,0 +1,79 @@
+import Foundation
+import KilnCore
+@testable import Store
+import Testing
+
+@Suite("SQLite layer")
+struct SQLiteTests {
+    @Test("a transaction whose body throws leaves nothing behind")
+    func rollbackOnThrow() throws {
+        let db = try Database(path: ":memory:")
+        try db.executeScript("CREATE TABLE t (x INTEGER NOT NULL)")
+        #expect(throws: KilnError.self) {
+            try db.inTransaction { () throws(KilnError) in
+                try db.execute("INSERT INTO t (x) VALUES (?)", 1)
+                throw KilnError(.internalError, stage: .write, "boom")
+            }
+        }
+        #expect(try db.queryOne("SELECT COUNT(*) FROM t", map: { $0.int(0) }) == 0)
+        try db.inTransaction { () throws(KilnError) in try db.execute("INSERT INTO t (x) VALUES (?)", 2) }
+        #expect(try db.query("SELECT x FROM t", map: { $0.int(0) }) == [2])
+    }
+
+    @Test("a failing statement reports its result code, SQLite's message and the SQL")
+    func errorsCarrySQL() throws {
+        let db = try Database(path: ":memory:")
+        try db.executeScript("CREATE TABLE t (x INTEGER NOT NULL CHECK (x > 0))")
+        do {
+            try db.execute("INSERT INTO t (x) VALUES (?)", 0)
+            Issue.record("the CHECK constraint did not fire")
+        } catch {
+            #expect(error.code == .internalError)
+            #expect(error.underlying == 275)  // SQLITE_CONSTRAINT_CHECK: extended codes are on
+            #expect(error.message.contains("CHECK constraint failed"))
+            #expect(error.message.contains("INSERT INTO t"))
+        }
+        // The statement is usable again after the error.
+        try db.execute("INSERT INTO t (x) VALUES (?)", 1)
+        #expect(try db.queryOne("SELECT x FROM t", map: { $0.int(0) }) == 1)
+    }
+
+    @Test("a wrong number of parameters is a bug, reported before SQLite runs anything")
+    func parameterCount() throws {
+        let db = try Database(path: ":memory:")
+        #expect(throws: KilnError.self) { try db.execute("SELECT ?, ?", 1) }
+    }
+
+    @Test("a database from a newer Kiln is refused")
+    func newerSchemaRefused() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-schema-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("kiln.sqlite").path
+        do {
+            let db = try Database(path: path)
+            try db.executeScript("PRAGMA user_version = 99")
+        }
+        #expect(throws: KilnError.self) { try SQLiteStore(path: path) }
+    }
+
+    @Test("the claim and the status queue read the claim indexes")
+    func claimUsesIndex() throws {
+        let db = try Database(path: ":memory:")
+        try Schema.migrate(db)
+        let claimPlan = try db.query("""
+            EXPLAIN QUERY PLAN SELECT id FROM jobs
+            WHERE kind = ? AND state IN ('queued', 'retrying') AND (state = 'queued' OR run_after <= ?)
+            ORDER BY priority_rank, queued_at, id LIMIT ?
+            """, "transcode", 0, 1) { $0.string(3) }
+        #expect(claimPlan.contains { $0.contains("jobs_claim") })
+        #expect(!claimPlan.contains { $0.contains("TEMP B-TREE") })
+        let unreferencedPlan = try db.query("""
+            EXPLAIN QUERY PLAN SELECT id FROM artifacts a INDEXED BY artifacts_unreferenced
+            WHERE state = 'ready' AND file_owned = 1 AND unreferenced_since IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM artifact_references r WHERE r.artifact_id = a.id)
+            ORDER BY last_used_at, id LIMIT ?
+            """, 5) { $0.string(3) }
+        #expect(unreferencedPlan.contains { $0.contains("artifacts_unreferenced") })
+    }
+}
