@@ -1,0 +1,427 @@
+import Foundation
+import KilnCore
+import Planner
+import Store
+
+/// What start-up recovery found and did.
+public struct RecoveryReport: Sendable, Equatable {
+    /// Deletions a crash interrupted, now finished.
+    public var finishedDeletions: [String] = []
+    /// Temporary files of attempts a crash interrupted, removed.
+    public var removedTemporaries: [String] = []
+    /// Jobs whose lease had expired, put back in line (or failed on their last attempt).
+    public var rescuedJobs: Int = 0
+    public init() {}
+}
+
+/// The durable service around `prep-artifact`: intake (probe → plan → bind), a scheduler
+/// with separate slots per job kind, a runner thread per attempt, retries, lease rescue,
+/// garbage collection and event fan-out. All blocking work (SQLite, children, files) runs
+/// on threads the farm owns, never on Swift's cooperative pool.
+///
+/// Lifecycle: `init` → `start()` (recovery, then the scheduler and maintenance threads)
+/// → `shutdown(grace:)` (stop claiming, let running jobs finish within the grace period,
+/// then stop them and queue them again with their attempt given back).
+///
+/// Sendable by its lock: the mutable fields below `state` are guarded by it; it is also
+/// the condition the scheduler and maintenance threads sleep on.
+public final class Farm: @unchecked Sendable {
+    public let config: FarmConfig
+    public let store: any ArtifactStore
+    public let events: EventHub
+    let clock: any KilnCore.Clock
+    let presets: Presets
+    let policy: ServerPolicy
+    let launcher: any JobLauncher
+    let prober: any SourceProber
+    let space: any DiskSpace
+    let log: any FarmLog
+    let folder: ArtifactFolder
+    /// Taken while a finished file moves into place and while the collector deletes one.
+    let fileLock = NSLock()
+    /// Names this process in lease owners: `<host>:<pid>:<random>`.
+    public let farmID: String
+    private let collector: GarbageCollector
+
+    private let state = NSCondition()
+    private var started = false
+    private var stopping = false
+    private var threadsRunning = 0
+    private var wakeRequested = false
+    private var gcRequested = false
+    private var runners: [Int64: JobRunner] = [:]
+    private var busy: [JobKind: Int] = [:]
+    private var claims = 0
+    /// The earliest retry this farm scheduled (clock ms), so the scheduler wakes for it.
+    private var nextRetryAt: Int64?
+    /// A kind whose head job waits for disk space is not claimed again before this (clock ms).
+    private var diskWaitUntil: [JobKind: Int64] = [:]
+    private var nextRescueAt: Int64 = 0
+    private var nextCollectionAt: Int64 = 0
+
+    public init(config: FarmConfig, store: any ArtifactStore, clock: any KilnCore.Clock = SystemClock(), presets: Presets,
+                policy: ServerPolicy = .standard, launcher: any JobLauncher, prober: any SourceProber,
+                space: any DiskSpace = FileSystemSpace(), log: any FarmLog = StandardErrorLog()) {
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.presets = presets
+        self.policy = policy
+        self.launcher = launcher
+        self.prober = prober
+        self.space = space
+        self.log = log
+        self.folder = ArtifactFolder(path: config.artifactsDir)
+        self.events = EventHub(store: store)
+        let host = ProcessInfo.processInfo.hostName
+        self.farmID = "\(host):\(getpid()):\(String(UInt32.random(in: 0...UInt32.max), radix: 36))"
+        self.collector = GarbageCollector(store: store, config: config, folder: folder, space: space, log: log, fileLock: fileLock)
+    }
+
+    /// The farm with the real child: `prep-artifact` from the config for jobs and probes.
+    public convenience init(config: FarmConfig, store: any ArtifactStore, presets: Presets, policy: ServerPolicy = .standard) {
+        self.init(config: config, store: store, presets: presets, policy: policy,
+                  launcher: ChildProcessLauncher(config: config),
+                  prober: ChildProcessProber(executable: config.prepArtifactPath))
+    }
+
+    // MARK: Lifecycle
+
+    /// Start-up recovery, then the scheduler and the maintenance thread (rescuer, collector).
+    @discardableResult
+    public func start() throws(KilnError) -> RecoveryReport {
+        state.lock()
+        guard !started else { state.unlock(); return RecoveryReport() }
+        started = true
+        state.unlock()
+
+        try folder.create()
+        var report = RecoveryReport()
+        let now = clock.nowMillis()
+        report.finishedDeletions = try collector.finishInterrupted(now: now)
+        report.removedTemporaries = folder.removeStaleTemporaries()
+        report.rescuedJobs = try store.rescueExpiredLeases(now: now)
+        // Leases of a previous run that have not lapsed yet: rescue right after they do.
+        let held = try store.queueSnapshot(recentFailures: 0, queuedLimit: 0).running.compactMap(\.leaseExpiresAt)
+        if !report.finishedDeletions.isEmpty || report.rescuedJobs > 0 { events.notify() }
+        for line in describe(report) { log.write(line) }
+
+        state.lock()
+        nextRescueAt = min(now + Int64(config.rescueIntervalSeconds * 1000), (held.max() ?? Int64.max - 1) + 1)
+        nextCollectionAt = now
+        threadsRunning = 2
+        state.unlock()
+        spawn("kiln-scheduler") { [self] in schedule() }
+        spawn("kiln-maintenance") { [self] in maintain() }
+        return report
+    }
+
+    private func describe(_ r: RecoveryReport) -> [String] {
+        var lines: [String] = []
+        if !r.finishedDeletions.isEmpty { lines.append("start-up: finished deleting \(r.finishedDeletions.joined(separator: ", "))") }
+        if !r.removedTemporaries.isEmpty { lines.append("start-up: removed \(r.removedTemporaries.count) stale temporary file(s)") }
+        if r.rescuedJobs > 0 { lines.append("start-up: rescued \(r.rescuedJobs) job(s) with expired leases") }
+        return lines
+    }
+
+    private func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
+        let t = Thread(block: body)
+        t.name = name
+        t.start()
+    }
+
+    /// Graceful shutdown: no more claims; running jobs get `grace` seconds (default
+    /// `shutdownGraceSeconds`) to finish, then their children are stopped (TERM, then
+    /// KILL) and the jobs queued again without spending the attempt. Returns when every
+    /// thread of the farm has ended.
+    public func shutdown(grace: Double? = nil) {
+        let graceSeconds = grace ?? config.shutdownGraceSeconds
+        state.lock()
+        stopping = true
+        state.broadcast()
+        let deadline = Date(timeIntervalSinceNow: graceSeconds)
+        while !runners.isEmpty && state.wait(until: deadline) {}
+        let remaining = Array(runners.values)
+        state.unlock()
+        for r in remaining { r.stop(.shutdown) }
+        state.lock()
+        while !runners.isEmpty || threadsRunning > 0 {
+            // A runner the scheduler started while we were deciding is stopped too.
+            let late = runners.values.filter { r in !remaining.contains { $0 === r } }
+            if !late.isEmpty { state.unlock(); for r in late { r.stop(.shutdown) }; state.lock() }
+            _ = state.wait(until: Date(timeIntervalSinceNow: 0.2))
+        }
+        state.unlock()
+        events.close()
+    }
+
+    // MARK: Requests
+
+    /// Probe (cached by the source's fingerprint) → plan → bind, in one call; the job, if
+    /// one was created or queued again, starts as soon as a slot is free.
+    public func prepare(_ request: PrepareRequest) throws(KilnError) -> Binding {
+        guard !request.reference.isEmpty else {
+            throw KilnError(.usage, stage: .request, field: "reference", "reference must not be empty")
+        }
+        let path = request.sourcePath
+        let fingerprint = try SourceFingerprint.compute(path: path)
+        let info: MediaInfo
+        if let cached = try store.cachedProbe(fingerprint: fingerprint) {
+            info = cached
+        } else {
+            var probed = try prober.probe(path: path)
+            probed.fingerprint = fingerprint
+            try store.cacheProbe(probed, fingerprint: fingerprint, now: clock.nowMillis())
+            info = probed
+        }
+        let plan = try Planner.plan(source: info, quality: request.quality, caps: request.caps, policy: policy,
+                                    audioLanguage: request.audioLanguage, presets: presets)
+        let size = Self.fileSize(path) ?? info.sizeBytes
+        let source = SourceRecord(path: path, fingerprint: fingerprint, durationSeconds: info.durationSeconds, sizeBytes: size)
+        let original = plan.deliveryFormat == .original
+            ? FileRecord(path: path, bytes: size, sha256: nil, owned: false) : nil
+        let binding = try store.bind(request: request, plan: plan, source: source,
+                                     estimatedBytes: Self.estimatedBytes(plan: plan, source: info),
+                                     maxAttempts: config.maxAttempts, originalFile: original, now: clock.nowMillis())
+        if binding.enqueued { wake() }
+        if let previous = binding.movedFrom {
+            events.notify()
+            stopRunnersIfCanceled(artifactID: previous)
+        }
+        return binding
+    }
+
+    /// Drops a reference; if it was the last, an unfinished job is canceled (and its child stopped).
+    @discardableResult
+    public func release(reference: String) throws(KilnError) -> Bool {
+        let held = try store.reference(reference)
+        guard try store.release(reference: reference, now: clock.nowMillis()) else { return false }
+        events.notify()
+        if let held { stopRunnersIfCanceled(artifactID: held.artifactID) }
+        return true
+    }
+
+    /// Operator cancel: the job and artifact become canceled; a running child is stopped.
+    @discardableResult
+    public func cancel(artifactID: String) throws(KilnError) -> Bool {
+        guard try store.cancel(artifactID: artifactID, now: clock.nowMillis()) else { return false }
+        events.notify()
+        stopRunners(artifactID: artifactID, .canceled)
+        return true
+    }
+
+    /// Operator retry: a failed or canceled artifact is queued again with fresh attempts.
+    @discardableResult
+    public func retry(artifactID: String) throws(KilnError) -> Bool {
+        guard try store.retry(artifactID: artifactID, maxAttempts: config.maxAttempts, now: clock.nowMillis()) else { return false }
+        wake()
+        return true
+    }
+
+    /// Asks the scheduler to claim now (after an insert, a finished job, or a clock change).
+    public func wake() {
+        state.lock(); wakeRequested = true; state.broadcast(); state.unlock()
+    }
+
+    /// Rescues expired leases now (the maintenance thread also does, periodically).
+    @discardableResult
+    public func rescueExpiredLeases() throws(KilnError) -> Int {
+        let n = try store.rescueExpiredLeases(now: clock.nowMillis())
+        if n > 0 { events.notify(); wake() }
+        return n
+    }
+
+    /// One garbage collection pass now (the maintenance thread also runs them).
+    @discardableResult
+    public func collectGarbage() throws(KilnError) -> GarbageReport {
+        let report = try collector.collect(now: clock.nowMillis())
+        if !report.deleted.isEmpty { events.notify(); wake() }
+        return report
+    }
+
+    /// Files in the artifact folder no row knows (reported, never deleted).
+    public func unknownFiles() throws(KilnError) -> [String] { try collector.unknownFiles() }
+
+    /// Slots per kind, and how many are busy.
+    public var slots: [JobKind: (total: Int, busy: Int)] {
+        state.lock(); defer { state.unlock() }
+        return [.transcode: (config.maxTranscodes, busy[.transcode] ?? 0), .remux: (config.maxRemuxes, busy[.remux] ?? 0)]
+    }
+
+    /// Ids of jobs with a runner in this process.
+    public var runningJobIDs: [Int64] { state.lock(); defer { state.unlock() }; return runners.keys.sorted() }
+
+    /// Free bytes where artifacts are written.
+    public var freeBytes: Int64? { space.freeBytes(at: config.absoluteDataDir) }
+
+    /// Bytes the output is expected to take: (video + audio bitrate) × duration × 1.1 plus
+    /// a 16 MiB margin; a copied stream counts at the source's own bitrate. `original`
+    /// writes nothing.
+    public static func estimatedBytes(plan: Plan, source: MediaInfo) -> Int64 {
+        guard plan.deliveryFormat != .original else { return 0 }
+        func kbps(_ planned: Int, _ index: Int?) -> Double {
+            if planned > 0 { return Double(planned) }
+            if let i = index, let b = source.stream(i)?.bitRate, b > 0 { return Double(b) / 1000 }
+            return 0
+        }
+        var total = kbps(plan.video?.bitrateKbps ?? 0, plan.video?.sourceIndex) + kbps(plan.audio?.bitrateKbps ?? 0, plan.audio?.sourceIndex)
+        if total == 0 { total = Double(source.bitRate) / 1000 }   // stream bitrates unknown: the whole file's
+        let bytes = total * 1000 / 8 * max(0, source.durationSeconds) * 1.1
+        return Int64(bytes.isFinite ? bytes : 0) + 16 << 20
+    }
+
+    static func fileSize(_ path: String) -> Int64? {
+        (try? FileManager.default.attributesOfItem(atPath: path))?[.size].flatMap { ($0 as? NSNumber)?.int64Value }
+    }
+
+    // MARK: Runners
+
+    private func stopRunners(artifactID: String, _ reason: StopReason) {
+        state.lock()
+        let matching = runners.values.filter { $0.artifactID == artifactID }
+        state.unlock()
+        for r in matching { r.stop(reason) }
+    }
+
+    private func stopRunnersIfCanceled(artifactID: String) {
+        state.lock()
+        let any = runners.values.contains { $0.artifactID == artifactID }
+        state.unlock()
+        guard any, let a = try? store.artifact(id: artifactID), a.job?.state == .canceled else { return }
+        stopRunners(artifactID: artifactID, .canceled)
+    }
+
+    func noteRetry(at time: Int64) {
+        state.lock()
+        nextRetryAt = min(nextRetryAt ?? time, time)
+        state.broadcast()
+        state.unlock()
+    }
+
+    func publishProgress(artifactID: String, format: DeliveryFormat, progress: JobProgress) {
+        events.publishLive(EventRecord(seq: 0, type: .progress, artifactID: artifactID, status: ArtifactState.pending.status,
+                                       deliveryFormat: format, references: [], progress: progress, at: clock.nowMillis()))
+    }
+
+    private func runnerEnded(_ runner: JobRunner) {
+        state.lock()
+        runners[runner.jobID] = nil
+        busy[runner.kind, default: 1] -= 1
+        wakeRequested = true
+        state.broadcast()
+        state.unlock()
+    }
+
+    // MARK: Scheduler
+
+    /// Claims as many due jobs as there are free slots of each kind, then sleeps until
+    /// woken (insert, finished job, cancel), the next retry is due, or `idleClaimSeconds`.
+    private func schedule() {
+        while true {
+            state.lock()
+            wakeRequested = false
+            if stopping { threadsRunning -= 1; state.broadcast(); state.unlock(); return }
+            let now = clock.nowMillis()
+            if let r = nextRetryAt, r <= now { nextRetryAt = nil }
+            var wants: [(JobKind, Int)] = []
+            for kind in JobKind.allCases {
+                let total = kind == .transcode ? config.maxTranscodes : config.maxRemuxes
+                let free = total - busy[kind, default: 0]
+                if free > 0 && diskWaitUntil[kind, default: 0] <= now { wants.append((kind, free)) }
+            }
+            state.unlock()
+
+            var failed = false
+            for (kind, free) in wants {
+                do { try claimAndStart(kind: kind, limit: free) } catch {
+                    log.write("scheduler: claiming \(kind.rawValue) jobs failed: \(error)")
+                    failed = true
+                }
+            }
+
+            state.lock()
+            let now2 = clock.nowMillis()
+            var wakeAt = now2 + Int64((failed ? 1 : config.idleClaimSeconds) * 1000)
+            if let r = nextRetryAt { wakeAt = min(wakeAt, r) }
+            for (_, until) in diskWaitUntil where until > now2 { wakeAt = min(wakeAt, until) }
+            // The clock may be injected: never sleep longer than the idle period in real time.
+            let seconds = min(config.idleClaimSeconds, max(0.001, Double(wakeAt - now2) / 1000))
+            let deadline = Date(timeIntervalSinceNow: seconds)
+            while !wakeRequested && !stopping && state.wait(until: deadline) {}
+            state.unlock()
+        }
+    }
+
+    private func claimAndStart(kind: JobKind, limit: Int) throws(KilnError) {
+        state.lock()
+        claims += 1
+        let owner = "\(farmID)#\(claims)"
+        state.unlock()
+        let now = clock.nowMillis()
+        let jobs = try store.claim(kind: kind, limit: limit, owner: owner,
+                                   leaseUntil: now + Int64(config.leaseSeconds * 1000), now: now)
+        for (i, claimed) in jobs.enumerated() {
+            if !admitted(claimed) {
+                // Keep the line's order: this and the rest go back and wait for space.
+                for later in jobs[i...] { _ = try? store.requeue(jobID: later.job.id, owner: owner, now: now) }
+                try store.setWaiting(jobID: claimed.job.id, reason: "waiting_for_disk")
+                state.lock()
+                diskWaitUntil[kind] = now + Int64(config.diskRecheckSeconds * 1000)
+                gcRequested = true
+                state.broadcast()
+                state.unlock()
+                log.write("job \(claimed.job.id) waits for disk space (needs ~\(claimed.estimatedBytes) bytes, keeps \(config.minFreeBytes) free)")
+                return
+            }
+            let runner = JobRunner(claimed: claimed, owner: owner, farm: self)
+            state.lock()
+            runners[claimed.job.id] = runner
+            busy[kind, default: 0] += 1
+            state.unlock()
+            let t = Thread { [self] in
+                runner.run()
+                runnerEnded(runner)
+            }
+            t.name = "kiln-job-\(claimed.job.id)"
+            t.start()
+        }
+    }
+
+    /// Disk admission: the job's estimated output must leave `minFreeBytes` free.
+    private func admitted(_ claimed: ClaimedJob) -> Bool {
+        guard let free = space.freeBytes(at: config.absoluteDataDir) else { return true }
+        return free - claimed.estimatedBytes >= config.minFreeBytes
+    }
+
+    // MARK: Maintenance
+
+    /// Rescues expired leases and collects garbage on their intervals (and collects at
+    /// once when the scheduler found disk space short).
+    private func maintain() {
+        while true {
+            state.lock()
+            if stopping { threadsRunning -= 1; state.broadcast(); state.unlock(); return }
+            let now = clock.nowMillis()
+            let rescue = now >= nextRescueAt
+            let collect = now >= nextCollectionAt || gcRequested
+            if rescue { nextRescueAt = now + Int64(config.rescueIntervalSeconds * 1000) }
+            if collect { nextCollectionAt = now + Int64(config.gcIntervalSeconds * 1000); gcRequested = false }
+            state.unlock()
+
+            if rescue {
+                do { try rescueExpiredLeases() } catch { log.write("rescuer: \(error)") }
+            }
+            if collect {
+                do { try collectGarbage() } catch { log.write("collector: \(error)") }
+            }
+
+            state.lock()
+            let now2 = clock.nowMillis()
+            let next = min(nextRescueAt, nextCollectionAt)
+            // Checked at least once a second in real time, so an injected clock is followed.
+            let deadline = Date(timeIntervalSinceNow: min(1, max(0.01, Double(next - now2) / 1000)))
+            while !stopping && !gcRequested && state.wait(until: deadline) {}
+            state.unlock()
+        }
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import KilnCore
+import Store
+
+/// What one collection did.
+public struct GarbageReport: Sendable, Equatable {
+    /// Artifacts deleted, in the order they went.
+    public var deleted: [String] = []
+    public var freedBytes: Int64 = 0
+    /// Files in the artifact folder that no row knows: reported, never deleted (they may
+    /// be an operator's, or evidence of a bug worth looking at).
+    public var unknownFiles: [String] = []
+    public init() {}
+}
+
+/// Deletes artifact files nobody holds:
+/// - an unreferenced ready artifact once `retentionSeconds` have passed since its last
+///   reference let go (a caller who comes back meanwhile gets it without new work);
+/// - under storage pressure (owned files above `storageBudgetBytes`, or free space below
+///   `minFreeBytes`) unreferenced artifacts least recently used first, retention or not.
+/// A referenced artifact is never deleted (the store re-checks in `beginDeleting`), nor a
+/// file Kiln does not own (an `original` delivery is the user's source).
+///
+/// Deleting is three steps that survive a crash between any two: mark the row
+/// `deleting`, unlink the file, remove the row; start-up finishes marked rows.
+struct GarbageCollector: Sendable {
+    let store: any ArtifactStore
+    let config: FarmConfig
+    let folder: ArtifactFolder
+    let space: any DiskSpace
+    let log: any FarmLog
+    /// Shared with runners moving files into place.
+    let fileLock: NSLock
+
+    func collect(now: Int64) throws(KilnError) -> GarbageReport {
+        var report = GarbageReport()
+        let candidates = try store.unreferencedArtifacts(limit: 100_000)   // least recently used first
+        var gone = Set<String>()
+        let retention = config.retentionSeconds * 1000
+        for a in candidates where now - (a.unreferencedSince ?? a.lastUsedAt) >= retention {
+            if try delete(a, now: now, report: &report) { gone.insert(a.id) }
+        }
+
+        var total = try store.storedBytes().total
+        var free = space.freeBytes(at: config.absoluteDataDir)
+        func pressed() -> Bool {
+            if let budget = config.storageBudgetBytes, total > budget { return true }
+            if let f = free, f < config.minFreeBytes { return true }
+            return false
+        }
+        for a in candidates where !gone.contains(a.id) {
+            guard pressed() else { break }
+            let bytes = a.file?.bytes ?? 0
+            if try delete(a, now: now, report: &report) {
+                gone.insert(a.id)
+                total -= bytes
+                free = free.map { $0 + bytes }
+            }
+        }
+        if pressed(), let budget = config.storageBudgetBytes, total > budget {
+            log.write("storage: \(total) bytes held by referenced artifacts exceed the budget of \(budget); nothing more may be deleted")
+        }
+
+        report.unknownFiles = try unknownFiles()
+        for f in report.unknownFiles { log.write("unknown file in the artifact folder (left alone): \(f)") }
+        return report
+    }
+
+    /// Files no row knows; attempt temporaries (in flight or a crash's, which start-up removes) aside.
+    func unknownFiles() throws(KilnError) -> [String] {
+        fileLock.lock()
+        defer { fileLock.unlock() }
+        let known = try store.ownedFilePaths()
+        return folder.names()
+            .filter { !$0.contains(ArtifactFolder.marker) }
+            .map { folder.path + "/" + $0 }
+            .filter { !known.contains($0) }
+            .sorted()
+    }
+
+    private func delete(_ a: ArtifactRecord, now: Int64, report: inout GarbageReport) throws(KilnError) -> Bool {
+        guard let file = a.file, file.owned else { return false }
+        fileLock.lock()
+        defer { fileLock.unlock() }
+        guard try store.beginDeleting(artifactID: a.id, now: now) else { return false }   // held again meanwhile
+        do { try folder.remove(file.path) } catch {
+            // Left `deleting`: the next start-up tries again.
+            log.write("cannot delete \(file.path) of \(a.id): \(error.message)")
+            return false
+        }
+        try store.finishDeleting(artifactID: a.id, now: now)
+        report.deleted.append(a.id)
+        report.freedBytes += file.bytes
+        return true
+    }
+
+    /// Start-up: finish deletions a crash interrupted (the file may or may not be gone yet).
+    func finishInterrupted(now: Int64) throws(KilnError) -> [String] {
+        var finished: [String] = []
+        for a in try store.artifactsBeingDeleted() {
+            if let file = a.file, file.owned {
+                do { try folder.remove(file.path) } catch {
+                    log.write("start-up: cannot delete \(file.path) of \(a.id): \(error.message)")
+                    continue
+                }
+            }
+            try store.finishDeleting(artifactID: a.id, now: now)
+            finished.append(a.id)
+        }
+        return finished
+    }
+}

@@ -1,0 +1,464 @@
+import Foundation
+import KilnCore
+import KilnTestSupport
+import Store
+import Testing
+@testable import Farm
+
+@Suite("Farm with a fake child and an injected clock")
+struct FarmTests {
+
+    @Test("200 concurrent identical prepares make one artifact and one job")
+    func dedupeStorm() throws {
+        let h = try Harness("storm")
+        defer { h.cleanUp() }
+        let source = try h.source()
+        let request = h.request("ref-1", source)
+        let ids = LockedArray<String>()
+        let errors = LockedArray<String>()
+        DispatchQueue.concurrentPerform(iterations: 200) { _ in
+            do { ids.append(try h.farm.prepare(request).artifact.id) } catch { errors.append("\(error)") }
+        }
+        #expect(errors.values.isEmpty, "\(errors.values.prefix(3))")
+        #expect(Set(ids.values).count == 1)
+        let snapshot = try h.store.queueSnapshot(recentFailures: 0, queuedLimit: 10)
+        #expect(snapshot.jobsByState.values.reduce(0, +) == 1)
+        let a = try #require(try h.artifact(ids.values[0]))
+        #expect(a.references == ["ref-1"])
+
+        // Different references, same target: still one artifact and one job.
+        DispatchQueue.concurrentPerform(iterations: 200) { i in
+            do { ids.append(try h.farm.prepare(h.request("ref-storm-\(i)", source)).artifact.id) } catch { errors.append("\(error)") }
+        }
+        #expect(errors.values.isEmpty)
+        #expect(Set(ids.values).count == 1)
+        #expect(try h.store.queueSnapshot(recentFailures: 0, queuedLimit: 10).jobsByState.values.reduce(0, +) == 1)
+        #expect(try h.artifact(ids.values[0])?.references.count == 201)
+    }
+
+    @Test("the same reference with a new target moves; the old artifact, now unheld, is canceled")
+    func referenceMoves() throws {
+        let h = try Harness("move")
+        defer { h.cleanUp() }
+        let source = try h.source()
+        let first = try h.farm.prepare(h.request("dl-7", source, .mbps1))
+        let again = try h.farm.prepare(h.request("dl-7", source, .mbps1))
+        #expect(again.artifact.id == first.artifact.id && !again.enqueued && again.movedFrom == nil)
+        let moved = try h.farm.prepare(h.request("dl-7", source, .mbps2))
+        #expect(moved.artifact.id != first.artifact.id)
+        #expect(moved.movedFrom == first.artifact.id)
+        #expect(moved.reference.revision == 2)
+        #expect(try h.artifact(first.artifact.id)?.state == .canceled)
+        let events = try h.store.events(after: 0, limit: 10)
+        #expect(events.map(\.type) == [.canceled])
+        #expect(events.first?.artifactID == first.artifact.id)
+        #expect((h.prober as! FakeProber).probes == 1, "the probe is cached by the source's fingerprint")
+    }
+
+    @Test("transient failures are retried with exponential backoff timed by the injected clock")
+    func retriesAndBackoff() throws {
+        let h = try Harness("retry", launcher: FakeLauncher([.exit(4, code: "io_error"), .crash(signal: SIGSEGV)])) {
+            $0.retry = RetryPolicy(baseSeconds: 10, capSeconds: 600)
+        }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("r", try h.source())).artifact.id
+        let t0 = h.clock.nowMillis()
+
+        #expect(try eventually { try h.artifact(id)?.job?.state == .retrying })
+        var job = try #require(try h.artifact(id)?.job)
+        #expect(job.attempt == 1)
+        #expect((t0 + 5_000...t0 + 10_000).contains(job.runAfter), "first retry waits 5–10 s: \(job.runAfter - t0) ms")
+        // Not due yet: nothing runs however often the scheduler looks.
+        h.farm.wake()
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(h.fake.launches.count == 1)
+
+        h.clock.advance(seconds: 10)
+        h.farm.wake()
+        #expect(try eventually { try h.fake.launches.count == 2 && h.artifact(id)?.job?.state == .retrying })
+        job = try #require(try h.artifact(id)?.job)
+        let t1 = h.clock.nowMillis()
+        #expect(job.attempt == 2)
+        #expect((t1 + 10_000...t1 + 20_000).contains(job.runAfter), "second retry waits 10–20 s: \(job.runAfter - t1) ms")
+        #expect(h.tempFiles().isEmpty, "the crashed child's temporary file is removed")
+
+        h.clock.advance(seconds: 20)
+        h.farm.wake()
+        #expect(try eventually { try h.artifact(id)?.state == .ready })
+        let a = try #require(try h.artifact(id))
+        #expect(a.errors.map(\.code) == ["io_error", "crashed"])
+        #expect(a.errors[0].exitStatus == 4 && a.errors[0].logTail == ["log line before io_error"])
+        #expect(a.errors[1].signal == SIGSEGV && a.errors[1].exitStatus == nil)
+        #expect(a.file?.owned == true && a.file?.bytes == 1000)
+        #expect(FileManager.default.fileExists(atPath: h.config.artifactPath(id)))
+        #expect(try h.store.events(after: 0, limit: 10).map(\.type) == [.ready])
+    }
+
+    @Test("exit 3 fails at once; transient failures fail once attempts are exhausted")
+    func permanentVersusTransient() throws {
+        let h = try Harness("perm", launcher: FakeLauncher([.exit(3, code: "source_corrupt"),
+                                                             .exit(4, code: "disk_full"), .exit(1, code: "internal_error")])) {
+            $0.maxAttempts = 2
+            $0.retry = RetryPolicy(baseSeconds: 1, capSeconds: 1)
+        }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let permanent = try h.farm.prepare(h.request("p", try h.source())).artifact.id
+        #expect(try eventually { try h.artifact(permanent)?.state == .failed })
+        let p = try #require(try h.artifact(permanent))
+        #expect(p.errors.count == 1 && p.errors[0].code == "source_corrupt" && p.errors[0].exitStatus == 3)
+        #expect(p.job?.attempt == 1)
+
+        let transient = try h.farm.prepare(h.request("t", try h.source())).artifact.id
+        #expect(try eventually { try h.artifact(transient)?.job?.state == .retrying })
+        h.clock.advance(seconds: 2)
+        h.farm.wake()
+        #expect(try eventually { try h.artifact(transient)?.state == .failed })
+        let t = try #require(try h.artifact(transient))
+        #expect(t.errors.map(\.code) == ["disk_full", "internal_error"])
+        let failed = try h.store.events(after: 0, limit: 10).filter { $0.type == .failed }
+        #expect(failed.map(\.artifactID) == [permanent, transient])
+        #expect(failed.last?.error?.code == "internal_error")
+        #expect(failed.first?.references == ["p"])
+
+        // A new request for the failed artifact queues it again with fresh attempts.
+        let again = try h.farm.prepare(h.request("p2", h.artifact(permanent)!.source.path))
+        #expect(again.artifact.id == permanent && again.enqueued)
+        #expect(try eventually { try h.artifact(permanent)?.state == .ready })
+    }
+
+    @Test("an expired lease is rescued and the old runner's late result is refused")
+    func leaseExpiryAndFencing() throws {
+        let first = Gate(), second = Gate()
+        let h = try Harness("lease", launcher: FakeLauncher([.gated(first, then: .succeed(bytes: 111)),
+                                                             .gated(second, then: .succeed(bytes: 222))])) {
+            $0.leaseSeconds = 60
+            $0.heartbeatSeconds = 3600   // the first runner never renews: its lease lapses
+            $0.rescueIntervalSeconds = 3600
+            $0.maxTranscodes = 2         // the stale runner still holds a slot until its child ends
+        }
+        defer { first.release(); second.release(); h.cleanUp() }
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("l", try h.source())).artifact.id
+        #expect(try eventually { h.fake.launches.count == 1 })
+
+        h.clock.advance(seconds: 61)
+        #expect(try h.farm.rescueExpiredLeases() == 1)
+        // Rescued: a second attempt starts while the first child still runs.
+        #expect(try eventually { h.fake.launches.count == 2 })
+        #expect(try h.artifact(id)?.errors.map(\.code) == ["lease_expired"])
+
+        first.release()   // the old child finishes now: its result must not count
+        #expect(try eventually { h.log.lines.contains { $0.contains("after its lease was lost") } })
+        #expect(try h.artifact(id)?.state == .pending)
+        #expect(!FileManager.default.fileExists(atPath: h.config.artifactPath(id)))
+
+        second.release()
+        #expect(try eventually { try h.artifact(id)?.state == .ready })
+        #expect(try h.artifact(id)?.file?.bytes == 222)
+        #expect(try eventually { h.farm.runningJobIDs.isEmpty && h.tempFiles().isEmpty })
+    }
+
+    @Test("cancel stops a running child; the job is not run again")
+    func cancelStopsChild() throws {
+        let h = try Harness("cancel", launcher: FakeLauncher([.hang]))
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("c", try h.source())).artifact.id
+        #expect(try eventually { h.fake.launches.count == 1 })
+        #expect(try h.farm.cancel(artifactID: id))
+        #expect(try eventually { h.farm.runningJobIDs.isEmpty })
+        #expect(h.fake.allHandles.first?.wasTerminated == true)
+        let a = try #require(try h.artifact(id))
+        #expect(a.state == .canceled && a.job?.state == .canceled && a.errors.isEmpty)
+        #expect(try h.store.events(after: 0, limit: 10).map(\.type) == [.canceled])
+        h.farm.wake()
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(h.fake.launches.count == 1)
+
+        // Operator retry queues it again.
+        #expect(try h.farm.retry(artifactID: id))
+        #expect(try eventually { try h.artifact(id)?.state == .ready })
+    }
+
+    @Test("releasing the last reference of a running job stops its child")
+    func releaseWhileRunning() throws {
+        let h = try Harness("release-running", launcher: FakeLauncher([.hang]))
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("x", try h.source())).artifact.id
+        #expect(try eventually { h.fake.launches.count == 1 })
+        #expect(try h.farm.release(reference: "x"))
+        #expect(try eventually { h.farm.runningJobIDs.isEmpty })
+        #expect(h.fake.allHandles.first?.wasTerminated == true)
+        #expect(try h.artifact(id)?.state == .canceled)
+        #expect(try h.store.events(after: 0, limit: 10).first?.references == ["x"])
+    }
+
+    @Test("an artifact whose only reference let go before it was made is canceled and never run")
+    func neverReferenced() throws {
+        let h = try Harness("never")
+        defer { h.cleanUp() }
+        let id = try h.farm.prepare(h.request("gone", try h.source())).artifact.id
+        #expect(try h.farm.release(reference: "gone"))
+        #expect(try !h.farm.release(reference: "gone"))
+        try h.farm.start()
+        h.farm.wake()
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(h.fake.launches.isEmpty)
+        #expect(try h.artifact(id)?.state == .canceled)
+        #expect(try h.artifact(id)?.file == nil)
+    }
+
+    @Test("a queued job starts at once when a slot is free: the scheduler wakes on insert, not on its idle timer")
+    func promptStart() throws {
+        let h = try Harness("prompt") { $0.idleClaimSeconds = 60 }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        Thread.sleep(forTimeInterval: 0.2)   // the scheduler is asleep on its 60 s timer
+        _ = try h.farm.prepare(h.request("now", try h.source()))
+        #expect(try eventually(timeout: 10) { h.fake.launches.count == 1 })
+    }
+
+    @Test("shutdown stops a running child and queues its job again without spending the attempt")
+    func shutdownRequeues() throws {
+        let h = try Harness("shutdown", launcher: FakeLauncher([.hang]))
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("s", try h.source())).artifact.id
+        #expect(try eventually { try h.artifact(id)?.job?.state == .running })
+        h.farm.shutdown(grace: 0.2)
+        let job = try #require(try h.artifact(id)?.job)
+        #expect(job.state == .queued && job.attempt == 0)
+        #expect(try h.artifact(id)?.errors.isEmpty == true)
+        #expect(h.fake.allHandles.first?.wasTerminated == true)
+        #expect(h.tempFiles().isEmpty)
+
+        // The next start picks it up and finishes it.
+        h.restart()
+        try h.farm.start()
+        #expect(try eventually { try h.artifact(id)?.state == .ready })
+        #expect(try h.artifact(id)?.job?.attempt == 1)
+    }
+
+    @Test("shutdown lets a job that finishes within the grace period complete")
+    func shutdownGrace() throws {
+        let gate = Gate()
+        let h = try Harness("grace", launcher: FakeLauncher([.gated(gate, then: .succeed(bytes: 10))]))
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("g", try h.source())).artifact.id
+        #expect(try eventually { h.fake.launches.count == 1 })
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { gate.release() }
+        h.farm.shutdown(grace: 20)
+        #expect(try h.artifact(id)?.state == .ready)
+    }
+
+    @Test("a child with no progress for the stall timeout is stopped and retried as stalled")
+    func stallTimeout() throws {
+        let h = try Harness("stall", launcher: FakeLauncher([.hang])) { $0.stallTimeoutSeconds = 0.3 }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("st", try h.source())).artifact.id
+        #expect(try eventually { try h.artifact(id)?.job?.state == .retrying })
+        #expect(try h.artifact(id)?.errors.first?.code == "stalled")
+        #expect(h.fake.allHandles.first?.wasTerminated == true)
+    }
+
+    @Test("a job that would eat into the free-space floor waits for disk, then runs when space returns")
+    func diskAdmission() throws {
+        let h = try Harness("disk") { $0.diskRecheckSeconds = 5 }
+        defer { h.cleanUp() }
+        h.space.free = 1 << 20   // at the floor: no output fits
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("d", try h.source())).artifact.id
+        #expect(try eventually { try h.artifact(id)?.job?.waitingReason == "waiting_for_disk" })
+        let job = try #require(try h.artifact(id)?.job)
+        #expect(job.state == .queued && job.attempt == 0)
+        #expect(h.fake.launches.isEmpty)
+
+        h.space.free = 1 << 40
+        h.clock.advance(seconds: 6)
+        h.farm.wake()
+        #expect(try eventually { try h.artifact(id)?.state == .ready })
+        #expect(try h.artifact(id)?.job?.attempt == 1)
+    }
+
+    @Test("subscribers hear persisted events in order and live progress")
+    func events() throws {
+        let gate = Gate()
+        let h = try Harness("events", launcher: FakeLauncher([.gated(gate, then: .succeed(bytes: 5))]))
+        defer { gate.release(); h.cleanUp() }
+        let heard = LockedArray<EventRecord>()
+        let subscription = h.farm.events.subscribe(after: 0) { heard.append($0) }
+        defer { subscription.cancel() }
+        let cursor = h.farm.events.cursor(after: 0)
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("e", try h.source())).artifact.id
+        #expect(try eventually { h.fake.launches.count == 1 })
+        gate.release()
+        #expect(try eventually { heard.values.contains { $0.type == .ready } })
+        let ready = try #require(heard.values.first { $0.type == .ready })
+        #expect(ready.artifactID == id && ready.references == ["e"] && ready.deliveryFormat == .transcode && ready.seq > 0)
+        #expect(heard.values.contains { $0.type == .progress && $0.progress?.encodedSeconds == 5 && $0.seq == 0 })
+
+        var got: [EventRecord] = []
+        #expect(try eventually { got += try cursor.next(timeout: 0.1); return got.contains { $0.type == .ready } })
+        #expect(cursor.position == ready.seq)
+        #expect(try cursor.next(timeout: 0.05).isEmpty)
+    }
+}
+
+@Suite("Garbage collection")
+struct GarbageCollectionTests {
+
+    /// Makes an artifact ready through the farm and returns its id.
+    func ready(_ h: Harness, _ reference: String, quality: Quality = .mbps1) throws -> String {
+        let id = try h.farm.prepare(h.request(reference, try h.source(), quality)).artifact.id
+        #expect(try eventually { try h.artifact(id)?.state == .ready })
+        return id
+    }
+
+    @Test("an unreferenced ready artifact is kept for the retention time, then deleted")
+    func retention() throws {
+        let h = try Harness("gc-retention") { $0.retentionSeconds = 3600; $0.gcIntervalSeconds = 3600 }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let id = try ready(h, "r1")
+        let path = h.config.artifactPath(id)
+        #expect(try h.farm.collectGarbage().deleted.isEmpty, "a held artifact stays")
+        try h.farm.release(reference: "r1")
+        h.clock.advance(seconds: 3000)
+        #expect(try h.farm.collectGarbage().deleted.isEmpty, "within retention it stays")
+
+        // A caller coming back within retention gets it without new work.
+        let back = try h.farm.prepare(h.request("r2", try h.artifact(id)!.source.path))
+        #expect(back.artifact.id == id && back.artifact.state == .ready && !back.enqueued)
+        try h.farm.release(reference: "r2")
+        h.clock.advance(seconds: 3599)
+        #expect(try h.farm.collectGarbage().deleted.isEmpty, "retention counts from the last release")
+        h.clock.advance(seconds: 2)
+        let report = try h.farm.collectGarbage()
+        #expect(report.deleted == [id] && report.freedBytes == 1000)
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(try h.artifact(id) == nil)
+        #expect(try h.store.events(after: 0, limit: 10).map(\.type) == [.ready, .deleted])
+    }
+
+    @Test("over the storage budget, unreferenced artifacts go least recently used first; held ones never")
+    func budgetLRU() throws {
+        let h = try Harness("gc-budget") { $0.retentionSeconds = 1_000_000; $0.gcIntervalSeconds = 3600 }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let a = try ready(h, "a"); h.clock.advance(seconds: 10)
+        let b = try ready(h, "b"); h.clock.advance(seconds: 10)
+        let c = try ready(h, "c"); h.clock.advance(seconds: 10)
+        let held = try ready(h, "held"); h.clock.advance(seconds: 10)
+        try h.store.touch(artifactID: a, now: h.clock.nowMillis())   // a was read most recently
+        for r in ["a", "b", "c"] { try h.farm.release(reference: r) }
+
+        // 4000 bytes stored; a budget of 2000 needs two of the three unreferenced ones gone.
+        let budgeted = Farm(config: { var c = h.config; c.storageBudgetBytes = 2000; return c }(), store: h.store,
+                            clock: h.clock, presets: TestPresets.shared, launcher: h.launcher, prober: h.prober,
+                            space: h.space, log: h.log)
+        let report = try budgeted.collectGarbage()
+        #expect(report.deleted == [b, c])
+        #expect(try h.artifact(a)?.state == .ready)
+        #expect(try h.artifact(held)?.state == .ready)
+
+        // Free space below the floor: the rest of the unreferenced go, the held one stays.
+        h.space.free = 0
+        #expect(try h.farm.collectGarbage().deleted == [a])
+        #expect(try h.artifact(held)?.state == .ready)
+        #expect(FileManager.default.fileExists(atPath: h.config.artifactPath(held)))
+    }
+
+    @Test("an original delivery's file is the user's source and is never deleted")
+    func originalNeverDeleted() throws {
+        let h = try Harness("gc-original") { $0.retentionSeconds = 0 }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let source = try h.source()
+        let b = try h.farm.prepare(h.request("o", source, .original))
+        #expect(b.artifact.state == .ready && b.artifact.plan.deliveryFormat == .original && !b.enqueued)
+        #expect(b.artifact.file == FileRecord(path: source, bytes: Harness.size(source), sha256: nil, owned: false))
+        try h.farm.release(reference: "o")
+        h.space.free = 0
+        h.clock.advance(seconds: 10)
+        #expect(try h.farm.collectGarbage().deleted.isEmpty)
+        #expect(FileManager.default.fileExists(atPath: source))
+    }
+
+    @Test("files in the artifact folder that no row knows are reported, not deleted")
+    func unknownFiles() throws {
+        let h = try Harness("gc-unknown") { $0.retentionSeconds = 0 }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let id = try ready(h, "k")
+        let stray = h.config.artifactsDir + "/stray.mp4"
+        FileManager.default.createFile(atPath: stray, contents: Data("x".utf8))
+        let report = try h.farm.collectGarbage()
+        #expect(report.unknownFiles == [stray])
+        #expect(report.deleted.isEmpty)
+        #expect(FileManager.default.fileExists(atPath: stray))
+        #expect(FileManager.default.fileExists(atPath: h.config.artifactPath(id)))
+        #expect(h.log.lines.contains { $0.contains("unknown file") && $0.contains("stray.mp4") })
+    }
+
+    @Test("a crash between marking, unlinking and removing the row is finished at start-up")
+    func crashBetweenFileAndRow() throws {
+        let h = try Harness("gc-crash") { $0.retentionSeconds = 0; $0.gcIntervalSeconds = 3600 }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let marked = try ready(h, "m")          // crash after the row was marked, file still there
+        let unlinked = try ready(h, "u")        // crash after the file was removed, row still there
+        for r in ["m", "u"] { try h.farm.release(reference: r) }
+        h.farm.shutdown(grace: 0)
+        let now = h.clock.nowMillis()
+        #expect(try h.store.beginDeleting(artifactID: marked, now: now))
+        #expect(try h.store.beginDeleting(artifactID: unlinked, now: now))
+        try FileManager.default.removeItem(atPath: h.config.artifactPath(unlinked))
+        // And an attempt that died with its temporaries (the child's and the runner's).
+        let stale = [".a_dead.mp4.kiln-tmp-job9-attempt1", "..a_dead.mp4.kiln-tmp-job9-attempt1.kiln-tmp-77-5"]
+        for name in stale { FileManager.default.createFile(atPath: h.config.artifactsDir + "/" + name, contents: Data(count: 3)) }
+
+        h.restart()
+        let recovery = try h.farm.start()
+        #expect(Set(recovery.finishedDeletions) == [marked, unlinked])
+        #expect(Set(recovery.removedTemporaries) == Set(stale))
+        #expect(try h.artifact(marked) == nil && h.artifact(unlinked) == nil)
+        #expect(!FileManager.default.fileExists(atPath: h.config.artifactPath(marked)))
+        #expect(h.tempFiles().isEmpty)
+        let deleted = try h.store.events(after: 0, limit: 20).filter { $0.type == .deleted }.map(\.artifactID)
+        #expect(Set(deleted) == [marked, unlinked])
+    }
+
+    @Test("a reference that comes back during collection wins: the artifact is not deleted")
+    func referenceComesBack() throws {
+        let h = try Harness("gc-back") { $0.retentionSeconds = 0 }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let id = try ready(h, "b1")
+        try h.farm.release(reference: "b1")
+        let candidates = try h.store.unreferencedArtifacts(limit: 10)
+        #expect(candidates.map(\.id) == [id])
+        _ = try h.farm.prepare(h.request("b2", try h.artifact(id)!.source.path))
+        #expect(try !h.store.beginDeleting(artifactID: id, now: h.clock.nowMillis()))
+        #expect(try h.farm.collectGarbage().deleted.isEmpty)
+        #expect(FileManager.default.fileExists(atPath: h.config.artifactPath(id)))
+    }
+}
+
+extension Harness {
+    static func size(_ path: String) -> Int64 {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value ?? -1
+    }
+}
+
+final class LockedArray<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var items: [T] = []
+    func append(_ v: T) { lock.lock(); items.append(v); lock.unlock() }
+    var values: [T] { lock.lock(); defer { lock.unlock() }; return items }
+}
