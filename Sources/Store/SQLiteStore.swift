@@ -2,8 +2,9 @@ import CSQLite
 import Foundation
 import KilnCore
 
-/// The embedded store: one SQLite file in WAL mode with `synchronous=FULL`, so a committed
-/// transition survives a power cut, and one connection that every call uses in turn.
+/// The embedded store: one SQLite file in WAL mode with `synchronous=FULL` (by default), so
+/// a committed transition survives a power cut, and one connection that every call uses in
+/// turn. Each call is one transaction and, with `.full`, one fsync of the log.
 ///
 /// `@unchecked Sendable`: the connection and its statement cache are not thread-safe
 /// (opened with SQLITE_OPEN_NOMUTEX); every access goes through `lock`, so at most one
