@@ -5,7 +5,7 @@ SWIFT ?= swift
 CONFIG ?= release
 BIN := .build/$(CONFIG)
 DEBIAN_PACKAGES := libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libswscale-dev \
-	               libavfilter-dev libsqlite3-dev libmicrohttpd-dev libssl-dev pkg-config ffmpeg python3
+	               libavfilter-dev libsqlite3-dev libmicrohttpd-dev libssl-dev libcurl4 pkg-config ffmpeg python3
 # What `make run` prepares when no FILE is given: a real HDR10 HEVC sample, at a rung.
 FILE ?= $(abspath ../shared/media/sp_bear-640x360-hevc-hdr10.mp4)
 QUALITY ?= 2mbps

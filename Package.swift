@@ -8,6 +8,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "prep-artifact", targets: ["prep-artifact"]),
+        .executable(name: "kiln", targets: ["kiln"]),
     ],
     targets: [
         // All C lives here: libav headers, wrappers for the macros Swift cannot import,
@@ -29,6 +30,10 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "Store", dependencies: ["CSQLite", "KilnCore"]),
         .target(name: "Farm", dependencies: ["Store", "Planner", "KilnCore"]),
+        // The daemon: its HTTP API over the farm (a library, so tests can run it in-process)
+        // and the `kiln` command.
+        .target(name: "KilnAPI", dependencies: ["Farm", "Store", "HTTPServer", "Planner", "KilnCore"]),
+        .executableTarget(name: "kiln", dependencies: ["KilnAPI", "Farm", "Store", "HTTPServer", "Planner", "KilnCore"]),
         // prctl and friends, for child processes that must not outlive the daemon.
         .target(name: "CProcess"),
         // libmicrohttpd (Debian's libmicrohttpd-dev) plus C wrappers for its variadic

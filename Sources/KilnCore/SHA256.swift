@@ -51,3 +51,17 @@ extension Sequence where Element == UInt8 {
         return String(decoding: out, as: UTF8.self)
     }
 }
+
+/// HMAC-SHA256 (RFC 2104) through libcrypto: the webhook's `X-Kiln-Signature`.
+public enum HMACSHA256 {
+    public static func hex(key: [UInt8], message: [UInt8]) -> String {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        key.withUnsafeBufferPointer { k in
+            message.withUnsafeBufferPointer { m in
+                _ = HMAC(EVP_sha256(), k.baseAddress, Int32(k.count), m.baseAddress, m.count, &out, &length)
+            }
+        }
+        return out.prefix(Int(length)).hex
+    }
+}

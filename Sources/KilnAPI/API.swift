@@ -1,0 +1,212 @@
+import Foundation
+import Farm
+import HTTPServer
+import KilnCore
+import Store
+
+/// The daemon's HTTP API (CONTRACT.md section 3) over a `Farm`: routes, auth, the error
+/// envelope, the event stream, the status endpoint, metrics and the status page.
+public final class API: Sendable {
+    public let farm: Farm
+    let gate: SourceGate
+    let token: String?
+    let metrics: Metrics
+    /// Seconds between SSE heartbeat comments.
+    let heartbeatSeconds: Double
+
+    public init(farm: Farm, mediaRoots: [String], token: String?, metrics: Metrics, heartbeatSeconds: Double = 15) {
+        self.farm = farm
+        self.gate = SourceGate(roots: mediaRoots)
+        self.token = token?.isEmpty == true ? nil : token
+        self.metrics = metrics
+        self.heartbeatSeconds = heartbeatSeconds
+    }
+
+    var store: any ArtifactStore { farm.store }
+
+    /// The envelope every error uses, also for the server's own 404/405/413/400.
+    public static func errorResponse(status: Int, code: String, message: String) -> HTTPResponse {
+        .json(status: status, APIError(status, code, message))
+    }
+
+    static func fail(_ e: APIError) -> HTTPResponse { .json(status: e.status, e) }
+
+    public func register(on server: HTTPServer) {
+        server.route("GET", "/healthz") { _, _ in .json(["ok": true]) }
+        route(server, "GET", "/readyz") { [self] _, _ in
+            do { _ = try store.lastEventSeq() } catch { return API.fail(APIError(503, "unavailable", "The store is not answering.")) }
+            return .json(["ready": true])
+        }
+        route(server, "POST", "/v1/prepare") { [self] req, _ in try prepare(req) }
+        route(server, "GET", "/v1/references/:ref") { [self] _, p in try referenceAnswer(p["ref"] ?? "") }
+        route(server, "DELETE", "/v1/references/:ref") { [self] _, p in
+            do {
+                guard try farm.release(reference: p["ref"] ?? "") else { throw APIError.notFound }
+            } catch let e as KilnError { throw APIError(e) }
+            return .empty(204)
+        }
+        route(server, "GET", "/v1/artifacts/:id") { [self] _, p in .json(ArtifactView(try artifact(p["id"] ?? ""))) }
+        route(server, "GET", "/v1/artifacts/:id/file") { [self] req, p in try file(req, p["id"] ?? "") }
+        route(server, "HEAD", "/v1/artifacts/:id/file") { [self] req, p in try file(req, p["id"] ?? "") }
+        route(server, "POST", "/v1/artifacts/:id/cancel") { [self] _, p in
+            let id = p["id"] ?? ""
+            _ = try artifact(id)
+            do {
+                guard try farm.cancel(artifactID: id) else {
+                    throw APIError(409, "not_cancelable", "Only a pending artifact can be canceled.")
+                }
+            } catch let e as KilnError { throw APIError(e) }
+            return .json(ArtifactView(try artifact(id)))
+        }
+        route(server, "POST", "/v1/artifacts/:id/retry") { [self] _, p in
+            let id = p["id"] ?? ""
+            _ = try artifact(id)
+            do {
+                guard try farm.retry(artifactID: id) else {
+                    throw APIError(409, "not_retryable", "Only a failed or canceled artifact can be retried.")
+                }
+            } catch let e as KilnError { throw APIError(e) }
+            return .json(status: 202, ArtifactView(try artifact(id)))
+        }
+        route(server, "GET", "/v1/queue") { [self] _, _ in .json(try queue()) }
+        route(server, "GET", "/v1/events") { [self] req, _ in try events(req) }
+        route(server, "GET", "/metrics") { [self] _, _ in
+            .text(metrics.render(farm: farm), contentType: "text/plain; version=0.0.4; charset=utf-8")
+        }
+        // The page holds no data (it asks for the token and calls the routes above).
+        server.route("GET", "/") { _, _ in .text(StatusPage.html, contentType: "text/html; charset=utf-8") }
+    }
+
+    /// Registers a handler behind the bearer check, turning thrown errors into envelopes.
+    private func route(_ server: HTTPServer, _ method: String, _ pattern: String,
+                       _ handler: @escaping @Sendable (HTTPRequest, [String: String]) throws -> HTTPResponse) {
+        server.route(method, pattern) { [self] req, params in
+            if let token {
+                let presented = req.headers["Authorization"] ?? ""
+                guard presented.hasPrefix("Bearer "), tokensMatch(String(presented.dropFirst(7)), token) else {
+                    var r = API.fail(.unauthorized)
+                    r.headers.set("WWW-Authenticate", "Bearer")
+                    return r
+                }
+            }
+            do { return try handler(req, params) }
+            catch let e as APIError { return API.fail(e) }
+            catch let e as KilnError { return API.fail(APIError(e)) }
+            catch { return API.fail(APIError(500, "internal_error", "Unexpected error.")) }
+        }
+    }
+
+    func artifact(_ id: String) throws -> ArtifactRecord {
+        guard let a = try store.artifact(id: id) else { throw APIError.notFound }
+        return a
+    }
+
+    func prepare(_ req: HTTPRequest) throws -> HTTPResponse {
+        let body = try PrepareBody.parse(req.body)
+        let path = try gate.check(body.sourcePath)
+        let request = PrepareRequest(reference: body.reference, sourcePath: path, quality: body.quality, caps: body.caps,
+                                     priority: body.priority, audioLanguage: body.audioLanguage)
+        let binding = try farm.prepare(request)
+        let view = ReferenceView(reference: binding.reference, artifact: binding.artifact)
+        metrics.countRequest(enqueued: binding.enqueued)
+        return .json(status: view.httpStatus, view)
+    }
+
+    func referenceAnswer(_ ref: String) throws -> HTTPResponse {
+        guard let r = try store.reference(ref), let a = try store.artifact(id: r.artifactID) else { throw APIError.notFound }
+        let view = ReferenceView(reference: r, artifact: a)
+        return .json(status: view.httpStatus, view)
+    }
+
+    func file(_ req: HTTPRequest, _ id: String) throws -> HTTPResponse {
+        let a = try artifact(id)
+        guard a.state == .ready, let f = a.file else { throw APIError.notReady(id) }
+        try? store.touch(artifactID: id, now: SystemClock().nowMillis())
+        let type = a.plan.container == "mp4" ? "video/mp4" : "application/octet-stream"
+        return .file(path: f.path, contentType: type, etag: f.sha256.map { "\"\($0)\"" }, request: req)
+    }
+
+    func events(_ req: HTTPRequest) throws -> HTTPResponse {
+        let resumeText = req.headers["Last-Event-ID"] ?? req.queryValue("after")
+        let after: Int64
+        if let resumeText {
+            guard let n = Int64(resumeText), n >= 0 else {
+                throw APIError.badRequest("after / Last-Event-ID must be a non-negative event sequence number.", field: "after")
+            }
+            after = n
+        } else {
+            after = try store.lastEventSeq()   // a new listener hears what happens from now on
+        }
+        let hub = farm.events
+        let heartbeat = heartbeatSeconds
+        let metrics = self.metrics
+        return .eventStream { stream in
+            let cursor = hub.cursor(after: after)
+            let thread = Thread {
+                metrics.sseClients(+1)
+                defer { metrics.sseClients(-1) }
+                _ = stream.sendComment("kiln events after \(after)")
+                while stream.isOpen && !hub.isClosed {
+                    let batch: [EventRecord]
+                    do { batch = try cursor.next(timeout: heartbeat) } catch { Thread.sleep(forTimeInterval: 1); continue }
+                    if batch.isEmpty {
+                        if !stream.sendComment("heartbeat") { break }
+                        continue
+                    }
+                    for e in batch {
+                        let data = JSON.string(EventView(e))
+                        let ok = e.type == .progress
+                            ? stream.send(event: e.type.rawValue, data: data)
+                            : stream.send(event: e.type.rawValue, id: String(e.seq), data: data)
+                        if !ok { break }
+                    }
+                }
+                stream.close()
+            }
+            thread.name = "kiln-sse"
+            thread.start()
+        }
+    }
+
+    struct QueueView: Encodable {
+        struct Slot: Encodable { let total: Int; let busy: Int }
+        struct Storage: Encodable {
+            let storedBytes: Int64, unreferencedBytes: Int64, freeBytes: Int64?, budgetBytes: Int64?, minFreeBytes: Int64
+            enum CodingKeys: String, CodingKey {
+                case storedBytes = "stored_bytes", unreferencedBytes = "unreferenced_bytes", freeBytes = "free_bytes"
+                case budgetBytes = "budget_bytes", minFreeBytes = "min_free_bytes"
+            }
+        }
+        struct Failure: Encodable {
+            let artifactID: String, deliveryFormat: String, source: String, error: AttemptError?, at: String
+            enum CodingKeys: String, CodingKey { case artifactID = "artifact_id", deliveryFormat = "delivery_format", source, error, at }
+        }
+        let counts: [String: Int]
+        let artifacts: [String: Int]
+        let running: [JobRecord]
+        let queued: [JobRecord]
+        let recentFailures: [Failure]
+        let slots: [String: Slot]
+        let storage: Storage
+        let at: String
+        enum CodingKeys: String, CodingKey {
+            case counts, artifacts, running, queued, recentFailures = "recent_failures", slots, storage, at
+        }
+    }
+
+    func queue() throws -> QueueView {
+        let snap = try store.queueSnapshot(recentFailures: 20, queuedLimit: 100)
+        var slots: [String: QueueView.Slot] = [:]
+        for (kind, s) in farm.slots { slots[kind.rawValue] = .init(total: s.total, busy: s.busy) }
+        return QueueView(
+            counts: snap.jobsByState, artifacts: snap.artifactsByState, running: snap.running, queued: snap.queued,
+            recentFailures: snap.recentFailures.map {
+                .init(artifactID: $0.id, deliveryFormat: $0.plan.deliveryFormat.rawValue, source: $0.source.path,
+                      error: $0.errors.last, at: RFC3339.string(millis: $0.updatedAt))
+            },
+            slots: slots,
+            storage: .init(storedBytes: snap.storedBytes, unreferencedBytes: snap.unreferencedBytes, freeBytes: farm.freeBytes,
+                           budgetBytes: farm.config.storageBudgetBytes, minFreeBytes: farm.config.minFreeBytes),
+            at: RFC3339.string(millis: SystemClock().nowMillis()))
+    }
+}

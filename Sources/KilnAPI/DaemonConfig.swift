@@ -1,0 +1,78 @@
+import Foundation
+import Farm
+import KilnCore
+
+/// `kiln serve`'s settings: every one an environment variable (CONTRACT.md section 3),
+/// optionally read from a file of `KEY=value` lines (`--config FILE`; the environment
+/// wins, so a unit file can override a shipped default).
+public struct DaemonConfig: Sendable {
+    public var host = "127.0.0.1"
+    public var port: UInt16 = 8480
+    public var token: String?
+    public var mediaRoots: [String] = []
+    public var webhookURL: URL?
+    public var webhookSecret: String?
+    public var httpThreads = 8
+    public var farm = FarmConfig()
+
+    public init() {}
+
+    /// Reads `KEY=value` lines (`#` comments, optional quotes) into a dictionary.
+    public static func readFile(_ path: String) throws(KilnError) -> [String: String] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw KilnError(.usage, stage: .request, field: "config", "cannot read the configuration file \(path)")
+        }
+        var values: [String: String] = [:]
+        for raw in text.split(separator: "\n") {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            guard !line.isEmpty, !line.hasPrefix("#"), let eq = line.firstIndex(of: "=") else { continue }
+            let key = line[..<eq].trimmingCharacters(in: .whitespaces)
+            var value = line[line.index(after: eq)...].trimmingCharacters(in: .whitespaces)
+            if value.count >= 2, let f = value.first, f == value.last, f == "\"" || f == "'" { value = String(value.dropFirst().dropLast()) }
+            values[key] = value
+        }
+        return values
+    }
+
+    public static func load(environment: [String: String], file: String?) throws(KilnError) -> DaemonConfig {
+        var env = try file.map { (f) throws(KilnError) in try readFile(f) } ?? [:]
+        env.merge(environment) { _, fromEnvironment in fromEnvironment }
+        var c = DaemonConfig()
+        c.farm = try FarmConfig.fromEnvironment(env)
+        if let listen = env["KILN_LISTEN"] { (c.host, c.port) = try parseListen(listen) }
+        c.token = env["KILN_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        c.mediaRoots = (env["KILN_MEDIA_ROOTS"] ?? "").split(separator: ":").map(String.init).filter { !$0.isEmpty }
+        for root in c.mediaRoots where !root.hasPrefix("/") {
+            throw KilnError(.usage, stage: .request, field: "KILN_MEDIA_ROOTS", "media roots must be absolute paths: \(root)")
+        }
+        if let u = env["KILN_WEBHOOK_URL"], !u.isEmpty {
+            guard let url = URL(string: u), url.scheme == "http" || url.scheme == "https" else {
+                throw KilnError(.usage, stage: .request, field: "KILN_WEBHOOK_URL", "KILN_WEBHOOK_URL must be an http(s) URL")
+            }
+            c.webhookURL = url
+        }
+        c.webhookSecret = env["KILN_WEBHOOK_SECRET"]
+        if let t = env["KILN_HTTP_THREADS"] {
+            guard let n = Int(t), (1...256).contains(n) else {
+                throw KilnError(.usage, stage: .request, field: "KILN_HTTP_THREADS", "KILN_HTTP_THREADS must be 1–256")
+            }
+            c.httpThreads = n
+        }
+        return c
+    }
+
+    /// `host:port`, `[v6]:port` or `:port`.
+    public static func parseListen(_ s: String) throws(KilnError) -> (String, UInt16) {
+        let bad = KilnError(.usage, stage: .request, field: "KILN_LISTEN", "KILN_LISTEN must be host:port, e.g. 127.0.0.1:8480")
+        guard let colon = s.lastIndex(of: ":"), let port = UInt16(s[s.index(after: colon)...]) else { throw bad }
+        var host = String(s[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host.isEmpty { host = "127.0.0.1" }
+        return (host, port)
+    }
+
+    /// Whether the listen address only accepts connections from this machine.
+    public var isLoopback: Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+}

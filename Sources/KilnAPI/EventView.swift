@@ -1,0 +1,42 @@
+import Foundation
+import KilnCore
+import Store
+
+/// An event as the SSE stream and the webhook send it (CONTRACT.md section 3):
+/// `{"seq", "type", "artifact_id", "status", "delivery_format", "references", "error"?,
+/// "progress"?, "at"}` with `at` in RFC 3339.
+public struct EventView: Encodable, Sendable, Equatable {
+    public let seq: Int64
+    public let type: String
+    public let artifactID: String
+    public let status: String
+    public let deliveryFormat: String
+    public let references: [String]
+    public let error: AttemptError?
+    public let progress: JobProgress?
+    public let at: String
+
+    public init(_ e: EventRecord) {
+        seq = e.seq
+        type = e.type.rawValue
+        artifactID = e.artifactID
+        status = e.status
+        deliveryFormat = e.deliveryFormat.rawValue
+        references = e.references
+        error = e.error
+        progress = e.progress
+        at = RFC3339.string(millis: e.at)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case seq, type, artifactID = "artifact_id", status, deliveryFormat = "delivery_format", references, error, progress, at
+    }
+}
+
+public enum RFC3339 {
+    public static func string(millis: Int64) -> String {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return f.string(from: Date(timeIntervalSince1970: Double(millis) / 1000))
+    }
+}

@@ -1,0 +1,65 @@
+import KilnCore
+import Store
+
+/// `POST /v1/prepare`'s body, checked field by field: unknown fields are ignored, a
+/// missing or mistyped field is a 400 that names it.
+public struct PrepareBody: Sendable, Equatable {
+    public var reference: String
+    public var sourcePath: String
+    public var quality: Quality
+    public var caps: DeviceCaps?
+    public var priority: Priority
+    public var audioLanguage: String?
+
+    static let maxReferenceLength = 256
+
+    public static func parse(_ bytes: [UInt8]) throws(APIError) -> PrepareBody {
+        let value: JSONValue
+        do { value = try JSONValue.parse(bytes) } catch {
+            throw APIError.badRequest("The body is not valid JSON.")
+        }
+        guard case .object(let o) = value else { throw APIError.badRequest("The body must be a JSON object.") }
+
+        func string(_ key: String, in object: [String: JSONValue], name: String? = nil, required: Bool) throws(APIError) -> String? {
+            let field = name ?? key
+            guard let v = object[key], v != .null else {
+                if required { throw APIError.badRequest("\(field) is required.", field: field) }
+                return nil
+            }
+            guard case .string(let s) = v else { throw APIError.badRequest("\(field) must be a string.", field: field) }
+            return s
+        }
+
+        guard let reference = try string("reference", in: o, required: true), !reference.isEmpty,
+              reference.count <= maxReferenceLength, !reference.contains(where: { $0.isNewline || $0 == "/" }) else {
+            throw APIError.badRequest("reference must be a non-empty string of at most \(maxReferenceLength) characters without '/'.",
+                                      field: "reference")
+        }
+        guard let sourceValue = o["source"], case .object(let source) = sourceValue else {
+            throw APIError.badRequest("source must be an object with a path.", field: "source")
+        }
+        guard let path = try string("path", in: source, name: "source.path", required: true), !path.isEmpty else {
+            throw APIError.badRequest("source.path is required.", field: "source.path")
+        }
+        let qualityText = try string("quality", in: o, required: false) ?? Quality.original.rawValue
+        let quality: Quality
+        do { quality = try Quality(parsing: qualityText) } catch { throw APIError(error) }
+        var caps: DeviceCaps? = nil
+        if let c = o["caps"], c != .null {
+            do { caps = try DeviceCaps.parse(c) } catch { throw APIError(error) }
+        }
+        var priority = Priority.interactive
+        if let p = try string("priority", in: o, required: false) {
+            guard let parsed = Priority(rawValue: p) else {
+                throw APIError.badRequest("priority must be interactive or background.", field: "priority")
+            }
+            priority = parsed
+        }
+        let language = try string("audio_language", in: o, required: false)
+        if let language, language.isEmpty || language.count > 16 || !language.allSatisfy({ $0.isLetter || $0 == "-" }) {
+            throw APIError.badRequest("audio_language must be a language code such as \"eng\" or \"fr\".", field: "audio_language")
+        }
+        return PrepareBody(reference: reference, sourcePath: path, quality: quality, caps: caps, priority: priority,
+                           audioLanguage: language?.lowercased())
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import KilnCore
+import Store
+
+/// The answer about one reference (CONTRACT.md section 3, `POST /v1/prepare` and
+/// `GET /v1/references/{ref}`).
+public struct ReferenceView: Encodable, Sendable {
+    public struct File: Encodable, Sendable { let path: String; let bytes: Int64; let sha256: String? }
+    let reference: String
+    let artifactID: String?
+    let status: String
+    let quality: String
+    let effectiveQuality: String
+    let deliveryFormat: String
+    let targetBitrateKbps: Int
+    let revision: Int
+    let plan: Plan
+    let file: File?
+    let progress: JobProgress?
+    let error: AttemptError?
+
+    public init(reference: ReferenceRecord, artifact: ArtifactRecord) {
+        self.reference = reference.request.reference
+        artifactID = artifact.id
+        status = artifact.state.status
+        quality = reference.request.quality.rawValue
+        effectiveQuality = artifact.plan.effectiveQuality.rawValue
+        deliveryFormat = artifact.plan.deliveryFormat.rawValue
+        targetBitrateKbps = artifact.plan.targetBitrateKbps
+        revision = reference.revision
+        var plan = artifact.plan
+        plan.quality = reference.request.quality   // the plan as this caller asked for it
+        self.plan = plan
+        file = artifact.state == .ready ? artifact.file.map { File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) } : nil
+        progress = artifact.state == .pending ? artifact.job?.progress : nil
+        error = artifact.state == .failed ? artifact.errors.last : nil
+    }
+
+    /// 200 when the file can be fetched now (ready, every original), 202 while preparing.
+    public var httpStatus: Int { status == "preparing" ? 202 : 200 }
+
+    enum CodingKeys: String, CodingKey {
+        case reference, artifactID = "artifact_id", status, quality, effectiveQuality = "effective_quality"
+        case deliveryFormat = "delivery_format", targetBitrateKbps = "target_bitrate_kbps", revision, plan, file, progress, error
+    }
+}
+
+/// `GET /v1/artifacts/{id}`.
+public struct ArtifactView: Encodable, Sendable {
+    let artifactID: String
+    let key: String
+    let status: String
+    let state: String
+    let deliveryFormat: String
+    let plan: Plan
+    let source: SourceRecord
+    let file: ReferenceView.File?
+    let referenceCount: Int
+    let references: [String]
+    let job: JobView?
+    let attempts: Int
+    let errors: [AttemptError]
+    let progress: JobProgress?
+    let createdAt: String
+    let updatedAt: String
+    let readyAt: String?
+    let lastUsedAt: String
+    let unreferencedSince: String?
+
+    struct JobView: Encodable, Sendable {
+        let id: Int64
+        let kind: String
+        let state: String
+        let priority: String
+        let attempt: Int
+        let maxAttempts: Int
+        let runAfter: String
+        let waitingReason: String?
+        let queuedAt: String
+        let startedAt: String?
+        let finishedAt: String?
+        enum CodingKeys: String, CodingKey {
+            case id, kind, state, priority, attempt, maxAttempts = "max_attempts", runAfter = "run_after"
+            case waitingReason = "waiting_reason", queuedAt = "queued_at", startedAt = "started_at", finishedAt = "finished_at"
+        }
+        init(_ j: JobRecord) {
+            id = j.id; kind = j.kind.rawValue; state = j.state.rawValue; priority = j.priority.rawValue
+            attempt = j.attempt; maxAttempts = j.maxAttempts; runAfter = RFC3339.string(millis: j.runAfter)
+            waitingReason = j.waitingReason; queuedAt = RFC3339.string(millis: j.queuedAt)
+            startedAt = j.startedAt.map(RFC3339.string); finishedAt = j.finishedAt.map(RFC3339.string)
+        }
+    }
+
+    public init(_ a: ArtifactRecord) {
+        artifactID = a.id
+        key = a.key
+        status = a.state.status
+        state = a.state.rawValue
+        deliveryFormat = a.plan.deliveryFormat.rawValue
+        plan = a.plan
+        source = a.source
+        file = a.state == .ready ? a.file.map { .init(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) } : nil
+        referenceCount = a.references.count
+        references = a.references
+        job = a.job.map(JobView.init)
+        attempts = a.job?.attempt ?? 0
+        errors = a.errors
+        progress = a.state == .pending ? a.job?.progress : nil
+        createdAt = RFC3339.string(millis: a.createdAt)
+        updatedAt = RFC3339.string(millis: a.updatedAt)
+        readyAt = a.readyAt.map(RFC3339.string)
+        lastUsedAt = RFC3339.string(millis: a.lastUsedAt)
+        unreferencedSince = a.unreferencedSince.map(RFC3339.string)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case artifactID = "artifact_id", key, status, state, deliveryFormat = "delivery_format", plan, source, file
+        case referenceCount = "reference_count", references, job, attempts, errors, progress
+        case createdAt = "created_at", updatedAt = "updated_at", readyAt = "ready_at", lastUsedAt = "last_used_at"
+        case unreferencedSince = "unreferenced_since"
+    }
+}

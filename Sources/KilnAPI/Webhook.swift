@@ -1,0 +1,111 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Farm
+import KilnCore
+import Store
+
+/// Delivers persisted events to `KILN_WEBHOOK_URL` in sequence order, as batches
+/// `{"events": [...]}` signed with `X-Kiln-Signature: sha256=<hex HMAC-SHA256 of the body>`.
+/// A batch is retried with backoff until the receiver answers 2xx; only then does the
+/// stored position move, so a restart neither skips nor reorders (at least once).
+public final class WebhookDeliverer: @unchecked Sendable {
+    public let url: URL
+    let secret: [UInt8]
+    let store: any ArtifactStore
+    let hub: EventHub
+    let batchLimit: Int
+    /// Backoff after a failed POST: doubling from `firstDelay` up to `maxDelay` seconds.
+    let firstDelay: Double
+    let maxDelay: Double
+    private let lock = NSCondition()
+    private var stopped = false
+    private var thread: Thread?
+    /// Deliveries attempted and failed so far (for metrics).
+    public private(set) var failures = 0
+    public private(set) var delivered = 0
+
+    public init(url: URL, secret: String?, store: any ArtifactStore, hub: EventHub, batchLimit: Int = 100,
+                firstDelay: Double = 1, maxDelay: Double = 60) {
+        self.url = url
+        self.secret = Array((secret ?? "").utf8)
+        self.store = store
+        self.hub = hub
+        self.batchLimit = batchLimit
+        self.firstDelay = firstDelay
+        self.maxDelay = maxDelay
+    }
+
+    public func start() {
+        let t = Thread { [self] in run() }
+        t.name = "kiln-webhook"
+        thread = t
+        t.start()
+    }
+
+    public func stop() {
+        lock.lock(); stopped = true; lock.broadcast(); lock.unlock()
+    }
+
+    private var isStopped: Bool { lock.lock(); defer { lock.unlock() }; return stopped }
+
+    /// Sleeps up to `seconds`, waking early on stop.
+    private func pause(_ seconds: Double) {
+        lock.lock()
+        if !stopped { _ = lock.wait(until: Date(timeIntervalSinceNow: seconds)) }
+        lock.unlock()
+    }
+
+    private func run() {
+        var start: Int64 = 0
+        while !isStopped {
+            do { start = try store.webhookPosition(); break } catch { pause(firstDelay) }
+        }
+        let cursor = hub.cursor(after: start)
+        while !isStopped {
+            let batch: [EventRecord]
+            do {
+                batch = try cursor.next(timeout: 1, limit: batchLimit).filter { $0.type != .progress && $0.seq > 0 }
+            } catch {
+                pause(firstDelay); continue
+            }
+            guard let last = batch.last else { continue }
+            var delay = firstDelay
+            while !isStopped {
+                if post(batch) {
+                    lock.lock(); delivered += batch.count; lock.unlock()
+                    while !isStopped {
+                        do { try store.setWebhookPosition(last.seq); break } catch { pause(firstDelay) }
+                    }
+                    break
+                }
+                lock.lock(); failures += 1; lock.unlock()
+                pause(delay * Double.random(in: 0.8...1.2))
+                delay = min(delay * 2, maxDelay)
+            }
+        }
+    }
+
+    struct Batch: Encodable { let events: [EventView] }
+
+    /// One signed POST; true on a 2xx answer.
+    func post(_ events: [EventRecord]) -> Bool {
+        guard let body = try? JSON.encode(Batch(events: events.map(EventView.init))) else { return false }
+        var request = URLRequest(url: url, timeoutInterval: 15)
+        request.httpMethod = "POST"
+        request.httpBody = body
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue("sha256=" + HMACSHA256.hex(key: secret, message: [UInt8](body)), forHTTPHeaderField: "X-Kiln-Signature")
+        let done = DispatchSemaphore(value: 0)
+        final class Outcome: @unchecked Sendable { var ok = false }
+        let outcome = Outcome()
+        let task = URLSession.shared.dataTask(with: request) { _, response, error in
+            if error == nil, let http = response as? HTTPURLResponse, (200..<300).contains(http.statusCode) { outcome.ok = true }
+            done.signal()
+        }
+        task.resume()
+        done.wait()
+        return outcome.ok
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import Farm
+import HTTPServer
+import KilnAPI
+import KilnCore
+import Planner
+import Store
+
+/// `kiln serve`: the store, the farm, the HTTP API, the webhook; SIGTERM or SIGINT shuts
+/// down gracefully (stop claiming, let running jobs finish within the grace period, then
+/// stop them and queue them again, attempt not spent).
+enum Serve {
+    static func run(_ config: DaemonConfig) throws(KilnError) -> Int32 {
+        guard config.isLoopback || config.token != nil else {
+            throw KilnError(.usage, stage: .request, field: "KILN_TOKEN",
+                            "refusing to listen on \(config.host) without KILN_TOKEN: set a token or listen on 127.0.0.1")
+        }
+        let dataDir = config.farm.absoluteDataDir
+        do {
+            try FileManager.default.createDirectory(atPath: config.farm.artifactsDir, withIntermediateDirectories: true)
+        } catch {
+            throw KilnError(.ioError, stage: .request, "cannot create the data directory \(dataDir): \(error.localizedDescription)")
+        }
+        let store = try SQLiteStore(path: dataDir + "/kiln.db")
+        let presetsDir = config.farm.presetsDir.map { URL(fileURLWithPath: $0) } ?? Presets.locate()
+        guard let presetsDir else { throw KilnError(.internalError, stage: .request, "cannot find the Presets folder; set KILN_PRESETS_DIR") }
+        let presets = try Presets.load(directory: presetsDir)
+        let farm = Farm(config: config.farm, store: store, presets: presets, policy: .standard)
+        let report = try farm.start()
+        log("recovered: \(report.finishedDeletions.count) deletions finished, \(report.removedTemporaries.count) temporary files removed, \(report.rescuedJobs) jobs rescued")
+
+        let metrics = Metrics()
+        metrics.observe(farm)
+        var webhook: WebhookDeliverer?
+        if let url = config.webhookURL {
+            webhook = WebhookDeliverer(url: url, secret: config.webhookSecret, store: store, hub: farm.events)
+            webhook?.start()
+        }
+        var http = HTTPServer.Configuration(host: config.host, port: config.port)
+        http.threads = config.httpThreads
+        http.errorResponse = API.errorResponse
+        let server = HTTPServer(configuration: http)
+        API(farm: farm, mediaRoots: config.mediaRoots, token: config.token, metrics: metrics).register(on: server)
+        do { try server.start() } catch {
+            farm.shutdown(grace: 0)
+            throw KilnError(.ioError, stage: .request, "cannot listen on \(config.host):\(config.port): \(error)")
+        }
+        log("listening on http://\(config.host.contains(":") ? "[\(config.host)]" : config.host):\(server.port) (data in \(dataDir), media roots \(config.mediaRoots.joined(separator: ":")))")
+        if config.mediaRoots.isEmpty { log("warning: KILN_MEDIA_ROOTS is empty, every prepare request will be refused") }
+
+        let signal = ShutdownSignal()
+        let name = signal.wait()
+        log("\(name): stopping (running jobs get \(Int(config.farm.shutdownGraceSeconds)) s to finish)")
+        farm.shutdown()
+        webhook?.stop()
+        metrics.stop()
+        server.stop()
+        log("stopped")
+        return 0
+    }
+
+    static func log(_ line: String) {
+        FileHandle.standardError.write(Data("kiln: \(line)\n".utf8))
+    }
+}
+
+/// Waits for SIGTERM or SIGINT on a Dispatch source (not in main.swift: the handler runs
+/// on a Dispatch thread).
+final class ShutdownSignal: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var sources: [DispatchSourceSignal] = []
+    private let lock = NSLock()
+    private var name = ""
+
+    init() {
+        for (sig, label) in [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")] {
+            Foundation.signal(sig, SIG_IGN)
+            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            s.setEventHandler { [weak self] in
+                guard let self else { return }
+                self.lock.lock(); let first = self.name.isEmpty; if first { self.name = label }; self.lock.unlock()
+                if first { self.done.signal() }
+            }
+            s.resume()
+            sources.append(s)
+        }
+    }
+
+    func wait() -> String {
+        done.wait()
+        lock.lock(); defer { lock.unlock() }
+        return name
+    }
+}
