@@ -34,7 +34,9 @@ public final class HTTPServer: Sendable {
         /// libmicrohttpd's per-connection memory pool. The request line and headers must
         /// fit in it (with room for the reply's headers); bigger requests get 431.
         public var connectionMemoryLimit: Int = 32 * 1024
-        /// Connections beyond this are accepted and closed at once.
+        /// At most this many open connections (streams included); more wait in the kernel's
+        /// listen backlog until one closes. libmicrohttpd divides the limit between the
+        /// worker threads, so keep it a multiple of `threads`.
         public var maxConnections: Int = 1000
         /// The default `ResponseStream.bufferLimit`: how far a stream's client may fall behind.
         public var streamBufferLimit: Int = 1 << 20

@@ -154,7 +154,7 @@ final class ServerCore: Sendable {
             }
         }
         let result = MHD_queue_response(connection, UInt32(clamping: response.status), made)
-        if case .stream(let start) = response.body, let stream {
+        if case .stream(let start) = response.body, let stream, result == .YES {
             start(stream)
         }
         return result

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 import Testing
 @testable import HTTPServer
@@ -220,6 +223,40 @@ struct RoutingTests {
         var configuration = HTTPServer.Configuration(host: "not an address")
         configuration.port = 0
         #expect(throws: HTTPServer.StartError.invalidHost("not an address")) { try HTTPServer(configuration: configuration).start() }
+    }
+
+    @Test("an idle keep-alive connection is closed after the idle timeout")
+    func idleTimeout() throws {
+        let server = try startServer({ $0.idleTimeoutSeconds = 1 }) { server in
+            server.route("GET", "/ok") { _, _ in .text("ok") }
+        }
+        defer { server.stop() }
+        let client = try RawClient(port: server.port)
+        client.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(client.read(until: "\r\n\r\nok").hasPrefix("HTTP/1.1 200"))
+        #expect(client.waitForClose())
+    }
+
+    @Test("a connection beyond the limit waits until another one closes")
+    func connectionLimit() throws {
+        // libmicrohttpd splits the limit across worker threads: one thread keeps it exact.
+        let server = try startServer({ $0.maxConnections = 2; $0.threads = 1 }) { server in
+            server.route("GET", "/ok") { _, _ in .text("ok") }
+        }
+        defer { server.stop() }
+        let first = try RawClient(port: server.port)
+        let second = try RawClient(port: server.port)
+        first.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+        second.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(first.read(until: "\r\n\r\nok").hasPrefix("HTTP/1.1 200"))
+        #expect(second.read(until: "\r\n\r\nok").hasPrefix("HTTP/1.1 200"))
+        let third = try RawClient(port: server.port)  // the kernel's backlog takes it
+        third.send("GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        var waiting = pollfd(fd: third.fd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&waiting, 1, 500) == 0)  // nothing yet (not a timing claim: nothing can come)
+        first.send("GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        #expect(first.waitForClose())
+        #expect(third.readToEnd().hasSuffix("\r\n\r\nok"))
     }
 
     @Test("request contexts are all released after many requests")

@@ -123,6 +123,17 @@ final class RawClient {
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// True when the server closes the connection (read returns end of file) within
+    /// 30 s; data that arrives first is skipped.
+    func waitForClose() -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n == 0 { return true }
+            if n < 0 { return errno == ECONNRESET }
+        }
+    }
+
     /// Reads until `marker` has been seen; returns everything read.
     func read(until marker: String) -> String {
         var text = ""
