@@ -1,0 +1,318 @@
+import Foundation
+import Testing
+import Farm
+import HTTPServer
+import KilnCore
+import KilnTestSupport
+import Planner
+import Store
+@testable import KilnAPI
+
+/// A daemon in this process: real SQLite store in a temp folder, real farm running the
+/// real `prep-artifact`, real HTTP server on a free port.
+final class Daemon: @unchecked Sendable {
+    let dir: URL
+    let farm: Farm
+    let server: HTTPServer
+    let store: SQLiteStore
+    let media: URL
+    var port: UInt16 { server.port }
+
+    init(token: String? = nil, retentionSeconds: Int64 = 259_200, mediaRoot: URL? = nil) throws {
+        dir = Media.scratch("daemon")
+        media = mediaRoot ?? Media.sharedFolder
+        var config = FarmConfig()
+        config.dataDir = dir.path
+        config.retentionSeconds = retentionSeconds
+        config.prepArtifactPath = Binaries.path("prep-artifact")
+        config.minFreeBytes = 0
+        store = try SQLiteStore(path: dir.appendingPathComponent("kiln.db").path)
+        let presets = try Presets.load(directory: Media.repoRoot.appendingPathComponent("Presets"))
+        farm = Farm(config: config, store: store, presets: presets)
+        _ = try farm.start()
+        var http = HTTPServer.Configuration(host: "127.0.0.1", port: 0)
+        http.errorResponse = API.errorResponse
+        server = HTTPServer(configuration: http)
+        let metrics = Metrics()
+        metrics.observe(farm)
+        API(farm: farm, mediaRoots: [media.path], token: token, metrics: metrics, heartbeatSeconds: 1).register(on: server)
+        try server.start()
+    }
+
+    func stop() {
+        farm.shutdown(grace: 5)
+        server.stop()
+        try? FileManager.default.removeItem(at: dir)
+    }
+
+    func prepare(_ reference: String, _ file: String, quality: String = "original", caps: String = #"{"containers":["mp4"],"codecs_video":["h264"],"codecs_audio":["aac"]}"#,
+                 headers: [String: String] = [:]) throws -> RawHTTP.Response {
+        let path = file.hasPrefix("/") ? file : media.appendingPathComponent(file).path
+        return try RawHTTP.json(port: port, "POST", "/v1/prepare",
+            #"{"reference":"\#(reference)","source":{"path":"\#(path)"},"quality":"\#(quality)","caps":\#(caps)}"#, headers: headers)
+    }
+
+    /// Waits (generously) until the reference's answer is not "preparing".
+    func settle(_ reference: String, seconds: Double = 120) throws -> JSONValue {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while Date() < deadline {
+            let r = try RawHTTP.request(port: port, "GET", "/v1/references/\(reference)")
+            let j = try JSONValue.parse(r.body)
+            if j["status"] != .string("preparing") { return j }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        throw TestFailure("\(reference) still preparing after \(seconds) s")
+    }
+}
+
+@Suite("kiln HTTP API", .serialized)
+struct APITests {
+    @Test("prepare → artifact.ready on the event stream → file with Range → release → GC → artifact.deleted")
+    func lifecycle() throws {
+        let d = try Daemon(retentionSeconds: 0)
+        defer { d.stop() }
+        let events = try RawHTTP.eventStream(port: d.port, path: "/v1/events?after=0")
+        let first = try d.prepare("dl-1", "sp_bear-640x360-ec3.mp4", quality: "1mbps")
+        #expect(first.status == 202)
+        let answer = try JSONValue.parse(first.body)
+        #expect(answer["status"] == .string("preparing"))
+        let id = try #require(answer["artifact_id"]?.string)
+
+        var ready: SSEEvent?
+        while let e = events.nextEvent() {
+            if e.event == "artifact.ready" { ready = e; break }
+        }
+        let event = try JSONValue.parse(Array(try #require(ready).data.utf8))
+        #expect(event["artifact_id"] == .string(id))
+        #expect(event["references"] == .array([.string("dl-1")]))
+        #expect(ready?.id == event["seq"]?.string.map { String(Int(Double($0)!)) })
+
+        let done = try JSONValue.parse(try d.prepare("dl-1", "sp_bear-640x360-ec3.mp4", quality: "1mbps").body)
+        #expect(done["status"] == .string("ready"), "the same request again answers ready, no new work")
+        let file = try #require(done["file"])
+        let bytes = try #require(file["bytes"]?.int)
+
+        let full = try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)/file")
+        #expect(full.status == 200 && full.body.count == bytes)
+        #expect(SHA256.hex(full.body) == file["sha256"]?.string)
+        let range = try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)/file", headers: ["Range": "bytes=100-199"])
+        #expect(range.status == 206 && range.body == Array(full.body[100..<200]))
+        #expect(range.headers["content-range"] == "bytes 100-199/\(bytes)")
+        let head = try RawHTTP.request(port: d.port, "HEAD", "/v1/artifacts/\(id)/file")
+        #expect(head.status == 200 && head.headers["content-length"] == String(bytes) && head.body.isEmpty)
+        let etag = try #require(full.headers["etag"])
+        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)/file", headers: ["If-None-Match": etag]).status == 304)
+
+        #expect(try RawHTTP.request(port: d.port, "DELETE", "/v1/references/dl-1").status == 204)
+        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/references/dl-1").status == 404)
+        _ = try d.farm.collectGarbage()
+        var deleted: SSEEvent?
+        while let e = events.nextEvent() {
+            if e.event == "artifact.deleted" { deleted = e; break }
+        }
+        #expect(deleted != nil)
+        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)/file").status == 404)
+        #expect(!FileManager.default.fileExists(atPath: file["path"]?.string ?? "/"))
+    }
+
+    @Test("the event stream resumes after a disconnect with Last-Event-ID, and ?after=")
+    func resume() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        for (i, name) in ["sp_bear-640x360-ec3.mp4", "sp_bear-640x360-trailing-moov.mp4"].enumerated() {
+            _ = try d.prepare("r\(i)", name, quality: "1mbps")
+            _ = try d.settle("r\(i)")
+        }
+        let all = try RawHTTP.eventStream(port: d.port, path: "/v1/events?after=0")
+        let e1 = try #require(all.nextEvent()), e2 = try #require(all.nextEvent())
+        #expect(Int(e1.id ?? "") ?? 0 < Int(e2.id ?? "") ?? 0)
+        let resumed = try RawHTTP.eventStream(port: d.port, path: "/v1/events", headers: ["Last-Event-ID": e1.id ?? ""])
+        #expect(resumed.nextEvent()?.id == e2.id, "resumes right after the last event seen")
+        let byQuery = try RawHTTP.eventStream(port: d.port, path: "/v1/events?after=\(e1.id ?? "")")
+        #expect(byQuery.nextEvent()?.id == e2.id)
+        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/events?after=-3").status == 400)
+    }
+
+    @Test("a token guards every route but /healthz, and a wrong one is refused")
+    func auth() throws {
+        let d = try Daemon(token: "s3cret-token")
+        defer { d.stop() }
+        #expect(try RawHTTP.request(port: d.port, "GET", "/healthz").status == 200)
+        for path in ["/v1/queue", "/metrics", "/v1/references/x", "/v1/events"] {
+            let r = try RawHTTP.request(port: d.port, "GET", path)
+            #expect(r.status == 401, "\(path)")
+            #expect(try JSONValue.parse(r.body)["error"] == .string("unauthorized"))
+            #expect(try RawHTTP.request(port: d.port, "GET", path, headers: ["Authorization": "Bearer s3cret-tokeN"]).status == 401)
+        }
+        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/queue", headers: ["Authorization": "Bearer s3cret-token"]).status == 200)
+        #expect(try d.prepare("x", "sp_bear-flac.mp4").status == 401)
+    }
+
+    @Test("sources outside the media roots are forbidden without a hint; symlinks that escape are caught")
+    func pathSafety() throws {
+        let root = Media.scratch("roots")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let inside = root.appendingPathComponent("movies")
+        try FileManager.default.createDirectory(at: inside, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Media.shared("sp_bear-flac.mp4"), toPath: inside.appendingPathComponent("ok.mp4").path)
+        try FileManager.default.createSymbolicLink(atPath: inside.appendingPathComponent("escape.mp4").path, withDestinationPath: "/etc/passwd")
+        try FileManager.default.createSymbolicLink(atPath: inside.appendingPathComponent("dir-escape").path, withDestinationPath: "/etc")
+        let d = try Daemon(mediaRoot: inside)
+        defer { d.stop() }
+        func code(_ path: String) throws -> (Int, String?) {
+            let r = try d.prepare("p", path)
+            return (r.status, try JSONValue.parse(r.body)["error"]?.string)
+        }
+        #expect([200, 202].contains(try code(inside.appendingPathComponent("ok.mp4").path).0))
+        #expect(try code("/etc/passwd") == (403, "source_forbidden"))
+        #expect(try code("/etc/does-not-exist") == (403, "source_forbidden"), "no hint that a file outside is missing")
+        #expect(try code(inside.path + "/../../../etc/passwd") == (403, "source_forbidden"))
+        #expect(try code(inside.appendingPathComponent("escape.mp4").path) == (403, "source_forbidden"))
+        #expect(try code(inside.appendingPathComponent("dir-escape/passwd").path) == (403, "source_forbidden"))
+        #expect(try code(inside.appendingPathComponent("missing.mkv").path) == (404, "source_not_found"))
+        #expect(try code(inside.path) == (403, "source_forbidden"), "a folder is not a file")
+        let relative = try RawHTTP.json(port: d.port, "POST", "/v1/prepare", #"{"reference":"p","source":{"path":"movies/a.mkv"}}"#)
+        #expect(relative.status == 400)
+    }
+
+    @Test("malformed, oversized and random bodies get a 4xx envelope naming the field, and the daemon stays healthy")
+    func badBodies() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        let cases: [(String, Int, String?)] = [
+            ("", 400, nil), ("{", 400, nil), ("[]", 400, nil), ("null", 400, nil),
+            (#"{"source":{"path":"/x"}}"#, 400, "reference"),
+            (#"{"reference":"a"}"#, 400, "source"),
+            (#"{"reference":"a","source":{"path":7}}"#, 400, "source.path"),
+            (#"{"reference":"a","source":{"path":"/x"},"quality":"4k"}"#, 400, nil),
+            (#"{"reference":"a","source":{"path":"/x"},"caps":{"hdr":"yes"}}"#, 400, "hdr"),
+            (#"{"reference":"a","source":{"path":"/x"},"priority":"urgent"}"#, 400, "priority"),
+            (#"{"reference":"a","source":{"path":"/x"},"audio_language":12}"#, 400, "audio_language"),
+        ]
+        for (body, status, field) in cases {
+            let r = try RawHTTP.json(port: d.port, "POST", "/v1/prepare", body)
+            #expect(r.status == status, "\(body)")
+            let j = try JSONValue.parse(r.body)
+            #expect(j["error"]?.string != nil && j["message"]?.string != nil, "envelope for \(body)")
+            if let field { #expect(j["field"]?.string == field || (j["message"]?.string ?? "").contains(field), "\(body)") }
+        }
+        let big = try RawHTTP.json(port: d.port, "POST", "/v1/prepare", String(repeating: "x", count: (1 << 20) + 10))
+        #expect(big.status == 413)
+        var rng = SystemRandomNumberGenerator()
+        let pieces = ["{", "}", "[", "]", "\"reference\"", "\"source\"", "\"path\"", ":", ",", "\"/a\"", "1", "true", "null", "\"quality\"", "\"caps\"", "\u{0}", "\\", "\"\u{FFFF}\""]
+        for _ in 0..<2000 {
+            let body = (0..<Int.random(in: 0...24, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined()
+            let r = try RawHTTP.json(port: d.port, "POST", "/v1/prepare", body)
+            #expect((400..<500).contains(r.status), "\(body) → \(r.status)")
+            #expect((try? JSONValue.parse(r.body))?["error"] != nil)
+        }
+        let garbage = try RawHTTP(port: d.port)
+        try garbage.send("NOT A REQUEST\r\n\r\n")
+        _ = try? garbage.readResponse()
+        #expect(try RawHTTP.request(port: d.port, "GET", "/healthz").status == 200)
+        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/nope").status == 404)
+        #expect(try RawHTTP.request(port: d.port, "PUT", "/v1/prepare").status == 405)
+    }
+
+    @Test("the status endpoint, metrics and status page answer")
+    func statusAndMetrics() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        _ = try d.prepare("m1", "sp_bear-640x360-ec3.mp4", quality: "1mbps")
+        _ = try d.settle("m1")
+        let q = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/queue").body)
+        #expect(q["counts"]?["succeeded"]?.int == 1)
+        #expect(q["slots"]?["transcode"]?["total"] != nil)
+        #expect(q["storage"]?["stored_bytes"]?.int ?? 0 > 0)
+        let metrics = try RawHTTP.request(port: d.port, "GET", "/metrics").text
+        #expect(metrics.contains(#"kiln_jobs{state="succeeded"} 1"#))
+        #expect(metrics.contains("kiln_job_duration_seconds_count"))
+        let page = try RawHTTP.request(port: d.port, "GET", "/")
+        #expect(page.status == 200 && page.text.contains("<title>Kiln</title>"))
+    }
+}
+
+@Suite("webhook")
+struct WebhookTests {
+    /// A receiver that fails its first `failures` deliveries, then records bodies.
+    final class Receiver: @unchecked Sendable {
+        let server: HTTPServer
+        let lock = NSLock()
+        var attempts = 0
+        var bodies: [(signature: String, body: [UInt8])] = []
+        init(failures: Int) throws {
+            server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0))
+            server.route("POST", "/hook") { [self] req, _ in
+                lock.lock(); defer { lock.unlock() }
+                attempts += 1
+                if attempts <= failures { return .empty(503) }
+                bodies.append((req.headers["X-Kiln-Signature"] ?? "", req.body))
+                return .empty(204)
+            }
+            try server.start()
+        }
+    }
+
+    @Test("batches arrive in order, signed, after the receiver failed twice; the position survives a restart")
+    func delivery() throws {
+        let receiver = try Receiver(failures: 2)
+        defer { receiver.server.stop() }
+        let d = try Daemon()
+        defer { d.stop() }
+        let url = URL(string: "http://127.0.0.1:\(receiver.server.port)/hook")!
+        let hook = WebhookDeliverer(url: url, secret: "shh", store: d.store, hub: d.farm.events, firstDelay: 0.05, maxDelay: 0.2)
+        hook.start()
+        for (i, name) in ["sp_bear-640x360-ec3.mp4", "sp_bear-640x360-trailing-moov.mp4"].enumerated() {
+            _ = try d.prepare("w\(i)", name, quality: "1mbps")
+            _ = try d.settle("w\(i)")
+        }
+        let deadline = Date(timeIntervalSinceNow: 60)
+        var seqs: [Int] = []
+        while Date() < deadline {
+            receiver.lock.lock()
+            seqs = receiver.bodies.flatMap { b -> [Int] in
+                guard case .array(let events)? = (try? JSONValue.parse(b.body))?["events"] else { return [] }
+                return events.compactMap { $0["seq"]?.int }
+            }
+            receiver.lock.unlock()
+            if seqs.count >= 2 { break }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        hook.stop()
+        #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count && seqs.count >= 2, "\(seqs)")
+        receiver.lock.lock()
+        #expect(receiver.attempts >= 3, "retried after two failures")
+        for b in receiver.bodies {
+            #expect(b.signature == "sha256=" + HMACSHA256.hex(key: Array("shh".utf8), message: b.body))
+        }
+        receiver.lock.unlock()
+        #expect(try d.store.webhookPosition() == Int64(seqs.max() ?? 0))
+
+        // A restarted deliverer starts from the stored position: nothing repeated, nothing skipped.
+        _ = try d.prepare("w9", "ax_sample_with_srt.mkv", quality: "1mbps")
+        _ = try d.settle("w9")
+        let before = seqs.count
+        let again = WebhookDeliverer(url: url, secret: "shh", store: d.store, hub: d.farm.events, firstDelay: 0.05, maxDelay: 0.2)
+        again.start()
+        defer { again.stop() }
+        var after: [Int] = []
+        let until = Date(timeIntervalSinceNow: 60)
+        while Date() < until {
+            receiver.lock.lock()
+            after = receiver.bodies.flatMap { b -> [Int] in
+                guard case .array(let events)? = (try? JSONValue.parse(b.body))?["events"] else { return [] }
+                return events.compactMap { $0["seq"]?.int }
+            }
+            receiver.lock.unlock()
+            if after.count > before { break }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        #expect(after.count == before + 1 && after == after.sorted() && Set(after).count == after.count, "\(after)")
+    }
+
+    @Test("HMAC-SHA256 matches RFC 4231 test case 2")
+    func hmac() {
+        #expect(HMACSHA256.hex(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8))
+                == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+    }
+}
