@@ -49,7 +49,7 @@ let package = Package(
         .testTarget(name: "MediaEngineTests", dependencies: ["MediaEngine", "Planner", "KilnCore", "KilnTestSupport"]),
         .testTarget(name: "StoreTests", dependencies: ["Store", "KilnCore"]),
         .testTarget(name: "FarmTests", dependencies: ["Farm", "Store", "Planner", "KilnCore", "KilnTestSupport", "prep-artifact"]),
-        .testTarget(name: "KilnAPITests", dependencies: ["KilnAPI", "Farm", "Store", "HTTPServer", "Planner", "KilnCore", "KilnTestSupport", "prep-artifact"]),
+        .testTarget(name: "KilnAPITests", dependencies: ["KilnAPI", "Farm", "Store", "HTTPServer", "Planner", "KilnCore", "KilnTestSupport", "prep-artifact", "kiln"]),
         .testTarget(name: "PrepArtifactTests", dependencies: ["prep-artifact", "KilnCore", "KilnTestSupport"]),
     ]
 )

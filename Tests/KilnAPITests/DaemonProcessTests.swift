@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+import KilnCore
+import KilnTestSupport
+
+/// `kiln serve` started the way users start it: a real process, SQLite in its data
+/// folder, `prep-artifact` children.
+final class DaemonProcess: @unchecked Sendable {
+    let process = Process()
+    let port: UInt16
+    let log: URL
+
+    static func freePort() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return UInt16(bigEndian: addr.sin_port)
+    }
+
+    init(dataDir: URL, mediaRoot: String, port: UInt16? = nil, extra: [String: String] = [:]) throws {
+        self.port = try port ?? Self.freePort()
+        log = dataDir.appendingPathComponent("daemon-\(UUID().uuidString.prefix(6)).log")
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        process.executableURL = URL(fileURLWithPath: Binaries.path("kiln"))
+        process.arguments = ["serve"]
+        var env = ProcessInfo.processInfo.environment
+        env["KILN_DATA_DIR"] = dataDir.path
+        env["KILN_LISTEN"] = "127.0.0.1:\(self.port)"
+        env["KILN_MEDIA_ROOTS"] = mediaRoot
+        env["KILN_PRESETS_DIR"] = Media.repoRoot.appendingPathComponent("Presets").path
+        env["KILN_MIN_FREE_BYTES"] = "0"
+        for (k, v) in extra { env[k] = v }
+        process.environment = env
+        let handle = try FileHandle(forWritingTo: log)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        let deadline = Date(timeIntervalSinceNow: 30)
+        while Date() < deadline {
+            if (try? RawHTTP.request(port: self.port, "GET", "/healthz"))?.status == 200 { return }
+            guard process.isRunning else { break }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        throw TestFailure("kiln serve did not come up: \(logText)")
+    }
+
+    var logText: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+
+    func kill9() { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+    func terminate() { process.terminate(); process.waitUntilExit() }
+}
+
+/// Processes whose command line mentions `needle`.
+func processes(matching needle: String) -> [Int32] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap(Int32.init).filter { pid in
+        guard let cmd = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8) else { return false }
+        return cmd.contains(needle)
+    }
+}
+
+@Suite("kiln serve as a process", .serialized)
+struct DaemonProcessTests {
+    @Test("refuses a non-loopback listen address without a token")
+    func refusesOpenListen() throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Binaries.path("kiln"))
+        p.arguments = ["serve"]
+        var env = ProcessInfo.processInfo.environment
+        env["KILN_LISTEN"] = "0.0.0.0:0"
+        env["KILN_TOKEN"] = nil
+        env["KILN_DATA_DIR"] = Media.scratch("open").path
+        p.environment = env
+        let err = Pipe()
+        p.standardError = err
+        try p.run()
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 2)
+        #expect(String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).contains("KILN_TOKEN"))
+    }
+
+    @Test("SIGKILLed mid-transcode, the daemon restarts and finishes the job: one artifact, no orphan child, no temporary file")
+    func crashMidTranscode() throws {
+        let media = Media.scratch("crash-media")
+        let data = Media.scratch("crash-data")
+        defer { try? FileManager.default.removeItem(at: media); try? FileManager.default.removeItem(at: data) }
+        let source = media.appendingPathComponent("long-\(UUID().uuidString.prefix(6)).mkv")
+        try FileManager.default.copyItem(atPath: try Media.generated("crash-720p-40s.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440",
+            "-t", "40", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"]), toPath: source.path)
+        let extra = ["KILN_LEASE_SECONDS": "3", "KILN_HEARTBEAT_SECONDS": "1", "KILN_RESCUE_INTERVAL_SECONDS": "1"]
+        let first = try DaemonProcess(dataDir: data, mediaRoot: media.path, extra: extra)
+        let body = #"{"reference":"crash-1","source":{"path":"\#(source.path)"},"quality":"1mbps","caps":{"codecs_video":["h264"],"codecs_audio":["aac"],"containers":["mp4"],"max_resolution":"720p"}}"#
+        let answer = try RawHTTP.json(port: first.port, "POST", "/v1/prepare", body)
+        #expect(answer.status == 202)
+        let id = try #require(try JSONValue.parse(answer.body)["artifact_id"]?.string)
+
+        // Wait until the child is encoding (progress stored), then kill the daemon outright.
+        var running = false
+        let deadline = Date(timeIntervalSinceNow: 60)
+        while Date() < deadline && !running {
+            let a = try JSONValue.parse(try RawHTTP.request(port: first.port, "GET", "/v1/artifacts/\(id)").body)
+            running = a["progress"]?["encoded_seconds"]?.int ?? 0 > 0
+            if !running { Thread.sleep(forTimeInterval: 0.2) }
+        }
+        #expect(running, "the transcode got going")
+        #expect(!processes(matching: source.path).isEmpty, "a child works on it")
+        first.kill9()
+        // The child dies with its daemon (PR_SET_PDEATHSIG): no orphan keeps encoding.
+        let orphanDeadline = Date(timeIntervalSinceNow: 10)
+        while Date() < orphanDeadline && !processes(matching: source.path).isEmpty { Thread.sleep(forTimeInterval: 0.1) }
+        #expect(processes(matching: source.path).isEmpty, "no orphan child")
+
+        let second = try DaemonProcess(dataDir: data, mediaRoot: media.path, port: first.port, extra: extra)
+        defer { second.terminate() }
+        var final: JSONValue = .null
+        let finish = Date(timeIntervalSinceNow: 240)
+        while Date() < finish {
+            final = try JSONValue.parse(try RawHTTP.request(port: second.port, "GET", "/v1/references/crash-1").body)
+            if final["status"] != .string("preparing") { break }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        #expect(final["status"] == .string("ready"), "\(final) \(second.logText)")
+        let artifacts = try FileManager.default.contentsOfDirectory(atPath: data.appendingPathComponent("artifacts").path)
+        #expect(artifacts == ["\(id).mp4"], "one artifact, no temporary file: \(artifacts)")
+        #expect(try FFprobe.decodeErrors(data.appendingPathComponent("artifacts/\(id).mp4").path) == "")
+        let detail = try JSONValue.parse(try RawHTTP.request(port: second.port, "GET", "/v1/artifacts/\(id)").body)
+        #expect(detail["attempts"]?.int == 2, "the lost attempt counted, the second finished")
+    }
+}
