@@ -6,13 +6,15 @@ CONFIG ?= release
 BIN := .build/$(CONFIG)
 DEBIAN_PACKAGES := libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libswscale-dev \
 	               libavfilter-dev libsqlite3-dev libmicrohttpd-dev libssl-dev libcurl4 pkg-config ffmpeg python3
-# What `make run` prepares when no FILE is given: a real HDR10 HEVC sample, at a rung.
+# `make run` serves files under MEDIA (the shared samples beside the repository, else your home).
+MEDIA ?= $(shell [ -d ../shared/media ] && cd ../shared/media && pwd || echo $$HOME)
+# What `make demo` prepares with the one-shot command: a real HDR10 HEVC sample, at a rung.
 FILE ?= $(abspath ../shared/media/sp_bear-640x360-hevc-hdr10.mp4)
 QUALITY ?= 2mbps
 CAPS ?= ios
-OUT ?= var/artifacts/$(basename $(notdir $(FILE))).$(QUALITY).mp4
+OUT ?= var/demo/$(basename $(notdir $(FILE))).$(QUALITY).mp4
 
-.PHONY: deps build test run bench bench-quick install clean
+.PHONY: deps build test run demo bench bench-quick install clean
 
 PREFIX ?= /usr/local
 
@@ -30,7 +32,11 @@ build: deps
 test: deps
 	$(SWIFT) test
 
+# The daemon on its embedded defaults: SQLite and artifacts in ./var, 127.0.0.1:8480.
 run: build
+	KILN_MEDIA_ROOTS="$${KILN_MEDIA_ROOTS:-$(MEDIA)}" $(BIN)/kiln serve
+
+demo: build
 	@mkdir -p $(dir $(OUT))
 	$(BIN)/prep-artifact plan "$(FILE)" --quality $(QUALITY) --caps $(CAPS)
 	$(BIN)/prep-artifact prepare "$(FILE)" --quality $(QUALITY) --caps $(CAPS) --output "$(OUT)"
@@ -45,6 +51,7 @@ bench-quick: build
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/kiln
 	install -m 755 $(BIN)/prep-artifact $(DESTDIR)$(PREFIX)/bin/prep-artifact
+	install -m 755 $(BIN)/kiln $(DESTDIR)$(PREFIX)/bin/kiln
 	rm -rf $(DESTDIR)$(PREFIX)/share/kiln/Presets
 	cp -R Presets $(DESTDIR)$(PREFIX)/share/kiln/Presets
 
