@@ -18,7 +18,8 @@ final class Daemon: @unchecked Sendable {
     let media: URL
     var port: UInt16 { server.port }
 
-    init(token: String? = nil, retentionSeconds: Int64 = 259_200, mediaRoot: URL? = nil) throws {
+    init(token: String? = nil, retentionSeconds: Int64 = 259_200, mediaRoot: URL? = nil,
+         adjust: (inout FarmConfig) -> Void = { _ in }) throws {
         dir = Media.scratch("daemon")
         media = mediaRoot ?? Media.sharedFolder
         var config = FarmConfig()
@@ -26,6 +27,7 @@ final class Daemon: @unchecked Sendable {
         config.retentionSeconds = retentionSeconds
         config.prepArtifactPath = Binaries.path("prep-artifact")
         config.minFreeBytes = 0
+        adjust(&config)
         store = try SQLiteStore(path: dir.appendingPathComponent("kiln.db").path)
         let presets = try Presets.load(directory: Media.repoRoot.appendingPathComponent("Presets"))
         farm = Farm(config: config, store: store, presets: presets)
