@@ -34,6 +34,8 @@ let package = Package(
         // and the `kiln` command.
         .target(name: "KilnAPI", dependencies: ["Farm", "Store", "HTTPServer", "Planner", "KilnCore"]),
         .executableTarget(name: "kiln", dependencies: ["KilnAPI", "Farm", "Store", "HTTPServer", "Planner", "KilnCore"]),
+        // The farm's and the daemon's own figures for `make bench` (fake child, no media).
+        .executableTarget(name: "kiln-bench", dependencies: ["KilnAPI", "Farm", "Store", "HTTPServer", "Planner", "KilnCore"]),
         // prctl and friends, for child processes that must not outlive the daemon.
         .target(name: "CProcess"),
         // libmicrohttpd (Debian's libmicrohttpd-dev) plus C wrappers for its variadic
