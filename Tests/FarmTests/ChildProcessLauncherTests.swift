@@ -1,0 +1,84 @@
+import Foundation
+import KilnCore
+import KilnTestSupport
+import Testing
+@testable import Farm
+
+@Suite("ChildProcessLauncher with a stand-in child script")
+struct ChildProcessLauncherTests {
+    func script(_ body: String) throws -> (String, URL) {
+        let dir = Media.scratch("launcher")
+        let path = dir.appendingPathComponent("child.sh").path
+        try ("#!/bin/sh\n" + body).write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o755)
+        return (path, dir)
+    }
+
+    func spec(_ dir: URL) -> JobSpec {
+        let plan = Plan(quality: .mbps1, effectiveQuality: .mbps1, deliveryFormat: .transcode, targetBitrateKbps: 1000,
+                        container: "mp4", video: nil, audio: nil, subtitles: [], reasons: [], artifactKey: "k")
+        return JobSpec(jobID: 1, artifactID: "a_test", attempt: 1, plan: plan, sourcePath: "/nonexistent",
+                       sourceDurationSeconds: 1, outputPath: dir.appendingPathComponent("out.mp4").path)
+    }
+
+    @Test("the child gets the plan on stdin, its own process group and the job environment; progress and log lines are told apart")
+    func environmentAndPipes() throws {
+        let (path, dir) = try script("""
+            plan=$(cat)
+            echo '{"event":"progress","progress":{"encoded_seconds":1,"duration_seconds":2,"speed":1}}' >&2
+            echo "log: parent=$KILN_PARENT_PID nice=$KILN_NICE pgid=$(ps -o pgid= $$ | tr -d ' ') pid=$$" >&2
+            echo "args: $*" >&2
+            case "$plan" in *'"artifact_key":"k"'*) echo 'plan ok' >&2 ;; esac
+            echo '{"ok":false,"error":{"code":"io_error","stage":"write","message":"disk hiccup","retryable":true}}'
+            exit 4
+            """)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let progress = LockedArray<JobProgress>()
+        let handle = try ChildProcessLauncher(executable: path, nice: 10).launch(spec(dir)) { progress.append($0) }
+        let outcome = try #require(handle.wait(timeout: 20))
+        #expect(outcome.termination == .exited(4))
+        #expect(outcome.report?.error?.code == "io_error" && outcome.report?.ok == false)
+        #expect(progress.values.map(\.encodedSeconds) == [1])
+        let pid = try #require(handle.pid)
+        #expect(outcome.logTail.contains("log: parent=\(getpid()) nice=10 pgid=\(pid) pid=\(pid)"), "\(outcome.logTail)")
+        #expect(outcome.logTail.contains("plan ok"))
+        #expect(outcome.logTail.contains { $0.hasPrefix("args: run /nonexistent --plan - --output ") && $0.hasSuffix("--json --progress-json") })
+        #expect(!outcome.logTail.contains { $0.contains("\"event\":\"progress\"") })
+    }
+
+    @Test("terminate sends SIGTERM to the group, then SIGKILL to a child that ignores it")
+    func termThenKill() throws {
+        let (path, dir) = try script("""
+            trap '' TERM
+            echo started >&2
+            sleep 30
+            """)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let handle = try ChildProcessLauncher(executable: path).launch(spec(dir)) { _ in }
+        #expect(handle.wait(timeout: 0.3) == nil)
+        handle.terminate(killAfter: 0.5)
+        let outcome = try #require(handle.wait(timeout: 20))
+        #expect(outcome.termination == .signaled(SIGKILL))
+        #expect(outcome.report == nil)
+        let pid = try #require(handle.pid)
+        // The orphaned sleep is reaped by init a moment later.
+        #expect(eventually(timeout: 10) { kill(-pid, 0) == -1 }, "nothing of the group is left (the sleep went too)")
+    }
+
+    @Test("a child that honours SIGTERM ends by itself")
+    func termHonoured() throws {
+        let (path, dir) = try script("exec sleep 30\n")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let handle = try ChildProcessLauncher(executable: path).launch(spec(dir)) { _ in }
+        handle.terminate(killAfter: 10)
+        let outcome = try #require(handle.wait(timeout: 5))
+        #expect(outcome.termination == .signaled(SIGTERM))
+    }
+
+    @Test("a missing child binary is an error at launch, not a hang")
+    func missingBinary() {
+        #expect(throws: KilnError.self) {
+            _ = try ChildProcessLauncher(executable: "/nonexistent/prep-artifact").launch(spec(Media.scratch("missing"))) { _ in }
+        }
+    }
+}
