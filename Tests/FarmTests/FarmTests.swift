@@ -434,6 +434,47 @@ struct GarbageCollectionTests {
         #expect(Set(deleted) == [marked, unlinked])
     }
 
+    @Test("a job left running by a daemon that died is rescued at start-up once its lease lapsed, and finished")
+    func deadDaemonJobFinishesAfterRestart() throws {
+        let h = try Harness("dead-daemon") { $0.leaseSeconds = 60 }
+        defer { h.cleanUp() }
+        let id = try h.farm.prepare(h.request("dd", try h.source())).artifact.id
+        // The dead daemon had claimed it and its child had begun writing.
+        let now = h.clock.nowMillis()
+        let claimed = try h.store.claim(kind: .transcode, limit: 1, owner: "dead:1:x#1", leaseUntil: now + 60_000, now: now)
+        #expect(claimed.map(\.job.artifactID) == [id])
+        let folder = h.config.artifactsDir
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let leftover = folder + "/..\(id).mp4.kiln-tmp-job1-attempt1.kiln-tmp-999-1"
+        FileManager.default.createFile(atPath: leftover, contents: Data(count: 100))
+
+        h.clock.advance(seconds: 61)
+        let recovery = try h.farm.start()
+        #expect(recovery.rescuedJobs == 1)
+        #expect(recovery.removedTemporaries.count == 1)
+        #expect(try eventually { try h.artifact(id)?.state == .ready })
+        let a = try #require(try h.artifact(id))
+        #expect(a.errors.map(\.code) == ["lease_expired"])
+        #expect(a.job?.attempt == 2)
+        #expect(h.fake.launches.count == 1)
+        #expect(h.tempFiles().isEmpty)
+        #expect(try h.store.queueSnapshot(recentFailures: 0, queuedLimit: 0).artifactsByState["ready"] == 1)
+    }
+
+    @Test("a lease still held by a dead daemon at start-up is rescued as soon as it lapses")
+    func unexpiredLeaseAtStartUp() throws {
+        let h = try Harness("dead-daemon-2") { $0.leaseSeconds = 60; $0.rescueIntervalSeconds = 3600 }
+        defer { h.cleanUp() }
+        let id = try h.farm.prepare(h.request("dd2", try h.source())).artifact.id
+        let now = h.clock.nowMillis()
+        _ = try h.store.claim(kind: .transcode, limit: 1, owner: "dead:2:y#1", leaseUntil: now + 60_000, now: now)
+        #expect(try h.farm.start().rescuedJobs == 0)
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(h.fake.launches.isEmpty)
+        h.clock.advance(seconds: 61)   // no hour-long rescue interval to wait for
+        #expect(try eventually { try h.artifact(id)?.state == .ready })
+    }
+
     @Test("a reference that comes back during collection wins: the artifact is not deleted")
     func referenceComesBack() throws {
         let h = try Harness("gc-back") { $0.retentionSeconds = 0 }

@@ -99,6 +99,35 @@ struct RealChildTests {
         }
     }
 
+    @Test("a child dies with the thread that spawned it (KILN_PARENT_PID sets its parent-death signal)")
+    func childDiesWithItsThread() throws {
+        let source = try Media.generated("cli-long-720p.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440",
+            "-t", "60", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+        let (h, _) = try harness("real-orphan")
+        defer { h.cleanUp() }
+        let plan = try h.farm.prepare(h.request("orphan", source, .mbps1)).artifact.plan
+        let dir = Media.scratch("orphan")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let spec = JobSpec(jobID: 1, artifactID: "a_orphan", attempt: 1, plan: plan, sourcePath: source,
+                           sourceDurationSeconds: 60, outputPath: dir.appendingPathComponent("out.mp4").path)
+        let started = LockedArray<any JobHandle>()
+        let progressed = LockedArray<JobProgress>()
+        let launcher = ChildProcessLauncher(executable: Self.binary, presetsDir: Self.presetsDir)
+        let thread = Thread {
+            if let handle = try? launcher.launch(spec, onProgress: { progressed.append($0) }) { started.append(handle) }
+            // Wait until the child works, then let this thread end while the child is busy.
+            while progressed.values.isEmpty { Thread.sleep(forTimeInterval: 0.02) }
+        }
+        thread.start()
+        #expect(eventually(timeout: 120) { !progressed.values.isEmpty })
+        let handle = try #require(started.values.first)
+        let outcome = try #require(handle.wait(timeout: 60))
+        #expect(outcome.termination == .signaled(SIGKILL))
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
+        #expect(!left.contains("out.mp4"))
+    }
+
     @Test("a child killed with SIGKILL mid-transcode is retried and then succeeds, leaving no temporary file")
     func sigkilledChildIsRetried() throws {
         let source = try Media.generated("cli-long-720p.mkv", [
