@@ -58,8 +58,13 @@ public struct FarmConfig: Sendable, Equatable {
     /// `max(1, cores / 2)`: one transcode on two cores leaves a core for the API, probes and remuxes.
     public static var defaultMaxTranscodes: Int { max(1, ProcessInfo.processInfo.activeProcessorCount / 2) }
 
+    /// `prep-artifact` in the running executable's folder (found through /proc/self/exe,
+    /// since argv[0] may be a bare name looked up in PATH).
     public static func defaultPrepArtifactPath() -> String {
-        let exe = URL(fileURLWithPath: CommandLine.arguments.first ?? "prep-artifact").resolvingSymlinksInPath()
+        var exe = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        if exe.path == "/proc/self/exe" {
+            exe = URL(fileURLWithPath: CommandLine.arguments.first ?? "prep-artifact").resolvingSymlinksInPath()
+        }
         return exe.deletingLastPathComponent().appendingPathComponent("prep-artifact").path
     }
 
