@@ -8,7 +8,8 @@ Transcode: Kiln at a rung against the ffmpeg command Kiln reports as equivalent
 Reports ratios (Kiln / ffmpeg) because these machines are shared and absolute times
 drift; writes bench/results/latest.json and docs/BENCHMARKS.md.
 
-QUICK=1 runs short inputs and fewer pairs (under two minutes).
+QUICK=1 runs short inputs and fewer pairs (under two minutes). ONLY=remux|transcode|farm
+re-measures one section and keeps the others from the last full run.
 """
 import datetime, json, os, platform, re, statistics, subprocess, sys, tempfile, time
 
@@ -20,6 +21,7 @@ PAIRS = 2 if QUICK else 5
 # Full-length transcodes take a minute each on two cores: one interleaved A/B pair per rung.
 TRANSCODE_PAIRS = 1
 SECONDS = 10 if QUICK else 60
+ONLY = os.environ.get("ONLY")
 
 
 def sh(args, **kw):
@@ -142,10 +144,16 @@ def main():
                "ffmpeg": sh(["ffmpeg", "-version"]).stdout.split("\n")[0], "quick": QUICK,
                "remux": [], "transcode": []}
     ins = inputs()
+    latest = os.path.join(ROOT, "bench", "results", "latest.json")
+    if ONLY and not QUICK and os.path.exists(latest):
+        previous = json.load(open(latest))
+        for section in ("remux", "transcode", "farm"):
+            if section != ONLY and section in previous:
+                results[section] = previous[section]
     remux_caps = json.dumps({"containers": ["mp4"], "codecs_video": ["h264", "hevc"], "codecs_audio": ["aac", "ac3", "eac3"],
                              "max_resolution": "4k", "hdr": True})
     # Remux: interleaved A/B pairs.
-    for name, src in ins.items():
+    for name, src in (ins.items() if ONLY in (None, "remux") else []):
         p = plan(src, "original", remux_caps)
         if p["delivery_format"] != "remux":
             continue
@@ -171,7 +179,7 @@ def main():
     # Every rung of the ladder that transcodes the input (a rung the source already fits is
     # delivered as original or remux and has nothing to compare).
     rungs = ["5mbps"] if QUICK else ["20mbps", "10mbps", "5mbps", "2mbps", "1mbps"]
-    for name, src in ins.items():
+    for name, src in (ins.items() if ONLY in (None, "transcode") else []):
         for q in rungs:
             p = plan(src, q, "ios")
             if p["delivery_format"] != "transcode" or not p["video"] or p["video"]["action"] != "transcode":
@@ -204,7 +212,8 @@ def main():
 
     # The farm's and the daemon's own figures (fake child, no media).
     farm_bin = os.path.join(ROOT, ".build", os.environ.get("CONFIG", "release"), "kiln-bench")
-    results["farm"] = json.loads(sh([farm_bin] + (["--quick"] if QUICK else [])).stdout)
+    if ONLY in (None, "farm"):
+        results["farm"] = json.loads(sh([farm_bin] + (["--quick"] if QUICK else [])).stdout)
 
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     with open(os.path.join(ROOT, "bench", "results", "quick.json" if QUICK else "latest.json"), "w") as f:

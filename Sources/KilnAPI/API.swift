@@ -102,10 +102,8 @@ public final class API: Sendable {
     }
 
     func prepare(_ req: HTTPRequest) throws -> HTTPResponse {
-        let body = try PrepareBody.parse(req.body)
-        let path = try gate.check(body.sourcePath)
-        let request = PrepareRequest(reference: body.reference, sourcePath: path, quality: body.quality, caps: body.caps,
-                                     priority: body.priority, audioLanguage: body.audioLanguage)
+        var request = try PrepareBody.parse(req.body)
+        request.sourcePath = try gate.check(request.sourcePath)
         let binding = try farm.prepare(request)
         let view = ReferenceView(reference: binding.reference, artifact: binding.artifact)
         metrics.countRequest(enqueued: binding.enqueued)

@@ -1,19 +1,12 @@
 import KilnCore
 import Store
 
-/// `POST /v1/prepare`'s body, checked field by field: unknown fields are ignored, a
-/// missing or mistyped field is a 400 that names it.
-public struct PrepareBody: Sendable, Equatable {
-    public var reference: String
-    public var sourcePath: String
-    public var quality: Quality
-    public var caps: DeviceCaps?
-    public var priority: Priority
-    public var audioLanguage: String?
-
+/// `POST /v1/prepare`'s body, checked field by field into a `PrepareRequest`: unknown
+/// fields are ignored, a missing or mistyped field is a 400 that names it.
+public enum PrepareBody {
     static let maxReferenceLength = 256
 
-    public static func parse(_ bytes: [UInt8]) throws(APIError) -> PrepareBody {
+    public static func parse(_ bytes: [UInt8]) throws(APIError) -> PrepareRequest {
         let value: JSONValue
         do { value = try JSONValue.parse(bytes) } catch {
             throw APIError.badRequest("The body is not valid JSON.")
@@ -59,7 +52,7 @@ public struct PrepareBody: Sendable, Equatable {
         if let language, language.isEmpty || language.count > 16 || !language.allSatisfy({ $0.isLetter || $0 == "-" }) {
             throw APIError.badRequest("audio_language must be a language code such as \"eng\" or \"fr\".", field: "audio_language")
         }
-        return PrepareBody(reference: reference, sourcePath: path, quality: quality, caps: caps, priority: priority,
-                           audioLanguage: language?.lowercased())
+        return PrepareRequest(reference: reference, sourcePath: path, quality: quality, caps: caps, priority: priority,
+                              audioLanguage: language?.lowercased())
     }
 }

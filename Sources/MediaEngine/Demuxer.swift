@@ -16,7 +16,11 @@ final class Demuxer {
     /// Held for as long as the context lives: C's interrupt callback reads its flag.
     private let cancellation: Cancellation
 
-    init(path: String, cancellation: Cancellation) throws(KilnError) {
+    /// - Parameter analyze: run `avformat_find_stream_info` (decodes a few frames to learn
+    ///   what headers leave out). Verification of an MP4 Kiln just wrote skips it: the
+    ///   index already holds codec, size, rate and channels, and a 4K HEVC decoder's
+    ///   frames cost more than the rest of a remux.
+    init(path: String, cancellation: Cancellation, analyze: Bool = true) throws(KilnError) {
         self.path = path
         self.cancellation = cancellation
         var isDir: ObjCBool = false
@@ -47,6 +51,7 @@ final class Demuxer {
                             underlying: ret, "the source is not a media file libavformat can read (\(avErrorText(ret)))")
         }
         context = opened
+        guard analyze else { return }
         // Analysis decodes a few frames per stream to learn what headers leave out. With
         // one decoder thread the first frame comes out of the first packet; frame threads
         // would first fill a pipeline of several frames (2-3x the time on H.264 and HEVC).

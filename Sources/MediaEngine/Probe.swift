@@ -33,7 +33,9 @@ public enum Prober {
         }
     }
 
-    static func describe(_ demuxer: Demuxer) throws(KilnError) -> MediaInfo {
+    /// - Parameter scan: read the first packets for frame rate, field order and Dolby
+    ///   Vision (sources); verification of Kiln's own output does not need it.
+    static func describe(_ demuxer: Demuxer, scan: Bool = true) throws(KilnError) -> MediaInfo {
         let ctx = demuxer.context
         let formatName = String(cString: ctx.pointee.iformat.pointee.name)
         let ext = (demuxer.path as NSString).pathExtension
@@ -51,7 +53,7 @@ public enum Prober {
         if bitRate <= 0, duration > 0 { bitRate = Int(Double(size) * 8 / duration) }
         var warnings: [String] = []
         if streams.isEmpty { warnings.append("no_streams") }
-        try scanPackets(demuxer, &streams, &warnings)
+        if scan { try scanPackets(demuxer, &streams, &warnings) }
 
         var chapters: [Chapter] = []
         for i in 0..<Int(ctx.pointee.nb_chapters) {
@@ -244,7 +246,9 @@ public enum Prober {
     }
 
     static let scanPacketLimit = 240
-    static let interlaceCapableCodecs: Set<String> = ["h264", "mpeg2video", "mpeg1video", "vc1", "mpeg4", "hevc"]
+    /// Codecs whose streams are interlaced in real files (HEVC's field SEI is too rare to
+    /// pay a UHD decoder for on every probe).
+    static let interlaceCapableCodecs: Set<String> = ["h264", "mpeg2video", "mpeg1video", "vc1", "mpeg4"]
 
     /// Frame rate from presentation timestamps: the median step between sorted PTS, and
     /// "variable" when more than a tenth of the steps stray more than 10 % from it.

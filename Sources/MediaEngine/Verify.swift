@@ -13,10 +13,10 @@ enum Verifier {
     static func verify(path: String, plan: Plan, expectedDuration: Double, cancellation: Cancellation) throws(KilnError) -> MediaInfo {
         try checkIndexFirst(path: path)
         let demuxer: Demuxer
-        do { demuxer = try Demuxer(path: path, cancellation: cancellation) } catch {
+        do { demuxer = try Demuxer(path: path, cancellation: cancellation, analyze: false) } catch {
             throw KilnError(.verifyFailed, stage: .verify, "the output cannot be reopened: \(error.message)")
         }
-        let info = try Prober.describe(demuxer)
+        var info = try Prober.describe(demuxer, scan: false)
         let video = info.streams.filter { $0.type == .video }
         let audio = info.streams.filter { $0.type == .audio }
         let subtitles = info.streams.filter { $0.type == .subtitle }
@@ -51,8 +51,14 @@ enum Verifier {
             throw fail(String(format: "the output lasts %.2f s but the source %.2f s", avDuration, expectedDuration))
         }
         for s in video + audio {
-            try decodes(demuxer, stream: s.index, from: 0, cancellation: cancellation)
+            let format = try decodes(demuxer, stream: s.index, from: 0, cancellation: cancellation)
             try decodes(demuxer, stream: s.index, from: max(0, avDuration - 1), cancellation: cancellation)
+            // Without analysis the pixel format is only known once a picture is decoded.
+            if s.type == .video, s.pixelFormat == nil, let i = info.streams.firstIndex(where: { $0.index == s.index }),
+               let desc = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) {
+                info.streams[i].pixelFormat = string(desc.pointee.name)
+                info.streams[i].bitDepth = Int(desc.pointee.comp.0.depth)
+            }
         }
         return info
     }
@@ -62,7 +68,9 @@ enum Verifier {
     /// keyframes, which proves what a remux or mux can break — parameter sets in the
     /// sample entry, the index reaching both ends, a decodable start — without paying
     /// for a second of 4K HEVC (seconds of CPU) on every artifact.
-    static func decodes(_ demuxer: Demuxer, stream index: Int, from start: Double, cancellation: Cancellation) throws(KilnError) {
+    /// Returns the decoded frames' format (pixel or sample format).
+    @discardableResult
+    static func decodes(_ demuxer: Demuxer, stream index: Int, from start: Double, cancellation: Cancellation) throws(KilnError) -> Int32 {
         let st = demuxer.stream(index)
         let decoder: Decoder
         do { decoder = try Decoder(stream: st, threads: 1) } catch {
@@ -96,6 +104,8 @@ enum Verifier {
             throw KilnError(.verifyFailed, stage: .verify,
                             "the output's stream \(index) does not decode near \(Int(start)) s (\(frames) frames, \(decoder.corruptPackets) errors)")
         }
+        let ctx = decoder.context.pointee
+        return ctx.codec_type == AVMEDIA_TYPE_VIDEO ? ctx.pix_fmt.rawValue : ctx.sample_fmt.rawValue
     }
 
     /// MP4 top-level boxes: the `moov` index must come before `mdat`, so players can

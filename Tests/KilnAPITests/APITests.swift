@@ -253,6 +253,24 @@ struct WebhookTests {
             }
             try server.start()
         }
+
+        /// The sequence numbers received so far, in arrival order, once there are at least
+        /// `count` (or after a generous wait).
+        func deliveredSeqs(atLeast count: Int) -> [Int] {
+            let deadline = Date(timeIntervalSinceNow: 60)
+            var seqs: [Int] = []
+            while Date() < deadline {
+                lock.lock()
+                seqs = bodies.flatMap { b -> [Int] in
+                    guard case .array(let events)? = (try? JSONValue.parse(b.body))?["events"] else { return [] }
+                    return events.compactMap { $0["seq"]?.int }
+                }
+                lock.unlock()
+                if seqs.count >= count { break }
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+            return seqs
+        }
     }
 
     @Test("batches arrive in order, signed, after the receiver failed twice; the position survives a restart")
@@ -268,18 +286,7 @@ struct WebhookTests {
             _ = try d.prepare("w\(i)", name, quality: "1mbps")
             _ = try d.settle("w\(i)")
         }
-        let deadline = Date(timeIntervalSinceNow: 60)
-        var seqs: [Int] = []
-        while Date() < deadline {
-            receiver.lock.lock()
-            seqs = receiver.bodies.flatMap { b -> [Int] in
-                guard case .array(let events)? = (try? JSONValue.parse(b.body))?["events"] else { return [] }
-                return events.compactMap { $0["seq"]?.int }
-            }
-            receiver.lock.unlock()
-            if seqs.count >= 2 { break }
-            Thread.sleep(forTimeInterval: 0.1)
-        }
+        let seqs = receiver.deliveredSeqs(atLeast: 2)
         hook.stop()
         #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count && seqs.count >= 2, "\(seqs)")
         receiver.lock.lock()
@@ -297,18 +304,7 @@ struct WebhookTests {
         let again = WebhookDeliverer(url: url, secret: "shh", store: d.store, hub: d.farm.events, firstDelay: 0.05, maxDelay: 0.2)
         again.start()
         defer { again.stop() }
-        var after: [Int] = []
-        let until = Date(timeIntervalSinceNow: 60)
-        while Date() < until {
-            receiver.lock.lock()
-            after = receiver.bodies.flatMap { b -> [Int] in
-                guard case .array(let events)? = (try? JSONValue.parse(b.body))?["events"] else { return [] }
-                return events.compactMap { $0["seq"]?.int }
-            }
-            receiver.lock.unlock()
-            if after.count > before { break }
-            Thread.sleep(forTimeInterval: 0.1)
-        }
+        let after = receiver.deliveredSeqs(atLeast: before + 1)
         #expect(after.count == before + 1 && after == after.sorted() && Set(after).count == after.count, "\(after)")
     }
 
