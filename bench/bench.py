@@ -273,9 +273,11 @@ def write_markdown(r):
 
 Produced by `make bench` on {r['date']} — {m['cores']} cores, {m['cpu']}, {r['ffmpeg']}.
 Medians with (min–max) over interleaved A/B runs; ratios are Kiln ÷ ffmpeg, so below
-1.00 means Kiln is faster or smaller. Kiln's remux time includes what the ffmpeg
-command does not do: verification (reopen, decode the first and last second), SHA-256
-of the output, fsync and rename.
+1.00 means Kiln is faster or smaller. Kiln's remux time and memory include what the
+ffmpeg command does not do: the probe's fingerprint and packet scan, verification
+(reopen; decode the video's keyframes at both ends and the audio's first and last
+second — one UHD HEVC picture alone costs the decoder ~150 MB), SHA-256 of the output,
+fsync and rename. `stats.phases` in `prepare --json` shows the split.
 
 Goals: remux ≤ 1.0× ffmpeg's wall time and RSS; transcode ≤ 1.03× ffmpeg's time at
 identical settings with PSNR within 0.1 dB; average bitrate ≤ the rung's video budget,
