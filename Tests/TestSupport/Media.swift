@@ -13,8 +13,16 @@ public enum Media {
         fatalError("no Package.swift above \(#filePath)")
     }()
 
+    /// `KILN_SHARED_MEDIA`, else the nearest `shared/media` (with its INDEX.tsv) beside the
+    /// repository or one of its parents — where the workspace puts it.
     public static let sharedFolder: URL = {
         if let env = ProcessInfo.processInfo.environment["KILN_SHARED_MEDIA"] { return URL(fileURLWithPath: env) }
+        var dir = repoRoot
+        while dir.path != "/" {
+            dir.deleteLastPathComponent()
+            let candidate = dir.appendingPathComponent("shared/media")
+            if FileManager.default.fileExists(atPath: candidate.appendingPathComponent("INDEX.tsv").path) { return candidate }
+        }
         return repoRoot.deletingLastPathComponent().appendingPathComponent("shared/media")
     }()
 
