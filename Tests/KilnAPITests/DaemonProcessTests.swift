@@ -131,5 +131,20 @@ struct DaemonProcessTests {
         #expect(try FFprobe.decodeErrors(data.appendingPathComponent("artifacts/\(id).mp4").path) == "")
         let detail = try JSONValue.parse(try RawHTTP.request(port: second.port, "GET", "/v1/artifacts/\(id)").body)
         #expect(detail["attempts"]?.int == 2, "the lost attempt counted, the second finished")
+
+        // `kiln status` shows the same daemon's queue as a table.
+        let status = Process()
+        status.executableURL = URL(fileURLWithPath: Binaries.path("kiln"))
+        status.arguments = ["status"]
+        var env = ProcessInfo.processInfo.environment
+        env["KILN_LISTEN"] = "127.0.0.1:\(second.port)"
+        status.environment = env
+        let out = Pipe()
+        status.standardOutput = out
+        try status.run()
+        status.waitUntilExit()
+        let table = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(status.terminationStatus == 0)
+        #expect(table.contains("succeeded 1") && table.contains("transcode 0/1"), "\(table)")
     }
 }
