@@ -108,11 +108,10 @@ enum PrepareCommand {
 
     static func execute(source: ProbedSource, plan: Plan, output: String, args: Arguments, cancellation: Cancellation,
                         signals: SignalWatcher) throws(KilnError) -> Int32 {
-        let inputs = (source: source, plan: plan)
         let reporter = ProgressReporter(terminal: isatty(2) != 0 && !args.flag("--json"), jsonLines: args.flag("--progress-json"))
         let result: PrepareResult
         do {
-            result = try Preparer.prepare(source: inputs.source, plan: inputs.plan, output: output,
+            result = try Preparer.prepare(source: source, plan: plan, output: output,
                                           cancellation: cancellation, progress: reporter.report)
         } catch {
             reporter.clear()
@@ -123,10 +122,10 @@ enum PrepareCommand {
         }
         reporter.clear()
         if args.flag("--json") {
-            print(JSON.string(Success(plan: inputs.plan, output: result.output, stats: result.stats)))
+            print(JSON.string(Success(plan: plan, output: result.output, stats: result.stats)))
         } else {
             let o = result.output
-            print("\(inputs.plan.deliveryFormat.rawValue) → \(o.path)")
+            print("\(plan.deliveryFormat.rawValue) → \(o.path)")
             print("  \(o.bytes) bytes, \(MediaInfoText.fmt(o.durationSeconds)) s, sha256 \(o.sha256)")
             if let v = o.video { print("  video \(v.codec) \(v.width)x\(v.height)\(v.rotation != 0 ? " rotate \(v.rotation)°" : "")") }
             if let a = o.audio { print("  audio \(a.codec) \(a.channels) ch \(a.sampleRate) Hz") }
