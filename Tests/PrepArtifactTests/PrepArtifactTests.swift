@@ -185,3 +185,57 @@ struct MemoryTests {
         #expect(Double(peaks[1]) < Double(peaks[0]) * 1.15 + 8192, "peak RSS \(peaks[0]) KiB for 10 s, \(peaks[1]) KiB for 80 s")
     }
 }
+
+@Suite("damaged inputs never crash or hang the command")
+struct DamagedInputTests {
+    /// Real files with bytes overwritten at random places (headers, index and payload alike),
+    /// cut short, or with their middle zeroed: every run ends with an exit status of the
+    /// contract (0, 3 or 4), never a signal, and leaves no temporary file.
+    @Test("corrupted copies of real files", arguments: ["sp_bear-640x360-ec3.mp4", "ax_sample_with_srt.mkv", "ax_bbb_2500ms.ts",
+                                                       "sp_bear-640x360-hevc-hdr10.mp4", "mb_rotate-buck-bunny.mp4", "ax_sample.avi"])
+    func corrupted(_ name: String) throws {
+        let original = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Media.shared(name))))
+        let dir = Media.scratch("damaged")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var rng = SplitMix(seed: UInt64(name.utf8.reduce(7) { $0 &* 31 &+ UInt64($1) }))
+        for variant in 0..<8 {
+            var bytes = original
+            switch variant % 4 {
+            case 0:   // scattered byte damage
+                for _ in 0..<max(8, bytes.count / 2000) { bytes[Int(rng.next() % UInt64(bytes.count))] = UInt8(truncatingIfNeeded: rng.next()) }
+            case 1:   // cut short somewhere
+                bytes = Array(bytes.prefix(Int(rng.next() % UInt64(bytes.count))))
+            case 2:   // a zeroed stretch in the middle
+                let start = Int(rng.next() % UInt64(bytes.count)), length = min(bytes.count - start, 4096 + Int(rng.next() % 65536))
+                for i in start..<start + length { bytes[i] = 0 }
+            default:  // damage concentrated in the first kilobytes (container headers)
+                for _ in 0..<16 { bytes[Int(rng.next() % UInt64(min(bytes.count, 4096)))] ^= 0xff }
+            }
+            let ext = (name as NSString).pathExtension
+            let source = dir.appendingPathComponent("v\(variant).\(ext)")
+            try Data(bytes).write(to: source)
+            let out = dir.appendingPathComponent("out\(variant).mp4")
+            for quality in ["original", "1mbps"] {
+                let r = try Command.run(["prepare", source.path, "--quality", quality, "--caps", "web", "--output", out.path, "--json"])
+                #expect([0, 3, 4].contains(r.status), "\(name) variant \(variant) \(quality): exit \(r.status) \(r.stderr.suffix(300))")
+                if r.status != 0 { #expect(!FileManager.default.fileExists(atPath: out.path)) }
+                let leftovers = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.contains(".kiln-tmp-") }
+                #expect(leftovers.isEmpty, "\(leftovers)")
+                try? FileManager.default.removeItem(at: out)
+            }
+        }
+    }
+}
+
+/// A small deterministic generator, so a failing variant can be reproduced.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E3779B97F4A7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
+        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
+        return z ^ (z >> 31)
+    }
+}
