@@ -1,6 +1,7 @@
 import Foundation
 import Farm
 import KilnCore
+import Store
 
 /// `kiln serve`'s settings: every one an environment variable (CONTRACT.md section 3),
 /// optionally read from a file of `KEY=value` lines (`--config FILE`; the environment
@@ -13,6 +14,9 @@ public struct DaemonConfig: Sendable {
     public var webhookURL: URL?
     public var webhookSecret: String?
     public var httpThreads = 8
+    /// `KILN_SQLITE_SYNC`: `full` (default; every commit survives a power cut) or `normal`
+    /// (commits survive a killed process; a power cut may lose the last few).
+    public var durability: SQLiteStore.Durability = .full
     public var farm = FarmConfig()
 
     public init() {}
@@ -57,6 +61,11 @@ public struct DaemonConfig: Sendable {
                 throw KilnError(.usage, stage: .request, field: "KILN_HTTP_THREADS", "KILN_HTTP_THREADS must be 1–256")
             }
             c.httpThreads = n
+        }
+        switch env["KILN_SQLITE_SYNC"]?.lowercased() {
+        case nil, "", "full": c.durability = .full
+        case "normal": c.durability = .processCrash
+        default: throw KilnError(.usage, stage: .request, field: "KILN_SQLITE_SYNC", "KILN_SQLITE_SYNC must be full or normal")
         }
         return c
     }

@@ -20,7 +20,10 @@ enum FarmBench {
         try? FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
         var results: [String: JSONValue] = [:]
+        // `--only NAME` measures one figure (for profiling).
+        let only = args.firstIndex(of: "--only").flatMap { $0 + 1 < args.count ? args[$0 + 1] : nil }
         func measure(_ name: String, _ body: () throws -> JSONValue) rethrows {
+            if let only, !name.hasPrefix(only) { return }
             let t = SystemClock().monotonicSeconds()
             results[name] = try body()
             FileHandle.standardError.write(Data(String(format: "kiln-bench: %@ took %.1f s\n", name, SystemClock().monotonicSeconds() - t).utf8))
