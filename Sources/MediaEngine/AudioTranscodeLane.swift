@@ -85,15 +85,15 @@ final class AudioTranscodeLane: Lane {
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         counters.packetsIn += 1
-        try decoder.decode(packet) { (f: Frame) throws(KilnError) in try self.resample(f, muxer: muxer) }
-        if decoder.framesDecoded == 0 && counters.packetsIn >= Self.undecodableAfterPackets {
-            throw undecodable()
+        try decoder.decodeRequiringOutput(packet, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
+            try self.resample(f, muxer: muxer)
         }
     }
 
     func finish(muxer: Muxer) throws(KilnError) {
-        try decoder.decode(nil) { (f: Frame) throws(KilnError) in try self.resample(f, muxer: muxer) }
-        if decoder.framesDecoded == 0 { throw undecodable() }
+        try decoder.decodeRequiringOutput(nil, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
+            try self.resample(f, muxer: muxer)
+        }
         guard let resampler, let encoder else { return }
         try resampler.flush()
         try encodeBuffered(muxer: muxer)
@@ -103,13 +103,6 @@ final class AudioTranscodeLane: Lane {
             try encodeFrame(muxer: muxer)
         }
         try encoder.encode(nil) { (p: Packet) throws(KilnError) in try self.write(p, muxer: muxer) }
-    }
-
-    private func undecodable() -> KilnError {
-        let codec = string(avcodec_get_name(inputStream.pointee.codecpar.pointee.codec_id)) ?? "audio"
-        return KilnError(decoder.corruptPackets > 0 ? .sourceCorrupt : .sourceUnsupported, stage: .decode,
-                         "the \(codec) audio stream could not be decoded: \(counters.packetsIn) packets gave no sound"
-                         + (decoder.corruptPackets > 0 ? " (\(decoder.corruptPackets) rejected as corrupt)" : ""))
     }
 
     private func resample(_ decoded: Frame, muxer: Muxer) throws(KilnError) {

@@ -12,6 +12,8 @@ final class Decoder {
     /// Packets sent since the last frame came out; a stream that never yields a frame is
     /// undecodable, not merely delayed (callers decide how many are too many).
     private(set) var packetsSinceFrame = 0
+    /// Packets sent, accepted or rejected, in all.
+    private(set) var packetsSent = 0
     private let frame: Frame
 
     /// - Parameter threads: 0 lets libavcodec pick (one per core, frame and slice threads).
@@ -66,6 +68,7 @@ final class Decoder {
     /// comes out. The frame is only valid during the call; `body` may keep a reference
     /// with `av_frame_ref`/`av_frame_move_ref`.
     func decode(_ packet: Packet?, _ body: (Frame) throws(KilnError) -> Void) throws(KilnError) {
+        if packet != nil { packetsSent += 1 }
         var pending = true
         while pending {
             let ret = avcodec_send_packet(context, packet?.pointer)
@@ -85,6 +88,20 @@ final class Decoder {
                 packetsSinceFrame += 1
             }
             try receiveAll(body)
+        }
+    }
+
+    /// `decode`, for a stream that must give pictures or sound: fails when nothing has come
+    /// out after `giveUpAfter` packets, or by the end (nil), so a stream that cannot be
+    /// decoded at all ends the job with a reason instead of an empty output.
+    func decodeRequiringOutput(_ packet: Packet?, giveUpAfter: Int, _ body: (Frame) throws(KilnError) -> Void) throws(KilnError) {
+        try decode(packet, body)
+        if framesDecoded == 0 && (packet == nil || packetsSent >= giveUpAfter) {
+            let codec = string(avcodec_get_name(context.pointee.codec_id)) ?? "unknown"
+            let what = context.pointee.codec_type == AVMEDIA_TYPE_AUDIO ? ("audio", "sound") : ("video", "picture")
+            throw KilnError(corruptPackets > 0 ? .sourceCorrupt : .sourceUnsupported, stage: .decode,
+                            "the \(codec) \(what.0) stream could not be decoded: \(packetsSent) packets gave no \(what.1)"
+                            + (corruptPackets > 0 ? " (\(corruptPackets) rejected as corrupt)" : ""))
         }
     }
 

@@ -123,28 +123,21 @@ final class VideoTranscodeLane: Lane {
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         counters.packetsIn += 1
-        try decoder.decode(packet) { (frame: Frame) throws(KilnError) in try self.filter(frame, muxer: muxer) }
-        if decoder.framesDecoded == 0 && counters.packetsIn >= Self.undecodableAfterPackets {
-            throw undecodable()
+        try decoder.decodeRequiringOutput(packet, giveUpAfter: Self.undecodableAfterPackets) { (frame: Frame) throws(KilnError) in
+            try self.filter(frame, muxer: muxer)
         }
     }
 
     func finish(muxer: Muxer) throws(KilnError) {
-        try decoder.decode(nil) { (frame: Frame) throws(KilnError) in try self.filter(frame, muxer: muxer) }
-        if decoder.framesDecoded == 0 { throw undecodable() }
+        try decoder.decodeRequiringOutput(nil, giveUpAfter: Self.undecodableAfterPackets) { (frame: Frame) throws(KilnError) in
+            try self.filter(frame, muxer: muxer)
+        }
         if let graph {
             try graph.push(nil)
             try drain(graph, muxer: muxer)
         }
         guard let encoder else { return }
         try encoder.encode(nil) { (p: Packet) throws(KilnError) in try self.write(p, muxer: muxer) }
-    }
-
-    private func undecodable() -> KilnError {
-        let codec = string(avcodec_get_name(inputStream.pointee.codecpar.pointee.codec_id)) ?? "video"
-        return KilnError(decoder.corruptPackets > 0 ? .sourceCorrupt : .sourceUnsupported, stage: .decode,
-                         "the \(codec) video stream could not be decoded: \(counters.packetsIn) packets gave no picture"
-                         + (decoder.corruptPackets > 0 ? " (\(decoder.corruptPackets) rejected as corrupt)" : ""))
     }
 
     private func filter(_ frame: Frame, muxer: Muxer) throws(KilnError) {
