@@ -9,10 +9,8 @@ final class Decoder {
     /// Packets (or receive calls) the decoder reported as invalid data and that were skipped.
     private(set) var corruptPackets = 0
     private(set) var framesDecoded = 0
-    /// Packets sent since the last frame came out; a stream that never yields a frame is
-    /// undecodable, not merely delayed (callers decide how many are too many).
-    private(set) var packetsSinceFrame = 0
-    /// Packets sent, accepted or rejected, in all.
+    /// Packets sent, accepted or rejected, in all: a stream that never yields a frame after
+    /// many is undecodable, not merely delayed (`decodeRequiringOutput`).
     private(set) var packetsSent = 0
     private let frame: Frame
 
@@ -84,8 +82,6 @@ final class Decoder {
                 return
             } else if ret < 0 {
                 throw classify(ret, .decode, "the decoder failed", as: .sourceCorrupt)
-            } else if packet != nil {
-                packetsSinceFrame += 1
             }
             try receiveAll(body)
         }
@@ -116,7 +112,6 @@ final class Decoder {
             }
             if ret < 0 { throw classify(ret, .decode, "the decoder failed", as: .sourceCorrupt) }
             framesDecoded += 1
-            packetsSinceFrame = 0
             defer { frame.unref() }
             try body(frame)
         }
