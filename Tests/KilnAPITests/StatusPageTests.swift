@@ -28,6 +28,15 @@ struct StatusPageTests {
             if (a["progress"]?["fraction"]?.string).flatMap(Double.init) ?? 0 > 0 { break }
             Thread.sleep(forTimeInterval: 0.2)
         }
+        // The event stream carries live progress for it (not stored, no id).
+        let stream = try RawHTTP.eventStream(port: d.port, path: "/v1/events")
+        var live: SSEEvent?
+        while let e = stream.nextEvent() { if e.event == "artifact.progress" { live = e; break } }
+        #expect(live?.id == nil)
+        let progress = try JSONValue.parse(Array((live?.data ?? "{}").utf8))
+        #expect(progress["artifact_id"] == .string(id))
+        #expect((progress["progress"]?["encoded_seconds"]?.string).flatMap(Double.init) ?? 0 > 0)
+
         let profile = Media.scratch("chromium-profile")
         defer { try? FileManager.default.removeItem(at: profile) }
         let run = try Run.command(browser, ["--headless=new", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(profile.path)",
