@@ -77,10 +77,7 @@ final class AudioTranscodeLane: Lane {
         let variable = (encoder.codec.pointee.capabilities & AV_CODEC_CAP_VARIABLE_FRAME_SIZE) != 0
         frameSize = encoder.context.pointee.frame_size > 0 && !variable ? Int(encoder.context.pointee.frame_size) : 1024
         resampler = try Resampler(output: chosen)
-        let st = try muxer.addStream()
-        try encoder.configure(stream: st)
-        copyStreamMetadata(from: inputStream, to: st)
-        outputIndex = st.pointee.index
+        outputIndex = try encoder.addStream(to: muxer, from: inputStream).pointee.index
     }
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {

@@ -45,10 +45,15 @@ final class Encoder {
     var timeBase: AVRational { context.pointee.time_base }
 
     /// Fills an output stream's codec parameters from the opened encoder.
-    func configure(stream: UnsafeMutablePointer<AVStream>) throws(KilnError) {
+    /// Adds the output stream this encoder feeds: its parameters, time base, and the
+    /// language, title and dispositions of the input stream it re-encodes.
+    func addStream(to muxer: Muxer, from input: UnsafeMutablePointer<AVStream>) throws(KilnError) -> UnsafeMutablePointer<AVStream> {
+        let stream = try muxer.addStream()
         try check(avcodec_parameters_from_context(stream.pointee.codecpar, context), .encode,
                   "cannot describe the encoded stream")
         stream.pointee.time_base = context.pointee.time_base
+        copyStreamMetadata(from: input, to: stream)
+        return stream
     }
 
     /// Sends a frame (nil drains at end of stream) and calls `body` for every packet that

@@ -114,10 +114,8 @@ final class VideoTranscodeLane: Lane {
             ctx.pointee.color_range = AVCOL_RANGE_MPEG
         }
         self.encoder = encoder
-        let st = try muxer.addStream()
-        try encoder.configure(stream: st)
+        let st = try encoder.addStream(to: muxer, from: inputStream)
         st.pointee.avg_frame_rate = frameRate
-        copyStreamMetadata(from: inputStream, to: st)
         outputIndex = st.pointee.index
     }
 
