@@ -36,6 +36,10 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     /// by `lock`, like the connection).
     private var plans = DecodedJSONCache<Plan>(capacity: 2048)
     private var sources = DecodedJSONCache<SourceRecord>(capacity: 2048)
+    /// Writers that arrive while a commit is in flight share the next one (group commit):
+    /// with `synchronous=FULL` each commit costs an fsync, so concurrent callers pay one
+    /// between them instead of one each. A lone caller commits at once, as before.
+    private let commits = GroupCommit()
     public let path: String
 
     /// How far a committed transaction survives.
@@ -74,9 +78,68 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
 
     @discardableResult
     private func write<T>(_ body: (Database) throws(KilnError) -> T) throws(KilnError) -> T {
+        try withoutActuallyEscaping(body) { (body) throws(KilnError) -> T in
+            let outcome = WriteOutcome<T>()
+            let item = PendingWrite { db in
+                // Each write is its own savepoint inside the shared transaction, so one
+                // that fails is undone alone and the others still commit.
+                do throws(KilnError) {
+                    try db.execute("SAVEPOINT kiln_write")
+                    do throws(KilnError) {
+                        outcome.result = .success(try body(db))
+                        try db.execute("RELEASE kiln_write")
+                    } catch {
+                        _ = try? db.execute("ROLLBACK TO kiln_write")
+                        _ = try? db.execute("RELEASE kiln_write")
+                        throw error
+                    }
+                } catch {
+                    outcome.result = .failure(error)
+                }
+            } failAll: { error in outcome.result = .failure(error) }
+            commits.submit(item) { batch in self.commit(batch) }
+            guard let result = outcome.result else {
+                throw KilnError(.internalError, stage: .write, "a store write finished without a result")
+            }
+            return try result.get()
+        }
+    }
+
+    /// Runs a batch of writes in one transaction: one commit (one fsync) for all of them.
+    private func commit(_ batch: [PendingWrite]) {
         lock.lock()
         defer { lock.unlock() }
-        return try db.inTransaction { () throws(KilnError) -> T in try body(db) }
+        // Each write's closure is released as soon as it has run (or cannot): its caller
+        // returns the moment it is signalled, and the closure must not outlive that
+        // (`withoutActuallyEscaping` checks).
+        do {
+            try db.execute("BEGIN IMMEDIATE")
+        } catch {
+            for item in batch { item.run = nil; item.failAll(error) }
+            return
+        }
+        for item in batch {
+            // Some errors (disk full, I/O) make SQLite roll the whole transaction back by
+            // itself; then nothing of this batch is kept and every write must say so.
+            guard sqlite3_get_autocommit(db.handle) == 0 else {
+                let lost = KilnError(.ioError, stage: .write, "the store's transaction was rolled back; nothing was written")
+                for other in batch { other.run = nil; other.failAll(lost) }
+                return
+            }
+            item.run?(db)
+            item.run = nil
+        }
+        guard sqlite3_get_autocommit(db.handle) == 0 else {
+            let lost = KilnError(.ioError, stage: .write, "the store's transaction was rolled back; nothing was written")
+            for item in batch { item.failAll(lost) }
+            return
+        }
+        do {
+            try db.execute("COMMIT")
+        } catch {
+            if sqlite3_get_autocommit(db.handle) == 0 { _ = try? db.execute("ROLLBACK") }
+            for item in batch { item.failAll(error) }
+        }
     }
 
     /// Reads also run in one transaction, so a record's rows (artifact, references, job,
@@ -710,5 +773,73 @@ struct DecodedJSONCache<T: Decodable> {
 private func decodeJSON<T: Decodable>(_ type: T.Type, _ text: String) throws(KilnError) -> T {
     do { return try JSON.decode(type, from: Data(text.utf8)) } catch {
         throw KilnError(.internalError, stage: .open, "the store holds a \(T.self) that does not decode: \(error)")
+    }
+}
+
+// MARK: - Group commit
+
+/// One write waiting for a commit: `run` executes it inside the batch's transaction and
+/// records its result; `failAll` replaces that result when the batch as a whole fails.
+final class PendingWrite: @unchecked Sendable {
+    var run: ((Database) -> Void)?
+    let failAll: (KilnError) -> Void
+    let done = DispatchSemaphore(value: 0)
+    /// Set when this waiter is asked to lead the next batch.
+    var promoted = false
+
+    init(run: @escaping (Database) -> Void, failAll: @escaping (KilnError) -> Void) {
+        self.run = run
+        self.failAll = failAll
+    }
+}
+
+final class WriteOutcome<T>: @unchecked Sendable {
+    var result: Result<T, KilnError>?
+}
+
+/// Leader/follower batching: the first writer to find no commit in flight leads; writers
+/// that arrive meanwhile queue up and the leader's next batch takes them all. When the
+/// leader's batch is done and others wait, it hands leadership to the first of them, so
+/// no caller runs other people's batches indefinitely.
+final class GroupCommit: @unchecked Sendable {
+    private let lock = NSLock()
+    private var queue: [PendingWrite] = []
+    private var leading = false
+
+    func submit(_ item: PendingWrite, commit: ([PendingWrite]) -> Void) {
+        lock.lock()
+        queue.append(item)
+        if leading {
+            lock.unlock()
+            item.done.wait()
+            // Woken either because our write is done, or to lead the next batch.
+            guard item.promoted else { return }
+        } else {
+            leading = true
+            lock.unlock()
+        }
+        // Our own write is in the batch we lead: the initial leader queued it first, a
+        // promoted one is the head of the queue.
+        lead(commit)
+    }
+
+    private func lead(_ commit: ([PendingWrite]) -> Void) {
+        lock.lock()
+        let batch = queue
+        queue = []
+        for item in batch { item.promoted = false }
+        lock.unlock()
+        commit(batch)
+        lock.lock()
+        if let next = queue.first {
+            next.promoted = true
+            lock.unlock()
+            for item in batch { item.done.signal() }
+            next.done.signal()
+        } else {
+            leading = false
+            lock.unlock()
+            for item in batch { item.done.signal() }
+        }
     }
 }

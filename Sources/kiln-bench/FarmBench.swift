@@ -31,6 +31,7 @@ enum FarmBench {
         do {
             try measure("store_cycles_full") { try storeCycles(root, presets: presets, durability: .full, count: quick ? 100 : 400) }
             try measure("store_cycles_process_crash") { try storeCycles(root, presets: presets, durability: .processCrash, count: quick ? 500 : 3000) }
+            try measure("store_cycles_concurrent_full") { try concurrentCycles(root, presets: presets, count: quick ? 400 : 2000) }
             try measure("dedupe_storm") { try dedupeStorm(root, presets: presets) }
             try measure("queue_to_start") { try queueToStart(root, presets: presets, count: quick ? 20 : 60) }
             try measure("http") { try http(root, presets: presets, quick: quick) }
@@ -136,6 +137,41 @@ enum FarmBench {
         }
         let elapsed = clock.monotonicSeconds() - start
         return .object(["cycles": .number(Double(count)), "per_second": .number(Double(count) / elapsed), "goal_per_second": .number(2000)])
+    }
+
+    /// The same cycles from 8 threads at once, as a farm sees them (requests, scheduler and
+    /// runners in parallel), at synchronous=FULL: writers that meet share a commit.
+    static func concurrentCycles(_ root: URL, presets: Presets, count: Int) throws -> JSONValue {
+        let dir = root.appendingPathComponent("cycles-concurrent")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let store = try SQLiteStore(path: dir.appendingPathComponent("kiln.db").path, durability: .full)
+        let base = try Planner.plan(source: info, quality: .mbps5, caps: caps, policy: .standard, audioLanguage: nil, presets: presets)
+        let threads = 8
+        let completed = LockedArray()
+        let clock = SystemClock()
+        let start = clock.monotonicSeconds()
+        DispatchQueue.concurrentPerform(iterations: threads) { t in
+            for i in stride(from: t, to: count, by: threads) {
+                var plan = base
+                plan.artifactKey = SHA256.hex("concurrent-\(i)")
+                let src = SourceRecord(path: "/media/c\(i).mkv", fingerprint: "fc-\(i)", durationSeconds: 600, sizeBytes: 1)
+                let now = clock.nowMillis()
+                do {
+                    _ = try store.bind(request: PrepareRequest(reference: "c-\(i)", sourcePath: src.path, quality: .mbps5, caps: caps),
+                                       plan: plan, source: src, estimatedBytes: 1, maxAttempts: 4, originalFile: nil, now: now)
+                    for c in try store.claim(kind: .transcode, limit: 1, owner: "bench-\(t)", leaseUntil: now + 60_000, now: now) {
+                        if try store.complete(jobID: c.job.id, owner: "bench-\(t)",
+                                              file: FileRecord(path: "/tmp/c\(i)", bytes: 1, sha256: nil, owned: true), now: now) {
+                            completed.append(1)
+                        }
+                    }
+                } catch {}
+            }
+        }
+        let elapsed = clock.monotonicSeconds() - start
+        let done = completed.values.count
+        return .object(["cycles": .number(Double(done)), "threads": .number(Double(threads)),
+                        "per_second": .number(Double(done) / elapsed), "goal_per_second": .number(2000)])
     }
 
     /// 200 identical requests at once (200 references, one source and target): one job.

@@ -88,6 +88,30 @@ struct StoreTests {
         #expect(try store.queueSnapshot(recentFailures: 0, queuedLimit: 10).jobsByState["queued"] == 1)
     }
 
+    @Test("writers that meet share commits: 300 concurrent binds, claims and completions each land exactly once, and survive a reopen")
+    func groupCommit() throws {
+        let t = try TempStore()
+        let store = t.store
+        let results = Mutex200()
+        DispatchQueue.concurrentPerform(iterations: 300) { i in
+            do {
+                let b = try store.bind("g-\(i)", to: "target-\(i % 100)", now: 1_000)
+                results.append(b)
+                for c in try store.claim(kind: .transcode, limit: 1, owner: "w\(i)", leaseUntil: 99_000, now: 2_000) {
+                    _ = try store.complete(jobID: c.job.id, owner: "w\(i)",
+                                           file: FileRecord(path: "/a/\(c.job.artifactID)", bytes: 1, sha256: nil, owned: true), now: 3_000)
+                }
+            } catch { results.fail("\(error)") }
+        }
+        #expect(results.failures.isEmpty, "\(results.failures.prefix(3))")
+        #expect(results.bindings.filter(\.enqueued).count == 100, "one job per distinct target")
+        let reopened = try SQLiteStore(path: store.path)
+        let snap = try reopened.queueSnapshot(recentFailures: 0, queuedLimit: 0)
+        #expect(snap.artifactsByState["ready"] == 100)
+        #expect(try reopened.events(after: 0, limit: 1000).filter { $0.type == .ready }.count == 100, "one ready event each")
+        for i in [0, 150, 299] { #expect(try reopened.reference("g-\(i)") != nil) }
+    }
+
     @Test("a reference asking for a new target moves; the old artifact's unfinished job is canceled with an event")
     func referenceMoves() throws {
         let t = try TempStore()
