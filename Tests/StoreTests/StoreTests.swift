@@ -501,14 +501,20 @@ struct StoreTests {
         #expect(try t.store.storedBytes() == (200, 100))
     }
 
+    /// "dl-1" made ready, released, and the collector's deletion begun (times 1,000–1,300).
+    func readyReleasedAndDeleting(_ store: SQLiteStore) throws -> Binding {
+        let b = try store.bind("dl-1", to: "x", now: 1_000)
+        let job = try #require(try store.claimOne(leaseUntil: 9_000, now: 1_000))
+        #expect(try store.complete(jobID: job.job.id, owner: "runner-1", file: Fixture.file("x"), now: 1_100))
+        #expect(try store.release(reference: "dl-1", now: 1_200))
+        #expect(try store.beginDeleting(artifactID: b.artifact.id, now: 1_300))
+        return b
+    }
+
     @Test("a request for an artifact being deleted makes it anew; the collector's finish then changes nothing")
     func bindWhileDeleting() throws {
         let t = try TempStore()
-        let b = try t.store.bind("dl-1", to: "x", now: 1_000)
-        let job = try #require(try t.store.claimOne(leaseUntil: 9_000, now: 1_000))
-        #expect(try t.store.complete(jobID: job.job.id, owner: "runner-1", file: Fixture.file("x"), now: 1_100))
-        #expect(try t.store.release(reference: "dl-1", now: 1_200))
-        #expect(try t.store.beginDeleting(artifactID: b.artifact.id, now: 1_300))
+        let b = try readyReleasedAndDeleting(t.store)
         let again = try t.store.bind("dl-2", to: "x", now: 1_400)
         #expect(again.enqueued)
         #expect(again.artifact.id == b.artifact.id)
@@ -525,11 +531,7 @@ struct StoreTests {
     @Test("deletion begun before a crash is found again after reopening the file")
     func deletingSurvivesCrash() throws {
         let t = try TempStore()
-        let b = try t.store.bind("dl-1", to: "x", now: 1_000)
-        let job = try #require(try t.store.claimOne(leaseUntil: 9_000, now: 1_000))
-        #expect(try t.store.complete(jobID: job.job.id, owner: "runner-1", file: Fixture.file("x"), now: 1_100))
-        #expect(try t.store.release(reference: "dl-1", now: 1_200))
-        #expect(try t.store.beginDeleting(artifactID: b.artifact.id, now: 1_300))
+        let b = try readyReleasedAndDeleting(t.store)
         crash(t)
         let reopened = try t.reopen()
         let pending = try reopened.artifactsBeingDeleted()
