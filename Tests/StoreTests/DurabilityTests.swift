@@ -1,0 +1,112 @@
+import Dispatch
+import Foundation
+import KilnCore
+@testable import Store
+import Synchronization
+import Testing
+
+/// The log's fsync runs outside the connection (LogFlusher). These tests hold that fsync
+/// still, or make it fail, through the store's stand-in for fdatasync.
+@Suite("SQLite store durability")
+struct DurabilityTests {
+    /// A stand-in for fdatasync that counts its calls and, while `held`, blocks them.
+    final class HeldSync: Sendable {
+        let calls = Atomic<Int>(0)
+        let entered = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        let held = Atomic<Bool>(false)
+        let failing = Atomic<Bool>(false)
+
+        func call(_ fd: Int32) -> Int32 {
+            calls.add(1, ordering: .sequentiallyConsistent)
+            if held.load(ordering: .sequentiallyConsistent) {
+                entered.signal()
+                gate.wait()
+            }
+            if failing.load(ordering: .sequentiallyConsistent) {
+                errno = EIO
+                return -1
+            }
+            return fdatasync(fd)
+        }
+    }
+
+    final class Flag: Sendable {
+        let value = Atomic<Bool>(false)
+        func set() { value.store(true, ordering: .sequentiallyConsistent) }
+        var isSet: Bool { value.load(ordering: .sequentiallyConsistent) }
+    }
+
+    @Test("a write answers only after the log's fsync, a read of it waits for that fsync too, and the next write commits meanwhile")
+    func acknowledgedAfterFsync() throws {
+        let temp = try TempStore()
+        let sync = HeldSync()
+        let store = try SQLiteStore(path: temp.path, durability: .full, logSync: { sync.call($0) })
+        sync.held.store(true, ordering: .sequentiallyConsistent)
+
+        let wrote = Flag(), read = Flag(), second = Flag()
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) {
+            _ = try? store.bind("held-1", to: "movie@5mbps", now: 1_000)
+            wrote.set()
+        }
+        #expect(sync.entered.wait(timeout: .now() + 10) == .success, "the first write's fsync never began")
+        // The first write has committed and its fsync is in flight (held).
+        DispatchQueue.global().async(group: group) {
+            #expect((try? store.reference("held-1")) != nil)
+            read.set()
+        }
+        DispatchQueue.global().async(group: group) {
+            _ = try? store.bind("held-2", to: "movie@2mbps", now: 1_001)
+            second.set()
+        }
+        // The second write's transaction commits while the disk is busy with the first:
+        // the connection is free (its fsync, the next one, will be held too).
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(!wrote.isSet, "the write returned before its fsync finished")
+        #expect(!read.isSet, "a read returned what was not yet durable")
+        #expect(!second.isSet)
+        sync.held.store(false, ordering: .sequentiallyConsistent)
+        sync.gate.signal()
+        #expect(group.wait(timeout: .now() + 10) == .success)
+        #expect(wrote.isSet && read.isSet && second.isSet)
+        // The second write needed an fsync of its own: the first began before it committed.
+        #expect(sync.calls.load(ordering: .sequentiallyConsistent) >= 3, "schema, first write, second write")
+        let reopened = try temp.reopen()
+        #expect(try reopened.reference("held-1") != nil)
+        #expect(try reopened.reference("held-2") != nil)
+    }
+
+    @Test("a failed fsync fails the write, and every later call, with io_error (no retry after fsyncgate)")
+    func failedFsyncPoisons() throws {
+        let temp = try TempStore()
+        let sync = HeldSync()
+        let store = try SQLiteStore(path: temp.path, durability: .full, logSync: { sync.call($0) })
+        try store.bind("before", to: "movie@5mbps", now: 1_000)
+        sync.failing.store(true, ordering: .sequentiallyConsistent)
+        do {
+            try store.bind("lost", to: "movie@2mbps", now: 2_000)
+            Issue.record("a write whose fsync failed was reported as done")
+        } catch let error as KilnError {
+            #expect(error.code == .ioError)
+            #expect(error.message.contains("durable"))
+        }
+        // The disk answers again, but the store does not trust it: pages may be gone.
+        sync.failing.store(false, ordering: .sequentiallyConsistent)
+        #expect(throws: KilnError.self) { try store.reference("before") }
+        #expect(throws: KilnError.self) { try store.bind("after", to: "movie@1mbps", now: 3_000) }
+        // A restarted daemon works from what SQLite holds.
+        let reopened = try temp.reopen()
+        #expect(try reopened.reference("before") != nil)
+    }
+
+    @Test("with synchronous=NORMAL (KILN_SQLITE_SYNC=normal) the store never fsyncs the log itself")
+    func processCrashDoesNotFsync() throws {
+        let temp = try TempStore()
+        let sync = HeldSync()
+        let store = try SQLiteStore(path: temp.path, durability: .processCrash, logSync: { sync.call($0) })
+        try store.bind("dl-1", to: "movie@5mbps", now: 1_000)
+        #expect(try store.reference("dl-1") != nil)
+        #expect(sync.calls.load(ordering: .sequentiallyConsistent) == 0)
+    }
+}
