@@ -34,6 +34,8 @@ public final class Farm: @unchecked Sendable {
     let policy: ServerPolicy
     let launcher: any JobLauncher
     let prober: any SourceProber
+    /// Fingerprints by file identity: a repeat request does not read the source again.
+    private let fingerprints = SourceFingerprintCache()
     let space: any DiskSpace
     let log: any FarmLog
     let folder: ArtifactFolder
@@ -164,7 +166,7 @@ public final class Farm: @unchecked Sendable {
             throw KilnError(.usage, stage: .request, field: "reference", "reference must not be empty")
         }
         let path = request.sourcePath
-        let fingerprint = try SourceFingerprint.compute(path: path)
+        let fingerprint = try fingerprints.fingerprint(path: path)
         let info: MediaInfo
         if let cached = try store.cachedProbe(fingerprint: fingerprint) {
             info = cached

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Synchronization
 
 /// The identity of a source file's content, for artifact keys and the probe cache.
 ///
@@ -21,6 +22,12 @@ public enum SourceFingerprint {
     static let sliceCount = 64
 
     public static func compute(path: String) throws(KilnError) -> String {
+        try computeWithIdentity(path: path).fingerprint
+    }
+
+    /// The fingerprint and the identity of the file it was read from (taken from the open
+    /// descriptor, so both describe the same file even if the path is replaced meanwhile).
+    static func computeWithIdentity(path: String) throws(KilnError) -> (fingerprint: String, identity: FileIdentity) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 {
             let e = errno
@@ -65,6 +72,77 @@ public enum SourceFingerprint {
                 done += n
             }
         }
-        return "\(version)-\(hash.hexDigest())"
+        return ("\(version)-\(hash.hexDigest())", FileIdentity(st))
+    }
+}
+
+/// What changes whenever a file's content may have: device, inode, size, modification and
+/// status-change times (ctime cannot be set back by a user, unlike mtime).
+struct FileIdentity: Hashable, Sendable {
+    let device: UInt64, inode: UInt64, size: Int64
+    let mtime: Int64, ctime: Int64  // nanoseconds
+
+    init(_ st: stat) {
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+        size = Int64(st.st_size)
+        mtime = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+        ctime = Int64(st.st_ctim.tv_sec) * 1_000_000_000 + Int64(st.st_ctim.tv_nsec)
+    }
+
+    /// nil when the path cannot be stat'ed (the computation then reports why).
+    init?(path: String) {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        self.init(st)
+    }
+}
+
+/// Remembers fingerprints by file identity, so the farm does not read up to 6 MiB of a
+/// source again on every request for it (a cold read on a NAS's disks costs tens of
+/// random seeks). A file whose times are within `settleNanoseconds` of the moment it was
+/// read is not remembered: the kernel's timestamps are coarse, so a write in the same
+/// tick could change the content without changing the identity (git's "racy" entries).
+public final class SourceFingerprintCache: Sendable {
+    private struct State {
+        var entries: [FileIdentity: String] = [:]
+        var computations = 0
+    }
+    private let state = Mutex(State())
+    private let capacity: Int
+    private let settleNanoseconds: Int64
+    private let now: @Sendable () -> Int64
+
+    public init(capacity: Int = 4096, settleSeconds: Double = 2,
+                now: @escaping @Sendable () -> Int64 = { SourceFingerprintCache.realtimeNanoseconds() }) {
+        self.capacity = capacity
+        self.settleNanoseconds = Int64(settleSeconds * 1e9)
+        self.now = now
+    }
+
+    public static func realtimeNanoseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    }
+
+    /// How many fingerprints were read from disk (not answered from memory).
+    public var computations: Int { state.withLock { $0.computations } }
+
+    public func fingerprint(path: String) throws(KilnError) -> String {
+        if let identity = FileIdentity(path: path), let known = state.withLock({ $0.entries[identity] }) {
+            return known
+        }
+        let (fingerprint, identity) = try SourceFingerprint.computeWithIdentity(path: path)
+        let settled = now() - max(identity.mtime, identity.ctime) >= settleNanoseconds
+        state.withLock { s in
+            s.computations += 1
+            guard settled else { return }
+            // Forgetting everything at once is crude but bounded; a library has far fewer
+            // files in flight than `capacity`.
+            if s.entries.count >= capacity { s.entries.removeAll(keepingCapacity: true) }
+            s.entries[identity] = fingerprint
+        }
+        return fingerprint
     }
 }

@@ -39,6 +39,48 @@ struct SHA256Tests {
         #expect(try SourceFingerprint.compute(path: b.path) != first)
         #expect(throws: KilnError.self) { try SourceFingerprint.compute(path: dir.appendingPathComponent("missing").path) }
     }
+
+    @Test("the farm's fingerprint cache answers an unchanged file from memory and reads a rewritten one again, even with its old size and mtime")
+    func fingerprintCache() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-fpc-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("movie.mkv").path
+        var bytes = [UInt8](repeating: 7, count: 1 << 20)
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        var before = stat()
+        #expect(stat(path, &before) == 0)
+
+        let cache = SourceFingerprintCache(settleSeconds: 0)
+        let first = try cache.fingerprint(path: path)
+        #expect(try cache.fingerprint(path: path) == first)
+        #expect(cache.computations == 1, "the repeat was read from disk again")
+        #expect(first == (try SourceFingerprint.compute(path: path)))
+
+        // Same size, same inode, mtime put back: only the ctime tells, and it must.
+        bytes[1000] = 8
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        var times = [before.st_atim, before.st_mtim]
+        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        let second = try cache.fingerprint(path: path)
+        #expect(second != first)
+        #expect(cache.computations == 2)
+        #expect(throws: KilnError.self) { try cache.fingerprint(path: dir.appendingPathComponent("missing").path) }
+    }
+
+    @Test("a file written moments ago is fingerprinted but not remembered (a write in the same clock tick could go unseen)")
+    func fingerprintCacheRacy() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-fpr-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("fresh.mkv").path
+        try Data(repeating: 1, count: 4096).write(to: URL(fileURLWithPath: path))
+        let cache = SourceFingerprintCache(settleSeconds: 3600)
+        let a = try cache.fingerprint(path: path)
+        let b = try cache.fingerprint(path: path)
+        #expect(a == b)
+        #expect(cache.computations == 2)
+    }
 }
 
 extension Array {
