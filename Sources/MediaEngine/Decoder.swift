@@ -13,9 +13,13 @@ final class Decoder {
     /// many is undecodable, not merely delayed (`decodeRequiringOutput`).
     private(set) var packetsSent = 0
     private let frame: Frame
+    /// The one picture's memory all pictures share (`sharedPicture`), freed after the context.
+    private var onePicture: OpaquePointer?
 
     /// - Parameter threads: 0 lets libavcodec pick (one per core, frame and slice threads).
-    init(stream: UnsafeMutablePointer<AVStream>, threads: Int = 0) throws(KilnError) {
+    /// - Parameter sharedPicture: every picture gets the same memory — only for a decoder
+    ///   fed keyframes whose pixels nobody reads (verification; see CFFmpeg.h).
+    init(stream: UnsafeMutablePointer<AVStream>, threads: Int = 0, sharedPicture: Bool = false) throws(KilnError) {
         let par = stream.pointee.codecpar!
         let codecName = string(avcodec_get_name(par.pointee.codec_id)) ?? "unknown"
         guard let codec = avcodec_find_decoder(par.pointee.codec_id) else {
@@ -37,10 +41,20 @@ final class Decoder {
             // The container's frame rate helps decoders that guess timestamps (MPEG-2 in TS).
             ctx.pointee.framerate = stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
         }
+        var one: OpaquePointer? = nil
+        if sharedPicture && par.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
+            one = kiln_one_picture_new()
+            guard one != nil else {
+                avcodec_free_context(&owned)
+                throw KilnError(.resourceLimit, stage: .decode, "out of memory for a \(codecName) decoder")
+            }
+            kiln_decode_into_one_picture(ctx, one)
+        }
         let options = Options()
         let open = avcodec_open2(ctx, codec, &options.dict)
         if open < 0 {
             avcodec_free_context(&owned)
+            kiln_one_picture_free(&one)
             let e = classify(open, .decode, "cannot open the \(codecName) decoder", as: .sourceUnsupported)
             throw e.code == .resourceLimit || e.code == .canceled ? e
                 : KilnError(.sourceUnsupported, stage: .decode, underlying: open,
@@ -50,14 +64,17 @@ final class Decoder {
             frame = try Frame()
         } catch {
             avcodec_free_context(&owned)
+            kiln_one_picture_free(&one)
             throw error
         }
         context = ctx
+        onePicture = one
     }
 
     deinit {
         var c: UnsafeMutablePointer<AVCodecContext>? = context
         avcodec_free_context(&c)
+        kiln_one_picture_free(&onePicture)
     }
 
     var timeBase: AVRational { context.pointee.pkt_timebase }

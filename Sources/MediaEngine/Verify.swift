@@ -51,8 +51,9 @@ enum Verifier {
             throw fail(String(format: "the output lasts %.2f s but the source %.2f s", avDuration, expectedDuration))
         }
         for s in video + audio {
-            let format = try decodes(demuxer, stream: s.index, from: 0, cancellation: cancellation)
-            try decodes(demuxer, stream: s.index, from: max(0, avDuration - 1), cancellation: cancellation)
+            let streamEnd = s.durationSeconds ?? avDuration
+            let format = try decodes(demuxer, stream: s.index, from: 0, streamEnd: streamEnd, cancellation: cancellation)
+            try decodes(demuxer, stream: s.index, from: max(0, streamEnd - 1), streamEnd: streamEnd, cancellation: cancellation)
             // Without analysis the pixel format is only known once a picture is decoded.
             if s.type == .video, s.pixelFormat == nil, let i = info.streams.firstIndex(where: { $0.index == s.index }),
                let desc = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) {
@@ -64,24 +65,34 @@ enum Verifier {
     }
 
     /// Reads a second of one stream from `start` (from the keyframe before it) and fails
-    /// unless it decodes without error. Audio is decoded in full; video only at its
-    /// keyframes, which proves what a remux or mux can break — parameter sets in the
-    /// sample entry, the index reaching both ends, a decodable start — without paying
-    /// for a second of 4K HEVC (seconds of CPU) on every artifact.
+    /// unless it decodes without error. Audio is decoded in full. Video decodes one
+    /// picture, the keyframe that opens that second, and its packets are read on to the
+    /// second's end: that proves what a remux or mux can break — parameter sets in the
+    /// sample entry, the index reaching both ends, a decodable start — without paying for
+    /// a second of 4K HEVC (seconds of CPU) on every artifact. One picture, not every
+    /// keyframe in reach: an HEVC decoder holds (and for an open-GOP CRA invents) reference
+    /// pictures for each keyframe it is given, 25 MB apiece at UHD 10-bit.
+    /// The stream's packets must also reach the second's end (or `streamEnd`, what the
+    /// index says the stream lasts): a file cut short keeps its index, and its last
+    /// second would otherwise pass on whatever keyframe the seek found before the cut.
     /// Returns the decoded frames' format (pixel or sample format).
     @discardableResult
-    static func decodes(_ demuxer: Demuxer, stream index: Int, from start: Double, cancellation: Cancellation) throws(KilnError) -> Int32 {
+    static func decodes(_ demuxer: Demuxer, stream index: Int, from start: Double, streamEnd: Double,
+                        cancellation: Cancellation) throws(KilnError) -> Int32 {
         let st = demuxer.stream(index)
         let decoder: Decoder
-        do { decoder = try Decoder(stream: st, threads: 1) } catch {
+        do { decoder = try Decoder(stream: st, threads: 1, sharedPicture: true) } catch {
             throw KilnError(.verifyFailed, stage: .verify, "the output's stream \(index) has no decoder: \(error.message)")
         }
-        let keyframesOnly = st.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
-        if keyframesOnly { decoder.context.pointee.skip_frame = AVDISCARD_NONKEY }
+        let isVideo = st.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
+        if isVideo { decoder.context.pointee.skip_frame = AVDISCARD_NONKEY }
         let target = Int64(start * Double(kiln_time_base()))
-        av_seek_frame(demuxer.context, -1, target, AVSEEK_FLAG_BACKWARD)
-        let end = start + 1
-        var frames = 0, reads = 0
+        guard av_seek_frame(demuxer.context, -1, target, AVSEEK_FLAG_BACKWARD) >= 0 else {
+            throw KilnError(.verifyFailed, stage: .verify, "the output cannot be read from \(Int(start)) s (seek failed)")
+        }
+        let end = min(start + 1, streamEnd)
+        var frames = 0, reads = 0, pictureSent = false
+        var reached = -Double.infinity
         let packet = try Packet()
         var done = false
         while !done, reads < 20_000 {
@@ -90,8 +101,19 @@ enum Verifier {
             defer { packet.unref() }
             try cancellation.check(.verify)
             guard packet.streamIndex == Int32(index) else { continue }
-            if keyframesOnly && packet.pointer.pointee.flags & AV_PKT_FLAG_KEY == 0 {
-                if let t = seconds(packet.pointer.pointee.pts, st.pointee.time_base), t >= end { done = true }
+            let t = seconds(packet.pointer.pointee.pts, st.pointee.time_base)
+            if let t {
+                reached = max(reached, t + (seconds(packet.pointer.pointee.duration, st.pointee.time_base) ?? 0))
+            }
+            if isVideo {
+                if !pictureSent && packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 {
+                    // The one picture: sent, then drained at once, so the decoder never
+                    // holds more than it and the references it names.
+                    try decoder.decode(packet) { (_: Frame) throws(KilnError) in frames += 1 }
+                    try decoder.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
+                    pictureSent = true
+                }
+                if pictureSent, let t, t >= end { done = true }
                 continue
             }
             try decoder.decode(packet) { (frame: Frame) throws(KilnError) in
@@ -100,6 +122,11 @@ enum Verifier {
             }
         }
         try decoder.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
+        // Half a second of slack: streams end a frame or an audio packet apart.
+        guard reached >= end - 0.5 else {
+            throw KilnError(.verifyFailed, stage: .verify, String(format: "the output's stream %d stops at %.2f s, before %.2f s (cut short?)",
+                                                                  index, max(0, reached), end))
+        }
         guard frames > 0, decoder.corruptPackets == 0 else {
             throw KilnError(.verifyFailed, stage: .verify,
                             "the output's stream \(index) does not decode near \(Int(start)) s (\(frames) frames, \(decoder.corruptPackets) errors)")

@@ -97,6 +97,20 @@ int kiln_stream_has_mastering(const AVStream *st);
 
 
 
+// ---- verification decoding (verify_buffers.c) ----
+/// Memory for one picture that every picture a decoder allocates shares.
+typedef struct KilnOnePicture KilnOnePicture;
+KilnOnePicture *kiln_one_picture_new(void);
+/// Frees it (and sets *one to NULL); call after the decoder using it is freed.
+void kiln_one_picture_free(KilnOnePicture **one);
+/// Makes `ctx` give every picture it allocates the memory of `one` (one picture's worth,
+/// reallocated only when the size or format changes). For a decoder that is fed intra
+/// pictures only and whose pixels nobody reads: verification, which only asks whether a
+/// keyframe decodes. An HEVC decoder otherwise allocates a full picture for every
+/// reference an open-GOP keyframe names (25 MB apiece at UHD 10-bit). Call before
+/// avcodec_open2; uses ctx->opaque.
+void kiln_decode_into_one_picture(AVCodecContext *ctx, KilnOnePicture *one);
+
 // ---- chapters and metadata for the output ----
 /// Copies the input's chapters to the output, shifted by `offset` (AV_TIME_BASE units)
 /// and clipped at zero. Returns 0 or a negative AVERROR.
