@@ -12,12 +12,14 @@ let package = Package(
     ],
     targets: [
         // All C lives here: libav headers, wrappers for the macros Swift cannot import,
-        // the interrupt flag C reads atomically and the log ring buffer.
+        // the interrupt flag C reads atomically and the log ring buffer. libavfilter is not
+        // linked: the shim dlopens it for the first filter graph, so probe and remux children
+        // do not load it and its ~30 dependencies (dlopen is in glibc's libc since 2.34).
         .target(
             name: "CFFmpeg",
             linkerSettings: [
                 .linkedLibrary("avformat"), .linkedLibrary("avcodec"), .linkedLibrary("avutil"),
-                .linkedLibrary("swresample"), .linkedLibrary("swscale"), .linkedLibrary("avfilter"),
+                .linkedLibrary("swresample"), .linkedLibrary("swscale"),
             ]
         ),
         // libcrypto (OpenSSL) for SHA-256: artifact checksums, fingerprints, artifact keys.

@@ -5,6 +5,9 @@
 #include <string.h>
 #include <pthread.h>
 #include <math.h>
+#include <errno.h>
+#include <dlfcn.h>
+#include <libavfilter/version.h>
 
 void kiln_strerror(int errnum, char *buf, size_t size) {
     if (av_strerror(errnum, buf, size) < 0) snprintf(buf, size, "error %d", errnum);
@@ -157,4 +160,157 @@ int kiln_copy_stream_side_data(AVStream *out, const AVStream *in) {
         memcpy(dst, sd->data, sd->size);
     }
     return 0;
+}
+
+// ---- libavfilter, loaded on first use ----
+// Linking it would load it and its ~30 dependencies into every probe and remux child, which
+// never build a filter graph (~12 MB of RSS and startup time each).
+
+// The soname of the major version the headers describe: the ABI these types belong to.
+static const char avfilter_soname[] = "libavfilter.so." AV_STRINGIFY(LIBAVFILTER_VERSION_MAJOR);
+
+// The libavfilter functions Kiln calls. Each pointer's type is taken from libavfilter's own
+// declaration with __typeof__, which does not reference the symbol (nothing is linked) and
+// keeps the types from drifting from the headers.
+struct kiln_avfilter_api {
+    __typeof__(avfilter_get_by_name) *get_by_name;
+    __typeof__(avfilter_graph_alloc) *graph_alloc;
+    __typeof__(avfilter_graph_alloc_filter) *graph_alloc_filter;
+    __typeof__(avfilter_graph_config) *graph_config;
+    __typeof__(avfilter_graph_create_filter) *graph_create_filter;
+    __typeof__(avfilter_graph_free) *graph_free;
+    __typeof__(avfilter_graph_parse_ptr) *graph_parse_ptr;
+    __typeof__(avfilter_init_str) *init_str;
+    __typeof__(avfilter_inout_alloc) *inout_alloc;
+    __typeof__(avfilter_inout_free) *inout_free;
+    __typeof__(av_buffersrc_add_frame_flags) *buffersrc_add_frame_flags;
+    __typeof__(av_buffersink_get_frame) *buffersink_get_frame;
+    __typeof__(av_buffersink_get_time_base) *buffersink_get_time_base;
+};
+
+// Written once by avfilter_load under pthread_once, which makes them visible to every
+// thread that passes through it; read-only afterwards.
+static pthread_once_t avfilter_once = PTHREAD_ONCE_INIT;
+static struct kiln_avfilter_api avfilter_api;
+static int avfilter_loaded = 0;
+static char avfilter_error[512];
+
+static void avfilter_load(void) {
+    void *lib = dlopen(avfilter_soname, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *why = dlerror();
+        snprintf(avfilter_error, sizeof(avfilter_error), "%s cannot be loaded: %s", avfilter_soname,
+                 why ? why : "unknown error");
+        return;
+    }
+    struct kiln_avfilter_api api;
+    // POSIX guarantees that a data pointer from dlsym can be stored into a function pointer
+    // this way.
+    const struct { const char *name; void **slot; } symbols[] = {
+        { "avfilter_get_by_name", (void **)&api.get_by_name },
+        { "avfilter_graph_alloc", (void **)&api.graph_alloc },
+        { "avfilter_graph_alloc_filter", (void **)&api.graph_alloc_filter },
+        { "avfilter_graph_config", (void **)&api.graph_config },
+        { "avfilter_graph_create_filter", (void **)&api.graph_create_filter },
+        { "avfilter_graph_free", (void **)&api.graph_free },
+        { "avfilter_graph_parse_ptr", (void **)&api.graph_parse_ptr },
+        { "avfilter_init_str", (void **)&api.init_str },
+        { "avfilter_inout_alloc", (void **)&api.inout_alloc },
+        { "avfilter_inout_free", (void **)&api.inout_free },
+        { "av_buffersrc_add_frame_flags", (void **)&api.buffersrc_add_frame_flags },
+        { "av_buffersink_get_frame", (void **)&api.buffersink_get_frame },
+        { "av_buffersink_get_time_base", (void **)&api.buffersink_get_time_base },
+    };
+    for (size_t i = 0; i < sizeof(symbols) / sizeof(symbols[0]); i++) {
+        dlerror();
+        *symbols[i].slot = dlsym(lib, symbols[i].name);
+        if (!*symbols[i].slot) {
+            const char *why = dlerror();
+            snprintf(avfilter_error, sizeof(avfilter_error), "%s cannot be loaded: %s", avfilter_soname,
+                     why ? why : "a symbol is missing");
+            dlclose(lib);
+            return;
+        }
+    }
+    avfilter_api = api;
+    avfilter_loaded = 1;
+}
+
+/// The resolved functions, or NULL when libavfilter cannot be loaded.
+static const struct kiln_avfilter_api *avfilter(void) {
+    pthread_once(&avfilter_once, avfilter_load);
+    return avfilter_loaded ? &avfilter_api : NULL;
+}
+
+int kiln_avfilter_available(char *error, size_t size) {
+    if (avfilter()) return 1;
+    if (error && size > 0) snprintf(error, size, "%s", avfilter_error);
+    return 0;
+}
+
+const AVFilter *kiln_avfilter_get_by_name(const char *name) {
+    const struct kiln_avfilter_api *api = avfilter();
+    return api ? api->get_by_name(name) : NULL;
+}
+
+AVFilterGraph *kiln_avfilter_graph_alloc(void) {
+    const struct kiln_avfilter_api *api = avfilter();
+    return api ? api->graph_alloc() : NULL;
+}
+
+AVFilterContext *kiln_avfilter_graph_alloc_filter(AVFilterGraph *graph, const AVFilter *filter, const char *name) {
+    const struct kiln_avfilter_api *api = avfilter();
+    return api ? api->graph_alloc_filter(graph, filter, name) : NULL;
+}
+
+int kiln_avfilter_graph_config(AVFilterGraph *graphctx, void *log_ctx) {
+    const struct kiln_avfilter_api *api = avfilter();
+    return api ? api->graph_config(graphctx, log_ctx) : AVERROR(ENOSYS);
+}
+
+int kiln_avfilter_graph_create_filter(AVFilterContext **filt_ctx, const AVFilter *filt, const char *name,
+                                      const char *args, void *opaque, AVFilterGraph *graph_ctx) {
+    const struct kiln_avfilter_api *api = avfilter();
+    return api ? api->graph_create_filter(filt_ctx, filt, name, args, opaque, graph_ctx) : AVERROR(ENOSYS);
+}
+
+void kiln_avfilter_graph_free(AVFilterGraph **graph) {
+    const struct kiln_avfilter_api *api = avfilter();
+    if (api) api->graph_free(graph);
+}
+
+int kiln_avfilter_graph_parse_ptr(AVFilterGraph *graph, const char *filters, AVFilterInOut **inputs,
+                                  AVFilterInOut **outputs, void *log_ctx) {
+    const struct kiln_avfilter_api *api = avfilter();
+    return api ? api->graph_parse_ptr(graph, filters, inputs, outputs, log_ctx) : AVERROR(ENOSYS);
+}
+
+int kiln_avfilter_init_str(AVFilterContext *ctx, const char *args) {
+    const struct kiln_avfilter_api *api = avfilter();
+    return api ? api->init_str(ctx, args) : AVERROR(ENOSYS);
+}
+
+AVFilterInOut *kiln_avfilter_inout_alloc(void) {
+    const struct kiln_avfilter_api *api = avfilter();
+    return api ? api->inout_alloc() : NULL;
+}
+
+void kiln_avfilter_inout_free(AVFilterInOut **inout) {
+    const struct kiln_avfilter_api *api = avfilter();
+    if (api) api->inout_free(inout);
+}
+
+int kiln_av_buffersrc_add_frame_flags(AVFilterContext *buffer_src, AVFrame *frame, int flags) {
+    const struct kiln_avfilter_api *api = avfilter();
+    return api ? api->buffersrc_add_frame_flags(buffer_src, frame, flags) : AVERROR(ENOSYS);
+}
+
+int kiln_av_buffersink_get_frame(AVFilterContext *ctx, AVFrame *frame) {
+    const struct kiln_avfilter_api *api = avfilter();
+    return api ? api->buffersink_get_frame(ctx, frame) : AVERROR(ENOSYS);
+}
+
+AVRational kiln_av_buffersink_get_time_base(const AVFilterContext *ctx) {
+    const struct kiln_avfilter_api *api = avfilter();
+    return api ? api->buffersink_get_time_base(ctx) : (AVRational){ 0, 1 };
 }

@@ -105,14 +105,20 @@ final class VideoFilterGraph {
     init(input: VideoInput, timeBase: AVRational, frameRate: AVRational, description: String) throws(KilnError) {
         self.input = input
         self.description = description
-        guard let g = avfilter_graph_alloc() else {
+        // libavfilter is not linked (probe and remux children start without it): it is loaded
+        // here, by the first graph, and a machine without it fails the transcode, not the start.
+        var why = [CChar](repeating: 0, count: 512)
+        guard kiln_avfilter_available(&why, why.count) != 0 else {
+            throw KilnError(.internalError, stage: .filter, cString(why))
+        }
+        guard let g = kiln_avfilter_graph_alloc() else {
             throw KilnError(.resourceLimit, stage: .filter, "out of memory for a filter graph")
         }
         do {
             (source, sink) = try Self.build(g, input: input, timeBase: timeBase, frameRate: frameRate, description: description)
         } catch {
             var owned: UnsafeMutablePointer<AVFilterGraph>? = g
-            avfilter_graph_free(&owned)
+            kiln_avfilter_graph_free(&owned)
             throw error
         }
         graph = g
@@ -125,19 +131,19 @@ final class VideoFilterGraph {
         let args = "video_size=\(input.width)x\(input.height):pix_fmt=\(input.pixelFormat)"
             + ":time_base=\(timeBase.num)/\(timeBase.den):pixel_aspect=\(input.sampleAspect.num)/\(input.sampleAspect.den)"
             + (frameRate.num > 0 ? ":frame_rate=\(frameRate.num)/\(frameRate.den)" : "")
-        try check(avfilter_graph_create_filter(&src, avfilter_get_by_name("buffer"), "in", args, nil, g),
+        try check(kiln_avfilter_graph_create_filter(&src, kiln_avfilter_get_by_name("buffer"), "in", args, nil, g),
                   .filter, "cannot create the filter source")
-        guard let src, let snk = avfilter_graph_alloc_filter(g, avfilter_get_by_name("buffersink"), "out") else {
+        guard let src, let snk = kiln_avfilter_graph_alloc_filter(g, kiln_avfilter_get_by_name("buffersink"), "out") else {
             throw KilnError(.resourceLimit, stage: .filter, "cannot create the filter sink")
         }
         try check(kiln_opt_set_int_list_pix_fmt(snk, "pix_fmts", AV_PIX_FMT_YUV420P), .filter,
                   "cannot restrict the filter sink to yuv420p")
-        try check(avfilter_init_str(snk, nil), .filter, "cannot create the filter sink")
+        try check(kiln_avfilter_init_str(snk, nil), .filter, "cannot create the filter sink")
 
-        var outputs = avfilter_inout_alloc()
-        var inputs = avfilter_inout_alloc()
+        var outputs = kiln_avfilter_inout_alloc()
+        var inputs = kiln_avfilter_inout_alloc()
         // parse_ptr leaves in these lists what it did not link; free whatever remains.
-        defer { avfilter_inout_free(&outputs); avfilter_inout_free(&inputs) }
+        defer { kiln_avfilter_inout_free(&outputs); kiln_avfilter_inout_free(&inputs) }
         guard let o = outputs, let i = inputs else {
             throw KilnError(.resourceLimit, stage: .filter, "out of memory for a filter graph")
         }
@@ -149,27 +155,27 @@ final class VideoFilterGraph {
         i.pointee.filter_ctx = snk
         i.pointee.pad_idx = 0
         i.pointee.next = nil
-        try check(avfilter_graph_parse_ptr(g, description, &inputs, &outputs, nil), .filter,
+        try check(kiln_avfilter_graph_parse_ptr(g, description, &inputs, &outputs, nil), .filter,
                   "cannot build the filter graph \"\(description)\"")
-        try check(avfilter_graph_config(g, nil), .filter, "cannot configure the filter graph \"\(description)\"")
+        try check(kiln_avfilter_graph_config(g, nil), .filter, "cannot configure the filter graph \"\(description)\"")
         return (src, snk)
     }
 
-    deinit { avfilter_graph_free(&graph) }
+    deinit { kiln_avfilter_graph_free(&graph) }
 
     /// The time base of frames coming out of the graph.
-    var outputTimeBase: AVRational { av_buffersink_get_time_base(sink) }
+    var outputTimeBase: AVRational { kiln_av_buffersink_get_time_base(sink) }
 
     /// Pushes a decoded frame (its `pts` in the graph's input time base), or nil at the end.
     func push(_ frame: Frame?) throws(KilnError) {
-        let ret = av_buffersrc_add_frame_flags(source, frame?.pointer, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
+        let ret = kiln_av_buffersrc_add_frame_flags(source, frame?.pointer, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
         try check(ret, .filter, "cannot feed the filter graph")
     }
 
     /// Takes the next filtered frame into `frame`; false when the graph needs more input
     /// or is drained.
     func pull(into frame: Frame) throws(KilnError) -> Bool {
-        let ret = av_buffersink_get_frame(sink, frame.pointer)
+        let ret = kiln_av_buffersink_get_frame(sink, frame.pointer)
         if ret == avErrorEAGAIN || ret == avErrorEOF { return false }
         try check(ret, .filter, "the filter graph failed")
         return true

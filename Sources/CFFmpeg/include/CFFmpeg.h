@@ -1,6 +1,6 @@
 // The one C module of the media engine: libav headers, plus small wrappers for what
 // Swift cannot import (function-like macros, AVERROR constants, variadic logging,
-// an interrupt flag that C reads atomically).
+// an interrupt flag that C reads atomically), and libavfilter loaded on first use.
 #ifndef KILN_CFFMPEG_H
 #define KILN_CFFMPEG_H
 
@@ -23,9 +23,12 @@
 #include <libavutil/mathematics.h>
 #include <libswresample/swresample.h>
 #include <libswscale/swscale.h>
+// libavfilter's headers give the types (AVFilterGraph, AVFilterContext, AVFilterInOut);
+// the library itself is not linked but loaded on first use (see kiln_avfilter_available).
 #include <libavfilter/avfilter.h>
 #include <libavfilter/buffersrc.h>
 #include <libavfilter/buffersink.h>
+#include <stddef.h>
 #include <stdint.h>
 
 // ---- error codes and constants (macros in libav) ----
@@ -85,6 +88,36 @@ static inline int kiln_opt_set_int_list_pix_fmt(void *obj, const char *name, enu
     enum AVPixelFormat list[2] = { fmt, AV_PIX_FMT_NONE };
     return av_opt_set_bin(obj, name, (const uint8_t *)list, sizeof(list[0]), AV_OPT_SEARCH_CHILDREN);
 }
+
+// ---- libavfilter, loaded on first use ----
+// Only a transcode builds a filter graph. Linking libavfilter would make every probe and
+// remux child load it and its ~30 dependencies (librsvg, libplacebo, flite, cairo...) at
+// start, so it is dlopen'ed by its soname (from LIBAVFILTER_VERSION_MAJOR) the first time
+// one of these is needed. Swift calls the kiln_ wrappers below, never libavfilter itself.
+
+/// Loads libavfilter once (thread-safe) and resolves the functions below. Returns 1 when
+/// they can be used; otherwise 0, with the reason (the soname and dlerror's text) in
+/// `error` (NUL-terminated; may be NULL when `size` is 0).
+int kiln_avfilter_available(char *error, size_t size);
+
+// Same signatures and meaning as the libavfilter functions they are named after. Before
+// kiln_avfilter_available has succeeded they fail: NULL, AVERROR(ENOSYS), {0, 1}, or
+// nothing for the frees.
+const AVFilter *kiln_avfilter_get_by_name(const char *name);
+AVFilterGraph *kiln_avfilter_graph_alloc(void);
+AVFilterContext *kiln_avfilter_graph_alloc_filter(AVFilterGraph *graph, const AVFilter *filter, const char *name);
+int kiln_avfilter_graph_config(AVFilterGraph *graphctx, void *log_ctx);
+int kiln_avfilter_graph_create_filter(AVFilterContext **filt_ctx, const AVFilter *filt, const char *name,
+                                      const char *args, void *opaque, AVFilterGraph *graph_ctx);
+void kiln_avfilter_graph_free(AVFilterGraph **graph);
+int kiln_avfilter_graph_parse_ptr(AVFilterGraph *graph, const char *filters, AVFilterInOut **inputs,
+                                  AVFilterInOut **outputs, void *log_ctx);
+int kiln_avfilter_init_str(AVFilterContext *ctx, const char *args);
+AVFilterInOut *kiln_avfilter_inout_alloc(void);
+void kiln_avfilter_inout_free(AVFilterInOut **inout);
+int kiln_av_buffersrc_add_frame_flags(AVFilterContext *buffer_src, AVFrame *frame, int flags);
+int kiln_av_buffersink_get_frame(AVFilterContext *ctx, AVFrame *frame);
+AVRational kiln_av_buffersink_get_time_base(const AVFilterContext *ctx);
 
 // ---- side data helpers ----
 /// The rotation in degrees of a stream's display matrix (counter-clockwise as libav
