@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One JSON setup for everything Kiln prints or stores: snake_case keys come from the
 /// types' own `CodingKeys`, output is sorted so equal values print equal bytes.

@@ -1,7 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import Dispatch
+import FoundationEssentials
 import KilnCore
 
 /// The output file's lifecycle: all writing goes to a hidden temporary name in the
@@ -12,6 +13,8 @@ import KilnCore
 final class AtomicOutput {
     let destination: String
     let temporary: String
+    /// The destination's folder, synced after the rename.
+    let folder: String
     private var committed = false
 
     /// Marks every temporary name Kiln writes, so a crashed run's leftovers can be found.
@@ -21,11 +24,12 @@ final class AtomicOutput {
         self.destination = destination
         let url = URL(fileURLWithPath: destination)
         let dir = url.deletingLastPathComponent().path
-        var isDir: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
+        var isDir = false
+        guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir else {
             throw KilnError(.usage, stage: .write, "the output folder \(dir) does not exist")
         }
-        guard !FileManager.default.fileExists(atPath: destination, isDirectory: &isDir) || !isDir.boolValue else {
+        folder = dir
+        guard !FileManager.default.fileExists(atPath: destination, isDirectory: &isDir) || !isDir else {
             throw KilnError(.usage, stage: .write, "the output path is a folder")
         }
         temporary = url.deletingLastPathComponent()
@@ -45,8 +49,7 @@ final class AtomicOutput {
             throw AtomicOutput.error(errno, "cannot move the output into place")
         }
         committed = true
-        try AtomicOutput.fsync(path: (destination as NSString).deletingLastPathComponent.isEmpty
-                               ? "." : (destination as NSString).deletingLastPathComponent)
+        try AtomicOutput.fsync(path: folder)
     }
 
     static func fsync(path: String) throws(KilnError) {
@@ -82,17 +85,17 @@ final class AtomicOutput {
     }
 }
 
-/// `AtomicOutput.digest` on a thread of its own, so it overlaps with verification.
+/// `AtomicOutput.digest` on a queue of its own (a Dispatch thread, not the cooperative
+/// pool), so it overlaps with verification.
 final class BackgroundDigest: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     private var result: Result<(sha256: String, bytes: Int64), KilnError> = .failure(KilnError(.internalError, stage: .finalize, "not run"))
 
     init(path: String) {
-        let thread = Thread { [self] in
+        DispatchQueue(label: "kiln.digest").async { [self] in
             result = Result { () throws(KilnError) in try AtomicOutput.digest(path: path) }
             done.signal()
         }
-        thread.start()
     }
 
     func wait() throws(KilnError) -> (sha256: String, bytes: Int64) {

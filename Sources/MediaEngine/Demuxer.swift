@@ -1,6 +1,6 @@
 import CFFmpeg
 import KilnCore
-import Foundation
+import FoundationEssentials
 
 /// An open input file: owns the `AVFormatContext`, reads packets.
 final class Demuxer {
@@ -23,11 +23,11 @@ final class Demuxer {
     init(path: String, cancellation: Cancellation, analyze: Bool = true) throws(KilnError) {
         self.path = path
         self.cancellation = cancellation
-        var isDir: ObjCBool = false
+        var isDir = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else {
             throw KilnError(.sourceNotFound, stage: .open, "the source file does not exist")
         }
-        guard !isDir.boolValue, FileManager.default.isReadableFile(atPath: path) else {
+        guard !isDir, FileManager.default.isReadableFile(atPath: path) else {
             throw KilnError(.sourceUnreadable, stage: .open, "the source is not a readable file")
         }
         guard let ctx = avformat_alloc_context() else {

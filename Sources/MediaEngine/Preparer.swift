@@ -1,6 +1,8 @@
 import CFFmpeg
 import KilnCore
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What a finished run wrote, as a fresh probe of the output sees it (CONTRACT.md
 /// section 2, `output`).
@@ -219,32 +221,30 @@ public enum Preparer {
     /// the SHA-256 and size of what was written.
     static func copyFile(from source: String, to destination: String, cancellation: Cancellation, duration: Double,
                          progress: (JobProgress) -> Void) throws(KilnError) -> (sha256: String, bytes: Int64) {
-        guard let input = FileHandle(forReadingAtPath: source) else {
+        guard let input = try? FileDescriptor(path: source, flags: O_RDONLY) else {
             throw KilnError(.sourceUnreadable, stage: .open, "the source cannot be read")
         }
-        defer { try? input.close() }
-        guard FileManager.default.createFile(atPath: destination, contents: nil),
-              let output = FileHandle(forWritingAtPath: destination) else {
+        guard let output = try? FileDescriptor(path: destination, flags: O_WRONLY | O_CREAT | O_TRUNC) else {
             throw KilnError(.ioError, stage: .write, "cannot create the output file")
         }
-        defer { try? output.close() }
-        let total = (try? FileManager.default.attributesOfItem(atPath: source)[.size] as? NSNumber)?.doubleValue ?? 0
+        let total = Double(FileIO.size(atPath: source) ?? 0)
         var copied = 0.0
         let hash = SHA256()
-        do {
-            while true {
-                try cancellation.check(.write)
-                guard let chunk = try input.read(upToCount: 4 << 20), !chunk.isEmpty else { break }
-                try output.write(contentsOf: chunk)
-                chunk.withUnsafeBytes { hash.update($0) }
-                copied += Double(chunk.count)
-                if total > 0 { progress(JobProgress(encodedSeconds: duration * copied / total, durationSeconds: duration, speed: 0)) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            try cancellation.check(.write)
+            let chunk: UnsafeRawBufferPointer
+            do throws(SystemCallError) {
+                chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<(try input.read(into: buffer))])
+                try output.write(chunk)
+            } catch {
+                throw KilnError(error.errno == ENOSPC ? .diskFull : .ioError, stage: .write, "cannot copy the source: \(error)")
             }
-        } catch let e as KilnError {
-            throw e
-        } catch {
-            let code = (error as NSError).code
-            throw KilnError(code == Int(ENOSPC) ? .diskFull : .ioError, stage: .write, "cannot copy the source: \(error.localizedDescription)")
+            if chunk.isEmpty { break }
+            hash.update(chunk)
+            copied += Double(chunk.count)
+            if total > 0 { progress(JobProgress(encodedSeconds: duration * copied / total, durationSeconds: duration, speed: 0)) }
         }
         return (hash.hexDigest(), Int64(copied))
     }

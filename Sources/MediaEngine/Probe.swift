@@ -1,6 +1,7 @@
 import CFFmpeg
 import KilnCore
-import Foundation
+import Dispatch
+import Synchronization
 
 /// Reads a file into a `MediaInfo`. The work is capped: libavformat reads at most
 /// `Demuxer.probeSizeBytes`, the packet scan (frame rate, Dolby Vision) reads a bounded
@@ -38,8 +39,8 @@ public enum Prober {
     static func describe(_ demuxer: Demuxer, scan: Bool = true) throws(KilnError) -> MediaInfo {
         let ctx = demuxer.context
         let formatName = String(cString: ctx.pointee.iformat.pointee.name)
-        let ext = (demuxer.path as NSString).pathExtension
-        let size = (try? FileManager.default.attributesOfItem(atPath: demuxer.path)[.size] as? NSNumber)?.int64Value ?? 0
+        let ext = fileExtension(demuxer.path)
+        let size = FileIO.size(atPath: demuxer.path) ?? 0
         var streams: [StreamInfo] = []
         for i in 0..<demuxer.streamCount {
             streams.append(describe(stream: demuxer.stream(i)))
@@ -166,6 +167,13 @@ public enum Prober {
         default: break
         }
         return info
+    }
+
+    /// The last path component's extension, as `NSString.pathExtension` reads it: after
+    /// its last dot, none when the dot starts the name (`.mkv`) or nothing follows it.
+    static func fileExtension(_ path: String) -> String {
+        guard let name = path.split(separator: "/").last, let dot = name.lastIndex(of: "."), dot != name.startIndex else { return "" }
+        return String(name[name.index(after: dot)...])
     }
 
     /// Some muxers mark commentary only in the title.
@@ -319,18 +327,19 @@ enum HEVCNALScanner {
 }
 
 /// Cancels a `Cancellation` when time runs out, so a hostile file cannot hold a probe.
-final class Deadline: @unchecked Sendable {
-    private let lock = NSLock()
-    private var armed = true
-    private(set) var fired = false
+final class Deadline: Sendable {
+    private struct State { var armed = true, fired = false }
+    private let state = Mutex(State())
+    var fired: Bool { state.withLock { $0.fired } }
 
     init(seconds: Double, cancellation: Cancellation) {
         DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [weak self] in
             guard let self else { return }
-            self.lock.lock(); defer { self.lock.unlock() }
-            if self.armed { self.fired = true; cancellation.cancel() }
+            self.state.withLock { s in
+                if s.armed { s.fired = true; cancellation.cancel() }
+            }
         }
     }
 
-    func disarm() { lock.lock(); armed = false; lock.unlock() }
+    func disarm() { state.withLock { $0.armed = false } }
 }

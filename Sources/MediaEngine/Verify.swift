@@ -1,6 +1,8 @@
 import CFFmpeg
 import KilnCore
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Checks a finished output against its plan before it may take the destination's name:
 /// the index is in front, the streams and codecs are the ones planned, the duration
@@ -48,7 +50,7 @@ enum Verifier {
         }
         let avDuration = (video + audio).compactMap(\.durationSeconds).max() ?? info.durationSeconds
         if expectedDuration > 0, abs(avDuration - expectedDuration) > durationTolerance(expectedDuration) {
-            throw fail(String(format: "the output lasts %.2f s but the source %.2f s", avDuration, expectedDuration))
+            throw fail("the output lasts \(Format.fixed(avDuration, decimals: 2)) s but the source \(Format.fixed(expectedDuration, decimals: 2)) s")
         }
         for s in video + audio {
             let streamEnd = s.durationSeconds ?? avDuration
@@ -138,15 +140,12 @@ enum Verifier {
     /// MP4 top-level boxes: the `moov` index must come before `mdat`, so players can
     /// start before the whole file has arrived (faststart).
     static func checkIndexFirst(path: String) throws(KilnError) {
-        guard let h = FileHandle(forReadingAtPath: path) else {
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY) else {
             throw KilnError(.verifyFailed, stage: .verify, "the output cannot be read back")
         }
-        defer { try? h.close() }
         var offset: UInt64 = 0
         for _ in 0..<64 {
-            try? h.seek(toOffset: offset)
-            guard let head = try? h.read(upToCount: 16), head.count >= 8 else { break }
-            let bytes = [UInt8](head)
+            guard offset <= UInt64(Int64.max), let bytes = try? file.read(upTo: 16, at: Int64(offset)), bytes.count >= 8 else { break }
             var size = UInt64(bytes[0]) << 24 | UInt64(bytes[1]) << 16 | UInt64(bytes[2]) << 8 | UInt64(bytes[3])
             let type = String(decoding: bytes[4..<8], as: UTF8.self)
             if size == 1, bytes.count >= 16 { size = bytes[8..<16].reduce(0) { $0 << 8 | UInt64($1) } }

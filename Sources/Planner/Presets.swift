@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KilnCore
 
 /// One rung of the bitrate ladder: everything that shapes its encodes. The numbers and
@@ -201,7 +201,6 @@ public struct Presets: Sendable, Equatable, Encodable {
             return URL(fileURLWithPath: path)
         }
         #endif
-        if let path = Bundle.main.executablePath { return URL(fileURLWithPath: path).resolvingSymlinksInPath() }
         guard let arg0 = CommandLine.arguments.first, !arg0.isEmpty else { return nil }
         return URL(fileURLWithPath: arg0).resolvingSymlinksInPath()
     }

@@ -1,5 +1,7 @@
 import CProcess
-import Foundation
+import FoundationEssentials
+import Glibc
+import KilnCore
 
 /// When the daemon runs this command as a job's child it says so in the environment:
 /// `KILN_PARENT_PID` makes the kernel kill us if the daemon dies (no orphan keeps
@@ -9,7 +11,7 @@ enum ChildSetup {
     static func apply(environment: [String: String] = ProcessInfo.processInfo.environment) {
         if let parent = environment["KILN_PARENT_PID"].flatMap(Int32.init) {
             if kiln_die_with_parent(parent) != 0 {
-                FileHandle.standardError.write(Data("prep-artifact: the daemon that started this job is gone\n".utf8))
+                FileIO.writeStandardError("prep-artifact: the daemon that started this job is gone\n")
                 exit(1)
             }
         }

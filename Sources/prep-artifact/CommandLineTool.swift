@@ -1,4 +1,3 @@
-import Foundation
 import KilnCore
 import MediaEngine
 
@@ -15,7 +14,7 @@ enum CommandLineTool {
     static func run(_ args: [String]) -> Int32 {
         ChildSetup.apply()
         guard let command = args.first else {
-            FileHandle.standardError.write(Data((usage + "\n").utf8))
+            FileIO.writeStandardError(usage + "\n")
             return 2
         }
         var parsed: Arguments
@@ -46,8 +45,8 @@ enum CommandLineTool {
         if json {
             print(JSON.string(Failure(error: error)))
         } else {
-            FileHandle.standardError.write(Data("prep-artifact: \(error.code.rawValue): \(error.message)\n".utf8))
-            if error.code == .usage { FileHandle.standardError.write(Data((usage + "\n").utf8)) }
+            FileIO.writeStandardError("prep-artifact: \(error.code.rawValue): \(error.message)\n")
+            if error.code == .usage { FileIO.writeStandardError(usage + "\n") }
         }
         return error.exitStatus
     }

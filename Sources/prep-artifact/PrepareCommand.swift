@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import KilnCore
 import MediaEngine
 import Planner
@@ -40,7 +41,7 @@ enum CapsArgument {
         guard let value else { return nil }
         if let named = presets.deviceCaps(named: value) { return named }
         let data: Data?
-        if value == "-" { data = FileHandle.standardInput.readDataToEndOfFile() }
+        if value == "-" { data = try? Data(FileIO.readToEnd(fd: STDIN_FILENO)) }
         else if value.hasPrefix("{") { data = Data(value.utf8) }   // inline JSON, handy in scripts
         else if FileManager.default.fileExists(atPath: value) { data = FileManager.default.contents(atPath: value) }
         else {
@@ -94,7 +95,7 @@ enum PrepareCommand {
     static func runPlan(_ args: Arguments) throws(KilnError) -> Int32 {
         guard let output = args.values["--output"] else { throw KilnError(.usage, stage: .request, "--output is required") }
         guard let planArg = args.values["--plan"] else { throw KilnError(.usage, stage: .request, "--plan is required") }
-        let data = planArg == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: planArg)
+        let data = planArg == "-" ? try? Data(FileIO.readToEnd(fd: STDIN_FILENO)) : FileManager.default.contents(atPath: planArg)
         let plan: Plan
         do { plan = try JSON.decode(Plan.self, from: data ?? Data()) } catch {
             throw KilnError(.usage, stage: .request, "--plan is not a plan in JSON: \(error)")
@@ -131,7 +132,7 @@ enum PrepareCommand {
             if let a = o.audio { print("  audio \(a.codec) \(a.channels) ch \(a.sampleRate) Hz") }
             for s in o.subtitles { print("  subtitle \(s.codec)\(s.language.map { " [\($0)]" } ?? "")\(s.forced ? " forced" : "")") }
             for d in o.dropped { print("  dropped #\(d.sourceIndex) \(d.type) \(d.codec): \(d.reason)") }
-            print(String(format: "  %.2f s wall, %.1fx", result.stats.wallSeconds, result.stats.speed))
+            print("  \(Format.fixed(result.stats.wallSeconds, decimals: 2)) s wall, \(Format.fixed(result.stats.speed, decimals: 1))x")
         }
         return 0
     }

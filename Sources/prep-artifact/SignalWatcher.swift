@@ -1,22 +1,23 @@
-import Foundation
-import MediaEngine
+import Dispatch
+import Glibc
 import KilnCore
+import MediaEngine
+import Synchronization
 
 /// Turns SIGINT and SIGTERM into cancellation: the pipeline stops at its next packet (or
 /// at once inside libav, through the interrupt callback) and removes its temporary file.
 final class SignalWatcher: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
-    private let lock = NSLock()
-    private var name: String?
+    private let name = Mutex<String?>(nil)
 
-    var received: String? { lock.lock(); defer { lock.unlock() }; return name }
+    var received: String? { name.withLock { $0 } }
 
     init(cancellation: Cancellation) {
         for (sig, label) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler { [weak self] in
-                self?.lock.lock(); self?.name = label; self?.lock.unlock()
+                self?.name.withLock { $0 = label }
                 cancellation.cancel()
             }
             source.resume()
@@ -42,20 +43,22 @@ final class ProgressReporter: @unchecked Sendable {
 
     func report(_ p: JobProgress) {
         if jsonLines {
-            FileHandle.standardError.write(Data((JSONLine.progress(p) + "\n").utf8))
+            FileIO.writeStandardError(JSONLine.progress(p) + "\n")
         }
         if terminal {
             let width = 30
             let filled = Int(p.fraction * Double(width))
             let bar = String(repeating: "█", count: filled) + String(repeating: "░", count: width - filled)
-            let eta = p.etaSeconds.map { String(format: "ETA %02d:%02d", Int($0) / 60, Int($0) % 60) } ?? ""
-            let line = String(format: "\r%@ %5.1f%%  %.1fx  %@  ", bar, p.fraction * 100, p.speed, eta)
-            FileHandle.standardError.write(Data(line.utf8))
+            let eta = p.etaSeconds.map {
+                "ETA \(Format.zeroPadded(Int($0) / 60, width: 2)):\(Format.zeroPadded(Int($0) % 60, width: 2))"
+            } ?? ""
+            FileIO.writeStandardError("\r\(bar) \(Format.fixed(p.fraction * 100, decimals: 1, width: 5))%  "
+                                      + "\(Format.fixed(p.speed, decimals: 1))x  \(eta)  ")
             drawn = true
         }
     }
 
     func clear() {
-        if drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)); drawn = false }
+        if drawn { FileIO.writeStandardError("\r\u{1B}[K"); drawn = false }
     }
 }

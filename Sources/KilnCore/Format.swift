@@ -1,0 +1,29 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The printf conversions Kiln's messages use, without `String(format:)` (which lives in
+/// the full Foundation). The C library's own `vsnprintf` does the work, so digits and
+/// rounding are those `String(format:)` produced.
+public enum Format {
+    /// `%<width>.<decimals>f`: `fixed(x, decimals: 2)` is `%.2f`, `fixed(x, decimals: 1, width: 5)` is `%5.1f`.
+    public static func fixed(_ value: Double, decimals: Int, width: Int = 0) -> String {
+        printf("%*.*f", [Int32(width), Int32(decimals), value])
+    }
+
+    /// `%0<width>d`: `zeroPadded(7, width: 2)` is `07`.
+    public static func zeroPadded(_ value: Int, width: Int) -> String {
+        printf("%0*ld", [Int32(width), value])
+    }
+
+    private static func printf(_ format: String, _ arguments: [CVarArg]) -> String {
+        // A va_list is spent once read: one pass measures, a second writes.
+        let length = withVaList(arguments) { vsnprintf(nil, 0, format, $0) }
+        guard length > 0 else { return "" }
+        var buffer = [CChar](repeating: 0, count: Int(length) + 1)
+        _ = buffer.withUnsafeMutableBufferPointer { b in withVaList(arguments) { vsnprintf(b.baseAddress, b.count, format, $0) } }
+        return String(decoding: buffer.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
