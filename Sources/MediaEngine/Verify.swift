@@ -126,8 +126,9 @@ enum Verifier {
         try decoder.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
         // Half a second of slack: streams end a frame or an audio packet apart.
         guard reached >= end - 0.5 else {
-            throw KilnError(.verifyFailed, stage: .verify, String(format: "the output's stream %d stops at %.2f s, before %.2f s (cut short?)",
-                                                                  index, max(0, reached), end))
+            throw KilnError(.verifyFailed, stage: .verify,
+                            "the output's stream \(index) stops at \(Format.fixed(max(0, reached), decimals: 2)) s, "
+                            + "before \(Format.fixed(end, decimals: 2)) s (cut short?)")
         }
         guard frames > 0, decoder.corruptPackets == 0 else {
             throw KilnError(.verifyFailed, stage: .verify,
