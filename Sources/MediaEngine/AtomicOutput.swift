@@ -42,9 +42,10 @@ final class AtomicOutput {
     /// Removes the temporary file now (cancellation, failure).
     func discard() { if !committed { unlink(temporary) } }
 
-    /// fsync the file, rename it over the destination, fsync the folder.
-    func commit() throws(KilnError) {
-        try AtomicOutput.fsync(path: temporary)
+    /// fsync the file (unless the caller already has: `synced`), rename it over the
+    /// destination, fsync the folder.
+    func commit(synced: Bool = false) throws(KilnError) {
+        if !synced { try AtomicOutput.fsync(path: temporary) }
         guard rename(temporary, destination) == 0 else {
             throw AtomicOutput.error(errno, "cannot move the output into place")
         }
@@ -86,19 +87,20 @@ final class AtomicOutput {
 }
 
 /// `AtomicOutput.digest` on a queue of its own (a Dispatch thread, not the cooperative
-/// pool), so it overlaps with verification.
-final class BackgroundDigest: @unchecked Sendable {
+/// Work on a queue of its own that reads or flushes the finished file (its SHA-256, its
+/// fsync), so it overlaps with verification instead of following it.
+final class Background<T>: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
-    private var result: Result<(sha256: String, bytes: Int64), KilnError> = .failure(KilnError(.internalError, stage: .finalize, "not run"))
+    private var result: Result<T, KilnError> = .failure(KilnError(.internalError, stage: .finalize, "not run"))
 
-    init(path: String) {
-        DispatchQueue(label: "kiln.digest").async { [self] in
-            result = Result { () throws(KilnError) in try AtomicOutput.digest(path: path) }
+    init(_ label: String, _ work: @escaping @Sendable () throws(KilnError) -> T) {
+        DispatchQueue(label: label).async { [self] in
+            result = Result { () throws(KilnError) in try work() }
             done.signal()
         }
     }
 
-    func wait() throws(KilnError) -> (sha256: String, bytes: Int64) {
+    func wait() throws(KilnError) -> T {
         done.wait()
         return try result.get()
     }

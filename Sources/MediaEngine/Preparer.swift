@@ -116,6 +116,7 @@ public enum Preparer {
         var outInfo: MediaInfo
 
         let digest: (sha256: String, bytes: Int64)
+        var synced = false
         if plan.deliveryFormat == .original {
             // The source is the artifact: copy its bytes as they are, hashing as they go.
             digest = try copyFile(from: source, to: out.temporary, cancellation: cancellation, duration: info.durationSeconds,
@@ -159,19 +160,23 @@ public enum Preparer {
             }
             phase("work")
             try cancellation.check(.verify)
-            // Hashing (I/O and one core) and verification (decoding on the other) read the
-            // same finished file independently, so they run side by side.
-            let hashing = BackgroundDigest(path: out.temporary)
+            // Hashing (one core), flushing (the disk) and verification (decoding, the other
+            // core) need only the finished file, so they run side by side.
+            let temporary = out.temporary
+            let hashing = Background("kiln.digest") { () throws(KilnError) in try AtomicOutput.digest(path: temporary) }
+            let flushing = Background("kiln.fsync") { () throws(KilnError) in try AtomicOutput.fsync(path: temporary) }
             let verified = Result { () throws(KilnError) -> MediaInfo in
                 try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: expected, cancellation: cancellation)
             }
             digest = try hashing.wait()
+            try flushing.wait()
+            synced = true
             outInfo = try verified.get()
             phase("verify")
         }
         try cancellation.check(.finalize)
         if plan.deliveryFormat == .original { phase("work") }
-        try out.commit()
+        try out.commit(synced: synced)
         phase("finalize")
         let wall = clock.monotonicSeconds() - started
         return PrepareResult(

@@ -197,11 +197,13 @@ public enum Prober {
         var pts: [Int64] = []
         var rpu = false, el = false, reads = 0
         // Field order is only in the bitstream for many H.264 and MPEG-2 files: decode the
-        // first picture (one decoder thread, a few packets) and ask it.
+        // first keyframe alone (one thread, drained at once rather than after the
+        // reorder delay's worth of pictures) and ask it.
         var fieldDecoder: Decoder? = nil
         if streams[vi].fieldOrder == nil || streams[vi].fieldOrder == .unknown,
            Prober.interlaceCapableCodecs.contains(streams[vi].codec) {
-            fieldDecoder = try? Decoder(stream: st, threads: 1)
+            fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true)
+            fieldDecoder?.context.pointee.skip_frame = AVDISCARD_NONKEY
         }
         // No seek first: the packets find_stream_info read are still buffered and come
         // back first. Afterwards the demuxer is rewound for the pipeline.
@@ -213,15 +215,17 @@ public enum Prober {
             guard packet.streamIndex == target else { continue }
             let p = packet.pointer.pointee
             if p.pts != noPTS { pts.append(p.pts) }
-            if let decoder = fieldDecoder {
+            if let decoder = fieldDecoder, p.flags & AV_PKT_FLAG_KEY != 0 {
                 var order: FieldOrder? = nil
-                try? decoder.decode(packet) { (frame: Frame) throws(KilnError) in
+                let look = { (frame: Frame) throws(KilnError) in
                     guard order == nil else { return }
                     let f = frame.pointer.pointee
                     order = f.interlaced_frame == 0 ? .progressive : (f.top_field_first != 0 ? .tt : .bb)
                 }
-                if let order { streams[vi].fieldOrder = order; fieldDecoder = nil }
-                else if decoder.framesDecoded == 0 && pts.count > 16 { fieldDecoder = nil }
+                try? decoder.decode(packet, look)
+                try? decoder.decode(nil, look)
+                if let order { streams[vi].fieldOrder = order }
+                fieldDecoder = nil
             }
             if scanDV, let data = p.data {
                 let types = HEVCNALScanner.nalTypes(UnsafeBufferPointer(start: data, count: Int(p.size)), lengthSize: lengthSize)
