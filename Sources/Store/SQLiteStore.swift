@@ -36,6 +36,8 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     /// by `lock`, like the connection).
     private var plans = DecodedJSONCache<Plan>(capacity: 2048)
     private var sources = DecodedJSONCache<SourceRecord>(capacity: 2048)
+    /// Requests as bound: `bind` answers with the reference it just wrote.
+    private var requests = DecodedJSONCache<PrepareRequest>(capacity: 2048)
     /// Writers that arrive while a commit is in flight share the next one (group commit):
     /// with `synchronous=FULL` each commit costs an fsync, so concurrent callers pay one
     /// between them instead of one each. A lone caller commits at once, as before.
@@ -214,6 +216,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
             // The text just encoded decodes to the values at hand: no need to parse it back.
             plans.remember(planJSON, plan)
             sources.remember(sourceJSON, source)
+            requests.remember(requestJSON, request)
             var enqueued = false
             let found = try db.queryOne("SELECT id, state FROM artifacts WHERE key = ?", plan.artifactKey) { row throws(KilnError) in
                 (row.string(0), try parse(ArtifactState.self, row.string(1)))
@@ -565,7 +568,10 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
 
     public func artifactsBeingDeleted() throws(KilnError) -> [ArtifactRecord] {
         try read { db throws(KilnError) -> [ArtifactRecord] in
-            let ids = try db.query("SELECT id FROM artifacts WHERE state = 'deleting' ORDER BY updated_at, id") { $0.string(0) }
+            // The redundant IN term lets SQLite see that the partial index covers the query.
+            let ids = try db.query("""
+                SELECT id FROM artifacts WHERE state = 'deleting' AND state IN ('failed', 'deleting') ORDER BY updated_at, id
+                """) { $0.string(0) }
             return try loadArtifacts(db, ids: ids)
         }
     }
@@ -597,12 +603,20 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
             let running = try db.query("""
                 SELECT \(Self.jobColumns) FROM jobs WHERE state = 'running' ORDER BY started_at, id
                 """, map: jobRecord)
-            let queued = try db.query("""
-                SELECT \(Self.jobColumns) FROM jobs WHERE state IN ('queued', 'retrying')
-                ORDER BY priority_rank, queued_at, id LIMIT ?
-                """, max(0, queuedLimit), map: jobRecord)
+            // Claim order across kinds: the first `queuedLimit` of each kind (the claim index
+            // reads them in order), merged.
+            var queued: [JobRecord] = []
+            for kind in JobKind.allCases {
+                queued += try db.query("""
+                    SELECT \(Self.jobColumns) FROM jobs WHERE kind = ? AND state IN ('queued', 'retrying')
+                    ORDER BY priority_rank, queued_at, id LIMIT ?
+                    """, kind.rawValue, max(0, queuedLimit), map: jobRecord)
+            }
+            queued.sort { ($0.priority.rank, $0.queuedAt, $0.id) < ($1.priority.rank, $1.queuedAt, $1.id) }
+            queued = Array(queued.prefix(max(0, queuedLimit)))
             let failedIDs = try db.query("""
-                SELECT id FROM artifacts WHERE state = 'failed' ORDER BY updated_at DESC, id LIMIT ?
+                SELECT id FROM artifacts WHERE state = 'failed' AND state IN ('failed', 'deleting')
+                ORDER BY updated_at DESC, id LIMIT ?
                 """, max(0, recentFailures)) { $0.string(0) }
             let bytes = try storedBytes(db)
             return QueueSnapshot(jobsByState: jobsByState, artifactsByState: artifactsByState, running: running,
@@ -710,7 +724,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         try db.queryOne("""
             SELECT request, artifact_id, revision, created_at, updated_at FROM artifact_references WHERE reference = ?
             """, reference) { row throws(KilnError) -> ReferenceRecord in
-            ReferenceRecord(request: try decodeJSON(PrepareRequest.self, row.string(0)), artifactID: row.string(1),
+            ReferenceRecord(request: try requests.decode(row.string(0)), artifactID: row.string(1),
                             revision: row.int(2), createdAt: row.int64(3), updatedAt: row.int64(4))
         }
     }

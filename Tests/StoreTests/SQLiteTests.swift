@@ -75,5 +75,43 @@ struct SQLiteTests {
             ORDER BY last_used_at, id LIMIT ?
             """, 5) { $0.string(3) }
         #expect(unreferencedPlan.contains { $0.contains("artifacts_unreferenced") })
+        // The failed and deleting lists read their partial index, not the wide rows.
+        for state in ["failed", "deleting"] {
+            let plan = try db.query("""
+                EXPLAIN QUERY PLAN SELECT id FROM artifacts WHERE state = ? AND state IN ('failed', 'deleting')
+                ORDER BY updated_at, id
+                """, state) { $0.string(3) }
+            #expect(plan.contains { $0.contains("artifacts_failed_deleting") }, "\(plan)")
+        }
+        // Counting by state reads an index that holds every row's state.
+        let counts = try db.query("EXPLAIN QUERY PLAN SELECT state, COUNT(*) FROM artifacts GROUP BY state") { $0.string(3) }
+        #expect(counts.contains { $0.contains("COVERING INDEX") }, "\(counts)")
+    }
+
+    @Test("a version 1 database is upgraded in place: fewer indexes, its rows kept")
+    func upgradesFromV1() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-v1-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("kiln.sqlite").path
+        do {
+            let db = try Database(path: path)
+            try db.executeScript("PRAGMA journal_mode = WAL")
+            try db.inTransaction { () throws(KilnError) in
+                try db.executeScript(Schema.v1)
+                try db.executeScript("PRAGMA user_version = 1")
+            }
+            try db.execute("""
+                INSERT INTO artifacts (id, key, state, delivery_format, plan, source, source_fingerprint, estimated_bytes,
+                    created_at, updated_at, last_used_at) VALUES ('a_1', 'k1', 'failed', 'transcode', '{}', '{}', 'fp', 1, 1, 2, 1)
+                """)
+        }
+        let db = try Database(path: path)
+        try Schema.migrate(db)
+        #expect(try db.queryOne("PRAGMA user_version", map: { $0.int(0) }) == Schema.migrations.count)
+        let indexes = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'index'") { $0.string(0) })
+        #expect(!indexes.contains("jobs_claimable") && !indexes.contains("artifacts_by_state_updated"))
+        #expect(indexes.contains("artifacts_failed_deleting"))
+        #expect(try db.query("SELECT id FROM artifacts WHERE state = 'failed' AND state IN ('failed', 'deleting')") { $0.string(0) } == ["a_1"])
     }
 }
