@@ -11,6 +11,11 @@ import KilnCore
 /// rescued from an expired lease cannot be overwritten by its late former owner.
 public protocol ArtifactStore: AnyObject, Sendable {
 
+    /// Set once the store can no longer vouch for what it holds (its log could not be
+    /// made durable): every call fails from then on, and only a restart, recovering from
+    /// what the database really holds, brings it back. The daemon exits when it sees it.
+    var broken: KilnError? { get }
+
     // MARK: Intake
 
     /// The whole of `prepare` after planning, atomically: find or create the artifact by

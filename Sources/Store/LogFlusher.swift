@@ -43,6 +43,13 @@ final class LogFlusher: @unchecked Sendable {
         if fd >= 0 { close(fd) }
     }
 
+    /// The failed fsync that stopped the store, if one did.
+    var failed: KilnError? {
+        condition.lock()
+        defer { condition.unlock() }
+        return failure
+    }
+
     /// Called with the connection held, right after a COMMIT succeeded: the generation the
     /// caller must wait for.
     func committedOne() -> UInt64 {

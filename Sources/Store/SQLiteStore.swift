@@ -86,6 +86,8 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         self.flusher = flusher
     }
 
+    public var broken: KilnError? { flusher?.failed }
+
     /// The id an artifact with this key has.
     public static func artifactID(forKey key: String) -> String { "a_" + key.prefix(24) }
 

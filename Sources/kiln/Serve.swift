@@ -49,14 +49,23 @@ enum Serve {
         if config.mediaRoots.isEmpty { log("warning: KILN_MEDIA_ROOTS is empty, every prepare request will be refused") }
 
         let signal = ShutdownSignal()
+        // A store whose log could not be made durable refuses every call; exiting lets the
+        // service manager restart the daemon, which recovers from what SQLite holds.
+        let watch = DispatchSource.makeTimerSource(queue: .global())
+        watch.schedule(deadline: .now() + 1, repeating: 1)
+        watch.setEventHandler { [store] in
+            if let broken = store.broken { signal.trigger("the store failed (\(broken.message))") }
+        }
+        watch.resume()
         let name = signal.wait()
+        watch.cancel()
         log("\(name): stopping (running jobs get \(Int(config.farm.shutdownGraceSeconds)) s to finish)")
         farm.shutdown()
         webhook?.stop()
         metrics.stop()
         server.stop()
         log("stopped")
-        return 0
+        return store.broken == nil ? 0 : 1
     }
 
     static func log(_ line: String) {
@@ -84,6 +93,12 @@ final class ShutdownSignal: @unchecked Sendable {
             s.resume()
             sources.append(s)
         }
+    }
+
+    /// Stops the daemon as a signal would, naming why.
+    func trigger(_ why: String) {
+        lock.lock(); let first = name.isEmpty; if first { name = why }; lock.unlock()
+        if first { done.signal() }
     }
 
     func wait() -> String {

@@ -72,6 +72,7 @@ struct DurabilityTests {
         #expect(wrote.isSet && read.isSet && second.isSet)
         // The second write needed an fsync of its own: the first began before it committed.
         #expect(sync.calls.load(ordering: .sequentiallyConsistent) >= 3, "schema, first write, second write")
+        #expect(store.broken == nil)
         let reopened = try temp.reopen()
         #expect(try reopened.reference("held-1") != nil)
         #expect(try reopened.reference("held-2") != nil)
@@ -91,6 +92,7 @@ struct DurabilityTests {
             #expect(error.code == .ioError)
             #expect(error.message.contains("durable"))
         }
+        #expect(store.broken?.code == .ioError, "the daemon watches this to exit")
         // The disk answers again, but the store does not trust it: pages may be gone.
         sync.failing.store(false, ordering: .sequentiallyConsistent)
         #expect(throws: KilnError.self) { try store.reference("before") }
