@@ -47,6 +47,8 @@ final class Decoder {
             // Nobody looks at these pixels: skip the deblocking filter too (a quarter of
             // H.264's and HEVC's decoding time; errors are found before it runs).
             ctx.pointee.skip_loop_filter = AVDISCARD_ALL
+            // Pictures decoded side by side (frame threads) would share that memory too.
+            ctx.pointee.thread_type = kiln_thread_slice()
             one = kiln_one_picture_new()
             guard one != nil else {
                 avcodec_free_context(&owned)

@@ -50,6 +50,7 @@ static inline AVRational kiln_time_base_q(void) { return AV_TIME_BASE_Q; }
 static inline int kiln_time_base(void) { return AV_TIME_BASE; }
 static inline int kiln_input_buffer_padding_size(void) { return AV_INPUT_BUFFER_PADDING_SIZE; }
 static inline int kiln_fftag(char a, char b, char c, char d) { return (int)MKTAG(a, b, c, d); }
+static inline int kiln_thread_slice(void) { return FF_THREAD_SLICE; }
 
 /// Fills `buf` with libav's text for an error code (av_err2str is a macro over a
 /// compound literal that Swift cannot import).
