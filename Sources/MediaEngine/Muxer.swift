@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CFFmpeg
 import KilnCore
 
@@ -6,6 +9,9 @@ import KilnCore
 /// the one place timestamps are made legal for the muxer.
 final class Muxer {
     let context: UnsafeMutablePointer<AVFormatContext>
+    let path: String
+    /// How `finish` put the index in front (tests and statistics).
+    private(set) var fastStart: FastStart.Method?
     /// Held for as long as the context lives: C's interrupt callback reads its flag.
     private let cancellation: Cancellation
     private var headerWritten = false
@@ -16,9 +22,16 @@ final class Muxer {
     private(set) var payloadBytes: Int64 = 0
     /// Packets whose timestamps had to be repaired (missing or non-monotonic DTS).
     private(set) var repairedTimestamps = 0
+    /// Write-behind: the file's pages are sent to disk every `writebackBytes` as they are
+    /// written, so the final fsync (and moving the index, which flushes first) finds
+    /// little left, and a big remux does not pile up gigabytes of dirty pages.
+    private var writebackFD: Int32 = -1
+    private var unsentBytes: Int64 = 0
+    static let writebackBytes: Int64 = 16 << 20
 
     init(path: String, cancellation: Cancellation) throws(KilnError) {
         self.cancellation = cancellation
+        self.path = path
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         try check(avformat_alloc_output_context2(&ctx, nil, "mp4", path), .mux, "cannot create the MP4 muxer")
         guard let ctx else { throw KilnError(.resourceLimit, stage: .mux, "cannot create the MP4 muxer") }
@@ -30,9 +43,11 @@ final class Muxer {
             avformat_free_context(ctx)
             throw classify(ret, .write, "cannot create the output file", as: .ioError)
         }
+        writebackFD = open(path, O_RDONLY | O_CLOEXEC)  // any descriptor of the file will do
     }
 
     deinit {
+        if writebackFD >= 0 { close(writebackFD) }
         if !finished, headerWritten { av_write_trailer(context) }
         avio_closep(&context.pointee.pb)
         avformat_free_context(context)
@@ -48,12 +63,13 @@ final class Muxer {
 
     func stream(_ index: Int32) -> UnsafeMutablePointer<AVStream> { context.pointee.streams[Int(index)]! }
 
-    /// Writes the header with the index moved to the front at the end (faststart). The
-    /// muxer's strictness is lowered because libavformat 59 writes Dolby Vision dvcC only
+    /// Writes the header; the index goes in front when the file is finished (`FastStart`,
+    /// not libavformat's `+faststart`, which rewrites every byte). The muxer's strictness
+    /// is lowered because libavformat 59 writes Dolby Vision dvcC only
     /// below "official" and still calls FLAC in MP4 experimental, though the players we
     /// serve read both; it changes no other output.
     func writeHeader() throws(KilnError) {
-        let options = Options([("movflags", "+faststart+disable_chpl"), ("strict", "experimental")])
+        let options = Options([("movflags", "+disable_chpl"), ("strict", "experimental")])
         // Chapters are kept as a QuickTime chapter track, which Apple and most Android players
         // read; Nero chpl boxes are left out because some players then show them twice.
         try check(avformat_write_header(context, &options.dict), .mux, "cannot write the MP4 header", as: .ioError)
@@ -84,12 +100,17 @@ final class Muxer {
         }
         if p.pointee.dts != noPTS { lastDTS[index] = p.pointee.dts }
         payloadBytes += Int64(p.pointee.size)
+        unsentBytes += Int64(p.pointee.size)
+        if unsentBytes >= Muxer.writebackBytes, writebackFD >= 0 {
+            unsentBytes = 0
+            _ = kiln_start_writeback(writebackFD)
+        }
         let ret = av_interleaved_write_frame(context, p)
         if ret < 0 { throw classify(ret, .mux, "cannot write to the output", as: .ioError) }
     }
 
-    /// Writes the trailer: with faststart this rewrites the file to put the index first,
-    /// which is why the file must not be renamed into place before this returns.
+    /// Writes the trailer (the index, at the end) and moves the index to the front, which
+    /// is why the file must not be renamed into place before this returns.
     func finish() throws(KilnError) {
         finished = true
         try check(av_write_trailer(context), .mux, "cannot finish the MP4", as: .ioError)
@@ -98,5 +119,7 @@ final class Muxer {
             if pb.pointee.error < 0 { throw classify(pb.pointee.error, .write, "cannot write the output", as: .ioError) }
         }
         avio_closep(&context.pointee.pb)
+        try cancellation.check(.mux)
+        fastStart = try FastStart.apply(path: path, cancellation: cancellation)
     }
 }

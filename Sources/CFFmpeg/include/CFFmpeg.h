@@ -145,6 +145,18 @@ void kiln_one_picture_free(KilnOnePicture **one);
 /// avcodec_open2; uses ctx->opaque.
 void kiln_decode_into_one_picture(AVCodecContext *ctx, KilnOnePicture *one);
 
+// ---- files (files.c): calls glibc declares only under _GNU_SOURCE ----
+/// fallocate(FALLOC_FL_INSERT_RANGE): inserts `length` bytes (whole blocks) at `offset`
+/// without moving data on disk. 0, or -1 with errno (EOPNOTSUPP where the file system
+/// cannot).
+int kiln_insert_range(int fd, int64_t offset, int64_t length);
+/// copy_file_range: the kernel copies without the bytes passing through user space.
+/// Advances both offsets; returns the bytes copied, 0 at end of input, or -1 with errno.
+int64_t kiln_copy_file_range(int in, int64_t *in_offset, int out, int64_t *out_offset, int64_t length);
+/// sync_file_range(SYNC_FILE_RANGE_WRITE) over the whole file: starts writing its dirty
+/// pages to disk without waiting for them.
+int kiln_start_writeback(int fd);
+
 // ---- chapters and metadata for the output ----
 /// Copies the input's chapters to the output, shifted by `offset` (AV_TIME_BASE units)
 /// and clipped at zero. Returns 0 or a negative AVERROR.

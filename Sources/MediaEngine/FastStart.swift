@@ -1,0 +1,276 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFFmpeg
+import KilnCore
+
+/// Puts a finished MP4's index (`moov`) in front of its media data, for players that start
+/// before the whole file has arrived.
+///
+/// libavformat's `+faststart` does it by rewriting the file: after writing every byte once
+/// it reads them all back and writes them all again, shifted by the index's size. For a
+/// 40 GB remux that is two more passes over the disk than the copy itself. Here the file
+/// system makes the room instead: `fallocate(FALLOC_FL_INSERT_RANGE)` inserts whole blocks
+/// at the start of the file without moving data (ext4, XFS), the index is written there
+/// with every chunk offset moved by the inserted length, and the old index at the end is
+/// cut off. Where the file system cannot insert, the file is rewritten once, as before.
+///
+/// The result: `ftyp`, `moov`, a `free` box filling the inserted blocks (and covering the
+/// old `ftyp`), then the media data exactly as the muxer wrote it.
+enum FastStart {
+    enum Method: Equatable { case alreadyFirst, inserted, rewritten }
+
+    struct Box: Equatable {
+        var type: String
+        var offset: Int64
+        var size: Int64
+    }
+
+    /// An index larger than this is not an MP4 Kiln wrote (a 3-hour film's is a few MB).
+    static let maxIndexBytes: Int64 = 1 << 30
+
+    static func apply(path: String, cancellation: Cancellation = Cancellation()) throws(KilnError) -> Method {
+        let fd = open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw ioError(errno, "cannot reopen the output to move its index") }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw ioError(errno, "cannot stat the output") }
+        let boxes = try topLevelBoxes(fd: fd, fileSize: Int64(st.st_size))
+        guard let ftyp = boxes.first, ftyp.type == "ftyp",
+              let moovIndex = boxes.firstIndex(where: { $0.type == "moov" }),
+              let mdatIndex = boxes.firstIndex(where: { $0.type == "mdat" }) else {
+            throw KilnError(.internalError, stage: .mux, "the output has no ftyp, moov or mdat box: \(boxes.map(\.type))")
+        }
+        if moovIndex < mdatIndex { return .alreadyFirst }
+        let moovBox = boxes[moovIndex]
+        guard moovIndex == boxes.count - 1, moovBox.size <= maxIndexBytes else {
+            throw KilnError(.internalError, stage: .mux, "the output's index is not its last box: \(boxes.map(\.type))")
+        }
+        let moov = try readAll(fd: fd, offset: moovBox.offset, count: Int(moovBox.size))
+        let ftypBytes = try readAll(fd: fd, offset: 0, count: Int(ftyp.size))
+
+        // Inserted length: whole blocks holding ftyp, the moved index and a free box (at
+        // least its 8-byte header), which also covers the old ftyp. The index grows if an
+        // offset moved past 4 GiB needs 64-bit entries, so settle the length by iteration.
+        let block = Int64(max(st.st_blksize, 4096))
+        var inserted = roundUp(ftyp.size + moovBox.size + 8, block)
+        var moved = try relocated(moov: moov, by: inserted)
+        while ftyp.size + Int64(moved.count) + 8 > inserted {
+            inserted = roundUp(ftyp.size + Int64(moved.count) + 8, block)
+            moved = try relocated(moov: moov, by: inserted)
+        }
+        if kiln_insert_range(fd, 0, inserted) == 0 {
+            let freeSize = inserted - Int64(moved.count)  // from after the index to the old ftyp's end
+            var head = ftypBytes + moved + freeHeader(size: freeSize)
+            head += [UInt8](repeating: 0, count: Int(inserted - Int64(head.count)))
+            try writeAll(fd: fd, head, at: 0)
+            // The old ftyp, now at `inserted`, lies inside the free box: its bytes are padding.
+            guard ftruncate(fd, off_t(inserted + moovBox.offset)) == 0 else { throw ioError(errno, "cannot cut the old index off") }
+            return .inserted
+        }
+        let e = errno
+        guard e == EOPNOTSUPP || e == EINVAL || e == ENOSYS || e == EPERM else {
+            throw ioError(e, "cannot make room for the index")
+        }
+        try rewrite(path: path, fd: fd, ftyp: ftypBytes, moov: moov, dataStart: ftyp.size, dataEnd: moovBox.offset,
+                    cancellation: cancellation)
+        return .rewritten
+    }
+
+    /// The fallback: a new file with the index in front, the media data copied once
+    /// (copy_file_range, so the kernel moves it), renamed over the old one.
+    private static func rewrite(path: String, fd: Int32, ftyp: [UInt8], moov: [UInt8], dataStart: Int64, dataEnd: Int64,
+                                cancellation: Cancellation) throws(KilnError) {
+        var shift = Int64(moov.count)
+        var moved = try relocated(moov: moov, by: shift)
+        while Int64(moved.count) != shift {
+            shift = Int64(moved.count)
+            moved = try relocated(moov: moov, by: shift)
+        }
+        let tmp = path + ".faststart"
+        let out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard out >= 0 else { throw ioError(errno, "cannot create the rewritten output") }
+        var ok = false
+        defer { close(out); if !ok { unlink(tmp) } }
+        try writeAll(fd: out, ftyp + moved, at: 0)
+        var inOffset = Int64(dataStart), outOffset = Int64(ftyp.count + moved.count)
+        var kernelCopies = true
+        while inOffset < dataEnd {
+            // 64 MB at a time, so a cancellation is heard within a second on any disk.
+            try cancellation.check(.mux)
+            let want = min(dataEnd - inOffset, 64 << 20)
+            if kernelCopies {
+                let n = kiln_copy_file_range(fd, &inOffset, out, &outOffset, want)
+                if n > 0 { continue }
+                if n == 0 { throw KilnError(.ioError, stage: .mux, "the output shrank while its index was moved") }
+                if errno == EINTR { continue }
+                guard [ENOSYS, EXDEV, EOPNOTSUPP, EINVAL].contains(errno) else { throw ioError(errno, "cannot copy the media data") }
+                kernelCopies = false  // then through user space
+            }
+            let chunk = try readAll(fd: fd, offset: inOffset, count: Int(min(want, 4 << 20)))
+            guard !chunk.isEmpty else { throw KilnError(.ioError, stage: .mux, "the output shrank while its index was moved") }
+            try writeAll(fd: out, chunk, at: outOffset)
+            inOffset += Int64(chunk.count)
+            outOffset += Int64(chunk.count)
+        }
+        guard rename(tmp, path) == 0 else { throw ioError(errno, "cannot replace the output") }
+        ok = true
+    }
+
+    // MARK: Boxes
+
+    static func topLevelBoxes(fd: Int32, fileSize: Int64) throws(KilnError) -> [Box] {
+        var boxes: [Box] = []
+        var offset: Int64 = 0
+        while offset + 8 <= fileSize {
+            let head = try readAll(fd: fd, offset: offset, count: Int(min(16, fileSize - offset)))
+            var size = Int64(be32(head, 0))
+            let type = String(decoding: head[4..<8], as: UTF8.self)
+            if size == 1 {
+                guard head.count >= 16 else { break }
+                size = Int64(bitPattern: be64(head, 8))
+            } else if size == 0 {
+                size = fileSize - offset
+            }
+            guard size >= 8, offset + size <= fileSize else {
+                throw KilnError(.internalError, stage: .mux, "the output's \(type) box at \(offset) is malformed")
+            }
+            boxes.append(Box(type: type, offset: offset, size: size))
+            offset += size
+        }
+        return boxes
+    }
+
+    /// The `moov` box with every chunk offset (`stco`, `co64`) moved by `delta`; a 32-bit
+    /// table whose offsets no longer fit becomes a 64-bit one, and the boxes around it
+    /// grow with it.
+    static func relocated(moov: [UInt8], by delta: Int64) throws(KilnError) -> [UInt8] {
+        try rewriteBoxes(moov[...], delta: delta)
+    }
+
+    /// Boxes whose children hold the sample tables.
+    private static let containers: Set<String> = ["moov", "trak", "mdia", "minf", "stbl"]
+
+    private static func rewriteBoxes(_ bytes: ArraySlice<UInt8>, delta: Int64) throws(KilnError) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count + 64)
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            guard bytes.endIndex - i >= 8 else { throw malformed("a box header is cut short") }
+            var size = Int(be32(bytes, i))
+            var header = 8
+            if size == 1 {
+                guard bytes.endIndex - i >= 16 else { throw malformed("a 64-bit box header is cut short") }
+                size = Int(be64(bytes, i + 8))
+                header = 16
+            } else if size == 0 {
+                size = bytes.endIndex - i
+            }
+            guard size >= header, i + size <= bytes.endIndex else { throw malformed("a box overruns its parent") }
+            let type = String(decoding: bytes[(i + 4)..<(i + 8)], as: UTF8.self)
+            let body = bytes[(i + header)..<(i + size)]
+            switch type {
+            case _ where containers.contains(type):
+                out += box(type, try rewriteBoxes(body, delta: delta))
+            case "stco", "co64":
+                out += try chunkOffsets(body, wide: type == "co64", delta: delta)
+            default:
+                out += bytes[i..<(i + size)]
+            }
+            i += size
+        }
+        return out
+    }
+
+    private static func chunkOffsets(_ body: ArraySlice<UInt8>, wide: Bool, delta: Int64) throws(KilnError) -> [UInt8] {
+        guard body.count >= 8 else { throw malformed("a chunk offset table is cut short") }
+        let count = Int(be32(body, body.startIndex + 4))
+        let width = wide ? 8 : 4
+        guard body.count >= 8 + count * width else { throw malformed("a chunk offset table is cut short") }
+        var offsets: [UInt64] = []
+        offsets.reserveCapacity(count)
+        for k in 0..<count {
+            let at = body.startIndex + 8 + k * width
+            let old = wide ? be64(body, at) : UInt64(be32(body, at))
+            offsets.append(old &+ UInt64(delta))
+        }
+        let needsWide = wide || offsets.contains { $0 > UInt64(UInt32.max) }
+        var payload = [UInt8](body[body.startIndex..<(body.startIndex + 8)])  // version, flags, count
+        payload.reserveCapacity(8 + count * (needsWide ? 8 : 4))
+        for o in offsets {
+            if needsWide { append64(&payload, o) } else { append32(&payload, UInt32(o)) }
+        }
+        return box(needsWide ? "co64" : "stco", payload)
+    }
+
+    // MARK: Bytes
+
+    private static func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        let size = payload.count + 8
+        if size <= Int(UInt32.max) {
+            append32(&out, UInt32(size))
+            out += Array(type.utf8)
+        } else {
+            append32(&out, 1)
+            out += Array(type.utf8)
+            append64(&out, UInt64(size + 8))
+        }
+        return out + payload
+    }
+
+    private static func freeHeader(size: Int64) -> [UInt8] {
+        var out: [UInt8] = []
+        append32(&out, UInt32(size))
+        return out + Array("free".utf8)
+    }
+
+    private static func be32<C: RandomAccessCollection>(_ b: C, _ i: C.Index) -> UInt32 where C.Element == UInt8, C.Index == Int {
+        UInt32(b[i]) << 24 | UInt32(b[i + 1]) << 16 | UInt32(b[i + 2]) << 8 | UInt32(b[i + 3])
+    }
+
+    private static func be64<C: RandomAccessCollection>(_ b: C, _ i: C.Index) -> UInt64 where C.Element == UInt8, C.Index == Int {
+        UInt64(be32(b, i)) << 32 | UInt64(be32(b, i + 4))
+    }
+
+    private static func append32(_ out: inout [UInt8], _ v: UInt32) {
+        out += [UInt8(v >> 24), UInt8(v >> 16 & 0xff), UInt8(v >> 8 & 0xff), UInt8(v & 0xff)]
+    }
+
+    private static func append64(_ out: inout [UInt8], _ v: UInt64) {
+        append32(&out, UInt32(v >> 32))
+        append32(&out, UInt32(v & 0xffff_ffff))
+    }
+
+    private static func roundUp(_ n: Int64, _ to: Int64) -> Int64 { (n + to - 1) / to * to }
+
+    private static func readAll(fd: Int32, offset: Int64, count: Int) throws(KilnError) -> [UInt8] {
+        var buf = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let n = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
+            if n < 0 { if errno == EINTR { continue }; throw ioError(errno, "cannot read the output back") }
+            if n == 0 { break }
+            done += n
+        }
+        return Array(buf.prefix(done))
+    }
+
+    private static func writeAll(fd: Int32, _ bytes: [UInt8], at offset: Int64) throws(KilnError) {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done)) }
+            if n < 0 { if errno == EINTR { continue }; throw ioError(errno, "cannot write the index") }
+            done += n
+        }
+    }
+
+    private static func ioError(_ e: Int32, _ what: String) -> KilnError {
+        KilnError(e == ENOSPC || e == EDQUOT ? .diskFull : .ioError, stage: .mux, underlying: e,
+                  "\(what): \(String(cString: strerror(e)))")
+    }
+
+    private static func malformed(_ why: String) -> KilnError {
+        KilnError(.internalError, stage: .mux, "the output's index is malformed: \(why)")
+    }
+}
