@@ -66,6 +66,16 @@ public final class FileDescriptor {
     public func write(_ bytes: UnsafeRawBufferPointer) throws(SystemCallError) {
         try FileIO.write(bytes, to: rawValue)
     }
+
+    /// Writes all of `bytes` at `offset` (pwrite: the file position stays where it is).
+    public func write(_ bytes: [UInt8], at offset: Int64) throws(SystemCallError) {
+        var done = 0
+        while done < bytes.count {
+            done += try systemCall("cannot write") {
+                bytes.withUnsafeBytes { pwrite(rawValue, $0.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done)) }
+            }
+        }
+    }
 }
 
 /// Whole reads and writes on descriptors the process already has (standard input and error).

@@ -60,8 +60,8 @@ final class AtomicOutput {
         guard Glibc.fsync(fd) == 0 else { throw error(errno, "cannot sync \(path) to disk") }
     }
 
-    static func error(_ e: Int32, _ what: String) -> KilnError {
-        KilnError(e == ENOSPC || e == EDQUOT ? .diskFull : .ioError, stage: .finalize, underlying: e,
+    static func error(_ e: Int32, _ what: String, stage: KilnError.Stage = .finalize) -> KilnError {
+        KilnError(e == ENOSPC || e == EDQUOT ? .diskFull : .ioError, stage: stage, underlying: e,
                   "\(what): \(String(cString: strerror(e)))")
     }
 

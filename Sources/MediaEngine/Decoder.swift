@@ -17,9 +17,9 @@ final class Decoder {
     private var onePicture: OpaquePointer?
 
     /// - Parameter threads: 0 lets libavcodec pick (one per core, frame and slice threads).
-    /// - Parameter sharedPicture: every picture gets the same memory and no deblocking — only
-    ///   for a decoder fed keyframes whose pixels nobody reads (verification, the probe's
-    ///   field order; see CFFmpeg.h).
+    /// - Parameter sharedPicture: a video decoder that decodes keyframes only (it skips the
+    ///   rest), into one shared picture's memory, without deblocking — for pictures whose
+    ///   pixels nobody reads (verification, the probe's field order; see CFFmpeg.h).
     init(stream: UnsafeMutablePointer<AVStream>, threads: Int = 0, sharedPicture: Bool = false) throws(KilnError) {
         let par = stream.pointee.codecpar!
         let codecName = string(avcodec_get_name(par.pointee.codec_id)) ?? "unknown"
@@ -44,6 +44,8 @@ final class Decoder {
         }
         var one: OpaquePointer? = nil
         if sharedPicture && par.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
+            // Intra pictures only: they never read the references that share their memory.
+            ctx.pointee.skip_frame = AVDISCARD_NONKEY
             // Nobody looks at these pixels: skip the deblocking filter too (a quarter of
             // H.264's and HEVC's decoding time; errors are found before it runs).
             ctx.pointee.skip_loop_filter = AVDISCARD_ALL

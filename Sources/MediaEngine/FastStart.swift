@@ -30,12 +30,12 @@ enum FastStart {
     static let maxIndexBytes: Int64 = 1 << 30
 
     static func apply(path: String, cancellation: Cancellation = Cancellation()) throws(KilnError) -> Method {
-        let fd = open(path, O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else { throw ioError(errno, "cannot reopen the output to move its index") }
-        defer { close(fd) }
+        let file: FileDescriptor
+        do { file = try FileDescriptor(path: path, flags: O_RDWR) } catch { throw ioError(error) }
+        let fd = file.rawValue
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw ioError(errno, "cannot stat the output") }
-        let boxes = try topLevelBoxes(fd: fd, fileSize: Int64(st.st_size))
+        let boxes = try topLevelBoxes(file, fileSize: Int64(st.st_size))
         guard let ftyp = boxes.first, ftyp.type == "ftyp",
               let moovIndex = boxes.firstIndex(where: { $0.type == "moov" }),
               let mdatIndex = boxes.firstIndex(where: { $0.type == "mdat" }) else {
@@ -46,8 +46,8 @@ enum FastStart {
         guard moovIndex == boxes.count - 1, moovBox.size <= maxIndexBytes else {
             throw KilnError(.internalError, stage: .mux, "the output's index is not its last box: \(boxes.map(\.type))")
         }
-        let moov = try readAll(fd: fd, offset: moovBox.offset, count: Int(moovBox.size))
-        let ftypBytes = try readAll(fd: fd, offset: 0, count: Int(ftyp.size))
+        let moov = try read(file, at: moovBox.offset, count: Int(moovBox.size))
+        let ftypBytes = try read(file, at: 0, count: Int(ftyp.size))
 
         // Inserted length: whole blocks holding ftyp, the moved index and a free box (at
         // least its 8-byte header), which also covers the old ftyp. The index grows if an
@@ -63,7 +63,7 @@ enum FastStart {
             let freeSize = inserted - Int64(moved.count)  // from after the index to the old ftyp's end
             var head = ftypBytes + moved + freeHeader(size: freeSize)
             head += [UInt8](repeating: 0, count: Int(inserted - Int64(head.count)))
-            try writeAll(fd: fd, head, at: 0)
+            try write(file, head, at: 0)
             // The old ftyp, now at `inserted`, lies inside the free box: its bytes are padding.
             guard ftruncate(fd, off_t(inserted + moovBox.offset)) == 0 else { throw ioError(errno, "cannot cut the old index off") }
             return .inserted
@@ -72,14 +72,14 @@ enum FastStart {
         guard e == EOPNOTSUPP || e == EINVAL || e == ENOSYS || e == EPERM else {
             throw ioError(e, "cannot make room for the index")
         }
-        try rewrite(path: path, fd: fd, ftyp: ftypBytes, moov: moov, dataStart: ftyp.size, dataEnd: moovBox.offset,
+        try rewrite(path: path, file: file, ftyp: ftypBytes, moov: moov, dataStart: ftyp.size, dataEnd: moovBox.offset,
                     cancellation: cancellation)
         return .rewritten
     }
 
     /// The fallback: a new file with the index in front, the media data copied once
     /// (copy_file_range, so the kernel moves it), renamed over the old one.
-    private static func rewrite(path: String, fd: Int32, ftyp: [UInt8], moov: [UInt8], dataStart: Int64, dataEnd: Int64,
+    private static func rewrite(path: String, file: FileDescriptor, ftyp: [UInt8], moov: [UInt8], dataStart: Int64, dataEnd: Int64,
                                 cancellation: Cancellation) throws(KilnError) {
         var shift = Int64(moov.count)
         var moved = try relocated(moov: moov, by: shift)
@@ -88,11 +88,11 @@ enum FastStart {
             moved = try relocated(moov: moov, by: shift)
         }
         let tmp = path + ".faststart"
-        let out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard out >= 0 else { throw ioError(errno, "cannot create the rewritten output") }
+        let out: FileDescriptor
+        do { out = try FileDescriptor(path: tmp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644) } catch { throw ioError(error) }
         var ok = false
-        defer { close(out); if !ok { unlink(tmp) } }
-        try writeAll(fd: out, ftyp + moved, at: 0)
+        defer { if !ok { unlink(tmp) } }
+        try write(out, ftyp + moved, at: 0)
         var inOffset = Int64(dataStart), outOffset = Int64(ftyp.count + moved.count)
         var kernelCopies = true
         while inOffset < dataEnd {
@@ -100,16 +100,16 @@ enum FastStart {
             try cancellation.check(.mux)
             let want = min(dataEnd - inOffset, 64 << 20)
             if kernelCopies {
-                let n = kiln_copy_file_range(fd, &inOffset, out, &outOffset, want)
+                let n = kiln_copy_file_range(file.rawValue, &inOffset, out.rawValue, &outOffset, want)
                 if n > 0 { continue }
                 if n == 0 { throw KilnError(.ioError, stage: .mux, "the output shrank while its index was moved") }
                 if errno == EINTR { continue }
                 guard [ENOSYS, EXDEV, EOPNOTSUPP, EINVAL].contains(errno) else { throw ioError(errno, "cannot copy the media data") }
                 kernelCopies = false  // then through user space
             }
-            let chunk = try readAll(fd: fd, offset: inOffset, count: Int(min(want, 4 << 20)))
+            let chunk = try read(file, at: inOffset, count: Int(min(want, 4 << 20)))
             guard !chunk.isEmpty else { throw KilnError(.ioError, stage: .mux, "the output shrank while its index was moved") }
-            try writeAll(fd: out, chunk, at: outOffset)
+            try write(out, chunk, at: outOffset)
             inOffset += Int64(chunk.count)
             outOffset += Int64(chunk.count)
         }
@@ -119,11 +119,13 @@ enum FastStart {
 
     // MARK: Boxes
 
-    static func topLevelBoxes(fd: Int32, fileSize: Int64) throws(KilnError) -> [Box] {
+    /// The file's top-level boxes in order (also what verification reads to find the
+    /// index in front).
+    static func topLevelBoxes(_ file: FileDescriptor, fileSize: Int64) throws(KilnError) -> [Box] {
         var boxes: [Box] = []
         var offset: Int64 = 0
         while offset + 8 <= fileSize {
-            let head = try readAll(fd: fd, offset: offset, count: Int(min(16, fileSize - offset)))
+            let head = try read(file, at: offset, count: Int(min(16, fileSize - offset)))
             var size = Int64(be32(head, 0))
             let type = String(decoding: head[4..<8], as: UTF8.self)
             if size == 1 {
@@ -244,31 +246,16 @@ enum FastStart {
 
     private static func roundUp(_ n: Int64, _ to: Int64) -> Int64 { (n + to - 1) / to * to }
 
-    private static func readAll(fd: Int32, offset: Int64, count: Int) throws(KilnError) -> [UInt8] {
-        var buf = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let n = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
-            if n < 0 { if errno == EINTR { continue }; throw ioError(errno, "cannot read the output back") }
-            if n == 0 { break }
-            done += n
-        }
-        return Array(buf.prefix(done))
+    private static func read(_ file: FileDescriptor, at offset: Int64, count: Int) throws(KilnError) -> [UInt8] {
+        do { return try file.read(upTo: count, at: offset) } catch { throw ioError(error) }
     }
 
-    private static func writeAll(fd: Int32, _ bytes: [UInt8], at offset: Int64) throws(KilnError) {
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done)) }
-            if n < 0 { if errno == EINTR { continue }; throw ioError(errno, "cannot write the index") }
-            done += n
-        }
+    private static func write(_ file: FileDescriptor, _ bytes: [UInt8], at offset: Int64) throws(KilnError) {
+        do { try file.write(bytes, at: offset) } catch { throw ioError(error) }
     }
 
-    private static func ioError(_ e: Int32, _ what: String) -> KilnError {
-        KilnError(e == ENOSPC || e == EDQUOT ? .diskFull : .ioError, stage: .mux, underlying: e,
-                  "\(what): \(String(cString: strerror(e)))")
-    }
+    private static func ioError(_ e: Int32, _ what: String) -> KilnError { AtomicOutput.error(e, what, stage: .mux) }
+    private static func ioError(_ e: SystemCallError) -> KilnError { ioError(e.errno, e.operation) }
 
     private static func malformed(_ why: String) -> KilnError {
         KilnError(.internalError, stage: .mux, "the output's index is malformed: \(why)")

@@ -25,7 +25,7 @@ final class Muxer {
     /// Write-behind: the file's pages are sent to disk every `writebackBytes` as they are
     /// written, so the final fsync (and moving the index, which flushes first) finds
     /// little left, and a big remux does not pile up gigabytes of dirty pages.
-    private var writebackFD: Int32 = -1
+    private let writeback: FileDescriptor?
     private var unsentBytes: Int64 = 0
     static let writebackBytes: Int64 = 16 << 20
 
@@ -43,11 +43,10 @@ final class Muxer {
             avformat_free_context(ctx)
             throw classify(ret, .write, "cannot create the output file", as: .ioError)
         }
-        writebackFD = open(path, O_RDONLY | O_CLOEXEC)  // any descriptor of the file will do
+        writeback = try? FileDescriptor(path: path, flags: O_RDONLY)  // any descriptor of the file will do
     }
 
     deinit {
-        if writebackFD >= 0 { close(writebackFD) }
         if !finished, headerWritten { av_write_trailer(context) }
         avio_closep(&context.pointee.pb)
         avformat_free_context(context)
@@ -101,9 +100,9 @@ final class Muxer {
         if p.pointee.dts != noPTS { lastDTS[index] = p.pointee.dts }
         payloadBytes += Int64(p.pointee.size)
         unsentBytes += Int64(p.pointee.size)
-        if unsentBytes >= Muxer.writebackBytes, writebackFD >= 0 {
+        if unsentBytes >= Muxer.writebackBytes, let writeback {
             unsentBytes = 0
-            _ = kiln_start_writeback(writebackFD)
+            _ = kiln_start_writeback(writeback.rawValue)
         }
         let ret = av_interleaved_write_frame(context, p)
         if ret < 0 { throw classify(ret, .mux, "cannot write to the output", as: .ioError) }

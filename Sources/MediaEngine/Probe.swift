@@ -203,7 +203,6 @@ public enum Prober {
         if streams[vi].fieldOrder == nil || streams[vi].fieldOrder == .unknown,
            Prober.interlaceCapableCodecs.contains(streams[vi].codec) {
             fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true)
-            fieldDecoder?.context.pointee.skip_frame = AVDISCARD_NONKEY
         }
         // No seek first: the packets find_stream_info read are still buffered and come
         // back first. Afterwards the demuxer is rewound for the pipeline.

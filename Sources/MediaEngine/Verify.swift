@@ -87,7 +87,6 @@ enum Verifier {
             throw KilnError(.verifyFailed, stage: .verify, "the output's stream \(index) has no decoder: \(error.message)")
         }
         let isVideo = st.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
-        if isVideo { decoder.context.pointee.skip_frame = AVDISCARD_NONKEY }
         let target = Int64(start * Double(kiln_time_base()))
         guard av_seek_frame(demuxer.context, -1, target, AVSEEK_FLAG_BACKWARD) >= 0 else {
             throw KilnError(.verifyFailed, stage: .verify, "the output cannot be read from \(Int(start)) s (seek failed)")
@@ -141,20 +140,17 @@ enum Verifier {
     /// MP4 top-level boxes: the `moov` index must come before `mdat`, so players can
     /// start before the whole file has arrived (faststart).
     static func checkIndexFirst(path: String) throws(KilnError) {
-        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY) else {
+        var st = stat()
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY), fstat(file.rawValue, &st) == 0 else {
             throw KilnError(.verifyFailed, stage: .verify, "the output cannot be read back")
         }
-        var offset: UInt64 = 0
-        for _ in 0..<64 {
-            guard offset <= UInt64(Int64.max), let bytes = try? file.read(upTo: 16, at: Int64(offset)), bytes.count >= 8 else { break }
-            var size = UInt64(bytes[0]) << 24 | UInt64(bytes[1]) << 16 | UInt64(bytes[2]) << 8 | UInt64(bytes[3])
-            let type = String(decoding: bytes[4..<8], as: UTF8.self)
-            if size == 1, bytes.count >= 16 { size = bytes[8..<16].reduce(0) { $0 << 8 | UInt64($1) } }
-            if type == "moov" { return }
-            if type == "mdat" { break }
-            guard size >= 8 else { break }
-            offset += size
+        let boxes: [FastStart.Box]
+        do { boxes = try FastStart.topLevelBoxes(file, fileSize: Int64(st.st_size)) } catch {
+            throw KilnError(.verifyFailed, stage: .verify, "the output's boxes cannot be read: \(error.message)")
         }
-        throw KilnError(.verifyFailed, stage: .verify, "the output's index (moov) is not before its media data")
+        let types = boxes.map(\.type)
+        guard let moov = types.firstIndex(of: "moov"), moov < types.firstIndex(of: "mdat") ?? types.count else {
+            throw KilnError(.verifyFailed, stage: .verify, "the output's index (moov) is not before its media data")
+        }
     }
 }

@@ -24,7 +24,7 @@ import KilnCore
 final class LogFlusher: @unchecked Sendable {
     private let condition = NSCondition()
     private let logPath: String
-    private var fd: Int32 = -1
+    private var log: FileDescriptor?
     /// Transactions committed so far, and how many of them are known durable.
     private var committed: UInt64 = 0
     private var durable: UInt64 = 0
@@ -37,10 +37,6 @@ final class LogFlusher: @unchecked Sendable {
     init(databasePath: String, sync: @escaping @Sendable (Int32) -> Int32 = { fdatasync($0) }) {
         logPath = databasePath + "-wal"
         self.sync = sync
-    }
-
-    deinit {
-        if fd >= 0 { close(fd) }
     }
 
     /// The failed fsync that stopped the store, if one did.
@@ -97,18 +93,17 @@ final class LogFlusher: @unchecked Sendable {
     /// One fdatasync of the log file; the first also syncs the folder, so the log's own
     /// name survives (SQLite does the same on its first sync of a new log).
     private func flush() -> KilnError? {
-        if fd < 0 {
-            let opened = open(logPath, O_RDONLY | O_CLOEXEC)
-            guard opened >= 0 else {
-                return KilnError(.ioError, stage: .write, underlying: errno,
-                                 "the store's log \(logPath) cannot be opened to make it durable: \(String(cString: strerror(errno)))")
+        if log == nil {
+            do { log = try FileDescriptor(path: logPath, flags: O_RDONLY) } catch {
+                return KilnError(.ioError, stage: .write, underlying: error.errno,
+                                 "the store's log \(logPath) cannot be opened to make it durable: \(error)")
             }
-            fd = opened
             let folder = (logPath as NSString).deletingLastPathComponent
-            let dirFD = open(folder.isEmpty ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if dirFD >= 0 { _ = fsync(dirFD); close(dirFD) }
+            if let dir = try? FileDescriptor(path: folder.isEmpty ? "." : folder, flags: O_RDONLY | O_DIRECTORY) {
+                _ = fsync(dir.rawValue)
+            }
         }
-        guard sync(fd) == 0 else {
+        guard let log, sync(log.rawValue) == 0 else {
             return KilnError(.ioError, stage: .write, underlying: errno,
                              "the store's log could not be made durable (fdatasync: \(String(cString: strerror(errno)))); restart the daemon")
         }
