@@ -248,3 +248,14 @@ public struct Chapter: Codable, Sendable, Equatable {
     }
     enum CodingKeys: String, CodingKey { case startSeconds = "start_seconds", endSeconds = "end_seconds", title }
 }
+
+extension StreamInfo {
+    /// Dolby Vision whose base layer alone is nothing a player could show: profile 5
+    /// (IPTPQc2), or a stream that says Dolby Vision without naming its base layer (assume
+    /// the worst). Only a Dolby Vision decoder, or the RPU applied in software, gives it
+    /// its colours.
+    public var dolbyVisionWithoutBaseLayer: Bool {
+        if let dv = dolbyVision { return dv.baseLayer == nil }
+        return hdr == .dolbyVision
+    }
+}

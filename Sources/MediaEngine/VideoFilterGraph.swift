@@ -43,6 +43,9 @@ enum ToneMapSource: Equatable {
     case pq
     /// ARIB STD-B67 (HLG, Dolby Vision profile 8.4 base layer).
     case hlg
+    /// Dolby Vision without a watchable base layer (profile 5): `DolbyVisionMapper` has
+    /// already made the frames linear-light BT.2020 RGB at the output size.
+    case dolbyVision
 }
 
 /// The filter chain a `VideoPlan` asks for, as libavfilter text. Pure, so it can be tested
@@ -71,10 +74,15 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
     if let toneMap {
         let downscale = Int(w) * Int(h) < Int(input.width) * Int(input.height)
         if downscale { parts.append("scale=w=\(w):h=\(h):flags=bicubic") }
-        let tin = toneMap == .pq ? "smpte2084" : "arib-std-b67"
-        parts.append("zscale=tin=\(tin):pin=bt2020:min=bt2020nc:t=linear:npl=100")
-        parts.append("format=gbrpf32le")
-        parts.append("zscale=p=bt709")
+        switch toneMap {
+        case .pq, .hlg:
+            let tin = toneMap == .pq ? "smpte2084" : "arib-std-b67"
+            parts.append("zscale=tin=\(tin):pin=bt2020:min=bt2020nc:t=linear:npl=100")
+            parts.append("format=gbrpf32le")
+            parts.append("zscale=p=bt709")
+        case .dolbyVision:
+            parts.append("zscale=tin=linear:pin=bt2020:t=linear:p=bt709:npl=100")
+        }
         parts.append("tonemap=tonemap=hable:desat=0")
         parts.append("zscale=t=bt709:m=bt709:r=tv")
         parts.append("format=yuv420p")

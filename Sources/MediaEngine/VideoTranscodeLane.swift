@@ -20,6 +20,8 @@ final class VideoTranscodeLane: Lane {
     private var graph: VideoFilterGraph?
     private let filtered: Frame
     private let toneMap: ToneMapSource?
+    /// Dolby Vision profile 5 only: maps each decoded picture through its RPU first.
+    private let dolbyVision: DolbyVisionMapper?
     /// The output colour description: BT.709 when tone-mapped, otherwise the source's.
     private let color: ColorTags
     let frameRate: AVRational
@@ -52,6 +54,7 @@ final class VideoTranscodeLane: Lane {
         let par = stream.pointee.codecpar!
         toneMap = plan.toneMap ? try Self.toneMapSource(par: par, source: source) : nil
         color = toneMap != nil ? .bt709 : ColorTags(par: par)
+        dolbyVision = toneMap == .dolbyVision ? try DolbyVisionMapper() : nil
         frameRate = Self.frameRate(demuxer: demuxer, stream: stream, source: source)
         decoder = try Decoder(stream: stream)
         filtered = try Frame()
@@ -138,7 +141,15 @@ final class VideoTranscodeLane: Lane {
         try encoder.encode(nil) { (p: Packet) throws(KilnError) in try self.write(p, muxer: muxer) }
     }
 
-    private func filter(_ frame: Frame, muxer: Muxer) throws(KilnError) {
+    private func filter(_ decoded: Frame, muxer: Muxer) throws(KilnError) {
+        decoded.pointer.pointee.pts = decoded.pointer.pointee.best_effort_timestamp
+        var frame = decoded
+        if let dolbyVision {
+            // Mapped at the stored (pre-rotation) output size: the graph then only tone-maps.
+            let turned = plan.rotation % 180 != 0
+            frame = try dolbyVision.map(decoded, width: Int32(turned ? plan.height : plan.width),
+                                        height: Int32(turned ? plan.width : plan.height))
+        }
         let f = frame.pointer
         if !plan.deinterlace && f.pointee.interlaced_frame != 0 { interlacedSeen = true }
         let input = VideoInput(f, interlacedSeen: interlacedSeen)
@@ -154,7 +165,6 @@ final class VideoTranscodeLane: Lane {
                                                                              outputMatrix: color.matrixName))
         }
         guard let graph else { return }
-        f.pointee.pts = f.pointee.best_effort_timestamp
         try graph.push(frame)
         try drain(graph, muxer: muxer)
     }
@@ -202,12 +212,9 @@ final class VideoTranscodeLane: Lane {
 
     /// Which HDR transfer the source has, for tone mapping; nil when it is SDR after all.
     static func toneMapSource(par: UnsafeMutablePointer<AVCodecParameters>, source: StreamInfo) throws(KilnError) -> ToneMapSource? {
-        if let dv = source.dolbyVision, dv.baseLayer == nil, source.colorTransfer != "arib-std-b67" {
-            // Profile 5 (IPTPQc2) needs the RPU's reshaping; zscale would give wrong colours.
-            // libplacebo can apply it, but only through Vulkan (lavapipe here, far too slow).
-            throw KilnError(.planUnsupported, stage: .filter,
-                            "Dolby Vision profile \(dv.profile) has no HDR10/HLG/SDR base layer; tone mapping it needs libplacebo, which this engine does not use")
-        }
+        // Profile 5 (IPTPQc2) only has colours through its RPU's reshaping and matrices;
+        // zscale alone would read IPT as Y'CbCr (green and purple pictures).
+        if source.dolbyVisionWithoutBaseLayer, source.colorTransfer != "arib-std-b67" { return .dolbyVision }
         switch par.pointee.color_trc {
         case AVCOL_TRC_SMPTE2084: return .pq
         case AVCOL_TRC_ARIB_STD_B67: return .hlg

@@ -101,13 +101,6 @@ enum Codecs {
         }
     }
 
-    /// Dolby Vision without a watchable base layer (profile 5, or a record that names none):
-    /// only a Dolby Vision decoder shows it right.
-    static func needsDolbyVisionDecoder(_ s: StreamInfo) -> Bool {
-        if let dv = s.dolbyVision { return dv.baseLayer == nil }
-        return s.hdr == .dolbyVision   // DV said, no configuration known: assume the worst
-    }
-
     static func isTextSubtitle(_ s: StreamInfo) -> Bool? {
         if let t = s.textSubtitle { return t }
         if textSubtitles.contains(s.codec.lowercased()) { return true }

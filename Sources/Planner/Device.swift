@@ -56,7 +56,7 @@ struct Device: Sendable {
         }
         if Codecs.isHDR(s) && !hdr {
             problems.append("hdr_unsupported")
-        } else if Codecs.needsDolbyVisionDecoder(s) && !dolbyVision {
+        } else if s.dolbyVisionWithoutBaseLayer && !dolbyVision {
             problems.append("dolby_vision_unsupported")
         }
         return problems

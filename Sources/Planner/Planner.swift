@@ -233,12 +233,6 @@ struct PlanContext {
             if highRate && frameClass(rung, highFrameRate: true) < frameClass(rung, highFrameRate: false) {
                 reasons.append("frame_rate_above_30")
             }
-            // Re-encoding needs a picture the engine can see: Dolby Vision without an HDR10,
-            // HLG or SDR base layer (profile 5) only looks right through its RPU reshaping,
-            // which the engine does not apply; refuse now rather than fail the job later.
-            if Codecs.needsDolbyVisionDecoder(v), v.colorTransfer != "arib-std-b67" {
-                throw unavailable("Dolby Vision profile \(v.dolbyVision?.profile ?? 0) has no base layer an encoder can use; only a Dolby Vision device can play this file as it is")
-            }
             let cls = frameClass(rung, highFrameRate: highRate)
             guard let size = FrameSize.fit(v, into: cls) else {
                 throw unavailable("the video stream's frame size is unknown, so it cannot be transcoded")

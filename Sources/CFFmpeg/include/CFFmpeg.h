@@ -131,6 +131,20 @@ int kiln_stream_has_mastering(const AVStream *st);
 
 
 
+// ---- Dolby Vision profile 5 in software (dovi_map.c) ----
+/// Maps decoded Dolby Vision frames without a watchable base layer (profile 5, IPTPQc2)
+/// through their RPU (AV_FRAME_DATA_DOVI_METADATA) to linear-light BT.2020 RGB.
+typedef struct KilnDoviMapper KilnDoviMapper;
+KilnDoviMapper *kiln_dovi_mapper_new(void);
+/// Frees it and sets *mapper to NULL.
+void kiln_dovi_mapper_free(KilnDoviMapper **mapper);
+/// Writes `src` scaled to width x height into `dst` as gbrpf32le, linear light with
+/// 1.0 = 100 cd/m2, BT.2020 primaries (tagged so), with src's timestamps and side data and
+/// a mastering-display peak from the RPU when the frame has none. A frame without an RPU
+/// uses the last one seen. Returns 0; AVERROR(ENODATA) when no RPU has been seen yet;
+/// AVERROR_INVALIDDATA for an RPU out of range; other AVERRORs from libav.
+int kiln_dovi_map(KilnDoviMapper *mapper, const AVFrame *src, AVFrame *dst, int width, int height);
+
 // ---- verification decoding (verify_buffers.c) ----
 /// Memory for one picture that every picture a decoder allocates shares.
 typedef struct KilnOnePicture KilnOnePicture;
