@@ -77,6 +77,10 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         }
         // NORMAL in both cases: with `.full` the store fsyncs the log itself (LogFlusher).
         try db.executeScript("PRAGMA synchronous = NORMAL")
+        // SQLite's default page cache is 2 MiB; a farm's working set (every live artifact,
+        // reference and job, and the indexes over them) outgrows it at a few thousand
+        // artifacts, and then every transaction reads its pages again.
+        try db.executeScript("PRAGMA cache_size = -65536")
         try Schema.migrate(db)
         self.db = db
         self.path = path
@@ -93,8 +97,15 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
 
     // MARK: Plumbing
 
+    /// `durable: false` is for writes a crash may lose without anyone having been misled:
+    /// what happens to a running job (claim, lease renewal, its outcome). The daemon that
+    /// made them dies with its children, and after a restart the job is queued or rescued
+    /// again, as if the crash had come a moment earlier. Their caller does not wait for the
+    /// log's fsync; the next durable write's fsync covers them (the log is written in
+    /// order). Nobody learns of them before they are durable: a read that sees them waits
+    /// for that fsync, and events are only ever announced by reading them back.
     @discardableResult
-    private func write<T>(_ body: (Database) throws(KilnError) -> T) throws(KilnError) -> T {
+    private func write<T>(durable: Bool = true, _ body: (Database) throws(KilnError) -> T) throws(KilnError) -> T {
         try withoutActuallyEscaping(body) { (body) throws(KilnError) -> T in
             let outcome = WriteOutcome<T>()
             let item = PendingWrite { db in
@@ -114,6 +125,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                     outcome.result = .failure(error)
                 }
             } failAll: { error in outcome.result = .failure(error) }
+            item.durable = durable
             commits.submit(item) { batch in self.commit(batch) }
             guard let result = outcome.result else {
                 throw KilnError(.internalError, stage: .write, "a store write finished without a result")
@@ -127,8 +139,9 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     /// which runs after the connection is free for the next batch.
     private func commit(_ batch: [PendingWrite]) -> () -> Void {
         let generation = commitLocked(batch)
+        let mustSync = batch.contains { $0.durable }
         return { [flusher] in
-            guard let generation, let flusher else { return }
+            guard mustSync, let generation, let flusher else { return }
             do throws(KilnError) {
                 try flusher.waitDurable(generation)
             } catch {
@@ -342,7 +355,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
 
     public func claim(kind: JobKind, limit: Int, owner: String, leaseUntil: Int64, now: Int64) throws(KilnError) -> [ClaimedJob] {
         guard limit > 0 else { return [] }
-        return try write { db throws(KilnError) -> [ClaimedJob] in
+        return try write(durable: false) { db throws(KilnError) -> [ClaimedJob] in
             // One statement: nothing can claim the same row in between. The redundant
             // `state IN (…)` term matches the partial index's condition so SQLite uses it.
             let jobs = try db.query("""
@@ -372,7 +385,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
 
     public func heartbeat(jobID: Int64, owner: String, leaseUntil: Int64, progress: JobProgress?, now: Int64) throws(KilnError) -> Bool {
         let progressJSON = try progress.map { p throws(KilnError) in try encodeJSON(p) }
-        return try write { db throws(KilnError) -> Bool in
+        return try write(durable: false) { db throws(KilnError) -> Bool in
             try db.execute("""
                 UPDATE jobs SET lease_expires_at = ?, progress = COALESCE(?, progress)
                 WHERE id = ? AND state = 'running' AND lease_owner = ?
@@ -381,7 +394,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     }
 
     public func complete(jobID: Int64, owner: String, file: FileRecord, now: Int64) throws(KilnError) -> Bool {
-        try write { db throws(KilnError) -> Bool in
+        try write(durable: false) { db throws(KilnError) -> Bool in
             guard let artifactID = try db.queryOne("""
                 UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL, finished_at = ?,
                     waiting_reason = NULL
@@ -405,7 +418,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     }
 
     public func fail(jobID: Int64, owner: String, error: AttemptError, retryAt: Int64?, now: Int64) throws(KilnError) -> Bool {
-        try write { db throws(KilnError) -> Bool in
+        try write(durable: false) { db throws(KilnError) -> Bool in
             guard let (artifactID, attempt) = try db.queryOne("""
                 SELECT artifact_id, attempt FROM jobs WHERE id = ? AND state = 'running' AND lease_owner = ?
                 """, jobID, owner, map: { ($0.string(0), $0.int(1)) }) else { return false }
@@ -845,6 +858,8 @@ final class PendingWrite: @unchecked Sendable {
     let done = DispatchSemaphore(value: 0)
     /// Set when this waiter is asked to lead the next batch.
     var promoted = false
+    /// Whether its caller must wait until the write is durable (see `SQLiteStore.write`).
+    var durable = true
 
     init(run: @escaping (Database) -> Void, failAll: @escaping (KilnError) -> Void) {
         self.run = run

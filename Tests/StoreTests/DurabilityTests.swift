@@ -78,6 +78,64 @@ struct DurabilityTests {
         #expect(try reopened.reference("held-2") != nil)
     }
 
+    @Test("a running job's claim and outcome do not wait for the fsync, but nobody reads them until it is done")
+    func jobWritesDoNotWait() throws {
+        let temp = try TempStore()
+        let sync = HeldSync()
+        let store = try SQLiteStore(path: temp.path, durability: .full, logSync: { sync.call($0) })
+        try store.bind("film", to: "movie@5mbps", now: 1_000)
+        sync.held.store(true, ordering: .sequentiallyConsistent)
+
+        // Claim and completion return although no fsync can finish (a crash now loses
+        // them, and the job is simply queued again after the restart)...
+        let claimed = Mutex<ClaimedJob?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            if let job = try? store.claimOne(leaseUntil: 9_000, now: 2_000),
+               (try? store.complete(jobID: job.job.id, owner: "runner-1", file: Fixture.file("film"), now: 3_000)) == true {
+                claimed.withLock { $0 = job }
+            }
+            finished.signal()
+        }
+        guard finished.wait(timeout: .now() + 5) == .success else {
+            sync.held.store(false, ordering: .sequentiallyConsistent)
+            for _ in 0..<4 { sync.gate.signal() }
+            Issue.record("claiming and completing a job waited for the log's fsync")
+            return
+        }
+        let job = try #require(claimed.withLock { $0 })
+        // ...but what they changed is not told to anyone before it is durable: reading the
+        // artifact, or the ready event, waits for the fsync.
+        let read = Flag()
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) {
+            #expect((try? store.artifact(id: job.job.artifactID))??.state == .ready)
+            read.set()
+        }
+        #expect(sync.entered.wait(timeout: .now() + 10) == .success, "the read started no fsync")
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(!read.isSet, "a read returned a completion that was not yet durable")
+        sync.held.store(false, ordering: .sequentiallyConsistent)
+        sync.gate.signal()
+        #expect(group.wait(timeout: .now() + 10) == .success)
+        #expect(read.isSet)
+        // A request is still only answered once durable: bind waits as before.
+        sync.held.store(true, ordering: .sequentiallyConsistent)
+        let bound = Flag()
+        DispatchQueue.global().async(group: group) {
+            _ = try? store.bind("film-2", to: "movie@2mbps", now: 4_000)
+            bound.set()
+        }
+        #expect(sync.entered.wait(timeout: .now() + 10) == .success)
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(!bound.isSet, "a request was answered before it was durable")
+        sync.held.store(false, ordering: .sequentiallyConsistent)
+        sync.gate.signal()
+        #expect(group.wait(timeout: .now() + 10) == .success)
+        let reopened = try temp.reopen()
+        #expect(try reopened.artifact(id: job.job.artifactID)?.state == .ready)
+    }
+
     @Test("a failed fsync fails the write, and every later call, with io_error (no retry after fsyncgate)")
     func failedFsyncPoisons() throws {
         let temp = try TempStore()
