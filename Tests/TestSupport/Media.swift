@@ -44,13 +44,21 @@ public enum Media {
     /// Files the test generates with the ffmpeg command for what the shared files lack,
     /// cached across runs in .build/test-media.
     public static func generated(_ name: String, _ ffmpegArgs: [String]) throws -> String {
+        try generated(name) { tmp in
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + ffmpegArgs + [tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg could not generate \(name): \(r.stderr)") }
+        }
+    }
+
+    /// A generated file cached in .build/test-media: `make` writes it to the temporary path
+    /// it is given (same folder, same extension), which then takes its name.
+    public static func generated(_ name: String, make: (_ tmp: String) throws -> Void) throws -> String {
         let dir = repoRoot.appendingPathComponent(".build/test-media")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let path = dir.appendingPathComponent(name).path
         if FileManager.default.fileExists(atPath: path) { return path }
         let tmp = dir.appendingPathComponent(".tmp-\(UUID().uuidString)-\(name)").path
-        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + ffmpegArgs + [tmp])
-        guard r.status == 0 else { throw TestFailure("ffmpeg could not generate \(name): \(r.stderr)") }
+        do { try make(tmp) } catch { try? FileManager.default.removeItem(atPath: tmp); throw error }
         // Tests run in parallel: another may have made the same file meanwhile; rename(2)
         // replaces it atomically with identical content.
         guard rename(tmp, path) == 0 else { throw TestFailure("cannot move \(tmp) into place") }
