@@ -21,7 +21,9 @@
 #include <math.h>
 #include <string.h>
 
-enum { PQ_LUT_SIZE = 8192 };
+// The PQ curve tabulated at 16-bit input precision: nearest entry, no interpolation; a
+// step is under 0.03 % of the light at the top of the range, far below 8-bit output steps.
+enum { PQ_LUT_SIZE = 65535 };
 
 typedef struct {
     int pieces;                  // num_pivots - 1
@@ -45,7 +47,9 @@ struct KilnDoviMapper {
     Curve curve[3];
     float nonlinear[9], offset[3], linear[9];
     float peak_nits;             // from the RPU's source_max_pq
-    float pq_lut[PQ_LUT_SIZE + 1];
+    float *pq_lut;               // PQ_LUT_SIZE + 1 entries
+    float *row[9];               // one row's reshaped I P T, then L M S, then the inputs as floats
+    int row_width;
     AVBufferPool *pool;          // output planes
     size_t pool_size;
 };
@@ -69,6 +73,7 @@ static double pq_eotf(double x) {
 KilnDoviMapper *kiln_dovi_mapper_new(void) {
     KilnDoviMapper *m = av_mallocz(sizeof(*m));
     if (!m) return NULL;
+    if (!(m->pq_lut = av_malloc((PQ_LUT_SIZE + 1) * sizeof(float)))) { av_free(m); return NULL; }
     for (int i = 0; i <= PQ_LUT_SIZE; i++) m->pq_lut[i] = (float)pq_eotf((double)i / PQ_LUT_SIZE);
     return m;
 }
@@ -78,18 +83,11 @@ void kiln_dovi_mapper_free(KilnDoviMapper **pm) {
     KilnDoviMapper *m = *pm;
     sws_freeContext(m->sws);
     av_buffer_pool_uninit(&m->pool);   // buffers still referenced keep the pool alive
+    av_free(m->pq_lut);
+    for (int i = 0; i < 9; i++) av_free(m->row[i]);
     for (int c = 0; c < 3; c++) { av_free(m->planes[c]); av_free(m->curve[c].lut); }
     av_free(m->metadata);
     av_freep(pm);
-}
-
-static inline float pq_lookup(const KilnDoviMapper *m, float x) {
-    if (!(x > 0)) return 0;   // also NaN
-    if (x >= 1) return m->pq_lut[PQ_LUT_SIZE];
-    float f = x * PQ_LUT_SIZE;
-    int i = (int)f;
-    float t = f - (float)i;
-    return m->pq_lut[i] + (m->pq_lut[i + 1] - m->pq_lut[i]) * t;
 }
 
 static inline int piece_of(const Curve *c, float s) {
@@ -119,6 +117,24 @@ static inline float reshape(const Curve *c, int comp, const float sig[3]) {
     return clampf(out, c->pivot[0], c->pivot[c->pieces]);
 }
 
+// An MMR curve of one piece (what chroma usually has) over a row, written so the
+// compiler vectorises it: every order evaluated, the unused ones with zero weights.
+static void mmr_row(const Curve *c, const float *restrict f0, const float *restrict f1, const float *restrict f2,
+                    float *restrict out, int width) {
+    const float k = c->mmr_const[0], lo = c->pivot[0], hi = c->pivot[1];
+    const float (*a)[7] = c->mmr_coef[0];
+    for (int x = 0; x < width; x++) {
+        float t0 = f0[x], t1 = f1[x], t2 = f2[x];
+        float t3 = t0 * t1, t4 = t0 * t2, t5 = t1 * t2, t6 = t3 * t2;
+        float v = k + a[0][0] * t0 + a[0][1] * t1 + a[0][2] * t2 + a[0][3] * t3 + a[0][4] * t4 + a[0][5] * t5 + a[0][6] * t6;
+        float u0 = t0 * t0, u1 = t1 * t1, u2 = t2 * t2, u3 = t3 * t3, u4 = t4 * t4, u5 = t5 * t5, u6 = t6 * t6;
+        v += a[1][0] * u0 + a[1][1] * u1 + a[1][2] * u2 + a[1][3] * u3 + a[1][4] * u4 + a[1][5] * u5 + a[1][6] * u6;
+        v += a[2][0] * u0 * t0 + a[2][1] * u1 * t1 + a[2][2] * u2 * t2 + a[2][3] * u3 * t3 + a[2][4] * u4 * t4
+           + a[2][5] * u5 * t5 + a[2][6] * u6 * t6;
+        out[x] = fminf(fmaxf(v, lo), hi);
+    }
+}
+
 static int build_curves(KilnDoviMapper *m, const AVDOVIMetadata *md) {
     const AVDOVIRpuDataHeader *h = av_dovi_get_header(md);
     const AVDOVIDataMapping *map = av_dovi_get_mapping(md);
@@ -140,8 +156,10 @@ static int build_curves(KilnDoviMapper *m, const AVDOVIMetadata *md) {
                 c->mmr = 1;
                 c->mmr_order[i] = src->mmr_order[i];
                 c->mmr_const[i] = (float)(src->mmr_constant[i] * coef_scale);
+                // Orders above the piece's own are zero, so a row can evaluate all three.
                 for (int o = 0; o < 3; o++)
-                    for (int k = 0; k < 7; k++) c->mmr_coef[i][o][k] = (float)(src->mmr_coef[i][o][k] * coef_scale);
+                    for (int k = 0; k < 7; k++)
+                        c->mmr_coef[i][o][k] = o < src->mmr_order[i] ? (float)(src->mmr_coef[i][o][k] * coef_scale) : 0;
             } else {
                 for (int k = 0; k < 3; k++) c->poly[i][k] = k <= src->poly_order[i] ? (float)(src->poly_coef[i][k] * coef_scale) : 0;
             }
@@ -259,32 +277,66 @@ int kiln_dovi_map(KilnDoviMapper *m, const AVFrame *src, AVFrame *dst, int width
         mdm->has_luminance = 1;
     }
 
-    const float *n = m->nonlinear, *l = m->linear, *off = m->offset;
-    const Curve *cv = m->curve;
+    if (width > m->row_width) {
+        for (int i = 0; i < 9; i++) {
+            av_freep(&m->row[i]);
+            if (!(m->row[i] = av_malloc(width * sizeof(float)))) { m->row_width = 0; return AVERROR(ENOMEM); }
+        }
+        m->row_width = width;
+    }
+    // A row at a time in stages over plain float arrays, so the compiler can vectorise the
+    // matrix stages; only the table lookups stay scalar.
+    const float *n = m->nonlinear, *l = m->linear, *off = m->offset, *pq = m->pq_lut;
     const float inv = 1.0f / 65535.0f;
+    float *restrict s0 = m->row[0], *restrict s1 = m->row[1], *restrict s2 = m->row[2];
+    float *restrict L = m->row[3], *restrict M = m->row[4], *restrict S = m->row[5];
     for (int y = 0; y < height; y++) {
-        const uint16_t *pi = m->planes[0] + (size_t)y * width;
-        const uint16_t *pp = m->planes[1] + (size_t)y * width;
-        const uint16_t *pt = m->planes[2] + (size_t)y * width;
-        // gbrp plane order: G, B, R.
-        float *g = (float *)(dst->data[0] + (size_t)y * dst->linesize[0]);
-        float *b = (float *)(dst->data[1] + (size_t)y * dst->linesize[1]);
-        float *r = (float *)(dst->data[2] + (size_t)y * dst->linesize[2]);
+        const uint16_t *in[3] = { m->planes[0] + (size_t)y * width, m->planes[1] + (size_t)y * width,
+                                  m->planes[2] + (size_t)y * width };
+        float *out[3] = { s0, s1, s2 };
+        float *f[3] = { m->row[6], m->row[7], m->row[8] };
+        if (m->curve[0].mmr || m->curve[1].mmr || m->curve[2].mmr)
+            for (int c = 0; c < 3; c++)
+                for (int x = 0; x < width; x++) f[c][x] = in[c][x] * inv;
+        for (int c = 0; c < 3; c++) {
+            const Curve *cv = &m->curve[c];
+            if (!cv->mmr) {
+                const float *lut = cv->lut;
+                const uint16_t *src = in[c];
+                float *dst = out[c];
+                for (int x = 0; x < width; x++) dst[x] = lut[src[x]];
+            } else if (cv->pieces == 1) {
+                mmr_row(cv, f[0], f[1], f[2], out[c], width);
+            } else {
+                for (int x = 0; x < width; x++) {
+                    float sig[3] = { f[0][x], f[1][x], f[2][x] };
+                    out[c][x] = reshape(cv, c, sig);
+                }
+            }
+        }
         for (int x = 0; x < width; x++) {
-            float sig[3] = { pi[x] * inv, pp[x] * inv, pt[x] * inv };
-            float s0 = cv[0].mmr ? reshape(&cv[0], 0, sig) : cv[0].lut[pi[x]];
-            float s1 = cv[1].mmr ? reshape(&cv[1], 1, sig) : cv[1].lut[pp[x]];
-            float s2 = cv[2].mmr ? reshape(&cv[2], 2, sig) : cv[2].lut[pt[x]];
-            s0 -= off[0]; s1 -= off[1]; s2 -= off[2];
-            float L = pq_lookup(m, n[0] * s0 + n[1] * s1 + n[2] * s2);
-            float M = pq_lookup(m, n[3] * s0 + n[4] * s1 + n[5] * s2);
-            float S = pq_lookup(m, n[6] * s0 + n[7] * s1 + n[8] * s2);
-            float R = l[0] * L + l[1] * M + l[2] * S;
-            float G = l[3] * L + l[4] * M + l[5] * S;
-            float B = l[6] * L + l[7] * M + l[8] * S;
+            float a = s0[x] - off[0], b = s1[x] - off[1], c = s2[x] - off[2];
+            // fmaxf first: a NaN (from a hostile RPU) becomes 0, never an index.
+            L[x] = fminf(fmaxf(n[0] * a + n[1] * b + n[2] * c, 0), 1);
+            M[x] = fminf(fmaxf(n[3] * a + n[4] * b + n[5] * c, 0), 1);
+            S[x] = fminf(fmaxf(n[6] * a + n[7] * b + n[8] * c, 0), 1);
+        }
+        for (int x = 0; x < width; x++) {
+            L[x] = pq[(int)(L[x] * PQ_LUT_SIZE + 0.5f)];
+            M[x] = pq[(int)(M[x] * PQ_LUT_SIZE + 0.5f)];
+            S[x] = pq[(int)(S[x] * PQ_LUT_SIZE + 0.5f)];
+        }
+        // gbrp plane order: G, B, R.
+        float *restrict g = (float *)(dst->data[0] + (size_t)y * dst->linesize[0]);
+        float *restrict bl = (float *)(dst->data[1] + (size_t)y * dst->linesize[1]);
+        float *restrict r = (float *)(dst->data[2] + (size_t)y * dst->linesize[2]);
+        for (int x = 0; x < width; x++) {
+            float R = l[0] * L[x] + l[1] * M[x] + l[2] * S[x];
+            float G = l[3] * L[x] + l[4] * M[x] + l[5] * S[x];
+            float B = l[6] * L[x] + l[7] * M[x] + l[8] * S[x];
             r[x] = R > 0 ? R : 0;
             g[x] = G > 0 ? G : 0;
-            b[x] = B > 0 ? B : 0;
+            bl[x] = B > 0 ? B : 0;
         }
     }
     return 0;
