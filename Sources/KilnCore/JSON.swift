@@ -10,8 +10,10 @@ public enum JSON {
         return e
     }
 
+    /// Compact output comes from `CompactJSON` (the same bytes, several times faster: the
+    /// store encodes on every intake); pretty output, for people, from Foundation.
     public static func encode<T: Encodable>(_ value: T, pretty: Bool = false) throws -> Data {
-        try encoder(pretty: pretty).encode(value)
+        pretty ? try encoder(pretty: true).encode(value) : Data(try CompactJSON.encode(value))
     }
 
     public static func string<T: Encodable>(_ value: T, pretty: Bool = false) -> String {

@@ -624,7 +624,7 @@ struct StoreTests {
         let t = try TempStore()
         #expect(FileManager.default.fileExists(atPath: t.path + "-wal"))
         let out = try sqlite3CLI(t.path, "PRAGMA journal_mode; PRAGMA user_version;")
-        #expect(out == "wal\n2\n")
+        #expect(out == "wal\n3\n")
     }
 
     @Test("the database refuses a state no one defined")
