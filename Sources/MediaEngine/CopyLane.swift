@@ -17,10 +17,14 @@ final class CopyLane: Lane {
     private var sawDTS = false
     static let maxPending = 32
 
-    init(demuxer: Demuxer, index: Int) {
+    /// Decodes the keyframes verification will check while the copy runs (video only).
+    private let witness: KeyframeWitness?
+
+    init(demuxer: Demuxer, index: Int, witness: KeyframeWitness? = nil) {
         inputIndex = Int32(index)
         input = demuxer.stream(index)
         isVideo = input.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
+        self.witness = isVideo ? witness : nil
     }
 
     var ffmpegEquivalent: [String] {
@@ -53,6 +57,7 @@ final class CopyLane: Lane {
             guard packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 else { return }
             sawKeyframe = true
         }
+        if let witness, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try witness.offer(packet) }
         if isVideo && !sawDTS {
             if packet.pointer.pointee.dts == noPTS && pending.count < CopyLane.maxPending {
                 let held = try Packet()

@@ -87,6 +87,9 @@ final class Decoder {
 
     var timeBase: AVRational { context.pointee.pkt_timebase }
 
+    /// Makes a drained decoder (after `decode(nil)`) take packets again.
+    func reset() { avcodec_flush_buffers(context) }
+
     /// Sends a packet (nil flushes at end of input) and calls `body` for every frame that
     /// comes out. The frame is only valid during the call; `body` may keep a reference
     /// with `av_frame_ref`/`av_frame_move_ref`.

@@ -117,6 +117,7 @@ public enum Preparer {
 
         let digest: (sha256: String, bytes: Int64)
         var synced = false
+        var witness: KeyframeWitness? = nil
         if plan.deliveryFormat == .original {
             // The source is the artifact: copy its bytes as they are, hashing as they go.
             digest = try copyFile(from: source, to: out.temporary, cancellation: cancellation, duration: info.durationSeconds,
@@ -129,8 +130,14 @@ public enum Preparer {
                 guard let s = info.stream(v.sourceIndex), v.sourceIndex < demuxer.streamCount else {
                     throw KilnError(.planUnsupported, stage: .plan, "the plan's video stream \(v.sourceIndex) is not in the source")
                 }
-                lanes.append(v.action == .copy ? CopyLane(demuxer: demuxer, index: v.sourceIndex)
-                                               : try VideoTranscodeLane(demuxer: demuxer, plan: v, source: s))
+                if v.action == .copy {
+                    // Without a decoder for it, verification decodes the keyframes itself (and says why).
+                    witness = try? KeyframeWitness(stream: demuxer.stream(v.sourceIndex),
+                                                   durationSeconds: s.durationSeconds ?? expected)
+                    lanes.append(CopyLane(demuxer: demuxer, index: v.sourceIndex, witness: witness))
+                } else {
+                    lanes.append(try VideoTranscodeLane(demuxer: demuxer, plan: v, source: s))
+                }
             }
             if let a = plan.audio {
                 guard let s = info.stream(a.sourceIndex), a.sourceIndex < demuxer.streamCount else {
@@ -166,7 +173,8 @@ public enum Preparer {
             let hashing = Background("kiln.digest") { () throws(KilnError) in try AtomicOutput.digest(path: temporary) }
             let flushing = Background("kiln.fsync") { () throws(KilnError) in try AtomicOutput.fsync(path: temporary) }
             let verified = Result { () throws(KilnError) -> MediaInfo in
-                try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: expected, cancellation: cancellation)
+                try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: expected, cancellation: cancellation,
+                                    witness: witness)
             }
             digest = try hashing.wait()
             try flushing.wait()

@@ -196,13 +196,17 @@ public enum Prober {
         let packet = try Packet()
         var pts: [Int64] = []
         var rpu = false, el = false, reads = 0
-        // Field order is only in the bitstream for many H.264 and MPEG-2 files: decode the
-        // first keyframe alone (one thread, drained at once rather than after the
-        // reorder delay's worth of pictures) and ask it.
+        // Field order is only in the bitstream for many H.264 and MPEG-2 files. libavcodec's
+        // parser reads it from the first keyframe's headers (slice header and picture
+        // timing, picture coding extension) in microseconds; where it cannot say, the
+        // keyframe is decoded (one thread, drained at once rather than after the reorder
+        // delay's worth of pictures) and the picture asked.
+        var fieldParser: FieldOrderParser? = nil
         var fieldDecoder: Decoder? = nil
         if streams[vi].fieldOrder == nil || streams[vi].fieldOrder == .unknown,
            Prober.interlaceCapableCodecs.contains(streams[vi].codec) {
-            fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true)
+            fieldParser = FieldOrderParser(stream: st)
+            if fieldParser == nil { fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true) }
         }
         // No seek first: the packets find_stream_info read are still buffered and come
         // back first. Afterwards the demuxer is rewound for the pipeline.
@@ -214,6 +218,14 @@ public enum Prober {
             guard packet.streamIndex == target else { continue }
             let p = packet.pointer.pointee
             if p.pts != noPTS { pts.append(p.pts) }
+            if let parser = fieldParser, p.flags & AV_PKT_FLAG_KEY != 0 {
+                if let order = parser.fieldOrder(of: packet) {
+                    streams[vi].fieldOrder = order
+                } else {
+                    fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true)
+                }
+                fieldParser = nil
+            }
             if let decoder = fieldDecoder, p.flags & AV_PKT_FLAG_KEY != 0 {
                 var order: FieldOrder? = nil
                 let look = { (frame: Frame) throws(KilnError) in
@@ -345,4 +357,50 @@ final class Deadline: Sendable {
     }
 
     func disarm() { state.withLock { $0.armed = false } }
+}
+
+/// Field order from a keyframe's headers, through libavcodec's parser (H.264, MPEG-1/2):
+/// no picture is decoded. Owns the parser and the codec context it reads parameter sets
+/// (extradata) from.
+final class FieldOrderParser {
+    private let parser: UnsafeMutablePointer<AVCodecParserContext>
+    private var context: UnsafeMutablePointer<AVCodecContext>?
+
+    /// nil for codecs whose parser does not report field order.
+    init?(stream: UnsafeMutablePointer<AVStream>) {
+        let id = stream.pointee.codecpar.pointee.codec_id
+        guard [AV_CODEC_ID_H264, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO].contains(id),
+              let parser = av_parser_init(Int32(id.rawValue)) else { return nil }
+        guard let context = avcodec_alloc_context3(nil),
+              avcodec_parameters_to_context(context, stream.pointee.codecpar) >= 0 else {
+            av_parser_close(parser)
+            return nil
+        }
+        // Demuxed packets are whole pictures: parse each as it is, do not wait for the next.
+        parser.pointee.flags |= PARSER_FLAG_COMPLETE_FRAMES
+        self.parser = parser
+        self.context = context
+    }
+
+    deinit {
+        av_parser_close(parser)
+        avcodec_free_context(&context)
+    }
+
+    /// The keyframe's field order, or nil when its headers do not say.
+    func fieldOrder(of packet: Packet) -> FieldOrder? {
+        let p = packet.pointer.pointee
+        guard let data = p.data, p.size > 0 else { return nil }
+        var out: UnsafeMutablePointer<UInt8>? = nil
+        var outSize: Int32 = 0
+        _ = av_parser_parse2(parser, context, &out, &outSize, data, p.size, p.pts, p.dts, p.pos)
+        switch parser.pointee.field_order {
+        case AV_FIELD_PROGRESSIVE: return .progressive
+        case AV_FIELD_TT: return .tt
+        case AV_FIELD_BB: return .bb
+        case AV_FIELD_TB: return .tb
+        case AV_FIELD_BT: return .bt
+        default: return nil
+        }
+    }
 }

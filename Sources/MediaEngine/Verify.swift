@@ -12,7 +12,10 @@ enum Verifier {
     /// How far the output's duration may stray from the source's.
     static func durationTolerance(_ seconds: Double) -> Double { max(0.5, seconds * 0.02) }
 
-    static func verify(path: String, plan: Plan, expectedDuration: Double, cancellation: Cancellation) throws(KilnError) -> MediaInfo {
+    /// `witness`: keyframes of a copied video stream already decoded during the copy; used
+    /// for the output's keyframes that are byte for byte those packets.
+    static func verify(path: String, plan: Plan, expectedDuration: Double, cancellation: Cancellation,
+                       witness: KeyframeWitness? = nil) throws(KilnError) -> MediaInfo {
         try checkIndexFirst(path: path)
         let demuxer: Demuxer
         do { demuxer = try Demuxer(path: path, cancellation: cancellation, analyze: false) } catch {
@@ -52,10 +55,14 @@ enum Verifier {
         if expectedDuration > 0, abs(avDuration - expectedDuration) > durationTolerance(expectedDuration) {
             throw fail("the output lasts \(Format.fixed(avDuration, decimals: 2)) s but the source \(Format.fixed(expectedDuration, decimals: 2)) s")
         }
-        for s in video + audio {
+        // Audio first: a witness still decoding the video's last keyframe gets the time.
+        for s in audio + video {
             let streamEnd = s.durationSeconds ?? avDuration
-            let format = try decodes(demuxer, stream: s.index, from: 0, streamEnd: streamEnd, cancellation: cancellation)
-            try decodes(demuxer, stream: s.index, from: max(0, streamEnd - 1), streamEnd: streamEnd, cancellation: cancellation)
+            let trusted = s.type == .video ? witness.flatMap { sameParameters(demuxer.stream(s.index), $0) ? $0 : nil } : nil
+            let format = try decodes(demuxer, stream: s.index, from: 0, streamEnd: streamEnd, cancellation: cancellation,
+                                     witness: trusted)
+            try decodes(demuxer, stream: s.index, from: max(0, streamEnd - 1), streamEnd: streamEnd, cancellation: cancellation,
+                        witness: trusted)
             // Without analysis the pixel format is only known once a picture is decoded.
             if s.type == .video, s.pixelFormat == nil, let i = info.streams.firstIndex(where: { $0.index == s.index }),
                let desc = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) {
@@ -78,9 +85,18 @@ enum Verifier {
     /// index says the stream lasts): a file cut short keeps its index, and its last
     /// second would otherwise pass on whatever keyframe the seek found before the cut.
     /// Returns the decoded frames' format (pixel or sample format).
+    /// Whether the output stream's decoder setup (codec and sample entry) is the one the
+    /// witness decoded with.
+    static func sameParameters(_ st: UnsafeMutablePointer<AVStream>, _ witness: KeyframeWitness) -> Bool {
+        let par = st.pointee.codecpar.pointee
+        guard par.codec_id == witness.codecID, Int(par.extradata_size) == witness.extradata.count else { return false }
+        guard let data = par.extradata, par.extradata_size > 0 else { return witness.extradata.isEmpty }
+        return Array(UnsafeBufferPointer(start: data, count: Int(par.extradata_size))) == witness.extradata
+    }
+
     @discardableResult
     static func decodes(_ demuxer: Demuxer, stream index: Int, from start: Double, streamEnd: Double,
-                        cancellation: Cancellation) throws(KilnError) -> Int32 {
+                        cancellation: Cancellation, witness: KeyframeWitness? = nil) throws(KilnError) -> Int32 {
         let st = demuxer.stream(index)
         let decoder: Decoder
         do { decoder = try Decoder(stream: st, threads: 1, sharedPicture: true) } catch {
@@ -92,7 +108,7 @@ enum Verifier {
             throw KilnError(.verifyFailed, stage: .verify, "the output cannot be read from \(Int(start)) s (seek failed)")
         }
         let end = min(start + 1, streamEnd)
-        var frames = 0, reads = 0, pictureSent = false
+        var frames = 0, reads = 0, pictureSent = false, witnessFailed = false
         var reached = -Double.infinity
         let packet = try Packet()
         var done = false
@@ -108,10 +124,16 @@ enum Verifier {
             }
             if isVideo {
                 if !pictureSent && packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 {
-                    // The one picture: sent, then drained at once, so the decoder never
-                    // holds more than it and the references it names.
-                    try decoder.decode(packet) { (_: Frame) throws(KilnError) in frames += 1 }
-                    try decoder.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
+                    if let entry = witness?.entry(matching: packet) {
+                        // These very bytes, through this very decoder setup, were decoded
+                        // during the copy.
+                        if entry.verdict { frames += 1 } else { witnessFailed = true }
+                    } else {
+                        // The one picture: sent, then drained at once, so the decoder never
+                        // holds more than it and the references it names.
+                        try decoder.decode(packet) { (_: Frame) throws(KilnError) in frames += 1 }
+                        try decoder.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
+                    }
                     pictureSent = true
                 }
                 if pictureSent, let t, t >= end { done = true }
@@ -129,7 +151,7 @@ enum Verifier {
                             "the output's stream \(index) stops at \(Format.fixed(max(0, reached), decimals: 2)) s, "
                             + "before \(Format.fixed(end, decimals: 2)) s (cut short?)")
         }
-        guard frames > 0, decoder.corruptPackets == 0 else {
+        guard frames > 0, decoder.corruptPackets == 0, !witnessFailed else {
             throw KilnError(.verifyFailed, stage: .verify,
                             "the output's stream \(index) does not decode near \(Int(start)) s (\(frames) frames, \(decoder.corruptPackets) errors)")
         }

@@ -455,18 +455,4 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         }
         #expect(try decodesCleanly(out.path) == "", "\(name)")
     }
-
-    @Test("Dolby Vision profile 5 cannot be tone-mapped and says so before any work")
-    func dolbyVisionProfile5Refused() throws {
-        let source = "\(mediaDir)/sp_bear-640x360-hevc-hdr10.mp4"
-        var info = try #require(try Prober.probe(path: source, fingerprint: false).videoStreams.first)
-        info.hdr = .dolbyVision
-        info.dolbyVision = DolbyVision(profile: 5, level: 6, blCompatibilityId: 0)
-        let cancellation = Cancellation()
-        let demuxer = try Demuxer(path: source, cancellation: cancellation)
-        #expect {
-            _ = try VideoTranscodeLane(demuxer: demuxer, plan: videoPlan(0, 480, 270, toneMap: true), source: info)
-        } throws: { ($0 as? KilnError)?.code == .planUnsupported }
-        withExtendedLifetime(cancellation) {}
-    }
 }

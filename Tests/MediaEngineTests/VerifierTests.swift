@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import CFFmpeg
 import KilnCore
 import KilnTestSupport
 @testable import MediaEngine
@@ -47,5 +48,64 @@ struct VerifierTests {
         #expect {
             try Verifier.verify(path: out, plan: plan, expectedDuration: info.durationSeconds, cancellation: Cancellation())
         } throws: { ($0 as? KilnError)?.code == .verifyFailed }
+    }
+
+    /// A witness fed the source's video keyframes as the copy lane feeds them.
+    private func witness(for path: String, duration: Double) throws -> KeyframeWitness {
+        let demuxer = try Demuxer(path: path, cancellation: Cancellation())
+        let index = (0..<demuxer.streamCount).first { demuxer.stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO }!
+        let witness = try KeyframeWitness(stream: demuxer.stream(index), durationSeconds: duration)
+        let packet = try Packet()
+        while try demuxer.read(into: packet) {
+            defer { packet.unref() }
+            if packet.streamIndex == Int32(index), packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try witness.offer(packet) }
+        }
+        return witness
+    }
+
+    @Test("keyframes decoded during the copy stand in for the output's identical ones: verification decodes no picture itself")
+    func witnessedKeyframes() throws {
+        let path = try Self.openGOPHEVC()
+        let info = try Prober.probe(path: path)
+        let plan = try #require(EnginePlans.remux(info))
+        let dir = Media.scratch("verify-witness")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+        let w = try witness(for: path, duration: info.durationSeconds)
+        let seen = try Verifier.verify(path: out, plan: plan, expectedDuration: info.durationSeconds, cancellation: Cancellation(),
+                                       witness: w)
+        #expect(w.matches == 2, "the first keyframe and the last second's were both witnessed")
+        #expect(seen.videoStreams.first?.pixelFormat == nil || seen.videoStreams.first?.pixelFormat == "yuv420p10le")
+
+        // The output cut short still fails: the witness vouches for pictures, not for the
+        // packets reaching the end.
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: out)[.size] as? Int)
+        #expect(truncate(out, off_t(size * 6 / 10)) == 0)
+        #expect {
+            try Verifier.verify(path: out, plan: plan, expectedDuration: info.durationSeconds, cancellation: Cancellation(),
+                                witness: try witness(for: path, duration: info.durationSeconds))
+        } throws: { ($0 as? KilnError)?.code == .verifyFailed }
+    }
+
+    @Test("a witness is not believed for another stream's parameters or other bytes")
+    func witnessOnlyForTheSameBytes() throws {
+        let hevc = try Self.openGOPHEVC()
+        let other = Media.shared("ax_sample_with_srt.mkv")
+        let info = try Prober.probe(path: other)
+        let plan = try #require(EnginePlans.remux(info))
+        let dir = Media.scratch("verify-witness-other")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        _ = try Preparer.prepare(source: other, plan: plan, info: info, output: out)
+        let stranger = try witness(for: hevc, duration: info.durationSeconds)
+        let demuxer = try Demuxer(path: out, cancellation: Cancellation(), analyze: false)
+        let v = (0..<demuxer.streamCount).first { demuxer.stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO }!
+        #expect(!Verifier.sameParameters(demuxer.stream(v), stranger))
+        // Even handed to the decode loop, it matches no packet of this file: the file's own
+        // keyframes are decoded.
+        try Verifier.decodes(demuxer, stream: v, from: 0, streamEnd: info.durationSeconds, cancellation: Cancellation(),
+                             witness: stranger)
+        #expect(stranger.matches == 0)
     }
 }

@@ -1,0 +1,146 @@
+import CFFmpeg
+import Dispatch
+import KilnCore
+import Synchronization
+
+/// Decodes, beside a video stream copy, the keyframes verification will ask about — the
+/// first, and the last one before the final second — so verification need not decode
+/// them after the copy, when nothing is left to overlap with.
+///
+/// Verification still reads those keyframes from the finished output; it takes this
+/// decoder's word for one only when the output's packet is byte for byte the packet
+/// decoded here and the output's codec parameters (the sample entry: SPS/PPS/VPS) are
+/// the ones this decoder was opened with (`Verifier` checks both). Identical bytes through
+/// an identical decoder setup decode identically, so it is the same check, done earlier.
+/// Anything else (a container change that rewrites packets, such as Annex B in MPEG-TS
+/// to MP4, or a keyframe it did not predict) verification decodes as before.
+final class KeyframeWitness: @unchecked Sendable {
+    /// One witnessed keyframe: its bytes (a reference to the demuxer's buffer) and whether
+    /// it decoded; `verdict` waits for the decode.
+    final class Entry: @unchecked Sendable {
+        let packet: Packet
+        fileprivate var decoded = false
+        fileprivate var started = false      // guarded by the witness's lock
+        fileprivate let done = DispatchSemaphore(value: 0)
+
+        fileprivate init(_ packet: Packet) { self.packet = packet }
+
+        /// Whether the keyframe decoded without error (waits for the decode).
+        var verdict: Bool {
+            done.wait()
+            done.signal()
+            return decoded
+        }
+    }
+
+    /// The codec parameters the decoder was opened with, to compare with the output's.
+    let extradata: [UInt8]
+    let codecID: AVCodecID
+    private let timeBase: AVRational
+    /// Keyframes at or before this output time may be the last second's (verification
+    /// seeks to the stream's end minus one second and decodes the keyframe it finds).
+    private let lastSecondStart: Double
+    /// How far before the last second keyframes are decoded while the copy runs: which
+    /// one is last is only known at the end, but decoding the newest as they come (a newer
+    /// one replaces any still waiting) finds it done, or nearly, when the copy ends. GOPs
+    /// rarely exceed 10 s.
+    static let speculationWindow = 10.0
+
+    /// What verification may match, in the copy's order; owned by the copying thread.
+    private(set) var entries: [Entry] = []
+    private var candidate: Entry?
+    private let worker = DispatchQueue(label: "kiln.keyframe-witness")
+    private let decoder: Decoder
+    /// Entries waiting for the decoder, and whether the worker is running.
+    private let state = Mutex<(waiting: [Entry], running: Bool)>(([], false))
+
+    init(stream: UnsafeMutablePointer<AVStream>, durationSeconds: Double) throws(KilnError) {
+        decoder = try Decoder(stream: stream, threads: 1, sharedPicture: true)
+        let par = stream.pointee.codecpar.pointee
+        extradata = par.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(par.extradata_size))) } ?? []
+        codecID = par.codec_id
+        timeBase = stream.pointee.time_base
+        lastSecondStart = max(0, durationSeconds - 1)
+    }
+
+    /// Called by the copy lane with each video keyframe it writes (timestamps shifted so
+    /// the output starts at zero).
+    func offer(_ packet: Packet) throws(KilnError) {
+        if entries.isEmpty {
+            try enqueue(packet, replacing: nil)
+            return
+        }
+        let t = seconds(packet.pointer.pointee.pts, timeBase) ?? seconds(packet.pointer.pointee.dts, timeBase)
+        guard let t, t <= lastSecondStart + Self.boundary, t >= lastSecondStart - Self.speculationWindow else { return }
+        if t >= lastSecondStart - Self.boundary {
+            // Near the boundary the output's own duration (what verification measures from)
+            // decides which side a keyframe falls on: keep both.
+            try enqueue(packet, replacing: nil)
+        } else {
+            candidate = try enqueue(packet, replacing: candidate)
+        }
+    }
+
+    /// How far the output's stream duration may differ from the source's estimate.
+    static let boundary = 0.5
+
+    /// The witnessed keyframe with exactly these bytes, if any.
+    func entry(matching packet: Packet) -> Entry? {
+        let p = packet.pointer.pointee
+        let found = entries.first { e in
+            let w = e.packet.pointer.pointee
+            return w.size == p.size && (p.size == 0 || memcmp(w.data, p.data, Int(p.size)) == 0)
+        }
+        if found != nil { matches += 1 }
+        return found
+    }
+
+    /// Keyframes verification took from this witness instead of decoding them.
+    private(set) var matches = 0
+
+    /// Queues `packet` for decoding; `replacing`, if the decoder has not started on it yet,
+    /// is dropped (a newer candidate supersedes it).
+    @discardableResult
+    private func enqueue(_ packet: Packet, replacing old: Entry?) throws(KilnError) -> Entry {
+        let held = try Packet()
+        try check(av_packet_ref(held.pointer, packet.pointer), .verify, "cannot hold a keyframe", as: .resourceLimit)
+        let entry = Entry(held)
+        let (dropped, start) = state.withLock { s -> (Bool, Bool) in
+            var dropped = false
+            if let old, !old.started, let i = s.waiting.firstIndex(where: { $0 === old }) {
+                s.waiting.remove(at: i)
+                dropped = true
+            }
+            s.waiting.append(entry)
+            let start = !s.running
+            s.running = true
+            return (dropped, start)
+        }
+        if dropped, let old { entries.removeAll { $0 === old } }
+        entries.append(entry)
+        if start { worker.async { [self] in drain() } }
+        return entry
+    }
+
+    /// The worker: decodes waiting entries until none is left.
+    private func drain() {
+        while let entry = state.withLock({ s -> Entry? in
+            guard !s.waiting.isEmpty else { s.running = false; return nil }
+            let e = s.waiting.removeFirst()
+            e.started = true
+            return e
+        }) {
+            let corrupt = decoder.corruptPackets
+            var frames = 0
+            do {
+                try decoder.decode(entry.packet) { (_: Frame) throws(KilnError) in frames += 1 }
+                try decoder.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
+            } catch {
+                frames = 0
+            }
+            entry.decoded = frames > 0 && decoder.corruptPackets == corrupt
+            decoder.reset()
+            entry.done.signal()
+        }
+    }
+}
