@@ -37,7 +37,8 @@ let package = Package(
         .target(name: "KilnAPI", dependencies: ["Farm", "Store", "HTTPServer", "Planner", "KilnCore"]),
         .executableTarget(name: "kiln", dependencies: ["KilnAPI", "Farm", "Store", "HTTPServer", "Planner", "KilnCore"]),
         // The farm's and the daemon's own figures for `make bench` (fake child, no media).
-        .executableTarget(name: "kiln-bench", dependencies: ["KilnAPI", "Farm", "Store", "HTTPServer", "Planner", "KilnCore"]),
+        .executableTarget(name: "kiln-bench", dependencies: ["KilnAPI", "Farm", "Store", "HTTPServer", "Planner", "KilnCore",
+                                                             "KilnTestSupport"]),
         // prctl and friends, for child processes that must not outlive the daemon.
         .target(name: "CProcess"),
         // libmicrohttpd (Debian's libmicrohttpd-dev) plus C wrappers for its variadic
@@ -51,7 +52,7 @@ let package = Package(
         .testTarget(name: "KilnCoreTests", dependencies: ["KilnCore"]),
         .testTarget(name: "PlannerTests", dependencies: ["Planner", "KilnCore"]),
         .testTarget(name: "MediaEngineTests", dependencies: ["MediaEngine", "Planner", "KilnCore", "KilnTestSupport"]),
-        .testTarget(name: "StoreTests", dependencies: ["Store", "KilnCore"]),
+        .testTarget(name: "StoreTests", dependencies: ["Store", "KilnCore", "KilnTestSupport"]),
         .testTarget(name: "FarmTests", dependencies: ["Farm", "Store", "Planner", "KilnCore", "KilnTestSupport", "prep-artifact"]),
         .testTarget(name: "KilnAPITests", dependencies: ["KilnAPI", "Farm", "Store", "HTTPServer", "Planner", "KilnCore", "KilnTestSupport", "prep-artifact", "kiln"]),
         .testTarget(name: "PrepArtifactTests", dependencies: ["prep-artifact", "KilnCore", "KilnTestSupport"]),

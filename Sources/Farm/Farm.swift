@@ -36,6 +36,7 @@ public final class Farm: @unchecked Sendable {
     let prober: any SourceProber
     /// Fingerprints by file identity: a repeat request does not read the source again.
     private let fingerprints = SourceFingerprintCache()
+    private let plans = PlanCache()
     let space: any DiskSpace
     let log: any FarmLog
     let folder: ArtifactFolder
@@ -176,8 +177,10 @@ public final class Farm: @unchecked Sendable {
             try store.cacheProbe(probed, fingerprint: fingerprint, now: clock.nowMillis())
             info = probed
         }
-        let plan = try Planner.plan(source: info, quality: request.quality, caps: request.caps, policy: policy,
-                                    audioLanguage: request.audioLanguage, presets: presets)
+        let plan = try plans.plan(fingerprint: fingerprint, request: request) { () throws(KilnError) -> Plan in
+            try Planner.plan(source: info, quality: request.quality, caps: request.caps, policy: policy,
+                             audioLanguage: request.audioLanguage, presets: presets)
+        }
         let size = Self.fileSize(path) ?? info.sizeBytes
         let source = SourceRecord(path: path, fingerprint: fingerprint, durationSeconds: info.durationSeconds, sizeBytes: size)
         let original = plan.deliveryFormat == .original

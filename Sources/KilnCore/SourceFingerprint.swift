@@ -56,7 +56,10 @@ public enum SourceFingerprint {
             }
             ranges.append((size - Int64(edgeBytes), edgeBytes))
         }
-        var buf = [UInt8](repeating: 0, count: max(edgeBytes, sliceBytes))
+        // No bigger than the file, and not zeroed first: a small file's fingerprint must
+        // not cost a megabyte of memset.
+        let capacity = Int(min(Int64(max(edgeBytes, sliceBytes)), max(size, 1)))
+        var buf = [UInt8](unsafeUninitializedCapacity: capacity) { _, count in count = capacity }
         for (offset, length) in ranges {
             var done = 0
             while done < length {

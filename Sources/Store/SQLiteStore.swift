@@ -38,6 +38,9 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     private var sources = DecodedJSONCache<SourceRecord>(capacity: 2048)
     /// Requests as bound: `bind` answers with the reference it just wrote.
     private var requests = DecodedJSONCache<PrepareRequest>(capacity: 2048)
+    /// Every request for a known source reads its probe back: a MediaInfo decode was a
+    /// tenth of a request's CPU.
+    private var probes = DecodedJSONCache<MediaInfo>(capacity: 1024)
     /// Writers that arrive while a commit is in flight share the next one (group commit):
     /// with `synchronous=FULL` each commit costs an fsync, so concurrent callers pay one
     /// between them instead of one each. A lone caller commits at once, as before.
@@ -135,13 +138,13 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     }
 
     /// Runs a batch of writes in one transaction: one commit for all of them. Returns what
-    /// must happen before the batch may be told it is done: the fsync that makes it durable,
-    /// which runs after the connection is free for the next batch.
-    private func commit(_ batch: [PendingWrite]) -> () -> Void {
+    /// must happen before the batch may be told it is done — the fsync that makes it
+    /// durable, which runs after the connection is free for the next batch — or nil when
+    /// nothing must (no durable write in the batch, or no log to sync).
+    private func commit(_ batch: [PendingWrite]) -> (() -> Void)? {
         let generation = commitLocked(batch)
-        let mustSync = batch.contains { $0.durable }
-        return { [flusher] in
-            guard mustSync, let generation, let flusher else { return }
+        guard batch.contains(where: { $0.durable }), let generation, let flusher else { return nil }
+        return {
             do throws(KilnError) {
                 try flusher.waitDurable(generation)
             } catch {
@@ -335,10 +338,10 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     // MARK: Probe cache
 
     public func cachedProbe(fingerprint: String) throws(KilnError) -> MediaInfo? {
-        let text = try read { db throws(KilnError) in
-            try db.queryOne("SELECT info FROM probe_cache WHERE fingerprint = ?", fingerprint) { $0.string(0) }
+        try read { db throws(KilnError) -> MediaInfo? in
+            let text = try db.queryOne("SELECT info FROM probe_cache WHERE fingerprint = ?", fingerprint) { $0.string(0) }
+            return try text.map { t throws(KilnError) in try probes.decode(t) }
         }
-        return try text.map { t throws(KilnError) in try decodeJSON(MediaInfo.self, t) }
     }
 
     public func cacheProbe(_ info: MediaInfo, fingerprint: String, now: Int64) throws(KilnError) {
@@ -880,7 +883,7 @@ final class GroupCommit: @unchecked Sendable {
     private var queue: [PendingWrite] = []
     private var leading = false
 
-    func submit(_ item: PendingWrite, commit: ([PendingWrite]) -> () -> Void) {
+    func submit(_ item: PendingWrite, commit: ([PendingWrite]) -> (() -> Void)?) {
         lock.lock()
         queue.append(item)
         if leading {
@@ -899,24 +902,39 @@ final class GroupCommit: @unchecked Sendable {
 
     /// `commit` runs the batch's transaction and returns its settlement (the fsync that
     /// makes it durable): the next leader starts its batch before this one settles, so the
-    /// disk's time overlaps the next batch's work.
-    private func lead(_ commit: ([PendingWrite]) -> () -> Void) {
-        lock.lock()
-        let batch = queue
-        queue = []
-        for item in batch { item.promoted = false }
-        lock.unlock()
-        let settle = commit(batch)
-        lock.lock()
-        if let next = queue.first {
-            next.promoted = true
+    /// disk's time overlaps the next batch's work. A batch with nothing to settle (a job's
+    /// claim or outcome) needs no such overlap, and waking another thread to lead costs
+    /// the connection a context switch of idle time: the leader then runs the next batch
+    /// itself, up to `maxRounds` in a row, so no caller serves others for long.
+    static let maxRounds = 4
+
+    private func lead(_ commit: ([PendingWrite]) -> (() -> Void)?) {
+        var rounds = 1
+        while true {
+            lock.lock()
+            let batch = queue
+            queue = []
+            for item in batch { item.promoted = false }
             lock.unlock()
-            next.done.signal()
-        } else {
-            leading = false
-            lock.unlock()
+            let settle = commit(batch)
+            lock.lock()
+            if let next = queue.first {
+                if settle == nil && rounds < Self.maxRounds {
+                    lock.unlock()
+                    for item in batch { item.done.signal() }
+                    rounds += 1
+                    continue
+                }
+                next.promoted = true
+                lock.unlock()
+                next.done.signal()
+            } else {
+                leading = false
+                lock.unlock()
+            }
+            settle?()
+            for item in batch { item.done.signal() }
+            return
         }
-        settle()
-        for item in batch { item.done.signal() }
     }
 }

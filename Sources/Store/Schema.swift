@@ -10,7 +10,7 @@ enum Schema {
         case code(@Sendable (Database) throws(KilnError) -> Void)
     }
 
-    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3)]
+    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3), .sql(v4)]
 
     static func migrate(_ db: Database) throws(KilnError) {
         let current = try db.queryOne("PRAGMA user_version") { row in row.int(0) } ?? 0
@@ -189,4 +189,9 @@ enum Schema {
             throw KilnError(.internalError, stage: .open, "the database fails SQLite's quick_check after rewriting its CHECK constraints")
         }
     }
+
+    // Test: drop jobs_by_state.
+    static let v4 = """
+    DROP INDEX jobs_by_state;
+    """
 }

@@ -3,6 +3,7 @@ import Farm
 import HTTPServer
 import KilnAPI
 import KilnCore
+import KilnTestSupport
 import Planner
 import Store
 
@@ -150,7 +151,7 @@ enum FarmBench {
         let completed = LockedArray()
         let clock = SystemClock()
         let start = clock.monotonicSeconds()
-        DispatchQueue.concurrentPerform(iterations: threads) { t in
+        Concurrently.run(threads) { t in
             for i in stride(from: t, to: count, by: threads) {
                 var plan = base
                 plan.artifactKey = SHA256.hex("concurrent-\(i)")
@@ -180,7 +181,7 @@ enum FarmBench {
         let farm = try farm(root.appendingPathComponent("storm"), presets: presets, launcher: launcher)
         let path = try source(root, 0)
         let latencies = LockedArray()
-        DispatchQueue.concurrentPerform(iterations: 200) { i in
+        Concurrently.run(200) { i in
             let t = SystemClock().monotonicSeconds()
             _ = try? farm.prepare(PrepareRequest(reference: "storm-\(i)", sourcePath: path, quality: .mbps5, caps: caps))
             latencies.append(SystemClock().monotonicSeconds() - t)
@@ -256,7 +257,7 @@ enum FarmBench {
         _ = try Client(port: port).keepAlive(request)
         let total = quick ? 400 : 2000, threads = 8
         let t0 = SystemClock().monotonicSeconds()
-        DispatchQueue.concurrentPerform(iterations: threads) { _ in
+        Concurrently.run(threads) { _ in
             guard let c = try? Client(port: port) else { return }
             for _ in 0..<(total / threads) { _ = try? c.keepAlive(request) }
         }

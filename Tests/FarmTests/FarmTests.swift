@@ -16,7 +16,7 @@ struct FarmTests {
         let request = h.request("ref-1", source)
         let ids = LockedArray<String>()
         let errors = LockedArray<String>()
-        DispatchQueue.concurrentPerform(iterations: 200) { _ in
+        Concurrently.run(200) { _ in
             do { ids.append(try h.farm.prepare(request).artifact.id) } catch { errors.append("\(error)") }
         }
         #expect(errors.values.isEmpty, "\(errors.values.prefix(3))")
@@ -27,7 +27,7 @@ struct FarmTests {
         #expect(a.references == ["ref-1"])
 
         // Different references, same target: still one artifact and one job.
-        DispatchQueue.concurrentPerform(iterations: 200) { i in
+        Concurrently.run(200) { i in
             do { ids.append(try h.farm.prepare(h.request("ref-storm-\(i)", source)).artifact.id) } catch { errors.append("\(error)") }
         }
         #expect(errors.values.isEmpty)

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import KilnCore
+import KilnTestSupport
 import Store
 import Testing
 
@@ -55,7 +56,7 @@ struct StoreTests {
         let t = try TempStore()
         let store = t.store
         let results = Mutex200()
-        DispatchQueue.concurrentPerform(iterations: 200) { i in
+        Concurrently.run(200) { i in
             do {
                 let b = try store.bind("dl-\(i)", to: "storm", now: 1_000 + Int64(i))
                 results.append(b)
@@ -79,7 +80,7 @@ struct StoreTests {
         let t = try TempStore()
         let store = t.store
         let results = Mutex200()
-        DispatchQueue.concurrentPerform(iterations: 200) { _ in
+        Concurrently.run(200) { _ in
             do { results.append(try store.bind("dl-1", to: "storm", now: 1_000)) } catch { results.fail("\(error)") }
         }
         #expect(results.failures.isEmpty)
@@ -93,7 +94,7 @@ struct StoreTests {
         let t = try TempStore()
         let store = t.store
         let results = Mutex200()
-        DispatchQueue.concurrentPerform(iterations: 300) { i in
+        Concurrently.run(300) { i in
             do {
                 let b = try store.bind("g-\(i)", to: "target-\(i % 100)", now: 1_000)
                 results.append(b)
