@@ -901,40 +901,25 @@ final class GroupCommit: @unchecked Sendable {
     }
 
     /// `commit` runs the batch's transaction and returns its settlement (the fsync that
-    /// makes it durable): the next leader starts its batch before this one settles, so the
-    /// disk's time overlaps the next batch's work. A batch with nothing to settle (a job's
-    /// claim or outcome) needs no such overlap, and waking another thread to lead costs
-    /// the connection a context switch of idle time: the leader then runs the next batch
-    /// itself, up to `maxRounds` in a row, so no caller serves others for long.
-    static let maxRounds = 4
-
+    /// makes it durable), or nil when there is none: the next leader starts its batch
+    /// before this one settles, so the disk's time overlaps the next batch's work.
     private func lead(_ commit: ([PendingWrite]) -> (() -> Void)?) {
-        var rounds = 1
-        while true {
-            lock.lock()
-            let batch = queue
-            queue = []
-            for item in batch { item.promoted = false }
+        lock.lock()
+        let batch = queue
+        queue = []
+        for item in batch { item.promoted = false }
+        lock.unlock()
+        let settle = commit(batch)
+        lock.lock()
+        if let next = queue.first {
+            next.promoted = true
             lock.unlock()
-            let settle = commit(batch)
-            lock.lock()
-            if let next = queue.first {
-                if settle == nil && rounds < Self.maxRounds {
-                    lock.unlock()
-                    for item in batch { item.done.signal() }
-                    rounds += 1
-                    continue
-                }
-                next.promoted = true
-                lock.unlock()
-                next.done.signal()
-            } else {
-                leading = false
-                lock.unlock()
-            }
-            settle?()
-            for item in batch { item.done.signal() }
-            return
+            next.done.signal()
+        } else {
+            leading = false
+            lock.unlock()
         }
+        settle?()
+        for item in batch { item.done.signal() }
     }
 }
