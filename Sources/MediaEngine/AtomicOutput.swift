@@ -72,6 +72,9 @@ final class AtomicOutput {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw error(errno, "cannot read the output back") }
         defer { close(fd) }
+        // Inserting the index's blocks at the front dropped the file's pages from the page
+        // cache (ext4 shifts them): the hash reads it from disk, so ask for big readahead.
+        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
         let hash = SHA256()
         var total: Int64 = 0
         var buf = [UInt8](repeating: 0, count: 1 << 20)
