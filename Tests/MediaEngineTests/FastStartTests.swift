@@ -87,3 +87,27 @@ struct FastStartTests {
         #expect(moved.suffix(udta.count).elementsEqual(udta))
     }
 }
+
+@Suite("output digest")
+struct DigestTests {
+    @Test("the SHA-256 of an output larger than one mapping window is sha256sum's")
+    func digestAcrossWindows() throws {
+        let dir = Media.scratch("digest")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("big.bin").path
+        // 130 MB and a few bytes: two whole 64 MB windows and a ragged end.
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        let file = try #require(FileHandle(forWritingAtPath: { FileManager.default.createFile(atPath: path, contents: nil); return path }()))
+        for _ in 0..<130 {
+            for i in 0..<chunk.count { state = state &* 6364136223846793005 &+ 1442695040888963407; chunk[i] = UInt8(truncatingIfNeeded: state >> 56) }
+            file.write(Data(chunk))
+        }
+        file.write(Data([1, 2, 3, 4, 5, 6, 7]))
+        try file.close()
+        let (sha, bytes) = try AtomicOutput.digest(path: path)
+        #expect(bytes == 130 * (1 << 20) + 7)
+        let reference = try Run.command("sha256sum", [path]).stdout.prefix(64)
+        #expect(sha == String(reference))
+    }
+}
