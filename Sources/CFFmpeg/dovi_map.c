@@ -48,6 +48,10 @@ struct KilnDoviMapper {
     float nonlinear[9], offset[3], linear[9];
     float peak_nits;             // from the RPU's source_max_pq
     float *pq_lut;               // PQ_LUT_SIZE + 1 entries
+    // 16-bit sample → the base layer's normalised code (code / (2^depth − 1)): libswscale
+    // widens by shifting (1023 → 65472), so a code on a pivot must land on it exactly.
+    float code_scale;
+    int code_depth;
     float *row[9];               // one row's reshaped I P T, then L M S, then the inputs as floats
     int row_width;
     AVBufferPool *pool;          // output planes
@@ -171,7 +175,7 @@ static int build_curves(KilnDoviMapper *m, const AVDOVIMetadata *md) {
         } else {
             if (!c->lut && !(c->lut = av_malloc(65536 * sizeof(float)))) return AVERROR(ENOMEM);
             float sig[3] = { 0, 0, 0 };
-            for (int v = 0; v < 65536; v++) { sig[comp] = v / 65535.0f; c->lut[v] = reshape(c, comp, sig); }
+            for (int v = 0; v < 65536; v++) { sig[comp] = fminf(v * m->code_scale, 1); c->lut[v] = reshape(c, comp, sig); }
         }
     }
     for (int i = 0; i < 9; i++) m->nonlinear[i] = (float)av_q2d(color->ycc_to_rgb_matrix[i]);
@@ -191,6 +195,16 @@ static int build_curves(KilnDoviMapper *m, const AVDOVIMetadata *md) {
 // The RPU in force for this frame: the frame's own, or the last one seen (streams may
 // carry an RPU only where it changes).
 static int update_metadata(KilnDoviMapper *m, const AVFrame *src) {
+    const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(src->format);
+    if (!desc || desc->comp[0].depth < 8 || desc->comp[0].depth > 16) return AVERROR(EINVAL);
+    int depth = desc->comp[0].depth;
+    if (depth != m->code_depth) {
+        // The curves' tables depend on it: forget the RPU they were built for.
+        m->code_depth = depth;
+        m->code_scale = 1.0f / (float)(((1 << depth) - 1) << (16 - depth));
+        av_freep(&m->metadata);
+        m->metadata_size = 0;
+    }
     const AVFrameSideData *sd = av_frame_get_side_data(src, AV_FRAME_DATA_DOVI_METADATA);
     if (!sd) return m->metadata ? 0 : AVERROR(ENODATA);
     if (m->metadata && m->metadata_size == sd->size && !memcmp(m->metadata, sd->data, sd->size)) return 0;
@@ -287,7 +301,7 @@ int kiln_dovi_map(KilnDoviMapper *m, const AVFrame *src, AVFrame *dst, int width
     // A row at a time in stages over plain float arrays, so the compiler can vectorise the
     // matrix stages; only the table lookups stay scalar.
     const float *n = m->nonlinear, *l = m->linear, *off = m->offset, *pq = m->pq_lut;
-    const float inv = 1.0f / 65535.0f;
+    const float inv = m->code_scale;
     float *restrict s0 = m->row[0], *restrict s1 = m->row[1], *restrict s2 = m->row[2];
     float *restrict L = m->row[3], *restrict M = m->row[4], *restrict S = m->row[5];
     for (int y = 0; y < height; y++) {
@@ -297,7 +311,7 @@ int kiln_dovi_map(KilnDoviMapper *m, const AVFrame *src, AVFrame *dst, int width
         float *f[3] = { m->row[6], m->row[7], m->row[8] };
         if (m->curve[0].mmr || m->curve[1].mmr || m->curve[2].mmr)
             for (int c = 0; c < 3; c++)
-                for (int x = 0; x < width; x++) f[c][x] = in[c][x] * inv;
+                for (int x = 0; x < width; x++) f[c][x] = fminf(in[c][x] * inv, 1);
         for (int c = 0; c < 3; c++) {
             const Curve *cv = &m->curve[c];
             if (!cv->mmr) {
