@@ -18,7 +18,7 @@ public enum CompactJSON {
     }
 
     public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
-        let root = try nested(value, [])
+        let root = try nested(value)
         var out: [UInt8] = []
         out.reserveCapacity(512)
         try root.write(into: &out)
@@ -124,7 +124,7 @@ public enum CompactJSON {
         out.append(UInt8(ascii: "\""))
     }
 
-    fileprivate static func float<F: BinaryFloatingPoint & LosslessStringConvertible>(_ value: F, _ path: [CodingKey]) throws -> Node {
+    fileprivate static func float<F: BinaryFloatingPoint & LosslessStringConvertible>(_ value: F) throws -> Node {
         guard value.isFinite else { throw EncodingError(description: "\(value) is not a JSON number") }
         // Foundation writes the shortest round-tripping form without a trailing ".0".
         var text = value.description
@@ -137,13 +137,13 @@ public enum CompactJSON {
     fileprivate static func bool(_ b: Bool) -> Node { .raw(b ? "true" : "false") }
 
     /// Any other Encodable value, through its own `encode(to:)`.
-    fileprivate static func nested<T: Encodable>(_ value: T, _ path: [CodingKey]) throws -> Node {
+    fileprivate static func nested<T: Encodable>(_ value: T) throws -> Node {
         // Foundation special-cases these; writing them its way is not worth the code.
         if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self {
             throw EncodingError(description: "\(T.self) is written differently by Foundation's encoder; CompactJSON does not take it")
         }
         let box = Box()
-        try value.encode(to: Writer(box: box, codingPath: path))
+        try value.encode(to: Writer(box: box))
         return box.node
     }
 
@@ -151,7 +151,7 @@ public enum CompactJSON {
 
     fileprivate struct Writer: Encoder {
         let box: Box
-        let codingPath: [CodingKey]
+        var codingPath: [CodingKey] { [] }
         var userInfo: [CodingUserInfoKey: Any] { [:] }
 
         func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
@@ -160,7 +160,7 @@ public enum CompactJSON {
                 object = ObjectNode()
                 box.node = .object(object)
             }
-            return KeyedEncodingContainer(Keyed<Key>(object: object, codingPath: codingPath))
+            return KeyedEncodingContainer(Keyed<Key>(object: object))
         }
 
         func unkeyedContainer() -> UnkeyedEncodingContainer {
@@ -169,23 +169,23 @@ public enum CompactJSON {
                 array = ArrayNode()
                 box.node = .array(array)
             }
-            return Unkeyed(array: array, codingPath: codingPath)
+            return Unkeyed(array: array)
         }
 
-        func singleValueContainer() -> SingleValueEncodingContainer { Single(box: box, codingPath: codingPath) }
+        func singleValueContainer() -> SingleValueEncodingContainer { Single(box: box) }
     }
 
     fileprivate struct Keyed<Key: CodingKey>: KeyedEncodingContainerProtocol {
         let object: ObjectNode
-        let codingPath: [CodingKey]
+        var codingPath: [CodingKey] { [] }
 
         private func put(_ node: Node, _ key: Key) { object.entries.append((key.stringValue, node)) }
 
         mutating func encodeNil(forKey key: Key) throws { put(CompactJSON.null, key) }
         mutating func encode(_ value: Bool, forKey key: Key) throws { put(CompactJSON.bool(value), key) }
         mutating func encode(_ value: String, forKey key: Key) throws { put(.text(value), key) }
-        mutating func encode(_ value: Double, forKey key: Key) throws { put(try CompactJSON.float(value, codingPath), key) }
-        mutating func encode(_ value: Float, forKey key: Key) throws { put(try CompactJSON.float(value, codingPath), key) }
+        mutating func encode(_ value: Double, forKey key: Key) throws { put(try CompactJSON.float(value), key) }
+        mutating func encode(_ value: Float, forKey key: Key) throws { put(try CompactJSON.float(value), key) }
         mutating func encode(_ value: Int, forKey key: Key) throws { put(CompactJSON.integer(value), key) }
         mutating func encode(_ value: Int8, forKey key: Key) throws { put(CompactJSON.integer(value), key) }
         mutating func encode(_ value: Int16, forKey key: Key) throws { put(CompactJSON.integer(value), key) }
@@ -197,33 +197,33 @@ public enum CompactJSON {
         mutating func encode(_ value: UInt32, forKey key: Key) throws { put(CompactJSON.integer(value), key) }
         mutating func encode(_ value: UInt64, forKey key: Key) throws { put(CompactJSON.integer(value), key) }
         mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-            put(try CompactJSON.nested(value, codingPath), key)
+            put(try CompactJSON.nested(value), key)
         }
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
             let nested = ObjectNode()
             put(.object(nested), key)
-            return KeyedEncodingContainer(Keyed<NestedKey>(object: nested, codingPath: codingPath))
+            return KeyedEncodingContainer(Keyed<NestedKey>(object: nested))
         }
         mutating func nestedUnkeyedContainer(forKey key: Key) -> UnkeyedEncodingContainer {
             let nested = ArrayNode()
             put(.array(nested), key)
-            return Unkeyed(array: nested, codingPath: codingPath)
+            return Unkeyed(array: nested)
         }
         mutating func superEncoder() -> Encoder {
             let box = Box()
             object.entries.append(("super", .boxed(box)))
-            return Writer(box: box, codingPath: codingPath)
+            return Writer(box: box)
         }
         mutating func superEncoder(forKey key: Key) -> Encoder {
             let box = Box()
             put(.boxed(box), key)
-            return Writer(box: box, codingPath: codingPath)
+            return Writer(box: box)
         }
     }
 
     fileprivate struct Unkeyed: UnkeyedEncodingContainer {
         let array: ArrayNode
-        let codingPath: [CodingKey]
+        var codingPath: [CodingKey] { [] }
         var count: Int { array.items.count }
 
         private func put(_ node: Node) { array.items.append(node) }
@@ -231,8 +231,8 @@ public enum CompactJSON {
         mutating func encodeNil() throws { put(CompactJSON.null) }
         mutating func encode(_ value: Bool) throws { put(CompactJSON.bool(value)) }
         mutating func encode(_ value: String) throws { put(.text(value)) }
-        mutating func encode(_ value: Double) throws { put(try CompactJSON.float(value, codingPath)) }
-        mutating func encode(_ value: Float) throws { put(try CompactJSON.float(value, codingPath)) }
+        mutating func encode(_ value: Double) throws { put(try CompactJSON.float(value)) }
+        mutating func encode(_ value: Float) throws { put(try CompactJSON.float(value)) }
         mutating func encode(_ value: Int) throws { put(CompactJSON.integer(value)) }
         mutating func encode(_ value: Int8) throws { put(CompactJSON.integer(value)) }
         mutating func encode(_ value: Int16) throws { put(CompactJSON.integer(value)) }
@@ -243,33 +243,33 @@ public enum CompactJSON {
         mutating func encode(_ value: UInt16) throws { put(CompactJSON.integer(value)) }
         mutating func encode(_ value: UInt32) throws { put(CompactJSON.integer(value)) }
         mutating func encode(_ value: UInt64) throws { put(CompactJSON.integer(value)) }
-        mutating func encode<T: Encodable>(_ value: T) throws { put(try CompactJSON.nested(value, codingPath)) }
+        mutating func encode<T: Encodable>(_ value: T) throws { put(try CompactJSON.nested(value)) }
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
             let nested = ObjectNode()
             put(.object(nested))
-            return KeyedEncodingContainer(Keyed<NestedKey>(object: nested, codingPath: codingPath))
+            return KeyedEncodingContainer(Keyed<NestedKey>(object: nested))
         }
         mutating func nestedUnkeyedContainer() -> UnkeyedEncodingContainer {
             let nested = ArrayNode()
             put(.array(nested))
-            return Unkeyed(array: nested, codingPath: codingPath)
+            return Unkeyed(array: nested)
         }
         mutating func superEncoder() -> Encoder {
             let box = Box()
             put(.boxed(box))
-            return Writer(box: box, codingPath: codingPath)
+            return Writer(box: box)
         }
     }
 
     fileprivate struct Single: SingleValueEncodingContainer {
         let box: Box
-        let codingPath: [CodingKey]
+        var codingPath: [CodingKey] { [] }
 
         mutating func encodeNil() throws { box.node = CompactJSON.null }
         mutating func encode(_ value: Bool) throws { box.node = CompactJSON.bool(value) }
         mutating func encode(_ value: String) throws { box.node = .text(value) }
-        mutating func encode(_ value: Double) throws { box.node = try CompactJSON.float(value, codingPath) }
-        mutating func encode(_ value: Float) throws { box.node = try CompactJSON.float(value, codingPath) }
+        mutating func encode(_ value: Double) throws { box.node = try CompactJSON.float(value) }
+        mutating func encode(_ value: Float) throws { box.node = try CompactJSON.float(value) }
         mutating func encode(_ value: Int) throws { box.node = CompactJSON.integer(value) }
         mutating func encode(_ value: Int8) throws { box.node = CompactJSON.integer(value) }
         mutating func encode(_ value: Int16) throws { box.node = CompactJSON.integer(value) }
@@ -280,6 +280,6 @@ public enum CompactJSON {
         mutating func encode(_ value: UInt16) throws { box.node = CompactJSON.integer(value) }
         mutating func encode(_ value: UInt32) throws { box.node = CompactJSON.integer(value) }
         mutating func encode(_ value: UInt64) throws { box.node = CompactJSON.integer(value) }
-        mutating func encode<T: Encodable>(_ value: T) throws { box.node = try CompactJSON.nested(value, codingPath) }
+        mutating func encode<T: Encodable>(_ value: T) throws { box.node = try CompactJSON.nested(value) }
     }
 }
