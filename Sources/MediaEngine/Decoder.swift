@@ -20,12 +20,19 @@ final class Decoder {
     /// - Parameter sharedPicture: a video decoder that decodes keyframes only (it skips the
     ///   rest), into one shared picture's memory, without deblocking — for pictures whose
     ///   pixels nobody reads (verification, the probe's field order; see CFFmpeg.h).
-    init(stream: UnsafeMutablePointer<AVStream>, threads: Int = 0, sharedPicture: Bool = false) throws(KilnError) {
-        let par = stream.pointee.codecpar!
+    convenience init(stream: UnsafeMutablePointer<AVStream>, threads: Int = 0, sharedPicture: Bool = false) throws(KilnError) {
+        let rate = stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
+        try self.init(parameters: stream.pointee.codecpar, timeBase: stream.pointee.time_base, frameRate: rate,
+                      streamIndex: Int(stream.pointee.index), threads: threads, sharedPicture: sharedPicture)
+    }
+
+    /// The same from a stream's parameters alone (a copy another thread may keep).
+    init(parameters par: UnsafePointer<AVCodecParameters>, timeBase: AVRational, frameRate: AVRational, streamIndex: Int,
+         threads: Int = 0, sharedPicture: Bool = false) throws(KilnError) {
         let codecName = string(avcodec_get_name(par.pointee.codec_id)) ?? "unknown"
         guard let codec = avcodec_find_decoder(par.pointee.codec_id) else {
             throw KilnError(.sourceUnsupported, stage: .decode,
-                            "no decoder for \(codecName) (stream \(stream.pointee.index))")
+                            "no decoder for \(codecName) (stream \(streamIndex))")
         }
         guard let ctx = avcodec_alloc_context3(codec) else {
             throw KilnError(.resourceLimit, stage: .decode, "out of memory for a \(codecName) decoder")
@@ -36,11 +43,11 @@ final class Decoder {
             avcodec_free_context(&owned)
             throw classify(ret, .decode, "cannot configure the \(codecName) decoder", as: .sourceUnsupported)
         }
-        ctx.pointee.pkt_timebase = stream.pointee.time_base
+        ctx.pointee.pkt_timebase = timeBase
         ctx.pointee.thread_count = Int32(threads)
         if par.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
             // The container's frame rate helps decoders that guess timestamps (MPEG-2 in TS).
-            ctx.pointee.framerate = stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
+            ctx.pointee.framerate = frameRate
         }
         var one: OpaquePointer? = nil
         if sharedPicture && par.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
@@ -66,7 +73,7 @@ final class Decoder {
             let e = classify(open, .decode, "cannot open the \(codecName) decoder", as: .sourceUnsupported)
             throw e.code == .resourceLimit || e.code == .canceled ? e
                 : KilnError(.sourceUnsupported, stage: .decode, underlying: open,
-                            "the \(codecName) stream \(stream.pointee.index) cannot be decoded (\(avErrorText(open)))")
+                            "the \(codecName) stream \(streamIndex) cannot be decoded (\(avErrorText(open)))")
         }
         do {
             frame = try Frame()
@@ -86,9 +93,6 @@ final class Decoder {
     }
 
     var timeBase: AVRational { context.pointee.pkt_timebase }
-
-    /// Makes a drained decoder (after `decode(nil)`) take packets again.
-    func reset() { avcodec_flush_buffers(context) }
 
     /// Sends a packet (nil flushes at end of input) and calls `body` for every frame that
     /// comes out. The frame is only valid during the call; `body` may keep a reference

@@ -50,12 +50,21 @@ final class KeyframeWitness: @unchecked Sendable {
     private(set) var entries: [Entry] = []
     private var candidate: Entry?
     private let worker = DispatchQueue(label: "kiln.keyframe-witness")
-    private let decoder: Decoder
+    /// The stream's parameters, copied: the worker opens its decoders from them while the
+    /// copying thread goes on reading the stream.
+    private let parameters: CodecParameters
+    private let frameRate: AVRational
+    private let streamIndex: Int
     /// Entries waiting for the decoder, and whether the worker is running.
     private let state = Mutex<(waiting: [Entry], running: Bool)>(([], false))
 
     init(stream: UnsafeMutablePointer<AVStream>, durationSeconds: Double) throws(KilnError) {
-        decoder = try Decoder(stream: stream, threads: 1, sharedPicture: true)
+        // One decoder opened now: a stream without one fails here, and the copy goes on
+        // without a witness (verification then decodes, and says why it cannot).
+        _ = try Decoder(stream: stream, threads: 1, sharedPicture: true)
+        parameters = try CodecParameters(copying: stream.pointee.codecpar)
+        frameRate = stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
+        streamIndex = Int(stream.pointee.index)
         let par = stream.pointee.codecpar.pointee
         extradata = par.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(par.extradata_size))) } ?? []
         codecID = par.codec_id
@@ -130,17 +139,36 @@ final class KeyframeWitness: @unchecked Sendable {
             e.started = true
             return e
         }) {
-            let corrupt = decoder.corruptPackets
+            // A decoder of its own for each keyframe, as verification opens one: a keyframe
+            // that only decodes after another (parameter sets sent in band once) fails here
+            // too. One at a time, freed (a UHD picture and its tables) when it is done.
             var frames = 0
             do {
+                let decoder = try Decoder(parameters: parameters.pointer, timeBase: timeBase, frameRate: frameRate,
+                                          streamIndex: streamIndex, threads: 1, sharedPicture: true)
                 try decoder.decode(entry.packet) { (_: Frame) throws(KilnError) in frames += 1 }
                 try decoder.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
+                if decoder.corruptPackets > 0 { frames = 0 }
             } catch {
                 frames = 0
             }
-            entry.decoded = frames > 0 && decoder.corruptPackets == corrupt
-            decoder.reset()
+            entry.decoded = frames > 0
             entry.done.signal()
         }
     }
+}
+
+/// An owned copy of a stream's `AVCodecParameters`.
+final class CodecParameters: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<AVCodecParameters>
+
+    init(copying source: UnsafePointer<AVCodecParameters>) throws(KilnError) {
+        guard let p = avcodec_parameters_alloc() else {
+            throw KilnError(.resourceLimit, stage: .verify, "out of memory for codec parameters")
+        }
+        pointer = p
+        try check(avcodec_parameters_copy(p, source), .verify, "cannot copy codec parameters", as: .resourceLimit)
+    }
+
+    deinit { var p: UnsafeMutablePointer<AVCodecParameters>? = pointer; avcodec_parameters_free(&p) }
 }
