@@ -33,10 +33,13 @@ final class KeyframeWitness: @unchecked Sendable {
         }
     }
 
-    /// The codec parameters the decoder was opened with, to compare with the output's.
-    let extradata: [UInt8]
-    let codecID: AVCodecID
+    /// The stream's parameters, copied: the worker opens its decoders from them while the
+    /// copying thread goes on reading the stream, and verification compares the output's
+    /// with them.
+    let parameters: CodecParameters
     private let timeBase: AVRational
+    private let frameRate: AVRational
+    private let streamIndex: Int
     /// Keyframes at or before this output time may be the last second's (verification
     /// seeks to the stream's end minus one second and decodes the keyframe it finds).
     private let lastSecondStart: Double
@@ -45,16 +48,15 @@ final class KeyframeWitness: @unchecked Sendable {
     /// one replaces any still waiting) finds it done, or nearly, when the copy ends. GOPs
     /// rarely exceed 10 s.
     static let speculationWindow = 10.0
+    /// How far the output's stream duration may differ from the source's estimate.
+    static let boundary = 0.5
 
     /// What verification may match, in the copy's order; owned by the copying thread.
     private(set) var entries: [Entry] = []
+    /// Keyframes verification took from this witness instead of decoding them.
+    private(set) var matches = 0
     private var candidate: Entry?
     private let worker = DispatchQueue(label: "kiln.keyframe-witness")
-    /// The stream's parameters, copied: the worker opens its decoders from them while the
-    /// copying thread goes on reading the stream.
-    private let parameters: CodecParameters
-    private let frameRate: AVRational
-    private let streamIndex: Int
     /// Entries waiting for the decoder, and whether the worker is running.
     private let state = Mutex<(waiting: [Entry], running: Bool)>(([], false))
 
@@ -65,9 +67,6 @@ final class KeyframeWitness: @unchecked Sendable {
         parameters = try CodecParameters(copying: stream.pointee.codecpar)
         frameRate = stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
         streamIndex = Int(stream.pointee.index)
-        let par = stream.pointee.codecpar.pointee
-        extradata = par.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(par.extradata_size))) } ?? []
-        codecID = par.codec_id
         timeBase = stream.pointee.time_base
         lastSecondStart = max(0, durationSeconds - 1)
     }
@@ -90,8 +89,6 @@ final class KeyframeWitness: @unchecked Sendable {
         }
     }
 
-    /// How far the output's stream duration may differ from the source's estimate.
-    static let boundary = 0.5
 
     /// The witnessed keyframe with exactly these bytes, if any.
     func entry(matching packet: Packet) -> Entry? {
@@ -104,8 +101,6 @@ final class KeyframeWitness: @unchecked Sendable {
         return found
     }
 
-    /// Keyframes verification took from this witness instead of decoding them.
-    private(set) var matches = 0
 
     /// Queues `packet` for decoding; `replacing`, if the decoder has not started on it yet,
     /// is dropped (a newer candidate supersedes it).

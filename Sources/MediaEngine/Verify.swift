@@ -73,6 +73,14 @@ enum Verifier {
         return info
     }
 
+    /// Whether the output stream's decoder setup (codec and sample entry) is the one the
+    /// witness decodes with.
+    static func sameParameters(_ st: UnsafeMutablePointer<AVStream>, _ witness: KeyframeWitness) -> Bool {
+        let out = st.pointee.codecpar.pointee, seen = witness.parameters.pointer.pointee
+        guard out.codec_id == seen.codec_id, out.extradata_size == seen.extradata_size else { return false }
+        return out.extradata_size == 0 || memcmp(out.extradata, seen.extradata, Int(out.extradata_size)) == 0
+    }
+
     /// Reads a second of one stream from `start` (from the keyframe before it) and fails
     /// unless it decodes without error. Audio is decoded in full. Video decodes one
     /// picture, the keyframe that opens that second, and its packets are read on to the
@@ -85,15 +93,6 @@ enum Verifier {
     /// index says the stream lasts): a file cut short keeps its index, and its last
     /// second would otherwise pass on whatever keyframe the seek found before the cut.
     /// Returns the decoded frames' format (pixel or sample format).
-    /// Whether the output stream's decoder setup (codec and sample entry) is the one the
-    /// witness decoded with.
-    static func sameParameters(_ st: UnsafeMutablePointer<AVStream>, _ witness: KeyframeWitness) -> Bool {
-        let par = st.pointee.codecpar.pointee
-        guard par.codec_id == witness.codecID, Int(par.extradata_size) == witness.extradata.count else { return false }
-        guard let data = par.extradata, par.extradata_size > 0 else { return witness.extradata.isEmpty }
-        return Array(UnsafeBufferPointer(start: data, count: Int(par.extradata_size))) == witness.extradata
-    }
-
     @discardableResult
     static func decodes(_ demuxer: Demuxer, stream index: Int, from start: Double, streamEnd: Double,
                         cancellation: Cancellation, witness: KeyframeWitness? = nil) throws(KilnError) -> Int32 {

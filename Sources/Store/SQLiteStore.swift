@@ -111,7 +111,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     private func write<T>(durable: Bool = true, _ body: (Database) throws(KilnError) -> T) throws(KilnError) -> T {
         try withoutActuallyEscaping(body) { (body) throws(KilnError) -> T in
             let outcome = WriteOutcome<T>()
-            let item = PendingWrite { db in
+            let item = PendingWrite(durable: durable) { db in
                 // Each write is its own savepoint inside the shared transaction, so one
                 // that fails is undone alone and the others still commit.
                 do throws(KilnError) {
@@ -128,7 +128,6 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                     outcome.result = .failure(error)
                 }
             } failAll: { error in outcome.result = .failure(error) }
-            item.durable = durable
             commits.submit(item) { batch in self.commit(batch) }
             guard let result = outcome.result else {
                 throw KilnError(.internalError, stage: .write, "a store write finished without a result")
@@ -862,9 +861,10 @@ final class PendingWrite: @unchecked Sendable {
     /// Set when this waiter is asked to lead the next batch.
     var promoted = false
     /// Whether its caller must wait until the write is durable (see `SQLiteStore.write`).
-    var durable = true
+    let durable: Bool
 
-    init(run: @escaping (Database) -> Void, failAll: @escaping (KilnError) -> Void) {
+    init(durable: Bool, run: @escaping (Database) -> Void, failAll: @escaping (KilnError) -> Void) {
+        self.durable = durable
         self.run = run
         self.failAll = failAll
     }
