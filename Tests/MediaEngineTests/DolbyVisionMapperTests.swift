@@ -16,7 +16,7 @@ struct DolbyVisionMapperTests {
     /// The first decoded pictures of a file's video stream, each pushed through `body`.
     private func firstPictures(_ path: String, count: Int, _ body: (Frame, Decoder) throws -> Void) throws {
         let demuxer = try Demuxer(path: path, cancellation: Cancellation())
-        let index = (0..<demuxer.streamCount).first { demuxer.stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO }!
+        let index = demuxer.firstVideoStream
         let decoder = try Decoder(stream: demuxer.stream(index))
         let packet = try Packet()
         var seen = 0

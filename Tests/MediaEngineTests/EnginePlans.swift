@@ -1,4 +1,6 @@
+import CFFmpeg
 import KilnCore
+@testable import MediaEngine
 
 /// Plans built by hand for the engine's tests, so the engine is tested on every file
 /// independently of the planner's choices.
@@ -54,5 +56,12 @@ enum EnginePlans {
         guard video != nil || audio != nil else { return nil }
         return Plan(quality: .mbps1, effectiveQuality: .mbps1, deliveryFormat: .transcode, targetBitrateKbps: 1000, container: "mp4",
                     video: video, audio: audio, subtitles: subtitles(info), reasons: ["test"], artifactKey: "test")
+    }
+}
+
+extension Demuxer {
+    /// The index of the first video stream (the tests' sources all have one).
+    var firstVideoStream: Int {
+        (0..<streamCount).first { stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO }!
     }
 }

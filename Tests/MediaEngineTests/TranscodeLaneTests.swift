@@ -154,7 +154,7 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
     func decoderDecodesAllFrames() throws {
         let cancellation = Cancellation()
         let demuxer = try Demuxer(path: "\(mediaDir)/sp_bear-640x360-hevc-hdr10.mp4", cancellation: cancellation)
-        let index = (0..<demuxer.streamCount).first { demuxer.stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO }!
+        let index = demuxer.firstVideoStream
         let decoder = try Decoder(stream: demuxer.stream(index))
         let packet = try Packet()
         var frames = 0

@@ -18,15 +18,27 @@ struct VerifierTests {
             "-c:a", "aac", "-b:a", "96k"])
     }
 
+    /// `path` remuxed by the engine (verified as it always is) into a scratch folder.
+    private func remuxed(_ path: String, _ label: String) throws -> (MediaInfo, Plan, String, URL) {
+        let info = try Prober.probe(path: path)
+        let plan = try #require(EnginePlans.remux(info))
+        let dir = Media.scratch(label)
+        let out = dir.appendingPathComponent("out.mp4").path
+        _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+        return (info, plan, out, dir)
+    }
+
+    /// Cuts the file at 60 %: its index, at the front, still promises the rest.
+    private func cutShort(_ out: String) throws {
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: out)[.size] as? Int)
+        #expect(truncate(out, off_t(size * 6 / 10)) == 0)
+    }
+
     @Test("an open-GOP HEVC remux verifies: the keyframes at both ends decode into one shared picture")
     func openGOPVerifies() throws {
         let path = try Self.openGOPHEVC()
-        let info = try Prober.probe(path: path)
-        let plan = try #require(EnginePlans.remux(info))
-        let dir = Media.scratch("verify-open-gop")
+        let (info, plan, out, dir) = try remuxed(path, "verify-open-gop")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
         // Straight from the verifier too, so the test does not hang on what prepare does.
         let seen = try Verifier.verify(path: out, plan: plan, expectedDuration: info.durationSeconds, cancellation: Cancellation())
         #expect(seen.videoStreams.first?.pixelFormat == "yuv420p10le", "the end's picture was decoded")
@@ -37,14 +49,9 @@ struct VerifierTests {
     @Test("an output cut short fails verification: the index promises pictures the file does not hold")
     func truncatedFails() throws {
         let path = try Self.openGOPHEVC()
-        let info = try Prober.probe(path: path)
-        let plan = try #require(EnginePlans.remux(info))
-        let dir = Media.scratch("verify-truncated")
+        let (info, plan, out, dir) = try remuxed(path, "verify-truncated")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
-        let size = try #require(try FileManager.default.attributesOfItem(atPath: out)[.size] as? Int)
-        #expect(truncate(out, off_t(size * 6 / 10)) == 0)
+        try cutShort(out)
         #expect {
             try Verifier.verify(path: out, plan: plan, expectedDuration: info.durationSeconds, cancellation: Cancellation())
         } throws: { ($0 as? KilnError)?.code == .verifyFailed }
@@ -53,7 +60,7 @@ struct VerifierTests {
     /// A witness fed the source's video keyframes as the copy lane feeds them.
     private func witness(for path: String, duration: Double) throws -> KeyframeWitness {
         let demuxer = try Demuxer(path: path, cancellation: Cancellation())
-        let index = (0..<demuxer.streamCount).first { demuxer.stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO }!
+        let index = demuxer.firstVideoStream
         let witness = try KeyframeWitness(stream: demuxer.stream(index), durationSeconds: duration)
         let packet = try Packet()
         while try demuxer.read(into: packet) {
@@ -66,12 +73,8 @@ struct VerifierTests {
     @Test("keyframes decoded during the copy stand in for the output's identical ones: verification decodes no picture itself")
     func witnessedKeyframes() throws {
         let path = try Self.openGOPHEVC()
-        let info = try Prober.probe(path: path)
-        let plan = try #require(EnginePlans.remux(info))
-        let dir = Media.scratch("verify-witness")
+        let (info, plan, out, dir) = try remuxed(path, "verify-witness")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
         let w = try witness(for: path, duration: info.durationSeconds)
         let seen = try Verifier.verify(path: out, plan: plan, expectedDuration: info.durationSeconds, cancellation: Cancellation(),
                                        witness: w)
@@ -80,8 +83,7 @@ struct VerifierTests {
 
         // The output cut short still fails: the witness vouches for pictures, not for the
         // packets reaching the end.
-        let size = try #require(try FileManager.default.attributesOfItem(atPath: out)[.size] as? Int)
-        #expect(truncate(out, off_t(size * 6 / 10)) == 0)
+        try cutShort(out)
         #expect {
             try Verifier.verify(path: out, plan: plan, expectedDuration: info.durationSeconds, cancellation: Cancellation(),
                                 witness: try witness(for: path, duration: info.durationSeconds))
@@ -92,15 +94,11 @@ struct VerifierTests {
     func witnessOnlyForTheSameBytes() throws {
         let hevc = try Self.openGOPHEVC()
         let other = Media.shared("ax_sample_with_srt.mkv")
-        let info = try Prober.probe(path: other)
-        let plan = try #require(EnginePlans.remux(info))
-        let dir = Media.scratch("verify-witness-other")
+        let (info, plan, out, dir) = try remuxed(other, "verify-witness-other")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        _ = try Preparer.prepare(source: other, plan: plan, info: info, output: out)
         let stranger = try witness(for: hevc, duration: info.durationSeconds)
         let demuxer = try Demuxer(path: out, cancellation: Cancellation(), analyze: false)
-        let v = (0..<demuxer.streamCount).first { demuxer.stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO }!
+        let v = demuxer.firstVideoStream
         #expect(!Verifier.sameParameters(demuxer.stream(v), stranger))
         // Even handed to the decode loop, it matches no packet of this file: the file's own
         // keyframes are decoded.

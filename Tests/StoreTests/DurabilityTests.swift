@@ -17,6 +17,15 @@ struct DurabilityTests {
         let held = Atomic<Bool>(false)
         let failing = Atomic<Bool>(false)
 
+        /// From now on every fsync blocks until `release`.
+        func hold() { held.store(true, ordering: .sequentiallyConsistent) }
+
+        /// Stops holding, and lets `waiting` blocked fsyncs finish.
+        func release(_ waiting: Int = 1) {
+            held.store(false, ordering: .sequentiallyConsistent)
+            for _ in 0..<waiting { gate.signal() }
+        }
+
         func call(_ fd: Int32) -> Int32 {
             calls.add(1, ordering: .sequentiallyConsistent)
             if held.load(ordering: .sequentiallyConsistent) {
@@ -42,7 +51,7 @@ struct DurabilityTests {
         let temp = try TempStore()
         let sync = HeldSync()
         let store = try SQLiteStore(path: temp.path, durability: .full, logSync: { sync.call($0) })
-        sync.held.store(true, ordering: .sequentiallyConsistent)
+        sync.hold()
 
         let wrote = Flag(), read = Flag(), second = Flag()
         let group = DispatchGroup()
@@ -66,8 +75,7 @@ struct DurabilityTests {
         #expect(!wrote.isSet, "the write returned before its fsync finished")
         #expect(!read.isSet, "a read returned what was not yet durable")
         #expect(!second.isSet)
-        sync.held.store(false, ordering: .sequentiallyConsistent)
-        sync.gate.signal()
+        sync.release()
         #expect(group.wait(timeout: .now() + 10) == .success)
         #expect(wrote.isSet && read.isSet && second.isSet)
         // The second write needed an fsync of its own: the first began before it committed.
@@ -84,7 +92,7 @@ struct DurabilityTests {
         let sync = HeldSync()
         let store = try SQLiteStore(path: temp.path, durability: .full, logSync: { sync.call($0) })
         try store.bind("film", to: "movie@5mbps", now: 1_000)
-        sync.held.store(true, ordering: .sequentiallyConsistent)
+        sync.hold()
 
         // Claim and completion return although no fsync can finish (a crash now loses
         // them, and the job is simply queued again after the restart)...
@@ -98,8 +106,7 @@ struct DurabilityTests {
             finished.signal()
         }
         guard finished.wait(timeout: .now() + 5) == .success else {
-            sync.held.store(false, ordering: .sequentiallyConsistent)
-            for _ in 0..<4 { sync.gate.signal() }
+            sync.release(4)
             Issue.record("claiming and completing a job waited for the log's fsync")
             return
         }
@@ -115,12 +122,11 @@ struct DurabilityTests {
         #expect(sync.entered.wait(timeout: .now() + 10) == .success, "the read started no fsync")
         Thread.sleep(forTimeInterval: 0.3)
         #expect(!read.isSet, "a read returned a completion that was not yet durable")
-        sync.held.store(false, ordering: .sequentiallyConsistent)
-        sync.gate.signal()
+        sync.release()
         #expect(group.wait(timeout: .now() + 10) == .success)
         #expect(read.isSet)
         // A request is still only answered once durable: bind waits as before.
-        sync.held.store(true, ordering: .sequentiallyConsistent)
+        sync.hold()
         let bound = Flag()
         DispatchQueue.global().async(group: group) {
             _ = try? store.bind("film-2", to: "movie@2mbps", now: 4_000)
@@ -129,8 +135,7 @@ struct DurabilityTests {
         #expect(sync.entered.wait(timeout: .now() + 10) == .success)
         Thread.sleep(forTimeInterval: 0.3)
         #expect(!bound.isSet, "a request was answered before it was durable")
-        sync.held.store(false, ordering: .sequentiallyConsistent)
-        sync.gate.signal()
+        sync.release()
         #expect(group.wait(timeout: .now() + 10) == .success)
         let reopened = try temp.reopen()
         #expect(try reopened.artifact(id: job.job.artifactID)?.state == .ready)
