@@ -22,3 +22,9 @@ int64_t kiln_copy_file_range(int in, int64_t *in_offset, int out, int64_t *out_o
 int kiln_start_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
+
+#include <malloc.h>
+
+int kiln_malloc_trim_above(size_t bytes) {
+    return mallopt(M_TRIM_THRESHOLD, (int)bytes);
+}

@@ -15,6 +15,9 @@ final class Demuxer {
     let path: String
     /// Held for as long as the context lives: C's interrupt callback reads its flag.
     private let cancellation: Cancellation
+    /// Whether `rewind` sent it back to the start (after the probe's packet scan): a second
+    /// reader that must see the same packets goes back the same way (`IndexForecast`).
+    private(set) var wasRewound = false
 
     /// - Parameter analyze: run `avformat_find_stream_info` (decodes a few frames to learn
     ///   what headers leave out). Verification of an MP4 Kiln just wrote skips it: the
@@ -113,6 +116,7 @@ final class Demuxer {
             ret = avformat_seek_file(context, -1, Int64.min, start, start, 0)
         }
         try check(ret, .demux, "cannot go back to the start of the source", as: .sourceUnreadable)
+        wasRewound = true
     }
 
     /// Whether the container's timestamps may jump (MPEG-TS and friends).

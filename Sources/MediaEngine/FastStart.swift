@@ -29,7 +29,16 @@ enum FastStart {
     /// An index larger than this is not an MP4 Kiln wrote (a 3-hour film's is a few MB).
     static let maxIndexBytes: Int64 = 1 << 30
 
-    static func apply(path: String, cancellation: Cancellation = Cancellation()) throws(KilnError) -> Method {
+    /// What `apply` did: how, and for an insert the head it wrote (every byte of the
+    /// finished file before the muxer's own, which follow unchanged up to `dataEnd`,
+    /// where the old index began).
+    struct Outcome: Equatable {
+        var method: Method
+        var head: [UInt8] = []
+        var dataEnd: Int64 = 0
+    }
+
+    static func apply(path: String, cancellation: Cancellation = Cancellation()) throws(KilnError) -> Outcome {
         let file: FileDescriptor
         do { file = try FileDescriptor(path: path, flags: O_RDWR) } catch { throw ioError(error) }
         let fd = file.rawValue
@@ -41,32 +50,20 @@ enum FastStart {
               let mdatIndex = boxes.firstIndex(where: { $0.type == "mdat" }) else {
             throw KilnError(.internalError, stage: .mux, "the output has no ftyp, moov or mdat box: \(boxes.map(\.type))")
         }
-        if moovIndex < mdatIndex { return .alreadyFirst }
+        if moovIndex < mdatIndex { return Outcome(method: .alreadyFirst) }
         let moovBox = boxes[moovIndex]
         guard moovIndex == boxes.count - 1, moovBox.size <= maxIndexBytes else {
             throw KilnError(.internalError, stage: .mux, "the output's index is not its last box: \(boxes.map(\.type))")
         }
         let moov = try read(file, at: moovBox.offset, count: Int(moovBox.size))
         let ftypBytes = try read(file, at: 0, count: Int(ftyp.size))
-
-        // Inserted length: whole blocks holding ftyp, the moved index and a free box (at
-        // least its 8-byte header), which also covers the old ftyp. The index grows if an
-        // offset moved past 4 GiB needs 64-bit entries, so settle the length by iteration.
-        let block = Int64(max(st.st_blksize, 4096))
-        var inserted = roundUp(ftyp.size + moovBox.size + 8, block)
-        var moved = try relocated(moov: moov, by: inserted)
-        while ftyp.size + Int64(moved.count) + 8 > inserted {
-            inserted = roundUp(ftyp.size + Int64(moved.count) + 8, block)
-            moved = try relocated(moov: moov, by: inserted)
-        }
+        let head = try self.head(ftyp: ftypBytes, moov: moov, blockSize: blockSize(st))
+        let inserted = Int64(head.count)
         if kiln_insert_range(fd, 0, inserted) == 0 {
-            let freeSize = inserted - Int64(moved.count)  // from after the index to the old ftyp's end
-            var head = ftypBytes + moved + freeHeader(size: freeSize)
-            head += [UInt8](repeating: 0, count: Int(inserted - Int64(head.count)))
             try write(file, head, at: 0)
             // The old ftyp, now at `inserted`, lies inside the free box: its bytes are padding.
             guard ftruncate(fd, off_t(inserted + moovBox.offset)) == 0 else { throw ioError(errno, "cannot cut the old index off") }
-            return .inserted
+            return Outcome(method: .inserted, head: head, dataEnd: moovBox.offset)
         }
         let e = errno
         guard e == EOPNOTSUPP || e == EINVAL || e == ENOSYS || e == EPERM else {
@@ -74,8 +71,29 @@ enum FastStart {
         }
         try rewrite(path: path, file: file, ftyp: ftypBytes, moov: moov, dataStart: ftyp.size, dataEnd: moovBox.offset,
                     cancellation: cancellation)
-        return .rewritten
+        return Outcome(method: .rewritten)
     }
+
+    /// The bytes an insert puts in front of a file whose muxer wrote `ftyp` first and
+    /// `moov` last: whole blocks holding ftyp, the moved index and a free box (at least
+    /// its 8-byte header), which also covers the old ftyp. A pure function of its inputs,
+    /// so the index forecast can know them before the file exists. The index grows if an
+    /// offset moved past 4 GiB needs 64-bit entries, so the length is settled by iteration.
+    static func head(ftyp: [UInt8], moov: [UInt8], blockSize block: Int64) throws(KilnError) -> [UInt8] {
+        var inserted = roundUp(Int64(ftyp.count + moov.count) + 8, block)
+        var moved = try relocated(moov: moov, by: inserted)
+        while Int64(ftyp.count + moved.count) + 8 > inserted {
+            inserted = roundUp(Int64(ftyp.count + moved.count) + 8, block)
+            moved = try relocated(moov: moov, by: inserted)
+        }
+        let freeSize = inserted - Int64(moved.count)  // from after the index to the old ftyp's end
+        var head = ftyp + moved + freeHeader(size: freeSize)
+        head += [UInt8](repeating: 0, count: Int(inserted - Int64(head.count)))
+        return head
+    }
+
+    /// The unit an insert works in: the file system's block.
+    static func blockSize(_ st: stat) -> Int64 { Int64(max(st.st_blksize, 4096)) }
 
     /// The fallback: a new file with the index in front, the media data copied once
     /// (copy_file_range, so the kernel moves it), renamed over the old one.

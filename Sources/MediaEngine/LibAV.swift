@@ -113,6 +113,16 @@ public final class Cancellation: @unchecked Sendable {
     }
 }
 
+/// Process-wide memory policy for the media engine's commands.
+public enum EngineMemory {
+    /// Packets come and go in every thread's malloc heap (the pipeline, the index
+    /// forecast, the keyframe witness); by default glibc keeps freed heap memory for reuse
+    /// and raises its thresholds after each big block, so a remux's resident memory grew
+    /// with the number of threads that had touched packets. Freed memory above 1 MiB at a
+    /// heap's top now goes back at once.
+    public static func configure() { _ = kiln_malloc_trim_above(1 << 20) }
+}
+
 /// libav's log goes to a ring buffer, so failures can report the last lines and the
 /// command's output stays clean.
 public enum EngineLog {

@@ -9,9 +9,15 @@ import KilnCore
 /// the one place timestamps are made legal for the muxer.
 final class Muxer {
     let context: UnsafeMutablePointer<AVFormatContext>
-    let path: String
-    /// How `finish` put the index in front (tests and statistics).
-    private(set) var fastStart: FastStart.Method?
+    /// The file being written; nil for the index forecast's muxer, which writes to a
+    /// recorder instead.
+    let path: String?
+    private let recorder: IndexRecorder?
+    /// How `finish` put the index in front, and what it wrote there.
+    private(set) var fastStart: FastStart.Outcome?
+    /// Runs once the trailer is written and before the index moves to the front: the
+    /// streaming digest must finish reading the file as the muxer wrote it.
+    var beforeFastStart: (() -> Void)?
     /// Held for as long as the context lives: C's interrupt callback reads its flag.
     private let cancellation: Cancellation
     private var headerWritten = false
@@ -32,6 +38,7 @@ final class Muxer {
     init(path: String, cancellation: Cancellation) throws(KilnError) {
         self.cancellation = cancellation
         self.path = path
+        recorder = nil
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         try check(avformat_alloc_output_context2(&ctx, nil, "mp4", path), .mux, "cannot create the MP4 muxer")
         guard let ctx else { throw KilnError(.resourceLimit, stage: .mux, "cannot create the MP4 muxer") }
@@ -46,9 +53,25 @@ final class Muxer {
         writeback = try? FileDescriptor(path: path, flags: O_RDONLY)  // any descriptor of the file will do
     }
 
+    /// A muxer whose output goes to `recorder` (the index forecast): the same MP4 muxer
+    /// with the same options, so the same packets make the same bytes.
+    init(recorder: IndexRecorder, cancellation: Cancellation) throws(KilnError) {
+        self.cancellation = cancellation
+        self.recorder = recorder
+        path = nil
+        writeback = nil
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        try check(avformat_alloc_output_context2(&ctx, nil, "mp4", nil), .mux, "cannot create the MP4 muxer")
+        guard let ctx else { throw KilnError(.resourceLimit, stage: .mux, "cannot create the MP4 muxer") }
+        context = ctx
+        cancellation.install(on: ctx)
+        ctx.pointee.pb = recorder.io
+        ctx.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
+    }
+
     deinit {
         if !finished, headerWritten { av_write_trailer(context) }
-        avio_closep(&context.pointee.pb)
+        if recorder == nil { avio_closep(&context.pointee.pb) } else { context.pointee.pb = nil }  // the recorder owns it
         avformat_free_context(context)
     }
 
@@ -112,13 +135,21 @@ final class Muxer {
     /// is why the file must not be renamed into place before this returns.
     func finish() throws(KilnError) {
         finished = true
+        if let recorder {
+            // Everything still queued for interleaving is media data; what the trailer
+            // writes after it is the index, which the recorder keeps.
+            try check(av_interleaved_write_frame(context, nil), .mux, "cannot write to the output", as: .ioError)
+            recorder.keepFromEnd()
+        }
         try check(av_write_trailer(context), .mux, "cannot finish the MP4", as: .ioError)
         if let pb = context.pointee.pb {
             avio_flush(pb)
             if pb.pointee.error < 0 { throw classify(pb.pointee.error, .write, "cannot write the output", as: .ioError) }
         }
+        guard let path else { return }
         avio_closep(&context.pointee.pb)
         try cancellation.check(.mux)
+        beforeFastStart?()
         fastStart = try FastStart.apply(path: path, cancellation: cancellation)
     }
 }

@@ -70,9 +70,12 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     /// Wall seconds per phase (`work`: demux to trailer; `verify`: reopen, check, decode
     /// ends and hash; `finalize`: fsync and rename), so a slow run says where it went.
     public var phases: [String: Double]
+    /// Whether the SHA-256 was computed while the file was written (the index forecast
+    /// held, `IndexForecast`) rather than by reading the finished file again.
+    public var hashedWhileWriting: Bool
     enum CodingKeys: String, CodingKey {
         case wallSeconds = "wall_seconds", speed, corruptPackets = "corrupt_packets", repairedTimestamps = "repaired_timestamps"
-        case ffmpegEquivalent = "ffmpeg_equivalent", phases
+        case ffmpegEquivalent = "ffmpeg_equivalent", phases, hashedWhileWriting = "hashed_while_writing"
     }
 }
 
@@ -97,6 +100,16 @@ public enum Preparer {
     public static func prepare(source opened: ProbedSource, plan: Plan, output: String,
                                cancellation: Cancellation = Cancellation(),
                                progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
+        try prepare(source: opened, plan: plan, output: output, forecastFromBytes: IndexForecast.minimumSourceBytes,
+                    awaitForecast: false, cancellation: cancellation, progress: progress)
+    }
+
+    /// `forecastFromBytes`: the smallest source whose remux is hashed while it is written
+    /// (`IndexForecast`); `awaitForecast`: wait for a forecast still running when the copy
+    /// ends instead of hashing afterwards. Tests use both to exercise the forecast on small files.
+    static func prepare(source opened: ProbedSource, plan: Plan, output: String, forecastFromBytes: Int64, awaitForecast: Bool,
+                        cancellation: Cancellation = Cancellation(),
+                        progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
         let source = opened.path, info = opened.info
         let clock = SystemClock()
         let started = clock.monotonicSeconds()
@@ -118,6 +131,11 @@ public enum Preparer {
         let digest: (sha256: String, bytes: Int64)
         var synced = false
         var witness: KeyframeWitness? = nil
+        // The SHA-256 computed while the file was written, when the index forecast held.
+        var streaming: StreamingDigest? = nil
+        defer { streaming?.abandon() }
+        var claim: StreamingDigest.Claim? = nil
+        var streamed: (sha256: String, bytes: Int64)? = nil
         if plan.deliveryFormat == .original {
             // The source is the artifact: copy its bytes as they are, hashing as they go.
             digest = try copyFile(from: source, to: out.temporary, cancellation: cancellation, duration: info.durationSeconds,
@@ -125,38 +143,19 @@ public enum Preparer {
             outInfo = info
         } else {
             let demuxer = opened.demuxer
-            var lanes: [Lane] = []
-            if let v = plan.video {
-                guard let s = info.stream(v.sourceIndex), v.sourceIndex < demuxer.streamCount else {
-                    throw KilnError(.planUnsupported, stage: .plan, "the plan's video stream \(v.sourceIndex) is not in the source")
-                }
-                if v.action == .copy {
-                    // Without a decoder for it, verification decodes the keyframes itself (and says why).
-                    witness = try? KeyframeWitness(stream: demuxer.stream(v.sourceIndex),
-                                                   durationSeconds: s.durationSeconds ?? expected)
-                    lanes.append(CopyLane(demuxer: demuxer, index: v.sourceIndex, witness: witness))
-                } else {
-                    lanes.append(try VideoTranscodeLane(demuxer: demuxer, plan: v, source: s))
-                }
+            if let v = plan.video, v.action == .copy, let s = info.stream(v.sourceIndex), v.sourceIndex < demuxer.streamCount {
+                // Without a decoder for it, verification decodes the keyframes itself (and says why).
+                witness = try? KeyframeWitness(stream: demuxer.stream(v.sourceIndex), durationSeconds: s.durationSeconds ?? expected)
             }
-            if let a = plan.audio {
-                guard let s = info.stream(a.sourceIndex), a.sourceIndex < demuxer.streamCount else {
-                    throw KilnError(.planUnsupported, stage: .plan, "the plan's audio stream \(a.sourceIndex) is not in the source")
-                }
-                lanes.append(a.action == .copy ? CopyLane(demuxer: demuxer, index: a.sourceIndex)
-                                               : try AudioTranscodeLane(demuxer: demuxer, plan: a, source: s))
-            }
-            for sub in plan.subtitles where sub.action == .convert {
-                guard info.stream(sub.sourceIndex) != nil, sub.sourceIndex < demuxer.streamCount else {
-                    throw KilnError(.planUnsupported, stage: .plan, "the plan's subtitle stream \(sub.sourceIndex) is not in the source")
-                }
-                lanes.append(try SubtitleLane(demuxer: demuxer, plan: sub))
-            }
-            guard !lanes.isEmpty else {
-                throw KilnError(.planUnsupported, stage: .plan, "the plan keeps no stream")
-            }
+            let lanes = try lanes(for: plan, demuxer: demuxer, info: info, witness: witness)
             do {
                 let muxer = try Muxer(path: out.temporary, cancellation: cancellation)
+                if IndexForecast.applies(to: plan), info.sizeBytes >= forecastFromBytes {
+                    let forecast = IndexForecast(source: source, main: demuxer, plan: plan, info: info)
+                    let following = try StreamingDigest(path: out.temporary, forecast: forecast)
+                    streaming = following
+                    muxer.beforeFastStart = { claim = following.finish(awaitingForecast: awaitForecast) }
+                }
                 try Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
                              cancellation: cancellation, onProgress: progress).run()
                 repaired = muxer.repairedTimestamps
@@ -164,13 +163,17 @@ public enum Preparer {
                 equivalent = ["ffmpeg", "-i", source] + lanes.flatMap(\.ffmpegEquivalent)
                     + (demuxer.context.pointee.nb_chapters > 0 ? [] : ["-map_chapters", "-1"])
                     + ["-movflags", "+faststart", output]
+                if let c = claim, c.matches(muxer.fastStart) { streamed = (c.sha256, c.bytes) }
             }
             phase("work")
             try cancellation.check(.verify)
             // Hashing (one core), flushing (the disk) and verification (decoding, the other
             // core) need only the finished file, so they run side by side.
-            let temporary = out.temporary
-            let hashing = Background("kiln.digest") { () throws(KilnError) in try AtomicOutput.digest(path: temporary) }
+            let temporary = out.temporary, known = streamed
+            let hashing = Background("kiln.digest") { () throws(KilnError) -> (sha256: String, bytes: Int64) in
+                if let known { return known }
+                return try AtomicOutput.digest(path: temporary)
+            }
             let flushing = Background("kiln.fsync") { () throws(KilnError) in try AtomicOutput.fsync(path: temporary) }
             let verified = Result { () throws(KilnError) -> MediaInfo in
                 try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: expected, cancellation: cancellation,
@@ -190,7 +193,38 @@ public enum Preparer {
         return PrepareResult(
             output: describe(outInfo, path: output, digest: digest, plan: plan, source: info),
             stats: PrepareStats(wallSeconds: wall, speed: info.durationSeconds / max(wall, 1e-3),
-                                corruptPackets: corrupt, repairedTimestamps: repaired, ffmpegEquivalent: equivalent, phases: phases))
+                                corruptPackets: corrupt, repairedTimestamps: repaired, ffmpegEquivalent: equivalent, phases: phases,
+                                hashedWhileWriting: streamed != nil || plan.deliveryFormat == .original))
+    }
+
+    /// The pipeline's lanes for `plan`, reading `demuxer`: one per kept stream, in output
+    /// order (video, audio, subtitles). `witness` decodes a copied video's keyframes.
+    static func lanes(for plan: Plan, demuxer: Demuxer, info: MediaInfo, witness: KeyframeWitness? = nil) throws(KilnError) -> [Lane] {
+        var lanes: [Lane] = []
+        if let v = plan.video {
+            guard let s = info.stream(v.sourceIndex), v.sourceIndex < demuxer.streamCount else {
+                throw KilnError(.planUnsupported, stage: .plan, "the plan's video stream \(v.sourceIndex) is not in the source")
+            }
+            lanes.append(v.action == .copy ? CopyLane(demuxer: demuxer, index: v.sourceIndex, witness: witness)
+                                           : try VideoTranscodeLane(demuxer: demuxer, plan: v, source: s))
+        }
+        if let a = plan.audio {
+            guard let s = info.stream(a.sourceIndex), a.sourceIndex < demuxer.streamCount else {
+                throw KilnError(.planUnsupported, stage: .plan, "the plan's audio stream \(a.sourceIndex) is not in the source")
+            }
+            lanes.append(a.action == .copy ? CopyLane(demuxer: demuxer, index: a.sourceIndex)
+                                           : try AudioTranscodeLane(demuxer: demuxer, plan: a, source: s))
+        }
+        for sub in plan.subtitles where sub.action == .convert {
+            guard info.stream(sub.sourceIndex) != nil, sub.sourceIndex < demuxer.streamCount else {
+                throw KilnError(.planUnsupported, stage: .plan, "the plan's subtitle stream \(sub.sourceIndex) is not in the source")
+            }
+            lanes.append(try SubtitleLane(demuxer: demuxer, plan: sub))
+        }
+        guard !lanes.isEmpty else {
+            throw KilnError(.planUnsupported, stage: .plan, "the plan keeps no stream")
+        }
+        return lanes
     }
 
     /// The duration the output must have: the longest of the kept audio and video

@@ -13,6 +13,7 @@ enum CommandLineTool {
 
     static func run(_ args: [String]) -> Int32 {
         ChildSetup.apply()
+        EngineMemory.configure()
         guard let command = args.first else {
             FileIO.writeStandardError(usage + "\n")
             return 2

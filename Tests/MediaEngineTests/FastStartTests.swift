@@ -35,12 +35,12 @@ struct FastStartTests {
         let path = try Self.trailingIndexMP4(in: dir)
         let before = try Self.packets(path)
         let inode = Self.inode(path)
-        #expect(try FastStart.apply(path: path) == .inserted, "ext4 and XFS insert ranges")
+        #expect(try FastStart.apply(path: path).method == .inserted, "ext4 and XFS insert ranges")
         #expect(Self.inode(path) == inode, "the same file, not a rewritten copy")
         #expect(try FFprobe.moovBeforeMdat(path))
         #expect(try Self.packets(path) == before)
         #expect(try FFprobe.decodeErrors(path).isEmpty)
-        #expect(try FastStart.apply(path: path) == .alreadyFirst)
+        #expect(try FastStart.apply(path: path).method == .alreadyFirst)
     }
 
     @Test("where the file system cannot insert (tmpfs), the file is rewritten once with the same packets")
@@ -51,7 +51,7 @@ struct FastStartTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = try Self.trailingIndexMP4(in: dir)
         let before = try Self.packets(path)
-        #expect(try FastStart.apply(path: path) == .rewritten)
+        #expect(try FastStart.apply(path: path).method == .rewritten)
         #expect(try FFprobe.moovBeforeMdat(path))
         #expect(try Self.packets(path) == before)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["trailing.mp4"], "no leftover")

@@ -170,6 +170,27 @@ int64_t kiln_copy_file_range(int in, int64_t *in_offset, int out, int64_t *out_o
 /// sync_file_range(SYNC_FILE_RANGE_WRITE) over the whole file: starts writing its dirty
 /// pages to disk without waiting for them.
 int kiln_start_writeback(int fd);
+/// mallopt(M_TRIM_THRESHOLD): free memory above this at the top of a malloc heap goes back
+/// to the system (which also stops glibc raising its thresholds as big blocks come and go).
+int kiln_malloc_trim_above(size_t bytes);
+
+// ---- the index forecast's output: an MP4 muxed to nowhere (index_recorder.c) ----
+/// A seekable write-only AVIOContext that keeps the first `head_bytes` bytes (with later
+/// patches applied) and every byte written at or after the offset marked by
+/// kiln_recorder_keep_from_end; the rest is only counted.
+typedef struct KilnRecorder KilnRecorder;
+KilnRecorder *kiln_recorder_new(int64_t head_bytes);
+AVIOContext *kiln_recorder_io(KilnRecorder *r);
+/// Flushes, then keeps everything written from the current end of the output on.
+void kiln_recorder_keep_from_end(KilnRecorder *r);
+int64_t kiln_recorder_size(const KilnRecorder *r);
+/// Where the lowest write that went back over bytes already written (past the head)
+/// began, INT64_MAX if none: a reader following the file's growth would have read what
+/// was there before. The MP4 muxer goes back only inside its index (box sizes).
+int64_t kiln_recorder_lowest_rewrite(const KilnRecorder *r);
+const uint8_t *kiln_recorder_head(const KilnRecorder *r, int64_t *count);
+const uint8_t *kiln_recorder_tail(const KilnRecorder *r, int64_t *from, int64_t *count);
+void kiln_recorder_free(KilnRecorder **r);
 
 // ---- chapters and metadata for the output ----
 /// Copies the input's chapters to the output, shifted by `offset` (AV_TIME_BASE units)

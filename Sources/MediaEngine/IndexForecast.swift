@@ -1,0 +1,258 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFFmpeg
+import Dispatch
+import KilnCore
+import Synchronization
+
+/// Learns a remux's index (`moov`) before the remux has written it, so its SHA-256 can be
+/// computed while it is written (`StreamingDigest`).
+///
+/// A faststart MP4 starts with its index, which lists every packet and is only known once
+/// the last one is written; a SHA-256 cannot start before its first bytes are known, so it
+/// used to need a second pass over the finished file (for a film, gigabytes read back,
+/// from disk once the index move has dropped them from the page cache). Stream copies are
+/// deterministic, though: the same packets through the same muxer make the same bytes.
+/// The forecast reads the source a second time, on another core, and muxes the same
+/// streams with the same lanes and muxer options into a recorder that keeps only the
+/// first bytes and the index. Reading and muxing without writing runs several times faster
+/// than the real copy, so the index is known early in it.
+///
+/// Nothing is taken on trust: the digest is used only if the real file's head (ftyp, the
+/// moved index and the bytes the muxer patches last) is byte for byte the forecast's and
+/// its index starts at the same offset. Otherwise the file is hashed again, as before.
+/// Plans that encode anything are not forecast: encoding twice costs more than one hash.
+final class IndexForecast: @unchecked Sendable {
+    /// The finished file as the forecast's muxer wrote it.
+    struct Layout: Sendable {
+        var ftyp: [UInt8]
+        var moov: [UInt8]
+        /// The file's first bytes as they end up (the media data box's size patched in);
+        /// the muxer goes back over nothing after them.
+        var prefix: [UInt8]
+        /// Where the index begins: the media data ends there.
+        var moovOffset: Int64
+    }
+
+    /// The bytes at the front of the file kept verbatim: ftyp and the media data box's
+    /// header, which the MP4 muxer writes first and patches in its trailer.
+    static let prefixBytes = 4096
+
+    private let cancellation = Cancellation()
+    private let done = DispatchSemaphore(value: 0)
+    private let state = Mutex<(finished: Bool, layout: Layout?)>((false, nil))
+
+    /// Sources smaller than this are hashed after the remux. The forecast's fixed cost is
+    /// a second analysis of the source (tens of ms: decoding a few pictures), which must be
+    /// done before the real copy ends to help; a copy runs at ~1 GB/s and the forecast's
+    /// reading several times faster, so it wins from a few hundred MB on — where hashing
+    /// afterwards starts to cost seconds, not milliseconds.
+    static let minimumSourceBytes: Int64 = 256 << 20
+
+    /// Whether the plan's output can be forecast: every stream copied or converted
+    /// (subtitles), none encoded.
+    static func applies(to plan: Plan) -> Bool {
+        plan.deliveryFormat != .original
+            && plan.video.map { $0.action == .copy } != false && plan.audio.map { $0.action == .copy } != false
+    }
+
+    /// Starts the forecast on a thread of its own. `main` is the pipeline's demuxer: the
+    /// second reader starts where it did (after a rewind, if it was rewound).
+    init(source: String, main: Demuxer, plan: Plan, info: MediaInfo) {
+        let rewind = main.wasRewound
+        DispatchQueue(label: "kiln.index-forecast").async { [self] in
+            // Any failure only means no forecast: the file is then hashed afterwards.
+            let layout = try? forecast(source: source, rewind: rewind, plan: plan, info: info)
+            state.withLock { $0 = (true, layout ?? nil) }
+            done.signal()
+        }
+    }
+
+    deinit { abandon(); wait() }
+
+    /// Whether the forecast has finished (with a layout or without).
+    var isFinished: Bool { state.withLock { $0.finished } }
+
+    /// Stops the forecast if it is still running; it then has no layout.
+    func abandon() { cancellation.cancel() }
+
+    /// The layout, once the forecast is done; nil if it failed or was abandoned.
+    @discardableResult
+    func wait() -> Layout? {
+        done.wait()
+        done.signal()
+        return state.withLock { $0.layout }
+    }
+
+    private func forecast(source: String, rewind: Bool, plan: Plan, info: MediaInfo) throws(KilnError) -> Layout? {
+        // Opened and analysed as the pipeline's demuxer was: the same parameters, and the
+        // same guesses for what the container leaves out (missing DTS).
+        let reader = try Demuxer(path: source, cancellation: cancellation)
+        if rewind { try reader.rewind() }
+        let lanes = try Preparer.lanes(for: plan, demuxer: reader, info: info)
+        let recorder = try IndexRecorder(headBytes: Self.prefixBytes)
+        let muxer = try Muxer(recorder: recorder, cancellation: cancellation)
+        try Pipeline(demuxer: reader, lanes: lanes, muxer: muxer, durationSeconds: 0, cancellation: cancellation,
+                     onProgress: { _ in }).run()
+        return recorder.layout()
+    }
+}
+
+/// The forecast muxer's output (index_recorder.c): the first bytes and the trailer's.
+final class IndexRecorder {
+    private var recorder: OpaquePointer?
+
+    init(headBytes: Int) throws(KilnError) {
+        guard let r = kiln_recorder_new(Int64(headBytes)) else {
+            throw KilnError(.resourceLimit, stage: .mux, "out of memory for the index forecast")
+        }
+        recorder = r
+    }
+
+    deinit { kiln_recorder_free(&recorder) }
+
+    var io: UnsafeMutablePointer<AVIOContext> { kiln_recorder_io(recorder) }
+
+    /// From here on everything written is kept (the trailer: the index).
+    func keepFromEnd() { kiln_recorder_keep_from_end(recorder) }
+
+    /// The layout the muxer wrote: ftyp first, the media data, the index last, and no
+    /// byte between the head and the index written twice. Nil for anything else.
+    func layout() -> IndexForecast.Layout? {
+        let size = kiln_recorder_size(recorder)
+        var headCount: Int64 = 0, tailFrom: Int64 = 0, tailCount: Int64 = 0
+        let head = kiln_recorder_head(recorder, &headCount)!
+        let tail = kiln_recorder_tail(recorder, &tailFrom, &tailCount)
+        guard tailFrom >= 0, tailFrom + tailCount == size else { return nil }
+        /// Bytes at `offset` if the recorder kept them all.
+        func bytes(_ offset: Int64, _ count: Int64) -> [UInt8]? {
+            guard offset >= 0, count >= 0, offset + count <= size else { return nil }
+            if offset + count <= headCount { return Array(UnsafeBufferPointer(start: head + Int(offset), count: Int(count))) }
+            if offset >= tailFrom, let tail { return Array(UnsafeBufferPointer(start: tail + Int(offset - tailFrom), count: Int(count))) }
+            return nil
+        }
+        var offset: Int64 = 0
+        var boxes: [(type: String, offset: Int64, size: Int64)] = []
+        while offset < size {
+            guard let header = bytes(offset, min(16, size - offset)), header.count >= 8 else { return nil }
+            var boxSize = Int64(header[0..<4].reduce(0) { $0 << 8 | UInt64($1) })
+            if boxSize == 1 {
+                guard header.count == 16 else { return nil }
+                boxSize = Int64(bitPattern: header[8..<16].reduce(0) { $0 << 8 | UInt64($1) })
+            }
+            guard boxSize >= 8, offset + boxSize <= size else { return nil }
+            boxes.append((String(decoding: header[4..<8], as: UTF8.self), offset, boxSize))
+            offset += boxSize
+        }
+        guard let ftyp = boxes.first, ftyp.type == "ftyp", let moov = boxes.last, moov.type == "moov",
+              boxes.dropLast().contains(where: { $0.type == "mdat" }), !boxes.dropLast().contains(where: { $0.type == "moov" }),
+              let ftypBytes = bytes(0, ftyp.size), let moovBytes = bytes(moov.offset, moov.size),
+              let prefix = bytes(0, min(Int64(IndexForecast.prefixBytes), moov.offset)),
+              kiln_recorder_lowest_rewrite(recorder) >= moov.offset else { return nil }
+        return IndexForecast.Layout(ftyp: ftypBytes, moov: moovBytes, prefix: prefix, moovOffset: moov.offset)
+    }
+}
+
+/// The output's SHA-256, computed while the output is written: the forecast's head first
+/// (what the index move will put in front), then the muxer's bytes as they reach the file,
+/// read back from the page cache behind the writer on a thread of its own.
+///
+/// Its answer is a claim about the finished file, which `Preparer` accepts only if the
+/// real head and index offset are the forecast's (`matches`). The reader follows the file
+/// by its size: the MP4 muxer writes front to back and afterwards goes back only to the
+/// media data box's size, inside the prefix, which is re-read and compared at the end
+/// (the forecast's recorder would have seen any other going back: `IndexRecorder.layout`).
+final class StreamingDigest: @unchecked Sendable {
+    struct Claim: Sendable {
+        var sha256: String
+        var bytes: Int64
+        var head: [UInt8]
+        var dataEnd: Int64
+
+        /// Whether the index move wrote what the forecast said it would, where it said.
+        func matches(_ outcome: FastStart.Outcome?) -> Bool {
+            guard let outcome, outcome.method == .inserted else { return false }
+            return outcome.dataEnd == dataEnd && outcome.head == head
+        }
+    }
+
+    private let done = DispatchSemaphore(value: 0)
+    private let writerFinished = Atomic<Bool>(false)
+    private let abandoned = Atomic<Bool>(false)
+    private var claim: Claim?
+    private let forecast: IndexForecast
+    private let file: FileDescriptor
+
+    /// Starts following `path`, which the muxer has created and is writing.
+    init(path: String, forecast: IndexForecast) throws(KilnError) {
+        self.forecast = forecast
+        do { file = try FileDescriptor(path: path, flags: O_RDONLY) } catch {
+            throw AtomicOutput.error(error.errno, "cannot read the output back", stage: .write)
+        }
+        DispatchQueue(label: "kiln.streaming-digest").async { [self] in
+            claim = follow()
+            done.signal()
+        }
+    }
+
+    deinit { abandon(); done.wait(); done.signal() }
+
+    func abandon() {
+        abandoned.store(true, ordering: .releasing)
+        forecast.abandon()
+    }
+
+    /// The muxer's last byte is in the file (trailer written, file closed, index not yet
+    /// moved). Returns the claim once the reader has caught up; nil without a forecast
+    /// (one still running is abandoned unless `awaitingForecast`: hashing afterwards is then
+    /// quicker than waiting) or if the file is not what the forecast said.
+    func finish(awaitingForecast: Bool = false) -> Claim? {
+        if !awaitingForecast && !forecast.isFinished { forecast.abandon() }
+        writerFinished.store(true, ordering: .releasing)
+        done.wait()
+        done.signal()
+        return claim
+    }
+
+    private func follow() -> Claim? {
+        guard let layout = forecast.wait() else { return nil }
+        var st = stat()
+        guard fstat(file.rawValue, &st) == 0,
+              let head = try? FastStart.head(ftyp: layout.ftyp, moov: layout.moov, blockSize: FastStart.blockSize(st)) else {
+            return nil
+        }
+        let hash = SHA256()
+        head.withUnsafeBytes { hash.update($0) }
+        layout.prefix.withUnsafeBytes { hash.update($0) }
+        var position = Int64(layout.prefix.count)
+        let end = layout.moovOffset
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
+        defer { buffer.deallocate() }
+        while position < end {
+            if abandoned.load(ordering: .acquiring) { return nil }
+            // Read the flag before the size: a writer that finished after the size was taken
+            // gets one more look.
+            let finished = writerFinished.load(ordering: .acquiring)
+            guard fstat(file.rawValue, &st) == 0 else { return nil }
+            let available = min(Int64(st.st_size), end) - position
+            if available <= 0 {
+                if finished { return nil }  // the file stopped short of the forecast's index
+                usleep(500)
+                continue
+            }
+            let n = pread(file.rawValue, buffer.baseAddress, Int(min(available, Int64(buffer.count))), off_t(position))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return nil }
+            hash.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            position += Int64(n)
+        }
+        // Wait for the writer: only then is the prefix final (the media data box's size).
+        while !writerFinished.load(ordering: .acquiring) {
+            if abandoned.load(ordering: .acquiring) { return nil }
+            usleep(500)
+        }
+        guard (try? file.read(upTo: layout.prefix.count, at: 0)) == layout.prefix else { return nil }
+        return Claim(sha256: hash.hexDigest(), bytes: Int64(head.count) + end, head: head, dataEnd: end)
+    }
+}
