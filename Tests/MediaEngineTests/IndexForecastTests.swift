@@ -108,3 +108,60 @@ struct IndexForecastTests {
         #expect(!claim.matches(nil))
     }
 }
+
+@Suite("Verification's one-row pictures")
+struct OneRowPictureTests {
+    /// Whether a keyframe decodes (frames, packets rejected) with `sharedPicture` or a
+    /// whole picture of its own.
+    static func outcome(_ demuxer: Demuxer, _ index: Int, _ packet: Packet, shared: Bool) throws -> (frames: Int, rejected: Int) {
+        let decoder = try Decoder(stream: demuxer.stream(index), threads: 1, sharedPicture: shared)
+        var frames = 0
+        let count = { (frame: Frame) throws(KilnError) in
+            frames += 1
+            // One row per plane: every row of the picture is the same memory.
+            #expect((frame.pointer.pointee.linesize.0 == 0) == shared)
+        }
+        do {
+            try decoder.decode(packet, count)
+            try decoder.decode(nil, count)
+        } catch {
+            return (frames, decoder.corruptPackets + 1)
+        }
+        return (frames, decoder.corruptPackets)
+    }
+
+    @Test("H.264 and HEVC keyframes, intact or damaged, decode into one row per plane with the outcome of a whole picture",
+          arguments: ["sp_bear-640x360-ec3.mp4", "mb_rotate-buck-bunny.mp4", "sp_bear-640x360-hevc-hdr10.mp4", "ax_hlg10-color-test.mp4"])
+    func sameOutcome(_ name: String) throws {
+        let demuxer = try Demuxer(path: Media.shared(name), cancellation: Cancellation())
+        let index = demuxer.firstVideoStream
+        let packet = try Packet()
+        var keyframes = 0, rejectedDamaged = 0
+        while keyframes < 3, try demuxer.read(into: packet) {
+            defer { packet.unref() }
+            guard packet.streamIndex == Int32(index), packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 else { continue }
+            keyframes += 1
+            let intact = try Self.outcome(demuxer, index, packet, shared: true)
+            #expect(intact.frames == 1 && intact.rejected == 0, "\(name): an intact keyframe decodes")
+            #expect(try Self.outcome(demuxer, index, packet, shared: false) == intact)
+            // Damage two ways: bits flipped in the slice data's second half (which the
+            // decoders conceal: the verdicts must still agree), and a NAL unit length that
+            // runs past the packet (which they reject).
+            for damage in 0..<2 {
+                let copy = try Packet()
+                #expect(av_packet_ref(copy.pointer, packet.pointer) == 0 && av_packet_make_writable(copy.pointer) == 0)
+                let data = copy.pointer.pointee.data!, size = Int(copy.pointer.pointee.size)
+                if damage == 0 {
+                    for i in stride(from: size / 2, to: size, by: 5) { data[i] ^= 0xA5 }
+                } else {
+                    data[0] = 0x7f; data[1] = 0xff
+                }
+                let damaged = try Self.outcome(demuxer, index, copy, shared: true)
+                #expect(try Self.outcome(demuxer, index, copy, shared: false) == damaged, "\(name): the same verdict on damage \(damage)")
+                if damage == 1, damaged.rejected > 0 || damaged.frames == 0 { rejectedDamaged += 1 }
+            }
+        }
+        #expect(keyframes > 0)
+        #expect(rejectedDamaged == keyframes, "\(name): a broken NAL unit is found, so the comparison means something")
+    }
+}
