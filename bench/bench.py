@@ -295,18 +295,19 @@ Produced by `make bench` on {r['date']} — {m['cores']} cores, {m['cpu']}, {r['
 Medians with (min–max) over interleaved A/B runs; ratios are Kiln ÷ ffmpeg, so below
 1.00 means Kiln is faster or smaller. Kiln's remux time and memory include what the
 ffmpeg command does not do: the probe's fingerprint and packet scan; decoding the video
-keyframe at each end (beside the copy, into one shared picture) and reopening the output
-to check its streams, index and both ends; the output's SHA-256, which can only start
-once the index is at the front (~40 ms for 64 MB); and the fsyncs that make it durable
-(the file's beside verification, the folder's after the rename, ~10 ms). The 4K memory
-is the keyframe decode: one UHD 10-bit HEVC picture needs ~25 MB plus the decoder's
-tables, which a stream copy never allocates. On the 20-minute file the SHA-256 is most
-of the difference: it needs a pass over the finished file (the index, which comes first,
-is only known at the end), inserting the index's blocks at the front drops the file from
-the page cache (ext4 shifts its pages), and hashing 1.3 GB read back from disk takes
-1.3–2.7 s here against the copy's 1.1 s. ffmpeg's `+faststart` rewrite pass costs it
-less than that, and durability almost nothing on this disk (the `sync --data` column).
-`stats.phases` in `prepare --json` shows the split.
+keyframe at each end (beside the copy; H.264 and HEVC into one row per plane, since
+nobody reads the pixels) and reopening the output to check its streams, index and both
+ends; the output's SHA-256; and the fsyncs that make it durable (the file's beside
+verification, the folder's after the rename). A faststart MP4 begins with its index,
+which is only known at the end, so the SHA-256 of a source under 256 MiB is computed
+after the copy (~40 ms for 64 MB). From 256 MiB on (up to half the available memory, so
+the source is read from disk once), an index forecast (a second reader muxing the same
+streams into a recorder on the other core) learns the index early and the file is
+hashed while it is written, behind the writer; the result is used only if the real
+head matches the forecast byte for byte. `stats.phases` and
+`stats.hashed_while_writing` in `prepare --json` show the split. The 4K memory left is
+the HEVC decoder's own per-picture tables for the keyframe decodes (~29 MB at UHD),
+which a stream copy never allocates.
 
 Goals: remux ≤ 1.0× ffmpeg's wall time and RSS; transcode ≤ 1.03× ffmpeg's time at
 identical settings with PSNR within 0.1 dB; average bitrate ≤ the rung's video budget,

@@ -50,6 +50,19 @@ final class IndexForecast: @unchecked Sendable {
     /// afterwards starts to cost seconds, not milliseconds.
     static let minimumSourceBytes: Int64 = 256 << 20
 
+    /// Whether a source of this size stays in the page cache between the forecast's read and
+    /// the copy's (at most half the memory available now). A bigger one would be read twice
+    /// from its disk or network share, which costs more than hashing the output afterwards.
+    static func staysCached(sourceBytes: Int64) -> Bool {
+        guard let fd = try? FileDescriptor(path: "/proc/meminfo", flags: O_RDONLY),
+              let bytes = try? FileIO.readToEnd(fd: fd.rawValue) else { return false }
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasPrefix("MemAvailable:") {
+            guard let kib = line.split(separator: " ").dropFirst().first.flatMap({ Int64($0) }) else { return false }
+            return sourceBytes <= kib * 1024 / 2
+        }
+        return false
+    }
+
     /// Whether the plan's output can be forecast: every stream copied or converted
     /// (subtitles), none encoded.
     static func applies(to plan: Plan) -> Bool {

@@ -150,7 +150,8 @@ public enum Preparer {
             let lanes = try lanes(for: plan, demuxer: demuxer, info: info, witness: witness)
             do {
                 let muxer = try Muxer(path: out.temporary, cancellation: cancellation)
-                if IndexForecast.applies(to: plan), info.sizeBytes >= forecastFromBytes {
+                if IndexForecast.applies(to: plan), info.sizeBytes >= forecastFromBytes,
+                   IndexForecast.staysCached(sourceBytes: info.sizeBytes) {
                     let forecast = IndexForecast(source: source, main: demuxer, plan: plan, info: info)
                     let following = try StreamingDigest(path: out.temporary, forecast: forecast)
                     streaming = following

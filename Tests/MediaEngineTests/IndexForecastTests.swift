@@ -98,6 +98,12 @@ struct IndexForecastTests {
         }
     }
 
+    @Test("the forecast reads a source only when it stays in the page cache for the copy that follows")
+    func onlyCachedSources() {
+        #expect(IndexForecast.staysCached(sourceBytes: 300 << 20), "this machine has gigabytes free")
+        #expect(!IndexForecast.staysCached(sourceBytes: 1 << 50), "a petabyte would be read from its disk twice")
+    }
+
     @Test("a claim holds only for the head and index offset the index move really wrote")
     func claimMatching() {
         let claim = StreamingDigest.Claim(sha256: "x", bytes: 10, head: [1, 2, 3], dataEnd: 100)
