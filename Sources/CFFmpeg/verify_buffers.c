@@ -25,7 +25,7 @@ void kiln_one_picture_free(KilnOnePicture **one) {
 // values, and an intra picture's reconstruction only reads neighbours inside the picture,
 // so every error the decoder can report is still reported; only the pixels, which nobody
 // reads, come out wrong. Other decoders get a whole picture.
-static int one_row_per_plane(AVCodecContext *ctx, AVFrame *p) {
+static int one_row_per_plane(AVFrame *p) {
     int linesizes[4];
     // Room for the widest a decoder writes: the width rounded up to a 64-pixel block, and more.
     int ret = av_image_fill_linesizes(linesizes, p->format, FFALIGN(p->width, 64) + 64);
@@ -40,7 +40,6 @@ static int one_row_per_plane(AVCodecContext *ctx, AVFrame *p) {
         p->linesize[i] = 0;
         at += FFALIGN(linesizes[i], 64);
     }
-    (void)ctx;
     return 0;
 }
 
@@ -53,7 +52,7 @@ static int one_picture_get_buffer(AVCodecContext *ctx, AVFrame *frame, int flags
         p->height = frame->height;
         p->format = frame->format;
         int ret = ctx->codec_id == AV_CODEC_ID_H264 || ctx->codec_id == AV_CODEC_ID_HEVC
-            ? one_row_per_plane(ctx, p) : avcodec_default_get_buffer2(ctx, p, flags);
+            ? one_row_per_plane(p) : avcodec_default_get_buffer2(ctx, p, flags);
         if (ret < 0) return ret;
     }
     for (int i = 0; i < AV_NUM_DATA_POINTERS; i++) {

@@ -140,10 +140,16 @@ enum FastStart {
     /// The file's top-level boxes in order (also what verification reads to find the
     /// index in front).
     static func topLevelBoxes(_ file: FileDescriptor, fileSize: Int64) throws(KilnError) -> [Box] {
+        try topLevelBoxes(size: fileSize) { (offset, count) throws(KilnError) in try read(file, at: offset, count: count) }
+    }
+
+    /// The same over any `size` bytes that `read(offset, count)` returns (the index
+    /// forecast's recorder, which kept only some of them, throws for the rest).
+    static func topLevelBoxes(size fileSize: Int64, read: (Int64, Int) throws(KilnError) -> [UInt8]) throws(KilnError) -> [Box] {
         var boxes: [Box] = []
         var offset: Int64 = 0
         while offset + 8 <= fileSize {
-            let head = try read(file, at: offset, count: Int(min(16, fileSize - offset)))
+            let head = try read(offset, Int(min(16, fileSize - offset)))
             var size = Int64(be32(head, 0))
             let type = String(decoding: head[4..<8], as: UTF8.self)
             if size == 1 {

@@ -77,7 +77,7 @@ final class IndexForecast: @unchecked Sendable {
         DispatchQueue(label: "kiln.index-forecast").async { [self] in
             // Any failure only means no forecast: the file is then hashed afterwards.
             let layout = try? forecast(source: source, rewind: rewind, plan: plan, info: info)
-            state.withLock { $0 = (true, layout ?? nil) }
+            state.withLock { $0 = (true, layout) }
             done.signal()
         }
     }
@@ -145,20 +145,13 @@ final class IndexRecorder {
             if offset >= tailFrom, let tail { return Array(UnsafeBufferPointer(start: tail + Int(offset - tailFrom), count: Int(count))) }
             return nil
         }
-        var offset: Int64 = 0
-        var boxes: [(type: String, offset: Int64, size: Int64)] = []
-        while offset < size {
-            guard let header = bytes(offset, min(16, size - offset)), header.count >= 8 else { return nil }
-            var boxSize = Int64(header[0..<4].reduce(0) { $0 << 8 | UInt64($1) })
-            if boxSize == 1 {
-                guard header.count == 16 else { return nil }
-                boxSize = Int64(bitPattern: header[8..<16].reduce(0) { $0 << 8 | UInt64($1) })
+        let boxes = try? FastStart.topLevelBoxes(size: size) { (offset, count) throws(KilnError) in
+            guard let kept = bytes(offset, Int64(count)) else {
+                throw KilnError(.internalError, stage: .mux, "a box header at \(offset) lies in the media data the recorder dropped")
             }
-            guard boxSize >= 8, offset + boxSize <= size else { return nil }
-            boxes.append((String(decoding: header[4..<8], as: UTF8.self), offset, boxSize))
-            offset += boxSize
+            return kept
         }
-        guard let ftyp = boxes.first, ftyp.type == "ftyp", let moov = boxes.last, moov.type == "moov",
+        guard let boxes, let ftyp = boxes.first, ftyp.type == "ftyp", let moov = boxes.last, moov.type == "moov",
               boxes.dropLast().contains(where: { $0.type == "mdat" }), !boxes.dropLast().contains(where: { $0.type == "moov" }),
               let ftypBytes = bytes(0, ftyp.size), let moovBytes = bytes(moov.offset, moov.size),
               let prefix = bytes(0, min(Int64(IndexForecast.prefixBytes), moov.offset)),

@@ -39,11 +39,8 @@ final class Muxer {
         self.cancellation = cancellation
         self.path = path
         recorder = nil
-        var ctx: UnsafeMutablePointer<AVFormatContext>?
-        try check(avformat_alloc_output_context2(&ctx, nil, "mp4", path), .mux, "cannot create the MP4 muxer")
-        guard let ctx else { throw KilnError(.resourceLimit, stage: .mux, "cannot create the MP4 muxer") }
+        let ctx = try Muxer.context(path: path, cancellation: cancellation)
         context = ctx
-        cancellation.install(on: ctx)
         var cb = ctx.pointee.interrupt_callback
         let ret = avio_open2(&ctx.pointee.pb, path, AVIO_FLAG_WRITE, &cb, nil)
         if ret < 0 {
@@ -60,13 +57,18 @@ final class Muxer {
         self.recorder = recorder
         path = nil
         writeback = nil
+        context = try Muxer.context(path: nil, cancellation: cancellation)
+        context.pointee.pb = recorder.io
+        context.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
+    }
+
+    /// An MP4 muxer's context, whose interrupt callback reads `cancellation`.
+    private static func context(path: String?, cancellation: Cancellation) throws(KilnError) -> UnsafeMutablePointer<AVFormatContext> {
         var ctx: UnsafeMutablePointer<AVFormatContext>?
-        try check(avformat_alloc_output_context2(&ctx, nil, "mp4", nil), .mux, "cannot create the MP4 muxer")
+        try check(avformat_alloc_output_context2(&ctx, nil, "mp4", path), .mux, "cannot create the MP4 muxer")
         guard let ctx else { throw KilnError(.resourceLimit, stage: .mux, "cannot create the MP4 muxer") }
-        context = ctx
         cancellation.install(on: ctx)
-        ctx.pointee.pb = recorder.io
-        ctx.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
+        return ctx
     }
 
     deinit {
