@@ -39,16 +39,21 @@ final class IndexForecast: @unchecked Sendable {
     /// header, which the MP4 muxer writes first and patches in its trailer.
     static let prefixBytes = 4096
 
-    private let cancellation = Cancellation()
+    private let cancellation: Cancellation
     private let done = DispatchSemaphore(value: 0)
     private let state = Mutex<(finished: Bool, layout: Layout?)>((false, nil))
 
-    /// Sources smaller than this are hashed after the remux. The forecast's fixed cost is
-    /// a second analysis of the source (tens of ms: decoding a few pictures), which must be
-    /// done before the real copy ends to help; a copy runs at ~1 GB/s and the forecast's
-    /// reading several times faster, so it wins from a few hundred MB on — where hashing
-    /// afterwards starts to cost seconds, not milliseconds.
+    /// Sources smaller than this are hashed after the remux. Below it the forecast costs
+    /// more than it saves, even with its reader analysed during the probe: on two cores the
+    /// forecast's reading and muxing plus the hash take longer than the copy they must keep
+    /// up with, while hashing a few tens of MB afterwards runs beside verification.
     static let minimumSourceBytes: Int64 = 256 << 20
+
+    /// Whether a source of this size is worth forecasting: big enough (above) and small
+    /// enough to stay cached (below).
+    static func worthwhile(sourceBytes: Int64, from minimum: Int64 = minimumSourceBytes) -> Bool {
+        sourceBytes >= minimum && staysCached(sourceBytes: sourceBytes)
+    }
 
     /// Whether a source of this size stays in the page cache between the forecast's read and
     /// the copy's (at most half the memory available now). A bigger one would be read twice
@@ -70,13 +75,15 @@ final class IndexForecast: @unchecked Sendable {
             && plan.video.map { $0.action == .copy } != false && plan.audio.map { $0.action == .copy } != false
     }
 
-    /// Starts the forecast on a thread of its own. `main` is the pipeline's demuxer: the
-    /// second reader starts where it did (after a rewind, if it was rewound).
-    init(source: String, main: Demuxer, plan: Plan, info: MediaInfo) {
+    /// Starts the forecast on a thread of its own, reading from `reader`. `main` is the
+    /// pipeline's demuxer: the second reader starts where it did (after a rewind, if it
+    /// was rewound).
+    init(reader: SecondReader, main: Demuxer, plan: Plan, info: MediaInfo) {
         let rewind = main.wasRewound
+        cancellation = reader.cancellation
         DispatchQueue(label: "kiln.index-forecast").async { [self] in
             // Any failure only means no forecast: the file is then hashed afterwards.
-            let layout = try? forecast(source: source, rewind: rewind, plan: plan, info: info)
+            let layout = try? forecast(reader: reader, rewind: rewind, plan: plan, info: info)
             state.withLock { $0 = (true, layout) }
             done.signal()
         }
@@ -98,10 +105,8 @@ final class IndexForecast: @unchecked Sendable {
         return state.withLock { $0.layout }
     }
 
-    private func forecast(source: String, rewind: Bool, plan: Plan, info: MediaInfo) throws(KilnError) -> Layout? {
-        // Opened and analysed as the pipeline's demuxer was: the same parameters, and the
-        // same guesses for what the container leaves out (missing DTS).
-        let reader = try Demuxer(path: source, cancellation: cancellation)
+    private func forecast(reader second: SecondReader, rewind: Bool, plan: Plan, info: MediaInfo) throws(KilnError) -> Layout? {
+        guard let reader = try second.take() else { return nil }
         if rewind { try reader.rewind() }
         let lanes = try Preparer.lanes(for: plan, demuxer: reader, info: info)
         let recorder = try IndexRecorder(headBytes: Self.prefixBytes)
@@ -109,6 +114,51 @@ final class IndexForecast: @unchecked Sendable {
         try Pipeline(demuxer: reader, lanes: lanes, muxer: muxer, durationSeconds: 0, cancellation: cancellation,
                      onProgress: { _ in }).run()
         return recorder.layout()
+    }
+}
+
+/// A second demuxer for a source, opened and analysed on a thread of its own: the index
+/// forecast's reader. Opened as the pipeline's demuxer was (the same parameters, and the
+/// same guesses for what the container leaves out, such as missing DTS). `Prober.open`
+/// starts it beside the first one, so its analysis (for H.264 tens of ms: pictures are
+/// decoded to learn the reorder delay) runs on the other core during the probe instead of
+/// delaying the forecast, whose lead over the copy is what lets the hash keep up.
+final class SecondReader: @unchecked Sendable {
+    /// Stops the opening, and the forecast that reads from it.
+    let cancellation = Cancellation()
+    /// What the opening thread leaves: written once, before `done` is signalled.
+    private final class Slot: @unchecked Sendable {
+        let done = DispatchSemaphore(value: 0)
+        var result: Result<Demuxer, KilnError>?
+    }
+    private let slot = Slot()
+    private let taken = Atomic<Bool>(false)
+
+    init(path: String) {
+        // The thread holds the slot, not the reader: a reader dropped while opening is
+        // canceled by its deinit rather than kept alive until the open ends.
+        let slot = self.slot, cancellation = self.cancellation
+        DispatchQueue(label: "kiln.second-reader").async {
+            slot.result = Result { () throws(KilnError) in try Demuxer(path: path, cancellation: cancellation) }
+            slot.done.signal()
+        }
+    }
+
+    /// Waits for the reader, which only the first caller gets (nil after that). It is
+    /// handed over, not kept: it closes when its taker is done with it.
+    func take() throws(KilnError) -> Demuxer? {
+        guard !taken.exchange(true, ordering: .acquiringAndReleasing) else { return nil }
+        slot.done.wait()
+        defer { slot.result = nil }
+        return try slot.result?.get()
+    }
+
+    /// Cancels an opening nobody took and waits for its thread, so no reader outlives it.
+    deinit {
+        guard !taken.load(ordering: .acquiring) else { return }
+        cancellation.cancel()
+        slot.done.wait()
+        slot.result = nil
     }
 }
 

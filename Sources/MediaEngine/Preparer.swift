@@ -150,9 +150,12 @@ public enum Preparer {
             let lanes = try lanes(for: plan, demuxer: demuxer, info: info, witness: witness)
             do {
                 let muxer = try Muxer(path: out.temporary, cancellation: cancellation)
-                if IndexForecast.applies(to: plan), info.sizeBytes >= forecastFromBytes,
-                   IndexForecast.staysCached(sourceBytes: info.sizeBytes) {
-                    let forecast = IndexForecast(source: source, main: demuxer, plan: plan, info: info)
+                // Taken here or closed: a plan without a forecast must not hold a second
+                // demuxer's buffers for the length of an encode.
+                let second = opened.secondReader
+                opened.secondReader = nil
+                if IndexForecast.applies(to: plan), IndexForecast.worthwhile(sourceBytes: info.sizeBytes, from: forecastFromBytes) {
+                    let forecast = IndexForecast(reader: second ?? SecondReader(path: source), main: demuxer, plan: plan, info: info)
                     let following = try StreamingDigest(path: out.temporary, forecast: forecast)
                     streaming = following
                     muxer.beforeFastStart = { claim = following.finish(awaitingForecast: awaitForecast) }

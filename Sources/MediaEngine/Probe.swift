@@ -16,15 +16,31 @@ public enum Prober {
 
     /// Probes and keeps the file open, rewound to its first packet, for a pipeline to
     /// read: the one-shot command then analyses each source once, not twice.
+    /// - Parameter preparing: the caller goes on to prepare the source, so a source big
+    ///   enough for the index forecast also gets its second reader (`SecondReader`), opened
+    ///   and analysed beside the first on the other core.
     public static func open(path: String, cancellation: Cancellation = Cancellation(),
-                            fingerprint: Bool = true) throws(KilnError) -> ProbedSource {
+                            fingerprint: Bool = true, preparing: Bool = false) throws(KilnError) -> ProbedSource {
+        try open(path: path, cancellation: cancellation, fingerprint: fingerprint,
+                 secondReaderFrom: preparing ? IndexForecast.minimumSourceBytes : nil)
+    }
+
+    /// `secondReaderFrom`: the smallest source that gets a second reader (nil: none).
+    static func open(path: String, cancellation: Cancellation = Cancellation(), fingerprint: Bool = true,
+                     secondReaderFrom minimum: Int64?) throws(KilnError) -> ProbedSource {
         let deadline = Deadline(seconds: deadlineSeconds, cancellation: cancellation)
         defer { deadline.disarm() }
+        // Neither needs the first reader's analysis, so both run beside it. A failed probe
+        // drops the second reader, which cancels it.
+        let second = minimum.map { IndexForecast.worthwhile(sourceBytes: FileIO.size(atPath: path) ?? 0, from: $0) } == true
+            ? SecondReader(path: path) : nil
+        let fingerprinting = fingerprint
+            ? Background("kiln.fingerprint") { () throws(KilnError) -> String in try SourceFingerprint.compute(path: path) } : nil
         do {
             let demuxer = try Demuxer(path: path, cancellation: cancellation)
             var info = try describe(demuxer)
-            if fingerprint { info.fingerprint = try SourceFingerprint.compute(path: path) }
-            return ProbedSource(demuxer: demuxer, info: info)
+            info.fingerprint = try fingerprinting?.wait()
+            return ProbedSource(demuxer: demuxer, info: info, secondReader: second)
         } catch {
             if error.code == .canceled && deadline.fired {
                 throw KilnError(.sourceUnreadable, stage: .probe,
@@ -298,10 +314,13 @@ public final class ProbedSource {
     let demuxer: Demuxer
     public let info: MediaInfo
     public var path: String { demuxer.path }
+    /// The index forecast's reader, when the probe opened one and nothing has taken it yet.
+    var secondReader: SecondReader?
 
-    init(demuxer: Demuxer, info: MediaInfo) {
+    init(demuxer: Demuxer, info: MediaInfo, secondReader: SecondReader? = nil) {
         self.demuxer = demuxer
         self.info = info
+        self.secondReader = secondReader
     }
 }
 

@@ -12,13 +12,16 @@ struct PlanInputs {
     let presets: Presets
     let plan: Plan
 
-    init(_ args: Arguments, cancellation: Cancellation = Cancellation()) throws(KilnError) {
+    /// - Parameter preparing: the source will be prepared (the probe may then open the
+    ///   index forecast's reader too).
+    init(_ args: Arguments, cancellation: Cancellation = Cancellation(), preparing: Bool = false) throws(KilnError) {
         file = try args.file()
         guard let q = args.values["--quality"] else { throw KilnError(.usage, stage: .request, "--quality is required") }
         let quality = try Quality(parsing: q)
         presets = try PresetsLocation.load(args.values["--presets"])
         let caps = try CapsArgument.resolve(args.values["--caps"], presets: presets)
-        source = try Prober.open(path: file, cancellation: cancellation, fingerprint: !args.flag("--no-fingerprint"))
+        source = try Prober.open(path: file, cancellation: cancellation, fingerprint: !args.flag("--no-fingerprint"),
+                                 preparing: preparing)
         plan = try Planner.plan(source: source.info, quality: quality, caps: caps, policy: .standard,
                                 audioLanguage: args.values["--audio-language"], presets: presets)
     }
@@ -84,7 +87,7 @@ enum PrepareCommand {
         let cancellation = Cancellation()
         let signals = SignalWatcher(cancellation: cancellation)
         defer { signals.stop() }
-        let inputs = try PlanInputs(args, cancellation: cancellation)
+        let inputs = try PlanInputs(args, cancellation: cancellation, preparing: true)
         return try execute(source: inputs.source, plan: inputs.plan, output: output, args: args,
                            cancellation: cancellation, signals: signals)
     }
@@ -103,7 +106,7 @@ enum PrepareCommand {
         let cancellation = Cancellation()
         let signals = SignalWatcher(cancellation: cancellation)
         defer { signals.stop() }
-        let source = try Prober.open(path: try args.file(), cancellation: cancellation, fingerprint: false)
+        let source = try Prober.open(path: try args.file(), cancellation: cancellation, fingerprint: false, preparing: true)
         return try execute(source: source, plan: plan, output: output, args: args, cancellation: cancellation, signals: signals)
     }
 

@@ -14,8 +14,11 @@ struct IndexForecastTests {
 
     /// Remuxes `path` as the one-shot command does (probe, rewind, prepare), forecasting
     /// whatever its size; returns the result and the output file's own SHA-256.
-    static func remux(_ path: String, forecast: Bool = true) throws -> (PrepareResult, String)? {
-        let opened = try Prober.open(path: path)
+    /// `readerFromProbe`: the forecast reads from a second reader the probe opened beside
+    /// its own (as `prepare` does), rather than one the remux opens.
+    static func remux(_ path: String, forecast: Bool = true, readerFromProbe: Bool = true) throws -> (PrepareResult, String)? {
+        let opened = try Prober.open(path: path, secondReaderFrom: forecast && readerFromProbe ? 0 : nil)
+        #expect((opened.secondReader != nil) == (forecast && readerFromProbe))
         guard let plan = EnginePlans.remux(opened.info) else { return nil }
         let dir = Media.scratch("forecast")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -25,6 +28,7 @@ struct IndexForecastTests {
         let result = try Preparer.prepare(source: opened, plan: plan, output: out,
                                           forecastFromBytes: forecast ? 0 : IndexForecast.minimumSourceBytes,
                                           awaitForecast: true)
+        #expect(opened.secondReader == nil, "the remux takes the probe's second reader, or closes it")
         let reference = try Run.command("sha256sum", [out]).stdout.prefix(64)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["out.mp4"], "no temporary file left")
         return (result, String(reference))
@@ -55,6 +59,28 @@ struct IndexForecastTests {
         #expect(streamed.stats.hashedWhileWriting)
         #expect(after.output.sha256 == reference)
         #expect(streamed.output.sha256 == reference, "remuxes are deterministic: the same bytes either way")
+        // A source probed without a second reader (the library entry point) gets one from the remux.
+        let (own, _) = try #require(try Self.remux(Media.shared(name), readerFromProbe: false))
+        #expect(own.stats.hashedWhileWriting)
+        #expect(own.output.sha256 == reference)
+    }
+
+    @Test("only a probe for a prepare opens the second reader, and only for a source worth forecasting")
+    func probeOpensTheSecondReaderWhenItHelps() throws {
+        let path = Media.shared("sp_bear-640x360-ec3.mp4")
+        #expect(try Prober.open(path: path).secondReader == nil)
+        #expect(try Prober.open(path: path, preparing: true).secondReader == nil, "a few MB: hashed afterwards")
+        #expect(try Prober.open(path: path, secondReaderFrom: 0).secondReader != nil)
+        // An encode never forecasts: the remux closes the reader instead of holding it.
+        let opened = try Prober.open(path: path, secondReaderFrom: 0)
+        var plan = try #require(EnginePlans.remux(opened.info))
+        plan.audio = EnginePlans.audio(opened.info, forceTranscode: true)
+        let dir = Media.scratch("forecast-encode")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let result = try Preparer.prepare(source: opened, plan: plan, output: dir.appendingPathComponent("out.mp4").path,
+                                          forecastFromBytes: 0, awaitForecast: true)
+        #expect(!result.stats.hashedWhileWriting)
+        #expect(opened.secondReader == nil)
     }
 
     @Test("the recorder keeps the head and the index, and refuses a layout whose media data was written twice")
