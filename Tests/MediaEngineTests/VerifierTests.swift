@@ -94,7 +94,7 @@ struct VerifierTests {
     func witnessOnlyForTheSameBytes() throws {
         let hevc = try Self.openGOPHEVC()
         let other = Media.shared("ax_sample_with_srt.mkv")
-        let (info, plan, out, dir) = try remuxed(other, "verify-witness-other")
+        let (info, _, out, dir) = try remuxed(other, "verify-witness-other")
         defer { try? FileManager.default.removeItem(at: dir) }
         let stranger = try witness(for: hevc, duration: info.durationSeconds)
         let demuxer = try Demuxer(path: out, cancellation: Cancellation(), analyze: false)
