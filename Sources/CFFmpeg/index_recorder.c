@@ -1,5 +1,5 @@
 // A write-only, seekable AVIOContext that keeps only what an MP4's layout depends on:
-// the first bytes (ftyp, and the mdat header the muxer patches last) and everything
+// the muxer's first bytes (ftyp, and the mdat header the muxer patches last) and everything
 // written from a marked offset on (the index, written by the trailer). The media data in
 // between is counted and dropped. See IndexForecast.swift for why.
 #include <string.h>
@@ -8,6 +8,7 @@
 struct KilnRecorder {
     AVIOContext *io;
     int64_t pos, size;
+    int64_t origin;  // where the head kept begins
     uint8_t *head;
     int64_t head_cap;
     int64_t tail_from;  // -1 until kiln_recorder_keep_from_end
@@ -18,9 +19,12 @@ struct KilnRecorder {
 
 static int recorder_write(void *opaque, uint8_t *buf, int n) {
     KilnRecorder *r = opaque;
-    int64_t start = r->pos, end = start + n;
-    if (start < r->size && end > r->head_cap) r->lowest_rewrite = FFMIN(r->lowest_rewrite, start);
-    if (start < r->head_cap) memcpy(r->head + start, buf, (size_t)(FFMIN(end, r->head_cap) - start));
+    int64_t start = r->pos, end = start + n, head_end = r->origin + r->head_cap;
+    if (start < r->size && end > head_end) r->lowest_rewrite = FFMIN(r->lowest_rewrite, start);
+    if (end > r->origin && start < head_end) {
+        int64_t from = FFMAX(start, r->origin), to = FFMIN(end, head_end);
+        memcpy(r->head + (from - r->origin), buf + (from - start), (size_t)(to - from));
+    }
     if (r->tail_from >= 0 && end > r->tail_from) {
         int64_t from = FFMAX(start, r->tail_from), need = end - r->tail_from;
         if (need > r->tail_cap) {
@@ -54,9 +58,10 @@ static int64_t recorder_seek(void *opaque, int64_t offset, int whence) {
     return to;
 }
 
-KilnRecorder *kiln_recorder_new(int64_t head_bytes) {
+KilnRecorder *kiln_recorder_new(int64_t origin, int64_t head_bytes) {
     KilnRecorder *r = av_mallocz(sizeof(*r));
     if (!r) return NULL;
+    r->origin = origin;
     r->tail_from = -1;
     r->lowest_rewrite = INT64_MAX;
     r->head_cap = head_bytes;
@@ -89,7 +94,7 @@ int64_t kiln_recorder_size(const KilnRecorder *r) { return r->size; }
 int64_t kiln_recorder_lowest_rewrite(const KilnRecorder *r) { return r->lowest_rewrite; }
 
 const uint8_t *kiln_recorder_head(const KilnRecorder *r, int64_t *count) {
-    *count = FFMIN(r->head_cap, r->size);
+    *count = FFMAX(0, FFMIN(r->head_cap, r->size - r->origin));
     return r->head;
 }
 

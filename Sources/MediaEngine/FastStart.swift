@@ -9,16 +9,19 @@ import KilnCore
 ///
 /// libavformat's `+faststart` does it by rewriting the file: after writing every byte once
 /// it reads them all back and writes them all again, shifted by the index's size. For a
-/// 40 GB remux that is two more passes over the disk than the copy itself. Here the file
-/// system makes the room instead: `fallocate(FALLOC_FL_INSERT_RANGE)` inserts whole blocks
-/// at the start of the file without moving data (ext4, XFS), the index is written there
-/// with every chunk offset moved by the inserted length, and the old index at the end is
-/// cut off. Where the file system cannot insert, the file is rewritten once, as before.
+/// 40 GB remux that is two more passes over the disk than the copy itself. Kiln's muxer
+/// instead starts writing `room` bytes into the file (`IndexRoom`: an estimate of the
+/// index's size from the streams' sample counts), so the index is written into the room
+/// left in front and nothing moves: the file stays in the page cache for hashing and
+/// verification. If the index outgrew the room, the file system makes more:
+/// `fallocate(FALLOC_FL_INSERT_RANGE)` inserts whole blocks at the start without moving
+/// data (ext4, XFS), and every chunk offset in the index moves by the inserted length.
+/// Where the file system cannot insert, the file is rewritten once.
 ///
-/// The result: `ftyp`, `moov`, a `free` box filling the inserted blocks (and covering the
-/// old `ftyp`), then the media data exactly as the muxer wrote it.
+/// The result: `ftyp`, `moov`, a `free` box filling the room (and covering the muxer's own
+/// `ftyp`), then the media data exactly as the muxer wrote it.
 enum FastStart {
-    enum Method: Equatable { case alreadyFirst, inserted, rewritten }
+    enum Method: Equatable { case alreadyFirst, inRoom, inserted, rewritten }
 
     struct Box: Equatable {
         var type: String
@@ -29,39 +32,45 @@ enum FastStart {
     /// An index larger than this is not an MP4 Kiln wrote (a 3-hour film's is a few MB).
     static let maxIndexBytes: Int64 = 1 << 30
 
-    /// What `apply` did: how, and for an insert the head it wrote (every byte of the
-    /// finished file before the muxer's own, which follow unchanged up to `dataEnd`,
-    /// where the old index began).
+    /// What `apply` did: how, and for an index written into the room or inserted blocks,
+    /// the head it wrote (every byte of the finished file before the muxer's own, which
+    /// follow unchanged from `room` up to `dataEnd`, where the old index began).
     struct Outcome: Equatable {
         var method: Method
         var head: [UInt8] = []
         var dataEnd: Int64 = 0
     }
 
-    static func apply(path: String, cancellation: Cancellation = Cancellation()) throws(KilnError) -> Outcome {
+    /// - Parameter room: where the muxer's first byte (its `ftyp`) is; the bytes before it
+    ///   were left for the index.
+    static func apply(path: String, room: Int64 = 0, cancellation: Cancellation = Cancellation()) throws(KilnError) -> Outcome {
         let file: FileDescriptor
         do { file = try FileDescriptor(path: path, flags: O_RDWR) } catch { throw ioError(error) }
         let fd = file.rawValue
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw ioError(errno, "cannot stat the output") }
-        let boxes = try topLevelBoxes(file, fileSize: Int64(st.st_size))
+        let boxes = try topLevelBoxes(file, from: room, fileSize: Int64(st.st_size))
         guard let ftyp = boxes.first, ftyp.type == "ftyp",
               let moovIndex = boxes.firstIndex(where: { $0.type == "moov" }),
               let mdatIndex = boxes.firstIndex(where: { $0.type == "mdat" }) else {
             throw KilnError(.internalError, stage: .mux, "the output has no ftyp, moov or mdat box: \(boxes.map(\.type))")
         }
-        if moovIndex < mdatIndex { return Outcome(method: .alreadyFirst) }
+        if moovIndex < mdatIndex, room == 0 { return Outcome(method: .alreadyFirst) }
         let moovBox = boxes[moovIndex]
         guard moovIndex == boxes.count - 1, moovBox.size <= maxIndexBytes else {
             throw KilnError(.internalError, stage: .mux, "the output's index is not its last box: \(boxes.map(\.type))")
         }
         let moov = try read(file, at: moovBox.offset, count: Int(moovBox.size))
-        let ftypBytes = try read(file, at: 0, count: Int(ftyp.size))
-        let head = try self.head(ftyp: ftypBytes, moov: moov, blockSize: blockSize(st))
-        let inserted = Int64(head.count)
+        let ftypBytes = try read(file, at: ftyp.offset, count: Int(ftyp.size))
+        let (head, inserted) = try self.head(ftyp: ftypBytes, moov: moov, room: room, blockSize: blockSize(st))
+        if inserted == 0 {
+            try write(file, head, at: 0)
+            guard ftruncate(fd, off_t(moovBox.offset)) == 0 else { throw ioError(errno, "cannot cut the old index off") }
+            return Outcome(method: .inRoom, head: head, dataEnd: moovBox.offset)
+        }
         if kiln_insert_range(fd, 0, inserted) == 0 {
             try write(file, head, at: 0)
-            // The old ftyp, now at `inserted`, lies inside the free box: its bytes are padding.
+            // The muxer's ftyp, now at the head's end, lies inside the free box: its bytes are padding.
             guard ftruncate(fd, off_t(inserted + moovBox.offset)) == 0 else { throw ioError(errno, "cannot cut the old index off") }
             return Outcome(method: .inserted, head: head, dataEnd: moovBox.offset)
         }
@@ -69,27 +78,35 @@ enum FastStart {
         guard e == EOPNOTSUPP || e == EINVAL || e == ENOSYS || e == EPERM else {
             throw ioError(e, "cannot make room for the index")
         }
-        try rewrite(path: path, file: file, ftyp: ftypBytes, moov: moov, dataStart: ftyp.size, dataEnd: moovBox.offset,
+        try rewrite(path: path, file: file, ftyp: ftypBytes, moov: moov, dataStart: ftyp.offset + ftyp.size, dataEnd: moovBox.offset,
                     cancellation: cancellation)
         return Outcome(method: .rewritten)
     }
 
-    /// The bytes an insert puts in front of a file whose muxer wrote `ftyp` first and
-    /// `moov` last: whole blocks holding ftyp, the moved index and a free box (at least
-    /// its 8-byte header), which also covers the old ftyp. A pure function of its inputs,
-    /// so the index forecast can know them before the file exists. The index grows if an
-    /// offset moved past 4 GiB needs 64-bit entries, so the length is settled by iteration.
-    static func head(ftyp: [UInt8], moov: [UInt8], blockSize block: Int64) throws(KilnError) -> [UInt8] {
-        var inserted = roundUp(Int64(ftyp.count + moov.count) + 8, block)
-        var moved = try relocated(moov: moov, by: inserted)
-        while Int64(ftyp.count + moved.count) + 8 > inserted {
-            inserted = roundUp(Int64(ftyp.count + moved.count) + 8, block)
+    /// The bytes written in front of a file whose muxer wrote `ftyp` first (at `room`) and
+    /// `moov` last, and how many bytes must be inserted for them (0 when the index fits
+    /// the room): ftyp, the index (its chunk offsets moved by the inserted length) and a
+    /// free box (at least its 8-byte header) reaching over the muxer's ftyp. A pure
+    /// function of its inputs, so the index forecast can know them before the file exists.
+    /// The index grows if an offset moved past 4 GiB needs 64-bit entries, so an inserted
+    /// length is settled by iteration.
+    static func head(ftyp: [UInt8], moov: [UInt8], room: Int64 = 0,
+                     blockSize block: Int64) throws(KilnError) -> (bytes: [UInt8], inserted: Int64) {
+        func needed(_ index: [UInt8]) -> Int64 { Int64(ftyp.count + index.count) + 8 }
+        var inserted: Int64 = 0
+        var moved = moov
+        while needed(moved) > room + inserted {
+            inserted = roundUp(needed(moved) - room, block)
             moved = try relocated(moov: moov, by: inserted)
         }
-        let freeSize = inserted - Int64(moved.count)  // from after the index to the old ftyp's end
-        var head = ftyp + moved + freeHeader(size: freeSize)
-        head += [UInt8](repeating: 0, count: Int(inserted - Int64(head.count)))
-        return head
+        let total = room + inserted
+        var head: [UInt8] = []
+        head.reserveCapacity(Int(total))
+        head += ftyp
+        head += moved
+        head += freeHeader(size: total - Int64(moved.count))  // from after the index to the muxer's ftyp's end
+        head += [UInt8](repeating: 0, count: Int(total) - head.count)
+        return (head, inserted)
     }
 
     /// The unit an insert works in: the file system's block.
@@ -99,11 +116,14 @@ enum FastStart {
     /// (copy_file_range, so the kernel moves it), renamed over the old one.
     private static func rewrite(path: String, file: FileDescriptor, ftyp: [UInt8], moov: [UInt8], dataStart: Int64, dataEnd: Int64,
                                 cancellation: Cancellation) throws(KilnError) {
-        var shift = Int64(moov.count)
-        var moved = try relocated(moov: moov, by: shift)
-        while Int64(moved.count) != shift {
-            shift = Int64(moved.count)
-            moved = try relocated(moov: moov, by: shift)
+        // The media data moves from `dataStart` to just after ftyp and the index: by the
+        // index's size less the room it leaves behind (negative if the room was bigger).
+        func shift(_ index: [UInt8]) -> Int64 { Int64(ftyp.count + index.count) - dataStart }
+        var moved = moov
+        while true {
+            let next = try relocated(moov: moov, by: shift(moved))
+            defer { moved = next }
+            if next.count == moved.count { break }
         }
         let tmp = path + ".faststart"
         let out: FileDescriptor
@@ -111,7 +131,7 @@ enum FastStart {
         var ok = false
         defer { if !ok { unlink(tmp) } }
         try write(out, ftyp + moved, at: 0)
-        var inOffset = Int64(dataStart), outOffset = Int64(ftyp.count + moved.count)
+        var inOffset = dataStart, outOffset = Int64(ftyp.count + moved.count)
         var kernelCopies = true
         while inOffset < dataEnd {
             // 64 MB at a time, so a cancellation is heard within a second on any disk.
@@ -139,15 +159,16 @@ enum FastStart {
 
     /// The file's top-level boxes in order (also what verification reads to find the
     /// index in front).
-    static func topLevelBoxes(_ file: FileDescriptor, fileSize: Int64) throws(KilnError) -> [Box] {
-        try topLevelBoxes(size: fileSize) { (offset, count) throws(KilnError) in try read(file, at: offset, count: count) }
+    static func topLevelBoxes(_ file: FileDescriptor, from start: Int64 = 0, fileSize: Int64) throws(KilnError) -> [Box] {
+        try topLevelBoxes(from: start, size: fileSize) { (offset, count) throws(KilnError) in try read(file, at: offset, count: count) }
     }
 
     /// The same over any `size` bytes that `read(offset, count)` returns (the index
     /// forecast's recorder, which kept only some of them, throws for the rest).
-    static func topLevelBoxes(size fileSize: Int64, read: (Int64, Int) throws(KilnError) -> [UInt8]) throws(KilnError) -> [Box] {
+    static func topLevelBoxes(from start: Int64 = 0, size fileSize: Int64,
+                              read: (Int64, Int) throws(KilnError) -> [UInt8]) throws(KilnError) -> [Box] {
         var boxes: [Box] = []
-        var offset: Int64 = 0
+        var offset = start
         while offset + 8 <= fileSize {
             let head = try read(offset, Int(min(16, fileSize - offset)))
             var size = Int64(be32(head, 0))
@@ -218,7 +239,7 @@ enum FastStart {
         for k in 0..<count {
             let at = body.startIndex + 8 + k * width
             let old = wide ? be64(body, at) : UInt64(be32(body, at))
-            offsets.append(old &+ UInt64(delta))
+            offsets.append(old &+ UInt64(bitPattern: delta))  // a negative delta wraps back
         }
         let needsWide = wide || offsets.contains { $0 > UInt64(UInt32.max) }
         var payload = [UInt8](body[body.startIndex..<(body.startIndex + 8)])  // version, flags, count

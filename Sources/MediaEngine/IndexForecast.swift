@@ -28,7 +28,9 @@ final class IndexForecast: @unchecked Sendable {
     struct Layout: Sendable {
         var ftyp: [UInt8]
         var moov: [UInt8]
-        /// The file's first bytes as they end up (the media data box's size patched in);
+        /// Where the muxer's bytes begin (`IndexRoom`).
+        var room: Int64
+        /// The muxer's first bytes as they end up (the media data box's size patched in);
         /// the muxer goes back over nothing after them.
         var prefix: [UInt8]
         /// Where the index begins: the media data ends there.
@@ -78,12 +80,13 @@ final class IndexForecast: @unchecked Sendable {
     /// Starts the forecast on a thread of its own, reading from `reader`. `main` is the
     /// pipeline's demuxer: the second reader starts where it did (after a rewind, if it
     /// was rewound).
-    init(reader: SecondReader, main: Demuxer, plan: Plan, info: MediaInfo) {
+    /// `room`: where the real muxer starts writing, so the forecast's starts there too.
+    init(reader: SecondReader, main: Demuxer, plan: Plan, info: MediaInfo, room: Int64) {
         let rewind = main.wasRewound
         cancellation = reader.cancellation
         DispatchQueue(label: "kiln.index-forecast").async { [self] in
             // Any failure only means no forecast: the file is then hashed afterwards.
-            let layout = try? forecast(reader: reader, rewind: rewind, plan: plan, info: info)
+            let layout = try? forecast(reader: reader, rewind: rewind, plan: plan, info: info, room: room)
             state.withLock { $0 = (true, layout) }
             done.signal()
         }
@@ -105,12 +108,13 @@ final class IndexForecast: @unchecked Sendable {
         return state.withLock { $0.layout }
     }
 
-    private func forecast(reader second: SecondReader, rewind: Bool, plan: Plan, info: MediaInfo) throws(KilnError) -> Layout? {
+    private func forecast(reader second: SecondReader, rewind: Bool, plan: Plan, info: MediaInfo,
+                          room: Int64) throws(KilnError) -> Layout? {
         guard let reader = try second.take() else { return nil }
         if rewind { try reader.rewind() }
         let lanes = try Preparer.lanes(for: plan, demuxer: reader, info: info)
-        let recorder = try IndexRecorder(headBytes: Self.prefixBytes)
-        let muxer = try Muxer(recorder: recorder, cancellation: cancellation)
+        let recorder = try IndexRecorder(room: room, headBytes: Self.prefixBytes)
+        let muxer = try Muxer(recorder: recorder, room: room, cancellation: cancellation)
         try Pipeline(demuxer: reader, lanes: lanes, muxer: muxer, durationSeconds: 0, cancellation: cancellation,
                      onProgress: { _ in }).run()
         return recorder.layout()
@@ -166,11 +170,15 @@ final class SecondReader: @unchecked Sendable {
 final class IndexRecorder {
     private var recorder: OpaquePointer?
 
-    init(headBytes: Int) throws(KilnError) {
-        guard let r = kiln_recorder_new(Int64(headBytes)) else {
+    /// The muxer's bytes start at `room`; the first `headBytes` of them are kept.
+    let room: Int64
+
+    init(room: Int64 = 0, headBytes: Int) throws(KilnError) {
+        guard let r = kiln_recorder_new(room, Int64(headBytes)) else {
             throw KilnError(.resourceLimit, stage: .mux, "out of memory for the index forecast")
         }
         recorder = r
+        self.room = room
     }
 
     deinit { kiln_recorder_free(&recorder) }
@@ -191,11 +199,13 @@ final class IndexRecorder {
         /// Bytes at `offset` if the recorder kept them all.
         func bytes(_ offset: Int64, _ count: Int64) -> [UInt8]? {
             guard offset >= 0, count >= 0, offset + count <= size else { return nil }
-            if offset + count <= headCount { return Array(UnsafeBufferPointer(start: head + Int(offset), count: Int(count))) }
+            if offset >= room, offset + count <= room + headCount {
+                return Array(UnsafeBufferPointer(start: head + Int(offset - room), count: Int(count)))
+            }
             if offset >= tailFrom, let tail { return Array(UnsafeBufferPointer(start: tail + Int(offset - tailFrom), count: Int(count))) }
             return nil
         }
-        let boxes = try? FastStart.topLevelBoxes(size: size) { (offset, count) throws(KilnError) in
+        let boxes = try? FastStart.topLevelBoxes(from: room, size: size) { (offset, count) throws(KilnError) in
             guard let kept = bytes(offset, Int64(count)) else {
                 throw KilnError(.internalError, stage: .mux, "a box header at \(offset) lies in the media data the recorder dropped")
             }
@@ -203,10 +213,10 @@ final class IndexRecorder {
         }
         guard let boxes, let ftyp = boxes.first, ftyp.type == "ftyp", let moov = boxes.last, moov.type == "moov",
               boxes.dropLast().contains(where: { $0.type == "mdat" }), !boxes.dropLast().contains(where: { $0.type == "moov" }),
-              let ftypBytes = bytes(0, ftyp.size), let moovBytes = bytes(moov.offset, moov.size),
-              let prefix = bytes(0, min(Int64(IndexForecast.prefixBytes), moov.offset)),
+              let ftypBytes = bytes(ftyp.offset, ftyp.size), let moovBytes = bytes(moov.offset, moov.size),
+              let prefix = bytes(room, min(Int64(IndexForecast.prefixBytes), moov.offset - room)),
               kiln_recorder_lowest_rewrite(recorder) >= moov.offset else { return nil }
-        return IndexForecast.Layout(ftyp: ftypBytes, moov: moovBytes, prefix: prefix, moovOffset: moov.offset)
+        return IndexForecast.Layout(ftyp: ftypBytes, moov: moovBytes, room: room, prefix: prefix, moovOffset: moov.offset)
     }
 }
 
@@ -228,7 +238,7 @@ final class StreamingDigest: @unchecked Sendable {
 
         /// Whether the index move wrote what the forecast said it would, where it said.
         func matches(_ outcome: FastStart.Outcome?) -> Bool {
-            guard let outcome, outcome.method == .inserted else { return false }
+            guard let outcome, outcome.method == .inRoom || outcome.method == .inserted else { return false }
             return outcome.dataEnd == dataEnd && outcome.head == head
         }
     }
@@ -275,13 +285,14 @@ final class StreamingDigest: @unchecked Sendable {
         guard let layout = forecast.wait() else { return nil }
         var st = stat()
         guard fstat(file.rawValue, &st) == 0,
-              let head = try? FastStart.head(ftyp: layout.ftyp, moov: layout.moov, blockSize: FastStart.blockSize(st)) else {
+              let head = try? FastStart.head(ftyp: layout.ftyp, moov: layout.moov, room: layout.room,
+                                             blockSize: FastStart.blockSize(st)).bytes else {
             return nil
         }
         let hash = SHA256()
         head.withUnsafeBytes { hash.update($0) }
         layout.prefix.withUnsafeBytes { hash.update($0) }
-        var position = Int64(layout.prefix.count)
+        var position = layout.room + Int64(layout.prefix.count)
         let end = layout.moovOffset
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
         defer { buffer.deallocate() }
@@ -308,7 +319,7 @@ final class StreamingDigest: @unchecked Sendable {
             if abandoned.load(ordering: .acquiring) { return nil }
             usleep(500)
         }
-        guard (try? file.read(upTo: layout.prefix.count, at: 0)) == layout.prefix else { return nil }
-        return Claim(sha256: hash.hexDigest(), bytes: Int64(head.count) + end, head: head, dataEnd: end)
+        guard (try? file.read(upTo: layout.prefix.count, at: layout.room)) == layout.prefix else { return nil }
+        return Claim(sha256: hash.hexDigest(), bytes: Int64(head.count) + end - layout.room, head: head, dataEnd: end)
     }
 }

@@ -13,6 +13,8 @@ final class Muxer {
     /// recorder instead.
     let path: String?
     private let recorder: IndexRecorder?
+    /// Where the muxer's first byte is: the bytes before it are left for the index.
+    let room: Int64
     /// How `finish` put the index in front, and what it wrote there.
     private(set) var fastStart: FastStart.Outcome?
     /// Runs once the trailer is written and before the index moves to the front: the
@@ -35,15 +37,23 @@ final class Muxer {
     private var unsentBytes: Int64 = 0
     static let writebackBytes: Int64 = 16 << 20
 
-    init(path: String, cancellation: Cancellation) throws(KilnError) {
+    /// - Parameter room: bytes left free at the start of the file for the index
+    ///   (`IndexRoom`); the muxer's first byte goes after them.
+    init(path: String, room: Int64 = 0, cancellation: Cancellation) throws(KilnError) {
         self.cancellation = cancellation
         self.path = path
+        self.room = room
         recorder = nil
         let ctx = try Muxer.context(path: path, cancellation: cancellation)
         context = ctx
         var cb = ctx.pointee.interrupt_callback
-        let ret = avio_open2(&ctx.pointee.pb, path, AVIO_FLAG_WRITE, &cb, nil)
+        var ret = avio_open2(&ctx.pointee.pb, path, AVIO_FLAG_WRITE, &cb, nil)
+        // The MP4 muxer records absolute positions (chunk offsets, the media data box it
+        // patches last), so starting it further in makes an index that is already right
+        // for where it will be copied to. The room is a hole until then.
+        if ret >= 0, room > 0 { ret = Int32(clamping: min(0, avio_seek(ctx.pointee.pb, room, SEEK_SET))) }
         if ret < 0 {
+            avio_closep(&ctx.pointee.pb)
             avformat_free_context(ctx)
             throw classify(ret, .write, "cannot create the output file", as: .ioError)
         }
@@ -51,15 +61,17 @@ final class Muxer {
     }
 
     /// A muxer whose output goes to `recorder` (the index forecast): the same MP4 muxer
-    /// with the same options, so the same packets make the same bytes.
-    init(recorder: IndexRecorder, cancellation: Cancellation) throws(KilnError) {
+    /// with the same options and room, so the same packets make the same bytes.
+    init(recorder: IndexRecorder, room: Int64, cancellation: Cancellation) throws(KilnError) {
         self.cancellation = cancellation
         self.recorder = recorder
+        self.room = room
         path = nil
         writeback = nil
         context = try Muxer.context(path: nil, cancellation: cancellation)
         context.pointee.pb = recorder.io
         context.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
+        if room > 0 { avio_seek(recorder.io, room, SEEK_SET) }
     }
 
     /// An MP4 muxer's context, whose interrupt callback reads `cancellation`.
@@ -152,6 +164,6 @@ final class Muxer {
         avio_closep(&context.pointee.pb)
         try cancellation.check(.mux)
         beforeFastStart?()
-        fastStart = try FastStart.apply(path: path, cancellation: cancellation)
+        fastStart = try FastStart.apply(path: path, room: room, cancellation: cancellation)
     }
 }

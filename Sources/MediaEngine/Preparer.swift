@@ -106,9 +106,11 @@ public enum Preparer {
 
     /// `forecastFromBytes`: the smallest source whose remux is hashed while it is written
     /// (`IndexForecast`); `awaitForecast`: wait for a forecast still running when the copy
-    /// ends instead of hashing afterwards. Tests use both to exercise the forecast on small files.
+    /// ends instead of hashing afterwards; `room`: the room left for the index instead of
+    /// `IndexRoom`'s estimate. Tests use them to exercise the forecast on small files and
+    /// an index that outgrows its room.
     static func prepare(source opened: ProbedSource, plan: Plan, output: String, forecastFromBytes: Int64, awaitForecast: Bool,
-                        cancellation: Cancellation = Cancellation(),
+                        room fixedRoom: Int64? = nil, cancellation: Cancellation = Cancellation(),
                         progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
         let source = opened.path, info = opened.info
         let clock = SystemClock()
@@ -149,13 +151,15 @@ public enum Preparer {
             }
             let lanes = try lanes(for: plan, demuxer: demuxer, info: info, witness: witness)
             do {
-                let muxer = try Muxer(path: out.temporary, cancellation: cancellation)
+                let room = fixedRoom ?? IndexRoom.bytes(plan: plan, demuxer: demuxer, durationSeconds: expected)
+                let muxer = try Muxer(path: out.temporary, room: room, cancellation: cancellation)
                 // Taken here or closed: a plan without a forecast must not hold a second
                 // demuxer's buffers for the length of an encode.
                 let second = opened.secondReader
                 opened.secondReader = nil
                 if IndexForecast.applies(to: plan), IndexForecast.worthwhile(sourceBytes: info.sizeBytes, from: forecastFromBytes) {
-                    let forecast = IndexForecast(reader: second ?? SecondReader(path: source), main: demuxer, plan: plan, info: info)
+                    let forecast = IndexForecast(reader: second ?? SecondReader(path: source), main: demuxer, plan: plan, info: info,
+                                                 room: room)
                     let following = try StreamingDigest(path: out.temporary, forecast: forecast)
                     streaming = following
                     muxer.beforeFastStart = { claim = following.finish(awaitingForecast: awaitForecast) }

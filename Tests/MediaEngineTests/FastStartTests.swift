@@ -111,3 +111,91 @@ struct DigestTests {
         #expect(sha == String(reference))
     }
 }
+
+@Suite("Room for the index")
+struct IndexRoomTests {
+    /// The output's top-level boxes, through the same reader Kiln uses.
+    static func boxes(_ path: String) throws -> [FastStart.Box] {
+        let file = try FileDescriptor(path: path, flags: O_RDONLY)
+        var st = stat()
+        _ = fstat(file.rawValue, &st)
+        return try FastStart.topLevelBoxes(file, fileSize: Int64(st.st_size))
+    }
+
+    /// Remuxes `name` with the index forecast forced on, leaving `room` (nil: the estimate)
+    /// for the index, into `dir`.
+    static func remux(_ path: String, room: Int64? = nil, in dir: URL) throws -> (PrepareResult, String, Int64)? {
+        let opened = try Prober.open(path: path, secondReaderFrom: 0)
+        guard let plan = EnginePlans.remux(opened.info) else { return nil }
+        let estimate = IndexRoom.bytes(plan: plan, demuxer: opened.demuxer,
+                                       durationSeconds: Preparer.expectedDuration(info: opened.info, plan: plan))
+        let out = dir.appendingPathComponent("out.mp4").path
+        let result = try Preparer.prepare(source: opened, plan: plan, output: out, forecastFromBytes: 0, awaitForecast: true,
+                                          room: room)
+        return (result, out, room ?? estimate)
+    }
+
+    /// Generated sources the shared files lack: VFR, MPEG-TS with interlacing and with a
+    /// timestamp wrap, 10-bit HDR10 HEVC.
+    static let generated: [String: @Sendable () throws -> String] = [
+        "vfr.mkv": Generated.vfrMKV, "interlaced.ts": Generated.interlacedTS, "wrapping.ts": Generated.wrappingTS,
+        "hdr10.mkv": Generated.hdr10HEVC,
+    ]
+
+    @Test("a remux's index is written into the room left for it: no media byte moves, little is left over",
+          arguments: Media.sharedFiles + generated.keys.sorted())
+    func indexFitsItsRoom(_ name: String) throws {
+        guard !SharedMediaTests.unreadable.contains(name) else { return }
+        let dir = Media.scratch("room")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = try Self.generated[name].map { try $0() } ?? Media.shared(name)
+        guard let (result, out, room) = try Self.remux(path, in: dir) else { return }
+        let boxes = try Self.boxes(out)
+        try #require(boxes.count >= 4, "\(name): \(boxes.map(\.type))")
+        let (ftyp, moov, free) = (boxes[0], boxes[1], boxes[2])
+        #expect(ftyp.type == "ftyp" && moov.type == "moov" && free.type == "free", "\(name): \(boxes.map(\.type))")
+        // The free box reaches over the muxer's own ftyp, which it began writing at `room`:
+        // had blocks been inserted, it would reach further.
+        #expect(free.offset + free.size == room + ftyp.size, "\(name): the index did not fit its room of \(room) bytes")
+        #expect(free.size <= max(16 << 10, moov.size / 2), "\(name): \(free.size) bytes left over for a \(moov.size)-byte index")
+        let reference = try Run.command("sha256sum", [out]).stdout.prefix(64)
+        #expect(result.output.sha256 == String(reference), "\(name)")
+    }
+
+    @Test("an index that outgrows its room gets blocks inserted in front; the forecast saw it coming")
+    func outgrownRoomInserts() throws {
+        let dir = Media.scratch("room-small")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = Media.shared("ax_sample_with_srt.mkv")
+        let (fitted, fittedOut, _) = try #require(try Self.remux(source, in: dir))
+        let before = try FastStartTests.packets(fittedOut)
+        let (result, out, _) = try #require(try Self.remux(source, room: 4096, in: dir))
+        #expect(result.stats.hashedWhileWriting)
+        #expect(result.output.sha256 == String(try Run.command("sha256sum", [out]).stdout.prefix(64)))
+        #expect(result.output.sha256 != fitted.output.sha256, "a different layout")
+        #expect(try FFprobe.moovBeforeMdat(out))
+        #expect(try FastStartTests.packets(out) == before, "the same packets either way")
+        #expect(try FFprobe.decodeErrors(out).isEmpty)
+    }
+
+    @Test("where blocks cannot be inserted (tmpfs), an index a few bytes too big for its room moves the media data back")
+    func outgrownRoomRewritesOnTmpfs() throws {
+        guard FileManager.default.fileExists(atPath: "/dev/shm") else { return }
+        let dir = URL(fileURLWithPath: "/dev/shm").appendingPathComponent("kiln-room-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = Media.shared("ax_sample_with_srt.mkv")
+        let (_, fittedOut, _) = try #require(try Self.remux(source, in: dir))
+        let before = try FastStartTests.packets(fittedOut)
+        let boxes = try Self.boxes(fittedOut)
+        // ftyp, moov and a free header need 8 bytes more than this: the media data, which
+        // starts after the room, moves back by the few bytes it leaves over.
+        let tight = boxes[0].size + boxes[1].size + 7
+        let (result, out, _) = try #require(try Self.remux(source, room: tight, in: dir))
+        #expect(result.output.sha256 == String(try Run.command("sha256sum", [out]).stdout.prefix(64)))
+        #expect(try FFprobe.moovBeforeMdat(out))
+        #expect(try FastStartTests.packets(out) == before)
+        #expect(try FFprobe.decodeErrors(out).isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["out.mp4"], "no leftover")
+    }
+}

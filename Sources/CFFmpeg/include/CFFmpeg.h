@@ -175,11 +175,11 @@ int kiln_start_writeback(int fd);
 int kiln_malloc_trim_above(size_t bytes);
 
 // ---- the index forecast's output: an MP4 muxed to nowhere (index_recorder.c) ----
-/// A seekable write-only AVIOContext that keeps the first `head_bytes` bytes (with later
-/// patches applied) and every byte written at or after the offset marked by
-/// kiln_recorder_keep_from_end; the rest is only counted.
+/// A seekable write-only AVIOContext that keeps the `head_bytes` bytes from `origin` (where
+/// the muxer starts writing, with later patches applied) and every byte written at or
+/// after the offset marked by kiln_recorder_keep_from_end; the rest is only counted.
 typedef struct KilnRecorder KilnRecorder;
-KilnRecorder *kiln_recorder_new(int64_t head_bytes);
+KilnRecorder *kiln_recorder_new(int64_t origin, int64_t head_bytes);
 AVIOContext *kiln_recorder_io(KilnRecorder *r);
 /// Flushes, then keeps everything written from the current end of the output on.
 void kiln_recorder_keep_from_end(KilnRecorder *r);
@@ -188,6 +188,7 @@ int64_t kiln_recorder_size(const KilnRecorder *r);
 /// began, INT64_MAX if none: a reader following the file's growth would have read what
 /// was there before. The MP4 muxer goes back only inside its index (box sizes).
 int64_t kiln_recorder_lowest_rewrite(const KilnRecorder *r);
+/// The kept bytes from `origin` on (`count` of them: fewer if less was written).
 const uint8_t *kiln_recorder_head(const KilnRecorder *r, int64_t *count);
 const uint8_t *kiln_recorder_tail(const KilnRecorder *r, int64_t *from, int64_t *count);
 void kiln_recorder_free(KilnRecorder **r);
