@@ -66,14 +66,14 @@ final class AtomicOutput {
     }
 
     /// SHA-256 and size of a finished file, read once before it is renamed into place.
-    /// (The faststart pass rewrites the file after the last packet, so the bytes are only
-    /// final once the trailer is written.)
+    /// (The index goes in front after the last packet, so the bytes are only final once
+    /// the trailer is written.)
     static func digest(path: String) throws(KilnError) -> (sha256: String, bytes: Int64) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw error(errno, "cannot read the output back") }
         defer { close(fd) }
-        // Inserting the index's blocks at the front dropped the file's pages from the page
-        // cache (ext4 shifts them): the hash reads it from disk, so ask for big readahead.
+        // Usually still in the page cache; but if blocks were inserted for an index that
+        // outgrew its room, ext4 dropped the file's pages: then ask for big readahead.
         _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
         let hash = SHA256()
         var total: Int64 = 0
