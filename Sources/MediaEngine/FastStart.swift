@@ -32,12 +32,24 @@ enum FastStart {
     /// An index larger than this is not an MP4 Kiln wrote (a 3-hour film's is a few MB).
     static let maxIndexBytes: Int64 = 1 << 30
 
+    /// Every byte of a finished file before the muxer's own: ftyp, the index and the
+    /// header of a free box, then zeros. The zeros are never written: the room and any
+    /// inserted blocks are holes, which read as zeros.
+    struct Head: Equatable {
+        /// ftyp, the index and the free box's header.
+        var bytes: [UInt8]
+        /// The whole head, zeros after `bytes` included.
+        var length: Int64
+        /// How much of it was inserted in front (0: the index fitted its room).
+        var inserted: Int64
+    }
+
     /// What `apply` did: how, and for an index written into the room or inserted blocks,
-    /// the head it wrote (every byte of the finished file before the muxer's own, which
-    /// follow unchanged from `room` up to `dataEnd`, where the old index began).
+    /// the head (the muxer's bytes follow it unchanged, from `room` up to `dataEnd`, where
+    /// the old index began).
     struct Outcome: Equatable {
         var method: Method
-        var head: [UInt8] = []
+        var head: Head? = nil
         var dataEnd: Int64 = 0
     }
 
@@ -62,16 +74,18 @@ enum FastStart {
         }
         let moov = try read(file, at: moovBox.offset, count: Int(moovBox.size))
         let ftypBytes = try read(file, at: ftyp.offset, count: Int(ftyp.size))
-        let (head, inserted) = try self.head(ftyp: ftypBytes, moov: moov, room: room, blockSize: blockSize(st))
-        if inserted == 0 {
-            try write(file, head, at: 0)
+        let head = try self.head(ftyp: ftypBytes, moov: moov, room: room, blockSize: blockSize(st))
+        if head.inserted == 0 {
+            try write(file, head.bytes, at: 0)
             guard ftruncate(fd, off_t(moovBox.offset)) == 0 else { throw ioError(errno, "cannot cut the old index off") }
             return Outcome(method: .inRoom, head: head, dataEnd: moovBox.offset)
         }
-        if kiln_insert_range(fd, 0, inserted) == 0 {
-            try write(file, head, at: 0)
+        if kiln_insert_range(fd, 0, head.inserted) == 0 {
+            try write(file, head.bytes, at: 0)
             // The muxer's ftyp, now at the head's end, lies inside the free box: its bytes are padding.
-            guard ftruncate(fd, off_t(inserted + moovBox.offset)) == 0 else { throw ioError(errno, "cannot cut the old index off") }
+            guard ftruncate(fd, off_t(head.inserted + moovBox.offset)) == 0 else {
+                throw ioError(errno, "cannot cut the old index off")
+            }
             return Outcome(method: .inserted, head: head, dataEnd: moovBox.offset)
         }
         let e = errno
@@ -83,15 +97,13 @@ enum FastStart {
         return Outcome(method: .rewritten)
     }
 
-    /// The bytes written in front of a file whose muxer wrote `ftyp` first (at `room`) and
-    /// `moov` last, and how many bytes must be inserted for them (0 when the index fits
-    /// the room): ftyp, the index (its chunk offsets moved by the inserted length) and a
-    /// free box (at least its 8-byte header) reaching over the muxer's ftyp. A pure
-    /// function of its inputs, so the index forecast can know them before the file exists.
-    /// The index grows if an offset moved past 4 GiB needs 64-bit entries, so an inserted
-    /// length is settled by iteration.
-    static func head(ftyp: [UInt8], moov: [UInt8], room: Int64 = 0,
-                     blockSize block: Int64) throws(KilnError) -> (bytes: [UInt8], inserted: Int64) {
+    /// The head of a file whose muxer wrote `ftyp` first (at `room`) and `moov` last, and
+    /// how many bytes must be inserted for it (0 when the index fits the room): ftyp, the
+    /// index (its chunk offsets moved by the inserted length) and a free box reaching over
+    /// the muxer's ftyp. A pure function of its inputs, so the index forecast can know it
+    /// before the file exists. The index grows if an offset moved past 4 GiB needs 64-bit
+    /// entries, so an inserted length is settled by iteration.
+    static func head(ftyp: [UInt8], moov: [UInt8], room: Int64 = 0, blockSize block: Int64) throws(KilnError) -> Head {
         func needed(_ index: [UInt8]) -> Int64 { Int64(ftyp.count + index.count) + 8 }
         var inserted: Int64 = 0
         var moved = moov
@@ -100,13 +112,12 @@ enum FastStart {
             moved = try relocated(moov: moov, by: inserted)
         }
         let total = room + inserted
-        var head: [UInt8] = []
-        head.reserveCapacity(Int(total))
-        head += ftyp
-        head += moved
-        head += freeHeader(size: total - Int64(moved.count))  // from after the index to the muxer's ftyp's end
-        head += [UInt8](repeating: 0, count: Int(total) - head.count)
-        return (head, inserted)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(needed(moved)))
+        bytes += ftyp
+        bytes += moved
+        bytes += freeHeader(size: total - Int64(moved.count))  // from after the index to the muxer's ftyp's end
+        return Head(bytes: bytes, length: total, inserted: inserted)
     }
 
     /// The unit an insert works in: the file system's block.

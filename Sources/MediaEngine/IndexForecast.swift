@@ -110,13 +110,16 @@ final class IndexForecast: @unchecked Sendable {
 
     private func forecast(reader second: SecondReader, rewind: Bool, plan: Plan, info: MediaInfo,
                           room: Int64) throws(KilnError) -> Layout? {
-        guard let reader = try second.take() else { return nil }
-        if rewind { try reader.rewind() }
-        let lanes = try Preparer.lanes(for: plan, demuxer: reader, info: info)
         let recorder = try IndexRecorder(room: room, headBytes: Self.prefixBytes)
-        let muxer = try Muxer(recorder: recorder, room: room, cancellation: cancellation)
-        try Pipeline(demuxer: reader, lanes: lanes, muxer: muxer, durationSeconds: 0, cancellation: cancellation,
-                     onProgress: { _ in }).run()
+        do {
+            guard let reader = try second.take() else { return nil }
+            if rewind { try reader.rewind() }
+            let lanes = try Preparer.lanes(for: plan, demuxer: reader, info: info)
+            let muxer = try Muxer(recorder: recorder, room: room, cancellation: cancellation)
+            try Pipeline(demuxer: reader, lanes: lanes, muxer: muxer, durationSeconds: 0, cancellation: cancellation,
+                         onProgress: { _ in }).run()
+        }
+        // The reader and the muxer (its sample tables) are freed before the layout is copied out.
         return recorder.layout()
     }
 }
@@ -124,9 +127,10 @@ final class IndexForecast: @unchecked Sendable {
 /// A second demuxer for a source, opened and analysed on a thread of its own: the index
 /// forecast's reader. Opened as the pipeline's demuxer was (the same parameters, and the
 /// same guesses for what the container leaves out, such as missing DTS). `Prober.open`
-/// starts it beside the first one, so its analysis (for H.264 tens of ms: pictures are
-/// decoded to learn the reorder delay) runs on the other core during the probe instead of
-/// delaying the forecast, whose lead over the copy is what lets the hash keep up.
+/// starts it as soon as the first one is analysed, so its own analysis (for H.264 tens of
+/// ms: pictures are decoded to learn the reorder delay) runs on the other core while the
+/// probe and the plan finish, instead of delaying the forecast, whose lead over the copy
+/// is what lets the hash keep up.
 final class SecondReader: @unchecked Sendable {
     /// Stops the opening, and the forecast that reads from it.
     let cancellation = Cancellation()
@@ -233,7 +237,7 @@ final class StreamingDigest: @unchecked Sendable {
     struct Claim: Sendable {
         var sha256: String
         var bytes: Int64
-        var head: [UInt8]
+        var head: FastStart.Head
         var dataEnd: Int64
 
         /// Whether the index move wrote what the forecast said it would, where it said.
@@ -286,11 +290,17 @@ final class StreamingDigest: @unchecked Sendable {
         var st = stat()
         guard fstat(file.rawValue, &st) == 0,
               let head = try? FastStart.head(ftyp: layout.ftyp, moov: layout.moov, room: layout.room,
-                                             blockSize: FastStart.blockSize(st)).bytes else {
+                                             blockSize: FastStart.blockSize(st)) else {
             return nil
         }
         let hash = SHA256()
-        head.withUnsafeBytes { hash.update($0) }
+        head.bytes.withUnsafeBytes { hash.update($0) }
+        var zeros = head.length - Int64(head.bytes.count)
+        let zero = [UInt8](repeating: 0, count: Int(min(zeros, 1 << 16)))
+        while zeros > 0 {
+            zero.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[0..<Int(min(zeros, Int64(zero.count)))])) }
+            zeros -= Int64(zero.count)
+        }
         layout.prefix.withUnsafeBytes { hash.update($0) }
         var position = layout.room + Int64(layout.prefix.count)
         let end = layout.moovOffset
@@ -320,6 +330,6 @@ final class StreamingDigest: @unchecked Sendable {
             usleep(500)
         }
         guard (try? file.read(upTo: layout.prefix.count, at: layout.room)) == layout.prefix else { return nil }
-        return Claim(sha256: hash.hexDigest(), bytes: Int64(head.count) + end - layout.room, head: head, dataEnd: end)
+        return Claim(sha256: hash.hexDigest(), bytes: head.length + end - layout.room, head: head, dataEnd: end)
     }
 }

@@ -15,11 +15,6 @@ final class Muxer {
     private let recorder: IndexRecorder?
     /// Where the muxer's first byte is: the bytes before it are left for the index.
     let room: Int64
-    /// How `finish` put the index in front, and what it wrote there.
-    private(set) var fastStart: FastStart.Outcome?
-    /// Runs once the trailer is written and before the index moves to the front: the
-    /// streaming digest must finish reading the file as the muxer wrote it.
-    var beforeFastStart: (() -> Void)?
     /// Held for as long as the context lives: C's interrupt callback reads its flag.
     private let cancellation: Cancellation
     private var headerWritten = false
@@ -145,8 +140,9 @@ final class Muxer {
         if ret < 0 { throw classify(ret, .mux, "cannot write to the output", as: .ioError) }
     }
 
-    /// Writes the trailer (the index, at the end) and moves the index to the front, which
-    /// is why the file must not be renamed into place before this returns.
+    /// Writes the trailer (the index, at the end) and closes the file. The index still has
+    /// to go in front (`FastStart.apply`), once this muxer (and its sample tables, a few
+    /// MB for a film) is gone.
     func finish() throws(KilnError) {
         finished = true
         if let recorder {
@@ -160,10 +156,6 @@ final class Muxer {
             avio_flush(pb)
             if pb.pointee.error < 0 { throw classify(pb.pointee.error, .write, "cannot write the output", as: .ioError) }
         }
-        guard let path else { return }
-        avio_closep(&context.pointee.pb)
-        try cancellation.check(.mux)
-        beforeFastStart?()
-        fastStart = try FastStart.apply(path: path, room: room, cancellation: cancellation)
+        if path != nil { avio_closep(&context.pointee.pb) }
     }
 }

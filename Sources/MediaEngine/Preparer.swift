@@ -150,8 +150,8 @@ public enum Preparer {
                 witness = try? KeyframeWitness(stream: demuxer.stream(v.sourceIndex), durationSeconds: s.durationSeconds ?? expected)
             }
             let lanes = try lanes(for: plan, demuxer: demuxer, info: info, witness: witness)
+            let room = fixedRoom ?? IndexRoom.bytes(plan: plan, demuxer: demuxer, durationSeconds: expected)
             do {
-                let room = fixedRoom ?? IndexRoom.bytes(plan: plan, demuxer: demuxer, durationSeconds: expected)
                 let muxer = try Muxer(path: out.temporary, room: room, cancellation: cancellation)
                 // Taken here or closed: a plan without a forecast must not hold a second
                 // demuxer's buffers for the length of an encode.
@@ -160,9 +160,7 @@ public enum Preparer {
                 if IndexForecast.applies(to: plan), IndexForecast.worthwhile(sourceBytes: info.sizeBytes, from: forecastFromBytes) {
                     let forecast = IndexForecast(reader: second ?? SecondReader(path: source), main: demuxer, plan: plan, info: info,
                                                  room: room)
-                    let following = try StreamingDigest(path: out.temporary, forecast: forecast)
-                    streaming = following
-                    muxer.beforeFastStart = { claim = following.finish(awaitingForecast: awaitForecast) }
+                    streaming = try StreamingDigest(path: out.temporary, forecast: forecast)
                 }
                 try Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
                              cancellation: cancellation, onProgress: progress).run()
@@ -171,8 +169,13 @@ public enum Preparer {
                 equivalent = ["ffmpeg", "-i", source] + lanes.flatMap(\.ffmpegEquivalent)
                     + (demuxer.context.pointee.nb_chapters > 0 ? [] : ["-map_chapters", "-1"])
                     + ["-movflags", "+faststart", output]
-                if let c = claim, c.matches(muxer.fastStart) { streamed = (c.sha256, c.bytes) }
             }
+            // The muxer is gone; the streaming digest must read the file as it wrote it
+            // before the index goes in front.
+            claim = streaming?.finish(awaitingForecast: awaitForecast)
+            try cancellation.check(.mux)
+            let fastStart = try FastStart.apply(path: out.temporary, room: room, cancellation: cancellation)
+            if let c = claim, c.matches(fastStart) { streamed = (c.sha256, c.bytes) }
             phase("work")
             try cancellation.check(.verify)
             // Hashing (one core), flushing (the disk) and verification (decoding, the other

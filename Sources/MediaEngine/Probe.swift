@@ -18,7 +18,7 @@ public enum Prober {
     /// read: the one-shot command then analyses each source once, not twice.
     /// - Parameter preparing: the caller goes on to prepare the source, so a source big
     ///   enough for the index forecast also gets its second reader (`SecondReader`), opened
-    ///   and analysed beside the first on the other core.
+    ///   and analysed on the other core while the probe goes on.
     public static func open(path: String, cancellation: Cancellation = Cancellation(),
                             fingerprint: Bool = true, preparing: Bool = false) throws(KilnError) -> ProbedSource {
         try open(path: path, cancellation: cancellation, fingerprint: fingerprint,
@@ -30,14 +30,17 @@ public enum Prober {
                      secondReaderFrom minimum: Int64?) throws(KilnError) -> ProbedSource {
         let deadline = Deadline(seconds: deadlineSeconds, cancellation: cancellation)
         defer { deadline.disarm() }
-        // Neither needs the first reader's analysis, so both run beside it. A failed probe
-        // drops the second reader, which cancels it.
-        let second = minimum.map { IndexForecast.worthwhile(sourceBytes: FileIO.size(atPath: path) ?? 0, from: $0) } == true
-            ? SecondReader(path: path) : nil
+        // The fingerprint does not need the analysis, so it runs beside it.
         let fingerprinting = fingerprint
             ? Background("kiln.fingerprint") { () throws(KilnError) -> String in try SourceFingerprint.compute(path: path) } : nil
         do {
             let demuxer = try Demuxer(path: path, cancellation: cancellation)
+            // Opened once the first reader's analysis is done, not beside it: two analyses at
+            // once would double the probe's peak memory (each holds decoded pictures). It
+            // still runs while the packets are scanned and the plan is made. A failed probe
+            // drops it, which cancels it.
+            let second = minimum.map { IndexForecast.worthwhile(sourceBytes: FileIO.size(atPath: path) ?? 0, from: $0) } == true
+                ? SecondReader(path: path) : nil
             var info = try describe(demuxer)
             info.fingerprint = try fingerprinting?.wait()
             return ProbedSource(demuxer: demuxer, info: info, secondReader: second)

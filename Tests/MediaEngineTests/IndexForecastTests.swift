@@ -132,10 +132,15 @@ struct IndexForecastTests {
 
     @Test("a claim holds only for the head and index offset the index move really wrote")
     func claimMatching() {
-        let claim = StreamingDigest.Claim(sha256: "x", bytes: 10, head: [1, 2, 3], dataEnd: 100)
-        #expect(claim.matches(FastStart.Outcome(method: .inserted, head: [1, 2, 3], dataEnd: 100)))
-        #expect(!claim.matches(FastStart.Outcome(method: .inserted, head: [1, 2, 4], dataEnd: 100)))
-        #expect(!claim.matches(FastStart.Outcome(method: .inserted, head: [1, 2, 3], dataEnd: 101)))
+        func head(_ bytes: [UInt8], length: Int64 = 4096, inserted: Int64 = 0) -> FastStart.Head {
+            FastStart.Head(bytes: bytes, length: length, inserted: inserted)
+        }
+        let claim = StreamingDigest.Claim(sha256: "x", bytes: 10, head: head([1, 2, 3]), dataEnd: 100)
+        #expect(claim.matches(FastStart.Outcome(method: .inRoom, head: head([1, 2, 3]), dataEnd: 100)))
+        #expect(!claim.matches(FastStart.Outcome(method: .inRoom, head: head([1, 2, 4]), dataEnd: 100)))
+        #expect(!claim.matches(FastStart.Outcome(method: .inRoom, head: head([1, 2, 3]), dataEnd: 101)))
+        #expect(!claim.matches(FastStart.Outcome(method: .inRoom, head: head([1, 2, 3], length: 8192), dataEnd: 100)))
+        #expect(!claim.matches(FastStart.Outcome(method: .inserted, head: head([1, 2, 3], inserted: 4096), dataEnd: 100)))
         #expect(!claim.matches(FastStart.Outcome(method: .rewritten)), "a rewritten file has another head")
         #expect(!claim.matches(nil))
     }

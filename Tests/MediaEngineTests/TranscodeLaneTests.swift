@@ -129,6 +129,7 @@ private func transcode(_ source: String, video: VideoPlan? = nil, audio: AudioPl
     }
     for lane in lanes { try lane.finish(muxer: muxer) }
     try muxer.finish()
+    _ = try FastStart.apply(path: result.path)
     return result
 }
 
