@@ -298,16 +298,21 @@ ffmpeg command does not do: the probe's fingerprint and packet scan; decoding th
 keyframe at each end (beside the copy; H.264 and HEVC into one row per plane, since
 nobody reads the pixels) and reopening the output to check its streams, index and both
 ends; the output's SHA-256; and the fsyncs that make it durable (the file's beside
-verification, the folder's after the rename). A faststart MP4 begins with its index,
-which is only known at the end, so the SHA-256 of a source under 256 MiB is computed
-after the copy (~40 ms for 64 MB). From 256 MiB on (up to half the available memory, so
-the source is read from disk once), an index forecast (a second reader muxing the same
-streams into a recorder on the other core) learns the index early and the file is
-hashed while it is written, behind the writer; the result is used only if the real
-head matches the forecast byte for byte. `stats.phases` and
-`stats.hashed_while_writing` in `prepare --json` show the split. The 4K memory left is
-the HEVC decoder's own per-picture tables for the keyframe decodes (~29 MB at UHD),
-which a stream copy never allocates.
+verification, the folder's after the rename). Kiln's muxer leaves room for the index at
+the front (estimated from the sample counts) and writes it there at the end, so no media
+byte moves and the file stays in the page cache; ffmpeg's `+faststart` rewrites the
+file. A faststart MP4 begins with its index, which is only known at the end, so the
+SHA-256 of a source under 256 MiB is computed after the copy (~35 ms for 64 MB, beside
+verification). From 256 MiB on (up to half the available memory, so the source is read
+from disk once), an index forecast (a second reader muxing the same streams into a
+recorder on the other core) learns the index early and the file is hashed while it is
+written, behind the writer; the result is used only if the real head matches the
+forecast byte for byte. `stats.phases` and `stats.hashed_while_writing` in
+`prepare --json` show the split. Each tool replaces its previous output on every run
+(Kiln renames over it, ffmpeg truncates it), which costs both the old file's page cache
+(~0.2 s and ~0.5 s on the 1.3 GB input). The 4K time and memory left are the two UHD
+HEVC keyframe decodes (~35 ms of CPU and ~29 MB of decoder tables each), which a stream
+copy never does.
 
 Goals: remux ≤ 1.0× ffmpeg's wall time and RSS; transcode ≤ 1.03× ffmpeg's time at
 identical settings with PSNR within 0.1 dB; average bitrate ≤ the rung's video budget,
