@@ -45,6 +45,9 @@ public enum Prober {
             info.fingerprint = try fingerprinting?.wait()
             return ProbedSource(demuxer: demuxer, info: info, secondReader: second)
         } catch {
+            // Its thread must not outlive a failed probe: the command then exits, and exit
+            // tears down libcrypto under a hash still running (a crash at exit).
+            _ = try? fingerprinting?.wait()
             if error.code == .canceled && deadline.fired {
                 throw KilnError(.sourceUnreadable, stage: .probe,
                                 "probing took longer than \(Int(deadlineSeconds)) s; the file is too damaged to read")

@@ -59,6 +59,20 @@ struct CommandLineTests {
         #expect(!FileManager.default.fileExists(atPath: out))
     }
 
+    @Test("a file that is not media exits 3 every time: the fingerprint's thread never outlives the failed probe")
+    func unreadableWhileFingerprinting() throws {
+        // The fingerprint is read beside the analysis. A file libavformat rejects at once
+        // fails the probe while the fingerprint's thread is still starting libcrypto; the
+        // probe must wait for it, or the exit tears libcrypto down under it (a crash).
+        let out = Media.scratch("cli-garbage").appendingPathComponent("out.mp4").path
+        defer { try? FileManager.default.removeItem(atPath: (out as NSString).deletingLastPathComponent) }
+        for _ in 0..<24 {
+            let r = try Command.run(["prepare", Media.shared("vd_empty.mp4"), "--quality", "original", "--caps", "web",
+                                     "--output", out, "--json"])
+            #expect(r.status == 3, "\(r.stderr.prefix(300))")
+        }
+    }
+
     @Test("presets lists the ladder and every named device")
     func presets() throws {
         let r = try Command.run(["presets", "--json"])
