@@ -10,9 +10,9 @@ import KilnCore
 /// An index costs its fixed boxes plus a few bytes per sample (its size in `stsz`, its
 /// duration and composition offset in `stts`/`ctts`, its chunk in `stco`/`stsc`), so the
 /// room is estimated from each kept stream's sample count: exact where the source's index
-/// lists them (MP4), else duration × rate with a margin. Too little room only costs the
-/// blocks `FastStart` then inserts; too much is a `free` box, about a thousandth of the
-/// file.
+/// lists them (MP4), else duration × rate with a margin, and never more than a sixteenth
+/// of the source. Too little room only costs the blocks `FastStart` then inserts; too much
+/// is a `free` box, about a thousandth of a film.
 enum IndexRoom {
     /// Bytes per sample: libavformat's sample tables take 11–14 on interleaved audio and
     /// video (stsz 4; ctts 8 for video with B-frames; about one chunk offset per two
@@ -26,7 +26,7 @@ enum IndexRoom {
     static let granule: Int64 = 4096
 
     static func bytes(plan: Plan, demuxer: Demuxer, durationSeconds: Double) -> Int64 {
-        let duration = max(durationSeconds, 0)
+        let duration = durationSeconds.isFinite ? max(durationSeconds, 0) : 0
         var samples = 0.0
         var fixed = fixedBytes
         func stream(_ index: Int) -> UnsafeMutablePointer<AVStream>? {
@@ -65,7 +65,10 @@ enum IndexRoom {
         fixed += Int64(demuxer.context.pointee.nb_chapters) * 256
         fixed += metadataBytes(demuxer.context.pointee.metadata)
         let estimate = Double(fixed) + samples * bytesPerSample
-        let room = Int64(min(estimate, Double(FastStart.maxIndexBytes)))
+        // An index is a small fraction of what it indexes: a duration or rate gone wrong
+        // in a damaged header must not leave megabytes of zeros in a small file.
+        let cap = Double(min((FileIO.size(atPath: demuxer.path) ?? 0) / 16 + (256 << 10), FastStart.maxIndexBytes))
+        let room = estimate.isFinite ? Int64(min(estimate, cap)) : fixedBytes
         return (room + granule - 1) / granule * granule
     }
 

@@ -162,6 +162,21 @@ struct IndexRoomTests {
         #expect(result.output.sha256 == String(reference), "\(name)")
     }
 
+    @Test("a duration gone wrong cannot leave megabytes of room in a small file")
+    func roomIsBounded() throws {
+        let path = Media.shared("sp_bear-640x360-ec3.mp4")
+        let opened = try Prober.open(path: path)
+        let plan = try #require(EnginePlans.remux(opened.info))
+        let size = try #require(FileIO.size(atPath: path))
+        let sane = IndexRoom.bytes(plan: plan, demuxer: opened.demuxer, durationSeconds: opened.info.durationSeconds)
+        for bogus in [1e9, .infinity, .nan, -5] {
+            let room = IndexRoom.bytes(plan: plan, demuxer: opened.demuxer, durationSeconds: bogus)
+            #expect(room > 0 && room <= size / 16 + (256 << 10) + IndexRoom.granule, "\(bogus): \(room)")
+            #expect(room % IndexRoom.granule == 0)
+        }
+        #expect(sane <= size / 16 + (256 << 10) + IndexRoom.granule)
+    }
+
     @Test("an index that outgrows its room gets blocks inserted in front; the forecast saw it coming")
     func outgrownRoomInserts() throws {
         let dir = Media.scratch("room-small")
