@@ -11,8 +11,8 @@ import Synchronization
 ///
 /// A faststart MP4 starts with its index, which lists every packet and is only known once
 /// the last one is written; a SHA-256 cannot start before its first bytes are known, so it
-/// used to need a second pass over the finished file (for a film, gigabytes read back,
-/// from disk once the index move has dropped them from the page cache). Stream copies are
+/// needs a second pass over the finished file (for a film, over a second of SHA-256 after
+/// the copy, and a read from disk if the file no longer fits the page cache). Stream copies are
 /// deterministic, though: the same packets through the same muxer make the same bytes.
 /// The forecast reads the source a second time, on another core, and muxes the same
 /// streams with the same lanes and muxer options into a recorder that keeps only the
@@ -20,7 +20,7 @@ import Synchronization
 /// than the real copy, so the index is known early in it.
 ///
 /// Nothing is taken on trust: the digest is used only if the real file's head (ftyp, the
-/// moved index and the bytes the muxer patches last) is byte for byte the forecast's and
+/// index put in front and the bytes the muxer patches last) is byte for byte the forecast's and
 /// its index starts at the same offset. Otherwise the file is hashed again, as before.
 /// Plans that encode anything are not forecast: encoding twice costs more than one hash.
 final class IndexForecast: @unchecked Sendable {

@@ -136,8 +136,11 @@ public enum Preparer {
         // The SHA-256 computed while the file was written, when the index forecast held.
         var streaming: StreamingDigest? = nil
         defer { streaming?.abandon() }
-        var claim: StreamingDigest.Claim? = nil
         var streamed: (sha256: String, bytes: Int64)? = nil
+        // Taken here or closed: a plan without a forecast (an encode, the file as it is) must
+        // not hold a second demuxer's buffers while it runs.
+        let second = opened.secondReader
+        opened.secondReader = nil
         if plan.deliveryFormat == .original {
             // The source is the artifact: copy its bytes as they are, hashing as they go.
             digest = try copyFile(from: source, to: out.temporary, cancellation: cancellation, duration: info.durationSeconds,
@@ -153,10 +156,6 @@ public enum Preparer {
             let room = fixedRoom ?? IndexRoom.bytes(plan: plan, demuxer: demuxer, durationSeconds: expected)
             do {
                 let muxer = try Muxer(path: out.temporary, room: room, cancellation: cancellation)
-                // Taken here or closed: a plan without a forecast must not hold a second
-                // demuxer's buffers for the length of an encode.
-                let second = opened.secondReader
-                opened.secondReader = nil
                 if IndexForecast.applies(to: plan), IndexForecast.worthwhile(sourceBytes: info.sizeBytes, from: forecastFromBytes) {
                     let forecast = IndexForecast(reader: second ?? SecondReader(path: source), main: demuxer, plan: plan, info: info,
                                                  room: room)
@@ -172,7 +171,7 @@ public enum Preparer {
             }
             // The muxer is gone; the streaming digest must read the file as it wrote it
             // before the index goes in front.
-            claim = streaming?.finish(awaitingForecast: awaitForecast)
+            let claim = streaming?.finish(awaitingForecast: awaitForecast)
             try cancellation.check(.mux)
             let fastStart = try FastStart.apply(path: out.temporary, room: room, cancellation: cancellation)
             if let c = claim, c.matches(fastStart) { streamed = (c.sha256, c.bytes) }

@@ -23,6 +23,14 @@ struct FastStartTests {
         return r.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
     }
 
+    /// A fresh folder on tmpfs (which cannot insert ranges), nil where there is none.
+    static func tmpfsScratch(_ label: String) throws -> URL? {
+        guard FileManager.default.fileExists(atPath: "/dev/shm") else { return nil }
+        let dir = URL(fileURLWithPath: "/dev/shm").appendingPathComponent("kiln-\(label)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
     static func inode(_ path: String) -> UInt64 {
         var st = stat()
         return stat(path, &st) == 0 ? UInt64(st.st_ino) : 0
@@ -45,9 +53,7 @@ struct FastStartTests {
 
     @Test("where the file system cannot insert (tmpfs), the file is rewritten once with the same packets")
     func rewritesWhereInsertFails() throws {
-        guard FileManager.default.fileExists(atPath: "/dev/shm") else { return }
-        let dir = URL(fileURLWithPath: "/dev/shm").appendingPathComponent("kiln-faststart-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        guard let dir = try Self.tmpfsScratch("faststart") else { return }
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = try Self.trailingIndexMP4(in: dir)
         let before = try Self.packets(path)
@@ -195,9 +201,7 @@ struct IndexRoomTests {
 
     @Test("where blocks cannot be inserted (tmpfs), an index a few bytes too big for its room moves the media data back")
     func outgrownRoomRewritesOnTmpfs() throws {
-        guard FileManager.default.fileExists(atPath: "/dev/shm") else { return }
-        let dir = URL(fileURLWithPath: "/dev/shm").appendingPathComponent("kiln-room-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        guard let dir = try FastStartTests.tmpfsScratch("room") else { return }
         defer { try? FileManager.default.removeItem(at: dir) }
         let source = Media.shared("ax_sample_with_srt.mkv")
         let (_, fittedOut, _) = try #require(try Self.remux(source, in: dir))
