@@ -29,8 +29,15 @@ deps:
 build: deps
 	$(SWIFT) build -c $(CONFIG)
 
+# The whole log goes to .build/test.log; on a failure its failing lines are repeated at the
+# end, because CI keeps only the tail of what a run prints.
 test: deps
-	$(SWIFT) test
+	@mkdir -p .build; set -o pipefail; \
+	if ! $(SWIFT) test 2>&1 | tee .build/test.log; then \
+	  echo; echo "== failures (whole log: .build/test.log) =="; \
+	  grep -E "recorded an issue|error:|✘|Fatal error|signal [0-9]|crashed" .build/test.log | grep -v "^\[" | tail -60; \
+	  exit 1; \
+	fi
 
 # The daemon on its embedded defaults: SQLite and artifacts in ./var, 127.0.0.1:8480.
 run: build
