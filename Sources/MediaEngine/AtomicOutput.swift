@@ -89,9 +89,10 @@ final class AtomicOutput {
     }
 }
 
-/// `AtomicOutput.digest` on a queue of its own (a Dispatch thread, not the cooperative
-/// Work on a queue of its own that reads or flushes the finished file (its SHA-256, its
-/// fsync), so it overlaps with verification instead of following it.
+/// Work on a queue of its own (a Dispatch thread, not the cooperative pool): the finished
+/// file's SHA-256 and fsync, so they overlap with verification instead of following it, and
+/// the source's fingerprint beside the probe's analysis. Whoever starts one waits for it on
+/// every path: a thread left running at exit would meet libcrypto torn down under it.
 final class Background<T>: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     private var result: Result<T, KilnError> = .failure(KilnError(.internalError, stage: .finalize, "not run"))

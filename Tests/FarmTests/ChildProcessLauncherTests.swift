@@ -50,11 +50,15 @@ struct ChildProcessLauncherTests {
     func termThenKill() throws {
         let (path, dir) = try script("""
             trap '' TERM
-            echo started >&2
+            echo '{"event":"progress","progress":{"encoded_seconds":0,"duration_seconds":1,"speed":0}}' >&2
             sleep 30
             """)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let handle = try ChildProcessLauncher(executable: path).launch(spec(dir)) { _ in }
+        let progress = LockedArray<JobProgress>()
+        let handle = try ChildProcessLauncher(executable: path).launch(spec(dir)) { progress.append($0) }
+        // SIGTERM only once the trap is set: on a loaded machine the shell may not have got
+        // that far yet, and would then rightly die of the SIGTERM itself.
+        #expect(eventually(timeout: 20) { !progress.values.isEmpty })
         #expect(handle.wait(timeout: 0.3) == nil)
         handle.terminate(killAfter: 0.5)
         let outcome = try #require(handle.wait(timeout: 20))

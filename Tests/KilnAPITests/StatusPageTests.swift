@@ -37,6 +37,13 @@ struct StatusPageTests {
         #expect(progress["artifact_id"] == .string(id))
         #expect((progress["progress"]?["encoded_seconds"]?.string).flatMap(Double.init) ?? 0 > 0)
 
+        // The child is paused while the browser renders: a browser's first start on a fresh
+        // machine (its font cache) can take longer than the whole transcode.
+        let children = processes(matching: media.appendingPathComponent("long.mkv").path)
+        #expect(!children.isEmpty, "the job's child is running")
+        for pid in children { kill(pid, SIGSTOP) }
+        defer { for pid in children { kill(pid, SIGCONT) } }
+
         let profile = Media.scratch("chromium-profile")
         defer { try? FileManager.default.removeItem(at: profile) }
         let run = try Run.command(browser, ["--headless=new", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(profile.path)",
