@@ -5,8 +5,14 @@ import KilnCore
 /// channels and bitrate): decode → libswresample (format, rate, downmix) → FIFO → frames
 /// of the encoder's size → encoder. The first output sample takes the first decoded
 /// frame's timestamp; after that timestamps count samples, so the output has no gaps.
+/// The source's gaps (a recording's dropout, packets dropped as corrupt) are filled with
+/// silence and its overlaps dropped, once they pass `syncTolerance`: otherwise everything
+/// after a gap would play early by its length.
 final class AudioTranscodeLane: Lane {
     static let undecodableAfterPackets = 200
+    /// How far the audio may drift from its source timestamps before silence is inserted or
+    /// a frame dropped (aresample's hard compensation threshold; within lip-sync tolerance).
+    static let syncTolerance = 0.1
     /// Encoders the plan may name, by libavcodec name.
     static let encoders: Set<String> = ["aac", "ac3", "eac3"]
 
@@ -104,10 +110,23 @@ final class AudioTranscodeLane: Lane {
 
     private func resample(_ decoded: Frame, muxer: Muxer) throws(KilnError) {
         guard let resampler else { throw KilnError(.internalError, stage: .encode, "the audio encoder is not open") }
+        let rate = resampler.output.sampleRate
+        let ts = decoded.pointer.pointee.best_effort_timestamp
+        let start = ts == noPTS ? noPTS : rescale(ts, from: decoder.timeBase, to: AVRational(num: 1, den: rate))
         if nextPTS == noPTS {
-            let ts = decoded.pointer.pointee.best_effort_timestamp
-            let start = rescale(ts, from: decoder.timeBase, to: AVRational(num: 1, den: resampler.output.sampleRate))
             nextPTS = start == noPTS ? 0 : start
+        } else if start != noPTS {
+            // Where this frame's first sample lands in the output, against where the source
+            // puts it.
+            let lands = nextPTS + Int64(resampler.buffered + resampler.held)
+            let tolerance = Int64(Self.syncTolerance * Double(rate))
+            if start - lands > tolerance {
+                try resampler.pushSilence(Int(start - lands))
+                counters.gapsFilled += 1
+            } else if lands - start > tolerance {
+                counters.framesDropped += 1
+                return
+            }
         }
         try resampler.push(decoded)
         try encodeBuffered(muxer: muxer)

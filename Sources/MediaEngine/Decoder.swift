@@ -106,11 +106,11 @@ final class Decoder {
             if ret == avErrorEAGAIN {
                 // The decoder's output is full: drain it, then send the same packet again.
                 pending = true
-            } else if ret == kiln_averror_invaliddata() {
-                corruptPackets += 1
-                return
             } else if ret == avErrorEOF {
                 // Already flushed: nothing more will come out.
+                return
+            } else if Decoder.rejectsPacket(ret) {
+                corruptPackets += 1
                 return
             } else if ret < 0 {
                 throw classify(ret, .decode, "the decoder failed", as: .sourceCorrupt)
@@ -133,11 +133,19 @@ final class Decoder {
         }
     }
 
+    /// Whether a decoder's error rejects the packet's data: counted and skipped, as the
+    /// ffmpeg command goes on past "Error while decoding". Decoders do not all say
+    /// AVERROR_INVALIDDATA for bad data (the AAC decoder answers some with -1, EPERM); only
+    /// running out of memory or being interrupted stops the work.
+    static func rejectsPacket(_ ret: Int32) -> Bool {
+        ret < 0 && ret != avErrorEAGAIN && ret != avErrorEOF && ret != kiln_averror_enomem() && ret != kiln_averror_exit()
+    }
+
     private func receiveAll(_ body: (Frame) throws(KilnError) -> Void) throws(KilnError) {
         while true {
             let ret = avcodec_receive_frame(context, frame.pointer)
             if ret == avErrorEAGAIN || ret == avErrorEOF { return }
-            if ret == kiln_averror_invaliddata() {
+            if Decoder.rejectsPacket(ret) {
                 // With frame threads a corrupt packet is reported when its frame is due.
                 corruptPackets += 1
                 continue

@@ -107,6 +107,10 @@ final class Demuxer {
     /// reuse this demuxer instead of opening and analysing the file a second time.
     /// Containers with timestamp discontinuities (MPEG-TS/PS) go back by byte, which is
     /// exact; indexed ones (MP4, MKV) by timestamp to their start.
+    /// Whether the last `rewind` failed: the read position is then anywhere (a failed
+    /// seek in a damaged index can leave it mid-file), so the demuxer must not be read on.
+    private(set) var rewindFailed = false
+
     func rewind() throws(KilnError) {
         let ret: Int32
         if hasDiscontinuousTimestamps {
@@ -115,6 +119,7 @@ final class Demuxer {
             let start = context.pointee.start_time == noPTS ? 0 : context.pointee.start_time
             ret = avformat_seek_file(context, -1, Int64.min, start, start, 0)
         }
+        rewindFailed = ret < 0
         try check(ret, .demux, "cannot go back to the start of the source", as: .sourceUnreadable)
         wasRewound = true
     }

@@ -31,10 +31,15 @@ public struct LaneStats: Sendable, Codable, Equatable {
     public var corruptPackets = 0
     public var framesDecoded = 0
     public var framesEncoded = 0
+    /// Audio: gaps in the source filled with silence, and frames dropped where the source
+    /// overlapped itself, to keep the sound on its timestamps.
+    public var gapsFilled = 0
+    public var framesDropped = 0
     public init() {}
     enum CodingKeys: String, CodingKey {
         case packetsIn = "packets_in", packetsOut = "packets_out", corruptPackets = "corrupt_packets"
         case framesDecoded = "frames_decoded", framesEncoded = "frames_encoded"
+        case gapsFilled = "gaps_filled", framesDropped = "frames_dropped"
     }
 }
 

@@ -45,6 +45,15 @@ final class Pipeline {
         return s == noPTS ? 0 : s
     }
 
+    /// What the source gave each kept input stream: its packet count and its last
+    /// timestamp, in seconds from the output's start. Evidence when a finished output
+    /// falls short (`Preparer.blameSource`).
+    struct Delivered: Equatable {
+        var packets = 0
+        var lastSeconds = 0.0
+    }
+    private(set) var delivered: [Int32: Delivered] = [:]
+
     func run() throws(KilnError) {
         var laneFor = [Int32: Lane]()
         for lane in lanes { laneFor[lane.inputIndex] = lane }
@@ -86,9 +95,10 @@ final class Pipeline {
                 p.pointee.dts += shift
                 lastDTS[index] = rescale(p.pointee.dts, from: tb, to: kiln_time_base_q())
             }
-            if index == progressIndex, let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb) {
-                position = max(position, t)
-            }
+            let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
+            if index == progressIndex, let t { position = max(position, t) }
+            delivered[index, default: Delivered()].packets += 1
+            if let t { delivered[index]!.lastSeconds = max(delivered[index]!.lastSeconds, t) }
             try lane.consume(packet, muxer: muxer)
             let now = clock.monotonicSeconds()
             if now - lastReport >= 0.5 {

@@ -154,6 +154,8 @@ public enum Preparer {
             }
             let lanes = try lanes(for: plan, demuxer: demuxer, info: info, witness: witness)
             let room = fixedRoom ?? IndexRoom.bytes(plan: plan, demuxer: demuxer, durationSeconds: expected)
+            var delivered: [Int32: Pipeline.Delivered] = [:]
+            var startOffset = 0.0   // the source's time at the output's zero
             do {
                 let muxer = try Muxer(path: out.temporary, room: room, cancellation: cancellation)
                 if IndexForecast.applies(to: plan), IndexForecast.worthwhile(sourceBytes: info.sizeBytes, from: forecastFromBytes) {
@@ -161,8 +163,11 @@ public enum Preparer {
                                                  room: room)
                     streaming = try StreamingDigest(path: out.temporary, forecast: forecast)
                 }
-                try Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
-                             cancellation: cancellation, onProgress: progress).run()
+                let pipeline = Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
+                                        cancellation: cancellation, onProgress: progress)
+                try pipeline.run()
+                delivered = pipeline.delivered
+                startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
                 repaired = muxer.repairedTimestamps
                 corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
                 equivalent = ["ffmpeg", "-i", source] + lanes.flatMap(\.ffmpegEquivalent)
@@ -185,14 +190,32 @@ public enum Preparer {
                 return try AtomicOutput.digest(path: temporary)
             }
             let flushing = Background("kiln.fsync") { () throws(KilnError) in try AtomicOutput.fsync(path: temporary) }
+            // A copied stream's damaged packets are the source's: they may stay, counted, where
+            // the source is damaged too (as a transcode conceals them).
+            var carried = 0
+            let sourceDamaged = { (stream: Int, from: Double) -> Bool in
+                guard let lane = lanes.first(where: { $0.outputIndex == Int32(stream) }), lane is CopyLane,
+                      let second = try? Verifier.decodeSecond(demuxer, stream: Int(lane.inputIndex), from: from + startOffset,
+                                                              streamEnd: .infinity, cancellation: cancellation),
+                      !second.decoded else { return false }
+                carried += second.errors
+                return true
+            }
             let verified = Result { () throws(KilnError) -> MediaInfo in
-                try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: expected, cancellation: cancellation,
-                                    witness: witness)
+                do throws(KilnError) {
+                    return try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: expected,
+                                               cancellation: cancellation, witness: witness, sourceDamaged: sourceDamaged)
+                } catch {
+                    guard error.code == .verifyFailed else { throw error }
+                    throw blameSource(error, delivered: delivered, lanes: lanes, demuxer: demuxer, info: info, expected: expected,
+                                      cancellation: cancellation)
+                }
             }
             digest = try hashing.wait()
             try flushing.wait()
             synced = true
             outInfo = try verified.get()
+            corrupt += carried
             phase("verify")
         }
         try cancellation.check(.finalize)
@@ -239,6 +262,53 @@ public enum Preparer {
 
     /// The duration the output must have: the longest of the kept audio and video
     /// streams of the source, or the container's duration when streams do not say.
+    /// A failed verification's cause, when the source shows it: the decoders concealed
+    /// damaged packets, a kept audio or video stream gave no packet, or the source's packets
+    /// stop well short of the duration it declares (a file cut short). That failure is
+    /// permanent (`source_corrupt`: the same file fails the same way again); without such
+    /// evidence it stays `verify_failed`, a write gone wrong and worth retrying.
+    /// A copied stream that fails to decode in the output is checked in the source too: the
+    /// same bytes failing there are the source's damage.
+    static func blameSource(_ error: KilnError, delivered: [Int32: Pipeline.Delivered], lanes: [Lane], demuxer: Demuxer,
+                            info: MediaInfo, expected: Double, cancellation: Cancellation) -> KilnError {
+        let corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
+        if corrupt > 0 {
+            return KilnError(.sourceCorrupt, stage: .decode,
+                             "the source is damaged (\(corrupt) packets could not be decoded): \(error.message)")
+        }
+        var last: Double? = nil
+        for lane in lanes {
+            let type = demuxer.stream(Int(lane.inputIndex)).pointee.codecpar.pointee.codec_type
+            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
+            guard let d = delivered[lane.inputIndex], d.packets > 0 else {
+                return KilnError(.sourceCorrupt, stage: .demux,
+                                 "the source's \(type == AVMEDIA_TYPE_VIDEO ? "video" : "audio") stream \(lane.inputIndex) has no readable packets")
+            }
+            last = max(last ?? 0, d.lastSeconds)
+        }
+        for lane in lanes where lane is CopyLane {
+            let index = Int(lane.inputIndex), st = demuxer.stream(index)
+            let type = st.pointee.codecpar.pointee.codec_type
+            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
+            let start = seconds(st.pointee.start_time, st.pointee.time_base) ?? 0
+            let end = start + (info.stream(index)?.durationSeconds ?? expected)
+            for from in [start, max(start, end - 1)] {
+                // A source that cannot be sought or decoded at all says nothing either way.
+                guard let second = try? Verifier.decodeSecond(demuxer, stream: index, from: from, streamEnd: end,
+                                                              cancellation: cancellation),
+                      !second.decoded else { continue }
+                return KilnError(.sourceCorrupt, stage: .decode,
+                                 "the source's \(type == AVMEDIA_TYPE_VIDEO ? "video" : "audio") stream \(index) does not decode near \(Int(from - start)) s "
+                                 + "(\(second.frames) frames, \(second.errors) errors): the file is damaged")
+            }
+        }
+        if let last, expected > 0, last < expected - Verifier.durationTolerance(expected) {
+            return KilnError(.sourceCorrupt, stage: .demux,
+                             "the source's audio and video stop at \(Format.fixed(last, decimals: 2)) s of the \(Format.fixed(expected, decimals: 2)) s it declares: the file is cut short or damaged")
+        }
+        return error
+    }
+
     static func expectedDuration(info: MediaInfo, plan: Plan) -> Double {
         let kept = [plan.video?.sourceIndex, plan.audio?.sourceIndex].compactMap { $0 }
         let durations = kept.compactMap { info.stream($0)?.durationSeconds }.filter { $0 > 0 }

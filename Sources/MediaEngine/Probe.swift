@@ -34,7 +34,7 @@ public enum Prober {
         let fingerprinting = fingerprint
             ? Background("kiln.fingerprint") { () throws(KilnError) -> String in try SourceFingerprint.compute(path: path) } : nil
         do {
-            let demuxer = try Demuxer(path: path, cancellation: cancellation)
+            var demuxer = try Demuxer(path: path, cancellation: cancellation)
             // Opened once the first reader's analysis is done, not beside it: two analyses at
             // once would double the probe's peak memory (each holds decoded pictures). It
             // still runs while the packets are scanned and the plan is made. A failed probe
@@ -42,6 +42,10 @@ public enum Prober {
             let second = minimum.map { IndexForecast.worthwhile(sourceBytes: FileIO.size(atPath: path) ?? 0, from: $0) } == true
                 ? SecondReader(path: path) : nil
             var info = try describe(demuxer)
+            // The packet scan could not go back to the start (a damaged index): a fresh
+            // demuxer reads the file from its beginning, where the failed seek may have
+            // left this one anywhere.
+            if demuxer.rewindFailed { demuxer = try Demuxer(path: path, cancellation: cancellation) }
             info.fingerprint = try fingerprinting?.wait()
             return ProbedSource(demuxer: demuxer, info: info, secondReader: second)
         } catch {

@@ -59,6 +59,30 @@ final class Resampler {
         try convert(inputPlanes, count: f.pointee.nb_samples)
     }
 
+    /// Appends `count` samples of silence to the FIFO (a gap in the source's audio).
+    func pushSilence(_ count: Int) throws(KilnError) {
+        var left = count
+        while left > 0 {
+            let n = min(left, 4096)
+            let s = scratch.pointer
+            scratch.unref()
+            s.pointee.nb_samples = Int32(n)
+            s.pointee.format = output.sampleFormat.rawValue
+            s.pointee.sample_rate = output.sampleRate
+            var layout = output.layout
+            try check(av_channel_layout_copy(&s.pointee.ch_layout, &layout), .filter, "cannot set the channel layout")
+            try check(av_frame_get_buffer(s, 0), .filter, "cannot allocate an audio frame")
+            av_samples_set_silence(s.pointee.extended_data, 0, Int32(n), output.layout.nb_channels, output.sampleFormat)
+            let planes = UnsafeMutablePointer<UnsafeMutableRawPointer?>(OpaquePointer(s.pointee.extended_data))
+            try check(av_audio_fifo_write(fifo, planes, Int32(n)), .filter, "cannot write the audio FIFO")
+            scratch.unref()
+            left -= n
+        }
+    }
+
+    /// Samples libswresample holds back (its filter delay), at the output rate.
+    var held: Int { swr.map { Int(swr_get_delay($0, Int64(output.sampleRate))) } ?? 0 }
+
     /// Drains what libswresample still holds (its filter delay) into the FIFO.
     func flush() throws(KilnError) {
         guard swr != nil else { return }

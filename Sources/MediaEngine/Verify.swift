@@ -14,8 +14,13 @@ enum Verifier {
 
     /// `witness`: keyframes of a copied video stream already decoded during the copy; used
     /// for the output's keyframes that are byte for byte those packets.
+    /// `sourceDamaged(stream, from)`: whether the source is damaged where an output stream's
+    /// second from `from` is (a copied stream: the same bytes). Such a second may carry the
+    /// source's corrupt packets as long as some of it decodes, as a transcode conceals them;
+    /// without it every second must decode cleanly.
     static func verify(path: String, plan: Plan, expectedDuration: Double, cancellation: Cancellation,
-                       witness: KeyframeWitness? = nil) throws(KilnError) -> MediaInfo {
+                       witness: KeyframeWitness? = nil,
+                       sourceDamaged: ((_ stream: Int, _ from: Double) -> Bool)? = nil) throws(KilnError) -> MediaInfo {
         try checkIndexFirst(path: path)
         let demuxer: Demuxer
         do { demuxer = try Demuxer(path: path, cancellation: cancellation, analyze: false) } catch {
@@ -60,9 +65,9 @@ enum Verifier {
             let streamEnd = s.durationSeconds ?? avDuration
             let trusted = s.type == .video ? witness.flatMap { sameParameters(demuxer.stream(s.index), $0) ? $0 : nil } : nil
             let format = try decodes(demuxer, stream: s.index, from: 0, streamEnd: streamEnd, cancellation: cancellation,
-                                     witness: trusted)
+                                     witness: trusted, sourceDamaged: sourceDamaged)
             try decodes(demuxer, stream: s.index, from: max(0, streamEnd - 1), streamEnd: streamEnd, cancellation: cancellation,
-                        witness: trusted)
+                        witness: trusted, sourceDamaged: sourceDamaged)
             // Without analysis the pixel format is only known once a picture is decoded.
             if s.type == .video, s.pixelFormat == nil, let i = info.streams.firstIndex(where: { $0.index == s.index }),
                let desc = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) {
@@ -95,7 +100,40 @@ enum Verifier {
     /// Returns the decoded frames' format (pixel or sample format).
     @discardableResult
     static func decodes(_ demuxer: Demuxer, stream index: Int, from start: Double, streamEnd: Double,
-                        cancellation: Cancellation, witness: KeyframeWitness? = nil) throws(KilnError) -> Int32 {
+                        cancellation: Cancellation, witness: KeyframeWitness? = nil,
+                        sourceDamaged: ((_ stream: Int, _ from: Double) -> Bool)? = nil) throws(KilnError) -> Int32 {
+        let second = try decodeSecond(demuxer, stream: index, from: start, streamEnd: streamEnd, cancellation: cancellation,
+                                      witness: witness)
+        // Half a second of slack: streams end a frame or an audio packet apart.
+        guard second.reached >= second.end - 0.5 else {
+            throw KilnError(.verifyFailed, stage: .verify,
+                            "the output's stream \(index) stops at \(Format.fixed(max(0, second.reached), decimals: 2)) s, "
+                            + "before \(Format.fixed(second.end, decimals: 2)) s (cut short?)")
+        }
+        guard second.decoded || (second.frames > 0 && sourceDamaged?(index, start) == true) else {
+            throw KilnError(.verifyFailed, stage: .verify,
+                            "the output's stream \(index) does not decode near \(Int(start)) s (\(second.frames) frames, \(second.errors) errors)")
+        }
+        return second.format
+    }
+
+    /// What decoding a second of one stream found (`decodeSecond`).
+    struct Second {
+        var frames = 0
+        var errors = 0
+        var witnessFailed = false
+        /// Where the stream's packets reached, and where the second ends.
+        var reached = -Double.infinity
+        var end = 0.0
+        /// The decoded frames' pixel or sample format.
+        var format: Int32 = -1
+        var decoded: Bool { frames > 0 && errors == 0 && !witnessFailed }
+    }
+
+    /// Decodes a second of one stream from `start` as `decodes` describes, and says what
+    /// it found. Also used on a source, to tell its damage from a failed write.
+    static func decodeSecond(_ demuxer: Demuxer, stream index: Int, from start: Double, streamEnd: Double,
+                             cancellation: Cancellation, witness: KeyframeWitness? = nil) throws(KilnError) -> Second {
         let st = demuxer.stream(index)
         let decoder: Decoder
         do { decoder = try Decoder(stream: st, threads: 1, sharedPicture: true) } catch {
@@ -144,18 +182,9 @@ enum Verifier {
             }
         }
         try decoder.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
-        // Half a second of slack: streams end a frame or an audio packet apart.
-        guard reached >= end - 0.5 else {
-            throw KilnError(.verifyFailed, stage: .verify,
-                            "the output's stream \(index) stops at \(Format.fixed(max(0, reached), decimals: 2)) s, "
-                            + "before \(Format.fixed(end, decimals: 2)) s (cut short?)")
-        }
-        guard frames > 0, decoder.corruptPackets == 0, !witnessFailed else {
-            throw KilnError(.verifyFailed, stage: .verify,
-                            "the output's stream \(index) does not decode near \(Int(start)) s (\(frames) frames, \(decoder.corruptPackets) errors)")
-        }
         let ctx = decoder.context.pointee
-        return ctx.codec_type == AVMEDIA_TYPE_VIDEO ? ctx.pix_fmt.rawValue : ctx.sample_fmt.rawValue
+        return Second(frames: frames, errors: decoder.corruptPackets, witnessFailed: witnessFailed, reached: reached, end: end,
+                      format: ctx.codec_type == AVMEDIA_TYPE_VIDEO ? ctx.pix_fmt.rawValue : ctx.sample_fmt.rawValue)
     }
 
     /// MP4 top-level boxes: the `moov` index must come before `mdat`, so players can

@@ -241,6 +241,103 @@ struct DamagedInputTests {
     }
 }
 
+/// A damaged source is the source's fault, said at once: exit 3 and `source_corrupt`, which
+/// the farm does not retry (exit 4, `verify_failed`, is for a write that went wrong). A few
+/// damaged packets in a copied track are carried, counted, as a transcode conceals them.
+@Suite("damage in the source is told from a failed write")
+struct SourceDamageTests {
+    static func source() throws -> String {
+        try Media.generated("damage-src-10s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25",
+                                                   "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "10",
+                                                   "-c:v", "libx264", "-preset", "ultrafast", "-g", "50", "-c:a", "aac", "-b:a", "128k"])
+    }
+
+    @Test("a file cut short (its header still declaring the whole length) exits 3 with source_corrupt, for a remux and a transcode")
+    func cutShort() throws {
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: try Self.source()))
+        let dir = Media.scratch("cut-short")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let cut = dir.appendingPathComponent("cut.mkv")
+        try bytes.prefix(bytes.count / 2).write(to: cut)
+        let out = dir.appendingPathComponent("out.mp4").path
+        for (quality, caps) in [("original", "ios"), ("1mbps", "web")] {
+            let r = try Command.run(["prepare", cut.path, "--quality", quality, "--caps", caps, "--output", out, "--json"])
+            let error = try Command.json(r)["error"]
+            #expect(r.status == 3, "\(quality): \(r.stdout)")
+            #expect(error?["code"] == .string("source_corrupt") && error?["retryable"] == .bool(false), "\(quality): \(r.stdout)")
+            #expect(error?["message"]?.string?.contains("cut short") == true, "\(quality): \(r.stdout)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["cut.mkv"], "nothing written")
+        }
+    }
+
+    @Test("a copied AAC track with a few damaged packets is delivered, verified, with them counted")
+    func damagedPacketsCarried() throws {
+        let source = try Self.source()
+        let r0 = try Run.command("ffprobe", ["-v", "error", "-select_streams", "a", "-show_entries", "packet=pos,size",
+                                             "-of", "csv=p=0", source])
+        let packets = r0.stdout.split(separator: "\n").compactMap { line -> (Int, Int)? in
+            let f = line.split(separator: ",").compactMap { Int($0) }
+            return f.count == 2 ? (f[1], f[0]) : nil   // (pos, size)
+        }
+        try #require(packets.count > 100)
+        // Four AAC frames in the first second get noise for the second half of their payload.
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
+        var rng = SplitMix(seed: 42)
+        for (pos, size) in packets[10..<14] {
+            for i in (pos + size / 2)..<(pos + size) { bytes[i] = UInt8(truncatingIfNeeded: rng.next()) }
+        }
+        let dir = Media.scratch("aac-damage")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let damaged = dir.appendingPathComponent("damaged.mkv")
+        try Data(bytes).write(to: damaged)
+        #expect(try !FFprobe.decodeErrors(damaged.path, streams: [1]).isEmpty, "the source's audio really is damaged")
+
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", damaged.path, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let json = try Command.json(r)
+        #expect(json["plan"]?["delivery_format"] == .string("remux"))
+        #expect(json["plan"]?["audio"]?["action"] == .string("copy"))
+        #expect((json["stats"]?["corrupt_packets"]?.int ?? 0) > 0, "the carried damage is counted: \(r.stdout)")
+        let probe = try FFprobe(out)
+        #expect(probe.streams("audio").count == 1 && probe.streams("video").count == 1)
+        #expect(abs(probe.formatDuration - 10) < 0.2)
+        #expect(try FFprobe.decodeErrors(out, streams: [0]).isEmpty, "the video is whole")
+    }
+}
+
+@Suite("re-encoded audio stays on its timestamps")
+struct AudioGapTests {
+    @Test("a second missing from the source's audio becomes a second of silence, not everything after it a second early")
+    func gapFilled() throws {
+        // A steady tone with 3–4 s cut out, timestamps kept: a dropout in a recording.
+        let source = try Media.generated("audio-gap-ac3.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+                                                               "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000",
+                                                               "-t", "10", "-c:v", "libx264", "-preset", "ultrafast",
+                                                               "-af", "aselect='not(between(t,3,4))'", "-c:a", "ac3", "-b:a", "192k"])
+        let dir = Media.scratch("audio-gap")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for quality in ["original", "1mbps"] {
+            let out = dir.appendingPathComponent("\(quality).mp4").path
+            let r = try Command.run(["prepare", source, "--quality", quality, "--caps", "web", "--output", out, "--json"])
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["audio"]?["action"] == .string("transcode"))
+            let audio = try #require(try FFprobe(out).duration("audio"))
+            #expect(abs(audio - 10) < 0.1, "\(quality): the audio lasts \(audio) s")
+            let detect = try Run.command("ffmpeg", ["-nostdin", "-v", "info", "-i", out, "-map", "0:a",
+                                                    "-af", "silencedetect=d=0.5", "-f", "null", "-"])
+            let marks = detect.stderr.split(separator: "\n").compactMap { line -> Double? in
+                guard let r = line.range(of: "silence_start: ") ?? line.range(of: "silence_end: ") else { return nil }
+                return Double(line[r.upperBound...].prefix { $0 != " " })
+            }
+            #expect(marks.count == 2, "\(quality): one silence: \(marks)")
+            if marks.count == 2 {
+                #expect(abs(marks[0] - 3) < 0.1 && abs(marks[1] - 4) < 0.1, "\(quality): the silence is where the gap was: \(marks)")
+            }
+        }
+    }
+}
+
 /// A small deterministic generator, so a failing variant can be reproduced.
 struct SplitMix: RandomNumberGenerator {
     var state: UInt64
