@@ -103,18 +103,24 @@ final class Demuxer {
         return true
     }
 
+    /// Whether the last `rewind` failed, or would have lost packets: the read position is
+    /// then anywhere (a failed seek in a damaged index can leave it mid-file), so the
+    /// demuxer must not be read on.
+    private(set) var rewindFailed = false
+
     /// Goes back to the first packet after the probe's packet scan, so the pipeline can
     /// reuse this demuxer instead of opening and analysing the file a second time.
     /// Containers with timestamp discontinuities (MPEG-TS/PS) go back by byte, which is
     /// exact; indexed ones (MP4, MKV) by timestamp to their start.
-    /// Whether the last `rewind` failed: the read position is then anywhere (a failed
-    /// seek in a damaged index can leave it mid-file), so the demuxer must not be read on.
-    private(set) var rewindFailed = false
-
     func rewind() throws(KilnError) {
         let ret: Int32
         if hasDiscontinuousTimestamps {
             ret = av_seek_frame(context, -1, 0, AVSEEK_FLAG_BYTE)
+        } else if let late = seekLandsLate() {
+            // Refused rather than done: the caller opens the file afresh instead.
+            rewindFailed = true
+            throw KilnError(.sourceUnreadable, stage: .demux,
+                            "going back to the start would skip \(Format.fixed(late, decimals: 2)) s of the source's first packets")
         } else {
             let start = context.pointee.start_time == noPTS ? 0 : context.pointee.start_time
             ret = avformat_seek_file(context, -1, Int64.min, start, start, 0)
@@ -122,6 +128,21 @@ final class Demuxer {
         rewindFailed = ret < 0
         try check(ret, .demux, "cannot go back to the start of the source", as: .sourceUnreadable)
         wasRewound = true
+    }
+
+    /// How far past the file's start a seek to it would land, when that is more than a
+    /// tenth of a second; nil otherwise. A seek goes by one stream's index (the video's
+    /// keyframes): in Matroska and the like it moves the one read position for every
+    /// stream, so audio that starts before the first indexed keyframe would be skipped.
+    private func seekLandsLate() -> Double? {
+        let ctx = context.pointee
+        guard ctx.start_time != noPTS else { return nil }
+        let i = av_find_default_stream_index(context)
+        guard i >= 0, i < Int32(ctx.nb_streams), let st = ctx.streams[Int(i)],
+              let first = avformat_index_get_entry(st, 0), first.pointee.timestamp != noPTS else { return nil }
+        let late = rescale(first.pointee.timestamp, from: st.pointee.time_base, to: kiln_time_base_q()) - ctx.start_time
+        let seconds = Double(late) / Double(kiln_time_base())
+        return seconds > 0.1 ? seconds : nil
     }
 
     /// Whether the container's timestamps may jump (MPEG-TS and friends).

@@ -50,7 +50,10 @@ final class Pipeline {
     /// falls short (`Preparer.blameSource`).
     struct Delivered: Equatable {
         var packets = 0
-        var lastSeconds = 0.0
+        var firstSeconds = Double.infinity
+        var lastSeconds = -Double.infinity
+        /// The time its packets cover.
+        var span: Double { packets > 0 ? max(0, lastSeconds - firstSeconds) : 0 }
     }
     private(set) var delivered: [Int32: Delivered] = [:]
 
@@ -98,7 +101,10 @@ final class Pipeline {
             let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
             if index == progressIndex, let t { position = max(position, t) }
             delivered[index, default: Delivered()].packets += 1
-            if let t { delivered[index]!.lastSeconds = max(delivered[index]!.lastSeconds, t) }
+            if let t {
+                delivered[index]!.firstSeconds = min(delivered[index]!.firstSeconds, t)
+                delivered[index]!.lastSeconds = max(delivered[index]!.lastSeconds, t)
+            }
             try lane.consume(packet, muxer: muxer)
             let now = clock.monotonicSeconds()
             if now - lastReport >= 0.5 {

@@ -277,14 +277,26 @@ public enum Preparer {
                              "the source is damaged (\(corrupt) packets could not be decoded): \(error.message)")
         }
         var last: Double? = nil
+        var shortest: (span: Double, type: String, index: Int32)? = nil
         for lane in lanes {
             let type = demuxer.stream(Int(lane.inputIndex)).pointee.codecpar.pointee.codec_type
             guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
+            let name = type == AVMEDIA_TYPE_VIDEO ? "video" : "audio"
             guard let d = delivered[lane.inputIndex], d.packets > 0 else {
-                return KilnError(.sourceCorrupt, stage: .demux,
-                                 "the source's \(type == AVMEDIA_TYPE_VIDEO ? "video" : "audio") stream \(lane.inputIndex) has no readable packets")
+                return KilnError(.sourceCorrupt, stage: .demux, "the source's \(name) stream \(lane.inputIndex) has no readable packets")
             }
             last = max(last ?? 0, d.lastSeconds)
+            if d.span < shortest?.span ?? .infinity { shortest = (d.span, name, lane.inputIndex) }
+        }
+        let declared = Format.fixed(expected, decimals: 2), tolerance = Verifier.durationTolerance(expected)
+        if let last, expected > 0, last < expected - tolerance {
+            return KilnError(.sourceCorrupt, stage: .demux,
+                             "the source's audio and video stop at \(Format.fixed(last, decimals: 2)) s of the \(declared) s it declares: the file is cut short or damaged")
+        }
+        // Damage that costs a stream its start (the output starts where both have begun).
+        if let shortest, expected > 0, shortest.span < expected - tolerance {
+            return KilnError(.sourceCorrupt, stage: .demux,
+                             "the source's \(shortest.type) stream \(shortest.index) covers only \(Format.fixed(shortest.span, decimals: 2)) s of the \(declared) s it declares: the file is damaged")
         }
         for lane in lanes where lane is CopyLane {
             let index = Int(lane.inputIndex), st = demuxer.stream(index)
@@ -301,10 +313,6 @@ public enum Preparer {
                                  "the source's \(type == AVMEDIA_TYPE_VIDEO ? "video" : "audio") stream \(index) does not decode near \(Int(from - start)) s "
                                  + "(\(second.frames) frames, \(second.errors) errors): the file is damaged")
             }
-        }
-        if let last, expected > 0, last < expected - Verifier.durationTolerance(expected) {
-            return KilnError(.sourceCorrupt, stage: .demux,
-                             "the source's audio and video stop at \(Format.fixed(last, decimals: 2)) s of the \(Format.fixed(expected, decimals: 2)) s it declares: the file is cut short or damaged")
         }
         return error
     }

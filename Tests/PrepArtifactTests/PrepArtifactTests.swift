@@ -338,6 +338,26 @@ struct AudioGapTests {
     }
 }
 
+@Suite("sound that starts before the picture")
+struct LateVideoTests {
+    @Test("Matroska audio that starts 2 s before the first video keyframe is all kept: going back to the start after the probe must not seek past it")
+    func audioBeforeFirstKeyframe() throws {
+        let source = try Media.generated("late-video.mkv", ["-itsoffset", "2", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8",
+                                                           "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000:duration=10",
+                                                           "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+        let dir = Media.scratch("late-video")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(try Command.json(r)["plan"]?["delivery_format"] == .string("remux"))
+        let probe = try FFprobe(out)
+        #expect(abs((probe.startTime("audio") ?? -1) - 0) < 0.05, "the sound starts at the start")
+        #expect(abs((probe.duration("audio") ?? 0) - 10) < 0.1)
+        #expect(abs((probe.startTime("video") ?? 0) - 2) < 0.1, "the picture keeps its 2 s offset")
+    }
+}
+
 /// A small deterministic generator, so a failing variant can be reproduced.
 struct SplitMix: RandomNumberGenerator {
     var state: UInt64
