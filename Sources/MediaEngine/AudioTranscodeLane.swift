@@ -28,6 +28,8 @@ final class AudioTranscodeLane: Lane {
     private var nextPTS = noPTS
     private var frameSize = 1024
     private var counters = LaneStats()
+    /// Decoded frames the resampler could not take (damaged parameters).
+    private var rejectedFrames = 0
 
     init(demuxer: Demuxer, plan: AudioPlan, source: StreamInfo) throws(KilnError) {
         guard Self.encoders.contains(plan.codec) else {
@@ -50,7 +52,7 @@ final class AudioTranscodeLane: Lane {
 
     var stats: LaneStats {
         var s = counters
-        s.corruptPackets = decoder.corruptPackets
+        s.corruptPackets = decoder.corruptPackets + rejectedFrames
         s.framesDecoded = decoder.framesDecoded
         s.framesEncoded = encoder?.framesEncoded ?? 0
         return s
@@ -128,7 +130,12 @@ final class AudioTranscodeLane: Lane {
                 return
             }
         }
-        try resampler.push(decoded)
+        do { try resampler.push(decoded) } catch where error.code == .sourceCorrupt {
+            // A frame no resampler takes is skipped like a packet the decoder rejected
+            // (its gap is filled at the next good frame).
+            rejectedFrames += 1
+            return
+        }
         try encodeBuffered(muxer: muxer)
     }
 

@@ -33,6 +33,14 @@ final class CopyLane: Lane {
     }
 
     func prepare(muxer: Muxer) throws(KilnError) {
+        // The MP4 muxer refuses such a stream at its header (EINVAL, which would read as a
+        // failed write): it is the source's header that is damaged.
+        let source = input.pointee.codecpar.pointee
+        if isVideo ? (source.width <= 0 || source.height <= 0)
+                   : (source.codec_type == AVMEDIA_TYPE_AUDIO && (source.sample_rate <= 0 || source.ch_layout.nb_channels <= 0)) {
+            throw KilnError(.sourceCorrupt, stage: .mux, "the source's \(isVideo ? "video" : "audio") stream \(inputIndex) has no "
+                            + (isVideo ? "picture size" : "sample rate or channel count") + " in its header: it cannot be copied (damaged)")
+        }
         let out = try muxer.addStream()
         outputIndex = out.pointee.index
         try check(avcodec_parameters_copy(out.pointee.codecpar, input.pointee.codecpar), .mux, "cannot copy stream parameters")

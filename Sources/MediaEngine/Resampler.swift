@@ -54,6 +54,12 @@ final class Resampler {
             try check(av_channel_layout_copy(&layout, &f.pointee.ch_layout), .filter, "cannot read the channel layout")
         }
         defer { av_channel_layout_uninit(&layout) }
+        // A damaged stream can decode into a frame no resampler takes (no rate, no or
+        // impossibly many channels): that frame is the source's damage, not our failure.
+        guard f.pointee.sample_rate > 0, layout.nb_channels > 0, layout.nb_channels <= 64 else {
+            throw KilnError(.sourceCorrupt, stage: .filter,
+                            "a decoded audio frame has \(f.pointee.sample_rate) Hz and \(layout.nb_channels) channels")
+        }
         try configure(format: f.pointee.format, rate: f.pointee.sample_rate, layout: layout)
         let inputPlanes = UnsafeMutablePointer<UnsafePointer<UInt8>?>(OpaquePointer(f.pointee.extended_data))
         try convert(inputPlanes, count: f.pointee.nb_samples)
@@ -124,8 +130,8 @@ final class Resampler {
         var outLayout = output.layout, inLayout = layout
         try check(swr_alloc_set_opts2(&swr, &outLayout, output.sampleFormat, output.sampleRate,
                                       &inLayout, AVSampleFormat(rawValue: format), rate, 0, nil),
-                  .filter, "cannot set up the audio resampler")
-        try check(swr_init(swr), .filter, "cannot set up the audio resampler")
+                  .filter, "cannot set up the audio resampler for a decoded frame", as: .sourceCorrupt)
+        try check(swr_init(swr), .filter, "cannot set up the audio resampler for a decoded frame", as: .sourceCorrupt)
         var copy = AVChannelLayout()
         try check(av_channel_layout_copy(&copy, &inLayout), .filter, "cannot copy the channel layout")
         inputKey = (format, rate, copy)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import CFFmpeg
 import KilnCore
+import KilnTestSupport
 @testable import MediaEngine
 
 // The transcode lanes on real files, driven by a minimal loop (open, prepare, header,
@@ -455,5 +456,45 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
             #expect(a["codec_name"] == "aac" && a.int("channels") == 2, "\(name)")
         }
         #expect(try decodesCleanly(out.path) == "", "\(name)")
+    }
+}
+
+/// Parameters a damaged header or bitstream leaves out are the source's damage (exit 3,
+/// not retried), not a failed write or a bug.
+@Suite("streams with damaged parameters")
+struct DamagedParameterTests {
+    @Test("a copied audio stream whose header gives no sample rate is refused as source_corrupt before the MP4 header")
+    func copiedAudioWithoutRate() throws {
+        let demuxer = try Demuxer(path: Media.shared("sp_bear-640x360-ec3.mp4"), cancellation: Cancellation())
+        let audio = try #require((0..<demuxer.streamCount).first {
+            demuxer.stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO
+        })
+        demuxer.stream(audio).pointee.codecpar.pointee.sample_rate = 0
+        let dir = Media.scratch("no-rate")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let muxer = try Muxer(path: dir.appendingPathComponent("out.mp4").path, cancellation: Cancellation())
+        let lane = CopyLane(demuxer: demuxer, index: audio)
+        #expect { try lane.prepare(muxer: muxer) } throws: { ($0 as? KilnError)?.code == .sourceCorrupt }
+    }
+
+    @Test("a decoded audio frame without a sample rate is refused as the source's damage, and the resampler goes on")
+    func frameWithoutRate() throws {
+        var layout = AVChannelLayout()
+        av_channel_layout_default(&layout, 2)
+        defer { av_channel_layout_uninit(&layout) }
+        let resampler = try Resampler(output: AudioFormat(sampleFormat: AV_SAMPLE_FMT_FLTP, sampleRate: 48000, layout: layout))
+        func frame(rate: Int32) throws -> Frame {
+            let f = try Frame()
+            f.pointer.pointee.nb_samples = 1024
+            f.pointer.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
+            f.pointer.pointee.sample_rate = rate
+            av_channel_layout_default(&f.pointer.pointee.ch_layout, 2)
+            #expect(av_frame_get_buffer(f.pointer, 0) == 0)
+            av_samples_set_silence(f.pointer.pointee.extended_data, 0, 1024, 2, AV_SAMPLE_FMT_FLTP)
+            return f
+        }
+        #expect { try resampler.push(try frame(rate: 0)) } throws: { ($0 as? KilnError)?.code == .sourceCorrupt }
+        try resampler.push(try frame(rate: 48000))
+        #expect(resampler.buffered + resampler.held == 1024)
     }
 }
