@@ -203,8 +203,10 @@ struct MemoryTests {
 @Suite("damaged inputs never crash or hang the command")
 struct DamagedInputTests {
     /// Real files with bytes overwritten at random places (headers, index and payload alike),
-    /// cut short, or with their middle zeroed: every run ends with an exit status of the
-    /// contract (0, 3 or 4), never a signal, and leaves no temporary file.
+    /// cut short, or with their middle zeroed: every run ends in 0 (a verified output,
+    /// damage concealed or carried) or 3 (a permanent reason), never a signal or 4 (a
+    /// transient failure the farm would retry on a file that fails the same way every
+    /// time), and leaves no temporary file.
     @Test("corrupted copies of real files", arguments: ["sp_bear-640x360-ec3.mp4", "ax_sample_with_srt.mkv", "ax_bbb_2500ms.ts",
                                                        "sp_bear-640x360-hevc-hdr10.mp4", "mb_rotate-buck-bunny.mp4", "ax_sample.avi"])
     func corrupted(_ name: String) throws {
@@ -231,7 +233,7 @@ struct DamagedInputTests {
             let out = dir.appendingPathComponent("out\(variant).mp4")
             for quality in ["original", "1mbps"] {
                 let r = try Command.run(["prepare", source.path, "--quality", quality, "--caps", "web", "--output", out.path, "--json"])
-                #expect([0, 3, 4].contains(r.status), "\(name) variant \(variant) \(quality): exit \(r.status) \(r.stderr.suffix(300))")
+                #expect([0, 3].contains(r.status), "\(name) variant \(variant) \(quality): exit \(r.status) \(r.stdout.suffix(300))")
                 if r.status != 0 { #expect(!FileManager.default.fileExists(atPath: out.path)) }
                 let leftovers = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.contains(".kiln-tmp-") }
                 #expect(leftovers.isEmpty, "\(leftovers)")
