@@ -127,6 +127,10 @@ final class Decoder {
         if framesDecoded == 0 && (packet == nil || packetsSent >= giveUpAfter) {
             let codec = string(avcodec_get_name(context.pointee.codec_id)) ?? "unknown"
             let what = context.pointee.codec_type == AVMEDIA_TYPE_AUDIO ? ("audio", "sound") : ("video", "picture")
+            if packetsSent == 0 {
+                // The source's packets for it never came (lost to damage in the container).
+                throw KilnError(.sourceCorrupt, stage: .decode, "the \(codec) \(what.0) stream has no readable packets")
+            }
             throw KilnError(corruptPackets > 0 ? .sourceCorrupt : .sourceUnsupported, stage: .decode,
                             "the \(codec) \(what.0) stream could not be decoded: \(packetsSent) packets gave no \(what.1)"
                             + (corruptPackets > 0 ? " (\(corruptPackets) rejected as corrupt)" : ""))

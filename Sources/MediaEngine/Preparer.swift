@@ -264,7 +264,7 @@ public enum Preparer {
     /// streams of the source, or the container's duration when streams do not say.
     /// A failed verification's cause, when the source shows it: the decoders concealed
     /// damaged packets, a kept audio or video stream gave no packet, or the source's packets
-    /// stop well short of the duration it declares (a file cut short). That failure is
+    /// stop well short of (or run past) the duration it declares (a file cut short). That failure is
     /// permanent (`source_corrupt`: the same file fails the same way again); without such
     /// evidence it stays `verify_failed`, a write gone wrong and worth retrying.
     /// A copied stream that fails to decode in the output is checked in the source too: the
@@ -292,6 +292,10 @@ public enum Preparer {
         if let last, expected > 0, last < expected - tolerance {
             return KilnError(.sourceCorrupt, stage: .demux,
                              "the source's audio and video stop at \(Format.fixed(last, decimals: 2)) s of the \(declared) s it declares: the file is cut short or damaged")
+        }
+        if let last, expected > 0, last > expected + tolerance {
+            return KilnError(.sourceCorrupt, stage: .demux,
+                             "the source's packets run to \(Format.fixed(last, decimals: 2)) s, past the \(declared) s it declares: the file is damaged")
         }
         // Damage that costs a stream its start (the output starts where both have begun).
         if let shortest, expected > 0, shortest.span < expected - tolerance {

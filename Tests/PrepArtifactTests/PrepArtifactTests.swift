@@ -272,6 +272,24 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("an AVI with a stretch of its data repeated runs past its declared length: exit 3, source_corrupt")
+    func runsPast() throws {
+        // 57 KB of the file's own frames written again further on (found by fuzzing): the
+        // AVI demuxer counts them as more frames.
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Media.shared("ax_sample.avi"))))
+        try #require(bytes.count == 334_534)
+        let damaged = Array(bytes[..<263_474]) + Array(bytes[120_735..<179_413]) + Array(bytes[263_474...])
+        let dir = Media.scratch("runs-past")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("repeated.avi")
+        try Data(damaged).write(to: source)
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source.path, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        let error = try Command.json(r)["error"]
+        #expect(r.status == 3, "\(r.stdout)")
+        #expect(error?["code"] == .string("source_corrupt") && error?["message"]?.string?.contains("past") == true, "\(r.stdout)")
+    }
+
     @Test("a copied AAC track with a few damaged packets is delivered, verified, with them counted")
     func damagedPacketsCarried() throws {
         let source = try Self.source()
