@@ -97,7 +97,10 @@ final class Demuxer {
         if ret < 0 {
             // A read error past the point where the index said data exists: treat the
             // truncated tail as the end (what players do) unless it was a real I/O error.
-            if ret == kiln_averror_invaliddata() { return false }
+            // ENOMEM here is a damaged size field asking for a packet past libavutil's
+            // allocation limit, not a machine out of memory (Linux would kill us first):
+            // the readable data ends there too, and verification judges what came before.
+            if ret == kiln_averror_invaliddata() || ret == kiln_averror_enomem() { return false }
             throw classify(ret, .demux, "cannot read the source", as: .ioError)
         }
         return true

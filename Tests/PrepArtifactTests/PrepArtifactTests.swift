@@ -290,6 +290,25 @@ struct SourceDamageTests {
         #expect(error?["code"] == .string("source_corrupt") && error?["message"]?.string?.contains("past") == true, "\(r.stdout)")
     }
 
+    @Test("a damaged sample size that libavformat cannot allocate (ENOMEM) ends the readable data, not the job as out of memory")
+    func impossibleSampleSize() throws {
+        // One byte of an MP4 sample table changed (found by fuzzing): reading that sample
+        // asks for more than libavutil allocates.
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Media.shared("mi_many_tracks.mp4"))))
+        try #require(bytes.count == 208_534)
+        bytes[167_710] = 60
+        let dir = Media.scratch("enomem")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("damaged.mp4")
+        try Data(bytes).write(to: source)
+        for (quality, caps) in [("original", "android"), ("1mbps", "web")] {
+            let out = dir.appendingPathComponent("\(quality).mp4").path
+            let r = try Command.run(["prepare", source.path, "--quality", quality, "--caps", caps, "--output", out, "--json"])
+            #expect([0, 3].contains(r.status), "\(quality): \(r.stdout)")
+            #expect(!r.stdout.contains("resource_limit"), "\(quality): \(r.stdout)")
+        }
+    }
+
     @Test("a copied AAC track with a few damaged packets is delivered, verified, with them counted")
     func damagedPacketsCarried() throws {
         let source = try Self.source()
