@@ -64,6 +64,9 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     public var corruptPackets: Int
     /// Packets whose timestamps were missing or out of order and were repaired.
     public var repairedTimestamps: Int
+    /// Gaps in the source's audio filled with silence when it was re-encoded (nil when
+    /// none): the sound keeps its place against the picture.
+    public var audioGapsFilled: Int?
     /// The ffmpeg command that makes the same streams with the same settings (filters,
     /// encoder options, mapping), to reproduce or compare the work; nil for `original`.
     public var ffmpegEquivalent: [String]?
@@ -76,6 +79,7 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case wallSeconds = "wall_seconds", speed, corruptPackets = "corrupt_packets", repairedTimestamps = "repaired_timestamps"
         case ffmpegEquivalent = "ffmpeg_equivalent", phases, hashedWhileWriting = "hashed_while_writing"
+        case audioGapsFilled = "audio_gaps_filled"
     }
 }
 
@@ -118,7 +122,7 @@ public enum Preparer {
         let out = try AtomicOutput(destination: output)
         defer { out.discard() }
         EngineLog.reset()
-        var corrupt = 0, repaired = 0
+        var corrupt = 0, repaired = 0, gaps = 0
         var equivalent: [String]? = nil
         var phases: [String: Double] = [:]
         var mark = started
@@ -170,6 +174,7 @@ public enum Preparer {
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
                 repaired = muxer.repairedTimestamps
                 corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
+                gaps = lanes.reduce(0) { $0 + $1.stats.gapsFilled }
                 equivalent = ["ffmpeg", "-i", source] + lanes.flatMap(\.ffmpegEquivalent)
                     + (demuxer.context.pointee.nb_chapters > 0 ? [] : ["-map_chapters", "-1"])
                     + ["-movflags", "+faststart", output]
@@ -226,7 +231,8 @@ public enum Preparer {
         return PrepareResult(
             output: describe(outInfo, path: output, digest: digest, plan: plan, source: info),
             stats: PrepareStats(wallSeconds: wall, speed: info.durationSeconds / max(wall, 1e-3),
-                                corruptPackets: corrupt, repairedTimestamps: repaired, ffmpegEquivalent: equivalent, phases: phases,
+                                corruptPackets: corrupt, repairedTimestamps: repaired, audioGapsFilled: gaps > 0 ? gaps : nil,
+                                ffmpegEquivalent: equivalent, phases: phases,
                                 hashedWhileWriting: streamed != nil || plan.deliveryFormat == .original))
     }
 

@@ -360,7 +360,9 @@ struct AudioGapTests {
             let out = dir.appendingPathComponent("\(quality).mp4").path
             let r = try Command.run(["prepare", source, "--quality", quality, "--caps", "web", "--output", out, "--json"])
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-            #expect(try Command.json(r)["plan"]?["audio"]?["action"] == .string("transcode"))
+            let json = try Command.json(r)
+            #expect(json["plan"]?["audio"]?["action"] == .string("transcode"))
+            #expect(json["stats"]?["audio_gaps_filled"]?.int == 1, "\(quality): \(r.stdout.suffix(400))")
             let audio = try #require(try FFprobe(out).duration("audio"))
             #expect(abs(audio - 10) < 0.1, "\(quality): the audio lasts \(audio) s")
             let detect = try Run.command("ffmpeg", ["-nostdin", "-v", "info", "-i", out, "-map", "0:a",
