@@ -73,10 +73,9 @@ final class Demuxer {
         }
         let info = avformat_find_stream_info(context, count > 0 ? streamOptions : nil)
         if info < 0 {
-            var c: UnsafeMutablePointer<AVFormatContext>? = context
-            avformat_close_input(&c)
-            let e = classify(info, .probe, "cannot read the source's streams", as: .sourceUnreadable)
-            throw e
+            // Not closed here: every stored property is set, so throwing runs `deinit`,
+            // which closes the context (closing it here too was a double free).
+            throw classify(info, .probe, "cannot read the source's streams", as: .sourceUnreadable)
         }
     }
 

@@ -399,6 +399,27 @@ struct LateVideoTests {
     }
 }
 
+extension DamagedInputTests {
+    @Test("a file whose streams cannot be analysed exits 3, not with a double free (found by fuzzing)")
+    func analysisFails() throws {
+        // One byte of the Dolby Vision sample's header changed: libavformat opens the file
+        // but avformat_find_stream_info fails. The context was closed twice (signal 11).
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Media.shared("sp_sparks_dovi_8.mp4"))))
+        try #require(bytes.count == 563_484)
+        bytes[556] = 40
+        let dir = Media.scratch("analysis-fails")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("damaged.mp4")
+        try Data(bytes).write(to: source)
+        let probe = try Command.run(["probe", source.path, "--json"])
+        #expect(probe.status == 3, "\(probe.stdout) \(probe.stderr.suffix(300))")
+        #expect(try Command.json(probe)["error"]?["code"] == .string("source_unreadable"))
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source.path, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 3, "\(r.stdout) \(r.stderr.suffix(300))")
+    }
+}
+
 /// A small deterministic generator, so a failing variant can be reproduced.
 struct SplitMix: RandomNumberGenerator {
     var state: UInt64
