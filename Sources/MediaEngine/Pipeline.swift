@@ -45,9 +45,9 @@ final class Pipeline {
         return s == noPTS ? 0 : s
     }
 
-    /// What the source gave each kept input stream: its packet count and its last
-    /// timestamp, in seconds from the output's start. Evidence when a finished output
-    /// falls short (`Preparer.blameSource`).
+    /// What the source gave each kept input stream: its packet count and its first and
+    /// last timestamps, in seconds from the output's start. Evidence when a finished
+    /// output does not match the source's declared length (`Preparer.blameSource`).
     struct Delivered: Equatable {
         var packets = 0
         var firstSeconds = Double.infinity

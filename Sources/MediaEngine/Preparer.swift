@@ -266,8 +266,6 @@ public enum Preparer {
         return lanes
     }
 
-    /// The duration the output must have: the longest of the kept audio and video
-    /// streams of the source, or the container's duration when streams do not say.
     /// A failed verification's cause, when the source shows it: the decoders concealed
     /// damaged packets, a kept audio or video stream gave no packet, or the source's packets
     /// stop well short of (or run past) the duration it declares (a file cut short). That failure is
@@ -327,6 +325,8 @@ public enum Preparer {
         return error
     }
 
+    /// The duration the output must have: the longest of the kept audio and video
+    /// streams of the source, or the container's duration when streams do not say.
     static func expectedDuration(info: MediaInfo, plan: Plan) -> Double {
         let kept = [plan.video?.sourceIndex, plan.audio?.sourceIndex].compactMap { $0 }
         let durations = kept.compactMap { info.stream($0)?.durationSeconds }.filter { $0 > 0 }
