@@ -379,6 +379,35 @@ struct AudioGapTests {
     }
 }
 
+extension AudioGapTests {
+    @Test("a broadcast recording that lost 2 % of its TS packets is delivered, the loss counted and the sound as long as the picture")
+    func lostTransportPackets() throws {
+        let source = try Media.generated("recording-10s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+                                                              "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000",
+                                                              "-t", "10", "-c:v", "mpeg2video", "-b:v", "2M", "-c:a", "mp2", "-b:a", "192k",
+                                                              "-f", "mpegts"])
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
+        var rng = SplitMix(seed: 7)
+        var kept: [UInt8] = []
+        for start in stride(from: 0, to: bytes.count, by: 188) where rng.next() % 100 >= 2 {
+            kept += bytes[start..<min(start + 188, bytes.count)]
+        }
+        let dir = Media.scratch("ts-loss")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let damaged = dir.appendingPathComponent("lossy.ts")
+        try Data(kept).write(to: damaged)
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", damaged.path, "--quality", "1mbps", "--caps", "web", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let json = try Command.json(r)
+        #expect((json["stats"]?["corrupt_packets"]?.int ?? 0) > 0, "\(r.stdout.suffix(400))")
+        #expect((json["stats"]?["audio_gaps_filled"]?.int ?? 0) > 0, "\(r.stdout.suffix(400))")
+        let probe = try FFprobe(out)
+        let audio = try #require(probe.duration("audio")), video = try #require(probe.duration("video"))
+        #expect(abs(audio - video) < 0.2, "the sound lasts \(audio) s, the picture \(video) s")
+    }
+}
+
 @Suite("sound that starts before the picture")
 struct LateVideoTests {
     @Test("Matroska audio that starts 2 s before the first video keyframe is all kept: going back to the start after the probe must not seek past it")
