@@ -137,6 +137,11 @@ final class Muxer {
             _ = kiln_start_writeback(writeback.rawValue)
         }
         let ret = av_interleaved_write_frame(context, p)
+        if ret == kiln_averror_invaliddata() {
+            // The MP4 muxer parses some packets (E-AC-3 frame headers, Annex B video) and
+            // refuses damaged ones: the source's data, not a failed write.
+            throw KilnError(.sourceCorrupt, stage: .mux, underlying: ret, "a packet of the source cannot be stored in MP4 (damaged data)")
+        }
         if ret < 0 { throw classify(ret, .mux, "cannot write to the output", as: .ioError) }
     }
 

@@ -498,3 +498,42 @@ struct DamagedParameterTests {
         #expect(resampler.buffered + resampler.held == 1024)
     }
 }
+
+extension DamagedParameterTests {
+    /// The MP4 muxer, the source's E-AC-3 stream as a copy lane sets it up, and a packet.
+    static func eac3Copy(_ dir: URL) throws -> (Demuxer, Int, Muxer, CopyLane) {
+        let demuxer = try Demuxer(path: Media.shared("sp_bear-640x360-ec3.mp4"), cancellation: Cancellation())
+        let audio = try #require((0..<demuxer.streamCount).first {
+            demuxer.stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO
+        })
+        let muxer = try Muxer(path: dir.appendingPathComponent("out.mp4").path, cancellation: Cancellation())
+        let lane = CopyLane(demuxer: demuxer, index: audio)
+        try lane.prepare(muxer: muxer)
+        try muxer.writeHeader()
+        return (demuxer, audio, muxer, lane)
+    }
+
+    @Test("a copied E-AC-3 frame whose header is damaged (found by fuzzing) is refused by the MP4 muxer as source_corrupt, not a failed write")
+    func damagedFrameHeader() throws {
+        let dir = Media.scratch("eac3-header")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (demuxer, audio, muxer, lane) = try Self.eac3Copy(dir)
+        let packet = try Packet()
+        func nextAudio() throws {
+            packet.unref()
+            while try demuxer.read(into: packet), packet.streamIndex != Int32(audio) { packet.unref() }
+            try #require(packet.streamIndex == Int32(audio) && packet.pointer.pointee.size > 8)
+        }
+        // The muxer drops damaged frames at the very start of a track; later ones it refuses.
+        try nextAudio()
+        packet.pointer.pointee.stream_index = lane.outputIndex
+        try muxer.write(packet, from: demuxer.stream(audio).pointee.time_base)
+        try nextAudio()
+        #expect(av_packet_make_writable(packet.pointer) == 0)
+        packet.pointer.pointee.data[5] = 0xff   // bsid 31: no AC-3 or E-AC-3 frame has it
+        packet.pointer.pointee.stream_index = lane.outputIndex
+        #expect { try muxer.write(packet, from: demuxer.stream(audio).pointee.time_base) } throws: {
+            ($0 as? KilnError)?.code == .sourceCorrupt
+        }
+    }
+}
