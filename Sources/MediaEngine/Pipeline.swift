@@ -54,6 +54,14 @@ final class Pipeline {
         var lastSeconds = -Double.infinity
         /// The time its packets cover.
         var span: Double { packets > 0 ? max(0, lastSeconds - firstSeconds) : 0 }
+
+        mutating func count(at seconds: Double?) {
+            packets += 1
+            if let seconds {
+                firstSeconds = min(firstSeconds, seconds)
+                lastSeconds = max(lastSeconds, seconds)
+            }
+        }
     }
     private(set) var delivered: [Int32: Delivered] = [:]
 
@@ -100,11 +108,7 @@ final class Pipeline {
             }
             let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
             if index == progressIndex, let t { position = max(position, t) }
-            delivered[index, default: Delivered()].packets += 1
-            if let t {
-                delivered[index]!.firstSeconds = min(delivered[index]!.firstSeconds, t)
-                delivered[index]!.lastSeconds = max(delivered[index]!.lastSeconds, t)
-            }
+            delivered[index, default: Delivered()].count(at: t)
             try lane.consume(packet, muxer: muxer)
             let now = clock.monotonicSeconds()
             if now - lastReport >= 0.5 {

@@ -200,9 +200,8 @@ public enum Preparer {
             var carried = 0
             let sourceDamaged = { (stream: Int, from: Double) -> Bool in
                 guard let lane = lanes.first(where: { $0.outputIndex == Int32(stream) }), lane is CopyLane,
-                      let second = try? Verifier.decodeSecond(demuxer, stream: Int(lane.inputIndex), from: from + startOffset,
-                                                              streamEnd: .infinity, cancellation: cancellation),
-                      !second.decoded else { return false }
+                      let second = damagedSecond(demuxer, stream: Int(lane.inputIndex), from: from + startOffset,
+                                                 cancellation: cancellation) else { return false }
                 carried += second.errors
                 return true
             }
@@ -313,16 +312,24 @@ public enum Preparer {
             let start = seconds(st.pointee.start_time, st.pointee.time_base) ?? 0
             let end = start + (info.stream(index)?.durationSeconds ?? expected)
             for from in [start, max(start, end - 1)] {
-                // A source that cannot be sought or decoded at all says nothing either way.
-                guard let second = try? Verifier.decodeSecond(demuxer, stream: index, from: from, streamEnd: end,
-                                                              cancellation: cancellation),
-                      !second.decoded else { continue }
+                guard let second = damagedSecond(demuxer, stream: index, from: from, streamEnd: end,
+                                                 cancellation: cancellation) else { continue }
                 return KilnError(.sourceCorrupt, stage: .decode,
                                  "the source's \(type == AVMEDIA_TYPE_VIDEO ? "video" : "audio") stream \(index) does not decode near \(Int(from - start)) s "
                                  + "(\(second.frames) frames, \(second.errors) errors): the file is damaged")
             }
         }
         return error
+    }
+
+    /// The source's second of one stream from `from` (source time), decoded as verification
+    /// decodes the output's, when it does not decode cleanly; nil when it does, or when it
+    /// cannot be sought or decoded at all (no evidence either way).
+    static func damagedSecond(_ demuxer: Demuxer, stream index: Int, from: Double, streamEnd: Double = .infinity,
+                              cancellation: Cancellation) -> Verifier.Second? {
+        guard let second = try? Verifier.decodeSecond(demuxer, stream: index, from: from, streamEnd: streamEnd,
+                                                      cancellation: cancellation), !second.decoded else { return nil }
+        return second
     }
 
     /// The duration the output must have: the longest of the kept audio and video

@@ -42,9 +42,9 @@ public enum Prober {
             let second = minimum.map { IndexForecast.worthwhile(sourceBytes: FileIO.size(atPath: path) ?? 0, from: $0) } == true
                 ? SecondReader(path: path) : nil
             var info = try describe(demuxer)
-            // The packet scan could not go back to the start (a damaged index): a fresh
-            // demuxer reads the file from its beginning, where the failed seek may have
-            // left this one anywhere.
+            // The packet scan could not go back to the start (a seek that failed in a
+            // damaged index, or one that would skip sound before the first keyframe): a
+            // fresh demuxer reads the file from its beginning.
             if demuxer.rewindFailed { demuxer = try Demuxer(path: path, cancellation: cancellation) }
             info.fingerprint = try fingerprinting?.wait()
             return ProbedSource(demuxer: demuxer, info: info, secondReader: second)

@@ -70,14 +70,8 @@ final class Resampler {
         var left = count
         while left > 0 {
             let n = min(left, 4096)
+            try allocate(scratch, samples: Int32(n))
             let s = scratch.pointer
-            scratch.unref()
-            s.pointee.nb_samples = Int32(n)
-            s.pointee.format = output.sampleFormat.rawValue
-            s.pointee.sample_rate = output.sampleRate
-            var layout = output.layout
-            try check(av_channel_layout_copy(&s.pointee.ch_layout, &layout), .filter, "cannot set the channel layout")
-            try check(av_frame_get_buffer(s, 0), .filter, "cannot allocate an audio frame")
             av_samples_set_silence(s.pointee.extended_data, 0, Int32(n), output.layout.nb_channels, output.sampleFormat)
             let planes = UnsafeMutablePointer<UnsafeMutableRawPointer?>(OpaquePointer(s.pointee.extended_data))
             try check(av_audio_fifo_write(fifo, planes, Int32(n)), .filter, "cannot write the audio FIFO")
@@ -99,15 +93,9 @@ final class Resampler {
     /// frame is padded with silence to that many samples (for encoders that cannot take a
     /// short last frame).
     func pull(_ count: Int, into frame: Frame, padTo: Int? = nil) throws(KilnError) {
-        let f = frame.pointer
-        frame.unref()
         let size = max(count, padTo ?? 0)
-        f.pointee.nb_samples = Int32(size)
-        f.pointee.format = output.sampleFormat.rawValue
-        f.pointee.sample_rate = output.sampleRate
-        var layout = output.layout
-        try check(av_channel_layout_copy(&f.pointee.ch_layout, &layout), .filter, "cannot set the channel layout")
-        try check(av_frame_get_buffer(f, 0), .filter, "cannot allocate an audio frame")
+        try allocate(frame, samples: Int32(size))
+        let f = frame.pointer
         let planes = UnsafeMutablePointer<UnsafeMutableRawPointer?>(OpaquePointer(f.pointee.extended_data))
         let read = av_audio_fifo_read(fifo, planes, Int32(count))
         try check(read, .filter, "cannot read the audio FIFO")
@@ -115,6 +103,18 @@ final class Resampler {
             av_samples_set_silence(f.pointee.extended_data, read, Int32(size) - read,
                                    output.layout.nb_channels, output.sampleFormat)
         }
+    }
+
+    /// Gives `frame` (emptied first) a buffer of `samples` samples in the output format.
+    private func allocate(_ frame: Frame, samples: Int32) throws(KilnError) {
+        let f = frame.pointer
+        frame.unref()
+        f.pointee.nb_samples = samples
+        f.pointee.format = output.sampleFormat.rawValue
+        f.pointee.sample_rate = output.sampleRate
+        var layout = output.layout
+        try check(av_channel_layout_copy(&f.pointee.ch_layout, &layout), .filter, "cannot set the channel layout")
+        try check(av_frame_get_buffer(f, 0), .filter, "cannot allocate an audio frame")
     }
 
     private func configure(format: Int32, rate: Int32, layout: AVChannelLayout) throws(KilnError) {
@@ -141,14 +141,8 @@ final class Resampler {
         let capacity = swr_get_out_samples(swr, count)
         try check(capacity, .filter, "the audio resampler failed")
         guard capacity > 0 else { return }
+        try allocate(scratch, samples: capacity)
         let s = scratch.pointer
-        scratch.unref()
-        s.pointee.nb_samples = capacity
-        s.pointee.format = output.sampleFormat.rawValue
-        s.pointee.sample_rate = output.sampleRate
-        var layout = output.layout
-        try check(av_channel_layout_copy(&s.pointee.ch_layout, &layout), .filter, "cannot set the channel layout")
-        try check(av_frame_get_buffer(s, 0), .filter, "cannot allocate an audio frame")
         let converted = swr_convert(swr, s.pointee.extended_data, capacity, input, count)
         try check(converted, .filter, "the audio resampler failed")
         if converted > 0 {

@@ -465,10 +465,7 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
 struct DamagedParameterTests {
     @Test("a copied audio stream whose header gives no sample rate is refused as source_corrupt before the MP4 header")
     func copiedAudioWithoutRate() throws {
-        let demuxer = try Demuxer(path: Media.shared("sp_bear-640x360-ec3.mp4"), cancellation: Cancellation())
-        let audio = try #require((0..<demuxer.streamCount).first {
-            demuxer.stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO
-        })
+        let (demuxer, audio) = try Self.eac3Source()
         demuxer.stream(audio).pointee.codecpar.pointee.sample_rate = 0
         let dir = Media.scratch("no-rate")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -500,24 +497,24 @@ struct DamagedParameterTests {
 }
 
 extension DamagedParameterTests {
-    /// The MP4 muxer, the source's E-AC-3 stream as a copy lane sets it up, and a packet.
-    static func eac3Copy(_ dir: URL) throws -> (Demuxer, Int, Muxer, CopyLane) {
+    /// The shared E-AC-3 sample, opened, and its audio stream's index.
+    static func eac3Source() throws -> (Demuxer, Int) {
         let demuxer = try Demuxer(path: Media.shared("sp_bear-640x360-ec3.mp4"), cancellation: Cancellation())
         let audio = try #require((0..<demuxer.streamCount).first {
             demuxer.stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO
         })
-        let muxer = try Muxer(path: dir.appendingPathComponent("out.mp4").path, cancellation: Cancellation())
-        let lane = CopyLane(demuxer: demuxer, index: audio)
-        try lane.prepare(muxer: muxer)
-        try muxer.writeHeader()
-        return (demuxer, audio, muxer, lane)
+        return (demuxer, audio)
     }
 
     @Test("a copied E-AC-3 frame whose header is damaged (found by fuzzing) is refused by the MP4 muxer as source_corrupt, not a failed write")
     func damagedFrameHeader() throws {
         let dir = Media.scratch("eac3-header")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let (demuxer, audio, muxer, lane) = try Self.eac3Copy(dir)
+        let (demuxer, audio) = try Self.eac3Source()
+        let muxer = try Muxer(path: dir.appendingPathComponent("out.mp4").path, cancellation: Cancellation())
+        let lane = CopyLane(demuxer: demuxer, index: audio)
+        try lane.prepare(muxer: muxer)
+        try muxer.writeHeader()
         let packet = try Packet()
         func nextAudio() throws {
             packet.unref()

@@ -276,13 +276,11 @@ struct SourceDamageTests {
     func runsPast() throws {
         // 57 KB of the file's own frames written again further on (found by fuzzing): the
         // AVI demuxer counts them as more frames.
-        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Media.shared("ax_sample.avi"))))
-        try #require(bytes.count == 334_534)
-        let damaged = Array(bytes[..<263_474]) + Array(bytes[120_735..<179_413]) + Array(bytes[263_474...])
         let dir = Media.scratch("runs-past")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let source = dir.appendingPathComponent("repeated.avi")
-        try Data(damaged).write(to: source)
+        let source = try damagedCopy(of: "ax_sample.avi", bytes: 334_534, in: dir, as: "repeated.avi") {
+            $0 = Array($0[..<263_474]) + Array($0[120_735..<179_413]) + Array($0[263_474...])
+        }
         let out = dir.appendingPathComponent("out.mp4").path
         let r = try Command.run(["prepare", source.path, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
         let error = try Command.json(r)["error"]
@@ -294,13 +292,9 @@ struct SourceDamageTests {
     func impossibleSampleSize() throws {
         // One byte of an MP4 sample table changed (found by fuzzing): reading that sample
         // asks for more than libavutil allocates.
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Media.shared("mi_many_tracks.mp4"))))
-        try #require(bytes.count == 208_534)
-        bytes[167_710] = 60
         let dir = Media.scratch("enomem")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let source = dir.appendingPathComponent("damaged.mp4")
-        try Data(bytes).write(to: source)
+        let source = try damagedCopy(of: "mi_many_tracks.mp4", bytes: 208_534, in: dir, as: "damaged.mp4") { $0[167_710] = 60 }
         for (quality, caps) in [("original", "android"), ("1mbps", "web")] {
             let out = dir.appendingPathComponent("\(quality).mp4").path
             let r = try Command.run(["prepare", source.path, "--quality", quality, "--caps", caps, "--output", out, "--json"])
@@ -433,13 +427,9 @@ extension DamagedInputTests {
     func analysisFails() throws {
         // One byte of the Dolby Vision sample's header changed: libavformat opens the file
         // but avformat_find_stream_info fails. The context was closed twice (signal 11).
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Media.shared("sp_sparks_dovi_8.mp4"))))
-        try #require(bytes.count == 563_484)
-        bytes[556] = 40
         let dir = Media.scratch("analysis-fails")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let source = dir.appendingPathComponent("damaged.mp4")
-        try Data(bytes).write(to: source)
+        let source = try damagedCopy(of: "sp_sparks_dovi_8.mp4", bytes: 563_484, in: dir, as: "damaged.mp4") { $0[556] = 40 }
         let probe = try Command.run(["probe", source.path, "--json"])
         #expect(probe.status == 3, "\(probe.stdout) \(probe.stderr.suffix(300))")
         #expect(try Command.json(probe)["error"]?["code"] == .string("source_unreadable"))
@@ -447,6 +437,19 @@ extension DamagedInputTests {
         let r = try Command.run(["prepare", source.path, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
         #expect(r.status == 3, "\(r.stdout) \(r.stderr.suffix(300))")
     }
+}
+
+/// A shared sample with `change` applied, written into `dir` as `name`: the reproductions
+/// of what fuzzing found. The sample's size is checked first, so the offsets still point
+/// where they did.
+func damagedCopy(of sample: String, bytes expected: Int, in dir: URL, as name: String,
+                 _ change: (inout [UInt8]) -> Void) throws -> URL {
+    var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Media.shared(sample))))
+    try #require(bytes.count == expected, "\(sample) is not the sample the offsets were taken from")
+    change(&bytes)
+    let url = dir.appendingPathComponent(name)
+    try Data(bytes).write(to: url)
+    return url
 }
 
 /// A small deterministic generator, so a failing variant can be reproduced.
