@@ -169,12 +169,12 @@ public final class Farm: @unchecked Sendable {
         let path = request.sourcePath
         let fingerprint = try fingerprints.fingerprint(path: path)
         let info: MediaInfo
-        if let cached = try store.cachedProbe(fingerprint: fingerprint) {
+        if let cached = try store.cachedProbe(fingerprint: MediaInfo.cacheKey(fingerprint: fingerprint)) {
             info = cached
         } else {
             var probed = try prober.probe(path: path)
             probed.fingerprint = fingerprint
-            try store.cacheProbe(probed, fingerprint: fingerprint, now: clock.nowMillis())
+            try store.cacheProbe(probed, fingerprint: MediaInfo.cacheKey(fingerprint: fingerprint), now: clock.nowMillis())
             info = probed
         }
         let plan = try plans.plan(fingerprint: fingerprint, request: request) { () throws(KilnError) -> Plan in

@@ -1,6 +1,13 @@
 /// What `prep-artifact probe` learns about a source file. The planner decides from this
 /// alone, so everything that makes a stream playable or not on a device is here.
 public struct MediaInfo: Codable, Sendable, Equatable {
+    /// Which probe described a file; raised when the probe learns something plans depend
+    /// on (2: codec tags), so a description cached by an older one is not planned from.
+    public static let describerVersion = 2
+
+    /// The key a description of the file with this fingerprint is cached under.
+    public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
+
     /// libavformat's demuxer name, e.g. "mov,mp4,m4a,3gp,3g2,mj2" or "matroska,webm".
     public var formatName: String
     /// The container as devices name it: mp4, mov, mkv, webm, ts, avi, … (see `Container`).
@@ -137,6 +144,9 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     public var type: StreamType
     /// libavcodec's codec name: h264, hevc, av1, vp9, mpeg2video, aac, ac3, eac3, dts, mov_text, …
     public var codec: String
+    /// The container's four-character code for the codec, when it has one (MP4/MOV sample
+    /// entries such as hvc1 or hev1, AVI's XVID): what some players check before playing.
+    public var codecTag: String?
     public var profile: String?
     public var level: Int?
     public var bitRate: Int?
@@ -174,7 +184,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     /// true for text subtitles (subrip, ass, mov_text, webvtt), false for bitmaps (PGS, VobSub, DVB).
     public var textSubtitle: Bool?
 
-    public init(index: Int, type: StreamType, codec: String, profile: String? = nil, level: Int? = nil,
+    public init(index: Int, type: StreamType, codec: String, codecTag: String? = nil, profile: String? = nil, level: Int? = nil,
                 bitRate: Int? = nil, durationSeconds: Double? = nil, language: String? = nil, title: String? = nil,
                 disposition: Disposition = Disposition(), width: Int? = nil, height: Int? = nil,
                 pixelFormat: String? = nil, bitDepth: Int? = nil, chroma: Int? = nil,
@@ -186,6 +196,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         self.index = index
         self.type = type
         self.codec = codec
+        self.codecTag = codecTag
         self.profile = profile
         self.level = level
         self.bitRate = bitRate
@@ -216,7 +227,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case index, type, codec, profile, level, bitRate = "bit_rate", durationSeconds = "duration_seconds"
+        case index, type, codec, codecTag = "codec_tag", profile, level, bitRate = "bit_rate", durationSeconds = "duration_seconds"
         case language, title, disposition, width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
         case chroma, sampleAspectRatio = "sample_aspect_ratio", frameRate = "frame_rate"
         case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", rotation

@@ -61,6 +61,15 @@ func cString(_ buf: [CChar]) -> String {
 /// A C string from an optional libav pointer.
 func string(_ p: UnsafePointer<CChar>?) -> String? { p.map { String(cString: $0) } }
 
+/// A codec tag as its four characters (little-endian, as libav stores them: "hvc1"), or nil
+/// when there is none or it is not four printable characters (MPEG-TS stream types,
+/// WAVE format numbers).
+func fourCC(_ tag: UInt32) -> String? {
+    let bytes = (0..<4).map { UInt8(truncatingIfNeeded: tag >> (8 * $0)) }
+    guard tag != 0, bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else { return nil }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
 /// Reads an entry of a libav dictionary.
 func dictValue(_ dict: OpaquePointer?, _ key: String) -> String? {
     guard let dict, let e = av_dict_get(dict, key, nil, 0) else { return nil }

@@ -114,6 +114,7 @@ public enum Prober {
             attachedPicture: d & AV_DISPOSITION_ATTACHED_PIC != 0)
         var info = StreamInfo(index: Int(st.pointee.index), type: type, codec: string(avcodec_get_name(par.codec_id)) ?? "unknown",
                               disposition: disposition)
+        info.codecTag = fourCC(par.codec_tag)
         info.profile = string(avcodec_profile_name(par.codec_id, par.profile))
         if par.level > 0 { info.level = Int(par.level) }
         if par.bit_rate > 0 { info.bitRate = Int(par.bit_rate) }

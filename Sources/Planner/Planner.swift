@@ -74,6 +74,23 @@ struct PlanContext {
         self.video = videos.first { $0.disposition.isDefault } ?? videos.first
     }
 
+    /// Why the source's file cannot go to the device as it is although its streams play:
+    /// its container, or its video track's sample entry (`videoTagProblem`).
+    var containerProblems: [String] {
+        (device.playsContainer(source.container) ? [] : ["container_unsupported"]) + (videoTagProblem.map { [$0] } ?? [])
+    }
+
+    /// HEVC in MP4/MOV tagged `hev1` (Dolby Vision: `dvhe`) keeps its parameter sets in the
+    /// stream instead of the sample entry. Apple's players (iOS, tvOS, Safari) refuse such a
+    /// track, and caps cannot say whether the device is one of them; the remux writes
+    /// `hvc1`, which plays wherever `hev1` does, so such a file is always remuxed.
+    var videoTagProblem: String? {
+        guard let v = video, Codecs.canonical(v.codec) == "hevc", let tag = v.codecTag, ["hev1", "dvhe"].contains(tag) else {
+            return nil
+        }
+        return "video_tag_unsupported"
+    }
+
     func unavailable(_ message: String) -> KilnError { KilnError(.qualityUnavailable, stage: .plan, message) }
 
     func requireStreams() throws(KilnError) {
@@ -93,14 +110,13 @@ struct PlanContext {
         let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) }
         let videoProblems = video.map(device.videoProblems) ?? []
         let audioPlays = asIsAudio.map { device.playsAudio($0.stream.codec) } ?? true
-        let containerPlays = device.playsContainer(source.container)
+        let containerPlays = device.playsContainer(source.container) && videoTagProblem == nil
         if videoProblems.isEmpty && audioPlays && containerPlays {
             return asIs(.original, audio: asIsAudio, reasons: ["source_playable"] + (asIsAudio?.reasons ?? []))
         }
-        var reasons: [String] = []
-        if !containerPlays { reasons.append("container_unsupported") }
+        var reasons = device.playsContainer(source.container) ? [] : ["container_unsupported"]
         if videoProblems.isEmpty, video.map({ Codecs.mp4Video.contains(Codecs.canonical($0.codec)) }) ?? true {
-            return try remux(.original, reasons: reasons, audioTarget: nil)
+            return try remux(.original, reasons: containerProblems, audioTarget: nil)
         }
         reasons += videoProblems.isEmpty ? ["video_codec_unsupported_in_mp4"] : videoProblems
         if !audioPlays { reasons.append("audio_codec_unsupported") }
@@ -140,7 +156,7 @@ struct PlanContext {
         if problems.isEmpty {
             let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) }
             let audioPlays = asIsAudio.map { device.playsAudio($0.stream.codec) } ?? true
-            let containerPlays = device.playsContainer(source.container)
+            let containerPlays = device.playsContainer(source.container) && videoTagProblem == nil
             if overallFits && containerPlays && audioPlays {
                 return asIs(quality, audio: asIsAudio, reasons: ["source_fits_target"] + (asIsAudio?.reasons ?? []))
             }
@@ -158,8 +174,7 @@ struct PlanContext {
                 // An audio-only source whose audio must be re-encoded is an encode shaped by
                 // the rung: a transcode, not a remux.
                 if (overallFits && copies) || (partsFit && (copies || video != nil)) {
-                    var reasons = ["source_fits_target"]
-                    if !containerPlays { reasons.append("container_unsupported") }
+                    var reasons = ["source_fits_target"] + containerProblems
                     if !overallFits { reasons.append("tracks_dropped_to_fit") }
                     return try remux(quality, reasons: reasons, audioTarget: rung)
                 }

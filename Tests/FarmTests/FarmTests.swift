@@ -55,6 +55,23 @@ struct FarmTests {
         #expect((h.prober as! FakeProber).probes == 1, "the probe is cached by the source's fingerprint")
     }
 
+    @Test("a description cached by an older probe is not planned from: the source is probed again")
+    func olderProbeIsNotReused() throws {
+        let h = try Harness("probe-version")
+        defer { h.cleanUp() }
+        let source = try h.source()
+        // What the previous probe (before codec tags) cached, under the bare fingerprint.
+        let fingerprint = try SourceFingerprint.compute(path: source)
+        let stale = MediaInfo(formatName: "mov,mp4,m4a,3gp,3g2,mj2", container: "mp4", durationSeconds: 10, bitRate: 1,
+                              sizeBytes: 1, streams: [])
+        try h.store.cacheProbe(stale, fingerprint: fingerprint, now: 1)
+        // Planned from the stale description (no streams), this throws quality_unavailable.
+        _ = try h.farm.prepare(h.request("dl-stale", source, .mbps1))
+        #expect((h.prober as! FakeProber).probes == 1, "the stale description was used instead of a fresh probe")
+        _ = try h.farm.prepare(h.request("dl-again", source, .mbps1))
+        #expect((h.prober as! FakeProber).probes == 1, "the fresh description is cached")
+    }
+
     @Test("transient failures are retried with exponential backoff timed by the injected clock")
     func retriesAndBackoff() throws {
         let h = try Harness("retry", launcher: FakeLauncher([.exit(4, code: "io_error"), .crash(signal: SIGSEGV)])) {

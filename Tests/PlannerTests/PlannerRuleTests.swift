@@ -440,7 +440,33 @@ let subtitleCases: [Case] = [
          Expect(delivery: .remux, subtitles: [.convert, .drop], reasons: ["subtitle_bitmap"])),
 ]
 
-let allCases = originalCases + rungCases + audioOnlyCases + audioCases + subtitleCases
+// MARK: sample entries
+
+/// HEVC in MP4 with its parameter sets in the stream (`hev1`, Dolby Vision `dvhe`): Apple's
+/// players refuse it, and a remux (which writes `hvc1`) plays everywhere it would.
+func tagged(_ tag: String, _ stream: StreamInfo = video("hevc", 1920, 1080, profile: "Main")) -> StreamInfo {
+    var s = stream
+    s.codecTag = tag
+    return s
+}
+
+let sampleEntryCases: [Case] = [
+    Case("original: HEVC tagged hev1 in MP4 is remuxed, not sent as it is", media("mp4", kbps: 4000, tagged("hev1"), aacEng), .original, atv,
+         Expect(delivery: .remux, effective: .original, video: .copy, audio: .copy, reasons: ["video_tag_unsupported"],
+                notReasons: ["source_playable", "container_unsupported"])),
+    Case("original: HEVC tagged hvc1 in MP4 goes as it is", media("mp4", kbps: 4000, tagged("hvc1"), aacEng), .original, atv,
+         Expect(delivery: .original, video: .copy, reasons: ["source_playable"], notReasons: ["video_tag_unsupported"])),
+    Case("original: Dolby Vision tagged dvhe is remuxed too", media("mp4", kbps: 4000, tagged("dvhe", dolbyVision(profile: 8, compat: 1)), aacEng), .original, atv,
+         Expect(delivery: .remux, video: .copy, reasons: ["video_tag_unsupported"])),
+    Case("5 Mbps: a fitting hev1 MP4 is remuxed", media("mp4", kbps: 4000, tagged("hev1"), aacEng), .mbps5, ios,
+         Expect(delivery: .remux, effective: .original, video: .copy, reasons: ["source_fits_target", "video_tag_unsupported"])),
+    Case("5 Mbps: a fitting hev1 Matroska is remuxed for its container, the tag noted", media("mkv", kbps: 4000, tagged("hev1"), aacEng), .mbps5, ios,
+         Expect(delivery: .remux, reasons: ["container_unsupported", "video_tag_unsupported"])),
+    Case("original: hev1 to a device without HEVC is a transcode, and the tag is no reason", media("mp4", kbps: 4000, tagged("hev1"), aacEng), .original, web,
+         Expect(delivery: .transcode, video: .transcode, reasons: ["video_codec_unsupported"], notReasons: ["video_tag_unsupported"])),
+]
+
+let allCases = originalCases + rungCases + audioOnlyCases + audioCases + subtitleCases + sampleEntryCases
 
 @Suite("planner rules")
 struct PlannerRuleTests {

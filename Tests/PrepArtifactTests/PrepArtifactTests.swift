@@ -464,3 +464,38 @@ struct SplitMix: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+
+@Suite("HEVC sample entries Apple's players refuse")
+struct SampleEntryTests {
+    @Test("an MP4 whose HEVC is tagged hev1 is remuxed for a device, and comes out hvc1 with its parameter sets in the sample entry")
+    func hev1BecomesHvc1() throws {
+        let source = try Media.generated("hevc-hev1.mp4", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=3",
+                                                          "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=3",
+                                                          "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error",
+                                                          "-tag:v", "hev1", "-c:a", "aac"])
+        let probe = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+        guard case .array(let streams)? = probe["streams"] else { throw TestFailure("the probe lists no streams") }
+        #expect(streams.first?["codec_tag"] == .string("hev1"))
+        let dir = Media.scratch("hev1")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "apple-tv-4k", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let plan = try Command.json(r)["plan"]
+        #expect(plan?["delivery_format"] == .string("remux"))
+        #expect(plan?["video"]?["action"] == .string("copy"))
+        guard case .array(let reasons)? = plan?["reasons"] else { throw TestFailure("the plan has no reasons") }
+        #expect(reasons.contains(.string("video_tag_unsupported")))
+        let video = try FFprobe(out).streams("video")[0]
+        #expect(video["codec_tag_string"]?.string == "hvc1")
+        #expect(try FFprobe.decodeErrors(out).isEmpty)
+        // hvc1 promises the parameter sets in the sample entry: the picture decodes from the
+        // hvcC alone once any copies in the stream (VPS, SPS, PPS) are stripped.
+        let bare = dir.appendingPathComponent("bare.mp4").path
+        let strip = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:v", "-c", "copy",
+                                               "-bsf:v", "filter_units=remove_types=32|33|34", "-y", bare])
+        #expect(strip.status == 0, "\(strip.stderr)")
+        let decoded = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", bare, "-f", "null", "-"])
+        #expect(decoded.status == 0 && decoded.stderr.isEmpty, "\(decoded.stderr)")
+    }
+}
