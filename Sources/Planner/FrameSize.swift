@@ -2,15 +2,23 @@ import KilnCore
 
 /// Output frame geometry for a transcode.
 enum FrameSize {
-    /// Upright display size in square pixels without creating pixels: an anamorphic frame
-    /// is made square by shrinking the axis the sample aspect ratio stretches *less*
-    /// (720x480 at 32:27 becomes 720x405, at 8:9 becomes 640x480), then 90/270 degree
-    /// rotation swaps the axes. Neither side ever exceeds the coded size.
+    /// The widest side a frame may be given (libx264's limit).
+    static let maxSide = 16384
+
+    /// Upright display size in square pixels: an anamorphic frame keeps every line and
+    /// takes the width its display aspect ratio gives (ffmpeg's usual `scale=ih*dar:ih`):
+    /// 720x480 at 32:27 (16:9 DVD) becomes 853x480, at 8:9 (4:3 DVD) 640x480, and HDV's
+    /// 1440x1080 at 4:3 becomes 1920x1080. Narrowing the lines instead (720x405) would throw
+    /// away a sixth of a DVD's vertical detail, while widening only spreads samples that are
+    /// there. Then 90/270 degree rotation swaps the axes. The height never exceeds the coded
+    /// height; `fit` keeps both sides inside the frame class.
     static func squareUpright(_ s: StreamInfo) -> (width: Double, height: Double)? {
         guard let w = s.width, let h = s.height, w > 0, h > 0 else { return nil }
-        var dw = Double(w), dh = Double(h)
+        var dw = Double(w)
+        let dh = Double(h)
         if let sar = s.sampleAspectRatio, sar.num > 0, sar.den > 0, sar.num != sar.den {
-            if sar.value > 1 { dh = dh / sar.value } else { dw = dw * sar.value }
+            // A damaged aspect ratio must not make a width no encoder takes (or Int cannot hold).
+            dw = min(dw * sar.value, Double(maxSide))
         }
         return Codecs.rotation(s) % 180 == 0 ? (dw, dh) : (dh, dw)
     }
@@ -28,16 +36,15 @@ enum FrameSize {
             limitW = min(w, Double(boxW))
             limitH = min(h, Double(boxH))
         }
-        // Nearest even size (1080p scaled to 480p is 854x480, not 852), but never past
-        // the box or the source.
+        // Nearest even size (1080p scaled to 480p is 854x480, not 852; a 16:9 DVD's 853.3
+        // wide is 854), but never past the box or the source's size rounded up.
         func even(_ x: Double, limit: Double) -> Int {
-            max(2, min(Int((x * scale / 2).rounded()) * 2, Int(limit.rounded(.down)) & ~1))
+            max(2, min(Int((x * scale / 2).rounded()) * 2, Int(limit.rounded(.up)) & ~1))
         }
         return (even(w, limit: limitW), even(h, limit: limitH))
     }
 
-    /// Whether the coded frame fits a class. The coded size is what a decoder must hold,
-    /// and it is never smaller than the square upright size, so the test is conservative.
+    /// Whether the coded frame fits a class: the coded size is what a decoder must hold.
     /// Unknown sizes fit (nothing says they do not).
     static func codedFits(_ s: StreamInfo, _ cls: ResolutionClass) -> Bool {
         guard let w = s.width, let h = s.height, w > 0, h > 0 else { return true }

@@ -103,8 +103,12 @@ func checkInvariants(_ plan: Plan, source: MediaInfo, quality: Quality, caps: De
         if v.action == .transcode {
             #expect(v.codec == "h264" && v.encoder?.name == "libx264" && v.encoder?.pixFmt == "yuv420p", sourceLocation: sourceLocation)
             #expect(v.width % 2 == 0 && v.height % 2 == 0 && v.width > 0 && v.height > 0, sourceLocation: sourceLocation)
+            // Never an upscale: no more lines than coded, no wider than displayed (an
+            // anamorphic frame's samples spread by its aspect ratio, to the next even width).
+            let sar = s.sampleAspectRatio.map { $0.num > 0 && $0.den > 0 ? $0.value : 1 } ?? 1
+            let shown = (Int(min(Double(s.width!) * sar, Double(FrameSize.maxSide)).rounded(.up)) + 1) & ~1
             let turned = Codecs.rotation(s) % 180 != 0
-            let uw = turned ? s.height! : s.width!, uh = turned ? s.width! : s.height!
+            let uw = turned ? s.height! : shown, uh = turned ? shown : s.height!
             #expect(v.width <= uw && v.height <= uh, "never an upscale: \(v.width)x\(v.height) from \(uw)x\(uh)", sourceLocation: sourceLocation)
             #expect(v.toneMap == Codecs.isHDR(s), sourceLocation: sourceLocation)
             #expect(v.deinterlace == (s.fieldOrder?.isInterlaced ?? false), sourceLocation: sourceLocation)
