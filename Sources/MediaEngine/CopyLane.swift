@@ -20,9 +20,13 @@ final class CopyLane: Lane {
     /// Decodes the keyframes verification will check while the copy runs (video only).
     private let witness: KeyframeWitness?
 
+    /// The source file, read again only to complete a sample entry (`ParameterSets`).
+    private let path: String
+
     init(demuxer: Demuxer, index: Int, witness: KeyframeWitness? = nil) {
         inputIndex = Int32(index)
         input = demuxer.stream(index)
+        path = demuxer.path
         isVideo = input.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
         self.witness = isVideo ? witness : nil
     }
@@ -48,6 +52,10 @@ final class CopyLane: Lane {
         // The source container's tag means nothing in MP4; let the muxer choose, except
         // HEVC, which Apple players only accept as hvc1 (parameter sets in the sample entry).
         par.pointee.codec_tag = par.pointee.codec_id == AV_CODEC_ID_HEVC ? UInt32(kiln_fftag(0x68, 0x76, 0x63, 0x31)) : 0
+        // Those tags (and avc1) promise the parameter sets in the sample entry.
+        if isVideo, let record = ParameterSets.completedRecord(for: input, path: path) {
+            try setExtradata(par, record)
+        }
         out.pointee.time_base = input.pointee.time_base
         out.pointee.avg_frame_rate = input.pointee.avg_frame_rate
         out.pointee.sample_aspect_ratio = input.pointee.sample_aspect_ratio

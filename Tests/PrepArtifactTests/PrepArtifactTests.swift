@@ -465,8 +465,88 @@ struct SplitMix: RandomNumberGenerator {
     }
 }
 
-@Suite("HEVC sample entries Apple's players refuse")
+@Suite("H.264 and HEVC sample entries as Apple's players need them")
 struct SampleEntryTests {
+    /// Decodes the output's video with every parameter set in the stream removed: it
+    /// decodes only if the sample entry (avcC/hvcC) lists them, as avc1 and hvc1 promise.
+    func decodesFromSampleEntry(_ out: String, removing types: String, in dir: URL) throws {
+        let bare = dir.appendingPathComponent("bare.mp4").path
+        let strip = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:v", "-c", "copy",
+                                               "-bsf:v", "filter_units=remove_types=\(types)", "-y", bare])
+        #expect(strip.status == 0, "\(strip.stderr)")
+        let decoded = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", bare, "-f", "null", "-"])
+        #expect(decoded.status == 0 && decoded.stderr.isEmpty, "\(decoded.stderr)")
+    }
+
+    /// Prepares `source` for `caps` (a remux), checks the output's tag and that its
+    /// sample entry alone carries the parameter sets.
+    func remuxed(_ source: String, caps: String, tag: String, removing types: String, in dir: URL) throws -> JSONValue {
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", caps, "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(try FFprobe(out).streams("video")[0]["codec_tag_string"]?.string == tag)
+        #expect(try FFprobe.decodeErrors(out).isEmpty)
+        try decodesFromSampleEntry(out, removing: types, in: dir)
+        return try Command.json(r)
+    }
+
+    /// A copy of `source` with `change` applied to the bytes after the first `box` type.
+    func patched(_ source: String, box: String, in dir: URL, as name: String, _ change: (inout [UInt8], Int) -> Void) throws -> String {
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
+        let tag = Array(box.utf8)
+        let at = try #require((0..<(bytes.count - 4)).first { Array(bytes[$0..<$0 + 4]) == tag }, "no \(box) box")
+        change(&bytes, at + 4)
+        let url = dir.appendingPathComponent(name)
+        try Data(bytes).write(to: url)
+        return url.path
+    }
+
+    @Test("hev1 whose hvcC lists no parameter sets (they travel in the stream) comes out hvc1 listing them")
+    func hvccFromStream() throws {
+        let source = try Media.generated("hevc-hev1-inband.mp4", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=3",
+                                                                 "-c:v", "libx265", "-preset", "ultrafast",
+                                                                 "-x265-params", "log-level=error:repeat-headers=1", "-tag:v", "hev1"])
+        let dir = Media.scratch("hvcc-inband")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // Every unit the hvcC lists becomes filler data (type 38), in the array and in the
+        // unit's own header: the record then names no VPS, SPS or PPS.
+        let bare = try patched(source, box: "hvcC", in: dir, as: "bare-hvcc.mp4") { d, body in
+            var at = body + 23
+            for _ in 0..<Int(d[body + 22]) {
+                d[at] = (d[at] & 0xc0) | 38
+                let count = Int(d[at + 1]) << 8 | Int(d[at + 2])
+                at += 3
+                for _ in 0..<count {
+                    let length = Int(d[at]) << 8 | Int(d[at + 1])
+                    d[at + 2] = (d[at + 2] & 0x81) | (38 << 1)
+                    at += 2 + length
+                }
+            }
+        }
+        _ = try remuxed(bare, caps: "apple-tv-4k", tag: "hvc1", removing: "32|33|34", in: dir)
+    }
+
+    @Test("avc3 whose avcC lists no SPS or PPS comes out avc1 listing them")
+    func avccFromStream() throws {
+        let source = try Media.generated("h264-avc3-inband.mp4", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=3",
+                                                                 "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=3",
+                                                                 "-c:v", "libx264", "-preset", "ultrafast", "-x264-params", "repeat-headers=1",
+                                                                 "-tag:v", "avc3", "-c:a", "flac", "-strict", "-2"])
+        let dir = Media.scratch("avcc-inband")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // The record keeps its size: no SPS, no PPS, then zeros nobody reads.
+        let bare = try patched(source, box: "avcC", in: dir, as: "bare-avcc.mp4") { d, body in
+            let size = Int(d[body - 8]) << 24 | Int(d[body - 7]) << 16 | Int(d[body - 6]) << 8 | Int(d[body - 5])
+            let record: [UInt8] = [1, d[body + 1], d[body + 2], d[body + 3], 0xff, 0xe0, 0x00]
+            d.replaceSubrange(body..<body - 8 + size, with: record + [UInt8](repeating: 0, count: size - 8 - record.count))
+        }
+        // A device without FLAC: the audio is re-encoded, the picture copied.
+        let caps = dir.appendingPathComponent("caps.json")
+        try Data(#"{"containers": ["mp4"], "codecs_video": ["h264"], "codecs_audio": ["aac"]}"#.utf8).write(to: caps)
+        let result = try remuxed(bare, caps: caps.path, tag: "avc1", removing: "7|8", in: dir)
+        #expect(result["plan"]?["video"]?["action"] == .string("copy"))
+    }
+
     @Test("an MP4 whose HEVC is tagged hev1 is remuxed for a device, and comes out hvc1 with its parameter sets in the sample entry")
     func hev1BecomesHvc1() throws {
         let source = try Media.generated("hevc-hev1.mp4", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=3",
@@ -478,24 +558,10 @@ struct SampleEntryTests {
         #expect(streams.first?["codec_tag"] == .string("hev1"))
         let dir = Media.scratch("hev1")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "apple-tv-4k", "--output", out, "--json"])
-        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-        let plan = try Command.json(r)["plan"]
+        let plan = try remuxed(source, caps: "apple-tv-4k", tag: "hvc1", removing: "32|33|34", in: dir)["plan"]
         #expect(plan?["delivery_format"] == .string("remux"))
         #expect(plan?["video"]?["action"] == .string("copy"))
         guard case .array(let reasons)? = plan?["reasons"] else { throw TestFailure("the plan has no reasons") }
         #expect(reasons.contains(.string("video_tag_unsupported")))
-        let video = try FFprobe(out).streams("video")[0]
-        #expect(video["codec_tag_string"]?.string == "hvc1")
-        #expect(try FFprobe.decodeErrors(out).isEmpty)
-        // hvc1 promises the parameter sets in the sample entry: the picture decodes from the
-        // hvcC alone once any copies in the stream (VPS, SPS, PPS) are stripped.
-        let bare = dir.appendingPathComponent("bare.mp4").path
-        let strip = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:v", "-c", "copy",
-                                               "-bsf:v", "filter_units=remove_types=32|33|34", "-y", bare])
-        #expect(strip.status == 0, "\(strip.stderr)")
-        let decoded = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", bare, "-f", "null", "-"])
-        #expect(decoded.status == 0 && decoded.stderr.isEmpty, "\(decoded.stderr)")
     }
 }
