@@ -6,7 +6,7 @@ enum MediaInfoText {
         var lines: [String] = []
         lines.append("\(m.container) (\(m.formatName)), \(fmt(m.durationSeconds)) s, \(m.bitRate / 1000) kb/s, \(m.sizeBytes) bytes")
         for s in m.streams {
-            var parts: [String] = ["#\(s.index)", s.type.rawValue, s.codec]
+            var parts: [String] = ["#\(s.index)", s.type.rawValue, s.codec + (s.codecTag.map { " (\($0))" } ?? "")]
             if let p = s.profile { parts.append(p) }
             switch s.type {
             case .video:

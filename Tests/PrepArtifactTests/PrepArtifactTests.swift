@@ -556,6 +556,7 @@ struct SampleEntryTests {
         let probe = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
         guard case .array(let streams)? = probe["streams"] else { throw TestFailure("the probe lists no streams") }
         #expect(streams.first?["codec_tag"] == .string("hev1"))
+        #expect(try Command.run(["probe", source]).stdout.contains("video hevc (hev1) Main"))
         let dir = Media.scratch("hev1")
         defer { try? FileManager.default.removeItem(at: dir) }
         let plan = try remuxed(source, caps: "apple-tv-4k", tag: "hvc1", removing: "32|33|34", in: dir)["plan"]
