@@ -566,3 +566,42 @@ struct SampleEntryTests {
         #expect(reasons.contains(.string("video_tag_unsupported")))
     }
 }
+
+/// A 512 KiB tmpfs mounted for one test, where the machine lets root mount one (nil
+/// elsewhere: a container without the capability, where the test is skipped and says so).
+func smallFileSystem(_ label: String) -> URL? {
+    let dir = Media.scratch(label)
+    guard geteuid() == 0, (try? Run.command("mount", ["-t", "tmpfs", "-o", "size=512k", "tmpfs", dir.path]))?.status == 0 else {
+        try? FileManager.default.removeItem(at: dir)
+        return nil
+    }
+    return dir
+}
+
+@Suite("a full disk")
+struct DiskFullTests {
+    static let folder = smallFileSystem("disk-full")
+
+    @Test("an output that does not fit fails as disk_full (retryable, exit 4) and leaves nothing, for a remux and a transcode",
+          .enabled(if: folder != nil, "this machine does not let root mount a small tmpfs"))
+    func diskFull() throws {
+        let dir = try #require(Self.folder)
+        defer {
+            _ = try? Run.command("umount", [dir.path])
+            try? FileManager.default.removeItem(at: dir)
+        }
+        // 3 MB of picture: a remux writes all of it, a 1 Mbps transcode about 750 KB.
+        let source = try Media.generated("disk-full-source.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=6",
+                                                                 "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
+                                                                 "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "4M", "-c:a", "aac"])
+        for (quality, caps) in [("original", "ios"), ("1mbps", "ios")] {
+            let out = dir.appendingPathComponent("out.mp4").path
+            let r = try Command.run(["prepare", source, "--quality", quality, "--caps", caps, "--output", out, "--json"])
+            #expect(r.status == 4, "\(quality): \(r.stdout) \(r.stderr.suffix(300))")
+            let error = try Command.json(r)["error"]
+            #expect(error?["code"] == .string("disk_full"), "\(quality)")
+            #expect(error?["retryable"] == .bool(true))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty, "nothing left behind")
+        }
+    }
+}
