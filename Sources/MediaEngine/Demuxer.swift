@@ -45,7 +45,7 @@ final class Demuxer {
             ("protocol_whitelist", "file"),
         ])
         var p: UnsafeMutablePointer<AVFormatContext>? = ctx
-        let ret = avformat_open_input(&p, path, nil, &options.dict)
+        let ret = avformat_open_input(&p, LibAVPath.file(path), nil, &options.dict)
         guard ret >= 0, let opened = p else {
             // avformat_open_input frees the context on failure.
             let e = classify(ret, .open, "cannot open the source", as: .sourceUnreadable)

@@ -58,6 +58,14 @@ func cString(_ buf: [CChar]) -> String {
     return String(decoding: bytes, as: UTF8.self)
 }
 
+/// File names as libav must be given them.
+enum LibAVPath {
+    /// libav reads a name as a URL: whatever comes before a colon is taken for a protocol,
+    /// so a film saved as "Alien: Covenant.mkv", named relative to the working folder, is
+    /// "Protocol not found". The file protocol's own prefix makes every name a file name.
+    static func file(_ path: String) -> String { "file:" + path }
+}
+
 /// A C string from an optional libav pointer.
 func string(_ p: UnsafePointer<CChar>?) -> String? { p.map { String(cString: $0) } }
 

@@ -42,7 +42,7 @@ final class Muxer {
         let ctx = try Muxer.context(path: path, cancellation: cancellation)
         context = ctx
         var cb = ctx.pointee.interrupt_callback
-        var ret = avio_open2(&ctx.pointee.pb, path, AVIO_FLAG_WRITE, &cb, nil)
+        var ret = avio_open2(&ctx.pointee.pb, LibAVPath.file(path), AVIO_FLAG_WRITE, &cb, nil)
         // The MP4 muxer records absolute positions (chunk offsets, the media data box it
         // patches last), so starting it further in makes an index that is already right
         // for where it will be copied to. The room is a hole until then.

@@ -605,3 +605,20 @@ struct DiskFullTests {
         }
     }
 }
+
+@Suite("file names")
+struct FileNameTests {
+    @Test("a name with a colon, given relative to the working folder, is a file, not a URL (\"Alien: Covenant.mkv\")",
+          arguments: ["Alien: Covenant (2017).mkv", "http:clip.mkv"])
+    func colonInName(_ name: String) throws {
+        let dir = Media.scratch("colon")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.copyItem(atPath: Media.shared("ax_sample_with_srt.mkv"), toPath: dir.appendingPathComponent(name).path)
+        func quoted(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+        let command = "cd \(quoted(dir.path)) && exec \(quoted(Command.binary)) prepare \(quoted(name)) --quality 1mbps --caps ios "
+            + "--output \(quoted("out: " + name + ".mp4")) --json"
+        let r = try Run.command("/bin/sh", ["-c", command])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("out: \(name).mp4").path))
+    }
+}
