@@ -33,8 +33,17 @@ final class AtomicOutput {
             throw KilnError(.usage, stage: .write, "the output path is a folder")
         }
         temporary = url.deletingLastPathComponent()
-            .appendingPathComponent(".\(url.lastPathComponent)\(AtomicOutput.marker)\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+            .appendingPathComponent(AtomicOutput.temporaryName(for: url.lastPathComponent, pid: getpid(), random: UInt32.random(in: 0...UInt32.max)))
             .path
+    }
+
+    /// `.<name>.kiln-tmp-<pid>-<random>`; a name so long that this would pass the file
+    /// system's limit (255 bytes) is shortened, at a character's boundary, to fit.
+    static func temporaryName(for name: String, pid: Int32, random: UInt32) -> String {
+        let suffix = "\(marker)\(pid)-\(random)"
+        var kept = Substring(name)
+        while 1 + kept.utf8.count + suffix.utf8.count > Int(NAME_MAX) { kept = kept.dropLast() }
+        return "." + kept + suffix
     }
 
     deinit { if !committed { unlink(temporary) } }

@@ -608,6 +608,18 @@ struct DiskFullTests {
 
 @Suite("file names")
 struct FileNameTests {
+    @Test("an output name near the file system's 255-byte limit is written: the temporary beside it is shortened to fit")
+    func longOutputName() throws {
+        let dir = Media.scratch("long-name")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let name = String(repeating: "é", count: 120) + "-episode.mp4"   // 252 bytes
+        let out = dir.appendingPathComponent(name).path
+        let r = try Command.run(["prepare", Media.shared("ax_sample_with_srt.mkv"), "--quality", "original", "--caps", "ios",
+                                 "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == [name])
+    }
+
     @Test("a name with a colon, given relative to the working folder, is a file, not a URL (\"Alien: Covenant.mkv\")",
           arguments: ["Alien: Covenant (2017).mkv", "http:clip.mkv"])
     func colonInName(_ name: String) throws {
