@@ -28,7 +28,9 @@ public enum SourceFingerprint {
     /// The fingerprint and the identity of the file it was read from (taken from the open
     /// descriptor, so both describe the same file even if the path is replaced meanwhile).
     static func computeWithIdentity(path: String) throws(KilnError) -> (fingerprint: String, identity: FileIdentity) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // Non-blocking: opening a named pipe would otherwise wait for a writer (forever);
+        // it is then refused below as not a regular file. Regular files ignore the flag.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         if fd < 0 {
             let e = errno
             let code: KilnError.Code = (e == ENOENT || e == ENOTDIR) ? .sourceNotFound : .sourceUnreadable

@@ -1,6 +1,9 @@
 import CFFmpeg
 import KilnCore
 import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// An open input file: owns the `AVFormatContext`, reads packets.
 final class Demuxer {
@@ -32,6 +35,12 @@ final class Demuxer {
         }
         guard !isDir, FileManager.default.isReadableFile(atPath: path) else {
             throw KilnError(.sourceUnreadable, stage: .open, "the source is not a readable file")
+        }
+        // Opening a named pipe blocks until something writes to it, and a device never
+        // ends: neither is a media file, and either would hang the run.
+        var st = stat()
+        guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
+            throw KilnError(.sourceUnreadable, stage: .open, "the source is not a regular file (a pipe, socket or device)")
         }
         guard let ctx = avformat_alloc_context() else {
             throw KilnError(.resourceLimit, stage: .open, "out of memory opening the source")

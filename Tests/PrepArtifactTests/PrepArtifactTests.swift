@@ -608,6 +608,25 @@ struct DiskFullTests {
 
 @Suite("file names")
 struct FileNameTests {
+    @Test("a named pipe or a device is refused at once (exit 3, source_unreadable), not waited on or read forever",
+          arguments: ["pipe", "/dev/zero"])
+    func notARegularFile(_ kind: String) throws {
+        let dir = Media.scratch("not-regular")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var source = kind
+        if kind == "pipe" {
+            source = dir.appendingPathComponent("movie.mkv").path
+            try #require(mkfifo(source, 0o644) == 0)
+        }
+        let out = dir.appendingPathComponent("out.mp4").path
+        // Killed after a minute if it waits: a hang fails the test instead of stalling it.
+        for args in [["probe", source, "--json"], ["prepare", source, "--quality", "1mbps", "--caps", "ios", "--output", out, "--json"]] {
+            let r = try Run.command("timeout", ["-s", "KILL", "60", Command.binary] + args)
+            #expect(r.status == 3, "\(args[0]): \(r.stdout) \(r.stderr.suffix(300))")
+            #expect(r.stdout.contains("source_unreadable"), "\(r.stdout)")
+        }
+    }
+
     @Test("an output name near the file system's 255-byte limit is written: the temporary beside it is shortened to fit")
     func longOutputName() throws {
         let dir = Media.scratch("long-name")
