@@ -110,7 +110,7 @@ struct PlanContext {
         let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) }
         let videoProblems = video.map(device.videoProblems) ?? []
         let audioPlays = asIsAudio.map { device.playsAudio($0.stream.codec) } ?? true
-        let containerPlays = device.playsContainer(source.container) && videoTagProblem == nil
+        let containerPlays = containerProblems.isEmpty
         if videoProblems.isEmpty && audioPlays && containerPlays {
             return asIs(.original, audio: asIsAudio, reasons: ["source_playable"] + (asIsAudio?.reasons ?? []))
         }
@@ -156,7 +156,7 @@ struct PlanContext {
         if problems.isEmpty {
             let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) }
             let audioPlays = asIsAudio.map { device.playsAudio($0.stream.codec) } ?? true
-            let containerPlays = device.playsContainer(source.container) && videoTagProblem == nil
+            let containerPlays = containerProblems.isEmpty
             if overallFits && containerPlays && audioPlays {
                 return asIs(quality, audio: asIsAudio, reasons: ["source_fits_target"] + (asIsAudio?.reasons ?? []))
             }
