@@ -141,7 +141,13 @@ enum Verifier {
         }
         let isVideo = st.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
         let target = Int64(start * Double(kiln_time_base()))
-        guard av_seek_frame(demuxer.context, -1, target, AVSEEK_FLAG_BACKWARD) >= 0 else {
+        // Seek on this stream: seeking the default (video) stream would land on its keyframe
+        // before `start`, and an audio check would then decode from there, seconds earlier,
+        // over a stretch that depends on the video's GOPs (a transcode's differ from the
+        // source's, so the output and the source would be judged on different sound).
+        guard av_seek_frame(demuxer.context, Int32(index), rescale(target, from: kiln_time_base_q(), to: st.pointee.time_base),
+                            AVSEEK_FLAG_BACKWARD) >= 0
+                || av_seek_frame(demuxer.context, -1, target, AVSEEK_FLAG_BACKWARD) >= 0 else {
             throw KilnError(.verifyFailed, stage: .verify, "the output cannot be read from \(Int(start)) s (seek failed)")
         }
         let end = min(start + 1, streamEnd)

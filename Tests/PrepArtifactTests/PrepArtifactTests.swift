@@ -339,6 +339,27 @@ struct SourceDamageTests {
     }
 }
 
+extension SourceDamageTests {
+    @Test("a damaged MP3 frame in a copied track, a second before the end, with the picture re-encoded (other keyframes than the source's), is delivered")
+    func damagedFrameAwayFromTheEnds() throws {
+        let dir = Media.scratch("mp3-frame")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // The MP3 frame at 2.16 s loses its header. The transcode's keyframe at 2 s lay
+        // before the last second's check, and seeking the picture made that check decode the
+        // sound from there, over the damaged frame, while the same check on the source
+        // (its keyframes elsewhere) did not: verify_failed, retried, for the source's damage.
+        let source = try damagedCopy(of: "ax_sample.avi", bytes: 334_534, in: dir, as: "damaged.avi") { b in
+            #expect(b[191_328] == 0xff && b[191_329] == 0xfb, "the MP3 frame's sync word")
+            for i in 191_328..<191_332 { b[i] = 0 }
+        }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source.path, "--quality", "5mbps", "--caps", "apple-tv-4k", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let plan = try Command.json(r)["plan"]
+        #expect(plan?["video"]?["action"] == .string("transcode") && plan?["audio"]?["action"] == .string("copy"))
+    }
+}
+
 @Suite("re-encoded audio stays on its timestamps")
 struct AudioGapTests {
     @Test("a second missing from the source's audio becomes a second of silence, not everything after it a second early")
