@@ -309,13 +309,22 @@ public enum Preparer {
             let index = Int(lane.inputIndex), st = demuxer.stream(index)
             let type = st.pointee.codecpar.pointee.codec_type
             guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
+            let name = type == AVMEDIA_TYPE_VIDEO ? "video" : "audio"
+            // The copy carries the source's codec parameters as they are: if no decoder opens
+            // with them (a damaged hvcC or avcC), neither output nor source can be played.
+            do { _ = try Decoder(stream: st, threads: 1, sharedPicture: true) } catch {
+                if error.underlying == kiln_averror_invaliddata() {
+                    return KilnError(.sourceCorrupt, stage: .decode, underlying: error.underlying,
+                                     "the source's \(name) stream \(index) has damaged codec parameters (its header): \(error.message)")
+                }
+            }
             let start = seconds(st.pointee.start_time, st.pointee.time_base) ?? 0
             let end = start + (info.stream(index)?.durationSeconds ?? expected)
             for from in [start, max(start, end - 1)] {
                 guard let second = damagedSecond(demuxer, stream: index, from: from, streamEnd: end,
                                                  cancellation: cancellation) else { continue }
                 return KilnError(.sourceCorrupt, stage: .decode,
-                                 "the source's \(type == AVMEDIA_TYPE_VIDEO ? "video" : "audio") stream \(index) does not decode near \(Int(from - start)) s "
+                                 "the source's \(name) stream \(index) does not decode near \(Int(from - start)) s "
                                  + "(\(second.frames) frames, \(second.errors) errors): the file is damaged")
             }
         }

@@ -547,6 +547,26 @@ struct SampleEntryTests {
         _ = try remuxed(bare, caps: "apple-tv-4k", tag: "hvc1", removing: "32|33|34", in: dir)
     }
 
+    @Test("an hvcC whose first parameter set runs past its end: exit 3, source_corrupt, not a failed write (found by fuzzing)")
+    func damagedRecord() throws {
+        let source = try Media.generated("hevc-hev1.mp4", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=3",
+                                                          "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=3",
+                                                          "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error",
+                                                          "-tag:v", "hev1", "-c:a", "aac"])
+        let dir = Media.scratch("hvcc-damaged")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // The first unit's 16-bit length (after the 23-byte header and the array's 3 bytes).
+        let damaged = try patched(source, box: "hvcC", in: dir, as: "damaged.mp4") { d, body in
+            d[body + 26] = 0xff
+            d[body + 27] = 0xff
+        }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", damaged, "--quality", "original", "--caps", "apple-tv-4k", "--output", out, "--json"])
+        #expect(r.status == 3, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(try Command.json(r)["error"]?["code"] == .string("source_corrupt"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["damaged.mp4"])
+    }
+
     @Test("avc3 whose avcC lists no SPS or PPS comes out avc1 listing them")
     func avccFromStream() throws {
         let source = try Media.generated("h264-avc3-inband.mp4", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=3",
