@@ -64,6 +64,8 @@ final class Pipeline {
         }
     }
     private(set) var delivered: [Int32: Delivered] = [:]
+    /// Packets whose presentation time was repaired here (see `run`).
+    private(set) var repairedTimestamps = 0
 
     func run() throws(KilnError) {
         var laneFor = [Int32: Lane]()
@@ -99,6 +101,15 @@ final class Pipeline {
                     let step = max(rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), 1)
                     correction += last + step - now
                 }
+            }
+            // Reordering shows a picture a few frames after it is decoded, never seconds: a
+            // presentation time this far from the decode time is damage (a flipped bit in a
+            // TS packet's PTS put one picture 13 hours late, and a copy then failed in the
+            // muxer, a transcode dropped everything after it). It is shown when decoded.
+            if p.pointee.pts != noPTS, p.pointee.dts != noPTS,
+               abs(rescale(p.pointee.pts - p.pointee.dts, from: tb, to: kiln_time_base_q())) > Pipeline.discontinuityThreshold {
+                p.pointee.pts = p.pointee.dts
+                repairedTimestamps += 1
             }
             let shift = rescale(correction, from: kiln_time_base_q(), to: tb)
             if p.pointee.pts != noPTS { p.pointee.pts += shift }

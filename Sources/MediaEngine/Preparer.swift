@@ -172,7 +172,7 @@ public enum Preparer {
                 try pipeline.run()
                 delivered = pipeline.delivered
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
-                repaired = muxer.repairedTimestamps
+                repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
                 corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
                 gaps = lanes.reduce(0) { $0 + $1.stats.gapsFilled }
                 equivalent = ["ffmpeg", "-i", source] + lanes.flatMap(\.ffmpegEquivalent)

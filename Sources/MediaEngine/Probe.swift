@@ -315,7 +315,13 @@ public enum Prober {
         // A constant rate is the span over the count, which averages away timestamps
         // rounded to milliseconds (MKV's 33/34 ms steps are 29.97 fps, not 30.3).
         let span = Double(sorted.last! - sorted.first!) * timeBase.seconds
-        if !variable, span > 0 { return (Double(sorted.count - 1) / span, false) }
+        // One damaged timestamp far from the rest stretches the span (a flipped bit in a TS
+        // PTS put one picture 13 hours on: 0.003 fps). Trust the span only where it agrees
+        // with the median step.
+        if !variable, span > 0 {
+            let fps = Double(sorted.count - 1) / span
+            if abs(fps * seconds - 1) < 0.1 { return (fps, false) }
+        }
         return (1 / seconds, variable)
     }
 }
