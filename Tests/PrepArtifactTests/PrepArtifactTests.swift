@@ -388,6 +388,11 @@ extension SourceDamageTests {
                                                         "-c:v", "libx264", "-preset", "ultrafast", "-bf", "2", "-c:a", "aac"])
         let source = dir.appendingPathComponent("flipped.ts")
         try Data(try flippingPTS([UInt8](try Data(contentsOf: URL(fileURLWithPath: clean))), streamID: 0xe0, nth: 40)).write(to: source)
+        // The probe measures the rate from the first packets: one of them 13 hours late
+        // made it 0.003 fps.
+        let probed = try JSONValue.parse(Array(try Command.run(["probe", source.path, "--json"]).stdout.utf8))
+        guard case .array(let streams)? = probed["streams"] else { throw TestFailure("the probe lists no streams") }
+        #expect(streams.first?["frame_rate"] == .number(25))
         for quality in ["original", "1mbps"] {
             let out = dir.appendingPathComponent("\(quality).mp4").path
             let r = try Command.run(["prepare", source.path, "--quality", quality, "--caps", "ios", "--output", out, "--json"])
