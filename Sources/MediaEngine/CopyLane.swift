@@ -58,7 +58,14 @@ final class CopyLane: Lane {
         }
         out.pointee.time_base = input.pointee.time_base
         out.pointee.avg_frame_rate = input.pointee.avg_frame_rate
-        out.pointee.sample_aspect_ratio = input.pointee.sample_aspect_ratio
+        // One aspect ratio for the stream and its codec parameters, the container's first
+        // (Matroska's display size, MP4's pasp) as the ffmpeg command does: libavformat
+        // refuses a header where the two disagree (EINVAL), and they disagree whenever a
+        // container overrides what the bitstream says.
+        let sar = input.pointee.sample_aspect_ratio.num > 0 && input.pointee.sample_aspect_ratio.den > 0
+            ? input.pointee.sample_aspect_ratio : par.pointee.sample_aspect_ratio
+        out.pointee.sample_aspect_ratio = sar
+        par.pointee.sample_aspect_ratio = sar
         // Display matrix (rotation), Dolby Vision configuration, mastering display and
         // content light levels travel as stream side data.
         try check(kiln_copy_stream_side_data(out, input), .mux, "cannot copy stream side data")

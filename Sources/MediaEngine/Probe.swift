@@ -137,7 +137,10 @@ public enum Prober {
                 default: break
                 }
             }
-            let sar = par.sample_aspect_ratio.num > 0 ? par.sample_aspect_ratio : st.pointee.sample_aspect_ratio
+            // The container's aspect ratio first (Matroska's display size, MP4's pasp), as
+            // players and libav's av_guess_sample_aspect_ratio take it, and as a copy writes it.
+            let container = st.pointee.sample_aspect_ratio
+            let sar = container.num > 0 && container.den > 0 ? container : par.sample_aspect_ratio
             info.sampleAspectRatio = sar.num > 0 && sar.den > 0 ? Rational(Int(sar.num), Int(sar.den)) : Rational.one
             let avg = st.pointee.avg_frame_rate, real = st.pointee.r_frame_rate
             let fps = avg.num > 0 && avg.den > 0 ? avg.seconds : (real.num > 0 && real.den > 0 ? real.seconds : 0)

@@ -405,6 +405,29 @@ extension SourceDamageTests {
     }
 }
 
+@Suite("aspect ratios the container sets")
+struct ContainerAspectTests {
+    @Test("a Matroska display size that overrides the picture's own aspect ratio remuxes with the container's (the MP4 header was refused, io_error)")
+    func displaySizeOverride() throws {
+        let plain = try Media.generated("square-h264.mp4", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=2",
+                                                           "-c:v", "libx264", "-preset", "ultrafast"])
+        let source = try Media.generated("display-4x3.mkv") { tmp in
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", plain, "-c", "copy", "-aspect", "4:3", tmp])
+            guard r.status == 0 else { throw TestFailure(r.stderr) }
+        }
+        let probe = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+        guard case .array(let streams)? = probe["streams"] else { throw TestFailure("the probe lists no streams") }
+        #expect(streams.first?["sample_aspect_ratio"]?["num"] == .number(3) && streams.first?["sample_aspect_ratio"]?["den"] == .number(4))
+        let dir = Media.scratch("display-size")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let v = try FFprobe(out).streams("video")[0]
+        #expect(v["display_aspect_ratio"]?.string == "4:3")
+    }
+}
+
 @Suite("re-encoded audio stays on its timestamps")
 struct AudioGapTests {
     @Test("a second missing from the source's audio becomes a second of silence, not everything after it a second early")
