@@ -42,20 +42,31 @@ enum ParameterSets {
             let p = packet.pointer.pointee
             guard p.stream_index == Int32(index), p.flags & AV_PKT_FLAG_KEY != 0, let bytes = p.data else { continue }
             var units: [[UInt8]] = []
-            var at = 0
-            let size = Int(p.size)
-            while at + lengthSize <= size {
-                var length = 0
-                for i in 0..<lengthSize { length = length << 8 | Int(bytes[at + i]) }
-                at += lengthSize
-                guard length > 0, at + length <= size else { break }
-                let unit = Array(UnsafeBufferPointer(start: bytes + at, count: length))
+            LengthPrefixed.forEachUnit(in: UnsafeBufferPointer(start: bytes, count: Int(p.size)), lengthSize: lengthSize) { u in
+                let unit = Array(u)
                 if wanted(unit[0]), !units.contains(unit) { units.append(unit) }
-                at += length
             }
             return units
         }
         return []
+    }
+}
+
+/// NAL units as MP4 and Matroska store them: each after its big-endian length of
+/// `lengthSize` bytes (the avcC/hvcC record says how many).
+enum LengthPrefixed {
+    /// Calls `body` with each unit (never empty), stopping at a length that runs past the end.
+    static func forEachUnit(in data: UnsafeBufferPointer<UInt8>, lengthSize: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+        guard let base = data.baseAddress, lengthSize > 0 else { return }
+        var at = 0
+        while at + lengthSize < data.count {
+            var length = 0
+            for i in 0..<lengthSize { length = length << 8 | Int(data[at + i]) }
+            at += lengthSize
+            guard length > 0, at + length <= data.count else { return }
+            body(UnsafeBufferPointer(start: base + at, count: length))
+            at += length
+        }
     }
 }
 

@@ -358,15 +358,7 @@ enum HEVCNALScanner {
         var types = Set<Int>()
         let n = data.count
         if lengthSize > 0 {
-            var i = 0
-            while i + lengthSize < n {
-                var len = 0
-                for k in 0..<lengthSize { len = len << 8 | Int(data[i + k]) }
-                i += lengthSize
-                guard len > 0, i + len <= n else { break }
-                types.insert(Int(data[i] >> 1) & 0x3f)
-                i += len
-            }
+            LengthPrefixed.forEachUnit(in: data, lengthSize: lengthSize) { types.insert(Int($0[0] >> 1) & 0x3f) }
         } else {
             var i = 0
             while i + 3 < n {

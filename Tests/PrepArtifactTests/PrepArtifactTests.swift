@@ -12,6 +12,13 @@ struct Command {
         return r
     }
 
+    /// The streams `probe --json` lists for `path`.
+    static func probedStreams(_ path: String) throws -> [JSONValue] {
+        let probe = try JSONValue.parse(Array(try run(["probe", path, "--json"]).stdout.utf8))
+        guard case .array(let streams)? = probe["streams"] else { throw TestFailure("the probe lists no streams for \(path)") }
+        return streams
+    }
+
     static func json(_ r: Run.Result) throws -> JSONValue {
         let lines = r.stdout.split(separator: "\n")
         #expect(lines.count == 1, "--json prints exactly one line: \(r.stdout.prefix(300))")
@@ -390,8 +397,7 @@ extension SourceDamageTests {
         try Data(try flippingPTS([UInt8](try Data(contentsOf: URL(fileURLWithPath: clean))), streamID: 0xe0, nth: 40)).write(to: source)
         // The probe measures the rate from the first packets: one of them 13 hours late
         // made it 0.003 fps.
-        let probed = try JSONValue.parse(Array(try Command.run(["probe", source.path, "--json"]).stdout.utf8))
-        guard case .array(let streams)? = probed["streams"] else { throw TestFailure("the probe lists no streams") }
+        let streams = try Command.probedStreams(source.path)
         #expect(streams.first?["frame_rate"] == .number(25))
         for quality in ["original", "1mbps"] {
             let out = dir.appendingPathComponent("\(quality).mp4").path
@@ -415,8 +421,7 @@ struct ContainerAspectTests {
             let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", plain, "-c", "copy", "-aspect", "4:3", tmp])
             guard r.status == 0 else { throw TestFailure(r.stderr) }
         }
-        let probe = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
-        guard case .array(let streams)? = probe["streams"] else { throw TestFailure("the probe lists no streams") }
+        let streams = try Command.probedStreams(source)
         #expect(streams.first?["sample_aspect_ratio"]?["num"] == .number(3) && streams.first?["sample_aspect_ratio"]?["den"] == .number(4))
         let dir = Media.scratch("display-size")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -662,8 +667,7 @@ struct SampleEntryTests {
                                                           "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=3",
                                                           "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error",
                                                           "-tag:v", "hev1", "-c:a", "aac"])
-        let probe = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
-        guard case .array(let streams)? = probe["streams"] else { throw TestFailure("the probe lists no streams") }
+        let streams = try Command.probedStreams(source)
         #expect(streams.first?["codec_tag"] == .string("hev1"))
         #expect(try Command.run(["probe", source]).stdout.contains("video hevc (hev1) Main"))
         let dir = Media.scratch("hev1")
