@@ -23,6 +23,11 @@ final class CopyLane: Lane {
     /// The source file, read again only to complete a sample entry (`ParameterSets`).
     private let path: String
 
+    /// AAC in ADTS frames (MPEG-TS, .aac): the first frame's configuration, which the MP4
+    /// sample entry takes for the whole track, and the change that broke it, if any.
+    private var adtsConfiguration: ADTSConfiguration?
+    private(set) var formatChange: String?
+
     init(demuxer: Demuxer, index: Int, witness: KeyframeWitness? = nil) {
         inputIndex = Int32(index)
         input = demuxer.stream(index)
@@ -81,6 +86,7 @@ final class CopyLane: Lane {
             sawKeyframe = true
         }
         if let witness, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try witness.offer(packet) }
+        if !isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AAC { try checkADTS(packet) }
         if isVideo && !sawDTS {
             if packet.pointer.pointee.dts == noPTS && pending.count < CopyLane.maxPending {
                 let held = try Packet()
@@ -92,6 +98,20 @@ final class CopyLane: Lane {
             try flushPending(before: packet.pointer.pointee.dts, nextPTS: packet.pointer.pointee.pts, muxer: muxer)
         }
         try emit(packet, muxer: muxer)
+    }
+
+    /// Broadcast AAC may change its channels or sample rate mid-stream (a 5.1 film after
+    /// stereo adverts): each ADTS frame says so, but an MP4 track has one configuration, so
+    /// the frames after the change would not decode from the output. The copy stops there
+    /// (`formatChange` says why) and the audio is re-encoded instead (`Preparer`).
+    private func checkADTS(_ packet: Packet) throws(KilnError) {
+        let p = packet.pointer.pointee
+        guard let data = p.data, let config = ADTSConfiguration(UnsafeBufferPointer(start: data, count: Int(p.size))) else { return }
+        guard let first = adtsConfiguration else { adtsConfiguration = config; return }
+        guard config != first else { return }
+        let at = seconds(p.pts, input.pointee.time_base) ?? seconds(p.dts, input.pointee.time_base) ?? 0
+        formatChange = "the source's AAC audio changes from \(first) to \(config) at \(Format.fixed(at, decimals: 1)) s"
+        throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): one MP4 track cannot carry both as they are")
     }
 
     private func emit(_ packet: Packet, muxer: Muxer) throws(KilnError) {
@@ -128,5 +148,30 @@ final class CopyLane: Lane {
 
     func finish(muxer: Muxer) throws(KilnError) {
         try flushPending(before: noPTS, muxer: muxer)
+    }
+}
+
+/// The stream configuration an ADTS header carries (ISO/IEC 13818-7 / 14496-3): audio
+/// object type, sampling frequency index and channel configuration.
+struct ADTSConfiguration: Equatable, CustomStringConvertible {
+    let profile: UInt8
+    let frequencyIndex: UInt8
+    let channelConfiguration: UInt8
+
+    /// nil when the bytes do not start with an ADTS header (raw AAC from MP4 or Matroska).
+    init?(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard bytes.count >= 7, bytes[0] == 0xFF, bytes[1] & 0xF6 == 0xF0 else { return nil }
+        profile = bytes[2] >> 6
+        frequencyIndex = (bytes[2] >> 2) & 0x0F
+        channelConfiguration = (bytes[2] & 1) << 2 | bytes[3] >> 6
+    }
+
+    static let rates = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350]
+
+    var description: String {
+        let rate = Int(frequencyIndex) < Self.rates.count ? "\(Self.rates[Int(frequencyIndex)]) Hz" : "rate #\(frequencyIndex)"
+        let channels = [0: "channels set in the stream", 1: "mono", 2: "stereo", 6: "5.1", 7: "7.1"][Int(channelConfiguration)]
+            ?? "\(channelConfiguration) channels"
+        return "\(channels) \(rate)"
     }
 }

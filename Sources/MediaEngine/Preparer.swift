@@ -76,10 +76,14 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     /// Whether the SHA-256 was computed while the file was written (the index forecast
     /// held, `IndexForecast`) rather than by reading the finished file again.
     public var hashedWhileWriting: Bool
+    /// Where the output departs from the plan because the source left no other way, each
+    /// a machine-readable reason and why (nil when it follows the plan): today only
+    /// `audio_reencoded`, for copied AAC whose format changes mid-stream.
+    public var adjustments: [String]?
     enum CodingKeys: String, CodingKey {
         case wallSeconds = "wall_seconds", speed, corruptPackets = "corrupt_packets", repairedTimestamps = "repaired_timestamps"
         case ffmpegEquivalent = "ffmpeg_equivalent", phases, hashedWhileWriting = "hashed_while_writing"
-        case audioGapsFilled = "audio_gaps_filled"
+        case audioGapsFilled = "audio_gaps_filled", adjustments
     }
 }
 
@@ -116,6 +120,44 @@ public enum Preparer {
     static func prepare(source opened: ProbedSource, plan: Plan, output: String, forecastFromBytes: Int64, awaitForecast: Bool,
                         room fixedRoom: Int64? = nil, cancellation: Cancellation = Cancellation(),
                         progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
+        var formatChange: String?
+        do {
+            return try prepareOnce(source: opened, plan: plan, output: output, forecastFromBytes: forecastFromBytes,
+                                   awaitForecast: awaitForecast, room: fixedRoom, cancellation: cancellation,
+                                   progress: progress, formatChange: &formatChange)
+        } catch {
+            // A copied audio stream whose format changed mid-stream: the same plan with that
+            // audio re-encoded (decoders follow the change; the resampler keeps one format).
+            guard let change = formatChange, let audio = plan.audio, audio.action == .copy, !cancellation.isCanceled else {
+                throw error
+            }
+            var adjusted = plan
+            adjusted.audio = reencoded(audio, source: opened.info)
+            let reopened = ProbedSource(demuxer: try Demuxer(path: opened.path, cancellation: cancellation), info: opened.info)
+            var unused: String?
+            var result = try prepareOnce(source: reopened, plan: adjusted, output: output, forecastFromBytes: forecastFromBytes,
+                                         awaitForecast: awaitForecast, room: nil, cancellation: cancellation,
+                                         progress: progress, formatChange: &unused)
+            result.stats.adjustments = ["audio_reencoded: \(change)"]
+            return result
+        }
+    }
+
+    /// A copied audio stream's re-encoded replacement: AAC with the channels the copy would
+    /// have had (the device takes those) at the source's bit rate, kept within 32 to 96
+    /// kbit/s per channel.
+    static func reencoded(_ audio: AudioPlan, source info: MediaInfo) -> AudioPlan {
+        let channels = max(1, min(audio.channels > 0 ? audio.channels : 2, 8))
+        let sourceKbps = (info.stream(audio.sourceIndex)?.bitRate ?? 0) / 1000
+        let kbps = min(max(sourceKbps > 0 ? sourceKbps : 64 * channels, 32 * channels), 96 * channels)
+        return AudioPlan(sourceIndex: audio.sourceIndex, action: .transcode, codec: "aac", channels: channels,
+                         bitrateKbps: kbps, language: audio.language)
+    }
+
+    private static func prepareOnce(source opened: ProbedSource, plan: Plan, output: String, forecastFromBytes: Int64,
+                                    awaitForecast: Bool, room fixedRoom: Int64?, cancellation: Cancellation,
+                                    progress: @escaping (JobProgress) -> Void,
+                                    formatChange: inout String?) throws(KilnError) -> PrepareResult {
         let source = opened.path, info = opened.info
         let clock = SystemClock()
         let started = clock.monotonicSeconds()
@@ -169,7 +211,10 @@ public enum Preparer {
                 }
                 let pipeline = Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
                                         cancellation: cancellation, onProgress: progress)
-                try pipeline.run()
+                do { try pipeline.run() } catch {
+                    formatChange = lanes.lazy.compactMap { ($0 as? CopyLane)?.formatChange }.first
+                    throw error
+                }
                 delivered = pipeline.delivered
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
@@ -333,11 +378,15 @@ public enum Preparer {
 
     /// The source's second of one stream from `from` (source time), decoded as verification
     /// decodes the output's, when it does not decode cleanly; nil when it does, or when it
-    /// cannot be sought or decoded at all (no evidence either way).
+    /// cannot be sought or decoded at all (no evidence either way). Nothing decoded and
+    /// nothing rejected is no evidence either: the seek found no keyframe before the stream
+    /// ended. MPEG-TS seeks by timestamp to any packet, so near the end of a file with long
+    /// GOPs the check may reach none; the file is not damaged for that.
     static func damagedSecond(_ demuxer: Demuxer, stream index: Int, from: Double, streamEnd: Double = .infinity,
                               cancellation: Cancellation) -> Verifier.Second? {
         guard let second = try? Verifier.decodeSecond(demuxer, stream: index, from: from, streamEnd: streamEnd,
-                                                      cancellation: cancellation), !second.decoded else { return nil }
+                                                      cancellation: cancellation), !second.decoded,
+              second.frames > 0 || second.errors > 0 || second.witnessFailed else { return nil }
         return second
     }
 

@@ -57,8 +57,10 @@ enum ToneMapSource: Equatable {
 /// rotate (last, on the smallest frames). Tone mapping uses zscale to linear light and
 /// `tonemap=hable` (desat=0): Hable keeps highlight detail and is the curve most media
 /// servers default to; mobius keeps mid-tones brighter but clips highlights harder.
+/// `picture`: the size the picture takes inside the plan's frame when it does not fill it
+/// (`pictureSize`); the rest is padded black.
 func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMapSource?,
-                            outputMatrix: String?) -> String {
+                            outputMatrix: String?, picture: (width: Int32, height: Int32)? = nil) -> String {
     var parts: [String] = []
     if plan.deinterlace {
         parts.append("bwdif=mode=send_frame:parity=auto:deint=all")
@@ -67,8 +69,10 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
     }
     // Scale before rotating: the scaler's target is the stored (pre-rotation) size.
     let turned = plan.rotation % 180 != 0
-    let w = turned ? plan.height : plan.width
-    let h = turned ? plan.width : plan.height
+    let frameW = turned ? plan.height : plan.width
+    let frameH = turned ? plan.width : plan.height
+    let w = picture.map { Int($0.width) } ?? frameW
+    let h = picture.map { Int($0.height) } ?? frameH
     var scale = "scale=w=\(w):h=\(h):flags=bicubic:out_range=tv"
     if let outputMatrix, input.isRGB { scale += ":out_color_matrix=\(outputMatrix)" }
     if let toneMap {
@@ -90,6 +94,10 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
     } else {
         parts.append(scale)
     }
+    if w != frameW || h != frameH {
+        // Centred on even lines and columns, so the 4:2:0 chroma of the bars stays black.
+        parts.append("pad=w=\(frameW):h=\(frameH):x=\((frameW - w) / 4 * 2):y=\((frameH - h) / 4 * 2):color=black")
+    }
     parts.append("format=yuv420p")
     parts.append("setsar=1")
     switch ((plan.rotation % 360) + 360) % 360 {
@@ -99,6 +107,31 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
     default: break
     }
     return parts.joined(separator: ",")
+}
+
+/// The size a picture takes inside the plan's frame (stored orientation, `frameWidth` x
+/// `frameHeight`) when its shape changed mid-stream: a broadcast recording that goes from
+/// a 4:3 programme to a 16:9 one, or from SD to HD. The plan's frame was made for the
+/// first picture (`firstAspect`, its display aspect ratio); a picture whose display aspect
+/// ratio differs from that by more than 2 % is fitted inside the frame at its own shape
+/// (letterboxed or pillarboxed) rather than stretched to the first one's. nil when it
+/// fills the frame. A container's aspect override (which the plan follows) applies to the
+/// later picture in the same proportion.
+func pictureSize(frameWidth: Int32, frameHeight: Int32, firstAspect: Double, aspect: Double) -> (width: Int32, height: Int32)? {
+    guard firstAspect > 0, aspect > 0, frameWidth > 0, frameHeight > 0, abs(aspect / firstAspect - 1) > 0.02 else { return nil }
+    let frame = Double(frameWidth) / Double(frameHeight)
+    let target = frame * aspect / firstAspect
+    func even(_ x: Double, _ limit: Int32) -> Int32 { min(limit, max(2, Int32((x / 2).rounded()) * 2)) }
+    return target > frame ? (frameWidth, even(Double(frameWidth) / target, frameHeight))
+                          : (even(Double(frameHeight) * target, frameWidth), frameHeight)
+}
+
+extension VideoInput {
+    /// Display aspect ratio: width over height, times the sample aspect ratio.
+    var displayAspect: Double {
+        guard height > 0 else { return 0 }
+        return Double(width) * sampleAspect.seconds / Double(height)
+    }
 }
 
 /// A configured libavfilter graph from a buffer source to a yuv420p buffer sink; owns

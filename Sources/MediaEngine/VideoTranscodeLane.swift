@@ -18,6 +18,8 @@ final class VideoTranscodeLane: Lane {
     private let decoder: Decoder
     private var encoder: Encoder?
     private var graph: VideoFilterGraph?
+    /// The first decoded picture's display aspect ratio, which the plan's frame was made for.
+    private var firstAspect: Double?
     private let filtered: Frame
     private let toneMap: ToneMapSource?
     /// Dolby Vision profile 5 only: maps each decoded picture through its RPU first.
@@ -153,6 +155,7 @@ final class VideoTranscodeLane: Lane {
         let f = frame.pointer
         if !plan.deinterlace && f.pointee.interlaced_frame != 0 { interlacedSeen = true }
         let input = VideoInput(f, interlacedSeen: interlacedSeen)
+        if firstAspect == nil { firstAspect = input.displayAspect }
         if graph?.input != input {
             if let old = graph {
                 // The old graph may still hold frames (bwdif keeps one): let them out first.
@@ -162,11 +165,19 @@ final class VideoTranscodeLane: Lane {
             graph = nil
             graph = try VideoFilterGraph(input: input, timeBase: decoder.timeBase, frameRate: frameRate,
                                          description: videoFilterDescription(plan: plan, input: input, toneMap: toneMap,
-                                                                             outputMatrix: color.matrixName))
+                                                                             outputMatrix: color.matrixName,
+                                                                             picture: picture(for: input)))
         }
         guard let graph else { return }
         try graph.push(frame)
         try drain(graph, muxer: muxer)
+    }
+
+    /// Where a picture whose shape differs from the first one's goes in the plan's frame.
+    private func picture(for input: VideoInput) -> (width: Int32, height: Int32)? {
+        let turned = plan.rotation % 180 != 0
+        return pictureSize(frameWidth: Int32(turned ? plan.height : plan.width), frameHeight: Int32(turned ? plan.width : plan.height),
+                           firstAspect: firstAspect ?? input.displayAspect, aspect: input.displayAspect)
     }
 
     private func drain(_ graph: VideoFilterGraph, muxer: Muxer) throws(KilnError) {

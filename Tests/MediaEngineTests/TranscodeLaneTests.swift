@@ -189,6 +189,26 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(sdr == "bwdif=mode=send_frame:parity=auto:deint=interlaced,scale=w=1920:h=1080:flags=bicubic:out_range=tv,format=yuv420p,setsar=1")
     }
 
+    @Test("a picture whose shape changes mid-stream is fitted inside the plan's frame, not stretched to it")
+    func pictureFit() {
+        // 4:3 SD recording planned at 640x480; a 16:9 programme follows: letterboxed.
+        #expect(pictureSize(frameWidth: 640, frameHeight: 480, firstAspect: 4.0 / 3, aspect: 16.0 / 9)! == (640, 360))
+        // The other way round: pillarboxed in a 16:9 frame.
+        #expect(pictureSize(frameWidth: 854, frameHeight: 480, firstAspect: 16.0 / 9, aspect: 4.0 / 3)! == (640, 480))
+        // The same shape (and rounding noise within 2 %) fills the frame.
+        #expect(pictureSize(frameWidth: 854, frameHeight: 480, firstAspect: 16.0 / 9, aspect: 16.0 / 9) == nil)
+        #expect(pictureSize(frameWidth: 854, frameHeight: 480, firstAspect: 16.0 / 9, aspect: 1.79) == nil)
+        // A container that stretched the first picture (plan 4:3 from a 16:9 bitstream)
+        // stretches the next in the same proportion: a 16:9 → 2.35:1 change letterboxes.
+        let fit = pictureSize(frameWidth: 640, frameHeight: 480, firstAspect: 16.0 / 9, aspect: 2.35)!
+        #expect(fit.width == 640 && abs(Double(fit.height) - 480 * (16.0 / 9) / 2.35) <= 2)
+        let input = VideoInput(width: 1280, height: 720, pixelFormat: AV_PIX_FMT_YUV420P.rawValue,
+                               sampleAspect: AVRational(num: 1, den: 1), interlaced: false)
+        let padded = videoFilterDescription(plan: videoPlan(0, 640, 480), input: input, toneMap: nil, outputMatrix: "bt709",
+                                            picture: (640, 360))
+        #expect(padded == "scale=w=640:h=360:flags=bicubic:out_range=tv,pad=w=640:h=480:x=0:y=60:color=black,format=yuv420p,setsar=1")
+    }
+
     @Test("HDR10 HEVC becomes 8-bit SDR BT.709 H.264 at a smaller size, with AAC audio")
     func hdr10ToSDR() throws {
         let dir = scratchDir()

@@ -34,6 +34,23 @@ struct VerifierTests {
         #expect(truncate(out, off_t(size * 6 / 10)) == 0)
     }
 
+    @Test("a source check that reaches no keyframe is no evidence of damage (a TS seek near the end of a long GOP)")
+    func noKeyframeIsNoEvidence() throws {
+        // One keyframe, at the start of 6 s: MPEG-TS seeks by timestamp to any packet, so
+        // the last second holds only pictures that need the ones before them.
+        let path = try Media.generated("one-gop-6s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6",
+                                                         "-c:v", "libx264", "-preset", "ultrafast", "-g", "1000", "-f", "mpegts"])
+        let cancellation = Cancellation()
+        let demuxer = try Demuxer(path: path, cancellation: cancellation)
+        let st = demuxer.stream(0)
+        let start = seconds(st.pointee.start_time, st.pointee.time_base) ?? 0
+        let second = try Verifier.decodeSecond(demuxer, stream: 0, from: start + 5, streamEnd: start + 6, cancellation: cancellation)
+        #expect(second.frames == 0 && second.errors == 0, "the check found no keyframe to decode: \(second)")
+        #expect(Preparer.damagedSecond(demuxer, stream: 0, from: start + 5, streamEnd: start + 6, cancellation: cancellation) == nil)
+        // Where a keyframe is reached, a clean decode is not damage either.
+        #expect(Preparer.damagedSecond(demuxer, stream: 0, from: start, streamEnd: start + 6, cancellation: cancellation) == nil)
+    }
+
     @Test("an open-GOP HEVC remux verifies: the keyframes at both ends decode into one shared picture")
     func openGOPVerifies() throws {
         let path = try Self.openGOPHEVC()

@@ -766,3 +766,75 @@ struct FileNameTests {
         #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("out: \(name).mp4").path))
     }
 }
+
+@Suite("broadcast recordings that change format mid-stream")
+struct FormatChangeTests {
+    /// Five seconds of 4:3 SD with stereo AAC, then five of 16:9 HD with 5.1 AAC, in one
+    /// transport stream: a recording that runs from adverts into a film.
+    static func recording() throws -> String {
+        try Media.generated("sd-stereo-then-hd-surround.ts") { tmp in
+            let parts = [("640x480", 2, "0"), ("1280x720", 6, "5")].map { size, channels, offset in
+                ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25:duration=5",
+                 "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=5",
+                 "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:a", "aac", "-ac", "\(channels)",
+                 "-output_ts_offset", offset, "-f", "mpegts"]
+            }
+            var bytes = Data()
+            for (i, args) in parts.enumerated() {
+                let part = "\(tmp).\(i).ts"
+                defer { try? FileManager.default.removeItem(atPath: part) }
+                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + args + [part])
+                guard r.status == 0 else { throw TestFailure(r.stderr) }
+                bytes += try Data(contentsOf: URL(fileURLWithPath: part))
+            }
+            try bytes.write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    @Test("AAC that goes from stereo to 5.1 is re-encoded instead of copied, and the whole output decodes (its verification failed)")
+    func audioFormatChange() throws {
+        let source = try Self.recording()
+        let dir = Media.scratch("format-change")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("remux.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let json = try Command.json(r)
+        #expect(json["plan"]?["audio"]?["action"] == .string("copy"), "the plan, made from the file's start, copies the audio")
+        guard case .array(let adjustments)? = json["stats"]?["adjustments"] else {
+            Issue.record("no adjustment reported: \(r.stdout.suffix(400))")
+            return
+        }
+        #expect(adjustments.first?.string?.hasPrefix("audio_reencoded:") == true, "\(adjustments)")
+        #expect(json["output"]?["audio"]?["codec"] == .string("aac") && json["output"]?["audio"]?["channels"]?.int == 2)
+        let decode = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:a", "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.stderr.isEmpty, "the sound decodes to the end: \(decode.stderr.prefix(300))")
+        let audio = try #require(try FFprobe(out).duration("audio"))
+        #expect(audio > 9.5, "the sound lasts \(audio) s of 10")
+    }
+
+    @Test("a 16:9 programme after a 4:3 one is letterboxed in the transcode's frame, not squeezed into it")
+    func pictureShapeChange() throws {
+        let source = try Self.recording()
+        let dir = Media.scratch("shape-change")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("1mbps.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "1mbps", "--caps", "web", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let v = try FFprobe(out).streams("video")[0]
+        let width = try #require(v["width"]?.int), height = try #require(v["height"]?.int)
+        #expect(abs(Double(width) / Double(height) - 4.0 / 3) < 0.02, "the frame keeps the first picture's shape: \(width)x\(height)")
+        func picture(from seconds: Int) throws -> (Int, Int)? {
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "info", "-ss", "\(seconds)", "-i", out, "-frames:v", "10",
+                                               "-vf", "cropdetect=round=2:reset=1", "-f", "null", "-"])
+            guard let line = r.stderr.split(separator: "\n").last(where: { $0.contains("crop=") }),
+                  let range = line.range(of: "crop=") else { return nil }
+            let parts = line[range.upperBound...].prefix { $0 != " " }.split(separator: ":").compactMap { Int($0) }
+            return parts.count == 4 ? (parts[0], parts[1]) : nil
+        }
+        let first = try #require(try picture(from: 1)), second = try #require(try picture(from: 8))
+        #expect(first == (width, height), "the 4:3 part fills the frame: \(first)")
+        #expect(second.0 == width && abs(Double(second.0) / Double(second.1) - 16.0 / 9) < 0.03,
+                "the 16:9 part keeps its shape inside the frame: \(second) in \(width)x\(height)")
+    }
+}
