@@ -156,6 +156,35 @@ final class Demuxer {
         return seconds > 0.1 ? seconds : nil
     }
 
+    /// Runs `body` (which reads packets), then puts every stream's codec parameters back as
+    /// they were. libavformat's parsers rewrite them as packets go by: an AC-3 stream in a
+    /// broadcast recording that turns 5.1 and 44.1 kHz a few seconds in leaves its new
+    /// format there after the probe's packet scan, though the probe described, the plan
+    /// chose and the rewound stream starts with the old one. A copy would then write a
+    /// sample entry that does not match its first frames.
+    func keepingParameters<T>(_ body: () throws(KilnError) -> T) throws(KilnError) -> T {
+        var saved: [UnsafeMutablePointer<AVCodecParameters>?] = []
+        for i in 0..<streamCount {
+            let copy = avcodec_parameters_alloc()
+            if let copy, avcodec_parameters_copy(copy, stream(i).pointee.codecpar) < 0 {
+                var c: UnsafeMutablePointer<AVCodecParameters>? = copy
+                avcodec_parameters_free(&c)
+                saved.append(nil)
+            } else {
+                saved.append(copy)
+            }
+        }
+        defer {
+            // Streams the scan discovered (MPEG-TS adds them as they appear) have nothing to restore.
+            for (i, copy) in saved.enumerated() {
+                var c = copy
+                if let copy, i < streamCount { _ = avcodec_parameters_copy(stream(i).pointee.codecpar, copy) }
+                avcodec_parameters_free(&c)
+            }
+        }
+        return try body()
+    }
+
     /// Whether the container's timestamps may jump (MPEG-TS and friends).
     var hasDiscontinuousTimestamps: Bool {
         (context.pointee.iformat.pointee.flags & AVFMT_TS_DISCONT) != 0

@@ -80,7 +80,7 @@ public enum Prober {
         if bitRate <= 0, duration > 0 { bitRate = Int(Double(size) * 8 / duration) }
         var warnings: [String] = []
         if streams.isEmpty { warnings.append("no_streams") }
-        if scan { try scanPackets(demuxer, &streams, &warnings) }
+        if scan { try demuxer.keepingParameters { () throws(KilnError) in try scanPackets(demuxer, &streams, &warnings) } }
 
         var chapters: [Chapter] = []
         for i in 0..<Int(ctx.pointee.nb_chapters) {

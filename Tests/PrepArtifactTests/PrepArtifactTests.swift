@@ -791,6 +791,43 @@ struct FormatChangeTests {
         }
     }
 
+    /// Three seconds of stereo 48 kHz AC-3, then three of 5.1 at 44.1 kHz: the change
+    /// falls inside what the probe reads.
+    static func earlyAC3Change() throws -> String {
+        try Media.generated("ac3-stereo-then-surround.ts") { tmp in
+            var bytes = Data()
+            for (i, (channels, rate, offset)) in [(2, 48000, "0"), (6, 44100, "3")].enumerated() {
+                let part = "\(tmp).\(i).ts"
+                defer { try? FileManager.default.removeItem(atPath: part) }
+                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y",
+                                                   "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
+                                                   "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=\(rate):duration=3",
+                                                   "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "ac3", "-ac", "\(channels)",
+                                                   "-output_ts_offset", offset, "-f", "mpegts", part])
+                guard r.status == 0 else { throw TestFailure(r.stderr) }
+                bytes += try Data(contentsOf: URL(fileURLWithPath: part))
+            }
+            try bytes.write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    @Test("AC-3 that turns 5.1 at 44.1 kHz within the probe's reach is copied and re-encoded as it starts, stereo at 48 kHz (the probe's packet scan left the later format behind)")
+    func formatAsItStarts() throws {
+        let source = try Self.earlyAC3Change()
+        let dir = Media.scratch("early-change")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for (caps, action) in [("ios", "copy"), ("web", "transcode")] {
+            let out = dir.appendingPathComponent("\(caps).mp4").path
+            let r = try Command.run(["prepare", source, "--quality", "original", "--caps", caps, "--output", out, "--json"])
+            #expect(r.status == 0, "\(caps): \(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["audio"]?["action"] == .string(action), "\(caps): \(r.stdout.prefix(400))")
+            // The output's own sample entry (read without decoding): the first frames' format.
+            #expect(json["output"]?["audio"]?["sample_rate"]?.int == 48000, "\(caps): \(r.stdout.suffix(500))")
+            #expect(json["output"]?["audio"]?["channels"]?.int == 2, "\(caps): \(r.stdout.suffix(500))")
+        }
+    }
+
     @Test("AAC that goes from stereo to 5.1 is re-encoded instead of copied, and the whole output decodes (its verification failed)")
     func audioFormatChange() throws {
         let source = try Self.recording()
