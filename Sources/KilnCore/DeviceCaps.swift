@@ -37,22 +37,27 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
     public var containers: [String]?
     public var maxResolution: ResolutionClass?
     public var hdr: Bool?
+    /// Whether the device shows interlaced video well (decodes field-coded pictures and
+    /// deinterlaces them). Absent means no: phones, browsers and Apple's players show
+    /// combing or fail, so interlaced sources are deinterlaced for them.
+    public var interlaced: Bool?
 
     public init(codecsVideo: [String]? = nil, codecsAudio: [String]? = nil,
                 audioPassthroughCodecs: [String]? = nil, containers: [String]? = nil,
-                maxResolution: ResolutionClass? = nil, hdr: Bool? = nil) {
+                maxResolution: ResolutionClass? = nil, hdr: Bool? = nil, interlaced: Bool? = nil) {
         self.codecsVideo = codecsVideo
         self.codecsAudio = codecsAudio
         self.audioPassthroughCodecs = audioPassthroughCodecs
         self.containers = containers
         self.maxResolution = maxResolution
         self.hdr = hdr
+        self.interlaced = interlaced
     }
 
     enum CodingKeys: String, CodingKey {
         case codecsVideo = "codecs_video", codecsAudio = "codecs_audio"
         case audioPassthroughCodecs = "audio_passthrough_codecs", containers
-        case maxResolution = "max_resolution", hdr
+        case maxResolution = "max_resolution", hdr, interlaced
     }
 
     /// Decodes caps from JSON, naming the offending field in `invalid_caps`.
@@ -94,12 +99,15 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
             }
             caps.maxResolution = r
         }
-        if let v = o["hdr"], v != .null {
+        func flag(_ key: String) throws(KilnError) -> Bool? {
+            guard let v = o[key], v != .null else { return nil }
             guard case .bool(let b) = v else {
-                throw KilnError(.invalidCaps, stage: .request, field: "hdr", "caps.hdr must be true or false")
+                throw KilnError(.invalidCaps, stage: .request, field: key, "caps.\(key) must be true or false")
             }
-            caps.hdr = b
+            return b
         }
+        caps.hdr = try flag("hdr")
+        caps.interlaced = try flag("interlaced")
         return caps
     }
 }

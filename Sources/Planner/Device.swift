@@ -16,6 +16,7 @@ struct Device: Sendable {
     let containers: Set<String>
     let maxResolution: ResolutionClass?
     let hdr: Bool
+    let interlaced: Bool
 
     init(_ caps: DeviceCaps?) {
         known = caps != nil
@@ -27,6 +28,7 @@ struct Device: Sendable {
         containers = Set((c.containers ?? b.containers!).map(Codecs.canonicalContainer))
         maxResolution = c.maxResolution
         hdr = c.hdr ?? false
+        interlaced = c.interlaced ?? false
     }
 
     var dolbyVision: Bool { hdr && video.contains(Codecs.dolbyVision) }
@@ -53,6 +55,9 @@ struct Device: Sendable {
         }
         if let cap = maxResolution, !FrameSize.codedFits(s, cap) {
             problems.append("resolution_above_cap")
+        }
+        if s.fieldOrder?.isInterlaced == true && !interlaced {
+            problems.append("interlaced_unsupported")
         }
         if Codecs.isHDR(s) && !hdr {
             problems.append("hdr_unsupported")

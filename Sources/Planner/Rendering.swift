@@ -15,7 +15,7 @@ public enum PlanTable {
 
         var rows: [[String]] = [["stream", "source", "action", "output", "why"]]
         let videoWhy = plan.reasons.filter { r in
-            ["video_", "resolution_", "hdr_", "dolby_vision", "frame_rate", "deinterlaced", "anamorphic", "rotation", "bitrate_", "container_"]
+            ["video_", "resolution_", "hdr_", "dolby_vision", "frame_rate", "interlaced_", "deinterlaced", "anamorphic", "rotation", "bitrate_", "container_"]
                 .contains { r.hasPrefix($0) }
         }
         let audioWhy = plan.reasons.filter { $0.hasPrefix("audio_") }

@@ -472,7 +472,28 @@ let sampleEntryCases: [Case] = [
          Expect(delivery: .transcode, video: .transcode, reasons: ["video_codec_unsupported"], notReasons: ["video_tag_unsupported"])),
 ]
 
-let allCases = originalCases + rungCases + audioOnlyCases + audioCases + subtitleCases + sampleEntryCases
+let h1080i = video("h264", 1920, 1080, fps: 25, profile: "High", field: .tt)
+
+let interlacedCases: [Case] = [
+    Case("original: a 1080i H.264 recording to iOS is deinterlaced, not remuxed with its fields", media("ts", kbps: 12000, h1080i, aacEng), .original, ios,
+         Expect(delivery: .transcode, video: .transcode, deinterlace: true, reasons: ["interlaced_unsupported", "deinterlaced"],
+                notReasons: ["source_playable"])),
+    Case("original: interlaced H.264 in MP4 to a browser is deinterlaced too", media("mp4", kbps: 12000, h1080i, aacEng), .original, web,
+         Expect(delivery: .transcode, deinterlace: true, reasons: ["interlaced_unsupported"])),
+    Case("original: a TV box that deinterlaces gets the recording as it is", media("ts", kbps: 12000, h1080i, aacEng), .original, androidTV,
+         Expect(delivery: .original, video: .copy, notReasons: ["interlaced_unsupported"])),
+    Case("original: caps saying interlaced plays get a remux", media("ts", kbps: 12000, h1080i, aacEng), .original,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], interlaced: true),
+         Expect(delivery: .remux, video: .copy, notReasons: ["interlaced_unsupported"])),
+    Case("original without caps: an unknown device gets the file as it is", media("ts", kbps: 12000, h1080i, aacEng), .original, nil,
+         Expect(delivery: .original, video: .copy)),
+    Case("5 Mbps: a fitting interlaced H.264 is deinterlaced rather than sent as it is", media("mp4", kbps: 4000, h1080i, aacEng), .mbps5, ios,
+         Expect(delivery: .transcode, deinterlace: true, reasons: ["interlaced_unsupported"], notReasons: ["source_fits_target"])),
+    Case("5 Mbps: progressive H.264 that fits is still sent as it is", media("mp4", kbps: 4000, h1080, aacEng), .mbps5, ios,
+         Expect(delivery: .original, notReasons: ["interlaced_unsupported"])),
+]
+
+let allCases = originalCases + rungCases + audioOnlyCases + audioCases + subtitleCases + sampleEntryCases + interlacedCases
 
 @Suite("planner rules")
 struct PlannerRuleTests {

@@ -39,6 +39,18 @@ struct PresetsTests {
         #expect(caps.maxResolution == .p1080 && caps.hdr == false)
     }
 
+    @Test("caps say whether interlaced video plays: a boolean or absent (no), anything else names the field")
+    func interlacedCap() throws {
+        #expect(try DeviceCaps.parse(Array(#"{"interlaced": true}"#.utf8)).interlaced == true)
+        #expect(try DeviceCaps.parse(Array(#"{"hdr": false}"#.utf8)).interlaced == nil)
+        do { _ = try DeviceCaps.parse(Array(#"{"interlaced": "yes"}"#.utf8)); Issue.record("parsed") } catch {
+            #expect(error.code == .invalidCaps && error.field == "interlaced")
+        }
+        // Only the TV box deinterlaces among the shipped profiles.
+        #expect(device("android-tv").interlaced == true)
+        #expect(["ios", "apple-tv-4k", "android", "web"].allSatisfy { device($0).interlaced != true })
+    }
+
     func scratch(_ ladder: String, device: String? = nil) throws -> URL {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-presets-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("devices"), withIntermediateDirectories: true)
