@@ -50,6 +50,10 @@ final class CopyLane: Lane {
             throw KilnError(.sourceCorrupt, stage: .mux, "the source's \(isVideo ? "video" : "audio") stream \(inputIndex) has no "
                             + (isVideo ? "picture size" : "sample rate or channel count") + " in its header: it cannot be copied (damaged)")
         }
+        if source.codec_id == AV_CODEC_ID_AAC_LATM {
+            throw KilnError(.planUnsupported, stage: .plan,
+                            "AAC in LATM framing (stream \(inputIndex)) cannot be copied into MP4: the plan must re-encode it")
+        }
         let out = try muxer.addStream()
         outputIndex = out.pointee.index
         try check(avcodec_parameters_copy(out.pointee.codecpar, input.pointee.codecpar), .mux, "cannot copy stream parameters")

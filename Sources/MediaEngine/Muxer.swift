@@ -103,7 +103,15 @@ final class Muxer {
         let options = Options([("movflags", "+disable_chpl"), ("strict", "experimental")])
         // Chapters are kept as a QuickTime chapter track, which Apple and most Android players
         // read; Nero chpl boxes are left out because some players then show them twice.
-        try check(avformat_write_header(context, &options.dict), .mux, "cannot write the MP4 header", as: .ioError)
+        let ret = avformat_write_header(context, &options.dict)
+        // EINVAL here is libavformat refusing what the streams say (a codec or framing MP4
+        // has no sample entry for): the same file fails the same way again, so it is not a
+        // write to retry.
+        if ret == -EINVAL {
+            throw KilnError(.sourceUnsupported, stage: .mux, underlying: ret,
+                            "the MP4 muxer refuses the streams as they are (\(avErrorText(ret))): they cannot be written to MP4")
+        }
+        try check(ret, .mux, "cannot write the MP4 header", as: .ioError)
         headerWritten = true
     }
 

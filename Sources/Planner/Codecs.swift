@@ -49,6 +49,14 @@ enum Codecs {
     /// `-strict experimental` with FFmpeg before 6.0; the engine owns that flag.
     static let mp4Audio: Set<String> = ["aac", "ac3", "eac3", "mp3", "alac", "opus", "flac"]
 
+    /// Whether a source audio stream's packets can be copied into MP4 as they are: its
+    /// codec is one MP4 carries, in a framing MP4 takes. AAC in LATM/LOAS (broadcast TS:
+    /// DVB, ISDB-Tb) is the AAC a device decodes, but no bitstream filter turns LATM into
+    /// MP4's raw frames (the MP4 header is refused), so it is re-encoded.
+    static func copiesIntoMP4(_ codec: String) -> Bool {
+        mp4Audio.contains(canonical(codec)) && codec.lowercased() != "aac_latm"
+    }
+
     /// Text subtitle codecs libavcodec decodes and can re-encode as `mov_text`.
     static let textSubtitles: Set<String> = [
         "subrip", "srt", "ass", "ssa", "mov_text", "webvtt", "text", "microdvd", "subviewer",

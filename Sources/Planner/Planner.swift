@@ -293,7 +293,7 @@ struct PlanContext {
     }
 
     func copiesIntoMP4(_ a: StreamInfo) -> Bool {
-        device.playsAudio(a.codec) && Codecs.mp4Audio.contains(Codecs.canonical(a.codec))
+        device.playsAudio(a.codec) && Codecs.copiesIntoMP4(a.codec)
     }
 
     /// The surround target when the rung has one, the source has more than two channels
@@ -323,7 +323,7 @@ struct PlanContext {
         let kbps = a.bitRate.map(PlanContext.kbps)
         var why: [String] = []
         if !device.playsAudio(a.codec) { why.append("audio_codec_unsupported") }
-        else if !Codecs.mp4Audio.contains(Codecs.canonical(a.codec)) { why.append("audio_codec_unsupported_in_mp4") }
+        else if !Codecs.copiesIntoMP4(a.codec) { why.append("audio_codec_unsupported_in_mp4") }
         if let kbps, kbps > budget { why.append("audio_bitrate_above_target") }
         if kbps == nil { why.append("audio_bitrate_unknown") }
         if channels > maxChannels { why.append("audio_channels_reduced") }

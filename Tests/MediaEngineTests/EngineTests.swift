@@ -116,6 +116,28 @@ struct RemuxMetadataTests {
         try Run.command("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_streams", path]).stdout
     }
 
+    @Test("streams the MP4 muxer refuses at its header are the source's limit (source_unsupported), not a write to retry")
+    func refusedAtHeader() throws {
+        let path = try Media.generated("pcm-in-mkv.mkv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=1",
+                                                          "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=1",
+                                                          "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s16le"])
+        let info = try Prober.probe(path: path)
+        var plan = try #require(EnginePlans.remux(info))
+        let a = try #require(info.audioStreams.first)
+        // A plan no planner makes (PCM has no MP4 sample entry ffmpeg writes), as a stale or
+        // hand-written one could be.
+        plan.audio = AudioPlan(sourceIndex: a.index, action: .copy, codec: a.codec, channels: 1, bitrateKbps: 0)
+        let dir = Media.scratch("refused")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            _ = try Preparer.prepare(source: path, plan: plan, info: info, output: dir.appendingPathComponent("out.mp4").path)
+            Issue.record("the MP4 was written")
+        } catch {
+            #expect(error.code == .sourceUnsupported && !error.retryable, "\(error)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty, "nothing left behind")
+    }
+
     @Test("Dolby Vision profile 8 keeps its configuration record and the hvc1 tag")
     func dolbyVision() throws {
         let (out, dir) = try remux("sp_sparks_dovi_8.mp4")

@@ -493,7 +493,17 @@ let interlacedCases: [Case] = [
          Expect(delivery: .original, notReasons: ["interlaced_unsupported"])),
 ]
 
-let allCases = originalCases + rungCases + audioOnlyCases + audioCases + subtitleCases + sampleEntryCases + interlacedCases
+let latmCases: [Case] = [
+    Case("original: AAC in LATM from a broadcast TS is re-encoded for MP4 (no filter turns LATM into MP4's frames)",
+         media("ts", kbps: 4000, h1080, audio("aac_latm", ch: 2, index: 1, kbps: 128)), .original, ios,
+         Expect(delivery: .remux, video: .copy, audio: .transcode, audioCodec: "aac", reasons: ["audio_codec_unsupported_in_mp4"])),
+    Case("5 Mbps: AAC in LATM is re-encoded at the rung's audio target", media("ts", kbps: 4000, h1080, audio("aac_latm", ch: 2, index: 1, kbps: 128)),
+         .mbps5, ios, Expect(delivery: .remux, audio: .transcode, audioCodec: "aac", reasons: ["audio_codec_unsupported_in_mp4"])),
+    Case("original: a TV box that takes TS gets LATM as it is", media("ts", kbps: 4000, h1080, audio("aac_latm", ch: 2, index: 1, kbps: 128)),
+         .original, androidTV, Expect(delivery: .original)),
+]
+
+let allCases = originalCases + rungCases + audioOnlyCases + audioCases + subtitleCases + sampleEntryCases + interlacedCases + latmCases
 
 @Suite("planner rules")
 struct PlannerRuleTests {

@@ -828,6 +828,26 @@ struct FormatChangeTests {
         }
     }
 
+    @Test("AAC in LATM framing (DVB, ISDB-Tb recordings) is re-encoded into the MP4 (its copy failed at the MP4 header as a retryable io_error)")
+    func latmAudio() throws {
+        let source = try Media.generated("latm-aac.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
+                                                         "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=3",
+                                                         "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-b:a", "96k",
+                                                         "-mpegts_flags", "latm", "-f", "mpegts"])
+        #expect(try Command.probedStreams(source).contains { $0["codec"] == .string("aac_latm") })
+        let dir = Media.scratch("latm")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let json = try Command.json(r)
+        #expect(json["plan"]?["audio"]?["action"] == .string("transcode"))
+        #expect(json["plan"]?["video"]?["action"] == .string("copy"))
+        let decode = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr.prefix(300))")
+        #expect(try FFprobe(out).streams("audio").first?["codec_name"] == .string("aac"))
+    }
+
     @Test("AAC that goes from stereo to 5.1 is re-encoded instead of copied, and the whole output decodes (its verification failed)")
     func audioFormatChange() throws {
         let source = try Self.recording()
