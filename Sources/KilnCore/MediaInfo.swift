@@ -2,8 +2,9 @@
 /// alone, so everything that makes a stream playable or not on a device is here.
 public struct MediaInfo: Codable, Sendable, Equatable {
     /// Which probe described a file; raised when the probe learns something plans depend
-    /// on (2: codec tags), so a description cached by an older one is not planned from.
-    public static let describerVersion = 2
+    /// on (2: codec tags; 3: reordered pictures without presentation times), so a
+    /// description cached by an older one is not planned from.
+    public static let describerVersion = 3
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
@@ -166,6 +167,9 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     public var frameRate: Double?
     public var variableFrameRate: Bool?
     public var fieldOrder: FieldOrder?
+    /// The container gives decode times only, for pictures decoded out of display order
+    /// (H.264 with B-frames in AVI): a copy cannot say when each is shown.
+    public var presentationTimesMissing: Bool?
     /// Clockwise degrees a player must rotate the frame (0, 90, 180, 270).
     public var rotation: Int?
     public var colorPrimaries: String?
@@ -231,6 +235,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case language, title, disposition, width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
         case chroma, sampleAspectRatio = "sample_aspect_ratio", frameRate = "frame_rate"
         case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", rotation
+        case presentationTimesMissing = "presentation_times_missing"
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
         case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", channels
         case channelLayout = "channel_layout", sampleRate = "sample_rate", textSubtitle = "text_subtitle"

@@ -225,7 +225,7 @@ public enum Prober {
         let lengthSize = HEVCNALScanner.lengthSize(st)
         let packet = try Packet()
         var pts: [Int64] = []
-        var rpu = false, el = false, reads = 0
+        var rpu = false, el = false, reads = 0, decodeTimesOnly = 0
         // Field order is only in the bitstream for many H.264 and MPEG-2 files. libavcodec's
         // parser reads it from the first keyframe's headers (slice header and picture
         // timing, picture coding extension) in microseconds; where it cannot say, the
@@ -247,7 +247,7 @@ public enum Prober {
             defer { packet.unref() }
             guard packet.streamIndex == target else { continue }
             let p = packet.pointer.pointee
-            if p.pts != noPTS { pts.append(p.pts) }
+            if p.pts != noPTS { pts.append(p.pts) } else if p.dts != noPTS { decodeTimesOnly += 1 }
             if let parser = fieldParser, p.flags & AV_PKT_FLAG_KEY != 0 {
                 if let order = parser.fieldOrder(of: packet) {
                     streams[vi].fieldOrder = order
@@ -274,6 +274,9 @@ public enum Prober {
                 if types.contains(63) { el = true }
             }
         }
+        // Reordered pictures (B-frames) with decode times only: a copy would show them in
+        // decode order on players that take the container's times (Apple's).
+        if decodeTimesOnly > 0, st.pointee.codecpar.pointee.video_delay > 0 { streams[vi].presentationTimesMissing = true }
         if let (fps, variable) = frameRate(pts: pts, timeBase: st.pointee.time_base) {
             streams[vi].frameRate = (fps * 1000).rounded() / 1000
             streams[vi].variableFrameRate = variable

@@ -54,7 +54,7 @@ enum Codecs {
     /// DVB, ISDB-Tb) is the AAC a device decodes, but no bitstream filter turns LATM into
     /// MP4's raw frames (the MP4 header is refused), so it is re-encoded.
     static func copiesIntoMP4(_ codec: String) -> Bool {
-        mp4Audio.contains(canonical(codec)) && codec.lowercased() != "aac_latm"
+        mp4Audio.contains(canonical(codec)) && !["aac_latm", "mp3adu"].contains(codec.lowercased())
     }
 
     /// Text subtitle codecs libavcodec decodes and can re-encode as `mov_text`.

@@ -115,10 +115,10 @@ struct PlanContext {
             return asIs(.original, audio: asIsAudio, reasons: ["source_playable"] + (asIsAudio?.reasons ?? []))
         }
         var reasons = device.playsContainer(source.container) ? [] : ["container_unsupported"]
-        if videoProblems.isEmpty, video.map({ Codecs.mp4Video.contains(Codecs.canonical($0.codec)) }) ?? true {
+        if videoProblems.isEmpty, video.map { copiesIntoMP4(video: $0) } ?? true {
             return try remux(.original, reasons: containerProblems, audioTarget: nil)
         }
-        reasons += videoProblems.isEmpty ? ["video_codec_unsupported_in_mp4"] : videoProblems
+        reasons += videoProblems.isEmpty ? [video.map(whyNoMP4Copy) ?? "video_codec_unsupported_in_mp4"] : videoProblems
         if !audioPlays { reasons.append("audio_codec_unsupported") }
         return try transcode(requested: .original, rung: fallbackRung(), reasons: reasons)
     }
@@ -160,7 +160,7 @@ struct PlanContext {
             if overallFits && containerPlays && audioPlays {
                 return asIs(quality, audio: asIsAudio, reasons: ["source_fits_target"] + (asIsAudio?.reasons ?? []))
             }
-            if video.map({ Codecs.mp4Video.contains(Codecs.canonical($0.codec)) }) ?? true {
+            if video.map { copiesIntoMP4(video: $0) } ?? true {
                 // A remux keeps the picture and one audio track: it fits when the whole file
                 // does, or when the picture plus the audio that goes out does (a 4 Mbps film
                 // carrying three DTS tracks fits 5 Mbps once two are left behind).
@@ -179,8 +179,8 @@ struct PlanContext {
                     return try remux(quality, reasons: reasons, audioTarget: rung)
                 }
                 if video == nil && !copies && overallFits { problems.append("audio_codec_unsupported") }
-            } else {
-                problems.append("video_codec_unsupported_in_mp4")
+            } else if let v = video {
+                problems.append(whyNoMP4Copy(v))
             }
         }
         var why: [String] = []
@@ -290,6 +290,19 @@ struct PlanContext {
 
     func chooseAudio(forMP4: Bool) -> (stream: StreamInfo, reasons: [String])? {
         AudioSelection.choose(from: source, language: audioLanguage) { forMP4 ? copiesIntoMP4($0) : device.playsAudio($0.codec) }
+    }
+
+    /// Whether a video stream's packets can be copied into MP4 and play as they do in the
+    /// source: a codec MP4 carries, with the times MP4 needs. A container that gives
+    /// reordered pictures decode times only (H.264 with B-frames in AVI) leaves a copy
+    /// without presentation times; players that take the container's (Apple's) would show
+    /// the pictures in decode order, so such a stream is re-encoded.
+    func copiesIntoMP4(video v: StreamInfo) -> Bool {
+        Codecs.mp4Video.contains(Codecs.canonical(v.codec)) && v.presentationTimesMissing != true
+    }
+
+    func whyNoMP4Copy(_ v: StreamInfo) -> String {
+        Codecs.mp4Video.contains(Codecs.canonical(v.codec)) ? "video_timestamps_missing" : "video_codec_unsupported_in_mp4"
     }
 
     func copiesIntoMP4(_ a: StreamInfo) -> Bool {

@@ -16,6 +16,7 @@ enum MediaInfoText {
                 if let sar = s.sampleAspectRatio, sar != .one { parts.append("sar \(sar.num):\(sar.den)") }
                 if let r = s.rotation, r != 0 { parts.append("rotate \(r)°") }
                 if s.fieldOrder?.isInterlaced == true { parts.append("interlaced \(s.fieldOrder!.rawValue)") }
+                if s.presentationTimesMissing == true { parts.append("decode times only") }
                 if let hdr = s.hdr, hdr != .sdr { parts.append(hdr.rawValue) }
                 if let dv = s.dolbyVision { parts.append("DV p\(dv.profile) compat \(dv.blCompatibilityId)") }
                 if s.disposition.attachedPicture { parts.append("attached picture") }

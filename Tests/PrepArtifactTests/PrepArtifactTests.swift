@@ -828,6 +828,29 @@ struct FormatChangeTests {
         }
     }
 
+    @Test("H.264 with B-frames from AVI is re-encoded: a copy had no display times, and every frame's time came out of order")
+    func aviWithoutPresentationTimes() throws {
+        let source = try Media.generated("h264-bframes.avi", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
+                                                              "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=3",
+                                                              "-c:v", "libx264", "-preset", "fast", "-bf", "3", "-c:a", "mp3"])
+        #expect(try Command.probedStreams(source).first?["presentation_times_missing"] == .bool(true))
+        let dir = Media.scratch("avi-bframes")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        // Decoded frames come out in display order; their times must rise with them.
+        let frames = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "frame=pts",
+                                                 "-of", "json", out])
+        guard case .array(let list)? = try JSONValue.parse(Array(frames.stdout.utf8))["frames"] else {
+            Issue.record("ffprobe listed no frames: \(frames.stderr)")
+            return
+        }
+        let pts = list.compactMap { $0["pts"]?.int }
+        #expect(pts.count == 75, "\(pts.count) frames")
+        #expect(zip(pts, pts.dropFirst()).allSatisfy { $0 < $1 }, "display times rise: \(pts.prefix(12))")
+    }
+
     @Test("AAC in LATM framing (DVB, ISDB-Tb recordings) is re-encoded into the MP4 (its copy failed at the MP4 header as a retryable io_error)")
     func latmAudio() throws {
         let source = try Media.generated("latm-aac.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
