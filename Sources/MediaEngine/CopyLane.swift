@@ -92,7 +92,9 @@ final class CopyLane: Lane {
         if let witness, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try witness.offer(packet) }
         if !isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AAC { try checkADTS(packet) }
         if isVideo && !sawDTS {
-            if packet.pointer.pointee.dts == noPTS && pending.count < CopyLane.maxPending {
+            // (A packet with no time at all, from an elementary stream, is not one of those:
+            // the muxer places it one duration after the last.)
+            if packet.pointer.pointee.dts == noPTS && packet.pointer.pointee.pts != noPTS && pending.count < CopyLane.maxPending {
                 let held = try Packet()
                 try check(av_packet_ref(held.pointer, packet.pointer), .mux, "cannot hold a packet", as: .resourceLimit)
                 pending.append(held)

@@ -21,6 +21,9 @@ final class Muxer {
     private var finished = false
     /// Per output stream: last DTS written, to keep DTS strictly increasing.
     private var lastDTS: [Int64] = []
+    /// Each stream's last packet duration: where the next packet goes when it comes with
+    /// no time at all (an elementary stream, which only knows its frame rate).
+    private var lastDuration: [Int64] = []
     /// Bytes of packets written, for progress and the result.
     private(set) var payloadBytes: Int64 = 0
     /// Packets whose timestamps had to be repaired (missing or non-monotonic DTS).
@@ -89,6 +92,7 @@ final class Muxer {
             throw KilnError(.resourceLimit, stage: .mux, "cannot add an output stream")
         }
         lastDTS.append(noPTS)
+        lastDuration.append(0)
         return st
     }
 
@@ -129,7 +133,10 @@ final class Muxer {
             }
             repairedTimestamps += 1
         }
-        if p.pointee.dts == noPTS && lastDTS[index] != noPTS { p.pointee.dts = lastDTS[index] + 1 }
+        if p.pointee.dts == noPTS {
+            // No time at all: one packet duration after the last, or the start.
+            p.pointee.dts = lastDTS[index] != noPTS ? lastDTS[index] + max(1, lastDuration[index]) : 0
+        }
         if lastDTS[index] != noPTS, p.pointee.dts != noPTS, p.pointee.dts <= lastDTS[index] {
             p.pointee.dts = lastDTS[index] + 1
             repairedTimestamps += 1
@@ -137,7 +144,9 @@ final class Muxer {
         if p.pointee.pts != noPTS, p.pointee.dts != noPTS, p.pointee.pts < p.pointee.dts {
             p.pointee.pts = p.pointee.dts
         }
-        if p.pointee.dts != noPTS { lastDTS[index] = p.pointee.dts }
+        if p.pointee.pts == noPTS { p.pointee.pts = p.pointee.dts }
+        lastDTS[index] = p.pointee.dts
+        lastDuration[index] = max(0, p.pointee.duration)
         payloadBytes += Int64(p.pointee.size)
         unsentBytes += Int64(p.pointee.size)
         if unsentBytes >= Muxer.writebackBytes, let writeback {

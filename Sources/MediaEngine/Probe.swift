@@ -76,11 +76,23 @@ public enum Prober {
             duration = streams.compactMap(\.durationSeconds).max() ?? 0
         }
         let start = seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0
-        var bitRate = Int(ctx.pointee.bit_rate)
-        if bitRate <= 0, duration > 0 { bitRate = Int(Double(size) * 8 / duration) }
         var warnings: [String] = []
         if streams.isEmpty { warnings.append("no_streams") }
-        if scan { try demuxer.keepingParameters { () throws(KilnError) in try scanPackets(demuxer, &streams, &warnings) } }
+        if scan {
+            try demuxer.keepingParameters { () throws(KilnError) in
+                try scanPackets(demuxer, &streams, &warnings)
+                // No duration in the header (a live or interrupted recording's Matroska): the
+                // last packets say where the file ends, for progress, the plan's bitrate and
+                // verification's length check.
+                if duration <= 0, let end = measuredEnd(demuxer, size: Int64(size)), end > start {
+                    duration = end - start
+                    warnings.append("duration_measured")
+                    try? demuxer.rewind()
+                }
+            }
+        }
+        var bitRate = Int(ctx.pointee.bit_rate)
+        if bitRate <= 0, duration > 0 { bitRate = Int(Double(size) * 8 / duration) }
 
         var chapters: [Chapter] = []
         for i in 0..<Int(ctx.pointee.nb_chapters) {
@@ -226,6 +238,8 @@ public enum Prober {
         let packet = try Packet()
         var pts: [Int64] = []
         var rpu = false, el = false, reads = 0, decodeTimesOnly = 0
+        // Elementary streams (raw H.264, HEVC, MPEG video) carry no times at all.
+        let untimed = Prober.elementaryStreamFormats.contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
         // Field order is only in the bitstream for many H.264 and MPEG-2 files. libavcodec's
         // parser reads it from the first keyframe's headers (slice header and picture
         // timing, picture coding extension) in microseconds; where it cannot say, the
@@ -247,7 +261,7 @@ public enum Prober {
             defer { packet.unref() }
             guard packet.streamIndex == target else { continue }
             let p = packet.pointer.pointee
-            if p.pts != noPTS { pts.append(p.pts) } else if p.dts != noPTS { decodeTimesOnly += 1 }
+            if p.pts != noPTS { pts.append(p.pts) } else if p.dts != noPTS || untimed { decodeTimesOnly += 1 }
             if let parser = fieldParser, p.flags & AV_PKT_FLAG_KEY != 0 {
                 if let order = parser.fieldOrder(of: packet) {
                     streams[vi].fieldOrder = order
@@ -302,6 +316,36 @@ public enum Prober {
     }
 
     static let scanPacketLimit = 240
+    /// libavformat's demuxers for bare video elementary streams.
+    static let elementaryStreamFormats: Set<String> = ["h264", "hevc", "mpegvideo", "m4v", "vc1", "cavsvideo", "avs2"]
+    /// How much of a file's end `measuredEnd` reads.
+    static let tailBytes: Int64 = 4 << 20
+
+    /// Where a file without a declared duration ends: the latest audio or video packet end
+    /// in its last `tailBytes`, read after a byte seek (demuxers find their next packet from
+    /// any byte). nil when the container cannot seek by byte or shows no times there. Leaves
+    /// the read position at the end: the caller rewinds.
+    static func measuredEnd(_ demuxer: Demuxer, size: Int64) -> Double? {
+        let ctx = demuxer.context
+        guard size > 0, ctx.pointee.pb != nil, ctx.pointee.iformat.pointee.flags & AVFMT_NO_BYTE_SEEK == 0,
+              av_seek_frame(ctx, -1, max(0, size - tailBytes), AVSEEK_FLAG_BYTE | AVSEEK_FLAG_ANY) >= 0,
+              let packet = try? Packet() else { return nil }
+        var end: Double? = nil
+        var reads = 0
+        while reads < 100_000, (try? demuxer.read(into: packet)) == true {
+            reads += 1
+            defer { packet.unref() }
+            let p = packet.pointer.pointee
+            guard p.stream_index >= 0, Int(p.stream_index) < demuxer.streamCount else { continue }
+            let st = demuxer.stream(Int(p.stream_index))
+            let type = st.pointee.codecpar.pointee.codec_type
+            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
+            let ts = p.pts != noPTS ? p.pts : p.dts
+            guard ts != noPTS, let t = seconds(ts + max(0, p.duration), st.pointee.time_base) else { continue }
+            end = max(end ?? t, t)
+        }
+        return end
+    }
     /// Codecs whose streams are interlaced in real files (HEVC's field SEI is too rare to
     /// pay a UHD decoder for on every probe).
     static let interlaceCapableCodecs: Set<String> = ["h264", "mpeg2video", "mpeg1video", "vc1", "mpeg4"]

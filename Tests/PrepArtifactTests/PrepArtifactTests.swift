@@ -828,6 +828,28 @@ struct FormatChangeTests {
         }
     }
 
+    @Test("a Matroska recording written live (no duration in its header) is measured from its last packets (it probed as 0 s)")
+    func liveMatroskaDuration() throws {
+        let source = try Media.generated("live-8s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8",
+                                                        "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=8",
+                                                        "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-live", "1", "-f", "matroska"])
+        #expect(try FFprobe(source).formatDuration == 0, "the header says no duration")
+        let probe = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+        guard case .number(let duration)? = probe["duration_seconds"] else { Issue.record("no duration"); return }
+        #expect(abs(duration - 8) < 0.1, "measured \(duration) s")
+        guard case .array(let warnings)? = probe["warnings"] else { Issue.record("no warnings"); return }
+        #expect(warnings.contains(.string("duration_measured")))
+        let dir = Media.scratch("live-mkv")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let video = try #require(try FFprobe(out).duration("video"))
+        #expect(abs(video - 8) < 0.1, "the remux keeps all 8 s from the start: \(video)")
+        let decode = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr.prefix(300))")
+    }
+
     @Test("H.264 with B-frames from AVI is re-encoded: a copy had no display times, and every frame's time came out of order")
     func aviWithoutPresentationTimes() throws {
         let source = try Media.generated("h264-bframes.avi", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
@@ -849,6 +871,32 @@ struct FormatChangeTests {
         let pts = list.compactMap { $0["pts"]?.int }
         #expect(pts.count == 75, "\(pts.count) frames")
         #expect(zip(pts, pts.dropFirst()).allSatisfy { $0 < $1 }, "display times rise: \(pts.prefix(12))")
+    }
+
+    @Test("a bare H.264 elementary stream (no times at all) is remuxed at its frame rate (it failed verification: its first pictures were placed before zero)")
+    func elementaryStream() throws {
+        let dir = Media.scratch("elementary")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for (name, bframes) in [("plain.h264", "0"), ("bframes.h264", "3")] {
+            let source = try Media.generated(name, ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                    "-c:v", "libx264", "-preset", "fast", "-bf", bframes, "-f", "h264"])
+            let out = dir.appendingPathComponent("\(name).mp4").path
+            let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+            #expect(r.status == 0, "\(name): \(r.stdout) \(r.stderr.suffix(300))")
+            // Pictures decoded out of order need times the stream does not have: re-encoded.
+            let json = try Command.json(r)
+            #expect(json["plan"]?["video"]?["action"] == .string(bframes == "0" ? "copy" : "transcode"), "\(name): \(r.stdout.prefix(300))")
+            let frames = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "frame=pts", "-of", "json", out])
+            guard case .array(let list)? = try JSONValue.parse(Array(frames.stdout.utf8))["frames"] else {
+                Issue.record("\(name): ffprobe listed no frames: \(frames.stderr)")
+                continue
+            }
+            let pts = list.compactMap { $0["pts"]?.int }
+            #expect(pts.count == 100, "\(name): \(pts.count) frames")
+            #expect(zip(pts, pts.dropFirst()).allSatisfy { $0 < $1 }, "\(name): display times rise: \(pts.prefix(12))")
+            let video = try #require(try FFprobe(out).duration("video"))
+            #expect(abs(video - 4) < 0.1, "\(name): \(video) s")
+        }
     }
 
     @Test("AAC in LATM framing (DVB, ISDB-Tb recordings) is re-encoded into the MP4 (its copy failed at the MP4 header as a retryable io_error)")
