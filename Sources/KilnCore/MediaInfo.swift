@@ -2,7 +2,7 @@
 /// alone, so everything that makes a stream playable or not on a device is here.
 public struct MediaInfo: Codable, Sendable, Equatable {
     /// Which probe described a file; raised when the probe learns something plans depend
-    /// on (2: codec tags; 3: reordered pictures without presentation times), so a
+    /// on (2: codec tags; 3: reordered pictures without presentation times, encryption), so a
     /// description cached by an older one is not planned from.
     public static let describerVersion = 3
 
@@ -184,6 +184,10 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     public var channelLayout: String?
     public var sampleRate: Int?
 
+    /// The stream's samples are encrypted (DRM: CENC/CBCS, FairPlay): they can be delivered
+    /// in the file as it is, never decoded or copied into a new file.
+    public var encrypted: Bool?
+
     // Subtitles
     /// true for text subtitles (subrip, ass, mov_text, webvtt), false for bitmaps (PGS, VobSub, DVB).
     public var textSubtitle: Bool?
@@ -235,7 +239,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case language, title, disposition, width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
         case chroma, sampleAspectRatio = "sample_aspect_ratio", frameRate = "frame_rate"
         case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", rotation
-        case presentationTimesMissing = "presentation_times_missing"
+        case presentationTimesMissing = "presentation_times_missing", encrypted
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
         case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", channels
         case channelLayout = "channel_layout", sampleRate = "sample_rate", textSubtitle = "text_subtitle"

@@ -93,6 +93,12 @@ final class Pipeline {
             try cancellation.check(.demux)
             let index = packet.streamIndex
             guard let lane = laneFor[index] else { continue }
+            // Encrypted samples decode to garbage and copy into a file without their keys'
+            // boxes: only the source file itself can go (the planner plans nothing else).
+            if packet.isEncrypted {
+                throw KilnError(.sourceUnsupported, stage: .demux,
+                                "the source's stream \(index) is encrypted (DRM): it can only be delivered as the file it is")
+            }
             let tb = demuxer.stream(Int(index)).pointee.time_base
             let p = packet.pointer
             if discontinuous, p.pointee.dts != noPTS, let last = lastDTS[index] {

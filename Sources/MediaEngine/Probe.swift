@@ -259,6 +259,9 @@ public enum Prober {
             reads += 1
             guard try demuxer.read(into: packet) else { break }
             defer { packet.unref() }
+            if packet.isEncrypted, let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) }) {
+                streams[i].encrypted = true
+            }
             guard packet.streamIndex == target else { continue }
             let p = packet.pointer.pointee
             if p.pts != noPTS { pts.append(p.pts) } else if p.dts != noPTS || untimed { decodeTimesOnly += 1 }

@@ -93,6 +93,14 @@ struct PlanContext {
 
     func unavailable(_ message: String) -> KilnError { KilnError(.qualityUnavailable, stage: .plan, message) }
 
+    /// Encrypted samples (DRM) cannot be decoded, and copied into a new file they lose the
+    /// boxes that say how to decrypt them: only the source itself can go.
+    func refuseEncrypted(_ why: String) throws(KilnError) {
+        guard source.streams.contains(where: { ($0.type == .video || $0.type == .audio) && $0.encrypted == true }) else { return }
+        throw KilnError(.sourceUnsupported, stage: .plan,
+                        "the source is encrypted (DRM) and can only be delivered as the file it is, but \(why)")
+    }
+
     func requireStreams() throws(KilnError) {
         if video == nil && source.audioStreams.isEmpty {
             throw unavailable("the source has no video and no audio stream")
@@ -114,6 +122,7 @@ struct PlanContext {
         if videoProblems.isEmpty && audioPlays && containerPlays {
             return asIs(.original, audio: asIsAudio, reasons: ["source_playable"] + (asIsAudio?.reasons ?? []))
         }
+        try refuseEncrypted("this device cannot play it as it is")
         var reasons = device.playsContainer(source.container) ? [] : ["container_unsupported"]
         if videoProblems.isEmpty, video.map { copiesIntoMP4(video: $0) } ?? true {
             return try remux(.original, reasons: containerProblems, audioTarget: nil)
@@ -160,6 +169,9 @@ struct PlanContext {
             if overallFits && containerPlays && audioPlays {
                 return asIs(quality, audio: asIsAudio, reasons: ["source_fits_target"] + (asIsAudio?.reasons ?? []))
             }
+        }
+        try refuseEncrypted("it does not fit \(quality.rawValue) as it is, or this device cannot play it as it is")
+        if problems.isEmpty {
             if video.map { copiesIntoMP4(video: $0) } ?? true {
                 // A remux keeps the picture and one audio track: it fits when the whole file
                 // does, or when the picture plus the audio that goes out does (a 4 Mbps film

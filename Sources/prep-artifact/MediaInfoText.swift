@@ -27,6 +27,7 @@ enum MediaInfoText {
                 parts.append(s.textSubtitle == true ? "text" : s.textSubtitle == false ? "bitmap" : "unknown kind")
             default: break
             }
+            if s.encrypted == true { parts.append("encrypted") }
             if let b = s.bitRate { parts.append("\(b / 1000) kb/s") }
             if let l = s.language { parts.append("[\(l)]") }
             if let t = s.title { parts.append("\"\(t)\"") }

@@ -138,6 +138,28 @@ struct RemuxMetadataTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty, "nothing left behind")
     }
 
+    @Test("encrypted samples are refused by the engine too, whatever a plan says (no garbage decoded, nothing left)")
+    func encryptedRefused() throws {
+        let path = try Media.generated("cenc-engine.mp4", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=1",
+                                                           "-c:v", "libx264", "-preset", "ultrafast",
+                                                           "-encryption_scheme", "cenc-aes-ctr",
+                                                           "-encryption_key", "76a6c65c5ea762046bd749a2e632ccbb",
+                                                           "-encryption_kid", "a7e61c373e219033c21091fa607bf3b8"])
+        let info = try Prober.probe(path: path)
+        #expect(info.videoStreams.first?.encrypted == true)
+        let dir = Media.scratch("encrypted")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for plan in [EnginePlans.remux(info), EnginePlans.transcode(info)].compactMap({ $0 }) {
+            do {
+                _ = try Preparer.prepare(source: path, plan: plan, info: info, output: dir.appendingPathComponent("out.mp4").path)
+                Issue.record("\(plan.deliveryFormat) wrote a file")
+            } catch {
+                #expect(error.code == .sourceUnsupported && error.message.contains("encrypted"), "\(error)")
+            }
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+    }
+
     @Test("Dolby Vision profile 8 keeps its configuration record and the hvc1 tag")
     func dolbyVision() throws {
         let (out, dir) = try remux("sp_sparks_dovi_8.mp4")

@@ -519,8 +519,25 @@ let timestampCases: [Case] = [
          Expect(delivery: .remux, video: .copy, notReasons: ["video_timestamps_missing"])),
 ]
 
+func encrypted(_ s: StreamInfo) -> StreamInfo {
+    var s = s
+    s.encrypted = true
+    return s
+}
+
+let encryptedCases: [Case] = [
+    Case("original: an encrypted MP4 the device plays goes as it is", media("mp4", kbps: 4000, encrypted(h1080), encrypted(aacEng)), .original, ios,
+         Expect(delivery: .original)),
+    Case("original: an encrypted MP4 that needs re-encoding is refused, not decoded into garbage", media("mp4", kbps: 4000,
+         encrypted(video("hevc", 1920, 1080)), encrypted(aacEng)), .original, web, Expect(error: .sourceUnsupported)),
+    Case("1 Mbps: an encrypted MP4 above the rung is refused", media("mp4", kbps: 4000, encrypted(h1080), encrypted(aacEng)), .mbps1, ios,
+         Expect(error: .sourceUnsupported)),
+    Case("5 Mbps: an encrypted MP4 that fits goes as it is", media("mp4", kbps: 4000, encrypted(h1080), encrypted(aacEng)), .mbps5, ios,
+         Expect(delivery: .original)),
+]
+
 let allCases = originalCases + rungCases + audioOnlyCases + audioCases + subtitleCases + sampleEntryCases + interlacedCases + latmCases
-    + timestampCases
+    + timestampCases + encryptedCases
 
 @Suite("planner rules")
 struct PlannerRuleTests {

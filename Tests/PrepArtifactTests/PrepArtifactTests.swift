@@ -767,7 +767,7 @@ struct FileNameTests {
     }
 }
 
-@Suite("broadcast recordings that change format mid-stream")
+@Suite("sources whose packets do not go into MP4 as they are: format changes, LATM, missing times, encryption")
 struct FormatChangeTests {
     /// Five seconds of 4:3 SD with stereo AAC, then five of 16:9 HD with 5.1 AAC, in one
     /// transport stream: a recording that runs from adverts into a film.
@@ -897,6 +897,30 @@ struct FormatChangeTests {
             let video = try #require(try FFprobe(out).duration("video"))
             #expect(abs(video - 4) < 0.1, "\(name): \(video) s")
         }
+    }
+
+    @Test("an encrypted (CENC) MP4 is delivered as it is where it plays, and refused with a reason where it would have to be decoded (it failed as source_corrupt)")
+    func encryptedSource() throws {
+        let source = try Media.generated("cenc-3mbps.mp4", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=2",
+                                                      "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=2",
+                                                      "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "3M", "-c:a", "aac",
+                                                      "-encryption_scheme", "cenc-aes-ctr",
+                                                      "-encryption_key", "76a6c65c5ea762046bd749a2e632ccbb",
+                                                      "-encryption_kid", "a7e61c373e219033c21091fa607bf3b8"])
+        #expect(try Command.probedStreams(source).allSatisfy { $0["encrypted"] == .bool(true) })
+        let dir = Media.scratch("cenc")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let asIs = dir.appendingPathComponent("original.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", asIs, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(try Command.json(r)["plan"]?["delivery_format"] == .string("original"))
+        let out = dir.appendingPathComponent("1mbps.mp4").path
+        let refused = try Command.run(["prepare", source, "--quality", "1mbps", "--caps", "ios", "--output", out, "--json"])
+        #expect(refused.status == 3, "\(refused.stdout)")
+        let error = try Command.json(refused)["error"]
+        #expect(error?["code"] == .string("source_unsupported") && error?["message"]?.string?.contains("encrypted") == true,
+                "\(refused.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: out))
     }
 
     @Test("AAC in LATM framing (DVB, ISDB-Tb recordings) is re-encoded into the MP4 (its copy failed at the MP4 header as a retryable io_error)")
