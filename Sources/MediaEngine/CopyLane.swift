@@ -110,15 +110,24 @@ final class CopyLane: Lane {
     /// stereo adverts): each ADTS frame says so, but an MP4 track has one configuration, so
     /// the frames after the change would not decode from the output. The copy stops there
     /// (`formatChange` says why) and the audio is re-encoded instead (`Preparer`).
+    /// A new configuration counts once it holds for `changeFrames` frames in a row: one
+    /// header hit by a reception error is one damaged frame (as in the source), not a change.
     private func checkADTS(_ packet: Packet) throws(KilnError) {
         let p = packet.pointer.pointee
         guard let data = p.data, let config = ADTSConfiguration(UnsafeBufferPointer(start: data, count: Int(p.size))) else { return }
         guard let first = adtsConfiguration else { adtsConfiguration = config; return }
-        guard config != first else { return }
+        guard config != first else { pendingChange = nil; return }
         let at = seconds(p.pts, input.pointee.time_base) ?? seconds(p.dts, input.pointee.time_base) ?? 0
-        formatChange = "the source's AAC audio changes from \(first) to \(config) at \(Format.fixed(at, decimals: 1)) s"
+        if pendingChange?.config != config { pendingChange = (config, 0, at) }
+        pendingChange!.frames += 1
+        guard let change = pendingChange, change.frames >= Self.changeFrames else { return }
+        formatChange = "the source's AAC audio changes from \(first) to \(config) at \(Format.fixed(change.at, decimals: 1)) s"
         throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): one MP4 track cannot carry both as they are")
     }
+
+    /// About a sixth of a second of AAC frames.
+    static let changeFrames = 8
+    private var pendingChange: (config: ADTSConfiguration, frames: Int, at: Double)?
 
     private func emit(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         packet.streamIndex = outputIndex

@@ -943,6 +943,32 @@ struct FormatChangeTests {
         #expect(try FFprobe(out).streams("audio").first?["codec_name"] == .string("aac"))
     }
 
+    @Test("one ADTS header damaged by a reception error is a damaged frame, not a format change: the AAC is still copied")
+    func glitchedHeaderIsNoChange() throws {
+        let clean = try Media.generated("stereo-aac-6s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6",
+                                                             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
+                                                             "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-ac", "2",
+                                                             "-f", "mpegts"])
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: clean)))
+        // The 100th stereo 48 kHz LC header (FF F1 4C 80) made to say 5.1 (4D 80), 2 s in.
+        var seen = 0, flipped = false
+        for i in 0..<(bytes.count - 4) where bytes[i] == 0xFF && bytes[i + 1] == 0xF1 && bytes[i + 2] == 0x4C && bytes[i + 3] == 0x80 {
+            seen += 1
+            if seen == 100 { bytes[i + 2] = 0x4D; flipped = true; break }
+        }
+        #expect(flipped)
+        let dir = Media.scratch("adts-glitch")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("glitch.ts")
+        try Data(bytes).write(to: source)
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source.path, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let json = try Command.json(r)
+        #expect(json["stats"]?["adjustments"] == nil, "\(r.stdout.suffix(400))")
+        #expect(json["plan"]?["audio"]?["action"] == .string("copy"))
+    }
+
     @Test("AAC that goes from stereo to 5.1 is re-encoded instead of copied, and the whole output decodes (its verification failed)")
     func audioFormatChange() throws {
         let source = try Self.recording()
