@@ -120,6 +120,7 @@ public enum Preparer {
     static func prepare(source opened: ProbedSource, plan: Plan, output: String, forecastFromBytes: Int64, awaitForecast: Bool,
                         room fixedRoom: Int64? = nil, cancellation: Cancellation = Cancellation(),
                         progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
+        try refuseOverwritingSource(opened.path, output: output)
         var formatChange: String?
         do {
             return try prepareOnce(source: opened, plan: plan, output: output, forecastFromBytes: forecastFromBytes,
@@ -141,6 +142,15 @@ public enum Preparer {
             result.stats.adjustments = ["audio_reencoded: \(change)"]
             return result
         }
+    }
+
+    /// The output renamed over the source would replace the user's file with what was made
+    /// from it (a typo away with `--output`), and a symlink or hard link to it is the same
+    /// file: refused before any work.
+    static func refuseOverwritingSource(_ source: String, output: String) throws(KilnError) {
+        var a = stat(), b = stat()
+        guard stat(source, &a) == 0, stat(output, &b) == 0, a.st_dev == b.st_dev, a.st_ino == b.st_ino else { return }
+        throw KilnError(.usage, stage: .request, field: "output", "the output is the source file itself: choose another path")
     }
 
     /// A copied audio stream's re-encoded replacement: AAC with the channels the copy would

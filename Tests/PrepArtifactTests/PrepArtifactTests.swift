@@ -721,6 +721,24 @@ struct DiskFullTests {
 
 @Suite("file names")
 struct FileNameTests {
+    @Test("an output that is the source itself (the same path, or a link to it) is refused: the file was replaced by what was made from it")
+    func outputIsSource() throws {
+        let dir = Media.scratch("same-file")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("film.mkv").path
+        try FileManager.default.copyItem(atPath: Media.shared("ax_sample_with_srt.mkv"), toPath: source)
+        let link = dir.appendingPathComponent("link.mkv").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: source)
+        let before = try Data(contentsOf: URL(fileURLWithPath: source))
+        for output in [source, link] {
+            let r = try Command.run(["prepare", source, "--quality", "1mbps", "--caps", "ios", "--output", output, "--json"])
+            #expect(r.status == 2, "\(output): \(r.stdout)")
+            #expect(try Command.json(r)["error"]?["field"] == .string("output"), "\(r.stdout)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: source)) == before, "the source is untouched")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["film.mkv", "link.mkv"])
+    }
+
     @Test("a named pipe or a device is refused at once (exit 3, source_unreadable), not waited on or read forever",
           arguments: ["pipe", "/dev/zero"])
     func notARegularFile(_ kind: String) throws {
