@@ -175,14 +175,28 @@ final class Demuxer {
             }
         }
         defer {
-            // Streams the scan discovered (MPEG-TS adds them as they appear) have nothing to restore.
+            // Streams the scan discovered (MPEG-TS adds them as they appear) have nothing to
+            // restore, and parameters the analysis left incomplete (an audio stream that only
+            // began past its window) keep what the scan learnt.
             for (i, copy) in saved.enumerated() {
                 var c = copy
-                if let copy, i < streamCount { _ = avcodec_parameters_copy(stream(i).pointee.codecpar, copy) }
+                if let copy, i < streamCount, Self.complete(copy.pointee) {
+                    _ = avcodec_parameters_copy(stream(i).pointee.codecpar, copy)
+                }
                 avcodec_parameters_free(&c)
             }
         }
         return try body()
+    }
+
+    /// Whether codec parameters say what a copy needs: a picture size, or a sample rate and
+    /// channel count.
+    static func complete(_ par: AVCodecParameters) -> Bool {
+        switch par.codec_type {
+        case AVMEDIA_TYPE_VIDEO: return par.width > 0 && par.height > 0
+        case AVMEDIA_TYPE_AUDIO: return par.sample_rate > 0 && par.ch_layout.nb_channels > 0
+        default: return true
+        }
     }
 
     /// Whether the container's timestamps may jump (MPEG-TS and friends).

@@ -34,6 +34,23 @@ struct VerifierTests {
         #expect(truncate(out, off_t(size * 6 / 10)) == 0)
     }
 
+    @Test("after the probe's packet scan, codec parameters go back to what the analysis said, unless it left them incomplete")
+    func parametersKept() throws {
+        let path = Media.shared("ax_sample_ac3_aac.mp4")
+        let demuxer = try Demuxer(path: path, cancellation: Cancellation())
+        let audio = try #require((0..<demuxer.streamCount).first {
+            demuxer.stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO })
+        let par = demuxer.stream(audio).pointee.codecpar!
+        let rate = par.pointee.sample_rate
+        // What a parser does to a stream that changes format during the scan: put back.
+        try demuxer.keepingParameters { () throws(KilnError) in par.pointee.sample_rate = 44_100 + (rate == 44_100 ? 1 : 0) }
+        #expect(par.pointee.sample_rate == rate)
+        // A stream the analysis could not complete keeps what the scan learnt.
+        par.pointee.sample_rate = 0
+        try demuxer.keepingParameters { () throws(KilnError) in par.pointee.sample_rate = 32_000 }
+        #expect(par.pointee.sample_rate == 32_000)
+    }
+
     @Test("a source check that reaches no keyframe is no evidence of damage (a TS seek near the end of a long GOP)")
     func noKeyframeIsNoEvidence() throws {
         // One keyframe, at the start of 6 s: MPEG-TS seeks by timestamp to any packet, so
