@@ -63,12 +63,12 @@ public enum PlanTable {
         }
         out += table(rows)
         out.append("")
-        var devices: [[String]] = [["device", "video", "audio", "passthrough", "containers", "max", "hdr"]]
+        var devices: [[String]] = [["device", "video", "audio", "passthrough", "containers", "max", "hdr", "interlaced"]]
         for name in presets.deviceNames {
             let c = presets.devices[name]!
             devices.append([
                 name, list(c.codecsVideo), list(c.codecsAudio), list(c.audioPassthroughCodecs), list(c.containers),
-                c.maxResolution?.rawValue ?? "?", c.hdr.map { $0 ? "yes" : "no" } ?? "?",
+                c.maxResolution?.rawValue ?? "?", c.hdr.map { $0 ? "yes" : "no" } ?? "?", c.interlaced == true ? "yes" : "no",
             ])
         }
         out += table(devices)
