@@ -152,9 +152,10 @@ int kiln_copy_chapters(AVFormatContext *out, const AVFormatContext *in, int64_t 
     return 0;
 }
 
-int kiln_copy_stream_side_data(AVStream *out, const AVStream *in) {
+int kiln_copy_stream_side_data(AVStream *out, const AVStream *in, int skip_type) {
     for (int i = 0; i < in->nb_side_data; i++) {
         const AVPacketSideData *sd = &in->side_data[i];
+        if ((int)sd->type == skip_type) continue;
         uint8_t *dst = av_stream_new_side_data(out, sd->type, sd->size);
         if (!dst) return AVERROR(ENOMEM);
         memcpy(dst, sd->data, sd->size);

@@ -77,7 +77,12 @@ final class CopyLane: Lane {
         par.pointee.sample_aspect_ratio = sar
         // Display matrix (rotation), Dolby Vision configuration, mastering display and
         // content light levels travel as stream side data.
-        try check(kiln_copy_stream_side_data(out, input), .mux, "cannot copy stream side data")
+        // Dolby Vision profile 7 (UHD Blu-ray: a base layer plus an enhancement layer in the
+        // same stream) has no single-track carriage in MP4, and Apple's players, which read
+        // the configuration record, take profiles 5 and 8 only. Without the record the file is
+        // the HDR10 base layer it is built on (decoders skip the enhancement NAL units).
+        let skip = kiln_stream_dovi(input)?.pointee.dv_profile == 7 ? Int32(AV_PKT_DATA_DOVI_CONF.rawValue) : -1
+        try check(kiln_copy_stream_side_data(out, input, skip), .mux, "cannot copy stream side data")
         copyStreamMetadata(from: input, to: out)
     }
 

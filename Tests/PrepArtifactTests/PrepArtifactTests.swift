@@ -941,6 +941,39 @@ struct FormatChangeTests {
         #expect(!FileManager.default.fileExists(atPath: out))
     }
 
+    @Test("Dolby Vision profile 7 (UHD Blu-ray, enhancement layer in the stream) is remuxed as its HDR10 base layer, without a configuration record MP4 players would refuse")
+    func dolbyVisionProfile7() throws {
+        // The profile 8 sample's record rewritten to say profile 7 (base, enhancement and RPU,
+        // HDR10-compatible), then carried into Matroska as a UHD Blu-ray remux would be.
+        let mp4 = try Media.generated("dv7-record.mp4") { tmp in
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Media.shared("sp_sparks_dovi_8.mp4"))))
+            guard let at = (0..<(bytes.count - 9)).first(where: { bytes[$0..<$0 + 4].elementsEqual("dvvC".utf8) }) else {
+                throw TestFailure("no dvvC box")
+            }
+            let p = at + 4, level = (Int(bytes[p + 2] & 1) << 5) | Int(bytes[p + 3] >> 3)
+            bytes.replaceSubrange(at..<at + 4, with: Array("dvcC".utf8))
+            bytes[p + 2] = UInt8(7 << 1 | (level >> 5) & 1)
+            bytes[p + 3] = UInt8((level & 0x1F) << 3 | 0b111)
+            bytes[p + 4] = 6 << 4 | (bytes[p + 4] & 0x0F)
+            try Data(bytes).write(to: URL(fileURLWithPath: tmp))
+        }
+        let source = try Media.generated("dv7.mkv", ["-i", mp4, "-c", "copy", "-strict", "unofficial"])
+        let streams = try Command.probedStreams(source)
+        #expect(streams.first?["dolby_vision"]?["profile"]?.int == 7, "\(streams.first ?? .null)")
+        let dir = Media.scratch("dv7")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "apple-tv-4k", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let probe = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_streams", "-of", "json", out])
+        guard case .array(let list)? = try JSONValue.parse(Array(probe.stdout.utf8))["streams"], let v = list.first else {
+            Issue.record("no video stream: \(probe.stderr)")
+            return
+        }
+        #expect(v["codec_tag_string"] == .string("hvc1") && v["color_transfer"] == .string("smpte2084"))
+        #expect(!probe.stdout.contains("DOVI configuration record"), "no Dolby Vision record in the MP4")
+    }
+
     @Test("AAC in LATM framing (DVB, ISDB-Tb recordings) is re-encoded into the MP4 (its copy failed at the MP4 header as a retryable io_error)")
     func latmAudio() throws {
         let source = try Media.generated("latm-aac.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",

@@ -198,6 +198,7 @@ void kiln_recorder_free(KilnRecorder **r);
 /// and clipped at zero. Returns 0 or a negative AVERROR.
 int kiln_copy_chapters(AVFormatContext *out, const AVFormatContext *in, int64_t offset);
 /// Copies a stream's side data (display matrix, Dolby Vision configuration, mastering
-/// display and content light metadata) to another stream.
-int kiln_copy_stream_side_data(AVStream *out, const AVStream *in);
+/// display and content light metadata) to another stream, except entries of `skip_type`
+/// (an AVPacketSideDataType; -1 skips none).
+int kiln_copy_stream_side_data(AVStream *out, const AVStream *in, int skip_type);
 #endif
