@@ -236,6 +236,8 @@ struct PlanContext {
             audioPlan = plan
             reasons += why
         }
+        // MP4 carries profile 7's base layer only (the engine leaves its record out).
+        if video?.dolbyVision?.profile == 7 { reasons.append("dolby_vision_base_layer_only") }
         let (subs, subReasons) = subtitlePlans()
         return Plan(quality: quality, effectiveQuality: .original, deliveryFormat: .remux, targetBitrateKbps: 0,
                     container: "mp4", video: video.map(copyVideo), audio: audioPlan, subtitles: subs,

@@ -536,8 +536,16 @@ let encryptedCases: [Case] = [
          Expect(delivery: .original)),
 ]
 
+let dolbyVision7Cases: [Case] = [
+    Case("original: Dolby Vision 7 in Matroska to Apple TV is remuxed as its HDR10 base layer, and says so",
+         media("mkv", kbps: 40000, dolbyVision(profile: 7, compat: 6, w: 3840, h: 2160), aacEng), .original, atv,
+         Expect(delivery: .remux, video: .copy, reasons: ["dolby_vision_base_layer_only"])),
+    Case("original: Dolby Vision 8.1 in Matroska keeps its record", media("mkv", kbps: 40000, dolbyVision(profile: 8, compat: 1, w: 3840, h: 2160), aacEng),
+         .original, atv, Expect(delivery: .remux, video: .copy, notReasons: ["dolby_vision_base_layer_only"])),
+]
+
 let allCases = originalCases + rungCases + audioOnlyCases + audioCases + subtitleCases + sampleEntryCases + interlacedCases + latmCases
-    + timestampCases + encryptedCases
+    + timestampCases + encryptedCases + dolbyVision7Cases
 
 @Suite("planner rules")
 struct PlannerRuleTests {
