@@ -10,6 +10,10 @@ public struct Plan: Codable, Sendable, Equatable {
     /// Output container: the source's for `original`, "mp4" otherwise.
     public var container: String
     public var video: VideoPlan?
+    /// For a copied H.264/HEVC picture: the encode that replaces the copy if the stream
+    /// turns out to change its picture size mid-stream (one MP4 sample entry cannot carry
+    /// both). Made from the same inputs as the rest of the plan, so not part of its key.
+    public var videoFallback: VideoPlan?
     public var audio: AudioPlan?
     public var subtitles: [SubtitlePlan]
     /// Stable machine words saying why (e.g. `container_unsupported`, `source_fits_target`).
@@ -34,7 +38,7 @@ public struct Plan: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case quality, effectiveQuality = "effective_quality", deliveryFormat = "delivery_format"
         case targetBitrateKbps = "target_bitrate_kbps", container, video, audio, subtitles, reasons
-        case artifactKey = "artifact_key"
+        case artifactKey = "artifact_key", videoFallback = "video_fallback"
     }
 }
 

@@ -7,7 +7,7 @@ final class CopyLane: Lane {
     let inputIndex: Int32
     private(set) var outputIndex: Int32 = -1
     private let input: UnsafeMutablePointer<AVStream>
-    private let isVideo: Bool
+    let isVideo: Bool
     private var sawKeyframe = false
     private(set) var stats = LaneStats()
     /// Leading packets that came without a DTS (reordered H.264/HEVC from MKV: the
@@ -28,12 +28,22 @@ final class CopyLane: Lane {
     private var adtsConfiguration: ADTSConfiguration?
     private(set) var formatChange: String?
 
-    init(demuxer: Demuxer, index: Int, witness: KeyframeWitness? = nil) {
+    /// H.264/HEVC keyframes' headers, when a change of picture size must stop the copy
+    /// (the plan has an encode to fall back on); the first keyframe's size, and a new one
+    /// seen on consecutive keyframes.
+    private let sizeWatch: HeaderParser?
+    private var firstSize: (width: Int32, height: Int32)?
+    private var newSize: (width: Int32, height: Int32, keyframes: Int, at: Double)?
+
+    /// - Parameter watchPictureSize: stop (with `formatChange`) when the picture's size
+    ///   changes mid-stream, which one MP4 sample entry cannot describe.
+    init(demuxer: Demuxer, index: Int, witness: KeyframeWitness? = nil, watchPictureSize: Bool = false) {
         inputIndex = Int32(index)
         input = demuxer.stream(index)
         path = demuxer.path
         isVideo = input.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
         self.witness = isVideo ? witness : nil
+        sizeWatch = isVideo && watchPictureSize ? HeaderParser(stream: input, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC]) : nil
     }
 
     var ffmpegEquivalent: [String] {
@@ -95,6 +105,7 @@ final class CopyLane: Lane {
             sawKeyframe = true
         }
         if let witness, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try witness.offer(packet) }
+        if let sizeWatch, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try checkPictureSize(packet, sizeWatch) }
         if !isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AAC { try checkADTS(packet) }
         if isVideo && !sawDTS {
             // (A packet with no time at all, from an elementary stream, is not one of those:
@@ -128,6 +139,30 @@ final class CopyLane: Lane {
         guard let change = pendingChange, change.frames >= Self.changeFrames else { return }
         formatChange = "the source's AAC audio changes from \(first) to \(config) at \(Format.fixed(change.at, decimals: 1)) s"
         throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): one MP4 track cannot carry both as they are")
+    }
+
+    /// A broadcast recording may switch from SD to HD (or 4:3 to 16:9) mid-stream: the new
+    /// sequence parameter sets travel in band, but an `avc1`/`hvc1` sample entry describes
+    /// one size, and players that read only it show the rest wrongly or not at all. A size
+    /// counts once two keyframes in a row have it (one damaged header is not a change).
+    private func checkPictureSize(_ packet: Packet, _ parser: HeaderParser) throws(KilnError) {
+        parser.parse(packet)
+        guard let size = parser.size else { return }
+        guard let first = firstSize else { firstSize = size; return }
+        guard size != first else { newSize = nil; return }
+        let p = packet.pointer.pointee
+        let at = seconds(p.pts, input.pointee.time_base) ?? seconds(p.dts, input.pointee.time_base) ?? 0
+        if let n = newSize, n.width == size.width, n.height == size.height { newSize!.keyframes += 1 }
+        else { newSize = (size.width, size.height, 1, at) }
+        guard let change = newSize, change.keyframes >= 2 else { return }
+        try stopForNewSize(from: first, change)
+    }
+
+    private func stopForNewSize(from first: (width: Int32, height: Int32),
+                                _ change: (width: Int32, height: Int32, keyframes: Int, at: Double)) throws(KilnError) {
+        formatChange = "the source's picture changes from \(first.width)x\(first.height) to \(change.width)x\(change.height) "
+            + "at \(Format.fixed(change.at, decimals: 1)) s"
+        throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): one MP4 sample entry cannot describe both")
     }
 
     /// About a sixth of a second of AAC frames.
@@ -167,6 +202,8 @@ final class CopyLane: Lane {
     }
 
     func finish(muxer: Muxer) throws(KilnError) {
+        // A new size on the last keyframe, kept to the end, is a change too.
+        if let first = firstSize, let change = newSize { try stopForNewSize(from: first, change) }
         try flushPending(before: noPTS, muxer: muxer)
     }
 }

@@ -121,27 +121,44 @@ public enum Preparer {
                         room fixedRoom: Int64? = nil, cancellation: Cancellation = Cancellation(),
                         progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
         try refuseOverwritingSource(opened.path, output: output)
-        var formatChange: String?
-        do {
-            return try prepareOnce(source: opened, plan: plan, output: output, forecastFromBytes: forecastFromBytes,
-                                   awaitForecast: awaitForecast, room: fixedRoom, cancellation: cancellation,
-                                   progress: progress, formatChange: &formatChange)
-        } catch {
-            // A copied audio stream whose format changed mid-stream: the same plan with that
-            // audio re-encoded (decoders follow the change; the resampler keeps one format).
-            guard let change = formatChange, let audio = plan.audio, audio.action == .copy, !cancellation.isCanceled else {
-                throw error
+        var change: FormatChange?
+        var current = plan
+        var adjustments: [String] = []
+        var source = opened
+        // Each copied stream can stop the copy once (audio, then picture): at most three runs.
+        while true {
+            do {
+                var result = try prepareOnce(source: source, plan: current, output: output, forecastFromBytes: forecastFromBytes,
+                                             awaitForecast: awaitForecast, room: adjustments.isEmpty ? fixedRoom : nil,
+                                             cancellation: cancellation, progress: progress, formatChange: &change)
+                if !adjustments.isEmpty { result.stats.adjustments = adjustments }
+                return result
+            } catch {
+                guard let what = change, !cancellation.isCanceled else { throw error }
+                change = nil
+                if what.video {
+                    // The picture changed size: the plan's encode replaces the copy (the
+                    // filter graph fits each size into its frame).
+                    guard let fallback = current.videoFallback, current.video?.action == .copy else { throw error }
+                    current.video = fallback
+                    current.videoFallback = nil
+                    adjustments.append("video_reencoded: \(what.description)")
+                } else {
+                    // The audio's format changed: re-encoded (decoders follow the change; the
+                    // resampler keeps one format).
+                    guard let audio = current.audio, audio.action == .copy else { throw error }
+                    current.audio = reencoded(audio, source: opened.info)
+                    adjustments.append("audio_reencoded: \(what.description)")
+                }
+                source = ProbedSource(demuxer: try Demuxer(path: opened.path, cancellation: cancellation), info: opened.info)
             }
-            var adjusted = plan
-            adjusted.audio = reencoded(audio, source: opened.info)
-            let reopened = ProbedSource(demuxer: try Demuxer(path: opened.path, cancellation: cancellation), info: opened.info)
-            var unused: String?
-            var result = try prepareOnce(source: reopened, plan: adjusted, output: output, forecastFromBytes: forecastFromBytes,
-                                         awaitForecast: awaitForecast, room: nil, cancellation: cancellation,
-                                         progress: progress, formatChange: &unused)
-            result.stats.adjustments = ["audio_reencoded: \(change)"]
-            return result
         }
+    }
+
+    /// A copied stream that stopped because its format changed mid-stream (`CopyLane`).
+    struct FormatChange {
+        let video: Bool
+        let description: String
     }
 
     /// The output renamed over the source would replace the user's file with what was made
@@ -167,7 +184,7 @@ public enum Preparer {
     private static func prepareOnce(source opened: ProbedSource, plan: Plan, output: String, forecastFromBytes: Int64,
                                     awaitForecast: Bool, room fixedRoom: Int64?, cancellation: Cancellation,
                                     progress: @escaping (JobProgress) -> Void,
-                                    formatChange: inout String?) throws(KilnError) -> PrepareResult {
+                                    formatChange: inout FormatChange?) throws(KilnError) -> PrepareResult {
         let source = opened.path, info = opened.info
         let clock = SystemClock()
         let started = clock.monotonicSeconds()
@@ -222,7 +239,9 @@ public enum Preparer {
                 let pipeline = Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
                                         cancellation: cancellation, onProgress: progress)
                 do { try pipeline.run() } catch {
-                    formatChange = lanes.lazy.compactMap { ($0 as? CopyLane)?.formatChange }.first
+                    formatChange = lanes.lazy.compactMap { $0 as? CopyLane }.compactMap { lane in
+                        lane.formatChange.map { FormatChange(video: lane.isVideo, description: $0) }
+                    }.first
                     throw error
                 }
                 delivered = pipeline.delivered
@@ -298,7 +317,8 @@ public enum Preparer {
             guard let s = info.stream(v.sourceIndex), v.sourceIndex < demuxer.streamCount else {
                 throw KilnError(.planUnsupported, stage: .plan, "the plan's video stream \(v.sourceIndex) is not in the source")
             }
-            lanes.append(v.action == .copy ? CopyLane(demuxer: demuxer, index: v.sourceIndex, witness: witness)
+            lanes.append(v.action == .copy ? CopyLane(demuxer: demuxer, index: v.sourceIndex, witness: witness,
+                                                      watchPictureSize: plan.videoFallback != nil)
                                            : try VideoTranscodeLane(demuxer: demuxer, plan: v, source: s))
         }
         if let a = plan.audio {

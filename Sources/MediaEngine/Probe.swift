@@ -245,11 +245,11 @@ public enum Prober {
         // timing, picture coding extension) in microseconds; where it cannot say, the
         // keyframe is decoded (one thread, drained at once rather than after the reorder
         // delay's worth of pictures) and the picture asked.
-        var fieldParser: FieldOrderParser? = nil
+        var fieldParser: HeaderParser? = nil
         var fieldDecoder: Decoder? = nil
         if streams[vi].fieldOrder == nil || streams[vi].fieldOrder == .unknown,
            Prober.interlaceCapableCodecs.contains(streams[vi].codec) {
-            fieldParser = FieldOrderParser(stream: st)
+            fieldParser = HeaderParser(stream: st, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO])
             if fieldParser == nil { fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true) }
         }
         // No seek first: the packets find_stream_info read are still buffered and come
@@ -266,7 +266,8 @@ public enum Prober {
             let p = packet.pointer.pointee
             if p.pts != noPTS { pts.append(p.pts) } else if p.dts != noPTS || untimed { decodeTimesOnly += 1 }
             if let parser = fieldParser, p.flags & AV_PKT_FLAG_KEY != 0 {
-                if let order = parser.fieldOrder(of: packet) {
+                parser.parse(packet)
+                if let order = parser.fieldOrder {
                     streams[vi].fieldOrder = order
                 } else {
                     fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true)
@@ -440,18 +441,17 @@ final class Deadline: Sendable {
     func disarm() { state.withLock { $0.armed = false } }
 }
 
-/// Field order from a keyframe's headers, through libavcodec's parser (H.264, MPEG-1/2):
-/// no picture is decoded. Owns the parser and the codec context it reads parameter sets
-/// (extradata) from.
-final class FieldOrderParser {
+/// What a picture's headers say (field order, presentation size), through libavcodec's
+/// parser: no picture is decoded. Owns the parser and the codec context it reads parameter
+/// sets (extradata) from.
+final class HeaderParser {
     private let parser: UnsafeMutablePointer<AVCodecParserContext>
     private var context: UnsafeMutablePointer<AVCodecContext>?
 
-    /// nil for codecs whose parser does not report field order.
-    init?(stream: UnsafeMutablePointer<AVStream>) {
+    /// nil for codecs outside `codecs` or without a parser.
+    init?(stream: UnsafeMutablePointer<AVStream>, codecs: [AVCodecID]) {
         let id = stream.pointee.codecpar.pointee.codec_id
-        guard [AV_CODEC_ID_H264, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO].contains(id),
-              let parser = av_parser_init(Int32(id.rawValue)) else { return nil }
+        guard codecs.contains(id), let parser = av_parser_init(Int32(id.rawValue)) else { return nil }
         guard let context = avcodec_alloc_context3(nil),
               avcodec_parameters_to_context(context, stream.pointee.codecpar) >= 0 else {
             av_parser_close(parser)
@@ -468,13 +468,17 @@ final class FieldOrderParser {
         avcodec_free_context(&context)
     }
 
-    /// The keyframe's field order, or nil when its headers do not say.
-    func fieldOrder(of packet: Packet) -> FieldOrder? {
+    /// Parses one packet (a whole picture); its results are read from the properties.
+    func parse(_ packet: Packet) {
         let p = packet.pointer.pointee
-        guard let data = p.data, p.size > 0 else { return nil }
+        guard let data = p.data, p.size > 0 else { return }
         var out: UnsafeMutablePointer<UInt8>? = nil
         var outSize: Int32 = 0
         _ = av_parser_parse2(parser, context, &out, &outSize, data, p.size, p.pts, p.dts, p.pos)
+    }
+
+    /// The last parsed picture's field order, or nil when its headers do not say.
+    var fieldOrder: FieldOrder? {
         switch parser.pointee.field_order {
         case AV_FIELD_PROGRESSIVE: return .progressive
         case AV_FIELD_TT: return .tt
@@ -483,5 +487,11 @@ final class FieldOrderParser {
         case AV_FIELD_BT: return .bt
         default: return nil
         }
+    }
+
+    /// The last parsed picture's presentation size (its sequence parameter set, cropped),
+    /// nil when the headers gave none.
+    var size: (width: Int32, height: Int32)? {
+        parser.pointee.width > 0 && parser.pointee.height > 0 ? (parser.pointee.width, parser.pointee.height) : nil
     }
 }

@@ -239,9 +239,11 @@ struct PlanContext {
         // MP4 carries profile 7's base layer only (the engine leaves its record out).
         if video?.dolbyVision?.profile == 7 { reasons.append("dolby_vision_base_layer_only") }
         let (subs, subReasons) = subtitlePlans()
-        return Plan(quality: quality, effectiveQuality: .original, deliveryFormat: .remux, targetBitrateKbps: 0,
-                    container: "mp4", video: video.map(copyVideo), audio: audioPlan, subtitles: subs,
-                    reasons: reasons + subReasons, artifactKey: "")
+        var plan = Plan(quality: quality, effectiveQuality: .original, deliveryFormat: .remux, targetBitrateKbps: 0,
+                        container: "mp4", video: video.map(copyVideo), audio: audioPlan, subtitles: subs,
+                        reasons: reasons + subReasons, artifactKey: "")
+        plan.videoFallback = videoFallback(rung)
+        return plan
     }
 
     func transcode(requested: Quality, rung: Rung, reasons: [String]) throws(KilnError) -> Plan {
@@ -255,32 +257,9 @@ struct PlanContext {
         var reasons = reasons
         var videoPlan: VideoPlan?
         if let v = video {
-            guard device.video.contains("h264") else {
-                throw unavailable("the source must be transcoded and caps.codecs_video does not list h264, the codec Kiln encodes")
-            }
-            let highRate = (Codecs.frameRate(v) ?? 0) > FrameSize.highFrameRate
-            if highRate && frameClass(rung, highFrameRate: true) < frameClass(rung, highFrameRate: false) {
-                reasons.append("frame_rate_above_30")
-            }
-            let cls = frameClass(rung, highFrameRate: highRate)
-            guard let size = FrameSize.fit(v, into: cls) else {
-                throw unavailable("the video stream's frame size is unknown, so it cannot be transcoded")
-            }
-            let floor = H264Level(rung.level) ?? H264Level.table[0]
-            let level = H264Level.required(width: size.width, height: size.height, fps: Codecs.frameRate(v) ?? 30,
-                                           maxrateKbps: rung.videoKbps, floor: floor)
-            let encoder = EncoderSettings(name: "libx264", preset: rung.preset, crf: rung.crf, maxrateKbps: rung.videoKbps,
-                                          bufsizeKbps: rung.bufsizeKbps, profile: rung.profile, level: level.name,
-                                          gopSeconds: rung.gopSeconds, pixFmt: "yuv420p")
-            let toneMap = Codecs.isHDR(v)
-            let deinterlace = v.fieldOrder?.isInterlaced ?? false
-            if toneMap { reasons.append("hdr_tone_mapped") }
-            if deinterlace { reasons.append("deinterlaced") }
-            if let sar = v.sampleAspectRatio, sar.num > 0, sar.den > 0, sar.num != sar.den { reasons.append("anamorphic_made_square") }
-            if Codecs.rotation(v) != 0 { reasons.append("rotation_applied") }
-            videoPlan = VideoPlan(sourceIndex: v.index, action: .transcode, codec: "h264", width: size.width, height: size.height,
-                                  bitrateKbps: rung.videoKbps, toneMap: toneMap, deinterlace: deinterlace,
-                                  rotation: Codecs.rotation(v), encoder: encoder)
+            let (plan, why) = try encodeVideo(v, rung)
+            videoPlan = plan
+            reasons += why
         }
         var audioPlan: AudioPlan?
         if let chosen = chooseAudio(forMP4: true) {
@@ -293,6 +272,46 @@ struct PlanContext {
         return Plan(quality: requested, effectiveQuality: rung.quality, deliveryFormat: .transcode,
                     targetBitrateKbps: rung.capKbps, container: "mp4", video: videoPlan, audio: audioPlan,
                     subtitles: subs, reasons: reasons + subReasons, artifactKey: "")
+    }
+
+    /// The picture re-encoded to H.264 at `rung`, and the reasons that says.
+    func encodeVideo(_ v: StreamInfo, _ rung: Rung) throws(KilnError) -> (VideoPlan, [String]) {
+        guard device.video.contains("h264") else {
+            throw unavailable("the source must be transcoded and caps.codecs_video does not list h264, the codec Kiln encodes")
+        }
+        var reasons: [String] = []
+        let highRate = (Codecs.frameRate(v) ?? 0) > FrameSize.highFrameRate
+        if highRate && frameClass(rung, highFrameRate: true) < frameClass(rung, highFrameRate: false) {
+            reasons.append("frame_rate_above_30")
+        }
+        let cls = frameClass(rung, highFrameRate: highRate)
+        guard let size = FrameSize.fit(v, into: cls) else {
+            throw unavailable("the video stream's frame size is unknown, so it cannot be transcoded")
+        }
+        let floor = H264Level(rung.level) ?? H264Level.table[0]
+        let level = H264Level.required(width: size.width, height: size.height, fps: Codecs.frameRate(v) ?? 30,
+                                       maxrateKbps: rung.videoKbps, floor: floor)
+        let encoder = EncoderSettings(name: "libx264", preset: rung.preset, crf: rung.crf, maxrateKbps: rung.videoKbps,
+                                      bufsizeKbps: rung.bufsizeKbps, profile: rung.profile, level: level.name,
+                                      gopSeconds: rung.gopSeconds, pixFmt: "yuv420p")
+        let toneMap = Codecs.isHDR(v)
+        let deinterlace = v.fieldOrder?.isInterlaced ?? false
+        if toneMap { reasons.append("hdr_tone_mapped") }
+        if deinterlace { reasons.append("deinterlaced") }
+        if let sar = v.sampleAspectRatio, sar.num > 0, sar.den > 0, sar.num != sar.den { reasons.append("anamorphic_made_square") }
+        if Codecs.rotation(v) != 0 { reasons.append("rotation_applied") }
+        return (VideoPlan(sourceIndex: v.index, action: .transcode, codec: "h264", width: size.width, height: size.height,
+                          bitrateKbps: rung.videoKbps, toneMap: toneMap, deinterlace: deinterlace,
+                          rotation: Codecs.rotation(v), encoder: encoder), reasons)
+    }
+
+    /// What replaces a copied H.264/HEVC picture whose size changes mid-stream: the encode
+    /// at `rung` (the requested one, or `original`'s fallback rung), when the server and the
+    /// device allow one; nil otherwise (the copy then goes on as it is).
+    func videoFallback(_ rung: Rung?) -> VideoPlan? {
+        guard let v = video, ["h264", "hevc"].contains(Codecs.canonical(v.codec)), policy.transcodingAllowed,
+              let rung = rung ?? (try? fallbackRung()) else { return nil }
+        return try? encodeVideo(v, rung).0
     }
 
     // MARK: streams

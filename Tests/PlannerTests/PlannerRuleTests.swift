@@ -596,6 +596,29 @@ struct PlannerRuleTests {
         } catch { #expect(error.code == .invalidQuality) }
     }
 
+    @Test("a remux that copies H.264 or HEVC carries the encode that replaces it if the picture changes size; nothing else does")
+    func videoFallback() throws {
+        func plan(_ source: MediaInfo, _ quality: Quality, policy: ServerPolicy = ServerPolicy()) throws -> Plan {
+            try Planner.plan(source: source, quality: quality, caps: ios, policy: policy, presets: presets)
+        }
+        let source = media("ts", kbps: 4000, h1080, aacEng)
+        let remux = try plan(source, .original)
+        #expect(remux.deliveryFormat == .remux)
+        let fallback = try #require(remux.videoFallback)
+        // original's fallback rung: the lowest that holds a 4 Mbps 1080p source (5 Mbps).
+        #expect(fallback.action == .transcode && fallback.codec == "h264" && fallback.width == 1920 && fallback.height == 1080)
+        #expect(fallback.bitrateKbps == presets.rung(for: .mbps5)?.videoKbps)
+        // The key names what the plan makes: the fallback, made from the same inputs, is not in it.
+        var without = remux
+        without.videoFallback = nil
+        #expect(ArtifactKey.compute(plan: without, source: source, presetsVersion: "v")
+                == ArtifactKey.compute(plan: remux, source: source, presetsVersion: "v"))
+        // The file as it is, an encode, or a server that does not transcode: no fallback.
+        #expect(try plan(media("mp4", kbps: 4000, h1080, aacEng), .original).videoFallback == nil)
+        #expect(try plan(media("ts", kbps: 4000, h1080, aacEng), .mbps1).videoFallback == nil)
+        #expect(try plan(source, .original, policy: noTranscode).videoFallback == nil)
+    }
+
     @Test("forced subtitles keep their flag and language")
     func forcedSubtitle() throws {
         let plan = try Planner.plan(source: media("mkv", kbps: 8000, h1080, aacEng, subtitle("ass", index: 2, lang: "jpn", forced: true)),

@@ -1042,6 +1042,32 @@ struct FormatChangeTests {
         #expect(audio > 9.5, "the sound lasts \(audio) s of 10")
     }
 
+    @Test("an H.264 copy whose picture goes from SD to HD mid-stream becomes the plan's encode (one MP4 sample entry described only the first size)")
+    func pictureSizeChangeInCopy() throws {
+        let source = try Self.recording()
+        let dir = Media.scratch("size-change-copy")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("remux.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let json = try Command.json(r)
+        #expect(json["plan"]?["video"]?["action"] == .string("copy"), "the plan, made from the file's start, copies the picture")
+        #expect(json["plan"]?["video_fallback"]?["action"] == .string("transcode"))
+        guard case .array(let adjustments)? = json["stats"]?["adjustments"] else {
+            Issue.record("no adjustment reported: \(r.stdout.suffix(400))")
+            return
+        }
+        #expect(adjustments.contains { $0.string?.hasPrefix("video_reencoded: the source's picture changes from 640x480 to 1280x720") == true },
+                "\(adjustments)")
+        let v = try FFprobe(out).streams("video")[0]
+        #expect(v["width"]?.int == 640 && v["height"]?.int == 480, "the frame is the first picture's: \(v)")
+        let crop = try Run.command("ffmpeg", ["-nostdin", "-v", "info", "-ss", "8", "-i", out, "-frames:v", "10",
+                                              "-vf", "cropdetect=round=2:reset=1", "-f", "null", "-"])
+        #expect(crop.stderr.contains("crop=640:360:"), "the HD part is letterboxed: \(crop.stderr.suffix(200))")
+        let decode = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr.prefix(300))")
+    }
+
     @Test("a 16:9 programme after a 4:3 one is letterboxed in the transcode's frame, not squeezed into it")
     func pictureShapeChange() throws {
         let source = try Self.recording()
