@@ -23,17 +23,19 @@ final class CopyLane: Lane {
     /// The source file, read again only to complete a sample entry (`ParameterSets`).
     private let path: String
 
-    /// AAC in ADTS frames (MPEG-TS, .aac): the first frame's configuration, which the MP4
-    /// sample entry takes for the whole track, and the change that broke it, if any.
-    private var adtsConfiguration: ADTSConfiguration?
+    /// Why the copy stopped, when the source's format changed mid-stream (`Preparer` then
+    /// re-encodes this stream).
     private(set) var formatChange: String?
-
+    /// AAC in ADTS frames (MPEG-TS, .aac): each frame's configuration. The MP4 sample entry
+    /// takes the first for the whole track; a new one counts once it holds for 8 frames in
+    /// a row (about a sixth of a second): one header hit by a reception error is one
+    /// damaged frame (as in the source), not a change.
+    private var adts = ChangeWatch<ADTSConfiguration>(confirmations: 8)
     /// H.264/HEVC keyframes' headers, when a change of picture size must stop the copy
-    /// (the plan has an encode to fall back on); the first keyframe's size, and a new one
-    /// seen on consecutive keyframes.
+    /// (the plan has an encode to fall back on). A size counts once two keyframes in a row
+    /// have it, or the last keyframe has it to the end.
     private let sizeWatch: HeaderParser?
-    private var firstSize: (width: Int32, height: Int32)?
-    private var newSize: (width: Int32, height: Int32, keyframes: Int, at: Double)?
+    private var pictureSize = ChangeWatch<PictureSize>(confirmations: 2)
 
     /// - Parameter watchPictureSize: stop (with `formatChange`) when the picture's size
     ///   changes mid-stream, which one MP4 sample entry cannot describe.
@@ -124,50 +126,36 @@ final class CopyLane: Lane {
 
     /// Broadcast AAC may change its channels or sample rate mid-stream (a 5.1 film after
     /// stereo adverts): each ADTS frame says so, but an MP4 track has one configuration, so
-    /// the frames after the change would not decode from the output. The copy stops there
-    /// (`formatChange` says why) and the audio is re-encoded instead (`Preparer`).
-    /// A new configuration counts once it holds for `changeFrames` frames in a row: one
-    /// header hit by a reception error is one damaged frame (as in the source), not a change.
+    /// the frames after the change would not decode from the output.
     private func checkADTS(_ packet: Packet) throws(KilnError) {
         let p = packet.pointer.pointee
         guard let data = p.data, let config = ADTSConfiguration(UnsafeBufferPointer(start: data, count: Int(p.size))) else { return }
-        guard let first = adtsConfiguration else { adtsConfiguration = config; return }
-        guard config != first else { pendingChange = nil; return }
-        let at = seconds(p.pts, input.pointee.time_base) ?? seconds(p.dts, input.pointee.time_base) ?? 0
-        if pendingChange?.config != config { pendingChange = (config, 0, at) }
-        pendingChange!.frames += 1
-        guard let change = pendingChange, change.frames >= Self.changeFrames else { return }
-        formatChange = "the source's AAC audio changes from \(first) to \(config) at \(Format.fixed(change.at, decimals: 1)) s"
-        throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): one MP4 track cannot carry both as they are")
+        if adts.observe(config, at: seconds(packet.time, input.pointee.time_base) ?? 0) {
+            try stop(adts, what: "AAC audio", why: "one MP4 track cannot carry both as they are")
+        }
     }
 
     /// A broadcast recording may switch from SD to HD (or 4:3 to 16:9) mid-stream: the new
     /// sequence parameter sets travel in band, but an `avc1`/`hvc1` sample entry describes
-    /// one size, and players that read only it show the rest wrongly or not at all. A size
-    /// counts once two keyframes in a row have it (one damaged header is not a change).
+    /// one size, and players that read only it show the rest wrongly or not at all.
     private func checkPictureSize(_ packet: Packet, _ parser: HeaderParser) throws(KilnError) {
         parser.parse(packet)
         guard let size = parser.size else { return }
-        guard let first = firstSize else { firstSize = size; return }
-        guard size != first else { newSize = nil; return }
-        let p = packet.pointer.pointee
-        let at = seconds(p.pts, input.pointee.time_base) ?? seconds(p.dts, input.pointee.time_base) ?? 0
-        if let n = newSize, n.width == size.width, n.height == size.height { newSize!.keyframes += 1 }
-        else { newSize = (size.width, size.height, 1, at) }
-        guard let change = newSize, change.keyframes >= 2 else { return }
-        try stopForNewSize(from: first, change)
+        if pictureSize.observe(size, at: seconds(packet.time, input.pointee.time_base) ?? 0) {
+            try stopForNewSize()
+        }
     }
 
-    private func stopForNewSize(from first: (width: Int32, height: Int32),
-                                _ change: (width: Int32, height: Int32, keyframes: Int, at: Double)) throws(KilnError) {
-        formatChange = "the source's picture changes from \(first.width)x\(first.height) to \(change.width)x\(change.height) "
-            + "at \(Format.fixed(change.at, decimals: 1)) s"
-        throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): one MP4 sample entry cannot describe both")
+    private func stopForNewSize() throws(KilnError) {
+        try stop(pictureSize, what: "picture", why: "one MP4 sample entry cannot describe both")
     }
 
-    /// About a sixth of a second of AAC frames.
-    static let changeFrames = 8
-    private var pendingChange: (config: ADTSConfiguration, frames: Int, at: Double)?
+    /// Stops the copy at the change `watch` saw (`formatChange` says what changed, when).
+    private func stop<Value>(_ watch: ChangeWatch<Value>, what: String, why: String) throws(KilnError) {
+        guard let first = watch.first, let change = watch.candidate else { return }
+        formatChange = "the source's \(what) changes from \(first) to \(change.value) at \(Format.fixed(change.at, decimals: 1)) s"
+        throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): \(why)")
+    }
 
     private func emit(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         packet.streamIndex = outputIndex
@@ -203,8 +191,28 @@ final class CopyLane: Lane {
 
     func finish(muxer: Muxer) throws(KilnError) {
         // A new size on the last keyframe, kept to the end, is a change too.
-        if let first = firstSize, let change = newSize { try stopForNewSize(from: first, change) }
+        if pictureSize.candidate != nil { try stopForNewSize() }
         try flushPending(before: noPTS, muxer: muxer)
+    }
+}
+
+/// A value a stream states again and again (an ADTS header's configuration, a keyframe's
+/// picture size): the first one, and a different one in the making, which counts as a
+/// change once seen `confirmations` times in a row.
+struct ChangeWatch<Value: Equatable> {
+    let confirmations: Int
+    private(set) var first: Value?
+    /// The different value, how many times in a row it came, and when it came first.
+    private(set) var candidate: (value: Value, count: Int, at: Double)?
+
+    init(confirmations: Int) { self.confirmations = confirmations }
+
+    /// Records `value`, seen at `at` seconds; true once a change is confirmed.
+    mutating func observe(_ value: Value, at: @autoclosure () -> Double) -> Bool {
+        guard let first else { self.first = value; return false }
+        guard value != first else { candidate = nil; return false }
+        if let c = candidate, c.value == value { candidate!.count += 1 } else { candidate = (value, 1, at()) }
+        return candidate!.count >= confirmations
     }
 }
 

@@ -78,7 +78,7 @@ final class KeyframeWitness: @unchecked Sendable {
             try enqueue(packet, replacing: nil)
             return
         }
-        let t = seconds(packet.pointer.pointee.pts, timeBase) ?? seconds(packet.pointer.pointee.dts, timeBase)
+        let t = seconds(packet.time, timeBase)
         guard let t, t <= lastSecondStart + Self.boundary, t >= lastSecondStart - Self.speculationWindow else { return }
         if t >= lastSecondStart - Self.boundary {
             // Near the boundary the output's own duration (what verification measures from)

@@ -102,6 +102,8 @@ final class Packet {
     deinit { var p: UnsafeMutablePointer<AVPacket>? = pointer; av_packet_free(&p) }
     func unref() { av_packet_unref(pointer) }
     var streamIndex: Int32 { get { pointer.pointee.stream_index } set { pointer.pointee.stream_index = newValue } }
+    /// The presentation time, or the decode time of a packet without one (noPTS if neither).
+    var time: Int64 { pointer.pointee.pts != noPTS ? pointer.pointee.pts : pointer.pointee.dts }
     /// Whether the demuxer says the packet's data is encrypted (CENC/CBCS sample encryption).
     var isEncrypted: Bool { av_packet_get_side_data(pointer, AV_PKT_DATA_ENCRYPTION_INFO, nil) != nil }
 }

@@ -77,8 +77,9 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     /// held, `IndexForecast`) rather than by reading the finished file again.
     public var hashedWhileWriting: Bool
     /// Where the output departs from the plan because the source left no other way, each
-    /// a machine-readable reason and why (nil when it follows the plan): today only
-    /// `audio_reencoded`, for copied AAC whose format changes mid-stream.
+    /// a machine-readable reason and why (nil when it follows the plan): `audio_reencoded`
+    /// for copied AAC whose format changes mid-stream, `video_reencoded` for a copied
+    /// picture whose size does (the plan's `videoFallback` replaces it).
     public var adjustments: [String]?
     enum CodingKeys: String, CodingKey {
         case wallSeconds = "wall_seconds", speed, corruptPackets = "corrupt_packets", repairedTimestamps = "repaired_timestamps"

@@ -344,7 +344,7 @@ public enum Prober {
             let st = demuxer.stream(Int(p.stream_index))
             let type = st.pointee.codecpar.pointee.codec_type
             guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
-            let ts = p.pts != noPTS ? p.pts : p.dts
+            let ts = packet.time
             guard ts != noPTS, let t = seconds(ts + max(0, p.duration), st.pointee.time_base) else { continue }
             end = max(end ?? t, t)
         }
@@ -491,7 +491,14 @@ final class HeaderParser {
 
     /// The last parsed picture's presentation size (its sequence parameter set, cropped),
     /// nil when the headers gave none.
-    var size: (width: Int32, height: Int32)? {
-        parser.pointee.width > 0 && parser.pointee.height > 0 ? (parser.pointee.width, parser.pointee.height) : nil
+    var size: PictureSize? {
+        parser.pointee.width > 0 && parser.pointee.height > 0 ? PictureSize(width: parser.pointee.width, height: parser.pointee.height) : nil
     }
+}
+
+/// A picture's width and height, written "WxH".
+struct PictureSize: Equatable, CustomStringConvertible {
+    let width: Int32
+    let height: Int32
+    var description: String { "\(width)x\(height)" }
 }

@@ -75,7 +75,7 @@ final class SubtitleLane: Lane {
         defer { avsubtitle_free(&sub) }
         stats.framesDecoded += 1
         let tb = input.pointee.time_base
-        let start = packet.pointer.pointee.pts != noPTS ? packet.pointer.pointee.pts : packet.pointer.pointee.dts
+        let start = packet.time
         guard start != noPTS else { return }
         var durationMs = Int64(sub.end_display_time) - Int64(sub.start_display_time)
         if durationMs <= 0 || sub.end_display_time == UInt32.max {

@@ -68,9 +68,7 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
         parts.append("bwdif=mode=send_frame:parity=auto:deint=interlaced")
     }
     // Scale before rotating: the scaler's target is the stored (pre-rotation) size.
-    let turned = plan.rotation % 180 != 0
-    let frameW = turned ? plan.height : plan.width
-    let frameH = turned ? plan.width : plan.height
+    let (frameW, frameH) = plan.storedSize
     let w = picture.map { Int($0.width) } ?? frameW
     let h = picture.map { Int($0.height) } ?? frameH
     var scale = "scale=w=\(w):h=\(h):flags=bicubic:out_range=tv"
@@ -124,6 +122,11 @@ func pictureSize(frameWidth: Int32, frameHeight: Int32, firstAspect: Double, asp
     func even(_ x: Double, _ limit: Int32) -> Int32 { min(limit, max(2, Int32((x / 2).rounded()) * 2)) }
     return target > frame ? (frameWidth, even(Double(frameWidth) / target, frameHeight))
                           : (even(Double(frameHeight) * target, frameWidth), frameHeight)
+}
+
+extension VideoPlan {
+    /// The frame as the encoder stores it: the plan's size before a 90/270 degree rotation.
+    var storedSize: (width: Int, height: Int) { rotation % 180 != 0 ? (height, width) : (width, height) }
 }
 
 extension VideoInput {

@@ -148,9 +148,7 @@ final class VideoTranscodeLane: Lane {
         var frame = decoded
         if let dolbyVision {
             // Mapped at the stored (pre-rotation) output size: the graph then only tone-maps.
-            let turned = plan.rotation % 180 != 0
-            frame = try dolbyVision.map(decoded, width: Int32(turned ? plan.height : plan.width),
-                                        height: Int32(turned ? plan.width : plan.height))
+            frame = try dolbyVision.map(decoded, width: Int32(plan.storedSize.width), height: Int32(plan.storedSize.height))
         }
         let f = frame.pointer
         if !plan.deinterlace && f.pointee.interlaced_frame != 0 { interlacedSeen = true }
@@ -175,8 +173,7 @@ final class VideoTranscodeLane: Lane {
 
     /// Where a picture whose shape differs from the first one's goes in the plan's frame.
     private func picture(for input: VideoInput) -> (width: Int32, height: Int32)? {
-        let turned = plan.rotation % 180 != 0
-        return pictureSize(frameWidth: Int32(turned ? plan.height : plan.width), frameHeight: Int32(turned ? plan.width : plan.height),
+        return pictureSize(frameWidth: Int32(plan.storedSize.width), frameHeight: Int32(plan.storedSize.height),
                            firstAspect: firstAspect ?? input.displayAspect, aspect: input.displayAspect)
     }
 

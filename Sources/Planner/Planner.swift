@@ -124,10 +124,11 @@ struct PlanContext {
         }
         try refuseEncrypted("this device cannot play it as it is")
         var reasons = device.playsContainer(source.container) ? [] : ["container_unsupported"]
-        if videoProblems.isEmpty, video.map { copiesIntoMP4(video: $0) } ?? true {
+        let copyProblem = video.flatMap(mp4CopyProblem)
+        if videoProblems.isEmpty, copyProblem == nil {
             return try remux(.original, reasons: containerProblems, audioTarget: nil)
         }
-        reasons += videoProblems.isEmpty ? [video.map(whyNoMP4Copy) ?? "video_codec_unsupported_in_mp4"] : videoProblems
+        reasons += videoProblems.isEmpty ? copyProblem.map { [$0] } ?? [] : videoProblems
         if !audioPlays { reasons.append("audio_codec_unsupported") }
         return try transcode(requested: .original, rung: fallbackRung(), reasons: reasons)
     }
@@ -172,7 +173,9 @@ struct PlanContext {
         }
         try refuseEncrypted("it does not fit \(quality.rawValue) as it is, or this device cannot play it as it is")
         if problems.isEmpty {
-            if video.map { copiesIntoMP4(video: $0) } ?? true {
+            if let copyProblem = video.flatMap(mp4CopyProblem) {
+                problems.append(copyProblem)
+            } else {
                 // A remux keeps the picture and one audio track: it fits when the whole file
                 // does, or when the picture plus the audio that goes out does (a 4 Mbps film
                 // carrying three DTS tracks fits 5 Mbps once two are left behind).
@@ -191,8 +194,6 @@ struct PlanContext {
                     return try remux(quality, reasons: reasons, audioTarget: rung)
                 }
                 if video == nil && !copies && overallFits { problems.append("audio_codec_unsupported") }
-            } else if let v = video {
-                problems.append(whyNoMP4Copy(v))
             }
         }
         var why: [String] = []
@@ -325,17 +326,14 @@ struct PlanContext {
         AudioSelection.choose(from: source, language: audioLanguage) { forMP4 ? copiesIntoMP4($0) : device.playsAudio($0.codec) }
     }
 
-    /// Whether a video stream's packets can be copied into MP4 and play as they do in the
-    /// source: a codec MP4 carries, with the times MP4 needs. A container that gives
-    /// reordered pictures decode times only (H.264 with B-frames in AVI) leaves a copy
-    /// without presentation times; players that take the container's (Apple's) would show
-    /// the pictures in decode order, so such a stream is re-encoded.
-    func copiesIntoMP4(video v: StreamInfo) -> Bool {
-        Codecs.mp4Video.contains(Codecs.canonical(v.codec)) && v.presentationTimesMissing != true
-    }
-
-    func whyNoMP4Copy(_ v: StreamInfo) -> String {
-        Codecs.mp4Video.contains(Codecs.canonical(v.codec)) ? "video_timestamps_missing" : "video_codec_unsupported_in_mp4"
+    /// Why a video stream's packets cannot be copied into MP4 and play as they do in the
+    /// source (nil when they can): a codec MP4 does not carry, or times MP4 needs that the
+    /// source lacks. A container that gives reordered pictures decode times only (H.264 with
+    /// B-frames in AVI) leaves a copy without presentation times; players that take the
+    /// container's (Apple's) would show the pictures in decode order, so it is re-encoded.
+    func mp4CopyProblem(_ v: StreamInfo) -> String? {
+        if !Codecs.mp4Video.contains(Codecs.canonical(v.codec)) { return "video_codec_unsupported_in_mp4" }
+        return v.presentationTimesMissing == true ? "video_timestamps_missing" : nil
     }
 
     func copiesIntoMP4(_ a: StreamInfo) -> Bool {
