@@ -787,21 +787,15 @@ struct FileNameTests {
 
 @Suite("sources whose packets do not go into MP4 as they are: format changes, LATM, missing times, encryption")
 struct FormatChangeTests {
-    /// Five seconds of 4:3 SD with stereo AAC, then five of 16:9 HD with 5.1 AAC, in one
-    /// transport stream: a recording that runs from adverts into a film.
-    static func recording() throws -> String {
-        try Media.generated("sd-stereo-then-hd-surround.ts") { tmp in
-            let parts = [("640x480", 2, "0"), ("1280x720", 6, "5")].map { size, channels, offset in
-                ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25:duration=5",
-                 "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=5",
-                 "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:a", "aac", "-ac", "\(channels)",
-                 "-output_ts_offset", offset, "-f", "mpegts"]
-            }
+    /// A transport stream made of parts, each encoded by the ffmpeg command from `parts`'
+    /// arguments and the bytes laid end to end, as a recording that runs across a change is.
+    static func concatenatedTS(_ name: String, parts: [[String]]) throws -> String {
+        try Media.generated(name) { tmp in
             var bytes = Data()
             for (i, args) in parts.enumerated() {
                 let part = "\(tmp).\(i).ts"
                 defer { try? FileManager.default.removeItem(atPath: part) }
-                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + args + [part])
+                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + args + ["-f", "mpegts", part])
                 guard r.status == 0 else { throw TestFailure(r.stderr) }
                 bytes += try Data(contentsOf: URL(fileURLWithPath: part))
             }
@@ -809,24 +803,35 @@ struct FormatChangeTests {
         }
     }
 
+    /// Five seconds of 4:3 SD with stereo AAC, then five of 16:9 HD with 5.1 AAC, in one
+    /// transport stream: a recording that runs from adverts into a film.
+    static func recording() throws -> String {
+        try concatenatedTS("sd-stereo-then-hd-surround.ts", parts: [("640x480", 2, "0"), ("1280x720", 6, "5")].map { size, channels, offset in
+            ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25:duration=5",
+             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=5",
+             "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:a", "aac", "-ac", "\(channels)",
+             "-output_ts_offset", offset]
+        })
+    }
+
     /// Three seconds of stereo 48 kHz AC-3, then three of 5.1 at 44.1 kHz: the change
     /// falls inside what the probe reads.
     static func earlyAC3Change() throws -> String {
-        try Media.generated("ac3-stereo-then-surround.ts") { tmp in
-            var bytes = Data()
-            for (i, (channels, rate, offset)) in [(2, 48000, "0"), (6, 44100, "3")].enumerated() {
-                let part = "\(tmp).\(i).ts"
-                defer { try? FileManager.default.removeItem(atPath: part) }
-                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y",
-                                                   "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
-                                                   "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=\(rate):duration=3",
-                                                   "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "ac3", "-ac", "\(channels)",
-                                                   "-output_ts_offset", offset, "-f", "mpegts", part])
-                guard r.status == 0 else { throw TestFailure(r.stderr) }
-                bytes += try Data(contentsOf: URL(fileURLWithPath: part))
-            }
-            try bytes.write(to: URL(fileURLWithPath: tmp))
+        try concatenatedTS("ac3-stereo-then-surround.ts", parts: [(2, 48000, "0"), (6, 44100, "3")].map { channels, rate, offset in
+            ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
+             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=\(rate):duration=3",
+             "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "ac3", "-ac", "\(channels)",
+             "-output_ts_offset", offset]
+        })
+    }
+
+    /// The display times ffprobe gives the decoded video frames of `path`, in output order.
+    static func displayTimes(_ path: String) throws -> [Int] {
+        let frames = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "frame=pts", "-of", "json", path])
+        guard case .array(let list)? = try JSONValue.parse(Array(frames.stdout.utf8))["frames"] else {
+            throw TestFailure("ffprobe listed no frames: \(frames.stderr)")
         }
+        return list.compactMap { $0["pts"]?.int }
     }
 
     @Test("AC-3 that turns 5.1 at 44.1 kHz within the probe's reach is copied and re-encoded as it starts, stereo at 48 kHz (the probe's packet scan left the later format behind)")
@@ -880,13 +885,7 @@ struct FormatChangeTests {
         let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
         #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
         // Decoded frames come out in display order; their times must rise with them.
-        let frames = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "frame=pts",
-                                                 "-of", "json", out])
-        guard case .array(let list)? = try JSONValue.parse(Array(frames.stdout.utf8))["frames"] else {
-            Issue.record("ffprobe listed no frames: \(frames.stderr)")
-            return
-        }
-        let pts = list.compactMap { $0["pts"]?.int }
+        let pts = try Self.displayTimes(out)
         #expect(pts.count == 75, "\(pts.count) frames")
         #expect(zip(pts, pts.dropFirst()).allSatisfy { $0 < $1 }, "display times rise: \(pts.prefix(12))")
     }
@@ -904,12 +903,7 @@ struct FormatChangeTests {
             // Pictures decoded out of order need times the stream does not have: re-encoded.
             let json = try Command.json(r)
             #expect(json["plan"]?["video"]?["action"] == .string(bframes == "0" ? "copy" : "transcode"), "\(name): \(r.stdout.prefix(300))")
-            let frames = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "frame=pts", "-of", "json", out])
-            guard case .array(let list)? = try JSONValue.parse(Array(frames.stdout.utf8))["frames"] else {
-                Issue.record("\(name): ffprobe listed no frames: \(frames.stderr)")
-                continue
-            }
-            let pts = list.compactMap { $0["pts"]?.int }
+            let pts = try Self.displayTimes(out)
             #expect(pts.count == 100, "\(name): \(pts.count) frames")
             #expect(zip(pts, pts.dropFirst()).allSatisfy { $0 < $1 }, "\(name): display times rise: \(pts.prefix(12))")
             let video = try #require(try FFprobe(out).duration("video"))
@@ -1020,8 +1014,8 @@ struct FormatChangeTests {
         #expect(json["plan"]?["audio"]?["action"] == .string("copy"))
     }
 
-    @Test("AAC that goes from stereo to 5.1 is re-encoded instead of copied, and the whole output decodes (its verification failed)")
-    func audioFormatChange() throws {
+    @Test("a recording whose AAC goes from stereo to 5.1 and whose H.264 goes from SD to HD mid-stream: what the copy cannot carry is re-encoded (the audio failed verification; one MP4 sample entry described only the first picture size)")
+    func formatChangesInCopy() throws {
         let source = try Self.recording()
         let dir = Media.scratch("format-change")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -1030,35 +1024,21 @@ struct FormatChangeTests {
         #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
         let json = try Command.json(r)
         #expect(json["plan"]?["audio"]?["action"] == .string("copy"), "the plan, made from the file's start, copies the audio")
-        guard case .array(let adjustments)? = json["stats"]?["adjustments"] else {
-            Issue.record("no adjustment reported: \(r.stdout.suffix(400))")
-            return
-        }
-        #expect(adjustments.first?.string?.hasPrefix("audio_reencoded:") == true, "\(adjustments)")
-        #expect(json["output"]?["audio"]?["codec"] == .string("aac") && json["output"]?["audio"]?["channels"]?.int == 2)
-        let decode = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:a", "-f", "null", "-"])
-        #expect(decode.status == 0 && decode.stderr.isEmpty, "the sound decodes to the end: \(decode.stderr.prefix(300))")
-        let audio = try #require(try FFprobe(out).duration("audio"))
-        #expect(audio > 9.5, "the sound lasts \(audio) s of 10")
-    }
-
-    @Test("an H.264 copy whose picture goes from SD to HD mid-stream becomes the plan's encode (one MP4 sample entry described only the first size)")
-    func pictureSizeChangeInCopy() throws {
-        let source = try Self.recording()
-        let dir = Media.scratch("size-change-copy")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("remux.mp4").path
-        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
-        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-        let json = try Command.json(r)
         #expect(json["plan"]?["video"]?["action"] == .string("copy"), "the plan, made from the file's start, copies the picture")
         #expect(json["plan"]?["video_fallback"]?["action"] == .string("transcode"))
         guard case .array(let adjustments)? = json["stats"]?["adjustments"] else {
             Issue.record("no adjustment reported: \(r.stdout.suffix(400))")
             return
         }
+        // The sound changes first (in stream order): its copy stops first.
+        #expect(adjustments.first?.string?.hasPrefix("audio_reencoded:") == true, "\(adjustments)")
         #expect(adjustments.contains { $0.string?.hasPrefix("video_reencoded: the source's picture changes from 640x480 to 1280x720") == true },
                 "\(adjustments)")
+        #expect(json["output"]?["audio"]?["codec"] == .string("aac") && json["output"]?["audio"]?["channels"]?.int == 2)
+        let decodeAudio = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:a", "-f", "null", "-"])
+        #expect(decodeAudio.status == 0 && decodeAudio.stderr.isEmpty, "the sound decodes to the end: \(decodeAudio.stderr.prefix(300))")
+        let audio = try #require(try FFprobe(out).duration("audio"))
+        #expect(audio > 9.5, "the sound lasts \(audio) s of 10")
         let v = try FFprobe(out).streams("video")[0]
         #expect(v["width"]?.int == 640 && v["height"]?.int == 480, "the frame is the first picture's: \(v)")
         let crop = try Run.command("ffmpeg", ["-nostdin", "-v", "info", "-ss", "8", "-i", out, "-frames:v", "10",
