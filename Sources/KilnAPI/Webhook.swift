@@ -22,6 +22,8 @@ public final class WebhookDeliverer: @unchecked Sendable {
     private let lock = NSCondition()
     private var stopped = false
     private var thread: Thread?
+    /// Signalled when the delivery thread has finished, so `stop` can wait for it.
+    private let exited = DispatchSemaphore(value: 0)
     /// Deliveries attempted and failed so far (for metrics).
     public private(set) var failures = 0
     public private(set) var delivered = 0
@@ -44,8 +46,15 @@ public final class WebhookDeliverer: @unchecked Sendable {
         t.start()
     }
 
+    /// Stops delivering and waits (up to a POST's timeout) for a batch in flight to finish
+    /// and its position to be stored: a batch the receiver took but whose position was
+    /// not recorded would be sent again by the next deliverer.
     public func stop() {
         lock.lock(); stopped = true; lock.broadcast(); lock.unlock()
+        if thread != nil {
+            thread = nil   // a second stop has nothing to wait for
+            _ = exited.wait(timeout: .now() + 20)
+        }
     }
 
     private var isStopped: Bool { lock.lock(); defer { lock.unlock() }; return stopped }
@@ -58,6 +67,7 @@ public final class WebhookDeliverer: @unchecked Sendable {
     }
 
     private func run() {
+        defer { exited.signal() }
         var start: Int64 = 0
         while !isStopped {
             do { start = try store.webhookPosition(); break } catch { pause(firstDelay) }
@@ -75,9 +85,10 @@ public final class WebhookDeliverer: @unchecked Sendable {
             while !isStopped {
                 if post(batch) {
                     lock.lock(); delivered += batch.count; lock.unlock()
-                    while !isStopped {
+                    // Stored even when stopping meanwhile (once at least): the receiver has it.
+                    repeat {
                         do { try store.setWebhookPosition(last.seq); break } catch { pause(firstDelay) }
-                    }
+                    } while !isStopped
                     break
                 }
                 lock.lock(); failures += 1; lock.unlock()
