@@ -55,7 +55,12 @@ final class KeyframeWitness: @unchecked Sendable {
     private(set) var entries: [Entry] = []
     /// Keyframes verification took from this witness instead of decoding them.
     private(set) var matches = 0
+    /// Keyframes handed to the decoder (some dropped before it started on them).
+    private(set) var queued = 0
     private var candidate: Entry?
+    /// The stream's keyframes as the source's index lists them (MP4's sample table,
+    /// Matroska's cues), in output seconds, ascending; empty without an index.
+    private var indexed: [Double] = []
     private let worker = DispatchQueue(label: "kiln.keyframe-witness")
     /// Entries waiting for the decoder, and whether the worker is running.
     private let state = Mutex<(waiting: [Entry], running: Bool)>(([], false))
@@ -71,6 +76,23 @@ final class KeyframeWitness: @unchecked Sendable {
         lastSecondStart = max(0, durationSeconds - 1)
     }
 
+    /// Learns where the stream's keyframes are from the source's index, so that a keyframe
+    /// the index shows is followed by another before the last second is not decoded for
+    /// nothing (`shift`: what the pipeline adds to the source's timestamps, AV_TIME_BASE
+    /// units). An index that is wrong or sparse only costs decodes: a keyframe verification
+    /// asks about and nobody decoded is decoded by verification.
+    func expectKeyframes(of stream: UnsafeMutablePointer<AVStream>, shift: Int64) {
+        let count = min(Int(avformat_index_get_entries_count(stream)), 1 << 22)
+        let offset = Double(shift) / Double(kiln_time_base())
+        var times: [Double] = []
+        for i in 0..<count {
+            guard let e = avformat_index_get_entry(stream, Int32(i)), e.pointee.flags & AVINDEX_KEYFRAME != 0,
+                  let t = seconds(e.pointee.timestamp, timeBase) else { continue }
+            times.append(t + offset)
+        }
+        indexed = times.sorted()
+    }
+
     /// Called by the copy lane with each video keyframe it writes (timestamps shifted so
     /// the output starts at zero).
     func offer(_ packet: Packet) throws(KilnError) {
@@ -84,9 +106,22 @@ final class KeyframeWitness: @unchecked Sendable {
             // Near the boundary the output's own duration (what verification measures from)
             // decides which side a keyframe falls on: keep both.
             try enqueue(packet, replacing: nil)
-        } else {
+        } else if !indexShowsLater(than: t) {
             candidate = try enqueue(packet, replacing: candidate)
         }
+    }
+
+    /// Whether the index lists a keyframe after `t` that still comes before the last
+    /// second (or near its boundary, where both are kept): `t`'s is then not the last.
+    private func indexShowsLater(than t: Double) -> Bool {
+        // Half a frame: the index and the packet may round the same time differently.
+        let slack = frameRate.num > 0 ? 0.5 * Double(frameRate.den) / Double(frameRate.num) : 0.02
+        var lo = 0, hi = indexed.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if indexed[mid] <= t + slack { lo = mid + 1 } else { hi = mid }
+        }
+        return lo < indexed.count && indexed[lo] <= lastSecondStart + Self.boundary
     }
 
 
@@ -109,6 +144,7 @@ final class KeyframeWitness: @unchecked Sendable {
         let held = try Packet()
         try check(av_packet_ref(held.pointer, packet.pointer), .verify, "cannot hold a keyframe", as: .resourceLimit)
         let entry = Entry(held)
+        queued += 1
         let (dropped, start) = state.withLock { s -> (Bool, Bool) in
             var dropped = false
             if let old, !old.started, let i = s.waiting.firstIndex(where: { $0 === old }) {

@@ -239,6 +239,10 @@ public enum Preparer {
                 }
                 let pipeline = Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
                                         cancellation: cancellation, onProgress: progress)
+                // Timestamps that jump (MPEG-TS) move by more than the start; such files have no index anyway.
+                if let witness, let v = plan.video, !demuxer.hasDiscontinuousTimestamps {
+                    witness.expectKeyframes(of: demuxer.stream(v.sourceIndex), shift: -pipeline.startOffset())
+                }
                 do { try pipeline.run() } catch {
                     formatChange = lanes.lazy.compactMap { $0 as? CopyLane }.compactMap { lane in
                         lane.formatChange.map { FormatChange(video: lane.isVideo, description: $0) }

@@ -91,11 +91,17 @@ struct VerifierTests {
         } throws: { ($0 as? KilnError)?.code == .verifyFailed }
     }
 
-    /// A witness fed the source's video keyframes as the copy lane feeds them.
-    private func witness(for path: String, duration: Double) throws -> KeyframeWitness {
+    /// A witness fed the source's video keyframes as the copy lane feeds them (`indexed`:
+    /// told where they are first, as a copy from an indexed source does).
+    private func witness(for path: String, duration: Double, indexed: Bool = false) throws -> KeyframeWitness {
         let demuxer = try Demuxer(path: path, cancellation: Cancellation())
         let index = demuxer.firstVideoStream
         let witness = try KeyframeWitness(stream: demuxer.stream(index), durationSeconds: duration)
+        if indexed {
+            // Matroska reads its cues at the first seek, as the probe's rewind does before a copy.
+            try demuxer.rewind()
+            witness.expectKeyframes(of: demuxer.stream(index), shift: 0)
+        }
         let packet = try Packet()
         while try demuxer.read(into: packet) {
             defer { packet.unref() }
@@ -122,6 +128,25 @@ struct VerifierTests {
             try Verifier.verify(path: out, plan: plan, expectedDuration: info.durationSeconds, cancellation: Cancellation(),
                                 witness: try witness(for: path, duration: info.durationSeconds))
         } throws: { ($0 as? KilnError)?.code == .verifyFailed }
+    }
+
+    @Test("with the source's index, the witness decodes only keyframes that can be the last second's, not every one before")
+    func indexSparesDecodes() throws {
+        // A keyframe every second for 14 s: ten of them fall in the 10 s before the last second.
+        let path = try Media.generated("gop-1s-14s.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=14",
+            "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-keyint_min", "25", "-sc_threshold", "0"])
+        let (info, plan, out, dir) = try remuxed(path, "verify-witness-index")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let blind = try witness(for: path, duration: info.durationSeconds)
+        let told = try witness(for: path, duration: info.durationSeconds, indexed: true)
+        #expect(blind.queued >= 10, "without the index each newer keyframe is queued: \(blind.queued)")
+        // The first, and those within half a second of the last second's start.
+        #expect(told.queued <= 3, "queued \(told.queued)")
+        // And those it decoded are still the ones verification asks about.
+        _ = try Verifier.verify(path: out, plan: plan, expectedDuration: info.durationSeconds, cancellation: Cancellation(),
+                                witness: told)
+        #expect(told.matches == 2)
     }
 
     @Test("a witness is not believed for another stream's parameters or other bytes")
