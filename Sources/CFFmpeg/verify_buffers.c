@@ -4,7 +4,10 @@
 
 struct KilnOnePicture {
     AVFrame *picture;  // the shared memory, allocated by libavcodec's default allocator
+    int requests;      // pictures the decoder asked for
 };
+
+int kiln_one_picture_requests(const KilnOnePicture *one) { return one ? one->requests : 0; }
 
 KilnOnePicture *kiln_one_picture_new(void) {
     KilnOnePicture *one = av_mallocz(sizeof(*one));
@@ -46,6 +49,7 @@ static int one_row_per_plane(AVFrame *p) {
 static int one_picture_get_buffer(AVCodecContext *ctx, AVFrame *frame, int flags) {
     KilnOnePicture *one = ctx->opaque;
     AVFrame *p = one->picture;
+    one->requests++;
     if (!p->buf[0] || p->width != frame->width || p->height != frame->height || p->format != frame->format) {
         av_frame_unref(p);
         p->width = frame->width;

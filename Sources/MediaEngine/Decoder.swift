@@ -94,6 +94,26 @@ final class Decoder {
 
     var timeBase: AVRational { context.pointee.pkt_timebase }
 
+    /// Pictures a shared-picture decoder has allocated: the ones it output, and the
+    /// references it had to invent for them.
+    var picturesAllocated: Int { Int(kiln_one_picture_requests(onePicture)) }
+
+    /// Decodes one keyframe as the first picture of a stream and flushes (verification's
+    /// question: does it decode?). An HEVC open-GOP keyframe (CRA) is decoded as the IDR
+    /// picture it is to a decoder that starts there (`kiln_hevc_keyframe_as_idr`): the same
+    /// slice data and pictures, without inventing the references of leading pictures that
+    /// are not decoded.
+    func decodeKeyframeAlone(_ packet: Packet, _ body: (Frame) throws(KilnError) -> Void) throws(KilnError) {
+        let par = context.pointee
+        var sent = packet
+        if par.codec_id == AV_CODEC_ID_HEVC, par.extradata_size > 0, let rewritten = try? Packet(),
+           kiln_hevc_keyframe_as_idr(par.extradata, par.extradata_size, packet.pointer, rewritten.pointer) == 1 {
+            sent = rewritten
+        }
+        try decode(sent, body)
+        try decode(nil, body)
+    }
+
     /// Sends a packet (nil flushes at end of input) and calls `body` for every frame that
     /// comes out. The frame is only valid during the call; `body` may keep a reference
     /// with `av_frame_ref`/`av_frame_move_ref`.

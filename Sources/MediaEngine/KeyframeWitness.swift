@@ -177,8 +177,7 @@ final class KeyframeWitness: @unchecked Sendable {
             do {
                 let decoder = try Decoder(parameters: parameters.pointer, timeBase: timeBase, frameRate: frameRate,
                                           streamIndex: streamIndex, threads: 1, sharedPicture: true)
-                try decoder.decode(entry.packet) { (_: Frame) throws(KilnError) in frames += 1 }
-                try decoder.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
+                try decoder.decodeKeyframeAlone(entry.packet) { (_: Frame) throws(KilnError) in frames += 1 }
                 if decoder.corruptPackets > 0 { frames = 0 }
             } catch {
                 frames = 0

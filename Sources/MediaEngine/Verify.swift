@@ -92,8 +92,9 @@ enum Verifier {
     /// second's end: that proves what a remux or mux can break — parameter sets in the
     /// sample entry, the index reaching both ends, a decodable start — without paying for
     /// a second of 4K HEVC (seconds of CPU) on every artifact. One picture, not every
-    /// keyframe in reach: an HEVC decoder holds (and for an open-GOP CRA invents) reference
-    /// pictures for each keyframe it is given, 25 MB apiece at UHD 10-bit.
+    /// keyframe in reach: an HEVC decoder holds reference pictures for each keyframe it is
+    /// given, and invents those an open-GOP CRA names unless it is decoded as the IDR it is
+    /// when decoding starts there (`Decoder.decodeKeyframeAlone`).
     /// The stream's packets must also reach the second's end (or `streamEnd`, what the
     /// index says the stream lasts): a file cut short keeps its index, and its last
     /// second would otherwise pass on whatever keyframe the seek found before the cut.
@@ -174,8 +175,7 @@ enum Verifier {
                     } else {
                         // The one picture: sent, then drained at once, so the decoder never
                         // holds more than it and the references it names.
-                        try decoder.decode(packet) { (_: Frame) throws(KilnError) in frames += 1 }
-                        try decoder.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
+                        try decoder.decodeKeyframeAlone(packet) { (_: Frame) throws(KilnError) in frames += 1 }
                     }
                     pictureSent = true
                 }

@@ -158,6 +158,23 @@ void kiln_one_picture_free(KilnOnePicture **one);
 /// reference an open-GOP keyframe names (25 MB apiece at UHD 10-bit). Call before
 /// avcodec_open2; uses ctx->opaque.
 void kiln_decode_into_one_picture(AVCodecContext *ctx, KilnOnePicture *one);
+/// How many pictures the decoder has asked `one` for (the picture itself, and every
+/// reference it had to invent).
+int kiln_one_picture_requests(const KilnOnePicture *one);
+
+// ---- an HEVC keyframe decoded alone (hevc_keyframe.c) ----
+/// Writes into `out` the access unit `in` (length-prefixed, as `hvcc`, the stream's
+/// decoder configuration record, says) with its CRA or BLA slices turned into IDR_N_LP
+/// slices: the same NAL units, each slice header without its picture order count and
+/// reference picture sets, the slice data unchanged. Decoded alone, an open-GOP keyframe
+/// (CRA) makes libavcodec invent every picture its reference sets name, for leading
+/// pictures nobody decodes: a picture's motion field and memory apiece (~22 MB and ~20 ms
+/// at UHD), while its own decoding is that of an IDR picture (H.265 8.1.3: the CRA that
+/// starts decoding is handled like a BLA; its references are unavailable, and an intra
+/// picture never reads them). Returns 1 when `out` holds the rewrite; 0 when there is
+/// nothing to rewrite or anything is not as expected (decode `in` as it is); a negative
+/// AVERROR when out of memory.
+int kiln_hevc_keyframe_as_idr(const uint8_t *hvcc, int hvcc_size, const AVPacket *in, AVPacket *out);
 
 // ---- files (files.c): calls glibc declares only under _GNU_SOURCE ----
 /// fallocate(FALLOC_FL_INSERT_RANGE): inserts `length` bytes (whole blocks) at `offset`
