@@ -11,7 +11,8 @@ import KilnTestSupport
 struct HEVCKeyframeTests {
     /// The sources' CRA keyframes: x265 10-bit with wavefront entry points and one slice
     /// per picture; 8-bit with three slices, SAO off and a scaling list; without
-    /// wavefronts (no entry points): each slice header field the rewrite walks is there.
+    /// wavefronts (no entry points): each slice header field the rewrite walks is there;
+    /// and a shared file from another encoder.
     static func sources() throws -> [String] {
         [try VerifierTests.openGOPHEVC(),
          try Media.generated("open-gop-hevc-slices.mkv", [
@@ -21,7 +22,9 @@ struct HEVCKeyframeTests {
          try Media.generated("open-gop-hevc-no-wpp.mkv", [
             "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-t", "3", "-pix_fmt", "yuv420p",
             "-c:v", "libx265", "-preset", "ultrafast",
-            "-x265-params", "log-level=error:open-gop=1:keyint=25:min-keyint=25:bframes=2:wpp=0:ref=3"])]
+            "-x265-params", "log-level=error:open-gop=1:keyint=25:min-keyint=25:bframes=2:wpp=0:ref=3"]),
+         // Another encoder's CRAs (MP4, its parameter sets in band as well).
+         Media.shared("sp_bear-1280x720-hevc.mp4")]
     }
 
     /// The keyframes after the first (CRAs), as the demuxer reads them.
