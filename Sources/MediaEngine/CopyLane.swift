@@ -36,6 +36,10 @@ final class CopyLane: Lane {
     /// have it, or the last keyframe has it to the end.
     private let sizeWatch: HeaderParser?
     private var pictureSize = ChangeWatch<PictureSize>(confirmations: 2)
+    /// Dolby Vision profile 7 in one track (UHD Blu-ray remuxes): the length size of its
+    /// NAL units, whose enhancement layer and RPUs are left out (`DolbyVisionLayers`);
+    /// nil for any other stream.
+    private let dolbyVisionLayers: Int?
 
     /// - Parameter watchPictureSize: stop (with `formatChange`) when the picture's size
     ///   changes mid-stream, which one MP4 sample entry cannot describe.
@@ -46,11 +50,14 @@ final class CopyLane: Lane {
         isVideo = input.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
         self.witness = isVideo ? witness : nil
         sizeWatch = isVideo && watchPictureSize ? HeaderParser(stream: input, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC]) : nil
+        let lengthSize = HEVCNALScanner.lengthSize(input)
+        dolbyVisionLayers = isVideo && kiln_stream_dovi(input)?.pointee.dv_profile == 7 && lengthSize > 0 ? lengthSize : nil
     }
 
     var ffmpegEquivalent: [String] {
         let tag = input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_HEVC ? ["-tag:\(outputIndex)", "hvc1"] : []
-        return ["-map", "0:\(inputIndex)", "-c:\(outputIndex)", "copy"] + tag
+        let layers = dolbyVisionLayers != nil ? ["-bsf:\(outputIndex)", "filter_units=remove_types=62|63"] : []
+        return ["-map", "0:\(inputIndex)", "-c:\(outputIndex)", "copy"] + tag + layers
     }
 
     func prepare(muxer: Muxer) throws(KilnError) {
@@ -91,8 +98,9 @@ final class CopyLane: Lane {
         // content light levels travel as stream side data.
         // Dolby Vision profile 7 (UHD Blu-ray: a base layer plus an enhancement layer in the
         // same stream) has no single-track carriage in MP4, and Apple's players, which read
-        // the configuration record, take profiles 5 and 8 only. Without the record the file is
-        // the HDR10 base layer it is built on (decoders skip the enhancement NAL units).
+        // the configuration record, take profiles 5 and 8 only. Without the record (and the
+        // enhancement layer and RPUs, `DolbyVisionLayers`) the file is the HDR10 base layer
+        // it is built on.
         let skip = kiln_stream_dovi(input)?.pointee.dv_profile == 7 ? Int32(AV_PKT_DATA_DOVI_CONF.rawValue) : -1
         try check(kiln_copy_stream_side_data(out, input, skip), .mux, "cannot copy stream side data")
         copyStreamMetadata(from: input, to: out)
@@ -106,6 +114,7 @@ final class CopyLane: Lane {
             guard packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 else { return }
             sawKeyframe = true
         }
+        if let lengthSize = dolbyVisionLayers { try DolbyVisionLayers.strip(packet, lengthSize: lengthSize) }
         if let witness, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try witness.offer(packet) }
         if let sizeWatch, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try checkPictureSize(packet, sizeWatch) }
         if !isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AAC { try checkADTS(packet) }
@@ -238,5 +247,43 @@ struct ADTSConfiguration: Equatable, CustomStringConvertible {
         let channels = [0: "channels set in the stream", 1: "mono", 2: "stereo", 6: "5.1", 7: "7.1"][Int(channelConfiguration)]
             ?? "\(channelConfiguration) channels"
         return "\(channels) \(rate)"
+    }
+}
+
+/// Dolby Vision profile 7 carries, in one HEVC track, an HDR10 base layer plus NAL units of
+/// types HEVC leaves unspecified: 63 holds the enhancement layer, 62 the RPU (the metadata
+/// that rebuilds the picture from both layers). MP4 has no carriage for profile 7, so the
+/// copy is the base layer alone (its configuration record left out); decoders skip the
+/// unspecified types, but they would still be downloaded (a full enhancement layer is
+/// several Mb/s), and an RPU without its record is metadata for a picture the file no
+/// longer holds. They are taken out of each packet; the base layer's units are untouched.
+enum DolbyVisionLayers {
+    static let rpu = 62, enhancementLayer = 63
+
+    /// Rewrites `packet` without its type 62 and 63 NAL units (a packet with none, or
+    /// whose lengths do not add up, stays as it is).
+    static func strip(_ packet: Packet, lengthSize: Int) throws(KilnError) {
+        let p = packet.pointer.pointee
+        guard let data = p.data, p.size > 0 else { return }
+        let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
+        var kept: [Range<Int>] = [], dropped = false, covered = 0
+        LengthPrefixed.forEachUnit(in: bytes, lengthSize: lengthSize) { unit in
+            let start = UnsafeMutablePointer(mutating: unit.baseAddress!) - data
+            covered = start + unit.count
+            let type = Int(unit[0] >> 1) & 0x3f
+            if type == rpu || type == enhancementLayer { dropped = true } else { kept.append(start - lengthSize..<start + unit.count) }
+        }
+        guard dropped, covered == bytes.count else { return }
+        let stripped = try Packet()
+        let size = kept.reduce(0) { $0 + $1.count }
+        try check(av_new_packet(stripped.pointer, Int32(size)), .mux, "cannot hold a packet", as: .resourceLimit)
+        var at = 0
+        for range in kept {
+            (stripped.pointer.pointee.data + at).update(from: data + range.lowerBound, count: range.count)
+            at += range.count
+        }
+        try check(av_packet_copy_props(stripped.pointer, packet.pointer), .mux, "cannot copy packet properties", as: .resourceLimit)
+        av_packet_unref(packet.pointer)
+        av_packet_move_ref(packet.pointer, stripped.pointer)
     }
 }

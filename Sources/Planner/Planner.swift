@@ -237,7 +237,8 @@ struct PlanContext {
             audioPlan = plan
             reasons += why
         }
-        // MP4 carries profile 7's base layer only (the engine leaves its record out).
+        // MP4 carries profile 7's base layer only (the engine leaves its record, enhancement
+        // layer and RPUs out).
         if video?.dolbyVision?.profile == 7 { reasons.append("dolby_vision_base_layer_only") }
         let (subs, subReasons) = subtitlePlans()
         var plan = Plan(quality: quality, effectiveQuality: .original, deliveryFormat: .remux, targetBitrateKbps: 0,

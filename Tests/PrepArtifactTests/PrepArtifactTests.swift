@@ -966,6 +966,20 @@ struct FormatChangeTests {
         }
         #expect(v["codec_tag_string"] == .string("hvc1") && v["color_transfer"] == .string("smpte2084"))
         #expect(!probe.stdout.contains("DOVI configuration record"), "no Dolby Vision record in the MP4")
+        // Nor its RPUs (and enhancement layer): the source has an RPU in every access unit.
+        func rpus(_ path: String) throws -> Int {
+            let raw = dir.appendingPathComponent("video.hevc").path
+            #expect(try Run.command("ffmpeg", ["-v", "error", "-y", "-i", path, "-map", "0:v:0", "-c", "copy", "-f", "hevc", raw]).status == 0)
+            let b = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
+            return (0..<max(0, b.count - 3)).filter { b[$0] == 0 && b[$0 + 1] == 0 && b[$0 + 2] == 1 && Int(b[$0 + 3] >> 1) & 0x3f == 62 }.count
+        }
+        #expect(try rpus(source) > 0)
+        #expect(try rpus(out) == 0)
+        guard case .array(let equivalent)? = try Command.json(r)["stats"]?["ffmpeg_equivalent"] else {
+            Issue.record("no ffmpeg_equivalent")
+            return
+        }
+        #expect(equivalent.contains(.string("filter_units=remove_types=62|63")), "\(equivalent)")
     }
 
     @Test("AAC in LATM framing (DVB, ISDB-Tb recordings) is re-encoded into the MP4 (its copy failed at the MP4 header as a retryable io_error)")
