@@ -310,9 +310,12 @@ written, behind the writer; the result is used only if the real head matches the
 forecast byte for byte. `stats.phases` and `stats.hashed_while_writing` in
 `prepare --json` show the split. Each tool replaces its previous output on every run
 (Kiln renames over it, ffmpeg truncates it), which costs both the old file's page cache
-(~0.2 s and ~0.5 s on the 1.3 GB input). The 4K time and memory left are the two UHD
-HEVC keyframe decodes (~35 ms of CPU and ~29 MB of decoder tables each), which a stream
-copy never does.
+(~0.2 s and ~0.5 s on the 1.3 GB input). The memory left on 4K is the UHD HEVC keyframe
+decode (~9 MB of decoder tables and a motion field; its open-GOP CRA is decoded as the
+IDR it is to a decoder that starts there, without inventing four references); the time
+left on the 1080p film is its first picture decoded twice (the probe's analysis and
+verification's, ~50 ms of CPU each) and the SHA-256. On these two cores work beside the
+copy is not free: two busy threads slow each other down by 15–40 %.
 
 Goals: remux ≤ 1.0× ffmpeg's wall time and RSS; transcode ≤ 1.03× ffmpeg's time at
 identical settings with PSNR within 0.1 dB; average bitrate ≤ the rung's video budget,
