@@ -127,6 +127,10 @@ public enum Prober {
         var info = StreamInfo(index: Int(st.pointee.index), type: type, codec: string(avcodec_get_name(par.codec_id)) ?? "unknown",
                               disposition: disposition)
         info.codecTag = fourCC(par.codec_tag)
+        if FairPlay.protects(par) {
+            info.encrypted = true
+            if par.codec_id == AV_CODEC_ID_NONE, let wrapped = FairPlay.wrappedCodec(par) { info.codec = wrapped }
+        }
         info.profile = string(avcodec_profile_name(par.codec_id, par.profile))
         if par.level > 0 { info.level = Int(par.level) }
         if par.bit_rate > 0 { info.bitRate = Int(par.bit_rate) }
@@ -392,6 +396,29 @@ public final class ProbedSource {
         self.demuxer = demuxer
         self.info = info
         self.secondReader = secondReader
+    }
+}
+
+/// iTunes Store purchases protected with FairPlay: their sample entries are `drmi`
+/// (video) and `drms` (audio), wrapping `avc1` and `mp4a` with a `sinf` box that holds
+/// the keys' references. libavformat 59 marks no encryption for them (no side data, unlike
+/// CENC), and follows the `frma` box naming the wrapped format only for CENC's `encv`/`enca`,
+/// so their video reads as codec "none". Their samples decode to garbage; like CENC, such
+/// a file can only be delivered as it is.
+enum FairPlay {
+    static let sampleEntries: Set<String> = ["drmi", "drms"]
+
+    static func protects(_ par: AVCodecParameters) -> Bool {
+        fourCC(par.codec_tag).map(sampleEntries.contains) ?? false
+    }
+
+    /// The codec a `drmi` entry wraps when libavformat left it unnamed: H.264 where its
+    /// configuration record is an `avcC` (version 1, reserved bits set, a first parameter
+    /// set that is an SPS). iTunes video is H.264.
+    static func wrappedCodec(_ par: AVCodecParameters) -> String? {
+        guard fourCC(par.codec_tag) == "drmi", par.extradata_size >= 9, let x = par.extradata else { return nil }
+        guard x[0] == 1, x[4] & 0xFC == 0xFC, x[5] & 0xE0 == 0xE0, x[5] & 0x1F >= 1, x[8] & 0x1F == 7 else { return nil }
+        return "h264"
     }
 }
 

@@ -935,6 +935,28 @@ struct FormatChangeTests {
         #expect(!FileManager.default.fileExists(atPath: out))
     }
 
+    @Test("an iTunes purchase (FairPlay: drmi/drms sample entries, no encryption side data) is marked encrypted: delivered as it is, refused with a reason otherwise (it failed at decode as codec \"none\")")
+    func fairPlaySource() throws {
+        let source = try Media.fairPlayLike()
+        let streams = try Command.probedStreams(source)
+        #expect(streams.allSatisfy { $0["encrypted"] == .bool(true) }, "\(streams)")
+        #expect(streams.first?["codec"] == .string("h264"), "the wrapped codec, from its avcC record")
+        let dir = Media.scratch("fairplay")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let asIs = dir.appendingPathComponent("original.m4v").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", asIs, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(try Command.json(r)["plan"]?["delivery_format"] == .string("original"))
+        #expect(FileManager.default.contentsEqual(atPath: asIs, andPath: source))
+        let out = dir.appendingPathComponent("1mbps.mp4").path
+        let refused = try Command.run(["prepare", source, "--quality", "1mbps", "--caps", "ios", "--output", out, "--json"])
+        #expect(refused.status == 3, "\(refused.stdout)")
+        let error = try Command.json(refused)["error"]
+        #expect(error?["code"] == .string("source_unsupported") && error?["message"]?.string?.contains("encrypted") == true,
+                "\(refused.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: out))
+    }
+
     @Test("Dolby Vision profile 7 (UHD Blu-ray, enhancement layer in the stream) is remuxed as its HDR10 base layer, without a configuration record MP4 players would refuse")
     func dolbyVisionProfile7() throws {
         // The profile 8 sample's record rewritten to say profile 7 (base, enhancement and RPU,

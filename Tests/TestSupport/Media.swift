@@ -183,3 +183,21 @@ extension Run {
         return (exit, Int(usage.ru_maxrss))
     }
 }
+
+extension Media {
+    /// What libavformat sees of an iTunes purchase (FairPlay): its sample entries `drmi` and
+    /// `drms` wrap avc1 and mp4a. A plain file's entries renamed (its samples are not really
+    /// encrypted, which changes nothing for the probe, the plan or the engine's refusal).
+    public static func fairPlayLike() throws -> String {
+        try generated("fairplay-like.m4v") { tmp in
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: shared("mb_rotate-buck-bunny.mp4"))))
+            for (from, to) in [("avc1", "drmi"), ("mp4a", "drms")] {
+                let f = Array(from.utf8), t = Array(to.utf8)
+                for i in 0..<(bytes.count - 4) where bytes[i] == f[0] && Array(bytes[i..<i + 4]) == f {
+                    bytes.replaceSubrange(i..<i + 4, with: t)
+                }
+            }
+            try Data(bytes).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+}
