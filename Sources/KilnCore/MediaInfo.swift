@@ -3,7 +3,7 @@
 public struct MediaInfo: Codable, Sendable, Equatable {
     /// Which probe described a file; raised when the probe learns something plans depend
     /// on (2: codec tags; 3: reordered pictures without presentation times, encryption; 4:
-    /// FairPlay sample entries), so a description cached by an older one is not planned from.
+    /// FairPlay and Windows Media DRM), so a description cached by an older one is not planned from.
     public static let describerVersion = 4
 
     /// The key a description of the file with this fingerprint is cached under.

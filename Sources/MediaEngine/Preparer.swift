@@ -317,12 +317,12 @@ public enum Preparer {
     /// The pipeline's lanes for `plan`, reading `demuxer`: one per kept stream, in output
     /// order (video, audio, subtitles). `witness` decodes a copied video's keyframes.
     static func lanes(for plan: Plan, demuxer: Demuxer, info: MediaInfo, witness: KeyframeWitness? = nil) throws(KilnError) -> [Lane] {
-        // FairPlay marks no packet as encrypted (the pipeline refuses CENC's): its sample
-        // entries say so, and its video has no decoder to fail on first.
-        for index in [plan.video?.sourceIndex, plan.audio?.sourceIndex].compactMap({ $0 })
-        where index < demuxer.streamCount && FairPlay.protects(demuxer.stream(index).pointee.codecpar.pointee) {
+        // Whatever a plan says, nothing the probe found encrypted is decoded or copied: CENC
+        // (whose packets the pipeline also refuses as they come), FairPlay and Windows Media
+        // DRM (whose packets say nothing, and FairPlay video has no decoder to fail on first).
+        for index in [plan.video?.sourceIndex, plan.audio?.sourceIndex].compactMap({ $0 }) where info.stream(index)?.encrypted == true {
             throw KilnError(.sourceUnsupported, stage: .plan,
-                            "the source's stream \(index) is encrypted (DRM: FairPlay): it can only be delivered as the file it is")
+                            "the source's stream \(index) is encrypted (DRM): it can only be delivered as the file it is")
         }
         var lanes: [Lane] = []
         if let v = plan.video {

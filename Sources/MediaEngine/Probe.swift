@@ -78,6 +78,11 @@ public enum Prober {
         let start = seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0
         var warnings: [String] = []
         if streams.isEmpty { warnings.append("no_streams") }
+        // Windows Media DRM: the ASF demuxer says so only in the file's metadata (from the
+        // header's content encryption objects); its packets decode to garbage.
+        if formatName.hasPrefix("asf"), ["ASF_Protection_Type", "encryption"].contains(where: { dictValue(ctx.pointee.metadata, $0) != nil }) {
+            for i in streams.indices where streams[i].type == .video || streams[i].type == .audio { streams[i].encrypted = true }
+        }
         if scan {
             try demuxer.keepingParameters { () throws(KilnError) in
                 try scanPackets(demuxer, &streams, &warnings)

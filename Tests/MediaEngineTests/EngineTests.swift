@@ -145,8 +145,8 @@ struct RemuxMetadataTests {
                                                            "-encryption_scheme", "cenc-aes-ctr",
                                                            "-encryption_key", "76a6c65c5ea762046bd749a2e632ccbb",
                                                            "-encryption_kid", "a7e61c373e219033c21091fa607bf3b8"])
-        // FairPlay marks no packet: its sample entries say it.
-        for path in [path, try Media.fairPlayLike()] {
+        // FairPlay and Windows Media DRM mark no packet: a sample entry, a header object say it.
+        for path in [path, try Media.fairPlayLike(), try Media.windowsMediaDRM()] {
             let info = try Prober.probe(path: path)
             #expect(info.videoStreams.first?.encrypted == true)
             let dir = Media.scratch("encrypted")

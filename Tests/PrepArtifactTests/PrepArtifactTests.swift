@@ -957,6 +957,24 @@ struct FormatChangeTests {
         #expect(!FileManager.default.fileExists(atPath: out))
     }
 
+    @Test("a Windows Media file with DRM (a content encryption object in its header) is marked encrypted and refused with that reason, not decoded into garbage")
+    func windowsMediaDRM() throws {
+        let source = try Media.windowsMediaDRM()
+        let streams = try Command.probedStreams(source)
+        #expect(streams.count == 2 && streams.allSatisfy { $0["encrypted"] == .bool(true) }, "\(streams)")
+        #expect(try Command.probedStreams(try Media.generated("wm-plain.wmv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=1",
+                                                                              "-c:v", "wmv2"])).allSatisfy { $0["encrypted"] == nil })
+        let dir = Media.scratch("wmdrm")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let refused = try Command.run(["prepare", source, "--quality", "5mbps", "--caps", "ios", "--output", out, "--json"])
+        #expect(refused.status == 3, "\(refused.stdout)")
+        let error = try Command.json(refused)["error"]
+        #expect(error?["code"] == .string("source_unsupported") && error?["message"]?.string?.contains("encrypted") == true,
+                "\(refused.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: out))
+    }
+
     @Test("Dolby Vision profile 7 (UHD Blu-ray, enhancement layer in the stream) is remuxed as its HDR10 base layer, without a configuration record MP4 players would refuse")
     func dolbyVisionProfile7() throws {
         // The profile 8 sample's record rewritten to say profile 7 (base, enhancement and RPU,

@@ -200,4 +200,31 @@ extension Media {
             try Data(bytes).write(to: URL(fileURLWithPath: tmp))
         }
     }
+
+    /// A Windows Media file whose header says it is DRM-protected: a plain WMV with an ASF
+    /// Content Encryption Object added to its header (the header object's size and count
+    /// raised to match). Its packets are not really encrypted, which changes nothing for
+    /// the probe, the plan or the engine's refusal.
+    public static func windowsMediaDRM() throws -> String {
+        try generated("wmdrm-like.wmv") { tmp in
+            let plain = tmp + ".plain.wmv"
+            defer { try? FileManager.default.removeItem(atPath: plain) }
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=2",
+                                               "-f", "lavfi", "-i", "sine=duration=2", "-c:v", "wmv2", "-b:v", "500k", "-c:a", "wmav2", plain])
+            guard r.status == 0 else { throw TestFailure("ffmpeg could not make a WMV: \(r.stderr)") }
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: plain)))
+            func le(_ v: UInt64, _ n: Int) -> [UInt8] { (0..<n).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) } }
+            func field(_ s: String) -> [UInt8] { let b = Array(s.utf8) + [0]; return le(UInt64(b.count), 4) + b }
+            // 2211B3FB-BD23-11D2-B4B7-00A0C955FC6E, as ASF stores GUIDs.
+            let guid: [UInt8] = [0xFB, 0xB3, 0x11, 0x22, 0x23, 0xBD, 0xD2, 0x11, 0xB4, 0xB7, 0x00, 0xA0, 0xC9, 0x55, 0xFC, 0x6E]
+            let body = le(6, 4) + Array("secret".utf8) + field("DRM") + field("key-id") + field("http://license.example/")
+            let object = guid + le(UInt64(24 + body.count), 8) + body
+            let size = (16..<24).reduce(UInt64(0)) { $0 | UInt64(bytes[$1]) << (8 * UInt64($1 - 16)) }
+            let count = (24..<28).reduce(UInt64(0)) { $0 | UInt64(bytes[$1]) << (8 * UInt64($1 - 24)) }
+            bytes.replaceSubrange(16..<24, with: le(size + UInt64(object.count), 8))
+            bytes.replaceSubrange(24..<28, with: le(count + 1, 4))
+            bytes.insert(contentsOf: object, at: 30)
+            try Data(bytes).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
 }
