@@ -255,8 +255,9 @@ static void parse_pps(Bits *b, ParameterSets *sets) {
 
 static void parse_parameter_set(const uint8_t *nal, size_t n, ParameterSets *sets) {
     if (n < 3) return;
-    int type = (nal[0] >> 1) & 0x3f;
-    if (type != NAL_SPS && type != NAL_PPS) return;
+    int type = (nal[0] >> 1) & 0x3f, layer = ((nal[0] & 1) << 5) | (nal[1] >> 3);
+    // Another layer's parameter sets may reuse the base layer's ids.
+    if ((type != NAL_SPS && type != NAL_PPS) || layer != 0) return;
     uint8_t *rbsp = av_malloc(n);
     if (!rbsp) return;
     size_t len = unescape(nal + 2, n - 2, rbsp);
@@ -406,6 +407,12 @@ done:
     return written;
 }
 
+// A CRA or BLA slice of the base layer (libavcodec decodes no other layer).
+static int is_irap_slice(const uint8_t *nal) {
+    int type = (nal[0] >> 1) & 0x3f, layer = ((nal[0] & 1) << 5) | (nal[1] >> 3);
+    return layer == 0 && ((type >= NAL_BLA_W_LP && type <= NAL_BLA_N_LP) || type == NAL_CRA);
+}
+
 static uint64_t read_length(const uint8_t *p, int size) {
     uint64_t v = 0;
     for (int i = 0; i < size; i++) v = (v << 8) | p[i];
@@ -442,7 +449,7 @@ int kiln_hevc_keyframe_as_idr(const uint8_t *hvcc, int hvcc_size, const AVPacket
         if (len < 2 || len > size - pos) { irap_slices = 0; break; }
         int type = (d[pos] >> 1) & 0x3f;
         if (type == NAL_SPS || type == NAL_PPS) parse_parameter_set(d + pos, (size_t)len, sets);
-        if ((type >= NAL_BLA_W_LP && type <= NAL_BLA_N_LP) || type == NAL_CRA) irap_slices++;
+        if (is_irap_slice(d + pos)) irap_slices++;
         pos += (size_t)len;
     }
     if (irap_slices == 0 || pos != size) goto done;
@@ -462,11 +469,10 @@ int kiln_hevc_keyframe_as_idr(const uint8_t *hvcc, int hvcc_size, const AVPacket
         size_t len = (size_t)read_length(d + pos, length_size);
         pos += (size_t)length_size;
         const uint8_t *nal = d + pos;
-        int type = (nal[0] >> 1) & 0x3f;
         size_t wrote = 0;
         if (o + (size_t)length_size > capacity) { av_packet_free(&made); goto done; }
         size_t room = capacity - o - (size_t)length_size;
-        if ((type >= NAL_BLA_W_LP && type <= NAL_BLA_N_LP) || type == NAL_CRA) {
+        if (is_irap_slice(nal)) {
             wrote = slice_as_idr(nal, len, sets, made->data + o + length_size, room);
             if (wrote == 0 || (length_size < 4 && wrote >> (8 * length_size))) { av_packet_free(&made); goto done; }
         } else {
