@@ -11,8 +11,8 @@ import KilnTestSupport
 struct HEVCKeyframeTests {
     /// The sources' CRA keyframes: x265 10-bit with wavefront entry points and one slice
     /// per picture; 8-bit with three slices, SAO off and a scaling list; without
-    /// wavefronts (no entry points): each slice header field the rewrite walks is there;
-    /// and a shared file from another encoder.
+    /// wavefronts (no entry points); range extensions and the rest below: each slice header
+    /// field the rewrite walks is there; and a shared file from another encoder.
     static func sources() throws -> [String] {
         [try VerifierTests.openGOPHEVC(),
          try Media.generated("open-gop-hevc-slices.mkv", [
@@ -23,6 +23,14 @@ struct HEVCKeyframeTests {
             "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-t", "3", "-pix_fmt", "yuv420p",
             "-c:v", "libx265", "-preset", "ultrafast",
             "-x265-params", "log-level=error:open-gop=1:keyint=25:min-keyint=25:bframes=2:wpp=0:ref=3"]),
+         // Range extensions (4:4:4 10-bit, lossless), 16-pixel CTUs and two slices (longer
+         // slice addresses), transform skip, chroma QP offsets, several reference sets in
+         // the SPS (the slice names one by index), temporal layers.
+         try Media.generated("open-gop-hevc-rext.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-t", "3", "-pix_fmt", "yuv444p10le",
+            "-c:v", "libx265", "-preset", "ultrafast",
+            "-x265-params", "log-level=error:open-gop=1:keyint=25:min-keyint=25:bframes=3:ctu=16:tskip=1:cbqpoffs=3:crqpoffs=-2:"
+                + "multi-pass-opt-rps=1:opt-qp-pps=1:slices=2:temporal-layers=3:lossless=1"]),
          // Another encoder's CRAs (MP4, its parameter sets in band as well).
          Media.shared("sp_bear-1280x720-hevc.mp4")]
     }
