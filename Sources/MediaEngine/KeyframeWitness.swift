@@ -76,6 +76,19 @@ final class KeyframeWitness: @unchecked Sendable {
         lastSecondStart = max(0, durationSeconds - 1)
     }
 
+    /// Whether an MP4 copy of the stream keeps its samples and sample entry as the source
+    /// has them, so that decoding the source's keyframes can stand for decoding the
+    /// output's. Not for H.264 or HEVC in Annex B (MPEG-TS, AVI, bare streams): the MP4
+    /// muxer writes those as length-prefixed samples under a new avcC/hvcC, verification
+    /// never takes such a witness's word, and its decodes (an open-GOP HEVC keyframe in
+    /// Annex B with its invented references) were spent for nothing.
+    static func copyKeepsSamples(_ stream: UnsafeMutablePointer<AVStream>) -> Bool {
+        let par = stream.pointee.codecpar.pointee
+        guard par.codec_id == AV_CODEC_ID_H264 || par.codec_id == AV_CODEC_ID_HEVC else { return true }
+        // avcC and hvcC both begin with configuration version 1; Annex B with a start code.
+        return par.extradata_size > 0 && par.extradata[0] == 1
+    }
+
     /// Learns where the stream's keyframes are from the source's index, so that a keyframe
     /// the index shows is followed by another before the last second is not decoded for
     /// nothing (`shift`: what the pipeline adds to the source's timestamps, AV_TIME_BASE

@@ -222,7 +222,8 @@ public enum Preparer {
             outInfo = info
         } else {
             let demuxer = opened.demuxer
-            if let v = plan.video, v.action == .copy, let s = info.stream(v.sourceIndex), v.sourceIndex < demuxer.streamCount {
+            if let v = plan.video, v.action == .copy, let s = info.stream(v.sourceIndex), v.sourceIndex < demuxer.streamCount,
+               KeyframeWitness.copyKeepsSamples(demuxer.stream(v.sourceIndex)) {
                 // Without a decoder for it, verification decodes the keyframes itself (and says why).
                 witness = try? KeyframeWitness(stream: demuxer.stream(v.sourceIndex), durationSeconds: s.durationSeconds ?? expected)
             }

@@ -149,6 +149,25 @@ struct VerifierTests {
         #expect(told.matches == 2)
     }
 
+    @Test("no witness where the MP4 copy rewrites the samples (H.264/HEVC in Annex B: MPEG-TS), whose decodes verification could never take")
+    func noWitnessForAnnexB() throws {
+        let mkv = try Self.openGOPHEVC()
+        let ts = try Media.generated("open-gop-hevc-25.ts", ["-i", mkv, "-c", "copy", "-f", "mpegts"])
+        let mpeg2 = try Media.generated("mpeg2-1s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=1",
+                                                        "-c:v", "mpeg2video", "-f", "mpegts"])
+        for (path, keeps) in [(mkv, true), (ts, false), (Media.shared("sp_bear-1280x720-hevc.mp4"), true), (mpeg2, true)] {
+            let demuxer = try Demuxer(path: path, cancellation: Cancellation())
+            #expect(KeyframeWitness.copyKeepsSamples(demuxer.stream(demuxer.firstVideoStream)) == keeps, "\(path)")
+        }
+        // And indeed: the TS's remux verifies without taking any keyframe from a witness of
+        // the source's packets.
+        let (info, plan, out, dir) = try remuxed(ts, "verify-witness-ts")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let w = try witness(for: ts, duration: info.durationSeconds)
+        _ = try Verifier.verify(path: out, plan: plan, expectedDuration: info.durationSeconds, cancellation: Cancellation(), witness: w)
+        #expect(w.matches == 0)
+    }
+
     @Test("a witness is not believed for another stream's parameters or other bytes")
     func witnessOnlyForTheSameBytes() throws {
         let hevc = try Self.openGOPHEVC()
