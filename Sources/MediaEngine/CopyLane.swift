@@ -199,6 +199,13 @@ final class CopyLane: Lane {
     }
 
     func finish(muxer: Muxer) throws(KilnError) {
+        // Not one keyframe in the whole stream (a damaged recording whose only IDR was hit,
+        // a broadcast that marks none): the copy had nothing to start on, and an MP4 track
+        // without samples is no track at all. The plan's encode decodes what it can.
+        if isVideo && !sawKeyframe && stats.packetsIn > 0 {
+            formatChange = "the source's video has no keyframe in its \(stats.packetsIn) packets"
+            throw KilnError(.sourceCorrupt, stage: .mux, "\(formatChange!): a copy has no picture to start on")
+        }
         // A new size on the last keyframe, kept to the end, is a change too.
         if pictureSize.candidate != nil { try stopForNewSize() }
         try flushPending(before: noPTS, muxer: muxer)

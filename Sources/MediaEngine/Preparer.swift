@@ -138,8 +138,9 @@ public enum Preparer {
                 guard let what = change, !cancellation.isCanceled else { throw error }
                 change = nil
                 if what.video {
-                    // The picture changed size: the plan's encode replaces the copy (the
-                    // filter graph fits each size into its frame).
+                    // The picture changed size, or the stream has no keyframe to start a copy
+                    // on: the plan's encode replaces the copy (the filter graph fits each size
+                    // into its frame; the decoder starts on what it can).
                     guard let fallback = current.videoFallback, current.video?.action == .copy else { throw error }
                     current.video = fallback
                     current.videoFallback = nil
@@ -422,14 +423,15 @@ public enum Preparer {
     /// The source's second of one stream from `from` (source time), decoded as verification
     /// decodes the output's, when it does not decode cleanly; nil when it does, or when it
     /// cannot be sought or decoded at all (no evidence either way). Nothing decoded and
-    /// nothing rejected is no evidence either: the seek found no keyframe before the stream
-    /// ended. MPEG-TS seeks by timestamp to any packet, so near the end of a file with long
-    /// GOPs the check may reach none; the file is not damaged for that.
+    /// nothing rejected is no evidence either when the seek found no keyframe before the
+    /// stream ended: MPEG-TS seeks by timestamp to any packet, so near the end of a file
+    /// with long GOPs the check may reach none; the file is not damaged for that. A keyframe
+    /// reached that gives no picture is damage.
     static func damagedSecond(_ demuxer: Demuxer, stream index: Int, from: Double, streamEnd: Double = .infinity,
                               cancellation: Cancellation) -> Verifier.Second? {
         guard let second = try? Verifier.decodeSecond(demuxer, stream: index, from: from, streamEnd: streamEnd,
                                                       cancellation: cancellation), !second.decoded,
-              second.frames > 0 || second.errors > 0 || second.witnessFailed else { return nil }
+              second.frames > 0 || second.errors > 0 || second.witnessFailed || second.keyframeSent else { return nil }
         return second
     }
 

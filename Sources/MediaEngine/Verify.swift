@@ -123,6 +123,8 @@ enum Verifier {
         var frames = 0
         var errors = 0
         var witnessFailed = false
+        /// Video: whether a keyframe was reached and decoded (or taken from the witness).
+        var keyframeSent = false
         /// Where the stream's packets reached, and where the second ends.
         var reached = -Double.infinity
         var end = 0.0
@@ -189,7 +191,8 @@ enum Verifier {
         }
         try decoder.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
         let ctx = decoder.context.pointee
-        return Second(frames: frames, errors: decoder.corruptPackets, witnessFailed: witnessFailed, reached: reached, end: end,
+        return Second(frames: frames, errors: decoder.corruptPackets, witnessFailed: witnessFailed, keyframeSent: pictureSent,
+                      reached: reached, end: end,
                       format: ctx.codec_type == AVMEDIA_TYPE_VIDEO ? ctx.pix_fmt.rawValue : ctx.sample_fmt.rawValue)
     }
 

@@ -163,6 +163,23 @@ struct RemuxMetadataTests {
         }
     }
 
+    @Test("a copied video without a single keyframe stops with that reason (it wrote an MP4 without video that failed verification as a retryable write error)")
+    func noKeyframeToCopy() throws {
+        let path = try Media.withoutKeyframe()
+        let info = try Prober.probe(path: path)
+        let plan = try #require(EnginePlans.remux(info))
+        #expect(plan.videoFallback == nil)
+        let dir = Media.scratch("no-keyframe")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            _ = try Preparer.prepare(source: path, plan: plan, info: info, output: dir.appendingPathComponent("out.mp4").path)
+            Issue.record("a remux without a keyframe wrote a file")
+        } catch {
+            #expect(error.code == .sourceCorrupt && error.message.contains("no keyframe"), "\(error)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+    }
+
     @Test("Dolby Vision profile 8 keeps its configuration record and the hvc1 tag")
     func dolbyVision() throws {
         let (out, dir) = try remux("sp_sparks_dovi_8.mp4")

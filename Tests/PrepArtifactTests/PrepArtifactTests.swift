@@ -975,6 +975,22 @@ struct FormatChangeTests {
         #expect(!FileManager.default.fileExists(atPath: out))
     }
 
+    @Test("a recording that lost its only keyframe, or whose keyframe does not decode, ends with exit 3 and a reason, not a retryable verify_failed (found by fuzzing)")
+    func noKeyframe() throws {
+        // No keyframe at all: the copy stops, and the plan's encode finds nothing to decode
+        // either. A keyframe that does not decode: the source shows the same damage.
+        for source in [try Media.withoutKeyframe(), try Media.undecodableKeyframe()] {
+            let dir = Media.scratch("no-keyframe-cli")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let out = dir.appendingPathComponent("out.mp4").path
+            let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+            let json = try Command.json(r)
+            #expect(r.status == 3, "\(source): \(r.stdout)")
+            #expect(json["error"]?["retryable"] == .bool(false) && json["error"]?["code"] != .string("verify_failed"), "\(r.stdout)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+        }
+    }
+
     @Test("Dolby Vision profile 7 (UHD Blu-ray, enhancement layer in the stream) is remuxed as its HDR10 base layer, without a configuration record MP4 players would refuse")
     func dolbyVisionProfile7() throws {
         // The profile 8 sample's record rewritten to say profile 7 (base, enhancement and RPU,

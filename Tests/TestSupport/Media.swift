@@ -227,4 +227,51 @@ extension Media {
             try Data(bytes).write(to: URL(fileURLWithPath: tmp))
         }
     }
+
+    /// An MPEG-TS recording whose only keyframe does not decode: its IDR slice's NAL unit
+    /// header turned into a plain slice's (the transport stream still marks it as a random
+    /// access point), as damage there would leave it.
+    public static func undecodableKeyframe() throws -> String {
+        try generated("undecodable-keyframe.ts") { tmp in
+            var bytes = try oneGOP(format: "mpegts")
+            guard let at = idrSlice(bytes) else { throw TestFailure("no IDR slice in the generated TS") }
+            bytes[at + 3] = 0x61
+            try Data(bytes).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    /// A Matroska file whose video has not one keyframe: its only IDR picture taken out
+    /// (the parameter sets kept), as a recording that lost its start.
+    public static func withoutKeyframe() throws -> String {
+        try generated("no-keyframe.mkv") { tmp in
+            let bytes = try oneGOP(format: "h264")
+            guard let at = idrSlice(bytes) else { throw TestFailure("no IDR slice in the generated stream") }
+            // The IDR slice runs to the next start code (three or four bytes).
+            var end = at + 4
+            while end + 3 <= bytes.count, !(bytes[end] == 0 && bytes[end + 1] == 0 && bytes[end + 2] == 1) { end += 1 }
+            if end > at + 4, bytes[end - 1] == 0 { end -= 1 }
+            let raw = tmp + ".h264"
+            defer { try? FileManager.default.removeItem(atPath: raw) }
+            try Data(bytes[..<at] + bytes[end...]).write(to: URL(fileURLWithPath: raw))
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-framerate", "25", "-f", "h264", "-i", raw,
+                                               "-c", "copy", "-copyinkf", "-f", "matroska", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg could not make the MKV: \(r.stderr)") }
+        }
+    }
+
+    /// 3 s of H.264 in one GOP (one IDR picture, then P pictures) in `format`'s bytes.
+    private static func oneGOP(format: String) throws -> [UInt8] {
+        let dir = scratch("one-gop")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("gop").path
+        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
+                                           "-c:v", "libx264", "-preset", "ultrafast", "-g", "1000", "-f", format, out])
+        guard r.status == 0 else { throw TestFailure("ffmpeg could not encode one GOP: \(r.stderr)") }
+        return [UInt8](try Data(contentsOf: URL(fileURLWithPath: out)))
+    }
+
+    /// Where the first IDR slice's start code (00 00 01 65) is.
+    private static func idrSlice(_ bytes: [UInt8]) -> Int? {
+        (0..<max(0, bytes.count - 4)).first { bytes[$0] == 0 && bytes[$0 + 1] == 0 && bytes[$0 + 2] == 1 && bytes[$0 + 3] == 0x65 }
+    }
 }
