@@ -9,8 +9,8 @@
 #include "CFFmpeg.h"
 #include <string.h>
 
-enum { NAL_BLA_W_LP = 16, NAL_BLA_N_LP = 18, NAL_IDR_N_LP = 20, NAL_CRA = 21, NAL_VPS = 32,
-       NAL_SPS = 33, NAL_PPS = 34, MAX_SPS = 16, MAX_PPS = 64, MAX_ST_RPS = 64 };
+enum { NAL_BLA_W_LP = 16, NAL_BLA_N_LP = 18, NAL_IDR_N_LP = 20, NAL_CRA = 21, NAL_SPS = 33,
+       NAL_PPS = 34, MAX_SPS = 16, MAX_PPS = 64, MAX_ST_RPS = 64 };
 
 typedef struct {
     const uint8_t *buf;
@@ -447,8 +447,7 @@ int kiln_hevc_keyframe_as_idr(const uint8_t *hvcc, int hvcc_size, const AVPacket
         uint64_t len = read_length(d + pos, length_size);
         pos += (size_t)length_size;
         if (len < 2 || len > size - pos) { irap_slices = 0; break; }
-        int type = (d[pos] >> 1) & 0x3f;
-        if (type == NAL_SPS || type == NAL_PPS) parse_parameter_set(d + pos, (size_t)len, sets);
+        parse_parameter_set(d + pos, (size_t)len, sets);  // SPS and PPS; other units pass
         if (is_irap_slice(d + pos)) irap_slices++;
         pos += (size_t)len;
     }

@@ -149,18 +149,24 @@ struct RemuxMetadataTests {
         for path in [path, try Media.fairPlayLike(), try Media.windowsMediaDRM()] {
             let info = try Prober.probe(path: path)
             #expect(info.videoStreams.first?.encrypted == true)
-            let dir = Media.scratch("encrypted")
-            defer { try? FileManager.default.removeItem(at: dir) }
             for plan in [EnginePlans.remux(info), EnginePlans.transcode(info)].compactMap({ $0 }) {
-                do {
-                    _ = try Preparer.prepare(source: path, plan: plan, info: info, output: dir.appendingPathComponent("out.mp4").path)
-                    Issue.record("\(path): \(plan.deliveryFormat) wrote a file")
-                } catch {
-                    #expect(error.code == .sourceUnsupported && error.message.contains("encrypted"), "\(path): \(error)")
-                }
+                try expectRefused(path, plan: plan, info: info, .sourceUnsupported, saying: "encrypted")
             }
-            #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
         }
+    }
+
+    /// Prepares `path` with `plan` into a scratch folder and expects the engine to refuse
+    /// it with `code` and a message containing `saying`, leaving nothing behind.
+    private func expectRefused(_ path: String, plan: Plan, info: MediaInfo, _ code: KilnError.Code, saying: String) throws {
+        let dir = Media.scratch("refused")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            _ = try Preparer.prepare(source: path, plan: plan, info: info, output: dir.appendingPathComponent("out.mp4").path)
+            Issue.record("\(path): \(plan.deliveryFormat) wrote a file")
+        } catch {
+            #expect(error.code == code && error.message.contains(saying), "\(path): \(error)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
     }
 
     @Test("a copied video without a single keyframe stops with that reason (it wrote an MP4 without video that failed verification as a retryable write error)")
@@ -169,15 +175,7 @@ struct RemuxMetadataTests {
         let info = try Prober.probe(path: path)
         let plan = try #require(EnginePlans.remux(info))
         #expect(plan.videoFallback == nil)
-        let dir = Media.scratch("no-keyframe")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        do {
-            _ = try Preparer.prepare(source: path, plan: plan, info: info, output: dir.appendingPathComponent("out.mp4").path)
-            Issue.record("a remux without a keyframe wrote a file")
-        } catch {
-            #expect(error.code == .sourceCorrupt && error.message.contains("no keyframe"), "\(error)")
-        }
-        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+        try expectRefused(path, plan: plan, info: info, .sourceCorrupt, saying: "no keyframe")
     }
 
     @Test("Dolby Vision profile 8 keeps its configuration record and the hvc1 tag")
