@@ -7,44 +7,11 @@
 // type, an extension this reader does not follow, a value out of range, a header that
 // does not end where the syntax says — leaves the packet as it is.
 #include "CFFmpeg.h"
+#include "bit_reader.h"
 #include <string.h>
 
 enum { NAL_BLA_W_LP = 16, NAL_BLA_N_LP = 18, NAL_IDR_N_LP = 20, NAL_CRA = 21, NAL_SPS = 33,
        NAL_PPS = 34, MAX_SPS = 16, MAX_PPS = 64, MAX_ST_RPS = 64 };
-
-typedef struct {
-    const uint8_t *buf;
-    size_t bits, pos;
-    int error;
-} Bits;
-
-static unsigned bit(Bits *b) {
-    if (b->pos >= b->bits) { b->error = 1; return 0; }
-    unsigned v = (b->buf[b->pos >> 3] >> (7 - (b->pos & 7))) & 1;
-    b->pos++;
-    return v;
-}
-
-static uint32_t bits(Bits *b, int n) {
-    uint32_t v = 0;
-    while (n-- > 0) v = (v << 1) | bit(b);
-    return v;
-}
-
-static void skip(Bits *b, size_t n) {
-    b->pos += n;
-    if (b->pos > b->bits) b->error = 1;
-}
-
-static uint32_t ue(Bits *b) {
-    int zeros = 0;
-    while (!bit(b)) {
-        if (b->error || ++zeros > 31) { b->error = 1; return 0; }
-    }
-    return (uint32_t)(((uint64_t)1 << zeros) - 1 + bits(b, zeros));
-}
-
-static void se(Bits *b) { (void)ue(b); }
 
 static int ceil_log2(uint32_t v) {
     int n = 0;
@@ -68,18 +35,6 @@ typedef struct {
     SPS sps[MAX_SPS];
     PPS pps[MAX_PPS];
 } ParameterSets;
-
-// A NAL unit's payload without its emulation prevention bytes (00 00 03 -> 00 00).
-static size_t unescape(const uint8_t *src, size_t n, uint8_t *dst) {
-    size_t o = 0;
-    int zeros = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (zeros >= 2 && src[i] == 3) { zeros = 0; continue; }
-        dst[o++] = src[i];
-        zeros = src[i] == 0 ? zeros + 1 : 0;
-    }
-    return o;
-}
 
 // Where payload byte `rbsp_index` (counted without emulation prevention) is in `src`.
 static size_t escaped_offset(const uint8_t *src, size_t n, size_t rbsp_index) {

@@ -18,15 +18,18 @@ final class Demuxer {
     let path: String
     /// Held for as long as the context lives: C's interrupt callback reads its flag.
     private let cancellation: Cancellation
-    /// Whether `rewind` sent it back to the start (after the probe's packet scan): a second
+    /// Whether `rewind` (or the analysis, `H264Analysis`) sent it back to the start: a second
     /// reader that must see the same packets goes back the same way (`IndexForecast`).
     private(set) var wasRewound = false
+    /// Whether the analysis learnt its H.264 streams' parameters without decoding a picture.
+    private(set) var sparedH264Decode = false
 
-    /// - Parameter analyze: run `avformat_find_stream_info` (decodes a few frames to learn
-    ///   what headers leave out). Verification of an MP4 Kiln just wrote skips it: the
-    ///   index already holds codec, size, rate and channels, and a 4K HEVC decoder's
-    ///   frames cost more than the rest of a remux.
-    init(path: String, cancellation: Cancellation, analyze: Bool = true) throws(KilnError) {
+    /// - Parameter analyze: run `avformat_find_stream_info` (`analyse`). Verification of an
+    ///   MP4 Kiln just wrote skips it: the index already holds codec, size, rate and
+    ///   channels, and a 4K HEVC decoder's frames cost more than the rest of a remux.
+    /// - Parameter h264Shortcut: let `H264Analysis` spare the analysis its H.264 decode
+    ///   (tests compare both ways).
+    init(path: String, cancellation: Cancellation, analyze: Bool = true, h264Shortcut: Bool = true) throws(KilnError) {
         self.path = path
         self.cancellation = cancellation
         var isDir = false
@@ -42,6 +45,27 @@ final class Demuxer {
         guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
             throw KilnError(.sourceUnreadable, stage: .open, "the source is not a regular file (a pipe, socket or device)")
         }
+        var ctx: UnsafeMutablePointer<AVFormatContext>? = try Demuxer.open(path, cancellation)
+        do {
+            if analyze {
+                switch try Demuxer.analyse(ctx!, shortcut: h264Shortcut) {
+                case .done(let rewound, let spared):
+                    wasRewound = rewound
+                    sparedH264Decode = spared
+                case .retry:
+                    avformat_close_input(&ctx)
+                    ctx = try Demuxer.open(path, cancellation)
+                    _ = try Demuxer.analyse(ctx!, shortcut: false)
+                }
+            }
+        } catch {
+            avformat_close_input(&ctx)
+            throw error
+        }
+        context = ctx!
+    }
+
+    private static func open(_ path: String, _ cancellation: Cancellation) throws(KilnError) -> UnsafeMutablePointer<AVFormatContext> {
         guard let ctx = avformat_alloc_context() else {
             throw KilnError(.resourceLimit, stage: .open, "out of memory opening the source")
         }
@@ -62,12 +86,25 @@ final class Demuxer {
             throw KilnError(e.code == .sourceUnsupported ? .sourceUnsupported : .sourceUnreadable, stage: .open,
                             underlying: ret, "the source is not a media file libavformat can read (\(avErrorText(ret)))")
         }
-        context = opened
-        guard analyze else { return }
+        return opened
+    }
+
+    private enum Analysis {
+        /// `rewound`: the shortcut read packets and went back to the start; `spared`: it
+        /// served every H.264 stream.
+        case done(rewound: Bool, spared: Bool)
+        /// The shortcut could not put the stream times right: open afresh, analyse in full.
+        case retry
+    }
+
+    /// Runs `avformat_find_stream_info`, which decodes a few frames to learn what headers
+    /// leave out, sparing H.264 keyframes where `H264Analysis` can (`shortcut`).
+    private static func analyse(_ ctx: UnsafeMutablePointer<AVFormatContext>, shortcut: Bool) throws(KilnError) -> Analysis {
+        let prefilled = shortcut ? H264Analysis.prefill(ctx) : H264Analysis.Prefilled()
         // Analysis decodes a few frames per stream to learn what headers leave out. With
         // one decoder thread the first frame comes out of the first packet; frame threads
         // would first fill a pipeline of several frames (2-3x the time on H.264 and HEVC).
-        let count = Int(opened.pointee.nb_streams)
+        let count = Int(ctx.pointee.nb_streams)
         let streamOptions = UnsafeMutablePointer<OpaquePointer?>.allocate(capacity: max(count, 1))
         streamOptions.initialize(repeating: nil, count: max(count, 1))
         for i in 0..<count {
@@ -75,17 +112,17 @@ final class Demuxer {
             // Analysis reads parameters off decoded pictures, never their pixels: the
             // deblocking filter (a quarter of H.264's and HEVC's decoding time) is skipped.
             av_dict_set(&streamOptions[i], "skip_loop_filter", "all", 0)
+            if prefilled.streams.contains(i) { av_dict_set(&streamOptions[i], "skip_frame", "all", 0) }
         }
         defer {
             for i in 0..<count { av_dict_free(&streamOptions[i]) }
             streamOptions.deallocate()
         }
-        let info = avformat_find_stream_info(context, count > 0 ? streamOptions : nil)
-        if info < 0 {
-            // Not closed here: every stored property is set, so throwing runs `deinit`,
-            // which closes the context (closing it here too was a double free).
-            throw classify(info, .probe, "cannot read the source's streams", as: .sourceUnreadable)
-        }
+        let info = avformat_find_stream_info(ctx, count > 0 ? streamOptions : nil)
+        if info < 0 { throw classify(info, .probe, "cannot read the source's streams", as: .sourceUnreadable) }
+        guard prefilled.needsTimes, !prefilled.isEmpty else { return .done(rewound: false, spared: !prefilled.isEmpty) }
+        guard H264Analysis.restoreTimes(ctx, prefilled), seekToStart(ctx) >= 0 else { return .retry }
+        return .done(rewound: true, spared: true)
     }
 
     deinit {
@@ -127,25 +164,32 @@ final class Demuxer {
         let ret: Int32
         if hasDiscontinuousTimestamps {
             ret = av_seek_frame(context, -1, 0, AVSEEK_FLAG_BYTE)
-        } else if let late = seekLandsLate() {
+        } else if let late = Demuxer.seekLandsLate(context) {
             // Refused rather than done: the caller opens the file afresh instead.
             rewindFailed = true
             throw KilnError(.sourceUnreadable, stage: .demux,
                             "going back to the start would skip \(Format.fixed(late, decimals: 2)) s of the source's first packets")
         } else {
-            let start = context.pointee.start_time == noPTS ? 0 : context.pointee.start_time
-            ret = avformat_seek_file(context, -1, Int64.min, start, start, 0)
+            ret = Demuxer.seekToStart(context)
         }
         rewindFailed = ret < 0
         try check(ret, .demux, "cannot go back to the start of the source", as: .sourceUnreadable)
         wasRewound = true
     }
 
+    /// Seeks an indexed container (MP4, Matroska) to its start, by timestamp; -1 when the
+    /// seek would land late (`seekLandsLate`).
+    private static func seekToStart(_ context: UnsafeMutablePointer<AVFormatContext>) -> Int32 {
+        if seekLandsLate(context) != nil { return -1 }
+        let start = context.pointee.start_time == noPTS ? 0 : context.pointee.start_time
+        return avformat_seek_file(context, -1, Int64.min, start, start, 0)
+    }
+
     /// How far past the file's start a seek to it would land, when that is more than a
     /// tenth of a second; nil otherwise. A seek goes by one stream's index (the video's
     /// keyframes): in Matroska and the like it moves the one read position for every
     /// stream, so audio that starts before the first indexed keyframe would be skipped.
-    private func seekLandsLate() -> Double? {
+    private static func seekLandsLate(_ context: UnsafeMutablePointer<AVFormatContext>) -> Double? {
         let ctx = context.pointee
         guard ctx.start_time != noPTS else { return nil }
         let i = av_find_default_stream_index(context)

@@ -162,6 +162,26 @@ void kiln_decode_into_one_picture(AVCodecContext *ctx, KilnOnePicture *one);
 /// reference it had to invent).
 int kiln_one_picture_requests(const KilnOnePicture *one);
 
+// ---- H.264 stream parameters without decoding (h264_parameters.c) ----
+/// What libavcodec's H.264 decoder reports once it has decoded a first picture.
+typedef struct {
+    int pix_fmt;                    // enum AVPixelFormat
+    int bits_per_raw_sample;
+    int reorder_depth;              // pictures the decoder holds back (has_b_frames)
+    AVRational sample_aspect_ratio; // {0, 1} when the stream does not say
+    int color_range, color_primaries, color_trc, colorspace, chroma_location;
+} KilnH264Parameters;
+
+/// Reads `par`'s avcC record (one SPS, with VUI and its bitstream restriction) and fills
+/// `out` with what libavcodec's decoder would set after its first picture: the pixel
+/// format, depth, reorder depth, aspect ratio and colour description (the container's
+/// where the VUI says nothing). `avformat_find_stream_info` decodes an H.264 keyframe only
+/// to learn these; given them, it need not. Returns 1 when `out` holds them; 0 for
+/// anything this reader does not vouch for (no record, several SPSs, monochrome, depths
+/// other than 8 and 10, a left or top crop, a size other than the container's, no
+/// reorder depth, wide-gamut or HDR colour, damage): the decoder then says.
+int kiln_h264_parameters(const AVCodecParameters *par, KilnH264Parameters *out);
+
 // ---- an HEVC keyframe decoded alone (hevc_keyframe.c) ----
 /// Writes into `out` the access unit `in` (length-prefixed, as `hvcc`, the stream's
 /// decoder configuration record, says) with its CRA or BLA slices turned into IDR_N_LP
