@@ -312,9 +312,10 @@ forecast byte for byte. `stats.phases` and `stats.hashed_while_writing` in
 (Kiln renames over it, ffmpeg truncates it), which costs both the old file's page cache
 (~0.2 s and ~0.5 s on the 1.3 GB input). The memory left on 4K is the UHD HEVC keyframe
 decode (~9 MB of decoder tables and a motion field; its open-GOP CRA is decoded as the
-IDR it is to a decoder that starts there, without inventing four references); the time
-left on the 1080p film is its first picture decoded twice (the probe's analysis and
-verification's, ~50 ms of CPU each) and the SHA-256. On these two cores work beside the
+IDR it is to a decoder that starts there, without inventing four references);
+the probe's analysis no longer decodes the first H.264 picture (its SPS says what that
+decode would learn, so verification's decode beside the copy is the only one), and the
+time left on the 1080p film is mostly the SHA-256. On these two cores work beside the
 copy is not free: two busy threads slow each other down by 15–40 %.
 
 Goals: remux ≤ 1.0× ffmpeg's wall time and RSS; transcode ≤ 1.03× ffmpeg's time at
