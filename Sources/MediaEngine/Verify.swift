@@ -138,11 +138,18 @@ enum Verifier {
     static func decodeSecond(_ demuxer: Demuxer, stream index: Int, from start: Double, streamEnd: Double,
                              cancellation: Cancellation, witness: KeyframeWitness? = nil) throws(KilnError) -> Second {
         let st = demuxer.stream(index)
-        let decoder: Decoder
-        do { decoder = try Decoder(stream: st, threads: 1, sharedPicture: true) } catch {
-            throw KilnError(.verifyFailed, stage: .verify, "the output's stream \(index) has no decoder: \(error.message)")
-        }
         let isVideo = st.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
+        // Opened when a packet needs it: a video keyframe the witness decoded needs none, and
+        // a UHD HEVC decoder's context alone is most of a megabyte.
+        var opened: Decoder? = nil
+        func decoder() throws(KilnError) -> Decoder {
+            if let opened { return opened }
+            do { opened = try Decoder(stream: st, threads: 1, sharedPicture: true) } catch {
+                throw KilnError(.verifyFailed, stage: .verify, "the output's stream \(index) has no decoder: \(error.message)")
+            }
+            return opened!
+        }
+        if !isVideo || witness == nil { _ = try decoder() }
         let target = Int64(start * Double(kiln_time_base()))
         // Seek on this stream: seeking the default (video) stream would land on its keyframe
         // before `start`, and an audio check would then decode from there, seconds earlier,
@@ -177,23 +184,26 @@ enum Verifier {
                     } else {
                         // The one picture: sent, then drained at once, so the decoder never
                         // holds more than it and the references it names.
-                        try decoder.decodeKeyframeAlone(packet) { (_: Frame) throws(KilnError) in frames += 1 }
+                        try decoder().decodeKeyframeAlone(packet) { (_: Frame) throws(KilnError) in frames += 1 }
                     }
                     pictureSent = true
                 }
                 if pictureSent, let t, t >= end { done = true }
                 continue
             }
-            try decoder.decode(packet) { (frame: Frame) throws(KilnError) in
+            try decoder().decode(packet) { (frame: Frame) throws(KilnError) in
                 frames += 1
                 if let t = seconds(frame.pointer.pointee.best_effort_timestamp, st.pointee.time_base), t >= end { done = true }
             }
         }
-        try decoder.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
-        let ctx = decoder.context.pointee
-        return Second(frames: frames, errors: decoder.corruptPackets, witnessFailed: witnessFailed, keyframeSent: pictureSent,
-                      reached: reached, end: end,
-                      format: ctx.codec_type == AVMEDIA_TYPE_VIDEO ? ctx.pix_fmt.rawValue : ctx.sample_fmt.rawValue)
+        try opened?.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
+        // Without a decoder (the witness answered), the format is the one it was opened
+        // with: the stream's parameters, which verification found equal to the source's.
+        let format = opened.map { d in
+            d.context.pointee.codec_type == AVMEDIA_TYPE_VIDEO ? d.context.pointee.pix_fmt.rawValue : d.context.pointee.sample_fmt.rawValue
+        } ?? st.pointee.codecpar.pointee.format
+        return Second(frames: frames, errors: opened?.corruptPackets ?? 0, witnessFailed: witnessFailed, keyframeSent: pictureSent,
+                      reached: reached, end: end, format: format)
     }
 
     /// MP4 top-level boxes: the `moov` index must come before `mdat`, so players can
