@@ -14,12 +14,13 @@ import KilnCore
 ///
 /// Only where the container says when each packet is decoded, or where what libavformat
 /// learns from decode times alone can be put right: MP4/QuickTime (decode times stored),
-/// and Matroska with a declared duration and frame rate. Matroska stores presentation times only;
-/// libavformat derives decode times once it trusts the reorder depth, which without a
-/// decoded picture is never during the analysis. The stream's start is then taken from the
-/// rest of the file's, so `restoreTimes` sets it as libavformat would have (its first
-/// packet's presentation time), and the demuxer goes back to the start so that every
-/// packet is read with derived decode times, as after any rewind.
+/// and Matroska with a declared duration and frame rate. Matroska stores presentation
+/// times only; libavformat derives decode times once it trusts the reorder depth, which
+/// without a decoded picture is never during the analysis. So `restoreTimes` sets the
+/// stream's start as libavformat would have (its first packet's presentation time), the
+/// analysis stops reading where decoding would have let it (`max_ts_probe`), and the
+/// demuxer goes back to the start so that every packet is read with derived decode times,
+/// as after any rewind.
 enum H264Analysis {
     /// Containers whose H.264 packets carry decode times.
     static let decodeTimedFormats: Set<String> = ["mov,mp4,m4a,3gp,3g2,mj2"]
