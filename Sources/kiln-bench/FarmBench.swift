@@ -84,7 +84,7 @@ enum FarmBench {
             let now = SystemClock().monotonicSeconds()
             lock.lock(); launched[spec.artifactID] = now; lock.unlock()
             let bytes = Array("fake artifact \(spec.artifactID)".utf8)
-            FileManager.default.createFile(atPath: spec.outputPath, contents: Data(bytes))
+            _ = FileManager.default.createFile(atPath: spec.outputPath, contents: Data(bytes))
             let report = ChildReport(ok: true, output: .init(path: spec.outputPath, bytes: Int64(bytes.count), sha256: SHA256.hex(bytes)))
             return FakeHandle(JobOutcome(termination: .exited(0), report: report, logTail: []))
         }
