@@ -121,7 +121,7 @@ final class Demuxer {
         let info = avformat_find_stream_info(ctx, count > 0 ? streamOptions : nil)
         if info < 0 { throw classify(info, .probe, "cannot read the source's streams", as: .sourceUnreadable) }
         guard prefilled.needsTimes, !prefilled.isEmpty else { return .done(rewound: false, spared: !prefilled.isEmpty) }
-        guard H264Analysis.restoreTimes(ctx, prefilled), seekToStart(ctx) >= 0 else { return .retry }
+        guard H264Analysis.restoreTimes(ctx, prefilled), seekLandsLate(ctx) == nil, seekToStart(ctx) >= 0 else { return .retry }
         return .done(rewound: true, spared: true)
     }
 
@@ -177,10 +177,9 @@ final class Demuxer {
         wasRewound = true
     }
 
-    /// Seeks an indexed container (MP4, Matroska) to its start, by timestamp; -1 when the
-    /// seek would land late (`seekLandsLate`).
+    /// Seeks an indexed container (MP4, Matroska) to its start, by timestamp. Callers check
+    /// `seekLandsLate` first.
     private static func seekToStart(_ context: UnsafeMutablePointer<AVFormatContext>) -> Int32 {
-        if seekLandsLate(context) != nil { return -1 }
         let start = context.pointee.start_time == noPTS ? 0 : context.pointee.start_time
         return avformat_seek_file(context, -1, Int64.min, start, start, 0)
     }

@@ -262,7 +262,8 @@ public enum Prober {
             if fieldParser == nil { fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true) }
         }
         // No seek first: the packets find_stream_info read are still buffered and come
-        // back first. Afterwards the demuxer is rewound for the pipeline.
+        // back first (unless `H264Analysis` already went back to the start). Afterwards
+        // the demuxer is rewound for the pipeline.
         defer { _ = try? demuxer.rewind() }
         while pts.count < scanPacketLimit, reads < scanPacketLimit * 32 {
             reads += 1

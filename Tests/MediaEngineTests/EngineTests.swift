@@ -127,15 +127,9 @@ struct RemuxMetadataTests {
         // A plan no planner makes (PCM has no MP4 sample entry ffmpeg writes), as a stale or
         // hand-written one could be.
         plan.audio = AudioPlan(sourceIndex: a.index, action: .copy, codec: a.codec, channels: 1, bitrateKbps: 0)
-        let dir = Media.scratch("refused")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        do {
-            _ = try Preparer.prepare(source: path, plan: plan, info: info, output: dir.appendingPathComponent("out.mp4").path)
-            Issue.record("the MP4 was written")
-        } catch {
-            #expect(error.code == .sourceUnsupported && !error.retryable, "\(error)")
-        }
-        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty, "nothing left behind")
+        // source_unsupported is final: the farm does not retry it.
+        #expect(!KilnError(.sourceUnsupported, stage: .mux, "").retryable)
+        try expectRefused(path, plan: plan, info: info, .sourceUnsupported, saying: "cannot be written to MP4")
     }
 
     @Test("encrypted samples are refused by the engine too, whatever a plan says (no garbage decoded, nothing left)")
