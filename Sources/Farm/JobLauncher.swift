@@ -113,7 +113,7 @@ public struct ChildProcessLauncher: JobLauncher {
 
     public func launch(_ spec: JobSpec, onProgress: @escaping @Sendable (JobProgress) -> Void) throws(KilnError) -> any JobHandle {
         let plan: Data
-        do { plan = try JSON.encode(spec.plan) } catch {
+        do { plan = Data(try JSON.encode(spec.plan)) } catch {
             throw KilnError(.internalError, stage: .plan, "cannot encode the plan: \(error)")
         }
         var extra = ["KILN_PARENT_PID": String(getpid()), "KILN_NICE": String(nice)]

@@ -102,7 +102,7 @@ public final class WebhookDeliverer: @unchecked Sendable {
 
     /// One signed POST; true on a 2xx answer.
     func post(_ events: [EventRecord]) -> Bool {
-        guard let body = try? JSON.encode(Batch(events: events.map(EventView.init))) else { return false }
+        guard let body = try? Data(JSON.encode(Batch(events: events.map(EventView.init)))) else { return false }
         var request = URLRequest(url: url, timeoutInterval: 15)
         request.httpMethod = "POST"
         request.httpBody = body

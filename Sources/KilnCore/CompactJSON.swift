@@ -1,7 +1,5 @@
-import FoundationEssentials
-
-/// Compact JSON with sorted keys, byte for byte what `JSON.encoder()` (Foundation's
-/// JSONEncoder with `.sortedKeys, .withoutEscapingSlashes`) writes for Kiln's own types,
+/// Compact JSON with sorted keys, byte for byte what Foundation's JSONEncoder writes with
+/// `.sortedKeys, .withoutEscapingSlashes` (and `.prettyPrinted`, for people) for Kiln's own types,
 /// at a fraction of its cost. Foundation's encoder builds a dictionary of boxed values per
 /// object and looks types up at run time; the store encodes a plan, a source and a
 /// request on every intake, and that was a fifth of a store cycle's CPU.
@@ -11,22 +9,86 @@ import FoundationEssentials
 ///
 /// Scope: the types Kiln defines (structs, enums, arrays, dictionaries with string keys,
 /// optionals, strings, integers, floating point, booleans). Types Foundation's encoder
-/// special-cases (Date, Data, URL, Decimal) are refused rather than written differently.
+/// special-cases (Date, Data, URL, Decimal) are refused rather than written differently;
+/// KilnCore does not import Foundation (the media child must not load it), so they are
+/// known by name.
 public enum CompactJSON {
+    private static let foundationSpecial: Set<String> = ["Date", "Data", "URL", "Decimal"].reduce(into: []) { names, type in
+        for module in ["Foundation", "FoundationEssentials"] { names.insert("\(module).\(type)") }
+    }
+
     public struct EncodingError: Error, CustomStringConvertible {
         public let description: String
     }
 
-    public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+    /// Compact, or with `pretty` what Foundation adds for `.prettyPrinted` (for people).
+    public static func encode<T: Encodable>(_ value: T, pretty: Bool = false) throws -> [UInt8] {
         let root = try nested(value)
         var out: [UInt8] = []
         out.reserveCapacity(512)
         try root.write(into: &out)
-        return out
+        return pretty ? prettyPrinted(out) : out
     }
 
-    public static func string<T: Encodable>(_ value: T) throws -> String {
-        String(decoding: try encode(value), as: UTF8.self)
+    public static func string<T: Encodable>(_ value: T, pretty: Bool = false) throws -> String {
+        String(decoding: try encode(value, pretty: pretty), as: UTF8.self)
+    }
+
+    /// Compact output re-indented as Foundation's `.prettyPrinted` writes it: two spaces a
+    /// level, `"key" : value`, and an empty array or object as its opening bracket, an
+    /// empty line, then its closing bracket at its own level (`[\n\n  ]`). Strings are
+    /// copied untouched, so the brackets, commas and colons inside them stay where they are.
+    /// Meant for CompactJSON's own output (no whitespace, keys in order); other input is
+    /// re-indented as it is, not checked.
+    public static func prettyPrinted(_ compact: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(compact.count * 2)
+        var depth = 0
+        var inString = false, escaped = false
+        func newline() {
+            out.append(UInt8(ascii: "\n"))
+            out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 2 * depth))
+        }
+        var i = 0
+        while i < compact.count {
+            let byte = compact[i]
+            i += 1
+            if inString {
+                out.append(byte)
+                if escaped { escaped = false }
+                else if byte == UInt8(ascii: "\\") { escaped = true }
+                else if byte == UInt8(ascii: "\"") { inString = false }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""):
+                inString = true
+                out.append(byte)
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                out.append(byte)
+                if i < compact.count && (compact[i] == UInt8(ascii: "}") || compact[i] == UInt8(ascii: "]")) {
+                    out.append(UInt8(ascii: "\n"))
+                    newline()
+                    out.append(compact[i])
+                    i += 1
+                } else {
+                    depth += 1
+                    newline()
+                }
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                depth = max(0, depth - 1)   // unbalanced input must not crash
+                newline()
+                out.append(byte)
+            case UInt8(ascii: ","):
+                out.append(byte)
+                newline()
+            case UInt8(ascii: ":"):
+                out.append(contentsOf: [UInt8(ascii: " "), UInt8(ascii: ":"), UInt8(ascii: " ")])
+            default:
+                out.append(byte)
+            }
+        }
+        return out
     }
 
     // MARK: Tree
@@ -139,7 +201,7 @@ public enum CompactJSON {
     /// Any other Encodable value, through its own `encode(to:)`.
     fileprivate static func nested<T: Encodable>(_ value: T) throws -> Node {
         // Foundation special-cases these; writing them its way is not worth the code.
-        if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self {
+        if foundationSpecial.contains(_typeName(T.self, qualified: true)) {
             throw EncodingError(description: "\(T.self) is written differently by Foundation's encoder; CompactJSON does not take it")
         }
         let box = Box()

@@ -27,3 +27,17 @@ public enum Format {
         return String(decoding: buffer.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
+
+extension StringProtocol {
+    /// Whether `part` occurs in the text (its UTF-8 bytes, as `contains` compares them
+    /// where the regex runtime is loaded: the media child does without it, Package.swift).
+    public func includes(_ part: some StringProtocol) -> Bool {
+        let text = Array(utf8), needle = Array(part.utf8)
+        guard !needle.isEmpty else { return true }
+        guard needle.count <= text.count else { return false }
+        for start in 0...(text.count - needle.count) where text[start] == needle[0] {
+            if text[start..<(start + needle.count)].elementsEqual(needle) { return true }
+        }
+        return false
+    }
+}

@@ -1,28 +1,20 @@
-import FoundationEssentials
-
 /// One JSON setup for everything Kiln prints or stores: snake_case keys come from the
-/// types' own `CodingKeys`, output is sorted so equal values print equal bytes.
+/// types' own `CodingKeys`, output is sorted so equal values print equal bytes. Kiln's own
+/// writer (`CompactJSON`) and reader (`JSONReader`), not Foundation's, so that the media
+/// child need not load Foundation; their output and answers are Foundation's (tests
+/// compare them).
 public enum JSON {
-    public static func encoder(pretty: Bool = false) -> JSONEncoder {
-        let e = JSONEncoder()
-        e.outputFormatting = pretty ? [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
-                                    : [.sortedKeys, .withoutEscapingSlashes]
-        return e
-    }
-
-    /// Compact output comes from `CompactJSON` (the same bytes, several times faster: the
-    /// store encodes on every intake); pretty output, for people, from Foundation.
-    public static func encode<T: Encodable>(_ value: T, pretty: Bool = false) throws -> Data {
-        pretty ? try encoder(pretty: true).encode(value) : Data(try CompactJSON.encode(value))
+    public static func encode<T: Encodable>(_ value: T, pretty: Bool = false) throws -> [UInt8] {
+        try CompactJSON.encode(value, pretty: pretty)
     }
 
     public static func string<T: Encodable>(_ value: T, pretty: Bool = false) -> String {
-        guard let d = try? encode(value, pretty: pretty) else { return "null" }
-        return String(decoding: d, as: UTF8.self)
+        guard let bytes = try? encode(value, pretty: pretty) else { return "null" }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
-    public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
-        try JSONDecoder().decode(type, from: data)
+    public static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        try JSONReader.decode(type, from: bytes)
     }
 }
 
@@ -61,9 +53,7 @@ public enum JSONValue: Codable, Sendable, Equatable {
     public struct ParseError: Error { public let message: String }
 
     public static func parse(_ bytes: [UInt8]) throws(ParseError) -> JSONValue {
-        do { return try JSONDecoder().decode(JSONValue.self, from: Data(bytes)) } catch {
-            throw ParseError(message: "\(error)".split(separator: "\n").first.map(String.init) ?? "invalid JSON")
-        }
+        do { return try JSONReader.value(bytes) } catch { throw ParseError(message: error.description) }
     }
 
     public subscript(key: String) -> JSONValue? {

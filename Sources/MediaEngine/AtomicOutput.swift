@@ -1,8 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Dispatch
-import FoundationEssentials
 import KilnCore
 
 /// The output file's lifecycle: all writing goes to a hidden temporary name in the
@@ -22,19 +20,16 @@ final class AtomicOutput {
 
     init(destination: String) throws(KilnError) {
         self.destination = destination
-        let url = URL(fileURLWithPath: destination)
-        let dir = url.deletingLastPathComponent().path
-        var isDir = false
-        guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir else {
+        let dir = Path.directory(of: destination)
+        guard Path.isDirectory(dir) else {
             throw KilnError(.usage, stage: .write, "the output folder \(dir) does not exist")
         }
         folder = dir
-        guard !FileManager.default.fileExists(atPath: destination, isDirectory: &isDir) || !isDir else {
+        guard !Path.isDirectory(destination) else {
             throw KilnError(.usage, stage: .write, "the output path is a folder")
         }
-        temporary = url.deletingLastPathComponent()
-            .appendingPathComponent(AtomicOutput.temporaryName(for: url.lastPathComponent, pid: getpid(), random: UInt32.random(in: 0...UInt32.max)))
-            .path
+        temporary = Path.join(dir, AtomicOutput.temporaryName(for: Path.lastComponent(of: destination), pid: getpid(),
+                                                              random: UInt32.random(in: 0...UInt32.max)))
     }
 
     /// `.<name>.kiln-tmp-<pid>-<random>`; a name so long that this would pass the file
@@ -100,18 +95,18 @@ final class AtomicOutput {
     }
 }
 
-/// Work on a queue of its own (a Dispatch thread, not the cooperative pool): the finished
+/// Work on a thread of its own: the finished
 /// file's SHA-256 and fsync, so they overlap with verification instead of following it, and
 /// the source's fingerprint beside the probe's analysis. Whoever starts one waits for it on
 /// every path: a thread left running at exit would meet libcrypto torn down under it.
 final class Background<T>: @unchecked Sendable {
-    private let done = DispatchSemaphore(value: 0)
+    private let done = Latch()
     private var result: Result<T, KilnError> = .failure(KilnError(.internalError, stage: .finalize, "not run"))
 
-    init(_ label: String, _ work: @escaping @Sendable () throws(KilnError) -> T) {
-        DispatchQueue(label: label).async { [self] in
+    init(_ work: @escaping @Sendable () throws(KilnError) -> T) {
+        Threads.start { [self] in
             result = Result { () throws(KilnError) in try work() }
-            done.signal()
+            done.open()
         }
     }
 

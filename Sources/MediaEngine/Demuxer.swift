@@ -1,6 +1,5 @@
 import CFFmpeg
 import KilnCore
-import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -32,11 +31,10 @@ final class Demuxer {
     init(path: String, cancellation: Cancellation, analyze: Bool = true, h264Shortcut: Bool = true) throws(KilnError) {
         self.path = path
         self.cancellation = cancellation
-        var isDir = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else {
+        guard Path.exists(path) else {
             throw KilnError(.sourceNotFound, stage: .open, "the source file does not exist")
         }
-        guard !isDir, FileManager.default.isReadableFile(atPath: path) else {
+        guard !Path.isDirectory(path), access(path, R_OK) == 0 else {
             throw KilnError(.sourceUnreadable, stage: .open, "the source is not a readable file")
         }
         // Opening a named pipe blocks until something writes to it, and a device never

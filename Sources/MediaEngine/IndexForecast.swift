@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import CFFmpeg
-import Dispatch
 import KilnCore
 import Synchronization
 
@@ -42,7 +41,7 @@ final class IndexForecast: @unchecked Sendable {
     static let prefixBytes = 4096
 
     private let cancellation: Cancellation
-    private let done = DispatchSemaphore(value: 0)
+    private let done = Latch()
     private let state = Mutex<(finished: Bool, layout: Layout?)>((false, nil))
 
     /// Sources smaller than this are hashed after the remux. Below it the forecast costs
@@ -84,11 +83,11 @@ final class IndexForecast: @unchecked Sendable {
     init(reader: SecondReader, main: Demuxer, plan: Plan, info: MediaInfo, room: Int64) {
         let rewind = main.wasRewound
         cancellation = reader.cancellation
-        DispatchQueue(label: "kiln.index-forecast").async { [self] in
+        Threads.start { [self] in
             // Any failure only means no forecast: the file is then hashed afterwards.
             let layout = try? forecast(reader: reader, rewind: rewind, plan: plan, info: info, room: room)
             state.withLock { $0 = (true, layout) }
-            done.signal()
+            done.open()
         }
     }
 
@@ -104,7 +103,6 @@ final class IndexForecast: @unchecked Sendable {
     @discardableResult
     func wait() -> Layout? {
         done.wait()
-        done.signal()
         return state.withLock { $0.layout }
     }
 
@@ -136,7 +134,7 @@ final class SecondReader: @unchecked Sendable {
     let cancellation = Cancellation()
     /// What the opening thread leaves: written once, before `done` is signalled.
     private final class Slot: @unchecked Sendable {
-        let done = DispatchSemaphore(value: 0)
+        let done = Latch()
         var result: Result<Demuxer, KilnError>?
     }
     private let slot = Slot()
@@ -146,9 +144,9 @@ final class SecondReader: @unchecked Sendable {
         // The thread holds the slot, not the reader: a reader dropped while opening is
         // canceled by its deinit rather than kept alive until the open ends.
         let slot = self.slot, cancellation = self.cancellation
-        DispatchQueue(label: "kiln.second-reader").async {
+        Threads.start {
             slot.result = Result { () throws(KilnError) in try Demuxer(path: path, cancellation: cancellation) }
-            slot.done.signal()
+            slot.done.open()
         }
     }
 
@@ -247,7 +245,7 @@ final class StreamingDigest: @unchecked Sendable {
         }
     }
 
-    private let done = DispatchSemaphore(value: 0)
+    private let done = Latch()
     private let writerFinished = Atomic<Bool>(false)
     private let abandoned = Atomic<Bool>(false)
     private var claim: Claim?
@@ -260,13 +258,13 @@ final class StreamingDigest: @unchecked Sendable {
         do { file = try FileDescriptor(path: path, flags: O_RDONLY) } catch {
             throw AtomicOutput.error(error.errno, "cannot read the output back", stage: .write)
         }
-        DispatchQueue(label: "kiln.streaming-digest").async { [self] in
+        Threads.start { [self] in
             claim = follow()
-            done.signal()
+            done.open()
         }
     }
 
-    deinit { abandon(); done.wait(); done.signal() }
+    deinit { abandon(); done.wait() }
 
     func abandon() {
         abandoned.store(true, ordering: .releasing)
@@ -281,7 +279,6 @@ final class StreamingDigest: @unchecked Sendable {
         if !awaitingForecast && !forecast.isFinished { forecast.abandon() }
         writerFinished.store(true, ordering: .releasing)
         done.wait()
-        done.signal()
         return claim
     }
 

@@ -1,5 +1,4 @@
 import CFFmpeg
-import Dispatch
 import KilnCore
 import Synchronization
 
@@ -21,14 +20,13 @@ final class KeyframeWitness: @unchecked Sendable {
         let packet: Packet
         fileprivate var decoded = false
         fileprivate var started = false      // guarded by the witness's lock
-        fileprivate let done = DispatchSemaphore(value: 0)
+        fileprivate let done = Latch()
 
         fileprivate init(_ packet: Packet) { self.packet = packet }
 
         /// Whether the keyframe decoded without error (waits for the decode).
         var verdict: Bool {
             done.wait()
-            done.signal()
             return decoded
         }
     }
@@ -61,7 +59,6 @@ final class KeyframeWitness: @unchecked Sendable {
     /// The stream's keyframes as the source's index lists them (MP4's sample table,
     /// Matroska's cues), in output seconds, ascending; empty without an index.
     private var indexed: [Double] = []
-    private let worker = DispatchQueue(label: "kiln.keyframe-witness")
     /// Entries waiting for the decoder, and whether the worker is running.
     private let state = Mutex<(waiting: [Entry], running: Bool)>(([], false))
 
@@ -171,7 +168,7 @@ final class KeyframeWitness: @unchecked Sendable {
         }
         if dropped, let old { entries.removeAll { $0 === old } }
         entries.append(entry)
-        if start { worker.async { [self] in drain() } }
+        if start { Threads.start { [self] in drain() } }
         return entry
     }
 
@@ -196,7 +193,7 @@ final class KeyframeWitness: @unchecked Sendable {
                 frames = 0
             }
             entry.decoded = frames > 0
-            entry.done.signal()
+            entry.done.open()
         }
     }
 }

@@ -271,11 +271,11 @@ public enum Preparer {
             // Hashing (one core), flushing (the disk) and verification (decoding, the other
             // core) need only the finished file, so they run side by side.
             let temporary = out.temporary, known = streamed
-            let hashing = Background("kiln.digest") { () throws(KilnError) -> (sha256: String, bytes: Int64) in
+            let hashing = Background { () throws(KilnError) -> (sha256: String, bytes: Int64) in
                 if let known { return known }
                 return try AtomicOutput.digest(path: temporary)
             }
-            let flushing = Background("kiln.fsync") { () throws(KilnError) in try AtomicOutput.fsync(path: temporary) }
+            let flushing = Background { () throws(KilnError) in try AtomicOutput.fsync(path: temporary) }
             // A copied stream's damaged packets are the source's: they may stay, counted, where
             // the source is damaged too (as a transcode conceals them).
             var carried = 0

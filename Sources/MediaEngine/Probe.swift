@@ -1,6 +1,5 @@
 import CFFmpeg
 import KilnCore
-import Dispatch
 import Synchronization
 
 /// Reads a file into a `MediaInfo`. The work is capped: libavformat reads at most
@@ -32,7 +31,7 @@ public enum Prober {
         defer { deadline.disarm() }
         // The fingerprint does not need the analysis, so it runs beside it.
         let fingerprinting = fingerprint
-            ? Background("kiln.fingerprint") { () throws(KilnError) -> String in try SourceFingerprint.compute(path: path) } : nil
+            ? Background { () throws(KilnError) -> String in try SourceFingerprint.compute(path: path) } : nil
         do {
             var demuxer = try Demuxer(path: path, cancellation: cancellation)
             // Opened once the first reader's analysis is done, not beside it: two analyses at
@@ -230,7 +229,7 @@ public enum Prober {
     /// Some muxers mark commentary only in the title.
     static func isCommentaryTitle(_ title: String?) -> Bool {
         guard let t = title?.lowercased() else { return false }
-        return t.contains("commentary") || t.contains("kommentar") || t.contains("commentaire")
+        return t.includes("commentary") || t.includes("kommentar") || t.includes("commentaire")
     }
 
     /// Reads the first packets of the main video stream (a bounded number) to learn what
@@ -457,21 +456,33 @@ enum HEVCNALScanner {
 }
 
 /// Cancels a `Cancellation` when time runs out, so a hostile file cannot hold a probe.
+/// A thread waits for the time or for `disarm`, whichever comes first.
 final class Deadline: Sendable {
     private struct State { var armed = true, fired = false }
-    private let state = Mutex(State())
-    var fired: Bool { state.withLock { $0.fired } }
+    /// What the waiting thread shares (not the deadline itself, which may go first).
+    private final class Shared: Sendable {
+        let state = Mutex(State())
+        let disarmed = Latch()
+    }
+    private let shared = Shared()
+    var fired: Bool { shared.state.withLock { $0.fired } }
 
     init(seconds: Double, cancellation: Cancellation) {
-        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [weak self] in
-            guard let self else { return }
-            self.state.withLock { s in
+        let shared = self.shared
+        Threads.start {
+            guard !shared.disarmed.wait(seconds: seconds) else { return }
+            shared.state.withLock { s in
                 if s.armed { s.fired = true; cancellation.cancel() }
             }
         }
     }
 
-    func disarm() { state.withLock { $0.armed = false } }
+    deinit { disarm() }
+
+    func disarm() {
+        shared.state.withLock { $0.armed = false }
+        shared.disarmed.open()
+    }
 }
 
 /// What a picture's headers say (field order, presentation size), through libavcodec's

@@ -35,7 +35,7 @@ enum AudioSelection {
     static func isSecondary(_ s: StreamInfo) -> Bool {
         if s.disposition.commentary || s.disposition.visualImpaired { return true }
         let title = s.title?.lowercased() ?? ""
-        return title.contains("commentary") || title.contains("audio description") || title.contains("descriptive")
+        return title.includes("commentary") || title.includes("audio description") || title.includes("descriptive")
     }
 
     /// ISO 639-2/T code for a language tag ("en", "eng", "en-US", "ger" all compare as

@@ -71,9 +71,9 @@ enum Codecs {
         if let d = s.bitDepth, d > 0 { return d }
         guard let f = s.pixelFormat?.lowercased() else {
             let p = s.profile?.lowercased() ?? ""
-            return p.contains("10") ? 10 : 8
+            return p.includes("10") ? 10 : 8
         }
-        for (marker, depth) in [("16", 16), ("14", 14), ("12", 12), ("10", 10), ("9", 9)] where f.contains("p\(marker)") {
+        for (marker, depth) in [("16", 16), ("14", 14), ("12", 12), ("10", 10), ("9", 9)] where f.includes("p\(marker)") {
             return depth
         }
         if f.hasPrefix("p010") { return 10 }
@@ -84,15 +84,15 @@ enum Codecs {
     static func chroma(_ s: StreamInfo) -> Int {
         if let c = s.chroma, c > 0 { return c }
         if let f = s.pixelFormat?.lowercased() {
-            if f.contains("444") || f.hasPrefix("gbr") || f.hasPrefix("rgb") || f.hasPrefix("bgr") { return 444 }
-            if f.contains("422") || f.hasPrefix("yuyv") || f.hasPrefix("uyvy") { return 422 }
-            if f.contains("411") { return 411 }
-            if f.contains("440") { return 440 }
+            if f.includes("444") || f.hasPrefix("gbr") || f.hasPrefix("rgb") || f.hasPrefix("bgr") { return 444 }
+            if f.includes("422") || f.hasPrefix("yuyv") || f.hasPrefix("uyvy") { return 422 }
+            if f.includes("411") { return 411 }
+            if f.includes("440") { return 440 }
             return 420
         }
         let p = s.profile?.lowercased() ?? ""
-        if p.contains("4:4:4") { return 444 }
-        if p.contains("4:2:2") { return 422 }
+        if p.includes("4:4:4") { return 444 }
+        if p.includes("4:2:2") { return 422 }
         return 420
     }
 

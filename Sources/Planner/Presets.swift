@@ -1,4 +1,6 @@
-import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import KilnCore
 
 /// One rung of the bitrate ladder: everything that shapes its encodes. The numbers and
@@ -101,36 +103,34 @@ public struct Presets: Sendable, Equatable, Encodable {
     /// Reads `ladder.json` and every `devices/*.json` (the file name is the profile name).
     /// A broken preset is a deployment fault, reported as `internal_error` naming the file;
     /// a broken device profile as `invalid_caps` naming the file and the field.
-    public static func load(directory: URL) throws(KilnError) -> Presets {
-        let ladderURL = directory.appendingPathComponent(ladderFile)
+    public static func load(directory: String) throws(KilnError) -> Presets {
+        let ladderPath = Path.join(directory, ladderFile)
         let ladder: LadderFile
         do {
-            let data = try Data(contentsOf: ladderURL)
-            ladder = try JSONDecoder().decode(LadderFile.self, from: data)
+            ladder = try JSON.decode(LadderFile.self, from: try FileIO.contents(atPath: ladderPath))
         } catch {
-            throw KilnError(.internalError, stage: .plan, "cannot read the ladder \(ladderURL.path): \(describe(error))")
+            throw KilnError(.internalError, stage: .plan, "cannot read the ladder \(ladderPath): \(describe(error))")
         }
         var devices: [String: DeviceCaps] = [:]
         var deviceNotes: [String: String] = [:]
-        let devicesURL = directory.appendingPathComponent(devicesFolder)
-        let names = ((try? FileManager.default.contentsOfDirectory(atPath: devicesURL.path)) ?? [])
-            .filter { $0.hasSuffix(".json") }.sorted()
+        let devicesPath = Path.join(directory, devicesFolder)
+        let names = (Path.entries(ofDirectory: devicesPath) ?? []).filter { $0.hasSuffix(".json") }.sorted()
         for file in names {
-            let url = devicesURL.appendingPathComponent(file)
+            let path = Path.join(devicesPath, file)
             let name = String(file.dropLast(5)).lowercased()
-            guard let data = try? Data(contentsOf: url) else {
-                throw KilnError(.internalError, stage: .plan, "cannot read the device profile \(url.path)")
+            guard let data = try? FileIO.contents(atPath: path) else {
+                throw KilnError(.internalError, stage: .plan, "cannot read the device profile \(path)")
             }
             do {
-                devices[name] = try DeviceCaps.parse(Array(data))
+                devices[name] = try DeviceCaps.parse(data)
             } catch {
                 throw KilnError(error.code, stage: error.stage, field: error.field, "device profile \(file): \(error.message)")
             }
-            if let value = try? JSONValue.parse(Array(data)), case .string(let n)? = value["notes"] { deviceNotes[name] = n }
+            if let value = try? JSONValue.parse(data), case .string(let n)? = value["notes"] { deviceNotes[name] = n }
         }
         let presets = Presets(version: ladder.version, notes: ladder.notes ?? [], rungs: ladder.rungs,
                               compatibilityAudio: ladder.compatibilityAudio, devices: devices, deviceNotes: deviceNotes)
-        try presets.validate(source: ladderURL.path)
+        try presets.validate(source: ladderPath)
         return presets
     }
 
@@ -165,44 +165,30 @@ public struct Presets: Sendable, Equatable, Encodable {
     /// ancestor of the executable's folder, then of the current directory, holding
     /// `Presets/ladder.json` (so `.build/release/prep-artifact` in a checkout finds the
     /// repository's folder). Nil when nothing is found.
-    public static func locate() -> URL? {
-        let fm = FileManager.default
-        if let env = ProcessInfo.processInfo.environment["KILN_PRESETS_DIR"], !env.isEmpty {
-            return URL(fileURLWithPath: env, isDirectory: true)
-        }
-        func holdsLadder(_ dir: URL) -> Bool { fm.fileExists(atPath: dir.appendingPathComponent(ladderFile).path) }
-        var starts: [URL] = []
-        if let exe = executableURL() {
-            let dir = exe.deletingLastPathComponent()
-            for candidate in [dir.appendingPathComponent("Presets"),
-                              dir.appendingPathComponent("../share/kiln/Presets").standardizedFileURL]
+    public static func locate() -> String? {
+        if let env = Environment.value("KILN_PRESETS_DIR"), !env.isEmpty { return env }
+        func holdsLadder(_ dir: String) -> Bool { Path.exists(Path.join(dir, ladderFile)) }
+        var starts: [String] = []
+        if let exe = Path.executable() ?? CommandLine.arguments.first.map(Path.absolute) {
+            let dir = Path.directory(of: exe)
+            for candidate in [Path.join(dir, "Presets"), Path.absolute(Path.join(dir, "../share/kiln/Presets"))]
             where holdsLadder(candidate) {
                 return candidate
             }
             starts.append(dir)
         }
-        starts.append(URL(fileURLWithPath: fm.currentDirectoryPath, isDirectory: true))
+        if let cwd = Path.currentDirectory() { starts.append(cwd) }
         for start in starts {
-            var dir = start.standardizedFileURL
+            var dir = Path.absolute(start)
             while true {
-                let candidate = dir.appendingPathComponent("Presets")
+                let candidate = Path.join(dir, "Presets")
                 if holdsLadder(candidate) { return candidate }
-                let parent = dir.deletingLastPathComponent().standardizedFileURL
-                if parent.path == dir.path { break }
+                let parent = Path.directory(of: dir)
+                if parent == dir { break }
                 dir = parent
             }
         }
         return nil
-    }
-
-    private static func executableURL() -> URL? {
-        #if os(Linux)
-        if let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            return URL(fileURLWithPath: path)
-        }
-        #endif
-        guard let arg0 = CommandLine.arguments.first, !arg0.isEmpty else { return nil }
-        return URL(fileURLWithPath: arg0).resolvingSymlinksInPath()
     }
 
     private static func describe(_ error: any Error) -> String {

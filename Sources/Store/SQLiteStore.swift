@@ -845,7 +845,7 @@ struct DecodedJSONCache<T: Decodable> {
 }
 
 private func decodeJSON<T: Decodable>(_ type: T.Type, _ text: String) throws(KilnError) -> T {
-    do { return try JSON.decode(type, from: Data(text.utf8)) } catch {
+    do { return try JSON.decode(type, from: Array(text.utf8)) } catch {
         throw KilnError(.internalError, stage: .open, "the store holds a \(T.self) that does not decode: \(error)")
     }
 }

@@ -14,7 +14,7 @@ import Store
 enum FarmBench {
     static func main(_ args: [String]) -> Int32 {
         let quick = args.contains("--quick")
-        guard let presetsURL = Presets.locate(), let presets = try? Presets.load(directory: presetsURL) else {
+        guard let presetsDir = Presets.locate(), let presets = try? Presets.load(directory: presetsDir) else {
             FileHandle.standardError.write(Data("kiln-bench: cannot load the presets\n".utf8)); return 1
         }
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-bench-\(getpid())")

@@ -22,7 +22,7 @@ enum Serve {
             throw KilnError(.ioError, stage: .request, "cannot create the data directory \(dataDir): \(error.localizedDescription)")
         }
         let store = try SQLiteStore(path: dataDir + "/kiln.db", durability: config.durability)
-        let presetsDir = config.farm.presetsDir.map { URL(fileURLWithPath: $0) } ?? Presets.locate()
+        let presetsDir = config.farm.presetsDir ?? Presets.locate()
         guard let presetsDir else { throw KilnError(.internalError, stage: .request, "cannot find the Presets folder; set KILN_PRESETS_DIR") }
         let presets = try Presets.load(directory: presetsDir)
         let farm = Farm(config: config.farm, store: store, presets: presets, policy: .standard)

@@ -1,5 +1,4 @@
 import CProcess
-import FoundationEssentials
 import Glibc
 import KilnCore
 
@@ -8,14 +7,14 @@ import KilnCore
 /// encoding), `KILN_NICE` lowers our CPU priority below the daemon's (the API stays
 /// responsive while jobs encode).
 enum ChildSetup {
-    static func apply(environment: [String: String] = ProcessInfo.processInfo.environment) {
-        if let parent = environment["KILN_PARENT_PID"].flatMap(Int32.init) {
+    static func apply(environment: (String) -> String? = Environment.value) {
+        if let parent = environment("KILN_PARENT_PID").flatMap(Int32.init) {
             if kiln_die_with_parent(parent) != 0 {
                 FileIO.writeStandardError("prep-artifact: the daemon that started this job is gone\n")
                 exit(1)
             }
         }
-        if let nice = environment["KILN_NICE"].flatMap(Int32.init) {
+        if let nice = environment("KILN_NICE").flatMap(Int32.init) {
             setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, nice)
         }
     }

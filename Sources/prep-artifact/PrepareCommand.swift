@@ -1,4 +1,3 @@
-import FoundationEssentials
 import Glibc
 import KilnCore
 import MediaEngine
@@ -29,11 +28,10 @@ struct PlanInputs {
 
 enum PresetsLocation {
     static func load(_ explicit: String?) throws(KilnError) -> Presets {
-        let url: URL
-        if let explicit { url = URL(fileURLWithPath: explicit) }
-        else if let found = Presets.locate() { url = found }
-        else { throw KilnError(.internalError, stage: .plan, "cannot find the Presets folder; set KILN_PRESETS_DIR") }
-        return try Presets.load(directory: url)
+        guard let directory = explicit ?? Presets.locate() else {
+            throw KilnError(.internalError, stage: .plan, "cannot find the Presets folder; set KILN_PRESETS_DIR")
+        }
+        return try Presets.load(directory: directory)
     }
 }
 
@@ -43,16 +41,16 @@ enum CapsArgument {
     static func resolve(_ value: String?, presets: Presets) throws(KilnError) -> DeviceCaps? {
         guard let value else { return nil }
         if let named = presets.deviceCaps(named: value) { return named }
-        let data: Data?
-        if value == "-" { data = try? Data(FileIO.readToEnd(fd: STDIN_FILENO)) }
-        else if value.hasPrefix("{") { data = Data(value.utf8) }   // inline JSON, handy in scripts
-        else if FileManager.default.fileExists(atPath: value) { data = FileManager.default.contents(atPath: value) }
+        let data: [UInt8]?
+        if value == "-" { data = try? FileIO.readToEnd(fd: STDIN_FILENO) }
+        else if value.hasPrefix("{") { data = Array(value.utf8) }   // inline JSON, handy in scripts
+        else if Path.exists(value) { data = try? FileIO.contents(atPath: value) }
         else {
             throw KilnError(.invalidCaps, stage: .request, field: "caps",
                             "--caps \(value) is neither a device profile (\(presets.deviceNames.joined(separator: ", "))) nor a file")
         }
         guard let data else { throw KilnError(.invalidCaps, stage: .request, field: "caps", "cannot read the caps file") }
-        return try DeviceCaps.parse([UInt8](data))
+        return try DeviceCaps.parse(data)
     }
 }
 
@@ -98,9 +96,9 @@ enum PrepareCommand {
     static func runPlan(_ args: Arguments) throws(KilnError) -> Int32 {
         guard let output = args.values["--output"] else { throw KilnError(.usage, stage: .request, "--output is required") }
         guard let planArg = args.values["--plan"] else { throw KilnError(.usage, stage: .request, "--plan is required") }
-        let data = planArg == "-" ? try? Data(FileIO.readToEnd(fd: STDIN_FILENO)) : FileManager.default.contents(atPath: planArg)
+        let data = planArg == "-" ? try? FileIO.readToEnd(fd: STDIN_FILENO) : try? FileIO.contents(atPath: planArg)
         let plan: Plan
-        do { plan = try JSON.decode(Plan.self, from: data ?? Data()) } catch {
+        do { plan = try JSON.decode(Plan.self, from: data ?? []) } catch {
             throw KilnError(.usage, stage: .request, "--plan is not a plan in JSON: \(error)")
         }
         let cancellation = Cancellation()

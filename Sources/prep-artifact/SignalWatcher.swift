@@ -1,4 +1,3 @@
-import Dispatch
 import Glibc
 import KilnCore
 import MediaEngine
@@ -6,26 +5,40 @@ import Synchronization
 
 /// Turns SIGINT and SIGTERM into cancellation: the pipeline stops at its next packet (or
 /// at once inside libav, through the interrupt callback) and removes its temporary file.
+///
+/// The two signals are blocked before any other thread exists (threads started later
+/// inherit the mask), and one thread takes them with `sigwait`: cancelling is not
+/// async-signal-safe, so it must not run in a handler. After `stop` they are still taken
+/// and ignored, as a run that is finishing must not die half-way through its output.
 final class SignalWatcher: @unchecked Sendable {
-    private var sources: [DispatchSourceSignal] = []
-    private let name = Mutex<String?>(nil)
+    private final class Shared: Sendable {
+        let name = Mutex<String?>(nil)
+        let stopped = Atomic<Bool>(false)
+    }
+    private let shared = Shared()
 
-    var received: String? { name.withLock { $0 } }
+    var received: String? { shared.name.withLock { $0 } }
 
     init(cancellation: Cancellation) {
-        for (sig, label) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { [weak self] in
-                self?.name.withLock { $0 = label }
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        let shared = self.shared, watched = set
+        Threads.start {
+            var set = watched
+            while true {
+                var sig: Int32 = 0
+                guard sigwait(&set, &sig) == 0 else { continue }
+                guard !shared.stopped.load(ordering: .acquiring) else { continue }
+                shared.name.withLock { $0 = sig == SIGINT ? "SIGINT" : "SIGTERM" }
                 cancellation.cancel()
             }
-            source.resume()
-            sources.append(source)
         }
     }
 
-    func stop() { for s in sources { s.cancel() } }
+    func stop() { shared.stopped.store(true, ordering: .releasing) }
 }
 
 /// Progress for people (a bar on a terminal's standard error) and for the daemon (JSON

@@ -169,7 +169,7 @@ final class FakeProber: SourceProber, @unchecked Sendable {
 
 enum TestPresets {
     static let shared: Presets = {
-        do { return try Presets.load(directory: Media.repoRoot.appendingPathComponent("Presets")) } catch {
+        do { return try Presets.load(directory: Media.repoRoot.appendingPathComponent("Presets").path) } catch {
             fatalError("presets: \(error)")
         }
     }()

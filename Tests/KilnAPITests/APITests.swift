@@ -29,7 +29,7 @@ final class Daemon: @unchecked Sendable {
         config.minFreeBytes = 0
         adjust(&config)
         store = try SQLiteStore(path: dir.appendingPathComponent("kiln.db").path)
-        let presets = try Presets.load(directory: Media.repoRoot.appendingPathComponent("Presets"))
+        let presets = try Presets.load(directory: Media.repoRoot.appendingPathComponent("Presets").path)
         farm = Farm(config: config, store: store, presets: presets)
         _ = try farm.start()
         var http = HTTPServer.Configuration(host: "127.0.0.1", port: 0)

@@ -6,7 +6,7 @@ import Testing
 /// The repository's own `Presets` folder, found from this file's path.
 let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 let presets: Presets = {
-    do { return try Presets.load(directory: repoRoot.appendingPathComponent("Presets")) } catch {
+    do { return try Presets.load(directory: repoRoot.appendingPathComponent("Presets").path) } catch {
         fatalError("cannot load Presets: \(error)")
     }
 }()

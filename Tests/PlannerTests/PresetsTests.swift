@@ -67,7 +67,7 @@ struct PresetsTests {
     func overCap() throws {
         let dir = try scratch(try shippedLadder().replacingOccurrences(of: "\"video_kbps\": 4700", with: "\"video_kbps\": 4900"))
         defer { try? FileManager.default.removeItem(at: dir) }
-        do { _ = try Presets.load(directory: dir); Issue.record("loaded") } catch {
+        do { _ = try Presets.load(directory: dir.path); Issue.record("loaded") } catch {
             #expect(error.code == .internalError && error.message.contains("5mbps"))
         }
     }
@@ -76,21 +76,21 @@ struct PresetsTests {
     func missingRung() throws {
         let dir = try scratch(try shippedLadder().replacingOccurrences(of: "\"quality\": \"2mbps\"", with: "\"quality\": \"1mbps\""))
         defer { try? FileManager.default.removeItem(at: dir) }
-        #expect(throws: KilnError.self) { _ = try Presets.load(directory: dir) }
+        #expect(throws: KilnError.self) { _ = try Presets.load(directory: dir.path) }
     }
 
     @Test("a broken device profile names its file and field")
     func brokenDevice() throws {
         let dir = try scratch(try shippedLadder(), device: #"{"codecs_video": "h264"}"#)
         defer { try? FileManager.default.removeItem(at: dir) }
-        do { _ = try Presets.load(directory: dir); Issue.record("loaded") } catch {
+        do { _ = try Presets.load(directory: dir.path); Issue.record("loaded") } catch {
             #expect(error.code == .invalidCaps && error.field == "codecs_video" && error.message.contains("odd.json"))
         }
     }
 
     @Test("a missing folder is a clear error")
     func missingFolder() {
-        do { _ = try Presets.load(directory: URL(fileURLWithPath: "/nonexistent/Presets")); Issue.record("loaded") } catch {
+        do { _ = try Presets.load(directory: "/nonexistent/Presets"); Issue.record("loaded") } catch {
             #expect(error.code == .internalError && error.message.contains("ladder.json"))
         }
     }
@@ -101,7 +101,7 @@ struct PresetsTests {
         // checkout the current directory (the package root under `swift test`) still finds it.
         let found = Presets.locate()
         #expect(found != nil)
-        if let found { #expect(FileManager.default.fileExists(atPath: found.appendingPathComponent("ladder.json").path)) }
+        if let found { #expect(FileManager.default.fileExists(atPath: found + "/ladder.json")) }
     }
 
     @Test("the presets listing names every rung and device")

@@ -178,6 +178,17 @@ struct MemoryTests {
             "-t", String(seconds), "-c:v", "libx264", "-preset", "ultrafast", "-g", "50", "-c:a", "ac3", "-b:a", "192k"])
     }
 
+    @Test("the media child loads neither Foundation nor Dispatch, nor the concurrency and regex runtimes (~5 MB of resident memory in every job)")
+    func leanChild() throws {
+        // What the dynamic loader would map for the binary, as ldd asks it.
+        let r = try Run.command("LD_TRACE_LOADED_OBJECTS=1", [Command.binary])
+        #expect(r.status == 0 && r.stdout.contains("libavformat"), "\(r.stdout) \(r.stderr)")
+        for library in ["libFoundation", "lib_FoundationICU", "libdispatch", "libswiftDispatch", "libswift_Concurrency",
+                        "libswift_StringProcessing", "libswift_RegexParser"] {
+            #expect(!r.stdout.contains(library + "."), "prep-artifact loads \(library)")
+        }
+    }
+
     @Test("a remux's peak memory is the same for a file eight times longer")
     func remuxIsFlat() throws {
         let dir = Media.scratch("mem")

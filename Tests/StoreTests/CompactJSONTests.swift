@@ -1,15 +1,19 @@
 import Foundation
 import KilnCore
+import KilnTestSupport
 import Store
 import Testing
 
-/// CompactJSON must write exactly what Foundation's encoder (JSON.encoder()) writes for
-/// the values the store keeps, so a store written by either reads back the same and
-/// artifact keys never depend on which encoder ran.
+/// CompactJSON must write exactly what Foundation's encoder (sorted keys, slashes as they
+/// are: what Kiln used before it had its own) writes for the values the store keeps, so a
+/// store written by either reads back the same and artifact keys never depend on which
+/// encoder ran.
 @Suite("compact JSON")
 struct CompactJSONTests {
     private func same<T: Encodable>(_ value: T, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let foundation = String(decoding: try JSON.encoder().encode(value), as: UTF8.self)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let foundation = String(decoding: try encoder.encode(value), as: UTF8.self)
         let compact = try CompactJSON.string(value)
         #expect(compact == foundation, sourceLocation: sourceLocation)
     }
@@ -35,16 +39,7 @@ struct CompactJSONTests {
 
     @Test("plans with video, audio and subtitles")
     func plans() throws {
-        let encoder = EncoderSettings(preset: "medium", crf: 22.5, maxrateKbps: 4700, bufsizeKbps: 9400, profile: "high",
-                                      level: "4.1", gopSeconds: 2, pixFmt: "yuv420p")
-        let plan = Plan(quality: .mbps5, effectiveQuality: .mbps5, deliveryFormat: .transcode, targetBitrateKbps: 5000,
-                        container: "mp4",
-                        video: VideoPlan(sourceIndex: 0, action: .transcode, codec: "h264", width: 1920, height: 1080,
-                                         bitrateKbps: 4700, toneMap: true, deinterlace: false, rotation: 90, encoder: encoder),
-                        audio: AudioPlan(sourceIndex: 1, action: .transcode, codec: "aac", channels: 2, bitrateKbps: 160, language: "eng"),
-                        subtitles: [SubtitlePlan(sourceIndex: 2, action: .convert, codec: "mov_text", language: "fra", forced: true),
-                                    SubtitlePlan(sourceIndex: 3, action: .drop, codec: "hdmv_pgs_subtitle", reason: "subtitle_bitmap")],
-                        reasons: ["hdr_unsupported", "hdr_tone_mapped"], artifactKey: String(repeating: "ab", count: 32))
+        let plan = SamplePlans.fullTranscode
         try same(plan)
         try same([plan, plan])
         try same(Plan(quality: .original, effectiveQuality: .original, deliveryFormat: .original, targetBitrateKbps: 0,

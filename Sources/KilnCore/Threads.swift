@@ -1,0 +1,86 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Threads for the media child without Dispatch: its Swift overlay loads the concurrency
+/// and regex runtimes (libswift_Concurrency, libswift_StringProcessing), about 2 MB of
+/// resident memory in every `prep-artifact` process for a handful of background jobs that
+/// a plain thread runs as well (see docs/NOTES.md).
+public enum Threads {
+    /// Runs `work` on a new detached thread. Whoever needs the result waits for it with
+    /// a `Latch`.
+    public static func start(_ work: @escaping @Sendable () -> Void) {
+        final class Job {
+            let work: @Sendable () -> Void
+            init(_ work: @escaping @Sendable () -> Void) { self.work = work }
+        }
+        let job = Unmanaged.passRetained(Job(work)).toOpaque()
+        var thread = pthread_t()
+        let started = pthread_create(&thread, nil, { raw in
+            let job = Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue()
+            job.work()
+            return nil
+        }, job)
+        guard started == 0 else {
+            // Out of threads (EAGAIN): the work still has to happen, so it runs here.
+            Unmanaged<Job>.fromOpaque(job).takeRetainedValue().work()
+            return
+        }
+        pthread_detach(thread)
+    }
+}
+
+/// A gate that opens once and stays open: `wait` returns as soon as someone has called
+/// `open` (before or after). Owns its pthread mutex and condition variable.
+public final class Latch: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var isOpen = false
+
+    public init() {
+        pthread_mutex_init(mutex, nil)
+        // Timed waits measure against the monotonic clock: a wall-clock step must not
+        // stretch or cut a deadline.
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    public func open() {
+        pthread_mutex_lock(mutex)
+        isOpen = true
+        pthread_cond_broadcast(condition)
+        pthread_mutex_unlock(mutex)
+    }
+
+    public func wait() {
+        pthread_mutex_lock(mutex)
+        while !isOpen { pthread_cond_wait(condition, mutex) }
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// Waits at most `seconds`; whether the latch is open.
+    public func wait(seconds: Double) -> Bool {
+        var deadline = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &deadline)
+        let whole = seconds.rounded(.down)
+        var nanoseconds = Int(deadline.tv_nsec) + Int((seconds - whole) * 1e9)
+        deadline.tv_sec += Int(whole) + nanoseconds / 1_000_000_000
+        nanoseconds %= 1_000_000_000
+        deadline.tv_nsec = nanoseconds
+        pthread_mutex_lock(mutex)
+        while !isOpen, pthread_cond_timedwait(condition, mutex, &deadline) != ETIMEDOUT {}
+        let result = isOpen
+        pthread_mutex_unlock(mutex)
+        return result
+    }
+}
