@@ -29,12 +29,12 @@ public enum Format {
 }
 
 extension StringProtocol {
-    /// Whether `part` occurs in the text (its UTF-8 bytes, as `contains` compares them
-    /// where the regex runtime is loaded: the media child does without it, Package.swift).
+    /// Whether `part` occurs in the text, compared as UTF-8 bytes: `contains` as it is where
+    /// the regex runtime is loaded (the media child does without it: Package.swift), an
+    /// empty `part` included (false).
     public func includes(_ part: some StringProtocol) -> Bool {
         let text = Array(utf8), needle = Array(part.utf8)
-        guard !needle.isEmpty else { return true }
-        guard needle.count <= text.count else { return false }
+        guard !needle.isEmpty, needle.count <= text.count else { return false }
         for start in 0...(text.count - needle.count) where text[start] == needle[0] {
             if text[start..<(start + needle.count)].elementsEqual(needle) { return true }
         }

@@ -7,9 +7,15 @@ import Glibc
 /// resident memory in every `prep-artifact` process for a handful of background jobs that
 /// a plain thread runs as well (see docs/NOTES.md).
 public enum Threads {
-    /// Runs `work` on a new detached thread. Whoever needs the result waits for it with
-    /// a `Latch`.
+    /// Runs `work` on a new detached thread; where no thread can be had (the system's
+    /// limit), here and now, since someone waits for what it does. Whoever needs the
+    /// result waits for it with a `Latch`.
     public static func start(_ work: @escaping @Sendable () -> Void) {
+        if !tryStart(work) { work() }
+    }
+
+    /// Runs `work` on a new detached thread; false if none could be started.
+    public static func tryStart(_ work: @escaping @Sendable () -> Void) -> Bool {
         final class Job {
             let work: @Sendable () -> Void
             init(_ work: @escaping @Sendable () -> Void) { self.work = work }
@@ -17,16 +23,15 @@ public enum Threads {
         let job = Unmanaged.passRetained(Job(work)).toOpaque()
         var thread = pthread_t()
         let started = pthread_create(&thread, nil, { raw in
-            let job = Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue()
-            job.work()
+            Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue().work()
             return nil
         }, job)
         guard started == 0 else {
-            // Out of threads (EAGAIN): the work still has to happen, so it runs here.
-            Unmanaged<Job>.fromOpaque(job).takeRetainedValue().work()
-            return
+            Unmanaged<Job>.fromOpaque(job).release()
+            return false
         }
         pthread_detach(thread)
+        return true
     }
 }
 

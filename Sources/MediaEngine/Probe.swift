@@ -469,7 +469,8 @@ final class Deadline: Sendable {
 
     init(seconds: Double, cancellation: Cancellation) {
         let shared = self.shared
-        Threads.start {
+        // Not here and now if no thread can be had: the probe would wait out the time.
+        _ = Threads.tryStart {
             guard !shared.disarmed.wait(seconds: seconds) else { return }
             shared.state.withLock { s in
                 if s.armed { s.fired = true; cancellation.cancel() }

@@ -26,7 +26,7 @@ final class SignalWatcher: @unchecked Sendable {
         sigaddset(&set, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &set, nil)
         let shared = self.shared, watched = set
-        Threads.start {
+        let started = Threads.tryStart {
             var set = watched
             while true {
                 var sig: Int32 = 0
@@ -36,6 +36,8 @@ final class SignalWatcher: @unchecked Sendable {
                 cancellation.cancel()
             }
         }
+        // Without a thread to take them, the signals end the process as they would have.
+        if !started { pthread_sigmask(SIG_UNBLOCK, &set, nil) }
     }
 
     func stop() { shared.stopped.store(true, ordering: .releasing) }
