@@ -310,12 +310,16 @@ written, behind the writer; the result is used only if the real head matches the
 forecast byte for byte. `stats.phases` and `stats.hashed_while_writing` in
 `prepare --json` show the split. Each tool replaces its previous output on every run
 (Kiln renames over it, ffmpeg truncates it), which costs both the old file's page cache
-(~0.2 s and ~0.5 s on the 1.3 GB input). The memory left on 4K is the UHD HEVC keyframe
-decode (~9 MB of decoder tables and a motion field; its open-GOP CRA is decoded as the
-IDR it is to a decoder that starts there, without inventing four references);
-the probe's analysis no longer decodes the first H.264 picture (its SPS says what that
-decode would learn, so verification's decode beside the copy is the only one), and the
-time left on the 1080p film is mostly the SHA-256. On these two cores work beside the
+(~0.2 s and ~0.5 s on the 1.3 GB input). On 4K Kiln decodes two UHD HEVC keyframes
+(~9 MB of decoder tables and a motion field each, one after the other; an open-GOP CRA is
+decoded as the IDR it is to a decoder that starts there, without inventing four
+references), which ffmpeg's analysis never does; it pays for them by loading neither
+Foundation nor Dispatch nor the Swift concurrency and regex runtimes (~5 MB and ~2 ms of
+start-up less than a default Swift program). The probe's analysis does not decode the
+first H.264 picture (its SPS says what that decode would learn, so verification's decode
+beside the copy is the only one), and the time left on the 1080p film is mostly the
+SHA-256. On the 20-minute film both tools mostly wait on the kernel's page-cache copies,
+and runs vary by the disk's writeback. On these two cores work beside the
 copy is not free: two busy threads slow each other down by 15–40 %.
 
 Goals: remux ≤ 1.0× ffmpeg's wall time and RSS; transcode ≤ 1.03× ffmpeg's time at
