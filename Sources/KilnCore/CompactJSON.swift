@@ -1,6 +1,6 @@
 /// Compact JSON with sorted keys, byte for byte what Foundation's JSONEncoder writes with
-/// `.sortedKeys, .withoutEscapingSlashes` (and `.prettyPrinted`, for people) for Kiln's own types,
-/// at a fraction of its cost. Foundation's encoder builds a dictionary of boxed values per
+/// `.sortedKeys, .withoutEscapingSlashes` (and `.prettyPrinted`, for people) for Kiln's
+/// own types, at a fraction of its cost. Foundation's encoder builds a dictionary of boxed values per
 /// object and looks types up at run time; the store encodes a plan, a source and a
 /// request on every intake, and that was a fifth of a store cycle's CPU.
 ///
@@ -13,9 +13,10 @@
 /// KilnCore does not import Foundation (the media child must not load it), so they are
 /// known by name.
 public enum CompactJSON {
-    private static let foundationSpecial: Set<String> = ["Date", "Data", "URL", "Decimal"].reduce(into: []) { names, type in
-        for module in ["Foundation", "FoundationEssentials"] { names.insert("\(module).\(type)") }
-    }
+    private static let foundationSpecial: Set<String> = Set(
+        ["Foundation", "FoundationEssentials"].flatMap { module in
+            ["Date", "Data", "URL", "Decimal"].map { "\(module).\($0)" }
+        })
 
     public struct EncodingError: Error, CustomStringConvertible {
         public let description: String

@@ -95,10 +95,10 @@ final class AtomicOutput {
     }
 }
 
-/// Work on a thread of its own: the finished
-/// file's SHA-256 and fsync, so they overlap with verification instead of following it, and
-/// the source's fingerprint beside the probe's analysis. Whoever starts one waits for it on
-/// every path: a thread left running at exit would meet libcrypto torn down under it.
+/// Work on a thread of its own: the finished file's SHA-256 and fsync, so they overlap with
+/// verification instead of following it, and the source's fingerprint beside the probe's
+/// analysis. Whoever starts one waits for it on every path: a thread left running at exit
+/// would meet libcrypto torn down under it.
 final class Background<T>: @unchecked Sendable {
     private let done = Latch()
     private var result: Result<T, KilnError> = .failure(KilnError(.internalError, stage: .finalize, "not run"))
