@@ -89,7 +89,15 @@ final class ChildProcess: @unchecked Sendable {
         defer { for p in argv { free(p) }; for p in envp { free(p) } }
 
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, executable, &actions, &attr, argv, envp)
+        var rc: Int32 = 0
+        // ETXTBSY: the executable is open for writing somewhere. Mostly a moment's matter: a
+        // file written while another thread forks stays open in that child until it execs
+        // (a script a test just wrote, a binary being replaced). Half a second of retries.
+        for _ in 0..<50 {
+            rc = posix_spawn(&pid, executable, &actions, &attr, argv, envp)
+            guard rc == ETXTBSY else { break }
+            usleep(10_000)
+        }
         close(inPipe[0]); close(outPipe[1]); close(errPipe[1])
         guard rc == 0 else {
             close(inPipe[1]); close(outPipe[0]); close(errPipe[0])

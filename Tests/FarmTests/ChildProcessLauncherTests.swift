@@ -9,8 +9,11 @@ struct ChildProcessLauncherTests {
     func script(_ body: String) throws -> (String, URL) {
         let dir = Media.scratch("launcher")
         let path = dir.appendingPathComponent("child.sh").path
-        try ("#!/bin/sh\n" + body).write(toFile: path, atomically: true, encoding: .utf8)
-        chmod(path, 0o755)
+        // Written with O_CLOEXEC (Foundation's write leaves its descriptor inheritable): a
+        // child another test spawns meanwhile must not keep the script open for writing,
+        // which makes exec fail with ETXTBSY for as long as that child lives.
+        let file = try FileDescriptor(path: path, flags: O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode: 0o755)
+        try file.write(Array(("#!/bin/sh\n" + body).utf8), at: 0)
         return (path, dir)
     }
 
@@ -67,6 +70,19 @@ struct ChildProcessLauncherTests {
         let pid = try #require(handle.pid)
         // The orphaned sleep is reaped by init a moment later.
         #expect(eventually(timeout: 10) { kill(-pid, 0) == -1 }, "nothing of the group is left (the sleep went too)")
+    }
+
+    @Test("an executable open for writing a moment longer (another thread forked while it was written) still starts")
+    func busyExecutable() throws {
+        let (path, dir) = try script("echo '{\"ok\":true}'\n")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // What a child forked mid-write holds until it execs: the file open for writing.
+        let writer = open(path, O_WRONLY | O_CLOEXEC)
+        try #require(writer >= 0)
+        Thread.detachNewThread { usleep(150_000); close(writer) }
+        let handle = try ChildProcessLauncher(executable: path).launch(spec(dir)) { _ in }
+        let outcome = try #require(handle.wait(timeout: 20))
+        #expect(outcome.termination == .exited(0))
     }
 
     @Test("a child that honours SIGTERM ends by itself")
