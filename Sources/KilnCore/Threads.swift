@@ -75,6 +75,8 @@ public final class Latch: @unchecked Sendable {
 
     /// Waits at most `seconds`; whether the latch is open.
     public func wait(seconds: Double) -> Bool {
+        // No wait for a negative or undefined time; at most ~30 years.
+        let seconds = seconds.isNaN ? 0 : min(max(seconds, 0), 1e9)
         var deadline = timespec()
         clock_gettime(CLOCK_MONOTONIC, &deadline)
         let whole = seconds.rounded(.down)
@@ -83,7 +85,8 @@ public final class Latch: @unchecked Sendable {
         nanoseconds %= 1_000_000_000
         deadline.tv_nsec = nanoseconds
         pthread_mutex_lock(mutex)
-        while !isOpen, pthread_cond_timedwait(condition, mutex, &deadline) != ETIMEDOUT {}
+        // 0 is a wake-up (perhaps spurious: look again); anything else is the deadline.
+        while !isOpen, pthread_cond_timedwait(condition, mutex, &deadline) == 0 {}
         let result = isOpen
         pthread_mutex_unlock(mutex)
         return result

@@ -66,6 +66,7 @@ struct PathsAndThreadsTests {
         let start = ContinuousClock.now
         #expect(!closed.wait(seconds: 0.2))
         #expect(ContinuousClock.now - start >= .milliseconds(190))
+        #expect(!closed.wait(seconds: -1) && !closed.wait(seconds: -0.5) && !closed.wait(seconds: .nan))
 
         // Several threads wait; one open lets all of them through.
         let gate = Latch(), done = Latch()
