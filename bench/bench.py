@@ -330,15 +330,15 @@ things:
   the copy goes, the file is synced beside verification).
 - **ratio to ffmpeg + `sync --data`** is against the same output made durable: the
   like-for-like figure.
+
 Where Kiln is slower in the first column it is CPU, not the disk (to /dev/shm the
 20-minute film takes Kiln 1.55–1.8 s, ffmpeg 1.3 s): Kiln spends about twice ffmpeg's CPU
 (2.8 s against 1.4 s there), its second core hashing the output (0.8 s of SHA-256) and
 forecasting the index (a second read and mux of the source, 0.6 s) while the first copies,
-and on 4K it decodes two UHD HEVC keyframes (~9 MB of decoder
-tables and a motion field each, one after the other; an open-GOP CRA is decoded as the IDR
-it is to a decoder that starts there, without inventing four references), which
-ffmpeg's analysis never does, and hashes the file after the copy: both cores are busy
-from the copy to the end. Kiln's memory stays below ffmpeg's by loading neither
+and on 4K it decodes two UHD HEVC keyframes (~9 MB of decoder tables and a motion field
+each, one after the other; an open-GOP CRA is decoded as the IDR it is to a decoder that
+starts there, without inventing four references), which ffmpeg's analysis never does, and
+hashes the file after the copy: both cores are busy from the copy to the end. Kiln's memory stays below ffmpeg's by loading neither
 Foundation nor Dispatch nor the Swift concurrency and regex runtimes (~5 MB and ~2 ms of
 start-up less than a default Swift program). The probe's analysis does not decode the
 first H.264 picture (its SPS says what that decode would learn, so verification's decode
