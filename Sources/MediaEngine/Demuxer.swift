@@ -31,16 +31,17 @@ final class Demuxer {
     init(path: String, cancellation: Cancellation, analyze: Bool = true, h264Shortcut: Bool = true) throws(KilnError) {
         self.path = path
         self.cancellation = cancellation
-        guard Path.exists(path) else {
+        // One stat answers all three questions.
+        var st = stat()
+        guard stat(path, &st) == 0 else {
             throw KilnError(.sourceNotFound, stage: .open, "the source file does not exist")
         }
-        guard !Path.isDirectory(path), access(path, R_OK) == 0 else {
+        guard st.st_mode & S_IFMT != S_IFDIR, access(path, R_OK) == 0 else {
             throw KilnError(.sourceUnreadable, stage: .open, "the source is not a readable file")
         }
         // Opening a named pipe blocks until something writes to it, and a device never
         // ends: neither is a media file, and either would hang the run.
-        var st = stat()
-        guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
+        guard st.st_mode & S_IFMT == S_IFREG else {
             throw KilnError(.sourceUnreadable, stage: .open, "the source is not a regular file (a pipe, socket or device)")
         }
         var ctx: UnsafeMutablePointer<AVFormatContext>? = try Demuxer.open(path, cancellation)
