@@ -40,18 +40,27 @@ final class CopyLane: Lane {
     /// NAL units, whose enhancement layer and RPUs are left out (`DolbyVisionLayers`);
     /// nil for any other stream.
     private let dolbyVisionLayers: Int?
+    /// Presentation times from the pictures' order, for H.264 whose container gives
+    /// reordered pictures decode times only (AVI); nil for any other stream.
+    private let pictureOrder: PictureOrderTimes?
+    /// Pictures shown out of their order count's order (damage; `DisplaySchedule`).
+    var repairedTimestamps: Int { pictureOrder?.repaired ?? 0 }
 
     /// - Parameter watchPictureSize: stop (with `formatChange`) when the picture's size
     ///   changes mid-stream, which one MP4 sample entry cannot describe.
-    init(demuxer: Demuxer, index: Int, witness: KeyframeWitness? = nil, watchPictureSize: Bool = false) {
+    /// - Parameter derivePresentationTimes: the source gives the video's reordered
+    ///   pictures decode times only (`StreamInfo.presentationTimesMissing`).
+    init(demuxer: Demuxer, index: Int, witness: KeyframeWitness? = nil, watchPictureSize: Bool = false,
+         derivePresentationTimes: Bool = false) {
         inputIndex = Int32(index)
         input = demuxer.stream(index)
         path = demuxer.path
         isVideo = input.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
         self.witness = isVideo ? witness : nil
         sizeWatch = isVideo && watchPictureSize ? HeaderParser(stream: input, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC]) : nil
-        let lengthSize = HEVCNALScanner.lengthSize(input)
+        let lengthSize = NALScanner.lengthSize(input)
         dolbyVisionLayers = isVideo && kiln_stream_dovi(input)?.pointee.dv_profile == 7 && lengthSize > 0 ? lengthSize : nil
+        pictureOrder = isVideo && derivePresentationTimes ? PictureOrderTimes(stream: input) : nil
     }
 
     var ffmpegEquivalent: [String] {
@@ -115,9 +124,14 @@ final class CopyLane: Lane {
             sawKeyframe = true
         }
         if let lengthSize = dolbyVisionLayers { try DolbyVisionLayers.strip(packet, lengthSize: lengthSize) }
-        if let witness, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try witness.offer(packet) }
         if let sizeWatch, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try checkPictureSize(packet, sizeWatch) }
         if !isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AAC { try checkADTS(packet) }
+        if let pictureOrder {
+            // The witness matches keyframes by presentation time: offered once it is known.
+            for ready in try pictureOrder.add(packet) { try emit(ready, muxer: muxer) }
+            return
+        }
+        try offerKeyframe(packet)
         if isVideo && !sawDTS {
             // (A packet with no time at all, from an elementary stream, is not one of those:
             // the muxer places it one duration after the last.)
@@ -166,7 +180,12 @@ final class CopyLane: Lane {
         throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): \(why)")
     }
 
+    private func offerKeyframe(_ packet: Packet) throws(KilnError) {
+        if let witness, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try witness.offer(packet) }
+    }
+
     private func emit(_ packet: Packet, muxer: Muxer) throws(KilnError) {
+        if pictureOrder != nil { try offerKeyframe(packet) }
         packet.streamIndex = outputIndex
         try muxer.write(packet, from: input.pointee.time_base)
         stats.packetsOut += 1
@@ -208,6 +227,7 @@ final class CopyLane: Lane {
         }
         // A new size on the last keyframe, kept to the end, is a change too.
         if pictureSize.candidate != nil { try stopForNewSize() }
+        for ready in pictureOrder?.finish() ?? [] { try emit(ready, muxer: muxer) }
         try flushPending(before: noPTS, muxer: muxer)
     }
 }

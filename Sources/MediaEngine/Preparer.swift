@@ -254,6 +254,7 @@ public enum Preparer {
                 delivered = pipeline.delivered
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
+                    + lanes.reduce(0) { $0 + (($1 as? CopyLane)?.repairedTimestamps ?? 0) }
                 corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
                 gaps = lanes.reduce(0) { $0 + $1.stats.gapsFilled }
                 equivalent = ["ffmpeg", "-i", source] + lanes.flatMap(\.ffmpegEquivalent)
@@ -332,7 +333,8 @@ public enum Preparer {
                 throw KilnError(.planUnsupported, stage: .plan, "the plan's video stream \(v.sourceIndex) is not in the source")
             }
             lanes.append(v.action == .copy ? CopyLane(demuxer: demuxer, index: v.sourceIndex, witness: witness,
-                                                      watchPictureSize: plan.videoFallback != nil)
+                                                      watchPictureSize: plan.videoFallback != nil,
+                                                      derivePresentationTimes: s.presentationTimesMissing == true)
                                            : try VideoTranscodeLane(demuxer: demuxer, plan: v, source: s))
         }
         if let a = plan.audio {

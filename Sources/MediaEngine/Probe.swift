@@ -242,7 +242,7 @@ public enum Prober {
         let target = Int32(streams[vi].index)
         let st = demuxer.stream(Int(target))
         let scanDV = streams[vi].codec == "hevc" && streams[vi].dolbyVision == nil
-        let lengthSize = HEVCNALScanner.lengthSize(st)
+        let lengthSize = NALScanner.lengthSize(st)
         let packet = try Packet()
         var pts: [Int64] = []
         var rpu = false, el = false, reads = 0, decodeTimesOnly = 0
@@ -296,7 +296,7 @@ public enum Prober {
                 fieldDecoder = nil
             }
             if scanDV, let data = p.data {
-                let types = HEVCNALScanner.nalTypes(UnsafeBufferPointer(start: data, count: Int(p.size)), lengthSize: lengthSize)
+                let types = NALScanner.nalTypes(UnsafeBufferPointer(start: data, count: Int(p.size)), lengthSize: lengthSize)
                 if types.contains(62) { rpu = true }
                 if types.contains(63) { el = true }
             }
@@ -427,26 +427,36 @@ enum FairPlay {
     }
 }
 
-/// Finds HEVC NAL unit types in a packet, either length-prefixed (MP4/MKV, hvcC) or
-/// Annex B (MPEG-TS).
-enum HEVCNALScanner {
+/// Finds the NAL unit types in a packet of H.264 or HEVC, either length-prefixed (MP4/MKV:
+/// avcC, hvcC) or Annex B (MPEG-TS, AVI).
+enum NALScanner {
+    /// The NAL units' length size from the stream's decoder configuration record, 0 for
+    /// Annex B (no record).
     static func lengthSize(_ st: UnsafeMutablePointer<AVStream>) -> Int {
         let par = st.pointee.codecpar.pointee
-        // hvcC: byte 21's low two bits are lengthSizeMinusOne; Annex B streams have no hvcC.
-        guard par.extradata_size > 22, let x = par.extradata, x[0] == 1 else { return 0 }
-        return Int(x[21] & 3) + 1
+        guard let x = par.extradata, par.extradata_size > 4, x[0] == 1 else { return 0 }
+        switch par.codec_id {
+        // hvcC: byte 21's low two bits are lengthSizeMinusOne.
+        case AV_CODEC_ID_HEVC: return par.extradata_size > 22 ? Int(x[21] & 3) + 1 : 0
+        // avcC: byte 4's.
+        case AV_CODEC_ID_H264: return Int(x[4] & 3) + 1
+        default: return 0
+        }
     }
 
-    static func nalTypes(_ data: UnsafeBufferPointer<UInt8>, lengthSize: Int) -> Set<Int> {
+    /// The NAL unit types in `data`: HEVC's six bits after the forbidden bit, or H.264's
+    /// low five (`h264`).
+    static func nalTypes(_ data: UnsafeBufferPointer<UInt8>, lengthSize: Int, h264: Bool = false) -> Set<Int> {
         var types = Set<Int>()
+        let type = { (header: UInt8) -> Int in h264 ? Int(header & 0x1f) : Int(header >> 1) & 0x3f }
         let n = data.count
         if lengthSize > 0 {
-            LengthPrefixed.forEachUnit(in: data, lengthSize: lengthSize) { types.insert(Int($0[0] >> 1) & 0x3f) }
+            LengthPrefixed.forEachUnit(in: data, lengthSize: lengthSize) { types.insert(type($0[0])) }
         } else {
             var i = 0
             while i + 3 < n {
                 if data[i] == 0, data[i + 1] == 0, data[i + 2] == 1 {
-                    types.insert(Int(data[i + 3] >> 1) & 0x3f)
+                    types.insert(type(data[i + 3]))
                     i += 3
                 } else { i += 1 }
             }
@@ -520,6 +530,15 @@ final class HeaderParser {
         var out: UnsafeMutablePointer<UInt8>? = nil
         var outSize: Int32 = 0
         _ = av_parser_parse2(parser, context, &out, &outSize, data, p.size, p.pts, p.dts, p.pos)
+    }
+
+    /// Parses one packet and returns its picture's order count (POC, counted in fields, as
+    /// the H.264 parser computes it from the slice header), nil when it holds no picture.
+    func pictureOrder(_ packet: Packet) -> Int32? {
+        parser.pointee.output_picture_number = Int32.min
+        parse(packet)
+        let order = parser.pointee.output_picture_number
+        return order == Int32.min ? nil : order
     }
 
     /// The last parsed picture's field order, or nil when its headers do not say.

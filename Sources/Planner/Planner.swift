@@ -329,12 +329,14 @@ struct PlanContext {
 
     /// Why a video stream's packets cannot be copied into MP4 and play as they do in the
     /// source (nil when they can): a codec MP4 does not carry, or times MP4 needs that the
-    /// source lacks. A container that gives reordered pictures decode times only (H.264 with
-    /// B-frames in AVI) leaves a copy without presentation times; players that take the
-    /// container's (Apple's) would show the pictures in decode order, so it is re-encoded.
+    /// source lacks. A container that gives reordered pictures decode times only (B-frames
+    /// in AVI) leaves a copy without presentation times; players that take the container's
+    /// (Apple's) would show the pictures in decode order. The media engine derives them for
+    /// H.264, from its pictures' order counts; any other such stream is re-encoded.
     func mp4CopyProblem(_ v: StreamInfo) -> String? {
-        if !Codecs.mp4Video.contains(Codecs.canonical(v.codec)) { return "video_codec_unsupported_in_mp4" }
-        return v.presentationTimesMissing == true ? "video_timestamps_missing" : nil
+        let codec = Codecs.canonical(v.codec)
+        if !Codecs.mp4Video.contains(codec) { return "video_codec_unsupported_in_mp4" }
+        return v.presentationTimesMissing == true && !Codecs.presentationTimesDerivable.contains(codec) ? "video_timestamps_missing" : nil
     }
 
     func copiesIntoMP4(_ a: StreamInfo) -> Bool {

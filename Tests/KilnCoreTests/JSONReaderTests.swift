@@ -654,16 +654,10 @@ struct JSONReaderTests {
 
     /// A small deterministic generator (SplitMix64) of JSON values Foundation and Kiln both write.
     struct SeededRandom {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
+        var bits: SplitMix
+        init(seed: UInt64) { bits = SplitMix(seed: seed) }
 
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        mutating func next() -> UInt64 { bits.next() }
         mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
 
         static let pieces = ["a", "Z", "0", " ", "\"", "\\", "/", "{", "}", "[", "]", ":", ",", "\n", "\t", "\u{00}", "\u{1F}",

@@ -510,10 +510,15 @@ func decodeTimesOnly(_ s: StreamInfo) -> StreamInfo {
 }
 
 let timestampCases: [Case] = [
-    Case("original: H.264 with B-frames from AVI (decode times only) is re-encoded, not copied without its display order",
+    Case("original: H.264 with B-frames from AVI (decode times only) is remuxed: the engine derives its display times from the pictures' order",
          media("avi", kbps: 2000, decodeTimesOnly(h1080), audio("mp3", ch: 2, index: 1, kbps: 192)), .original, ios,
-         Expect(delivery: .transcode, video: .transcode, reasons: ["video_timestamps_missing"], notReasons: ["video_codec_unsupported_in_mp4"])),
-    Case("5 Mbps: the same at a rung it fits", media("avi", kbps: 2000, decodeTimesOnly(h1080), audio("mp3", ch: 2, index: 1, kbps: 192)), .mbps5, ios,
+         Expect(delivery: .remux, video: .copy, notReasons: ["video_timestamps_missing", "video_codec_unsupported_in_mp4"])),
+    Case("original: HEVC with decode times only is re-encoded, not copied without its display order",
+         media("avi", kbps: 2000, decodeTimesOnly(video("hevc", 1920, 1080, profile: "Main")), audio("mp3", ch: 2, index: 1, kbps: 192)),
+         .original, ios, Expect(delivery: .transcode, video: .transcode, reasons: ["video_timestamps_missing"],
+                                notReasons: ["video_codec_unsupported_in_mp4"])),
+    Case("5 Mbps: the same HEVC at a rung it fits", media("avi", kbps: 2000, decodeTimesOnly(video("hevc", 1920, 1080, profile: "Main")),
+                                                        audio("mp3", ch: 2, index: 1, kbps: 192)), .mbps5, ios,
          Expect(delivery: .transcode, video: .transcode, reasons: ["video_timestamps_missing"])),
     Case("original: H.264 from AVI with its times complete is remuxed", media("avi", kbps: 2000, h1080, audio("mp3", ch: 2, index: 1, kbps: 192)), .original, ios,
          Expect(delivery: .remux, video: .copy, notReasons: ["video_timestamps_missing"])),

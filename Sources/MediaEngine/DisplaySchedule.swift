@@ -1,0 +1,196 @@
+import CFFmpeg
+import KilnCore
+
+/// Presentation times for a reordered video stream whose container stores decode times
+/// only (H.264 with B-frames in AVI), derived from each picture's order count.
+///
+/// AVI gives the n-th packet in decode order the n-th frame time and nothing else. Copied
+/// into MP4 as they are, composition times equal decode times, so players that take the
+/// container's times (Apple's) show the pictures in decode order. The display order is in
+/// the bitstream: each slice header carries the picture order count (POC), which libavcodec's
+/// H.264 parser computes (`output_picture_number`) without decoding.
+///
+/// The schedule keeps the frame times the source has and puts them in display order: the
+/// k-th picture shown takes the k-th decode time (the source's frame clock, gaps and all),
+/// and decode times move `depth` packets earlier (the first `depth` one frame step apart
+/// before the first), as libavformat derives them for Matroska, which stores the other
+/// half. Which picture is shown k-th comes from a decoder's output process: pictures wait
+/// in a buffer of `depth` (the stream's reorder depth) and the one with the lowest
+/// (sequence, POC) leaves whenever it overflows. So the k-th picture shown leaves when the
+/// (k + depth)-th is decoded, and no picture is shown before its decode time: a picture
+/// decoded i-th is shown k-th with k >= i - depth, so its presentation time is at least
+/// the decode time it is given, whatever the stream's POCs say.
+///
+/// A sequence starts at each IDR picture (its POC restarts). A POC below one already shown
+/// in the same sequence (a reset by memory management, or a stream that reorders deeper
+/// than its headers say) starts one too, and counts as repaired: that picture is shown late.
+/// Packets wait in decode order until their time is known; a picture no later one ever
+/// passes (a damaged POC) is shown where it stands once `maxHeld` packets wait behind it,
+/// so memory stays bounded whatever the stream says.
+struct DisplaySchedule {
+    /// A packet whose times are known, by its place in decode order (0 = the first added).
+    struct Timed: Equatable {
+        var index: Int
+        var pts: Int64
+        var dts: Int64
+    }
+
+    /// Pictures held back before the first is shown (the stream's `has_b_frames`).
+    let depth: Int
+    /// One frame's duration in the stream's time base: the spacing of the decode times
+    /// that precede the first packet's.
+    let step: Int64
+    /// Packets that may wait for their presentation time, beyond `depth`.
+    static let maxHeld = 64
+
+    private struct Key: Comparable {
+        var sequence: Int
+        var order: Int32
+        var index: Int
+        static func < (a: Key, b: Key) -> Bool { (a.sequence, a.order, a.index) < (b.sequence, b.order, b.index) }
+    }
+
+    /// Decode times from decode index `firstTime` on.
+    private var times: [Int64] = []
+    private var firstTime = 0
+    /// Pictures waiting to be shown (at most `depth` + 1 outside damage).
+    private var waiting: [Key] = []
+    /// Decode and (once known) presentation times of the packets not yet handed out, from
+    /// decode index `nextOut` on.
+    private var held: [(dts: Int64, pts: Int64?)] = []
+    private var nextOut = 0
+    /// Packets added; display slots given.
+    private var added = 0
+    private var shown = 0
+    private var sequence = 0
+    /// The last POC shown in the current sequence, and the last added.
+    private var floor: Int32?
+    private var lastOrder: Int32 = 0
+    /// Pictures shown out of their POC order (see above).
+    private(set) var repaired = 0
+
+    init(depth: Int, step: Int64) {
+        self.depth = max(0, depth)
+        self.step = max(1, step)
+    }
+
+    /// Adds the next packet in decode order: its decode time (nil: one step after the
+    /// last), its picture order count (nil when the packet holds no picture: it stays just
+    /// after the picture before it) and whether it starts a sequence (an IDR picture).
+    /// Returns the packets, in decode order, whose times are now known.
+    mutating func add(decodeTime: Int64?, order: Int32?, idr: Bool) -> [Timed] {
+        let dts = decodeTime ?? (times.last.map { $0 + step } ?? 0)
+        let index = added
+        added += 1
+        times.append(dts)
+        // Decode times move `depth` packets earlier; never backwards (a source whose clock
+        // jumps back is put right by the muxer, as for any stream).
+        let shifted = index >= depth ? time(index - depth) : times[0] - Int64(depth - index) * step
+        held.append((shifted, nil))
+        if let order {
+            if idr || (floor.map { order < $0 } ?? false) {
+                if !idr { repaired += 1 }
+                sequence += 1
+                floor = nil
+            }
+            lastOrder = order
+        }
+        waiting.append(Key(sequence: sequence, order: order ?? max(lastOrder, floor ?? lastOrder), index: index))
+        while waiting.count > depth { showNext() }
+        // A picture nothing ever passes: shown now, in the next slot.
+        if held.count > depth + DisplaySchedule.maxHeld, held[0].pts == nil,
+           let stuck = waiting.firstIndex(where: { $0.index == nextOut }) {
+            waiting.remove(at: stuck)
+            give(nextOut)
+            repaired += 1
+        }
+        return release()
+    }
+
+    /// Shows every waiting picture: the end of the stream.
+    mutating func finish() -> [Timed] {
+        while !waiting.isEmpty { showNext() }
+        return release()
+    }
+
+    private func time(_ index: Int) -> Int64 { times[index - firstTime] }
+
+    /// The waiting picture with the lowest key takes the next display slot.
+    private mutating func showNext() {
+        guard let at = waiting.indices.min(by: { waiting[$0] < waiting[$1] }) else { return }
+        let key = waiting.remove(at: at)
+        if key.sequence == sequence { floor = key.order }
+        give(key.index)
+    }
+
+    private mutating func give(_ index: Int) {
+        held[index - nextOut].pts = time(shown)
+        shown += 1
+    }
+
+    /// Hands out the packets at the front whose presentation time is known, and forgets
+    /// decode times no slot or shift will read again.
+    private mutating func release() -> [Timed] {
+        var out: [Timed] = []
+        while let first = held.first, let pts = first.pts {
+            out.append(Timed(index: nextOut, pts: pts, dts: first.dts))
+            held.removeFirst()
+            nextOut += 1
+        }
+        let keep = min(shown, added - depth)
+        if keep - firstTime > 256 {
+            times.removeFirst(keep - firstTime)
+            firstTime = keep
+        }
+        return out
+    }
+}
+
+/// A copied H.264 stream's packets with presentation times from their pictures' order
+/// (`DisplaySchedule`): each packet is held until its time is known, then handed back with
+/// it, in decode order.
+final class PictureOrderTimes {
+    private var schedule: DisplaySchedule
+    private let parser: HeaderParser
+    private let lengthSize: Int
+    private var queue: [Packet] = []
+    var repaired: Int { schedule.repaired }
+
+    /// nil for a stream this cannot serve (not H.264).
+    init?(stream: UnsafeMutablePointer<AVStream>) {
+        guard let parser = HeaderParser(stream: stream, codecs: [AV_CODEC_ID_H264]) else { return nil }
+        self.parser = parser
+        lengthSize = NALScanner.lengthSize(stream)
+        let rate = stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
+        let step = rate.num > 0 && rate.den > 0
+            ? rescale(1, from: AVRational(num: rate.den, den: rate.num), to: stream.pointee.time_base) : 1
+        // The reorder depth the analysis's decoder settled on (at least one: the stream
+        // reorders, or it would not be here).
+        schedule = DisplaySchedule(depth: max(1, Int(stream.pointee.codecpar.pointee.video_delay)), step: step)
+    }
+
+    /// Takes `packet`'s contents (leaving it blank) and returns the packets whose times are
+    /// now known.
+    func add(_ packet: Packet) throws(KilnError) -> [Packet] {
+        let p = packet.pointer.pointee
+        let order = parser.pictureOrder(packet)
+        let idr = p.data.map { NALScanner.nalTypes(UnsafeBufferPointer(start: $0, count: Int(p.size)), lengthSize: lengthSize, h264: true).contains(5) } ?? false
+        let held = try Packet()
+        av_packet_move_ref(held.pointer, packet.pointer)
+        queue.append(held)
+        return hand(schedule.add(decodeTime: p.dts == noPTS ? nil : p.dts, order: order, idr: idr))
+    }
+
+    /// The packets still held, with their times: the end of the stream.
+    func finish() -> [Packet] { hand(schedule.finish()) }
+
+    private func hand(_ timed: [DisplaySchedule.Timed]) -> [Packet] {
+        let ready = queue.prefix(timed.count)
+        for (packet, t) in zip(ready, timed) {
+            packet.pointer.pointee.pts = t.pts
+            packet.pointer.pointee.dts = t.dts
+        }
+        queue.removeFirst(timed.count)
+        return Array(ready)
+    }
+}
