@@ -9,6 +9,10 @@ final class CopyLane: Lane {
     private let input: UnsafeMutablePointer<AVStream>
     let isVideo: Bool
     private var sawKeyframe = false
+    /// Leading packets left out because no keyframe came before them, and the source time
+    /// (stream time base, shifted) of the first packet kept.
+    private(set) var skippedBeforeKeyframe = 0
+    private(set) var firstKeptTime: Int64?
     private(set) var stats = LaneStats()
     /// Leading packets that came without a DTS (reordered H.264/HEVC from MKV: the
     /// demuxer only knows DTS once it has seen `video_delay` frames), held until the first
@@ -61,6 +65,13 @@ final class CopyLane: Lane {
         let lengthSize = NALScanner.lengthSize(input)
         dolbyVisionLayers = isVideo && kiln_stream_dovi(input)?.pointee.dv_profile == 7 && lengthSize > 0 ? lengthSize : nil
         pictureOrder = isVideo && derivePresentationTimes ? PictureOrderTimes(stream: input) : nil
+    }
+
+    /// Where the copy starts in seconds from the output's start, when leading packets were
+    /// left out for want of a keyframe (nil otherwise).
+    var startsLate: (packets: Int, seconds: Double)? {
+        guard skippedBeforeKeyframe > 0, let t = firstKeptTime, let s = seconds(t, input.pointee.time_base) else { return nil }
+        return (skippedBeforeKeyframe, s)
     }
 
     var ffmpegEquivalent: [String] {
@@ -120,8 +131,12 @@ final class CopyLane: Lane {
         // A copied video must start on a keyframe: leading frames that reference
         // pictures before the cut would decode as garbage.
         if isVideo && !sawKeyframe {
-            guard packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 else { return }
+            guard packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 else {
+                skippedBeforeKeyframe += 1
+                return
+            }
             sawKeyframe = true
+            firstKeptTime = packet.time == noPTS ? nil : packet.time
         }
         if let lengthSize = dolbyVisionLayers { try DolbyVisionLayers.strip(packet, lengthSize: lengthSize) }
         if let sizeWatch, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try checkPictureSize(packet, sizeWatch) }

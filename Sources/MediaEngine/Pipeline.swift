@@ -45,21 +45,23 @@ final class Pipeline {
         return s == noPTS ? 0 : s
     }
 
-    /// What the source gave each kept input stream: its packet count and its first and
-    /// last timestamps, in seconds from the output's start. Evidence when a finished
+    /// What the source gave each kept input stream: its packet count, its first timestamp
+    /// and where its last packet ends, in seconds from the output's start. Evidence when a finished
     /// output does not match the source's declared length (`Preparer.blameSource`).
     struct Delivered: Equatable {
         var packets = 0
         var firstSeconds = Double.infinity
-        var lastSeconds = -Double.infinity
+        var endSeconds = -Double.infinity
         /// The time its packets cover.
-        var span: Double { packets > 0 ? max(0, lastSeconds - firstSeconds) : 0 }
+        var span: Double { packets > 0 ? max(0, endSeconds - firstSeconds) : 0 }
 
-        mutating func count(at seconds: Double?) {
+        /// Counts a packet at `seconds` that lasts `lasting` (its end is the stream's end
+        /// if it is the last).
+        mutating func count(at seconds: Double?, lasting: Double = 0) {
             packets += 1
             if let seconds {
                 firstSeconds = min(firstSeconds, seconds)
-                lastSeconds = max(lastSeconds, seconds)
+                endSeconds = max(endSeconds, seconds + max(0, lasting))
             }
         }
     }
@@ -125,7 +127,7 @@ final class Pipeline {
             }
             let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
             if index == progressIndex, let t { position = max(position, t) }
-            delivered[index, default: Delivered()].count(at: t)
+            delivered[index, default: Delivered()].count(at: t, lasting: seconds(p.pointee.duration, tb) ?? 0)
             try lane.consume(packet, muxer: muxer)
             let now = clock.monotonicSeconds()
             if now - lastReport >= 0.5 {

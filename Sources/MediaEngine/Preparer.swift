@@ -379,7 +379,7 @@ public enum Preparer {
             guard let d = delivered[lane.inputIndex], d.packets > 0 else {
                 return KilnError(.sourceCorrupt, stage: .demux, "the source's \(name) stream \(lane.inputIndex) has no readable packets")
             }
-            last = max(last ?? 0, d.lastSeconds)
+            last = max(last ?? 0, d.endSeconds)
             if d.span < shortest?.span ?? .infinity { shortest = (d.span, name, lane.inputIndex) }
         }
         let declared = Format.fixed(expected, decimals: 2), tolerance = Verifier.durationTolerance(expected)
@@ -395,6 +395,14 @@ public enum Preparer {
         if let shortest, expected > 0, shortest.span < expected - tolerance {
             return KilnError(.sourceCorrupt, stage: .demux,
                              "the source's \(shortest.type) stream \(shortest.index) covers only \(Format.fixed(shortest.span, decimals: 2)) s of the \(declared) s it declares: the file is damaged")
+        }
+        // A copied video starts at its first keyframe: one far into the file (the first
+        // ones damaged) leaves the output short of the source's length.
+        for case let lane as CopyLane in lanes {
+            guard let late = lane.startsLate, expected > 0, late.seconds > tolerance else { continue }
+            return KilnError(.sourceCorrupt, stage: .demux,
+                             "the source's video stream \(lane.inputIndex) has no keyframe in its first \(Format.fixed(late.seconds, decimals: 2)) s "
+                             + "(\(late.packets) packets): a copy starts at a keyframe, and the file is damaged")
         }
         for lane in lanes where lane is CopyLane {
             let index = Int(lane.inputIndex), st = demuxer.stream(index)

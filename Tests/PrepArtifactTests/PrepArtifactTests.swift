@@ -306,6 +306,52 @@ struct SourceDamageTests {
         #expect(error?["code"] == .string("source_corrupt") && error?["message"]?.string?.contains("past") == true, "\(r.stdout)")
     }
 
+    @Test("an AVI whose repeated frames end half a second and one frame past its declared length: exit 3, source_corrupt (the last packet's start was within the tolerance, so it was verify_failed, retried in vain)")
+    func runsPastByItsLastFrame() throws {
+        let source = try Media.generated("h264-intra-10s.avi", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
+                                                               "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-bf", "0"])
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
+        // The frames' chunks in the movi list, each an id, a little-endian size and the data.
+        var chunks: [Int] = []
+        var at = try #require(bytes.firstRange(of: Array("movi".utf8))).upperBound
+        while at + 8 <= bytes.count, bytes[at..<at + 4].elementsEqual("00dc".utf8) {
+            chunks.append(at)
+            let size = bytes[at + 4..<at + 8].reversed().reduce(0) { $0 << 8 | Int($1) }
+            at += 8 + size + (size & 1)
+        }
+        try #require(chunks.count == 250, "\(chunks.count) frames")
+        // 13 frames (0.52 s at 25 fps) written again: the demuxer counts 263.
+        bytes.insert(contentsOf: bytes[chunks[100]..<chunks[113]], at: chunks[113])
+        let dir = Media.scratch("runs-past-frame")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let damaged = dir.appendingPathComponent("repeated.avi")
+        try Data(bytes).write(to: damaged)
+        let r = try Command.run(["prepare", damaged.path, "--quality", "original", "--caps", "ios",
+                                 "--output", dir.appendingPathComponent("out.mp4").path, "--json"])
+        let error = try Command.json(r)["error"]
+        #expect(r.status == 3, "\(r.stdout)")
+        #expect(error?["code"] == .string("source_corrupt") && error?["message"]?.string?.contains("past") == true, "\(r.stdout)")
+    }
+
+    @Test("a video-only recording cut in the middle of a 4-second GOP (its first keyframe 1.6 s in) exits 3, source_corrupt, saying so (the copy starts at that keyframe; it was verify_failed, retried in vain)")
+    func lateFirstKeyframe() throws {
+        let whole = try Media.generated("h264-gop4s-8s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8",
+                                                             "-c:v", "libx264", "-preset", "ultrafast", "-g", "100",
+                                                             "-keyint_min", "100", "-sc_threshold", "0"])
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+        let dir = Media.scratch("late-keyframe")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let cut = dir.appendingPathComponent("cut.ts")
+        // 30 % in, on a TS packet boundary: 2.4 s into the first GOP.
+        try bytes.suffix(from: bytes.count * 3 / 10 / 188 * 188).write(to: cut)
+        let r = try Command.run(["prepare", cut.path, "--quality", "original", "--caps", "ios",
+                                 "--output", dir.appendingPathComponent("out.mp4").path, "--json"])
+        let error = try Command.json(r)["error"]
+        #expect(r.status == 3, "\(r.stdout)")
+        #expect(error?["code"] == .string("source_corrupt") && error?["message"]?.string?.contains("no keyframe in its first") == true, "\(r.stdout)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["cut.ts"], "nothing written")
+    }
+
     @Test("a damaged sample size that libavformat cannot allocate (ENOMEM) ends the readable data, not the job as out of memory")
     func impossibleSampleSize() throws {
         // One byte of an MP4 sample table changed (found by fuzzing): reading that sample
