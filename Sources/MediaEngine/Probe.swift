@@ -244,8 +244,9 @@ public enum Prober {
         let scanDV = streams[vi].codec == "hevc" && streams[vi].dolbyVision == nil
         let lengthSize = NALScanner.lengthSize(st)
         let packet = try Packet()
-        var pts: [Int64] = []
-        var rpu = false, el = false, reads = 0, decodeTimesOnly = 0
+        // The stream's packets' presentation and decode times, in the order read.
+        var pts: [Int64] = [], dts: [Int64] = []
+        var rpu = false, el = false, reads = 0, scanned = 0, decodeTimesOnly = 0
         // Elementary streams (raw H.264, HEVC, MPEG video) carry no times at all.
         let untimed = Prober.elementaryStreamFormats.contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
         // Field order is only in the bitstream for many H.264 and MPEG-2 files. libavcodec's
@@ -264,7 +265,9 @@ public enum Prober {
         // back first (unless `H264Analysis` already went back to the start). Afterwards
         // the demuxer is rewound for the pipeline.
         defer { _ = try? demuxer.rewind() }
-        while pts.count < scanPacketLimit, reads < scanPacketLimit * 32 {
+        // Counted in the stream's packets, timed or not: AVI's have no presentation times,
+        // and waiting for them read the whole file.
+        while scanned < scanPacketLimit, reads < scanPacketLimit * 32 {
             reads += 1
             guard try demuxer.read(into: packet) else { break }
             defer { packet.unref() }
@@ -273,6 +276,8 @@ public enum Prober {
             }
             guard packet.streamIndex == target else { continue }
             let p = packet.pointer.pointee
+            scanned += 1
+            if p.dts != noPTS { dts.append(p.dts) }
             if p.pts != noPTS { pts.append(p.pts) } else if p.dts != noPTS || untimed { decodeTimesOnly += 1 }
             if let parser = fieldParser, p.flags & AV_PKT_FLAG_KEY != 0 {
                 parser.parse(packet)
@@ -304,7 +309,9 @@ public enum Prober {
         // Reordered pictures (B-frames) with decode times only: a copy would show them in
         // decode order on players that take the container's times (Apple's).
         if decodeTimesOnly > 0, st.pointee.codecpar.pointee.video_delay > 0 { streams[vi].presentationTimesMissing = true }
-        if let (fps, variable) = frameRate(pts: pts, timeBase: st.pointee.time_base) {
+        // Where some pictures have no presentation time (MPEG-4 Part 2 in AVI gives its
+        // B-frames one), the rest's are no frame clock: the decode times are.
+        if let (fps, variable) = frameRate(pts: decodeTimesOnly > 0 ? dts : pts, timeBase: st.pointee.time_base) {
             streams[vi].frameRate = (fps * 1000).rounded() / 1000
             streams[vi].variableFrameRate = variable
         }

@@ -24,3 +24,36 @@ struct ProbeFileTests {
         #expect(try Prober.probe(path: link, fingerprint: false).sizeBytes == Int64(size))
     }
 }
+
+@Suite("the probe's packet scan on decode-times-only video")
+struct DecodeTimesScanTests {
+    /// Bytes this thread has read so far (`rchar` of /proc/thread-self/io: the probe reads on
+    /// the calling thread, and tests on other threads do not count).
+    static func bytesRead() throws -> Int {
+        let io = try String(contentsOfFile: "/proc/thread-self/io", encoding: .utf8)
+        let line = try #require(io.split(separator: "\n").first { $0.hasPrefix("rchar:") })
+        return try #require(Int(line.dropFirst("rchar:".count).trimmingCharacters(in: .whitespaces)))
+    }
+
+    @Test("a long AVI whose H.264 has decode times only is scanned for its first packets, not read to the end (the scan counted presentation times, which never came)")
+    func scanStops() throws {
+        let source = try Media.generated("h264-bframes-90s.avi", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=90",
+                                                                  "-c:v", "libx264", "-preset", "ultrafast", "-bf", "3", "-g", "50"])
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: source)[.size] as? Int)
+        let before = try Self.bytesRead()
+        let video = try #require(try Prober.probe(path: source, fingerprint: false).videoStreams.first)
+        let read = try Self.bytesRead() - before
+        #expect(video.presentationTimesMissing == true)
+        #expect(read < size / 4, "read \(read) of \(size) bytes")
+    }
+
+    @Test("MPEG-4 Part 2 in AVI, whose B-frames alone have presentation times, is 25 fps and constant (the scattered times read as variable)")
+    func partialTimes() throws {
+        let source = try Media.generated("mpeg4-bframes.avi", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                               "-c:v", "mpeg4", "-vtag", "XVID", "-bf", "2", "-q:v", "3"])
+        let video = try #require(try Prober.probe(path: source, fingerprint: false).videoStreams.first)
+        #expect(video.presentationTimesMissing == true)
+        #expect(video.frameRate == 25)
+        #expect(video.variableFrameRate == false)
+    }
+}
