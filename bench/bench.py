@@ -11,7 +11,7 @@ drift; writes bench/results/latest.json and docs/BENCHMARKS.md.
 QUICK=1 runs short inputs and fewer pairs (under two minutes). ONLY=remux|transcode|farm
 re-measures one section and keeps the others from the last full run.
 """
-import datetime, json, os, platform, re, statistics, subprocess, sys, tempfile, time
+import atexit, datetime, json, os, platform, re, shutil, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = os.environ.get("QUICK") == "1"
@@ -152,6 +152,8 @@ def main():
     if not os.path.exists(BIN):
         sys.exit(f"{BIN} is missing: run make build")
     tmp = tempfile.mkdtemp(prefix="kiln-bench-")
+    # The outputs (2.5 GB for the 20-minute film's pair) go with the run, however it ends.
+    atexit.register(shutil.rmtree, tmp, True)
     results = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                "machine": {"cores": os.cpu_count(), "cpu": cpu_model(), "kernel": platform.release()},
                "ffmpeg": sh(["ffmpeg", "-version"]).stdout.split("\n")[0], "quick": QUICK,

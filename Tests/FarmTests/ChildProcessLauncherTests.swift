@@ -97,8 +97,10 @@ struct ChildProcessLauncherTests {
 
     @Test("a missing child binary is an error at launch, not a hang")
     func missingBinary() {
+        let dir = Media.scratch("missing")
+        defer { try? FileManager.default.removeItem(at: dir) }
         #expect(throws: KilnError.self) {
-            _ = try ChildProcessLauncher(executable: "/nonexistent/prep-artifact").launch(spec(Media.scratch("missing"))) { _ in }
+            _ = try ChildProcessLauncher(executable: "/nonexistent/prep-artifact").launch(spec(dir)) { _ in }
         }
     }
 }

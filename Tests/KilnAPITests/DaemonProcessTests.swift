@@ -74,7 +74,9 @@ struct DaemonProcessTests {
         var env = ProcessInfo.processInfo.environment
         env["KILN_LISTEN"] = "0.0.0.0:0"
         env["KILN_TOKEN"] = nil
-        env["KILN_DATA_DIR"] = Media.scratch("open").path
+        let dir = Media.scratch("open")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        env["KILN_DATA_DIR"] = dir.path
         p.environment = env
         let err = Pipe()
         p.standardError = err
