@@ -83,8 +83,8 @@ struct DisplaySchedule {
         let index = added
         added += 1
         times.append(dts)
-        // Decode times move `depth` packets earlier; never backwards (a source whose clock
-        // jumps back is put right by the muxer, as for any stream).
+        // Decode times move `depth` packets earlier (a source clock that jumps back is put
+        // right by the muxer, as for any stream).
         let shifted = index >= depth ? time(index - depth) : times[0] - Int64(depth - index) * step
         held.append((shifted, nil))
         if let order {
@@ -150,6 +150,8 @@ struct DisplaySchedule {
 /// (`DisplaySchedule`): each packet is held until its time is known, then handed back with
 /// it, in decode order.
 final class PictureOrderTimes {
+    /// H.264's NAL unit type for a slice of an IDR picture, which restarts the POC.
+    static let idrSlice = 5
     private var schedule: DisplaySchedule
     private let parser: HeaderParser
     private let lengthSize: Int
@@ -174,7 +176,10 @@ final class PictureOrderTimes {
     func add(_ packet: Packet) throws(KilnError) -> [Packet] {
         let p = packet.pointer.pointee
         let order = parser.pictureOrder(packet)
-        let idr = p.data.map { NALScanner.nalTypes(UnsafeBufferPointer(start: $0, count: Int(p.size)), lengthSize: lengthSize, h264: true).contains(5) } ?? false
+        let idr = p.data.map {
+            NALScanner.nalTypes(UnsafeBufferPointer(start: $0, count: Int(p.size)), lengthSize: lengthSize, h264: true)
+                .contains(PictureOrderTimes.idrSlice)
+        } ?? false
         let held = try Packet()
         av_packet_move_ref(held.pointer, packet.pointer)
         queue.append(held)

@@ -46,8 +46,8 @@ final class Pipeline {
     }
 
     /// What the source gave each kept input stream: its packet count, its first timestamp
-    /// and where its last packet ends, in seconds from the output's start. Evidence when a finished
-    /// output does not match the source's declared length (`Preparer.blameSource`).
+    /// and where its last packet ends, in seconds from the output's start. Evidence when a
+    /// finished output does not match the source's declared length (`Preparer.blameSource`).
     struct Delivered: Equatable {
         var packets = 0
         var firstSeconds = Double.infinity
