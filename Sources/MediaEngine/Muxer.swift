@@ -153,13 +153,19 @@ final class Muxer {
             unsentBytes = 0
             _ = kiln_start_writeback(writeback.rawValue)
         }
-        let ret = av_interleaved_write_frame(context, p)
+        try Muxer.refuse(av_interleaved_write_frame(context, p), "cannot write to the output")
+    }
+
+    /// Throws for a muxer call that failed. The MP4 muxer parses some packets (E-AC-3
+    /// frame headers, Annex B video) and, in its trailer, the parameter sets it puts in the
+    /// sample entry (avcC, hvcC); it refuses damaged ones with AVERROR_INVALIDDATA: the
+    /// source's data, the same on every run, not a failed write to retry.
+    private static func refuse(_ ret: Int32, _ what: String) throws(KilnError) {
         if ret == kiln_averror_invaliddata() {
-            // The MP4 muxer parses some packets (E-AC-3 frame headers, Annex B video) and
-            // refuses damaged ones: the source's data, not a failed write.
-            throw KilnError(.sourceCorrupt, stage: .mux, underlying: ret, "a packet of the source cannot be stored in MP4 (damaged data)")
+            throw KilnError(.sourceCorrupt, stage: .mux, underlying: ret,
+                            "\(what): the source's data cannot be stored in MP4 (damaged packets or parameter sets)")
         }
-        if ret < 0 { throw classify(ret, .mux, "cannot write to the output", as: .ioError) }
+        if ret < 0 { throw classify(ret, .mux, what, as: .ioError) }
     }
 
     /// Writes the trailer (the index, at the end) and closes the file. The index still has
@@ -170,10 +176,10 @@ final class Muxer {
         if let recorder {
             // Everything still queued for interleaving is media data; what the trailer
             // writes after it is the index, which the recorder keeps.
-            try check(av_interleaved_write_frame(context, nil), .mux, "cannot write to the output", as: .ioError)
+            try Muxer.refuse(av_interleaved_write_frame(context, nil), "cannot write to the output")
             recorder.keepFromEnd()
         }
-        try check(av_write_trailer(context), .mux, "cannot finish the MP4", as: .ioError)
+        try Muxer.refuse(av_write_trailer(context), "cannot finish the MP4")
         if let pb = context.pointee.pb {
             avio_flush(pb)
             if pb.pointee.error < 0 { throw classify(pb.pointee.error, .write, "cannot write the output", as: .ioError) }

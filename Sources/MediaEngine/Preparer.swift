@@ -79,7 +79,9 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     /// Where the output departs from the plan because the source left no other way, each
     /// a machine-readable reason and why (nil when it follows the plan): `audio_reencoded`
     /// for copied AAC whose format changes mid-stream, `video_reencoded` for a copied
-    /// picture whose size does (the plan's `videoFallback` replaces it).
+    /// picture whose size does (the plan's `videoFallback` replaces it); either for a copy
+    /// of damaged data the MP4 muxer refuses, or that does not decode from the MP4 where
+    /// the source does.
     public var adjustments: [String]?
     enum CodingKeys: String, CodingKey {
         case wallSeconds = "wall_seconds", speed, corruptPackets = "corrupt_packets", repairedTimestamps = "repaired_timestamps"
@@ -155,6 +157,28 @@ public enum Preparer {
                 source = ProbedSource(demuxer: try Demuxer(path: opened.path, cancellation: cancellation), info: opened.info)
             }
         }
+    }
+
+    /// The copied audio and video lanes, and which is which.
+    static func copied(_ lanes: [Lane], demuxer: Demuxer) -> [(lane: CopyLane, video: Bool)] {
+        lanes.compactMap { lane in
+            guard let copy = lane as? CopyLane else { return nil }
+            let type = demuxer.stream(Int(lane.inputIndex)).pointee.codecpar.pointee.codec_type
+            return type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO ? (copy, type == AVMEDIA_TYPE_VIDEO) : nil
+        }
+    }
+
+    /// The MP4 muxer refused a copied stream's data as damaged (`Muxer.refuse`). Re-encoded
+    /// from the source (the plan's fallback), whose decoder conceals what it cannot read,
+    /// the file still has an answer. The refusal names no stream (the interleaver writes
+    /// queued packets of any stream, the trailer sample entries): the audio goes first,
+    /// whose re-encoding costs little, and if the next run is refused too, the video.
+    static func refusedCopy(_ error: KilnError, lanes: [Lane], demuxer: Demuxer) -> FormatChange? {
+        guard error.code == .sourceCorrupt, error.stage == .mux, error.underlying == kiln_averror_invaliddata() else { return nil }
+        let copies = copied(lanes, demuxer: demuxer)
+        guard let refused = copies.first(where: { !$0.video }) ?? copies.first else { return nil }
+        return FormatChange(video: refused.video,
+                            description: "the MP4 muxer refuses the source's data as damaged (\(error.message))")
     }
 
     /// A copied stream that stopped because its format changed mid-stream (`CopyLane`).
@@ -248,7 +272,7 @@ public enum Preparer {
                 do { try pipeline.run() } catch {
                     formatChange = lanes.lazy.compactMap { $0 as? CopyLane }.compactMap { lane in
                         lane.formatChange.map { FormatChange(video: lane.isVideo, description: $0) }
-                    }.first
+                    }.first ?? refusedCopy(error, lanes: lanes, demuxer: demuxer)
                     throw error
                 }
                 delivered = pipeline.delivered
@@ -287,14 +311,25 @@ public enum Preparer {
                 carried += second.errors
                 return true
             }
+            var undecodable: Int?
             let verified = Result { () throws(KilnError) -> MediaInfo in
                 do throws(KilnError) {
                     return try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: expected,
-                                               cancellation: cancellation, witness: witness, sourceDamaged: sourceDamaged)
+                                               cancellation: cancellation, witness: witness, sourceDamaged: sourceDamaged,
+                                               undecodable: { undecodable = $0 })
                 } catch {
                     guard error.code == .verifyFailed else { throw error }
-                    throw blameSource(error, delivered: delivered, lanes: lanes, demuxer: demuxer, info: info, expected: expected,
-                                      cancellation: cancellation)
+                    let blamed = blameSource(error, delivered: delivered, lanes: lanes, demuxer: demuxer, info: info, expected: expected,
+                                             cancellation: cancellation)
+                    // A copy that does not decode from the MP4 where the source does (a damaged
+                    // codec header that misled the muxer): the stream is re-encoded from the
+                    // source, whose decoder finds its way, as the plan's fallback.
+                    if blamed.code == .verifyFailed, let stream = undecodable,
+                       let lane = copied(lanes, demuxer: demuxer).first(where: { $0.lane.outputIndex == Int32(stream) }) {
+                        formatChange = FormatChange(video: lane.video, description: "the copied \(lane.video ? "video" : "audio") does not decode "
+                                                    + "from the MP4 where the source does (\(error.message))")
+                    }
+                    throw blamed
                 }
             }
             digest = try hashing.wait()

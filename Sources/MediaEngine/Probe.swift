@@ -382,14 +382,16 @@ public enum Prober {
         guard seconds > 0 else { return nil }
         let stray = steps.filter { abs(Double($0 - median)) > 0.1 * Double(median) }.count
         let variable = Double(stray) / Double(steps.count) > 0.1
-        // A constant rate is the span over the count, which averages away timestamps
-        // rounded to milliseconds (MKV's 33/34 ms steps are 29.97 fps, not 30.3).
-        let span = Double(sorted.last! - sorted.first!) * timeBase.seconds
-        // One damaged timestamp far from the rest stretches the span (a flipped bit in a TS
-        // PTS put one picture 13 hours on: 0.003 fps). Trust the span only where it agrees
-        // with the median step.
-        if !variable, span > 0 {
-            let fps = Double(sorted.count - 1) / span
+        // A constant rate is the mean step, which averages away timestamps rounded to
+        // milliseconds (MKV's 33/34 ms steps are 29.97 fps, not 30.3). Steps of more than
+        // one and a half frames are left out: a picture with no time of its own (a PES
+        // without one, in MPEG-PS) leaves a double step, which made 25 fps read 24.75, and
+        // one damaged timestamp far from the rest (a flipped bit in a TS PTS put one picture
+        // 13 hours on) would make it 0.003 fps.
+        let regular = steps.filter { Double($0) <= 1.5 * Double(median) }
+        let sum = Double(regular.reduce(0, +)) * timeBase.seconds
+        if !variable, sum > 0 {
+            let fps = Double(regular.count) / sum
             if abs(fps * seconds - 1) < 0.1 { return (fps, false) }
         }
         return (1 / seconds, variable)

@@ -18,9 +18,11 @@ enum Verifier {
     /// second from `from` is (a copied stream: the same bytes). Such a second may carry the
     /// source's corrupt packets as long as some of it decodes, as a transcode conceals them;
     /// without it every second must decode cleanly.
+    /// `undecodable(stream)`: told which output stream failed to decode, before the error.
     static func verify(path: String, plan: Plan, expectedDuration: Double, cancellation: Cancellation,
                        witness: KeyframeWitness? = nil,
-                       sourceDamaged: ((_ stream: Int, _ from: Double) -> Bool)? = nil) throws(KilnError) -> MediaInfo {
+                       sourceDamaged: ((_ stream: Int, _ from: Double) -> Bool)? = nil,
+                       undecodable: ((_ stream: Int) -> Void)? = nil) throws(KilnError) -> MediaInfo {
         try checkIndexFirst(path: path)
         let demuxer: Demuxer
         do { demuxer = try Demuxer(path: path, cancellation: cancellation, analyze: false) } catch {
@@ -64,10 +66,16 @@ enum Verifier {
         for s in audio + video {
             let streamEnd = s.durationSeconds ?? avDuration
             let trusted = s.type == .video ? witness.flatMap { sameParameters(demuxer.stream(s.index), $0) ? $0 : nil } : nil
-            let format = try decodes(demuxer, stream: s.index, from: 0, streamEnd: streamEnd, cancellation: cancellation,
+            let format: Int32
+            do throws(KilnError) {
+                format = try decodes(demuxer, stream: s.index, from: 0, streamEnd: streamEnd, cancellation: cancellation,
                                      witness: trusted, sourceDamaged: sourceDamaged)
-            try decodes(demuxer, stream: s.index, from: max(0, streamEnd - 1), streamEnd: streamEnd, cancellation: cancellation,
-                        witness: trusted, sourceDamaged: sourceDamaged)
+                try decodes(demuxer, stream: s.index, from: max(0, streamEnd - 1), streamEnd: streamEnd, cancellation: cancellation,
+                            witness: trusted, sourceDamaged: sourceDamaged)
+            } catch {
+                if error.code == .verifyFailed { undecodable?(s.index) }
+                throw error
+            }
             // Without analysis the pixel format is only known once a picture is decoded.
             if s.type == .video, s.pixelFormat == nil, let i = info.streams.firstIndex(where: { $0.index == s.index }),
                let desc = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import CFFmpeg
 import KilnCore
 import KilnTestSupport
 @testable import MediaEngine
@@ -55,5 +56,45 @@ struct DecodeTimesScanTests {
         #expect(video.presentationTimesMissing == true)
         #expect(video.frameRate == 25)
         #expect(video.variableFrameRate == false)
+    }
+}
+
+@Suite("frame rate from a stream's timestamps")
+struct FrameRateTests {
+    let ms = AVRational(num: 1, den: 1000)
+
+    @Test("25 fps with two pictures that had no time of their own (MPEG-PS) is 25, constant (it read 24.75)")
+    func missingTimes() throws {
+        var pts = (0..<240).map { Int64($0) * 3600 }
+        pts.remove(at: 150)
+        pts.remove(at: 26)
+        let (fps, variable) = try #require(Prober.frameRate(pts: pts, timeBase: AVRational(num: 1, den: 90000)))
+        #expect(abs(fps - 25) < 0.001, "\(fps)")
+        #expect(!variable)
+    }
+
+    @Test("29.97 fps rounded to milliseconds (Matroska's 33 and 34 ms steps) is 29.97, not 30.3")
+    func roundedSteps() throws {
+        let pts = (0..<240).map { Int64((Double($0) * 1001 / 30).rounded()) }
+        let (fps, variable) = try #require(Prober.frameRate(pts: pts, timeBase: ms))
+        #expect(abs(fps - 29.97) < 0.01, "\(fps)")
+        #expect(!variable)
+    }
+
+    @Test("one damaged timestamp hours away does not drag the rate down")
+    func damagedTimestamp() throws {
+        var pts = (0..<240).map { Int64($0) * 40 }
+        pts[100] = 13 * 3600 * 1000
+        let (fps, variable) = try #require(Prober.frameRate(pts: pts, timeBase: ms))
+        #expect(abs(fps - 25) < 0.001, "\(fps)")
+        #expect(!variable)
+    }
+
+    @Test("steps that wander (screen recordings, phone video) are variable")
+    func variable() throws {
+        var t: Int64 = 0
+        let pts = (0..<240).map { i -> Int64 in t += [33, 50, 40, 66, 33][i % 5]; return t }
+        let (_, variable) = try #require(Prober.frameRate(pts: pts, timeBase: ms))
+        #expect(variable)
     }
 }

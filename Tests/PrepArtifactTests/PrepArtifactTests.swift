@@ -352,6 +352,66 @@ struct SourceDamageTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["cut.ts"], "nothing written")
     }
 
+    /// An AVI generated for these tests with one byte of it changed at `offset(bytes)`.
+    static func damagedAVI(_ name: String, _ ffmpegArgs: [String], in dir: URL,
+                           at offset: ([UInt8]) throws -> Int, to value: UInt8) throws -> String {
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: try Media.generated(name, ffmpegArgs))))
+        bytes[try offset(bytes)] = value
+        let path = dir.appendingPathComponent("damaged-" + name).path
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test("an AVI whose video header claims 4 kB of codec data (its strf size damaged) copies into an MP4 that does not decode, where the source does: the video is re-encoded from the source, with the reason (it was verify_failed, retried in vain)")
+    func copyThatDoesNotDecode() throws {
+        let dir = Media.scratch("undecodable-copy")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try Self.damagedAVI("h264-aac-4s.avi", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                              "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=4",
+                                                              "-c:v", "libx264", "-preset", "ultrafast", "-bf", "0", "-g", "25",
+                                                              "-c:a", "aac", "-shortest"], in: dir,
+                                         at: { try #require($0.firstRange(of: Array("strf".utf8))).lowerBound + 7 }, to: 0x66)
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "android", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout)")
+        let json = try Command.json(r)
+        #expect(json["plan"]?["video"]?["action"] == .string("copy"))
+        guard case .array(let adjustments)? = json["stats"]?["adjustments"] else { Issue.record("no adjustments: \(r.stdout)"); return }
+        #expect(adjustments.map(\.string) == ["video_reencoded: the copied video does not decode from the MP4 where the source does "
+                                               + "(the output's stream 0 does not decode near 0 s (0 frames, 0 errors))"])
+        let decode = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr.prefix(300))")
+        #expect(try FFprobe(out).streams("video").first?["nb_frames"] == .string("100"))
+    }
+
+    @Test("an AVI whose index gives one AC-3 chunk 15 MB (one byte of its size damaged): the MP4 muxer refuses the packet; the audio is re-encoded from the source and the video still copied (it was source_corrupt, or io_error when the trailer refused)")
+    func muxerRefusesAudio() throws {
+        let dir = Media.scratch("refused-audio")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // One x264 thread: the same bytes on every run, so the same chunk is damaged.
+        let source = try Self.damagedAVI("h264-ac3-hrd-8s.avi", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=8",
+                                                                  "-f", "lavfi", "-i", "sine=duration=8", "-c:a", "ac3", "-shortest",
+                                                                  "-c:v", "libx264", "-threads", "1", "-bf", "3", "-b:v", "1M",
+                                                                  "-maxrate", "1M", "-bufsize", "2M", "-x264-params", "nal-hrd=cbr",
+                                                                  "-g", "50"], in: dir, at: { bytes in
+            // idx1's entries: chunk id, flags, offset, size (little-endian); the 101st audio
+            // chunk's size gets a third byte.
+            let index = try #require(bytes.lastRange(of: Array("idx1".utf8))).upperBound + 4
+            let audio = stride(from: index, to: bytes.count - 15, by: 16).filter { bytes[$0..<$0 + 4].elementsEqual("01wb".utf8) }
+            return try #require(audio.dropFirst(100).first) + 14
+        }, to: 0xe9)
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout)")
+        let json = try Command.json(r)
+        guard case .array(let adjustments)? = json["stats"]?["adjustments"] else { Issue.record("no adjustments: \(r.stdout)"); return }
+        #expect(adjustments.count == 1 && adjustments.first?.string?.hasPrefix("audio_reencoded: the MP4 muxer refuses") == true,
+                "\(adjustments)")
+        #expect(json["output"]?["audio"]?["codec"] == .string("aac") && json["output"]?["video"]?["codec"] == .string("h264"))
+        let decode = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-f", "null", "-"])
+        #expect(decode.status == 0, "\(decode.stderr.prefix(300))")
+    }
+
     @Test("a damaged sample size that libavformat cannot allocate (ENOMEM) ends the readable data, not the job as out of memory")
     func impossibleSampleSize() throws {
         // One byte of an MP4 sample table changed (found by fuzzing): reading that sample
