@@ -383,12 +383,16 @@ public enum Prober {
         let stray = steps.filter { abs(Double($0 - median)) > 0.1 * Double(median) }.count
         let variable = Double(stray) / Double(steps.count) > 0.1
         // A constant rate is the mean step, which averages away timestamps rounded to
-        // milliseconds (MKV's 33/34 ms steps are 29.97 fps, not 30.3). Steps of more than
-        // one and a half frames are left out: a picture with no time of its own (a PES
-        // without one, in MPEG-PS) leaves a double step, which made 25 fps read 24.75, and
-        // one damaged timestamp far from the rest (a flipped bit in a TS PTS put one picture
-        // 13 hours on) would make it 0.003 fps.
-        let regular = steps.filter { Double($0) <= 1.5 * Double(median) }
+        // milliseconds (MKV's 33/34 ms steps are 29.97 fps, not 30.3). A time less than half
+        // a frame after the one before is no frame of its own (VP9's hidden frames, 1 ms
+        // after a shown one in WebM, made 23.976 read 25.7). Steps over one and a half
+        // frames are left out: a picture with no time of its own (a PES without one, in
+        // MPEG-PS) leaves a double step, which made 25 fps read 24.75, and one damaged
+        // timestamp far from the rest (a flipped bit in a TS PTS put one picture 13 hours
+        // on) would make it 0.003 fps.
+        var frames = [sorted[0]]
+        for t in sorted.dropFirst() where Double(t - frames[frames.count - 1]) >= 0.5 * Double(median) { frames.append(t) }
+        let regular = zip(frames.dropFirst(), frames).map { $0 - $1 }.filter { Double($0) <= 1.5 * Double(median) }
         let sum = Double(regular.reduce(0, +)) * timeBase.seconds
         if !variable, sum > 0 {
             let fps = Double(regular.count) / sum

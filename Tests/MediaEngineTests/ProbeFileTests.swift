@@ -90,6 +90,15 @@ struct FrameRateTests {
         #expect(!variable)
     }
 
+    @Test("23.976 fps VP9 in WebM, whose hidden frames come 1 ms after a shown one, is 23.976 (it read 25.7)")
+    func hiddenFrames() throws {
+        var pts = (0..<240).map { Int64((Double($0) * 1001 / 24).rounded()) }
+        for i in stride(from: 230, to: 0, by: -12) { pts.insert(pts[i] + 1, at: i + 1) }
+        let (fps, variable) = try #require(Prober.frameRate(pts: pts, timeBase: ms))
+        #expect(abs(fps - 23.976) < 0.01, "\(fps)")
+        #expect(!variable)
+    }
+
     @Test("steps that wander (screen recordings, phone video) are variable")
     func variable() throws {
         var t: Int64 = 0
