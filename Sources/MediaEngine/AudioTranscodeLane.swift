@@ -30,6 +30,9 @@ final class AudioTranscodeLane: Lane {
     private var counters = LaneStats()
     /// Decoded frames the resampler could not take (damaged parameters).
     private var rejectedFrames = 0
+    /// The source's length in seconds, plus a second: no gap is filled past it (nil when
+    /// the container does not say).
+    private let lastSecond: Double?
 
     init(demuxer: Demuxer, plan: AudioPlan, source: StreamInfo) throws(KilnError) {
         guard Self.encoders.contains(plan.codec) else {
@@ -48,6 +51,8 @@ final class AudioTranscodeLane: Lane {
         self.plan = plan
         decoder = try Decoder(stream: stream, threads: 1)
         frame = try Frame()
+        let duration = demuxer.context.pointee.duration
+        lastSecond = duration > 0 ? Double(duration) / Double(kiln_time_base()) + 1 : nil
     }
 
     var stats: LaneStats {
@@ -123,8 +128,22 @@ final class AudioTranscodeLane: Lane {
             let lands = nextPTS + Int64(resampler.buffered + resampler.held)
             let tolerance = Int64(Self.syncTolerance * Double(rate))
             if start - lands > tolerance {
-                try resampler.pushSilence(Int(start - lands))
-                counters.gapsFilled += 1
+                // A time past the source's end is damage (a flipped bit put one frame hours
+                // on), not a gap: the frame follows on. Hours of silence were gigabytes in
+                // the FIFO, then a failed write.
+                if let lastSecond, Double(start) > lastSecond * Double(rate) {
+                    counters.repairedTimestamps += 1
+                } else {
+                    // Encoded as it is made, a second at a time: memory stays flat.
+                    var left = Int(start - lands)
+                    while left > 0 {
+                        let n = min(left, Int(rate))
+                        try resampler.pushSilence(n)
+                        try encodeBuffered(muxer: muxer)
+                        left -= n
+                    }
+                    counters.gapsFilled += 1
+                }
             } else if lands - start > tolerance {
                 counters.framesDropped += 1
                 return

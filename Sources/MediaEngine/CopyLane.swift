@@ -13,7 +13,12 @@ final class CopyLane: Lane {
     /// (stream time base, shifted) of the first packet kept.
     private(set) var skippedBeforeKeyframe = 0
     private(set) var firstKeptTime: Int64?
-    private(set) var stats = LaneStats()
+    private var counters = LaneStats()
+    var stats: LaneStats {
+        var s = counters
+        s.repairedTimestamps = pictureOrder?.repaired ?? 0
+        return s
+    }
     /// Leading packets that came without a DTS (reordered H.264/HEVC from MKV: the
     /// demuxer only knows DTS once it has seen `video_delay` frames), held until the first
     /// packet that has one.
@@ -47,8 +52,6 @@ final class CopyLane: Lane {
     /// Presentation times from the pictures' order, for H.264 whose container gives
     /// reordered pictures decode times only (AVI); nil for any other stream.
     private let pictureOrder: PictureOrderTimes?
-    /// Pictures shown out of their order count's order (damage; `DisplaySchedule`).
-    var repairedTimestamps: Int { pictureOrder?.repaired ?? 0 }
 
     /// - Parameter watchPictureSize: stop (with `formatChange`) when the picture's size
     ///   changes mid-stream, which one MP4 sample entry cannot describe.
@@ -127,7 +130,7 @@ final class CopyLane: Lane {
     }
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
-        stats.packetsIn += 1
+        counters.packetsIn += 1
         // A copied video must start on a keyframe: leading frames that reference
         // pictures before the cut would decode as garbage.
         if isVideo && !sawKeyframe {
@@ -203,7 +206,7 @@ final class CopyLane: Lane {
         if pictureOrder != nil { try offerKeyframe(packet) }
         packet.streamIndex = outputIndex
         try muxer.write(packet, from: input.pointee.time_base)
-        stats.packetsOut += 1
+        counters.packetsOut += 1
     }
 
     /// Gives the held packets the DTS the demuxer could not: one frame apart, ending one
@@ -236,8 +239,8 @@ final class CopyLane: Lane {
         // Not one keyframe in the whole stream (a damaged recording whose only IDR was hit,
         // a broadcast that marks none): the copy had nothing to start on, and an MP4 track
         // without samples is no track at all. The plan's encode decodes what it can.
-        if isVideo && !sawKeyframe && stats.packetsIn > 0 {
-            formatChange = "the source's video has no keyframe in its \(stats.packetsIn) packets"
+        if isVideo && !sawKeyframe && counters.packetsIn > 0 {
+            formatChange = "the source's video has no keyframe in its \(counters.packetsIn) packets"
             throw KilnError(.sourceCorrupt, stage: .mux, "\(formatChange!): a copy has no picture to start on")
         }
         // A new size on the last keyframe, kept to the end, is a change too.

@@ -35,11 +35,14 @@ public struct LaneStats: Sendable, Codable, Equatable {
     /// overlapped itself, to keep the sound on its timestamps.
     public var gapsFilled = 0
     public var framesDropped = 0
+    /// Timestamps put right (a picture shown out of its order count's order, an audio
+    /// frame's time past the source's end).
+    public var repairedTimestamps = 0
     public init() {}
     enum CodingKeys: String, CodingKey {
         case packetsIn = "packets_in", packetsOut = "packets_out", corruptPackets = "corrupt_packets"
         case framesDecoded = "frames_decoded", framesEncoded = "frames_encoded"
-        case gapsFilled = "gaps_filled", framesDropped = "frames_dropped"
+        case gapsFilled = "gaps_filled", framesDropped = "frames_dropped", repairedTimestamps = "repaired_timestamps"
     }
 }
 

@@ -278,7 +278,7 @@ public enum Preparer {
                 delivered = pipeline.delivered
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
-                    + lanes.reduce(0) { $0 + (($1 as? CopyLane)?.repairedTimestamps ?? 0) }
+                    + lanes.reduce(0) { $0 + $1.stats.repairedTimestamps }
                 corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
                 gaps = lanes.reduce(0) { $0 + $1.stats.gapsFilled }
                 equivalent = ["ffmpeg", "-i", source] + lanes.flatMap(\.ffmpegEquivalent)

@@ -362,6 +362,33 @@ struct SourceDamageTests {
         return path
     }
 
+    /// H.264 and AC-3 in AVI, one x264 thread (the same bytes on every run, so the same
+    /// chunk is damaged), with byte `sizeByte` of the size of audio chunk `audioChunk` in
+    /// its index (idx1's entries: chunk id, flags, offset, size, little-endian) set to `value`.
+    static func hrdAVI(in dir: URL, audioChunk: Int, sizeByte: Int, to value: UInt8) throws -> String {
+        try damagedAVI("h264-ac3-hrd-8s.avi", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=8",
+                                               "-f", "lavfi", "-i", "sine=duration=8", "-c:a", "ac3", "-shortest",
+                                               "-c:v", "libx264", "-threads", "1", "-bf", "3", "-b:v", "1M", "-maxrate", "1M",
+                                               "-bufsize", "2M", "-x264-params", "nal-hrd=cbr", "-g", "50"], in: dir, at: { bytes in
+            let index = try #require(bytes.lastRange(of: Array("idx1".utf8))).upperBound + 4
+            let audio = stride(from: index, to: bytes.count - 15, by: 16).filter { bytes[$0..<$0 + 4].elementsEqual("01wb".utf8) }
+            return try #require(audio.dropFirst(audioChunk).first) + 12 + sizeByte
+        }, to: value)
+    }
+
+    @Test("an AVI whose index makes one AC-3 chunk 1.3 GB puts the audio after it hours on: the re-encode follows on instead of filling the gap with silence (it filled the FIFO with 1.6 GB, then failed as internal_error)")
+    func audioTimePastTheEnd() throws {
+        let dir = Media.scratch("audio-past-end")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try Self.hrdAVI(in: dir, audioChunk: 5, sizeByte: 3, to: 0x4d)
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Run.peakMemory(Command.binary, ["prepare", source, "--quality", "original", "--caps", "android", "--output", out])
+        #expect(r.status == 0)
+        #expect(r.maxRSSKiB < 200_000, "peak \(r.maxRSSKiB) KiB")
+        let audio = try #require(try FFprobe(out).duration("audio"))
+        #expect(abs(audio - 8) < 0.2, "\(audio) s")
+    }
+
     @Test("an AVI whose video header claims 4 kB of codec data (its strf size damaged) copies into an MP4 that does not decode, where the source does: the video is re-encoded from the source, with the reason (it was verify_failed, retried in vain)")
     func copyThatDoesNotDecode() throws {
         let dir = Media.scratch("undecodable-copy")
@@ -388,18 +415,8 @@ struct SourceDamageTests {
     func muxerRefusesAudio() throws {
         let dir = Media.scratch("refused-audio")
         defer { try? FileManager.default.removeItem(at: dir) }
-        // One x264 thread: the same bytes on every run, so the same chunk is damaged.
-        let source = try Self.damagedAVI("h264-ac3-hrd-8s.avi", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=8",
-                                                                  "-f", "lavfi", "-i", "sine=duration=8", "-c:a", "ac3", "-shortest",
-                                                                  "-c:v", "libx264", "-threads", "1", "-bf", "3", "-b:v", "1M",
-                                                                  "-maxrate", "1M", "-bufsize", "2M", "-x264-params", "nal-hrd=cbr",
-                                                                  "-g", "50"], in: dir, at: { bytes in
-            // idx1's entries: chunk id, flags, offset, size (little-endian); the 101st audio
-            // chunk's size gets a third byte.
-            let index = try #require(bytes.lastRange(of: Array("idx1".utf8))).upperBound + 4
-            let audio = stride(from: index, to: bytes.count - 15, by: 16).filter { bytes[$0..<$0 + 4].elementsEqual("01wb".utf8) }
-            return try #require(audio.dropFirst(100).first) + 14
-        }, to: 0xe9)
+        // The 101st audio chunk's size gets a third byte.
+        let source = try Self.hrdAVI(in: dir, audioChunk: 100, sizeByte: 2, to: 0xe9)
         let out = dir.appendingPathComponent("out.mp4").path
         let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
         #expect(r.status == 0, "\(r.stdout)")
