@@ -124,6 +124,7 @@ public enum Preparer {
                         room fixedRoom: Int64? = nil, cancellation: Cancellation = Cancellation(),
                         progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
         try refuseOverwritingSource(opened.path, output: output)
+        if plan.deliveryFormat != .original { try refuseImplausibleDuration(opened.info) }
         var change: FormatChange?
         var current = plan
         var adjustments: [String] = []
@@ -194,6 +195,20 @@ public enum Preparer {
         var a = stat(), b = stat()
         guard stat(source, &a) == 0, stat(output, &b) == 0, a.st_dev == b.st_dev, a.st_ino == b.st_ino else { return }
         throw KilnError(.usage, stage: .request, field: "output", "the output is the source file itself: choose another path")
+    }
+
+    /// A header that declares far more time than the file's bytes could hold (a damaged AVI
+    /// stream header said six days for 1.2 MB) would have a remux or transcode work toward
+    /// that length: a damaged audio time within it was filled with days of silence, a job
+    /// that never ended. Under 1 kbit/s over more than a minute no real file goes (a cover
+    /// image's video and speech audio are several times that), so it is refused at once.
+    static func refuseImplausibleDuration(_ info: MediaInfo) throws(KilnError) {
+        guard info.durationSeconds > 60, info.sizeBytes > 0 else { return }
+        let bitsPerSecond = Double(info.sizeBytes) * 8 / info.durationSeconds
+        guard bitsPerSecond < 1000 else { return }
+        throw KilnError(.sourceCorrupt, stage: .probe,
+                        "the source declares \(Format.fixed(info.durationSeconds, decimals: 0)) s for \(info.sizeBytes) bytes "
+                        + "(\(Format.fixed(bitsPerSecond, decimals: 0)) bit/s): its header's duration is damaged")
     }
 
     /// A copied audio stream's re-encoded replacement: AAC with the channels the copy would

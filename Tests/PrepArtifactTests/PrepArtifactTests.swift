@@ -389,6 +389,30 @@ struct SourceDamageTests {
         #expect(abs(audio - 8) < 0.2, "\(audio) s")
     }
 
+    @Test("an AVI whose audio stream header declares a year is refused at once as source_corrupt, for a remux and a transcode (the remux worked toward that length: a damaged audio time within it was filled with days of silence, a job that never ended)")
+    func implausibleDuration() throws {
+        let dir = Media.scratch("implausible-duration")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try Self.damagedAVI("h264-ac3-4s.avi", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                              "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=4",
+                                                              "-c:v", "libx264", "-preset", "ultrafast", "-bf", "0", "-g", "25",
+                                                              "-c:a", "ac3", "-shortest"], in: dir, at: { bytes in
+            // The audio's strh: its dwLength (after type, handler, flags, priority, language,
+            // initial frames, scale, rate and start) gets a high byte.
+            let video = try #require(bytes.firstRange(of: Array("strh".utf8)))
+            let audio = try #require(bytes[video.upperBound...].firstRange(of: Array("strh".utf8)))
+            return audio.upperBound + 4 + 32 + 3
+        }, to: 0x40)
+        for (quality, caps) in [("original", "web"), ("1mbps", "ios")] {
+            let r = try Command.run(["prepare", source, "--quality", quality, "--caps", caps,
+                                     "--output", dir.appendingPathComponent("out.mp4").path, "--json"])
+            let error = try Command.json(r)["error"]
+            #expect(r.status == 3, "\(quality): \(r.stdout)")
+            #expect(error?["code"] == .string("source_corrupt") && error?["stage"] == .string("probe")
+                    && error?["message"]?.string?.contains("its header's duration is damaged") == true, "\(quality): \(r.stdout)")
+        }
+    }
+
     @Test("an AVI whose video header claims 4 kB of codec data (its strf size damaged) copies into an MP4 that does not decode, where the source does: the video is re-encoded from the source, with the reason (it was verify_failed, retried in vain)")
     func copyThatDoesNotDecode() throws {
         let dir = Media.scratch("undecodable-copy")
