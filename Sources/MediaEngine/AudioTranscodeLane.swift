@@ -33,6 +33,8 @@ final class AudioTranscodeLane: Lane {
     /// The source's length in seconds, plus a second: no gap is filled past it (nil when
     /// the container does not say).
     private let lastSecond: Double?
+    /// Checked while a gap is filled: minutes of silence are minutes of encoding.
+    private let cancellation: Cancellation
 
     init(demuxer: Demuxer, plan: AudioPlan, source: StreamInfo) throws(KilnError) {
         guard Self.encoders.contains(plan.codec) else {
@@ -51,6 +53,7 @@ final class AudioTranscodeLane: Lane {
         self.plan = plan
         decoder = try Decoder(stream: stream, threads: 1)
         frame = try Frame()
+        cancellation = demuxer.cancellation
         let duration = demuxer.context.pointee.duration
         lastSecond = duration > 0 ? Double(duration) / Double(kiln_time_base()) + 1 : nil
     }
@@ -137,6 +140,7 @@ final class AudioTranscodeLane: Lane {
                     // Encoded as it is made, a second at a time: memory stays flat.
                     var left = Int(start - lands)
                     while left > 0 {
+                        try cancellation.check(.encode)
                         let n = min(left, Int(rate))
                         try resampler.pushSilence(n)
                         try encodeBuffered(muxer: muxer)

@@ -15,8 +15,10 @@ final class Demuxer {
 
     let context: UnsafeMutablePointer<AVFormatContext>
     let path: String
-    /// Held for as long as the context lives: C's interrupt callback reads its flag.
-    private let cancellation: Cancellation
+    /// The run's cancellation, held for as long as the context lives: libavformat's
+    /// interrupt callback reads its flag, and lanes whose work is not bounded by a packet
+    /// check it too.
+    let cancellation: Cancellation
     /// Whether `rewind` (or the analysis, `H264Analysis`) sent it back to the start: a second
     /// reader that must see the same packets goes back the same way (`IndexForecast`).
     private(set) var wasRewound = false
