@@ -454,11 +454,9 @@ public enum Preparer {
                              "the source's video stream \(lane.inputIndex) has no keyframe in its first \(Format.fixed(late.seconds, decimals: 2)) s "
                              + "(\(late.packets) packets): a copy starts at a keyframe, and the file is damaged")
         }
-        for lane in lanes where lane is CopyLane {
+        for (lane, video) in copied(lanes, demuxer: demuxer) {
             let index = Int(lane.inputIndex), st = demuxer.stream(index)
-            let type = st.pointee.codecpar.pointee.codec_type
-            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
-            let name = type == AVMEDIA_TYPE_VIDEO ? "video" : "audio"
+            let name = video ? "video" : "audio"
             // The copy carries the source's codec parameters as they are: if no decoder opens
             // with them (a damaged hvcC or avcC), neither output nor source can be played.
             do { _ = try Decoder(stream: st, threads: 1, sharedPicture: true) } catch {

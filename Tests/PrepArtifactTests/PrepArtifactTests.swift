@@ -272,6 +272,20 @@ struct SourceDamageTests {
                                                    "-c:v", "libx264", "-preset", "ultrafast", "-g", "50", "-c:a", "aac", "-b:a", "128k"])
     }
 
+    /// Prepares `source` into `dir` and expects exit 3, a `source_corrupt` error that is not
+    /// retried, whose message says `words`. Returns the error.
+    @discardableResult
+    static func expectSourceCorrupt(_ source: String, quality: String = "original", caps: String = "ios", in dir: URL,
+                                    saying words: String) throws -> JSONValue? {
+        let r = try Command.run(["prepare", source, "--quality", quality, "--caps", caps,
+                                 "--output", dir.appendingPathComponent("out.mp4").path, "--json"])
+        let error = try Command.json(r)["error"]
+        #expect(r.status == 3, "\(quality): \(r.stdout)")
+        #expect(error?["code"] == .string("source_corrupt") && error?["retryable"] == .bool(false), "\(quality): \(r.stdout)")
+        #expect(error?["message"]?.string?.contains(words) == true, "\(quality): \(r.stdout)")
+        return error
+    }
+
     @Test("a file cut short (its header still declaring the whole length) exits 3 with source_corrupt, for a remux and a transcode")
     func cutShort() throws {
         let bytes = try Data(contentsOf: URL(fileURLWithPath: try Self.source()))
@@ -279,13 +293,8 @@ struct SourceDamageTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let cut = dir.appendingPathComponent("cut.mkv")
         try bytes.prefix(bytes.count / 2).write(to: cut)
-        let out = dir.appendingPathComponent("out.mp4").path
         for (quality, caps) in [("original", "ios"), ("1mbps", "web")] {
-            let r = try Command.run(["prepare", cut.path, "--quality", quality, "--caps", caps, "--output", out, "--json"])
-            let error = try Command.json(r)["error"]
-            #expect(r.status == 3, "\(quality): \(r.stdout)")
-            #expect(error?["code"] == .string("source_corrupt") && error?["retryable"] == .bool(false), "\(quality): \(r.stdout)")
-            #expect(error?["message"]?.string?.contains("cut short") == true, "\(quality): \(r.stdout)")
+            try Self.expectSourceCorrupt(cut.path, quality: quality, caps: caps, in: dir, saying: "cut short")
             #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["cut.mkv"], "nothing written")
         }
     }
@@ -299,38 +308,29 @@ struct SourceDamageTests {
         let source = try damagedCopy(of: "ax_sample.avi", bytes: 334_534, in: dir, as: "repeated.avi") {
             $0 = Array($0[..<263_474]) + Array($0[120_735..<179_413]) + Array($0[263_474...])
         }
-        let out = dir.appendingPathComponent("out.mp4").path
-        let r = try Command.run(["prepare", source.path, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
-        let error = try Command.json(r)["error"]
-        #expect(r.status == 3, "\(r.stdout)")
-        #expect(error?["code"] == .string("source_corrupt") && error?["message"]?.string?.contains("past") == true, "\(r.stdout)")
+        try Self.expectSourceCorrupt(source.path, in: dir, saying: "past")
     }
 
     @Test("an AVI whose repeated frames end half a second and one frame past its declared length: exit 3, source_corrupt (the last packet's start was within the tolerance, so it was verify_failed, retried in vain)")
     func runsPastByItsLastFrame() throws {
         let source = try Media.generated("h264-intra-10s.avi", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
                                                                "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-bf", "0"])
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
-        // The frames' chunks in the movi list, each an id, a little-endian size and the data.
-        var chunks: [Int] = []
-        var at = try #require(bytes.firstRange(of: Array("movi".utf8))).upperBound
-        while at + 8 <= bytes.count, bytes[at..<at + 4].elementsEqual("00dc".utf8) {
-            chunks.append(at)
-            let size = bytes[at + 4..<at + 8].reversed().reduce(0) { $0 << 8 | Int($1) }
-            at += 8 + size + (size & 1)
-        }
-        try #require(chunks.count == 250, "\(chunks.count) frames")
-        // 13 frames (0.52 s at 25 fps) written again: the demuxer counts 263.
-        bytes.insert(contentsOf: bytes[chunks[100]..<chunks[113]], at: chunks[113])
         let dir = Media.scratch("runs-past-frame")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let damaged = dir.appendingPathComponent("repeated.avi")
-        try Data(bytes).write(to: damaged)
-        let r = try Command.run(["prepare", damaged.path, "--quality", "original", "--caps", "ios",
-                                 "--output", dir.appendingPathComponent("out.mp4").path, "--json"])
-        let error = try Command.json(r)["error"]
-        #expect(r.status == 3, "\(r.stdout)")
-        #expect(error?["code"] == .string("source_corrupt") && error?["message"]?.string?.contains("past") == true, "\(r.stdout)")
+        let damaged = try damagedCopy(ofFile: source, in: dir, as: "repeated.avi") { bytes throws in
+            // The frames' chunks in the movi list, each an id, a little-endian size and the data.
+            var chunks: [Int] = []
+            var at = try #require(bytes.firstRange(of: Array("movi".utf8))).upperBound
+            while at + 8 <= bytes.count, bytes[at..<at + 4].elementsEqual("00dc".utf8) {
+                chunks.append(at)
+                let size = bytes[at + 4..<at + 8].reversed().reduce(0) { $0 << 8 | Int($1) }
+                at += 8 + size + (size & 1)
+            }
+            try #require(chunks.count == 250, "\(chunks.count) frames")
+            // 13 frames (0.52 s at 25 fps) written again: the demuxer counts 263.
+            bytes.insert(contentsOf: bytes[chunks[100]..<chunks[113]], at: chunks[113])
+        }
+        try Self.expectSourceCorrupt(damaged.path, in: dir, saying: "past")
     }
 
     @Test("a video-only recording cut in the middle of a 4-second GOP (its first keyframe 1.6 s in) exits 3, source_corrupt, saying so (the copy starts at that keyframe; it was verify_failed, retried in vain)")
@@ -344,22 +344,14 @@ struct SourceDamageTests {
         let cut = dir.appendingPathComponent("cut.ts")
         // 30 % in, on a TS packet boundary: 2.4 s into the first GOP.
         try bytes.suffix(from: bytes.count * 3 / 10 / 188 * 188).write(to: cut)
-        let r = try Command.run(["prepare", cut.path, "--quality", "original", "--caps", "ios",
-                                 "--output", dir.appendingPathComponent("out.mp4").path, "--json"])
-        let error = try Command.json(r)["error"]
-        #expect(r.status == 3, "\(r.stdout)")
-        #expect(error?["code"] == .string("source_corrupt") && error?["message"]?.string?.contains("no keyframe in its first") == true, "\(r.stdout)")
+        try Self.expectSourceCorrupt(cut.path, in: dir, saying: "no keyframe in its first")
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["cut.ts"], "nothing written")
     }
 
     /// An AVI generated for these tests with one byte of it changed at `offset(bytes)`.
     static func damagedAVI(_ name: String, _ ffmpegArgs: [String], in dir: URL,
                            at offset: ([UInt8]) throws -> Int, to value: UInt8) throws -> String {
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: try Media.generated(name, ffmpegArgs))))
-        bytes[try offset(bytes)] = value
-        let path = dir.appendingPathComponent("damaged-" + name).path
-        try Data(bytes).write(to: URL(fileURLWithPath: path))
-        return path
+        try damagedCopy(ofFile: try Media.generated(name, ffmpegArgs), in: dir, as: "damaged-" + name) { $0[try offset($0)] = value }.path
     }
 
     /// H.264 and AC-3 in AVI, one x264 thread (the same bytes on every run, so the same
@@ -410,12 +402,8 @@ struct SourceDamageTests {
             return audio.upperBound + 4 + 32 + 3
         }, to: 0x40)
         for (quality, caps) in [("original", "web"), ("1mbps", "ios")] {
-            let r = try Command.run(["prepare", source, "--quality", quality, "--caps", caps,
-                                     "--output", dir.appendingPathComponent("out.mp4").path, "--json"])
-            let error = try Command.json(r)["error"]
-            #expect(r.status == 3, "\(quality): \(r.stdout)")
-            #expect(error?["code"] == .string("source_corrupt") && error?["stage"] == .string("probe")
-                    && error?["message"]?.string?.contains("its header's duration is damaged") == true, "\(quality): \(r.stdout)")
+            let error = try Self.expectSourceCorrupt(source, quality: quality, caps: caps, in: dir, saying: "its header's duration is damaged")
+            #expect(error?["stage"] == .string("probe"), "\(quality)")
         }
     }
 
@@ -701,10 +689,17 @@ extension DamagedInputTests {
 /// of what fuzzing found. The sample's size is checked first, so the offsets still point
 /// where they did.
 func damagedCopy(of sample: String, bytes expected: Int, in dir: URL, as name: String,
-                 _ change: (inout [UInt8]) -> Void) throws -> URL {
-    var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Media.shared(sample))))
-    try #require(bytes.count == expected, "\(sample) is not the sample the offsets were taken from")
-    change(&bytes)
+                 _ change: (inout [UInt8]) throws -> Void) throws -> URL {
+    try damagedCopy(ofFile: Media.shared(sample), in: dir, as: name) { bytes throws in
+        try #require(bytes.count == expected, "\(sample) is not the sample the offsets were taken from")
+        try change(&bytes)
+    }
+}
+
+/// The file at `path` with `change` applied, written into `dir` as `name`.
+func damagedCopy(ofFile path: String, in dir: URL, as name: String, _ change: (inout [UInt8]) throws -> Void) throws -> URL {
+    var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    try change(&bytes)
     let url = dir.appendingPathComponent(name)
     try Data(bytes).write(to: url)
     return url
