@@ -313,12 +313,12 @@ verification, the folder's after the rename). Kiln's muxer leaves room for the i
 the front (estimated from the sample counts) and writes it there at the end, so no media
 byte moves and the file stays in the page cache; ffmpeg's `+faststart` rewrites the
 file. A faststart MP4 begins with its index, which is only known at the end, so the
-SHA-256 of a source under 256 MiB is computed after the copy (~35 ms for 64 MB, beside
-verification). From 256 MiB on (up to half the available memory, so the source is read
-from disk once), an index forecast (a second reader muxing the same streams into a
-recorder on the other core) learns the index early and the file is hashed while it is
-written, behind the writer; the result is used only if the real head matches the
-forecast byte for byte. `stats.phases` and `stats.hashed_while_writing` in
+SHA-256 of a source under 96 MiB is computed after the copy (~35 ms for 64 MB, beside
+verification). From 96 MiB on (256 for MPEG-TS; up to half the available memory, so the
+source is read from disk once), an index forecast (a second reader muxing the same
+streams into a recorder on the other core, skimming each packet past its first 8 kB)
+learns the index early and the file is hashed while it is written, behind the writer; the
+result is used only if the real head matches the forecast byte for byte. `stats.phases` and `stats.hashed_while_writing` in
 `prepare --json` show the split.
 
 Every run writes to a path that does not exist, after `sync` (untimed). Earlier runs of

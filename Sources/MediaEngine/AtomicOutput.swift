@@ -76,22 +76,17 @@ final class AtomicOutput {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw error(errno, "cannot read the output back") }
         defer { close(fd) }
-        // Usually still in the page cache; but if blocks were inserted for an index that
-        // outgrew its room, ext4 dropped the file's pages: then ask for big readahead.
-        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw error(errno, "cannot read the output back") }
+        // The finished file, which nothing changes any more (verification and the fsync
+        // beside this only read it): mapped, not read. Usually still in the page cache; if
+        // blocks were inserted for an index that outgrew its room, ext4 dropped the file's
+        // pages, and the mapping reads ahead.
         let hash = SHA256()
-        var total: Int64 = 0
-        // 256 KiB: the hash keeps pace with the reads (fewer calls buy nothing measurable),
-        // and a megabyte more of resident memory sits beside verification's decoders.
-        var buf = [UInt8](repeating: 0, count: 256 << 10)
-        while true {
-            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 { if errno == EINTR { continue }; throw error(errno, "cannot read the output back") }
-            if n == 0 { break }
-            buf.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-            total += Int64(n)
+        do { try hash.update(file: fd, offset: 0, count: Int64(st.st_size)) } catch let e {
+            throw error(e.errno, "cannot read the output back")
         }
-        return (hash.hexDigest(), total)
+        return (hash.hexDigest(), Int64(st.st_size))
     }
 }
 

@@ -70,6 +70,22 @@ final class CopyLane: Lane {
         pictureOrder = isVideo && derivePresentationTimes ? PictureOrderTimes(stream: input) : nil
     }
 
+    /// Whether copying the stream into MP4 looks at no more of a packet than its first few
+    /// kilobytes (`IndexForecast.skimKeepBytes`), so that a reader that skims the rest gives
+    /// the same copy. Audio packets are shorter than that (the MP4 muxer parses each E-AC-3
+    /// frame's header; AAC's ADTS header is checked here). Video only as H.264 or HEVC in
+    /// length-prefixed form: libavformat's H.264 parser stops at the first slice header,
+    /// HEVC has none, and the MP4 muxer writes both as they are. Not Annex B (rewritten
+    /// unit by unit into length prefixes), not Dolby Vision profile 7 (its layers are taken
+    /// out of every packet), not a picture size watch (HEVC's parser splits the whole
+    /// packet), and no other codec (the muxer rewrites AV1 and VP9, parsers scan MPEG video).
+    var readsOnlyPacketHeads: Bool {
+        guard isVideo else { return true }
+        let codec = input.pointee.codecpar.pointee.codec_id
+        return (codec == AV_CODEC_ID_H264 || codec == AV_CODEC_ID_HEVC) && NALScanner.lengthSize(input) > 0
+            && dolbyVisionLayers == nil && sizeWatch == nil
+    }
+
     /// Where the copy starts in seconds from the output's start, when leading packets were
     /// left out for want of a keyframe (nil otherwise).
     var startsLate: (packets: Int, seconds: Double)? {

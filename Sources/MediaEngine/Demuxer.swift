@@ -24,13 +24,19 @@ final class Demuxer {
     private(set) var wasRewound = false
     /// Whether the analysis learnt its H.264 streams' parameters without decoding a picture.
     private(set) var sparedH264Decode = false
+    /// The file the context reads through when it may skim (`skimmable`); nil when it reads
+    /// through libavformat's own file protocol. Freed after the context (deinit's order).
+    private let skim: SkimReader?
 
     /// - Parameter analyze: run `avformat_find_stream_info` (`analyse`). Verification of an
     ///   MP4 Kiln just wrote skips it: the index already holds codec, size, rate and
     ///   channels, and a 4K HEVC decoder's frames cost more than the rest of a remux.
     /// - Parameter h264Shortcut: let `H264Analysis` spare the analysis its H.264 decode
     ///   (tests compare both ways).
-    init(path: String, cancellation: Cancellation, analyze: Bool = true, h264Shortcut: Bool = true) throws(KilnError) {
+    /// - Parameter skimmable: read through a `SkimReader`, so that `skimPayloads` can later
+    ///   spare the reads of what no one will look at (the index forecast's reader).
+    init(path: String, cancellation: Cancellation, analyze: Bool = true, h264Shortcut: Bool = true,
+         skimmable: Bool = false) throws(KilnError) {
         self.path = path
         self.cancellation = cancellation
         // One stat answers all three questions.
@@ -46,7 +52,8 @@ final class Demuxer {
         guard st.st_mode & S_IFMT == S_IFREG else {
             throw KilnError(.sourceUnreadable, stage: .open, "the source is not a regular file (a pipe, socket or device)")
         }
-        var ctx: UnsafeMutablePointer<AVFormatContext>? = try Demuxer.open(path, cancellation)
+        var skim = skimmable ? try SkimReader(path: path) : nil
+        var ctx: UnsafeMutablePointer<AVFormatContext>? = try Demuxer.open(path, cancellation, through: skim)
         do {
             if analyze {
                 switch try Demuxer.analyse(ctx!, shortcut: h264Shortcut) {
@@ -55,7 +62,10 @@ final class Demuxer {
                     sparedH264Decode = spared
                 case .retry:
                     avformat_close_input(&ctx)
-                    ctx = try Demuxer.open(path, cancellation)
+                    // A reader of its own for the new context: the old one's position and
+                    // buffer are the closed context's.
+                    skim = skimmable ? try SkimReader(path: path) : nil
+                    ctx = try Demuxer.open(path, cancellation, through: skim)
                     _ = try Demuxer.analyse(ctx!, shortcut: false)
                 }
             }
@@ -64,13 +74,17 @@ final class Demuxer {
             throw error
         }
         context = ctx!
+        self.skim = skim
     }
 
-    private static func open(_ path: String, _ cancellation: Cancellation) throws(KilnError) -> UnsafeMutablePointer<AVFormatContext> {
+    private static func open(_ path: String, _ cancellation: Cancellation,
+                             through skim: SkimReader?) throws(KilnError) -> UnsafeMutablePointer<AVFormatContext> {
         guard let ctx = avformat_alloc_context() else {
             throw KilnError(.resourceLimit, stage: .open, "out of memory opening the source")
         }
         cancellation.install(on: ctx)
+        // libavformat neither closes nor frees a context it was given (AVFMT_FLAG_CUSTOM_IO).
+        if let skim { ctx.pointee.pb = skim.io }
         let options = Options([
             ("probesize", String(Demuxer.probeSizeBytes)),
             ("analyzeduration", String(Demuxer.analyzeDurationMicroseconds)),
@@ -132,6 +146,19 @@ final class Demuxer {
     }
 
     var streamCount: Int { Int(context.pointee.nb_streams) }
+
+    /// From here on, reads only the first `bytes` of each payload longer than the reader's
+    /// buffer and leaves the rest of the packet unread (`SkimReader`). For a reader whose
+    /// packets nobody looks at past their first bytes. False if it cannot skim.
+    @discardableResult
+    func skimPayloads(keeping bytes: Int) -> Bool {
+        guard let skim else { return false }
+        kiln_skim_reader_keep(skim.reader, Int64(bytes))
+        return true
+    }
+
+    /// Bytes of packets handed over unread since `skimPayloads`.
+    var skippedBytes: Int64 { skim.map { kiln_skim_reader_skipped($0.reader) } ?? 0 }
 
     func stream(_ index: Int) -> UnsafeMutablePointer<AVStream> { context.pointee.streams[index]! }
 
@@ -246,5 +273,30 @@ final class Demuxer {
     /// Whether the container's timestamps may jump (MPEG-TS and friends).
     var hasDiscontinuousTimestamps: Bool {
         (context.pointee.iformat.pointee.flags & AVFMT_TS_DISCONT) != 0
+    }
+}
+
+/// A file opened for a demuxer that may later skim (skim_reader.c): a small buffer, so
+/// that most of a video stream's bytes come as reads that skimming can spare.
+final class SkimReader {
+    let reader: OpaquePointer
+    /// The structure (element and chunk headers) comes through the buffer; with 4 kB, a
+    /// payload read past it is usually most of the packet.
+    static let bufferBytes: Int32 = 4096
+
+    init(path: String) throws(KilnError) {
+        var error: Int32 = 0
+        guard let r = kiln_skim_reader_open(path, Self.bufferBytes, &error) else {
+            throw KilnError(error == kiln_averror_enomem() ? .resourceLimit : .sourceUnreadable, stage: .open, underlying: error,
+                            "cannot open the source (\(avErrorText(error)))")
+        }
+        reader = r
+    }
+
+    var io: UnsafeMutablePointer<AVIOContext> { kiln_skim_reader_io(reader) }
+
+    deinit {
+        var r: OpaquePointer? = reader
+        kiln_skim_reader_free(&r)
     }
 }

@@ -42,18 +42,52 @@ final class IndexForecast: @unchecked Sendable {
 
     private let cancellation: Cancellation
     private let done = Latch()
-    private let state = Mutex<(finished: Bool, layout: Layout?)>((false, nil))
+    private let state = Mutex<(finished: Bool, layout: Layout?, skipped: Int64)>((false, nil, 0))
 
-    /// Sources smaller than this are hashed after the remux. Below it the forecast costs
-    /// more than it saves, even with its reader analysed during the probe: on two cores the
-    /// forecast's reading and muxing plus the hash take longer than the copy they must keep
-    /// up with, while hashing a few tens of MB afterwards runs beside verification.
-    static let minimumSourceBytes: Int64 = 256 << 20
+    /// What a skimming reader keeps of each payload it skims: more than the headers any
+    /// lane or the MP4 muxer reads (`CopyLane.readsOnlyPacketHeads`), two E-AC-3 frames.
+    static let skimKeepBytes = 8192
 
-    /// Whether a source of this size is worth forecasting: big enough (above) and small
-    /// enough to stay cached (below).
-    static func worthwhile(sourceBytes: Int64, from minimum: Int64 = minimumSourceBytes) -> Bool {
-        sourceBytes >= minimum && staysCached(sourceBytes: sourceBytes)
+    /// Whether the forecast may skim its reads: every lane copies its stream by looking at
+    /// no more than its packets' first bytes. The copy's sizes, times and flags come from
+    /// the container's structure, which is read in full. What a lane did read past them
+    /// would only make the forecast differ from the file, which is then hashed afterwards.
+    static func skimmable(_ lanes: [Lane]) -> Bool {
+        lanes.allSatisfy { lane in
+            if let copy = lane as? CopyLane { return copy.readsOnlyPacketHeads }
+            return lane is SubtitleLane
+        }
+    }
+
+    /// Bytes of the source the forecast handed on without reading them (it skimmed).
+    var skippedBytes: Int64 { state.withLock { $0.skipped } }
+
+    /// From what size a source's remux is hashed while it is written. Below it the
+    /// forecast costs more than it saves, even with its reader analysed during the probe:
+    /// on two cores the forecast's reading and muxing plus the hash take longer than the
+    /// copy they must keep up with, while hashing a few tens of MB afterwards runs beside
+    /// verification. A reader that may skim (`SecondReader`) pays off from about 100 MB
+    /// (a 1080p film's two minutes), one that reads everything (MPEG-TS and PS) from 256.
+    struct Threshold: Sendable {
+        var skimming: Int64
+        var reading: Int64
+        static let standard = Threshold(skimming: 96 << 20, reading: 256 << 20)
+        /// Tests: every remux forecast, whatever its size.
+        static let always = Threshold(skimming: 0, reading: 0)
+
+        /// The smallest source worth forecasting for a reader that may skim or not.
+        func bytes(skimmable: Bool) -> Int64 { skimmable ? skimming : reading }
+    }
+
+    /// Whether a second reader of this source may skim (`SecondReader`): not for MPEG-TS
+    /// and PS, whose small packets all come through the buffer, which skimming's small one
+    /// would only refill more often.
+    static func skimmable(_ main: Demuxer) -> Bool { !main.hasDiscontinuousTimestamps }
+
+    /// Whether a source of this size, read as `main` reads it, is worth forecasting: big
+    /// enough (`threshold`) and small enough to stay cached.
+    static func worthwhile(sourceBytes: Int64, main: Demuxer, from threshold: Threshold) -> Bool {
+        sourceBytes >= threshold.bytes(skimmable: skimmable(main)) && staysCached(sourceBytes: sourceBytes)
     }
 
     /// Whether a source of this size stays in the page cache between the forecast's read and
@@ -86,7 +120,7 @@ final class IndexForecast: @unchecked Sendable {
         Threads.start { [self] in
             // Any failure only means no forecast: the file is then hashed afterwards.
             let layout = try? forecast(reader: reader, rewind: rewind, plan: plan, info: info, room: room)
-            state.withLock { $0 = (true, layout) }
+            state.withLock { $0.finished = true; $0.layout = layout }
             done.open()
         }
     }
@@ -112,10 +146,14 @@ final class IndexForecast: @unchecked Sendable {
         do {
             guard let reader = try second.take() else { return nil }
             if rewind { try reader.rewind() }
-            let lanes = try Preparer.lanes(for: plan, demuxer: reader, info: info)
+            // A picture size that changes stops the copy itself, which then has no use for
+            // the forecast: the forecast does not watch for it (nor parse what it skims).
+            let lanes = try Preparer.lanes(for: plan, demuxer: reader, info: info, watchingPictureSize: false)
+            if Self.skimmable(lanes) { reader.skimPayloads(keeping: Self.skimKeepBytes) }
             let muxer = try Muxer(recorder: recorder, room: room, cancellation: cancellation)
             try Pipeline(demuxer: reader, lanes: lanes, muxer: muxer, durationSeconds: 0, cancellation: cancellation,
                          onProgress: { _ in }).run()
+            state.withLock { $0.skipped = reader.skippedBytes }
         }
         // The reader and the muxer (its sample tables) are freed before the layout is copied out.
         return recorder.layout()
@@ -140,12 +178,13 @@ final class SecondReader: @unchecked Sendable {
     private let slot = Slot()
     private let taken = Atomic<Bool>(false)
 
-    init(path: String) {
+    /// `skimmable`: the reader may skim (`Demuxer.skimPayloads`, `IndexForecast.skimmable`).
+    init(path: String, skimmable: Bool) {
         // The thread holds the slot, not the reader: a reader dropped while opening is
         // canceled by its deinit rather than kept alive until the open ends.
         let slot = self.slot, cancellation = self.cancellation
         Threads.start {
-            slot.result = Result { () throws(KilnError) in try Demuxer(path: path, cancellation: cancellation) }
+            slot.result = Result { () throws(KilnError) in try Demuxer(path: path, cancellation: cancellation, skimmable: skimmable) }
             slot.done.open()
         }
     }
@@ -301,8 +340,6 @@ final class StreamingDigest: @unchecked Sendable {
         layout.prefix.withUnsafeBytes { hash.update($0) }
         var position = layout.room + Int64(layout.prefix.count)
         let end = layout.moovOffset
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
-        defer { buffer.deallocate() }
         while position < end {
             if abandoned.load(ordering: .acquiring) { return nil }
             // Read the flag before the size: a writer that finished after the size was taken
@@ -315,11 +352,11 @@ final class StreamingDigest: @unchecked Sendable {
                 usleep(500)
                 continue
             }
-            let n = pread(file.rawValue, buffer.baseAddress, Int(min(available, Int64(buffer.count))), off_t(position))
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return nil }
-            hash.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-            position += Int64(n)
+            // Written bytes below the index, which nothing cuts off (FastStart truncates
+            // only the old index at the end, after `finish`): safe to map.
+            let n = min(available, SHA256.mappedWindow)
+            guard (try? hash.update(file: file.rawValue, offset: position, count: n)) != nil else { return nil }
+            position += n
         }
         // Wait for the writer: only then is the prefix final (the media data box's size).
         while !writerFinished.load(ordering: .acquiring) {

@@ -83,6 +83,9 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     /// of damaged data the MP4 muxer refuses, or that does not decode from the MP4 where
     /// the source does.
     public var adjustments: [String]?
+    /// Bytes of the source the index forecast skimmed instead of reading (not reported:
+    /// tests check that it skims).
+    var forecastSkippedBytes: Int64 = 0
     enum CodingKeys: String, CodingKey {
         case wallSeconds = "wall_seconds", speed, corruptPackets = "corrupt_packets", repairedTimestamps = "repaired_timestamps"
         case ffmpegEquivalent = "ffmpeg_equivalent", phases, hashedWhileWriting = "hashed_while_writing"
@@ -111,16 +114,16 @@ public enum Preparer {
     public static func prepare(source opened: ProbedSource, plan: Plan, output: String,
                                cancellation: Cancellation = Cancellation(),
                                progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
-        try prepare(source: opened, plan: plan, output: output, forecastFromBytes: IndexForecast.minimumSourceBytes,
+        try prepare(source: opened, plan: plan, output: output, forecastFrom: .standard,
                     awaitForecast: false, cancellation: cancellation, progress: progress)
     }
 
-    /// `forecastFromBytes`: the smallest source whose remux is hashed while it is written
+    /// `forecastFrom`: the smallest source whose remux is hashed while it is written
     /// (`IndexForecast`); `awaitForecast`: wait for a forecast still running when the copy
     /// ends instead of hashing afterwards; `room`: the room left for the index instead of
     /// `IndexRoom`'s estimate. Tests use them to exercise the forecast on small files and
     /// an index that outgrows its room.
-    static func prepare(source opened: ProbedSource, plan: Plan, output: String, forecastFromBytes: Int64, awaitForecast: Bool,
+    static func prepare(source opened: ProbedSource, plan: Plan, output: String, forecastFrom: IndexForecast.Threshold, awaitForecast: Bool,
                         room fixedRoom: Int64? = nil, cancellation: Cancellation = Cancellation(),
                         progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
         try refuseOverwritingSource(opened.path, output: output)
@@ -132,7 +135,7 @@ public enum Preparer {
         // Each copied stream can stop the copy once (audio, then picture): at most three runs.
         while true {
             do {
-                var result = try prepareOnce(source: source, plan: current, output: output, forecastFromBytes: forecastFromBytes,
+                var result = try prepareOnce(source: source, plan: current, output: output, forecastFrom: forecastFrom,
                                              awaitForecast: awaitForecast, room: adjustments.isEmpty ? fixedRoom : nil,
                                              cancellation: cancellation, progress: progress, formatChange: &change)
                 if !adjustments.isEmpty { result.stats.adjustments = adjustments }
@@ -222,7 +225,7 @@ public enum Preparer {
                          bitrateKbps: kbps, language: audio.language)
     }
 
-    private static func prepareOnce(source opened: ProbedSource, plan: Plan, output: String, forecastFromBytes: Int64,
+    private static func prepareOnce(source opened: ProbedSource, plan: Plan, output: String, forecastFrom: IndexForecast.Threshold,
                                     awaitForecast: Bool, room fixedRoom: Int64?, cancellation: Cancellation,
                                     progress: @escaping (JobProgress) -> Void,
                                     formatChange: inout FormatChange?) throws(KilnError) -> PrepareResult {
@@ -251,6 +254,7 @@ public enum Preparer {
         var streaming: StreamingDigest? = nil
         defer { streaming?.abandon() }
         var streamed: (sha256: String, bytes: Int64)? = nil
+        var forecast: IndexForecast? = nil
         // Taken here or closed: a plan without a forecast (an encode, the file as it is) must
         // not hold a second demuxer's buffers while it runs.
         let second = opened.secondReader
@@ -273,10 +277,11 @@ public enum Preparer {
             var startOffset = 0.0   // the source's time at the output's zero
             do {
                 let muxer = try Muxer(path: out.temporary, room: room, cancellation: cancellation)
-                if IndexForecast.applies(to: plan), IndexForecast.worthwhile(sourceBytes: info.sizeBytes, from: forecastFromBytes) {
-                    let forecast = IndexForecast(reader: second ?? SecondReader(path: source), main: demuxer, plan: plan, info: info,
-                                                 room: room)
-                    streaming = try StreamingDigest(path: out.temporary, forecast: forecast)
+                if IndexForecast.applies(to: plan), IndexForecast.worthwhile(sourceBytes: info.sizeBytes, main: demuxer, from: forecastFrom) {
+                    let reader = second ?? SecondReader(path: source, skimmable: IndexForecast.skimmable(demuxer))
+                    let started = IndexForecast(reader: reader, main: demuxer, plan: plan, info: info, room: room)
+                    forecast = started
+                    streaming = try StreamingDigest(path: out.temporary, forecast: started)
                 }
                 let pipeline = Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
                                         cancellation: cancellation, onProgress: progress)
@@ -364,12 +369,16 @@ public enum Preparer {
             stats: PrepareStats(wallSeconds: wall, speed: info.durationSeconds / max(wall, 1e-3),
                                 corruptPackets: corrupt, repairedTimestamps: repaired, audioGapsFilled: gaps > 0 ? gaps : nil,
                                 ffmpegEquivalent: equivalent, phases: phases,
-                                hashedWhileWriting: streamed != nil || plan.deliveryFormat == .original))
+                                hashedWhileWriting: streamed != nil || plan.deliveryFormat == .original,
+                                forecastSkippedBytes: forecast?.skippedBytes ?? 0))
     }
 
     /// The pipeline's lanes for `plan`, reading `demuxer`: one per kept stream, in output
     /// order (video, audio, subtitles). `witness` decodes a copied video's keyframes.
-    static func lanes(for plan: Plan, demuxer: Demuxer, info: MediaInfo, witness: KeyframeWitness? = nil) throws(KilnError) -> [Lane] {
+    /// `watchingPictureSize`: a copied video with a fallback stops when its picture size
+    /// changes (`CopyLane`).
+    static func lanes(for plan: Plan, demuxer: Demuxer, info: MediaInfo, witness: KeyframeWitness? = nil,
+                      watchingPictureSize: Bool = true) throws(KilnError) -> [Lane] {
         // Whatever a plan says, nothing the probe found encrypted is decoded or copied: CENC
         // (whose packets the pipeline also refuses as they come), FairPlay and Windows Media
         // DRM (whose packets say nothing, and FairPlay video has no decoder to fail on first).
@@ -383,7 +392,7 @@ public enum Preparer {
                 throw KilnError(.planUnsupported, stage: .plan, "the plan's video stream \(v.sourceIndex) is not in the source")
             }
             lanes.append(v.action == .copy ? CopyLane(demuxer: demuxer, index: v.sourceIndex, witness: witness,
-                                                      watchPictureSize: plan.videoFallback != nil,
+                                                      watchPictureSize: watchingPictureSize && plan.videoFallback != nil,
                                                       derivePresentationTimes: s.presentationTimesMissing == true)
                                            : try VideoTranscodeLane(demuxer: demuxer, plan: v, source: s))
         }

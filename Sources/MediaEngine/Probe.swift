@@ -21,12 +21,12 @@ public enum Prober {
     public static func open(path: String, cancellation: Cancellation = Cancellation(),
                             fingerprint: Bool = true, preparing: Bool = false) throws(KilnError) -> ProbedSource {
         try open(path: path, cancellation: cancellation, fingerprint: fingerprint,
-                 secondReaderFrom: preparing ? IndexForecast.minimumSourceBytes : nil)
+                 secondReaderFrom: preparing ? .standard : nil)
     }
 
     /// `secondReaderFrom`: the smallest source that gets a second reader (nil: none).
     static func open(path: String, cancellation: Cancellation = Cancellation(), fingerprint: Bool = true,
-                     secondReaderFrom minimum: Int64?) throws(KilnError) -> ProbedSource {
+                     secondReaderFrom minimum: IndexForecast.Threshold?) throws(KilnError) -> ProbedSource {
         let deadline = Deadline(seconds: deadlineSeconds, cancellation: cancellation)
         defer { deadline.disarm() }
         // The fingerprint does not need the analysis, so it runs beside it.
@@ -38,8 +38,8 @@ public enum Prober {
             // once would double the probe's peak memory (each holds decoded pictures). It
             // still runs while the packets are scanned and the plan is made. A failed probe
             // drops it, which cancels it.
-            let second = minimum.map { IndexForecast.worthwhile(sourceBytes: FileIO.size(atPath: path) ?? 0, from: $0) } == true
-                ? SecondReader(path: path) : nil
+            let second = minimum.map { IndexForecast.worthwhile(sourceBytes: FileIO.size(atPath: path) ?? 0, main: demuxer, from: $0) } == true
+                ? SecondReader(path: path, skimmable: IndexForecast.skimmable(demuxer)) : nil
             var info = try describe(demuxer)
             // The packet scan could not go back to the start (a seek that failed in a
             // damaged index, or one that would skip sound before the first keyframe): a

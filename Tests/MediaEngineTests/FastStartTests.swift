@@ -131,12 +131,12 @@ struct IndexRoomTests {
     /// Remuxes `name` with the index forecast forced on, leaving `room` (nil: the estimate)
     /// for the index, into `dir`.
     static func remux(_ path: String, room: Int64? = nil, in dir: URL) throws -> (PrepareResult, String, Int64)? {
-        let opened = try Prober.open(path: path, secondReaderFrom: 0)
+        let opened = try Prober.open(path: path, secondReaderFrom: .always)
         guard let plan = EnginePlans.remux(opened.info) else { return nil }
         let estimate = IndexRoom.bytes(plan: plan, demuxer: opened.demuxer,
                                        durationSeconds: Preparer.expectedDuration(info: opened.info, plan: plan))
         let out = dir.appendingPathComponent("out.mp4").path
-        let result = try Preparer.prepare(source: opened, plan: plan, output: out, forecastFromBytes: 0, awaitForecast: true,
+        let result = try Preparer.prepare(source: opened, plan: plan, output: out, forecastFrom: .always, awaitForecast: true,
                                           room: room)
         return (result, out, room ?? estimate)
     }

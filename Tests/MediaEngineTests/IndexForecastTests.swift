@@ -17,7 +17,7 @@ struct IndexForecastTests {
     /// `readerFromProbe`: the forecast reads from a second reader the probe opened beside
     /// its own (as `prepare` does), rather than one the remux opens.
     static func remux(_ path: String, forecast: Bool = true, readerFromProbe: Bool = true) throws -> (PrepareResult, String)? {
-        let opened = try Prober.open(path: path, secondReaderFrom: forecast && readerFromProbe ? 0 : nil)
+        let opened = try Prober.open(path: path, secondReaderFrom: forecast && readerFromProbe ? .always : nil)
         #expect((opened.secondReader != nil) == (forecast && readerFromProbe))
         guard let plan = EnginePlans.remux(opened.info) else { return nil }
         let dir = Media.scratch("forecast")
@@ -26,7 +26,7 @@ struct IndexForecastTests {
         // Waiting for the forecast: on files this small it is slower than the remux itself,
         // which would otherwise not wait and hash afterwards.
         let result = try Preparer.prepare(source: opened, plan: plan, output: out,
-                                          forecastFromBytes: forecast ? 0 : IndexForecast.minimumSourceBytes,
+                                          forecastFrom: forecast ? .always : .standard,
                                           awaitForecast: true)
         #expect(opened.secondReader == nil, "the remux takes the probe's second reader, or closes it")
         let reference = try Run.command("sha256sum", [out]).stdout.prefix(64)
@@ -46,6 +46,47 @@ struct IndexForecastTests {
            audio.action == .transcode {
             #expect(!result.stats.hashedWhileWriting, "\(name): encoding plans are hashed afterwards")
         }
+    }
+
+    /// A film's shape in a few seconds: 720p H.264 with B-frames at a film's bitrate
+    /// (frames of tens of kB) and E-AC-3 5.1 (whose frames the MP4 muxer parses).
+    static func film(_ ext: String) throws -> String {
+        try Media.generated("forecast-film-720p.\(ext)", [
+            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=24,noise=alls=12:allf=t+u", "-f", "lavfi",
+            "-i", "sine=frequency=300:sample_rate=48000", "-t", "4", "-af", "pan=5.1|FL=c0|FR=c0|FC=c0|LFE=c0|BL=c0|BR=c0",
+            "-c:v", "libx264", "-preset", "veryfast", "-b:v", "12M", "-c:a", "eac3", "-b:a", "640k"])
+    }
+
+    @Test("a film's forecast skims: most of the source is not read a second time, and the digest is the file's",
+          arguments: ["mkv", "mp4"], [false, true])
+    func forecastSkims(_ ext: String, withFallback: Bool) throws {
+        let path = try Self.film(ext)
+        let opened = try Prober.open(path: path, secondReaderFrom: .always)
+        var plan = try #require(EnginePlans.remux(opened.info))
+        // A planner's copy comes with a re-encode to fall back on, and then watches the
+        // picture size, which the forecast does not.
+        if withFallback { plan.videoFallback = plan.video.map { var v = $0; v.action = .transcode; return v } }
+        let dir = Media.scratch("forecast-skim")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let result = try Preparer.prepare(source: opened, plan: plan, output: out, forecastFrom: .always, awaitForecast: true)
+        #expect(result.output.sha256 == String(try Run.command("sha256sum", [out]).stdout.prefix(64)))
+        #expect(result.stats.hashedWhileWriting, "the skimming forecast held")
+        let size = try #require(FileIO.size(atPath: path))
+        #expect(result.stats.forecastSkippedBytes > size / 2, "skipped \(result.stats.forecastSkippedBytes) of \(size) bytes")
+    }
+
+    @Test("a forecast reads in full what the copy rewrites or parses: Annex B H.264 from AVI and MPEG-TS",
+          arguments: ["avi", "ts"])
+    func forecastReadsRewrittenPackets(_ ext: String) throws {
+        let path = try Media.generated("forecast-annexb-720p.\(ext)", [
+            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=24,noise=alls=12:allf=t+u", "-f", "lavfi",
+            "-i", "sine=frequency=300:sample_rate=48000", "-t", "3",
+            "-c:v", "libx264", "-preset", "veryfast", "-b:v", "12M", "-c:a", "ac3"])
+        let (result, reference) = try #require(try Self.remux(path))
+        #expect(result.output.sha256 == reference)
+        #expect(result.stats.hashedWhileWriting)
+        #expect(result.stats.forecastSkippedBytes == 0, "the MP4 muxer rewrites every Annex B packet into length prefixes")
     }
 
     @Test("a small source is hashed after the remux by default, with the same digest")
@@ -70,15 +111,15 @@ struct IndexForecastTests {
         let path = Media.shared("sp_bear-640x360-ec3.mp4")
         #expect(try Prober.open(path: path).secondReader == nil)
         #expect(try Prober.open(path: path, preparing: true).secondReader == nil, "a few MB: hashed afterwards")
-        #expect(try Prober.open(path: path, secondReaderFrom: 0).secondReader != nil)
+        #expect(try Prober.open(path: path, secondReaderFrom: .always).secondReader != nil)
         // An encode never forecasts: the remux closes the reader instead of holding it.
-        let opened = try Prober.open(path: path, secondReaderFrom: 0)
+        let opened = try Prober.open(path: path, secondReaderFrom: .always)
         var plan = try #require(EnginePlans.remux(opened.info))
         plan.audio = EnginePlans.audio(opened.info, forceTranscode: true)
         let dir = Media.scratch("forecast-encode")
         defer { try? FileManager.default.removeItem(at: dir) }
         let result = try Preparer.prepare(source: opened, plan: plan, output: dir.appendingPathComponent("out.mp4").path,
-                                          forecastFromBytes: 0, awaitForecast: true)
+                                          forecastFrom: .always, awaitForecast: true)
         #expect(!result.stats.hashedWhileWriting)
         #expect(opened.secondReader == nil)
     }

@@ -230,6 +230,21 @@ const uint8_t *kiln_recorder_head(const KilnRecorder *r, int64_t *count);
 const uint8_t *kiln_recorder_tail(const KilnRecorder *r, int64_t *from, int64_t *count);
 void kiln_recorder_free(KilnRecorder **r);
 
+/// A read-only, seekable AVIOContext over the file at `path` (`buffer_size` bytes of
+/// buffer) that, once kiln_skim_reader_keep is given a size, reads only the first `keep`
+/// bytes of each read longer than its buffer (a packet's payload) and skips the rest,
+/// leaving those bytes of the packet unread. See skim_reader.c. NULL with `*error` set on
+/// failure.
+typedef struct KilnSkimReader KilnSkimReader;
+KilnSkimReader *kiln_skim_reader_open(const char *path, int buffer_size, int *error);
+AVIOContext *kiln_skim_reader_io(KilnSkimReader *r);
+/// 0 reads everything again.
+void kiln_skim_reader_keep(KilnSkimReader *r, int64_t keep);
+/// Bytes handed to libavformat without being read.
+int64_t kiln_skim_reader_skipped(const KilnSkimReader *r);
+/// Frees the context and closes the file; the AVFormatContext using it must be closed first.
+void kiln_skim_reader_free(KilnSkimReader **r);
+
 // ---- chapters and metadata for the output ----
 /// Copies the input's chapters to the output, shifted by `offset` (AV_TIME_BASE units)
 /// and clipped at zero. Returns 0 or a negative AVERROR.
