@@ -10,6 +10,12 @@
 // the buffer is a payload: once skimming is on, it gets its first `keep` bytes from the
 // file and the rest of the packet is left as it was (not read, not cleared). With a small
 // buffer, most of a video stream's bytes are such reads.
+//
+// Matroska laces several audio frames into one block, and libavformat's parser reads each
+// frame's header: there only blocks without lacing (one frame each) are skimmed, as the
+// block's own header says. The element whose data a direct read finishes is found in the
+// bytes just read through the buffer (its ID, then a size that ends exactly where the read
+// does).
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -23,18 +29,80 @@ struct KilnSkimReader {
     int64_t size;     // at opening: a payload is skimmed only where the file surely has it
     int64_t keep;     // 0: read everything
     int64_t skipped;  // bytes handed over without being read
+    int matroska;     // skim only blocks without lacing
 };
+
+// The byte at file offset `at`, from the buffer libavformat just consumed (it ends at the
+// reader's position: a direct read starts only once the buffer is empty, and a 4 kB
+// buffer is always refilled from its start) or from the first `count` bytes of the direct
+// read; -1 if it is in neither.
+static int byte_at(const KilnSkimReader *r, int64_t at, const uint8_t *direct, int64_t count) {
+    int64_t held = r->io->buf_end - r->io->buffer, from = r->pos - held;
+    if (at >= from && at < r->pos) return r->io->buffer[at - from];
+    if (at >= r->pos && at < r->pos + count) return direct[at - r->pos];
+    return -1;
+}
+
+// An EBML variable-length integer at `at` (its length marker removed); -1 if unreadable.
+static int64_t vint_at(const KilnSkimReader *r, int64_t at, const uint8_t *direct, int64_t count, int *length) {
+    int first = byte_at(r, at, direct, count);
+    if (first <= 0) return -1;
+    int len = 1;
+    while (!(first & (0x80 >> (len - 1)))) len++;
+    int64_t value = first & (0xFF >> len);
+    for (int i = 1; i < len; i++) {
+        int b = byte_at(r, at + i, direct, count);
+        if (b < 0) return -1;
+        value = (value << 8) | b;
+    }
+    *length = len;
+    return value;
+}
+
+// Whether the direct read of `n` bytes (its first `count` read) finishes the data of a
+// SimpleBlock (0xA3) or Block (0xA1) without lacing.
+static int unlaced_block(const KilnSkimReader *r, const uint8_t *direct, int64_t count, int64_t n) {
+    const uint8_t *held = r->io->buffer;
+    int64_t held_count = r->io->buf_end - held, from = r->pos - held_count, end = r->pos + n;
+    // Nearest first: the block's header is usually just before the read.
+    for (int64_t i = held_count - 1; i >= 0; i--) {
+        if (held[i] != 0xA3 && held[i] != 0xA1) continue;
+        int64_t j = from + i;
+        int size_length = 0, track_length = 0;
+        int64_t size = vint_at(r, j + 1, direct, count, &size_length);
+        if (size < 0 || j + 1 + size_length + size != end) continue;
+        int64_t data = j + 1 + size_length;
+        // The block's header: its track number, a 16-bit time, then flags (lacing in bits 1-2).
+        int64_t track = vint_at(r, data, direct, count, &track_length);
+        int flags = byte_at(r, data + track_length + 2, direct, count);
+        return track >= 0 && flags >= 0 && !(flags & 0x06);
+    }
+    return 0;
+}
 
 static int skim_read(void *opaque, uint8_t *buf, int n) {
     KilnSkimReader *r = opaque;
     int want = n;
     if (r->keep > 0 && n > r->io->buffer_size && n > r->keep && r->pos + n <= r->size) want = (int)r->keep;
-    ssize_t got;
-    do got = pread(r->fd, buf, (size_t)want, (off_t)r->pos); while (got < 0 && errno == EINTR);
-    if (got < 0) return AVERROR(errno);
-    if (got == 0) return AVERROR_EOF;
-    // A short read (the file ends) reports what it read, as the file protocol does.
-    if (got < want) n = (int)got; else r->skipped += n - want;
+    int done = 0;
+    for (;;) {
+        ssize_t got;
+        do got = pread(r->fd, buf + done, (size_t)(want - done), (off_t)(r->pos + done)); while (got < 0 && errno == EINTR);
+        if (got < 0) return AVERROR(errno);
+        if (got == 0) {
+            if (done == 0) return AVERROR_EOF;
+            n = done;  // the file ends: report what was read, as the file protocol does
+            break;
+        }
+        done += (int)got;
+        if (done < want) continue;
+        if (want < n && r->matroska && !unlaced_block(r, buf, done, n)) {
+            want = n;  // laced frames, or not a block at all: read it all
+            continue;
+        }
+        break;
+    }
+    if (done < n) r->skipped += n - done;
     r->pos += n;
     return n;
 }
@@ -85,6 +153,8 @@ KilnSkimReader *kiln_skim_reader_open(const char *path, int buffer_size, int *er
 AVIOContext *kiln_skim_reader_io(KilnSkimReader *r) { return r->io; }
 
 void kiln_skim_reader_keep(KilnSkimReader *r, int64_t keep) { r->keep = keep; }
+
+void kiln_skim_reader_matroska(KilnSkimReader *r) { r->matroska = 1; }
 
 int64_t kiln_skim_reader_skipped(const KilnSkimReader *r) { return r->skipped; }
 

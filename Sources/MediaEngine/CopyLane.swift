@@ -73,8 +73,8 @@ final class CopyLane: Lane {
     /// Whether copying the stream into MP4 looks at no more of a packet than its first few
     /// kilobytes (`IndexForecast.skimKeepBytes`), so that a reader that skims the rest gives
     /// the same copy. Audio whose frames are shorter than that: AAC (its ADTS header is
-    /// checked here), AC-3, E-AC-3 (the MP4 muxer parses each frame's header), MP3, Opus;
-    /// not lossless audio, whose frames run to tens of kB. Video only as H.264 or HEVC in
+    /// checked here), AC-3, E-AC-3 (the MP4 muxer parses each frame's header), Opus; not
+    /// lossless audio, whose frames run to tens of kB, nor MP3, which demuxers parse again. Video only as H.264 or HEVC in
     /// length-prefixed form: libavformat's H.264 parser stops at the first slice header,
     /// HEVC has none, and the MP4 muxer writes both as they are. Not Annex B (rewritten
     /// unit by unit into length prefixes), not Dolby Vision profile 7 (its layers are taken
@@ -87,8 +87,7 @@ final class CopyLane: Lane {
             && dolbyVisionLayers == nil && sizeWatch == nil
     }
 
-    private static let shortFrames: Set<AVCodecID> = [AV_CODEC_ID_AAC, AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3, AV_CODEC_ID_MP3,
-                                                      AV_CODEC_ID_OPUS]
+    private static let shortFrames: Set<AVCodecID> = [AV_CODEC_ID_AAC, AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3, AV_CODEC_ID_OPUS]
 
     /// Where the copy starts in seconds from the output's start, when leading packets were
     /// left out for want of a keyframe (nil otherwise).

@@ -147,12 +147,21 @@ final class Demuxer {
 
     var streamCount: Int { Int(context.pointee.nb_streams) }
 
-    /// From here on, reads only the first `bytes` of each payload longer than the reader's
-    /// buffer and leaves the rest of the packet unread (`SkimReader`). For a reader whose
-    /// packets nobody looks at past their first bytes. False if it cannot skim.
+    /// Which payloads a skimming reader may leave unread past their first bytes.
+    enum Skim: Equatable {
+        /// Every payload longer than the buffer (MP4: one frame per sample).
+        case all
+        /// Matroska blocks without lacing (one frame each).
+        case unlacedMatroskaBlocks
+    }
+
+    /// From here on, reads only the first `bytes` of the payloads `which` says and leaves
+    /// the rest of the packet unread (`SkimReader`). For a reader whose packets nobody looks
+    /// at past their first bytes. False if it cannot skim.
     @discardableResult
-    func skimPayloads(keeping bytes: Int) -> Bool {
+    func skimPayloads(keeping bytes: Int, _ which: Skim) -> Bool {
         guard let skim else { return false }
+        if which == .unlacedMatroskaBlocks { kiln_skim_reader_matroska(skim.reader) }
         kiln_skim_reader_keep(skim.reader, Int64(bytes))
         return true
     }

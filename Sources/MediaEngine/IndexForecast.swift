@@ -48,15 +48,20 @@ final class IndexForecast: @unchecked Sendable {
     /// lane or the MP4 muxer reads (`CopyLane.readsOnlyPacketHeads`), two E-AC-3 frames.
     static let skimKeepBytes = 8192
 
-    /// Whether the forecast may skim its reads: every lane copies its stream by looking at
-    /// no more than its packets' first bytes. The copy's sizes, times and flags come from
-    /// the container's structure, which is read in full. What a lane did read past them
-    /// would only make the forecast differ from the file, which is then hashed afterwards.
-    static func skimmable(_ lanes: [Lane]) -> Bool {
-        lanes.allSatisfy { lane in
-            if let copy = lane as? CopyLane { return copy.readsOnlyPacketHeads }
-            return lane is SubtitleLane
-        }
+    /// What the forecast's reader may skim, nil for nothing. Every lane must copy its
+    /// stream by looking at no more than its packets' first bytes; the copy's sizes, times
+    /// and flags come from the container's structure, which is read in full. MP4 holds one
+    /// frame per sample. Matroska laces audio frames into one block and libavformat's
+    /// parser reads every frame's header, so there laced blocks are read in full; an
+    /// unlaced one holds one frame, and the lanes' audio frames are shorter than what
+    /// skimming keeps. Other containers are read in full (AVI's audio chunks hold many
+    /// frames, which the parser splits). What a reader skimmed that mattered would only
+    /// make the forecast differ from the file, which is then hashed afterwards.
+    static func skim(for lanes: [Lane], reading demuxer: Demuxer) -> Demuxer.Skim? {
+        guard lanes.allSatisfy({ lane in (lane as? CopyLane)?.readsOnlyPacketHeads ?? (lane is SubtitleLane) }) else { return nil }
+        let format = String(cString: demuxer.context.pointee.iformat.pointee.name)
+        if format.hasPrefix("mov,") { return .all }
+        return format.hasPrefix("matroska") ? .unlacedMatroskaBlocks : nil
     }
 
     /// Bytes of the source the forecast handed on without reading them (it skimmed).
@@ -149,7 +154,7 @@ final class IndexForecast: @unchecked Sendable {
             // A picture size that changes stops the copy itself, which then has no use for
             // the forecast: the forecast does not watch for it (nor parse what it skims).
             let lanes = try Preparer.lanes(for: plan, demuxer: reader, info: info, watchingPictureSize: false)
-            if Self.skimmable(lanes) { reader.skimPayloads(keeping: Self.skimKeepBytes) }
+            if let skim = Self.skim(for: lanes, reading: reader) { reader.skimPayloads(keeping: Self.skimKeepBytes, skim) }
             let muxer = try Muxer(recorder: recorder, room: room, cancellation: cancellation)
             try Pipeline(demuxer: reader, lanes: lanes, muxer: muxer, durationSeconds: 0, cancellation: cancellation,
                          onProgress: { _ in }).run()
@@ -178,7 +183,7 @@ final class SecondReader: @unchecked Sendable {
     private let slot = Slot()
     private let taken = Atomic<Bool>(false)
 
-    /// `skimmable`: the reader may skim (`Demuxer.skimPayloads`, `IndexForecast.skimmable`).
+    /// `skimmable`: the reader may skim (`Demuxer.skimPayloads`, `IndexForecast.skim`).
     init(path: String, skimmable: Bool) {
         // The thread holds the slot, not the reader: a reader dropped while opening is
         // canceled by its deinit rather than kept alive until the open ends.

@@ -240,6 +240,8 @@ KilnSkimReader *kiln_skim_reader_open(const char *path, int buffer_size, int *er
 AVIOContext *kiln_skim_reader_io(KilnSkimReader *r);
 /// 0 reads everything again.
 void kiln_skim_reader_keep(KilnSkimReader *r, int64_t keep);
+/// A Matroska file: skim only blocks without lacing, read everything else.
+void kiln_skim_reader_matroska(KilnSkimReader *r);
 /// Bytes handed to libavformat without being read.
 int64_t kiln_skim_reader_skipped(const KilnSkimReader *r);
 /// Frees the context and closes the file; the AVFormatContext using it must be closed first.
