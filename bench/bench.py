@@ -334,10 +334,11 @@ things:
   like-for-like figure.
 
 Where Kiln is slower in the first column it is CPU, not the disk (to /dev/shm the
-20-minute film takes Kiln 1.55–1.8 s, ffmpeg 1.3 s): Kiln spends about twice ffmpeg's CPU
-(2.8 s against 1.4 s there), its second core hashing the output (0.8 s of SHA-256) and
-forecasting the index (a second read and mux of the source, 0.6 s) while the first copies,
-and on 4K it decodes two UHD HEVC keyframes (~9 MB of decoder tables and a motion field
+20-minute film takes Kiln 1.4–1.6 s, ffmpeg 1.3 s): Kiln spends about twice ffmpeg's CPU
+(2.3 s against 1.15 s). On the film the run's critical path is its second core: the index
+forecast (a second read and mux of the source, skimming, 0.33 s), then the SHA-256, which
+cannot start before the forecast ends and then takes what SHA-256 over 1.3 GB takes (0.85
+s with the CPU's SHA instructions), while the first core copies. On 4K it decodes two UHD HEVC keyframes (~9 MB of decoder tables and a motion field
 each, one after the other; an open-GOP CRA is decoded as the IDR it is to a decoder that
 starts there, without inventing four references), which ffmpeg's analysis never does, and
 hashes the file after the copy: both cores are busy from the copy to the end. Kiln's memory stays below ffmpeg's by loading neither
