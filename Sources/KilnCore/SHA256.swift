@@ -53,7 +53,9 @@ extension SHA256 {
     /// the hash reads the page cache where it lies, without the copy into a buffer that a
     /// read makes (a tenth of hashing a film's remux). The bytes must be in the file and stay
     /// there while they are hashed, since a mapped page past the file's end is a SIGBUS:
-    /// callers hash what they know is written and that nothing cuts off meanwhile.
+    /// callers hash what they know is written and that nothing cuts off meanwhile. A file
+    /// that cannot be mapped (procfs, some FUSE file systems) is read instead, and a read
+    /// that fails says why.
     public func update(file fd: Int32, offset: Int64, count: Int64) throws(SystemCallError) {
         let page = Int64(sysconf(Int32(_SC_PAGESIZE)))
         var position = offset
@@ -62,13 +64,29 @@ extension SHA256 {
             let start = position / page * page
             let length = min(end - start, Self.mappedWindow)
             guard let map = mmap(nil, Int(length), PROT_READ, MAP_SHARED, fd, off_t(start)), map != MAP_FAILED else {
-                throw SystemCallError("cannot map the file", errno: errno)
+                return try update(reading: fd, offset: position, count: end - position)
             }
             // Read ahead of the hash when the file is no longer in the page cache.
             _ = madvise(map, Int(length), MADV_SEQUENTIAL)
             update(UnsafeRawBufferPointer(start: map + Int(position - start), count: Int(start + length - position)))
             munmap(map, Int(length))
             position = start + length
+        }
+    }
+
+    /// The same through reads into a buffer.
+    func update(reading fd: Int32, offset: Int64, count: Int64) throws(SystemCallError) {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(Self.mappedWindow), alignment: 64)
+        defer { buffer.deallocate() }
+        var position = offset
+        let end = offset + count
+        while position < end {
+            let n = try systemCall("cannot read the file") {
+                pread(fd, buffer.baseAddress, Int(min(end - position, Int64(buffer.count))), off_t(position))
+            }
+            guard n > 0 else { throw SystemCallError("the file ends early", errno: EIO) }
+            update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            position += Int64(n)
         }
     }
 }

@@ -22,6 +22,37 @@ struct SHA256Tests {
         #expect(chunked.hexDigest() == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
+    @Test("a file's bytes hash the same mapped or read, from any offset, across mapping windows")
+    func fileRanges() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-sha-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let window = Int(SHA256.mappedWindow)
+        var bytes = [UInt8](repeating: 0, count: 2 * window + 12_345)
+        for j in bytes.indices { bytes[j] = UInt8(truncatingIfNeeded: j &* 2654435761 >> 11) }
+        let path = dir.appendingPathComponent("out.mp4").path
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let fd = open(path, O_RDONLY)
+        defer { close(fd) }
+        // Page-aligned or not, inside one window or across two or three, to the very end.
+        for (offset, count) in [(0, bytes.count), (1, 100), (4095, window), (window - 3, 7), (12_345, bytes.count - 12_345), (bytes.count, 0)] {
+            let expected = SHA256.hex(bytes[offset..<offset + count])
+            let mapped = SHA256(), read = SHA256()
+            try mapped.update(file: fd, offset: Int64(offset), count: Int64(count))
+            try read.update(reading: fd, offset: Int64(offset), count: Int64(count))
+            #expect(mapped.hexDigest() == expected, "mapped \(offset)+\(count)")
+            #expect(read.hexDigest() == expected, "read \(offset)+\(count)")
+        }
+        #expect(throws: SystemCallError.self) { try SHA256().update(reading: fd, offset: Int64(bytes.count - 10), count: 20) }
+        // A file system that cannot map files (procfs, as some FUSE ones) is read instead.
+        let version = try Data(contentsOf: URL(fileURLWithPath: "/proc/version"))
+        let proc = open("/proc/version", O_RDONLY)
+        defer { close(proc) }
+        let hash = SHA256()
+        try hash.update(file: proc, offset: 0, count: Int64(version.count))
+        #expect(hash.hexDigest() == SHA256.hex(version))
+    }
+
     @Test("a fingerprint survives a rename and changes with the content")
     func fingerprint() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-fp-\(UUID())")
