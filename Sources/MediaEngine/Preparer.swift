@@ -123,8 +123,8 @@ public enum Preparer {
     /// ends instead of hashing afterwards; `room`: the room left for the index instead of
     /// `IndexRoom`'s estimate. Tests use them to exercise the forecast on small files and
     /// an index that outgrows its room.
-    static func prepare(source opened: ProbedSource, plan: Plan, output: String, forecastFrom: IndexForecast.Threshold, awaitForecast: Bool,
-                        room fixedRoom: Int64? = nil, cancellation: Cancellation = Cancellation(),
+    static func prepare(source opened: ProbedSource, plan: Plan, output: String, forecastFrom: IndexForecast.Threshold,
+                        awaitForecast: Bool, room fixedRoom: Int64? = nil, cancellation: Cancellation = Cancellation(),
                         progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
         try refuseOverwritingSource(opened.path, output: output)
         if plan.deliveryFormat != .original { try refuseImplausibleDuration(opened.info) }
@@ -277,7 +277,8 @@ public enum Preparer {
             var startOffset = 0.0   // the source's time at the output's zero
             do {
                 let muxer = try Muxer(path: out.temporary, room: room, cancellation: cancellation)
-                if IndexForecast.applies(to: plan), IndexForecast.worthwhile(sourceBytes: info.sizeBytes, main: demuxer, from: forecastFrom) {
+                if IndexForecast.applies(to: plan),
+                   IndexForecast.worthwhile(sourceBytes: info.sizeBytes, main: demuxer, from: forecastFrom) {
                     let reader = second ?? SecondReader(path: source, skimmable: IndexForecast.skimmable(demuxer))
                     let started = IndexForecast(reader: reader, main: demuxer, plan: plan, info: info, room: room)
                     forecast = started

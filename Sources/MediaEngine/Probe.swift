@@ -38,8 +38,10 @@ public enum Prober {
             // once would double the probe's peak memory (each holds decoded pictures). It
             // still runs while the packets are scanned and the plan is made. A failed probe
             // drops it, which cancels it.
-            let second = minimum.map { IndexForecast.worthwhile(sourceBytes: FileIO.size(atPath: path) ?? 0, main: demuxer, from: $0) } == true
-                ? SecondReader(path: path, skimmable: IndexForecast.skimmable(demuxer)) : nil
+            let second = minimum.flatMap { threshold in
+                IndexForecast.worthwhile(sourceBytes: FileIO.size(atPath: path) ?? 0, main: demuxer, from: threshold)
+                    ? SecondReader(path: path, skimmable: IndexForecast.skimmable(demuxer)) : nil
+            }
             var info = try describe(demuxer)
             // The packet scan could not go back to the start (a seek that failed in a
             // damaged index, or one that would skip sound before the first keyframe): a
