@@ -318,8 +318,8 @@ verification). From 96 MiB on (256 for MPEG-TS; up to half the available memory,
 source is read from disk once), an index forecast (a second reader muxing the same
 streams into a recorder on the other core, skimming each packet past its first 8 kB)
 learns the index early and the file is hashed while it is written, behind the writer; the
-result is used only if the real head matches the forecast byte for byte. `stats.phases` and `stats.hashed_while_writing` in
-`prepare --json` show the split.
+result is used only if the real head matches the forecast byte for byte.
+`stats.phases` and `stats.hashed_while_writing` in `prepare --json` show the split.
 
 Every run writes to a path that does not exist, after `sync` (untimed). Earlier runs of
 this benchmark replaced the previous run's output, which charged both tools for deleting
@@ -338,8 +338,8 @@ Where Kiln is slower in the first column it is CPU, not the disk (to /dev/shm th
 (2.3 s against 1.15 s). On the film the run's critical path is its second core: the index
 forecast (a second read and mux of the source, skimming, 0.33 s), then the SHA-256, which
 cannot start before the forecast ends and then takes what SHA-256 over 1.3 GB takes (0.85
-s with the CPU's SHA instructions), while the first core copies. On 4K it decodes two UHD HEVC keyframes (~9 MB of decoder tables and a motion field
-each, one after the other; an open-GOP CRA is decoded as the IDR it is to a decoder that
+s with the CPU's SHA instructions), while the first core copies. On 4K it decodes two
+UHD HEVC keyframes (~9 MB of decoder tables and a motion field each, one after the other; an open-GOP CRA is decoded as the IDR it is to a decoder that
 starts there, without inventing four references), which ffmpeg's analysis never does, and
 hashes the file after the copy: both cores are busy from the copy to the end. Kiln's memory stays below ffmpeg's by loading neither
 Foundation nor Dispatch nor the Swift concurrency and regex runtimes (~5 MB and ~2 ms of
