@@ -16,7 +16,7 @@ final class CopyLane: Lane {
     private var counters = LaneStats()
     var stats: LaneStats {
         var s = counters
-        s.repairedTimestamps = pictureOrder?.repaired ?? 0
+        s.repairedTimestamps = (pictureOrder?.repaired ?? 0) + timesFromOrder
         return s
     }
     /// Leading packets that came without a DTS (reordered H.264/HEVC from MKV: the
@@ -52,6 +52,15 @@ final class CopyLane: Lane {
     /// Presentation times from the pictures' order, for H.264 whose container gives
     /// reordered pictures decode times only (AVI); nil for any other stream.
     private let pictureOrder: PictureOrderTimes?
+    /// The headers of reordered H.264 from MPEG program and transport streams, which time
+    /// PES packets, not pictures: a picture without a time gets the one its order count
+    /// stands for (`OrderTimeLine`). nil for any other stream.
+    private let untimedPictures: HeaderParser?
+    private var orderTimeLine = OrderTimeLine()
+    /// Pictures given a time that way.
+    private var timesFromOrder = 0
+    /// The last DTS written, in the input's time base.
+    private var lastDTS = noPTS
 
     /// - Parameter watchPictureSize: stop (with `formatChange`) when the picture's size
     ///   changes mid-stream, which one MP4 sample entry cannot describe.
@@ -68,6 +77,9 @@ final class CopyLane: Lane {
         let lengthSize = NALScanner.lengthSize(input)
         dolbyVisionLayers = isVideo && kiln_stream_dovi(input)?.pointee.dv_profile == 7 && lengthSize > 0 ? lengthSize : nil
         pictureOrder = isVideo && derivePresentationTimes ? PictureOrderTimes(stream: input) : nil
+        let timesPackets = ["mpeg", "mpegts"].contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
+        untimedPictures = isVideo && pictureOrder == nil && timesPackets && input.pointee.codecpar.pointee.video_delay > 0
+            ? HeaderParser(stream: input, codecs: [AV_CODEC_ID_H264]) : nil
     }
 
     /// Whether copying the stream into MP4 looks at no more of a packet than its first few
@@ -163,6 +175,7 @@ final class CopyLane: Lane {
         if let lengthSize = dolbyVisionLayers { try DolbyVisionLayers.strip(packet, lengthSize: lengthSize) }
         if let sizeWatch, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try checkPictureSize(packet, sizeWatch) }
         if !isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AAC { try checkADTS(packet) }
+        if let untimedPictures { placeByOrder(packet, untimedPictures) }
         if let pictureOrder {
             // The witness matches keyframes by presentation time: offered once it is known.
             for ready in try pictureOrder.add(packet) { try emit(ready, muxer: muxer) }
@@ -217,6 +230,27 @@ final class CopyLane: Lane {
         throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): \(why)")
     }
 
+    /// Gives a picture without a presentation time the one its order count stands for
+    /// (`OrderTimeLine`), and a decode time one frame after the last when it has none and
+    /// that is not after its presentation. Pictures with times only teach the time line.
+    private func placeByOrder(_ packet: Packet, _ headers: HeaderParser) {
+        let order = headers.pictureOrder(packet)
+        // An IDR picture restarts the order count. The parser says so from the first slice
+        // header (as it does for a recovery point, where starting again only costs the
+        // pictures already seen), where finding an IDR slice would scan the whole packet.
+        if headers.keyFrame { orderTimeLine.note(order: nil, idr: true, pts: noPTS) }
+        let p = packet.pointer
+        if p.pointee.pts == noPTS, let order, let t = orderTimeLine.time(for: order) {
+            p.pointee.pts = t
+            timesFromOrder += 1
+            if p.pointee.dts == noPTS, lastDTS != noPTS {
+                let next = lastDTS + frameStep([])
+                if next <= t { p.pointee.dts = next }
+            }
+        }
+        orderTimeLine.note(order: order, idr: false, pts: p.pointee.pts)
+    }
+
     private func offerKeyframe(_ packet: Packet) throws(KilnError) {
         if let witness, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try witness.offer(packet) }
     }
@@ -224,6 +258,7 @@ final class CopyLane: Lane {
     private func emit(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         if pictureOrder != nil { try offerKeyframe(packet) }
         packet.streamIndex = outputIndex
+        if packet.pointer.pointee.dts != noPTS { lastDTS = packet.pointer.pointee.dts }
         try muxer.write(packet, from: input.pointee.time_base)
         counters.packetsOut += 1
     }

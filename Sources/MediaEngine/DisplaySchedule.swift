@@ -176,14 +176,20 @@ final class PictureOrderTimes {
     func add(_ packet: Packet) throws(KilnError) -> [Packet] {
         let p = packet.pointer.pointee
         let order = parser.pictureOrder(packet)
-        let idr = p.data.map {
-            NALScanner.nalTypes(UnsafeBufferPointer(start: $0, count: Int(p.size)), lengthSize: lengthSize, h264: true)
-                .contains(PictureOrderTimes.idrSlice)
-        } ?? false
+        let idr = Self.isIDR(packet, lengthSize: lengthSize)
         let held = try Packet()
         av_packet_move_ref(held.pointer, packet.pointer)
         queue.append(held)
         return hand(schedule.add(decodeTime: p.dts == noPTS ? nil : p.dts, order: order, idr: idr))
+    }
+
+    /// Whether an H.264 packet holds an IDR picture's slice (which restarts the POC).
+    static func isIDR(_ packet: Packet, lengthSize: Int) -> Bool {
+        let p = packet.pointer.pointee
+        return p.data.map {
+            NALScanner.nalTypes(UnsafeBufferPointer(start: $0, count: Int(p.size)), lengthSize: lengthSize, h264: true)
+                .contains(idrSlice)
+        } ?? false
     }
 
     /// The packets still held, with their times: the end of the stream.
@@ -197,5 +203,46 @@ final class PictureOrderTimes {
         }
         queue.removeFirst(timed.count)
         return Array(ready)
+    }
+}
+
+/// The presentation time a picture's order count stands for, for the odd picture of a
+/// reordered stream that comes without one.
+///
+/// An MPEG program stream times a PES packet, not a picture: when one PES packet begins two
+/// pictures, the second has neither a presentation nor a decode time. Copied as it is, the
+/// picture would be shown at its decode time, out of its place (`ffmpeg -c copy` writes it
+/// so): with B-frames, two frames trade places. Within one IDR period display times rise
+/// with the picture order count (POC) at one rate, which the period's pictures with times
+/// show: the missing time is where the nearest two of them put the picture's POC. A time
+/// that is not a whole step of that rate, or that another picture already has, is no answer.
+struct OrderTimeLine {
+    /// The current IDR period's latest timed pictures, oldest first.
+    private var timed: [(order: Int32, pts: Int64)] = []
+    /// How many timed pictures are remembered: a few GOPs' worth of B-frame pyramids.
+    static let kept = 48
+
+    /// Records a picture in decode order: its POC (nil when the parser found none), whether
+    /// it is an IDR picture (which restarts the POC), and its time (`noPTS` if it has none).
+    mutating func note(order: Int32?, idr: Bool, pts: Int64) {
+        if idr { timed.removeAll() }
+        guard let order, pts != noPTS else { return }
+        timed.append((order, pts))
+        if timed.count > Self.kept { timed.removeFirst(timed.count - Self.kept) }
+    }
+
+    /// The time a picture of POC `order` in the current period stands for; nil when the
+    /// period has no two timed pictures of different POCs, or they do not agree on one.
+    func time(for order: Int32) -> Int64? {
+        let nearest = timed.sorted { abs(Int64($0.order) - Int64(order)) < abs(Int64($1.order) - Int64(order)) }
+        guard let a = nearest.first, let b = nearest.first(where: { $0.order != a.order }) else { return nil }
+        let orders = Int64(b.order) - Int64(a.order), times = b.pts - a.pts
+        // Display times rise with the POC.
+        guard (orders > 0) == (times > 0), times != 0 else { return nil }
+        let offset = Int64(order) - Int64(a.order)
+        let (product, overflow) = offset.multipliedReportingOverflow(by: times)
+        guard !overflow, product % orders == 0 else { return nil }
+        let t = a.pts + product / orders
+        return timed.contains(where: { $0.pts == t }) ? nil : t
     }
 }

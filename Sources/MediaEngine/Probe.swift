@@ -556,6 +556,9 @@ final class HeaderParser {
         return order == Int32.min ? nil : order
     }
 
+    /// Whether the last parsed picture is a keyframe (H.264: IDR, or a recovery point).
+    var keyFrame: Bool { parser.pointee.key_frame == 1 }
+
     /// The last parsed picture's field order, or nil when its headers do not say.
     var fieldOrder: FieldOrder? {
         switch parser.pointee.field_order {

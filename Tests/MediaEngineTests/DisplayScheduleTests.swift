@@ -57,6 +57,47 @@ struct DisplayScheduleTests {
         pictures.indices.map { i in pictures[..<i].filter { $0.shown! > pictures[i].shown! }.count }.max() ?? 0
     }
 
+    @Test("a picture without a time gets the one its order count stands for, from the timed pictures of its IDR period")
+    func timeFromOrder() {
+        // x264's pyramid in decode order (POC 2 per frame), shown at 40 per frame from 1000.
+        let orders: [Int32] = [0, 8, 4, 2, 6, 16, 12, 10, 14, 24, 20, 18, 22]
+        let time = { (order: Int32) in 1000 + Int64(order / 2) * 40 }
+        for missing in 2..<orders.count {
+            var line = OrderTimeLine()
+            for (i, order) in orders.enumerated() {
+                if i == missing {
+                    #expect(line.time(for: order) == time(order), "POC \(order), the \(i)th picture")
+                    line.note(order: order, idr: false, pts: noPTS)
+                } else {
+                    line.note(order: order, idr: i == 0, pts: time(order))
+                }
+            }
+        }
+        // An IDR starts the count again: the pictures before it say nothing of the new period.
+        var line = OrderTimeLine()
+        for order: Int32 in [0, 8, 4] { line.note(order: order, idr: order == 0, pts: time(order)) }
+        line.note(order: 0, idr: true, pts: 5000)
+        #expect(line.time(for: 4) == nil, "one timed picture gives no rate")
+        line.note(order: 8, idr: false, pts: 5160)
+        #expect(line.time(for: 4) == 5080)
+        // A time another picture has is no answer.
+        #expect(line.time(for: 8) == nil)
+        // A picture without an order count teaches nothing.
+        line.note(order: nil, idr: false, pts: 9999)
+        #expect(line.time(for: 2) == 5040)
+        // Nor is a time that no whole step of the rate gives (150 over 8 fields), nor one
+        // from times that fall as the order rises.
+        var uneven = OrderTimeLine()
+        uneven.note(order: 0, idr: true, pts: 5000)
+        uneven.note(order: 8, idr: false, pts: 5150)
+        #expect(uneven.time(for: 4) == 5075)
+        #expect(uneven.time(for: 2) == nil)
+        var falling = OrderTimeLine()
+        falling.note(order: 0, idr: true, pts: 5000)
+        falling.note(order: 8, idr: false, pts: 4840)
+        #expect(falling.time(for: 4) == nil)
+    }
+
     @Test("x264's B-pyramid (POCs as its parser reports them): shown in POC order on the source's frame clock, decode times two frames earlier")
     func pyramid() {
         let orders: [Int32] = [0, 8, 4, 2, 6, 16, 12, 10, 14, 24, 20, 18, 22]

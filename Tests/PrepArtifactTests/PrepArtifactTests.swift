@@ -1053,6 +1053,33 @@ struct FormatChangeTests {
         #expect(Set(zip(pts, pts.dropFirst()).map { $1 - $0 }).count == 1, "display times rise evenly: \(pts.prefix(12))")
     }
 
+    @Test("H.264 with B-frames in an MPEG program stream, where a PES packet that begins two pictures times only the first: the second is shown at its place (two frames traded places, as ffmpeg -c copy writes them)")
+    func programStreamUntimedPictures() throws {
+        let source = try Media.generated("h264-bframes.mpg", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-f", "lavfi",
+                                                             "-i", "sine=sample_rate=48000", "-t", "6", "-c:v", "libx264",
+                                                             "-preset", "veryfast", "-bf", "3", "-b:v", "1M", "-c:a", "mp2", "-f", "mpeg"])
+        let untimed = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts",
+                                                  "-of", "csv=p=0", source]).stdout.split(separator: "\n").filter { $0 == "N/A" }.count
+        #expect(untimed > 0, "the source has pictures without a time")
+        let dir = Media.scratch("ps-untimed")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("copy"), "\(r.stdout.prefix(300))")
+        #expect(try Command.json(r)["stats"]?["repaired_timestamps"]?.int == untimed)
+        // Every picture one frame after the one before it: no two share a time (the video
+        // starts a frame's fraction late, where its first picture does against the sound).
+        let pts = try Self.displayTimes(out)
+        #expect(pts.count == 150)
+        #expect(Set(zip(pts, pts.dropFirst()).map { $1 - $0 }) == [3600], "display times rise evenly: \(pts.prefix(12))")
+        let frames = { (path: String) throws -> [Substring] in
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-map", "0:v:0", "-f", "framemd5", "-"])
+            return r.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: ",").last }
+        }
+        #expect(try frames(out) == (try frames(source)), "the copy shows the source's pictures in its order")
+    }
+
     @Test("a bare H.264 elementary stream (no times at all) is remuxed at its frame rate, with B-frames in its pictures' order (it failed verification: its first pictures were placed before zero)")
     func elementaryStream() throws {
         let dir = Media.scratch("elementary")
