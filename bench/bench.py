@@ -160,11 +160,17 @@ def main():
                "remux": [], "transcode": []}
     ins = inputs()
     latest = os.path.join(ROOT, "bench", "results", "latest.json")
+    # When each section was measured: with ONLY, the others keep their last run's figures
+    # and say so in docs/BENCHMARKS.md.
+    this_run = {"date": results["date"], "cpu": results["machine"]["cpu"]}
+    results["measured"] = {section: this_run for section in ("remux", "transcode", "farm") if ONLY in (None, section)}
     if ONLY and not QUICK and os.path.exists(latest):
         previous = json.load(open(latest))
         for section in ("remux", "transcode", "farm"):
             if section != ONLY and section in previous:
                 results[section] = previous[section]
+                if section in previous.get("measured", {}):
+                    results["measured"][section] = previous["measured"][section]
     remux_caps = json.dumps({"containers": ["mp4"], "codecs_video": ["h264", "hevc"], "codecs_audio": ["aac", "ac3", "eac3"],
                              "max_resolution": "4k", "hdr": True})
     # Remux: interleaved A/B pairs.
@@ -266,15 +272,25 @@ def fmt(s):
     return f"{s['median']:.2f} ({s['min']:.2f}–{s['max']:.2f})"
 
 
+def provenance(r, section):
+    """A line under a section's heading when its figures are not this run's (ONLY=...)."""
+    measured = r.get("measured", {}).get(section)
+    if measured == {"date": r["date"], "cpu": r["machine"]["cpu"]}:
+        return []
+    if measured:
+        return [f"Figures from the run of {measured['date']} on {measured['cpu']} (`ONLY=` re-measured the rest).", ""]
+    return ["Figures from an earlier run on another machine (`ONLY=` re-measured the rest).", ""]
+
+
 def markdown_tables(r):
-    lines = ["### Remux (Kiln `prepare`, verified, vs `ffmpeg -c copy -movflags +faststart`)", "",
+    lines = ["### Remux (Kiln `prepare`, verified, vs `ffmpeg -c copy -movflags +faststart`)", ""] + provenance(r, "remux") + [
              "| input | Kiln s | ffmpeg s | wall ratio | ffmpeg + `sync --data` s | ratio to that | Kiln RSS MiB | ffmpeg RSS MiB | RSS ratio |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for x in r["remux"]:
         synced = (f"{fmt(x['ffmpeg_synced_wall'])} | {x['synced_wall_ratio']:.2f}" if "ffmpeg_synced_wall" in x else "– | –")
         lines.append(f"| {x['input']} | {fmt(x['kiln_wall'])} | {fmt(x['ffmpeg_wall'])} | {x['wall_ratio']:.2f} | {synced} | "
                      f"{fmt(x['kiln_rss_mib'])} | {fmt(x['ffmpeg_rss_mib'])} | {x['rss_ratio']:.2f} |")
-    lines += ["", "### Transcode (same encoder settings)", "",
+    lines += ["", "### Transcode (same encoder settings)", ""] + provenance(r, "transcode") + [
               "| input | rung | size | Kiln s | ffmpeg s | wall ratio | size ratio | PSNR Kiln / ffmpeg | SSIM Kiln / ffmpeg | avg / peak kbit/s (budget, VBV) |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for x in r["transcode"]:
@@ -285,7 +301,7 @@ def markdown_tables(r):
     f = r.get("farm")
     if f:
         h = f["http"]
-        lines += ["", "### Farm and daemon (fake child, no media)", "",
+        lines += ["", "### Farm and daemon (fake child, no media)", ""] + provenance(r, "farm") + [
                   "| figure | result | goal |", "| --- | --- | --- |",
                   f"| store cycles (prepare → claim → complete), one thread, power-cut safe (default: a request answers after its fsync; a job's claim and outcome ride on the next one) | {f['store_cycles_full']['per_second']:.0f}/s | ≥ 2,000/s |",
                   f"| store cycles, synchronous=NORMAL (survives a process crash, not a power cut) | {f['store_cycles_process_crash']['per_second']:.0f}/s | ≥ 2,000/s |",
