@@ -330,7 +330,7 @@ the front (estimated from the sample counts) and writes it there at the end, so 
 byte moves and the file stays in the page cache; ffmpeg's `+faststart` rewrites the
 file. A faststart MP4 begins with its index, which is only known at the end, so the
 SHA-256 of a source under 96 MiB is computed after the copy (~35 ms for 64 MB, beside
-verification). From 96 MiB on (256 for MPEG-TS; up to half the available memory, so the
+verification). From 96 MiB on (256 outside MP4 and MKV; up to half the available memory, so the
 source is read from disk once), an index forecast (a second reader muxing the same
 streams into a recorder on the other core, skimming each packet past its first 8 kB)
 learns the index early and the file is hashed while it is written, behind the writer; the

@@ -86,9 +86,10 @@ final class CopyLane: Lane {
     /// kilobytes (`IndexForecast.skimKeepBytes`), so that a reader that skims the rest gives
     /// the same copy. Audio whose frames are shorter than that: AAC (its ADTS header is
     /// checked here), AC-3, E-AC-3 (the MP4 muxer parses each frame's header), Opus; not
-    /// lossless audio, whose frames run to tens of kB, nor MP3, which demuxers parse again. Video only as H.264 or HEVC in
-    /// length-prefixed form: libavformat's H.264 parser stops at the first slice header,
-    /// HEVC has none, and the MP4 muxer writes both as they are. Not Annex B (rewritten
+    /// lossless audio, whose frames run to tens of kB, nor MP3, which demuxers parse again.
+    /// Video only as H.264 or HEVC in length-prefixed form: libavformat's H.264 parser
+    /// stops at the first slice header, HEVC has none, and the MP4 muxer writes both as
+    /// they are. Not Annex B (rewritten
     /// unit by unit into length prefixes), not Dolby Vision profile 7 (its layers are taken
     /// out of every packet), not a picture size watch (HEVC's parser splits the whole
     /// packet), and no other codec (the muxer rewrites AV1 and VP9, parsers scan MPEG video).

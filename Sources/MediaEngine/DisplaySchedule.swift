@@ -176,20 +176,14 @@ final class PictureOrderTimes {
     func add(_ packet: Packet) throws(KilnError) -> [Packet] {
         let p = packet.pointer.pointee
         let order = parser.pictureOrder(packet)
-        let idr = Self.isIDR(packet, lengthSize: lengthSize)
+        let idr = p.data.map {
+            NALScanner.nalTypes(UnsafeBufferPointer(start: $0, count: Int(p.size)), lengthSize: lengthSize, h264: true)
+                .contains(PictureOrderTimes.idrSlice)
+        } ?? false
         let held = try Packet()
         av_packet_move_ref(held.pointer, packet.pointer)
         queue.append(held)
         return hand(schedule.add(decodeTime: p.dts == noPTS ? nil : p.dts, order: order, idr: idr))
-    }
-
-    /// Whether an H.264 packet holds an IDR picture's slice (which restarts the POC).
-    static func isIDR(_ packet: Packet, lengthSize: Int) -> Bool {
-        let p = packet.pointer.pointee
-        return p.data.map {
-            NALScanner.nalTypes(UnsafeBufferPointer(start: $0, count: Int(p.size)), lengthSize: lengthSize, h264: true)
-                .contains(idrSlice)
-        } ?? false
     }
 
     /// The packets still held, with their times: the end of the stream.

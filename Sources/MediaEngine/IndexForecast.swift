@@ -48,20 +48,28 @@ final class IndexForecast: @unchecked Sendable {
     /// lane or the MP4 muxer reads (`CopyLane.readsOnlyPacketHeads`), two E-AC-3 frames.
     static let skimKeepBytes = 8192
 
-    /// What the forecast's reader may skim, nil for nothing. Every lane must copy its
-    /// stream by looking at no more than its packets' first bytes; the copy's sizes, times
-    /// and flags come from the container's structure, which is read in full. MP4 holds one
-    /// frame per sample. Matroska laces audio frames into one block and libavformat's
-    /// parser reads every frame's header, so there laced blocks are read in full; an
-    /// unlaced one holds one frame, and the lanes' audio frames are shorter than what
-    /// skimming keeps. Other containers are read in full (AVI's audio chunks hold many
-    /// frames, which the parser splits). What a reader skimmed that mattered would only
-    /// make the forecast differ from the file, which is then hashed afterwards.
-    static func skim(for lanes: [Lane], reading demuxer: Demuxer) -> Demuxer.Skim? {
-        guard lanes.allSatisfy({ lane in (lane as? CopyLane)?.readsOnlyPacketHeads ?? (lane is SubtitleLane) }) else { return nil }
+    /// What a reader of this container may skim, nil for nothing: the one place that says
+    /// which containers skim. MP4 holds one frame per sample. Matroska laces audio frames
+    /// into one block and libavformat's parser reads every frame's header, so there laced
+    /// blocks are read in full; an unlaced one holds one frame, and the lanes' audio frames
+    /// are shorter than what skimming keeps. Other containers are read in full: AVI's audio
+    /// chunks hold many frames, which the parser splits, and MPEG-TS and PS bring their
+    /// small packets through the buffer, which a skimming reader's small one would only
+    /// refill more often.
+    static func skimming(_ demuxer: Demuxer) -> Demuxer.Skim? {
         let format = String(cString: demuxer.context.pointee.iformat.pointee.name)
         if format.hasPrefix("mov,") { return .all }
         return format.hasPrefix("matroska") ? .unlacedMatroskaBlocks : nil
+    }
+
+    /// What the forecast's reader may skim for these lanes, nil for nothing: every lane must
+    /// copy its stream by looking at no more than its packets' first bytes; the copy's
+    /// sizes, times and flags come from the container's structure, which is read in full.
+    /// What a reader skimmed that mattered would only make the forecast differ from the
+    /// file, which is then hashed afterwards.
+    static func skim(for lanes: [Lane], reading demuxer: Demuxer) -> Demuxer.Skim? {
+        guard lanes.allSatisfy({ lane in (lane as? CopyLane)?.readsOnlyPacketHeads ?? (lane is SubtitleLane) }) else { return nil }
+        return skimming(demuxer)
     }
 
     /// Bytes of the source the forecast handed on without reading them (it skimmed).
@@ -72,7 +80,7 @@ final class IndexForecast: @unchecked Sendable {
     /// on two cores the forecast's reading and muxing plus the hash take longer than the
     /// copy they must keep up with, while hashing a few tens of MB afterwards runs beside
     /// verification. A reader that may skim (`SecondReader`) pays off from about 100 MB
-    /// (a 1080p film's two minutes), one that reads everything (MPEG-TS and PS) from 256.
+    /// (a 1080p film's two minutes), one that reads everything (`skimming`) from 256.
     struct Threshold: Sendable {
         var skimming: Int64
         var reading: Int64
@@ -84,10 +92,8 @@ final class IndexForecast: @unchecked Sendable {
         func bytes(skimmable: Bool) -> Int64 { skimmable ? skimming : reading }
     }
 
-    /// Whether a second reader of this source may skim (`SecondReader`): not for MPEG-TS
-    /// and PS, whose small packets all come through the buffer, which skimming's small one
-    /// would only refill more often.
-    static func skimmable(_ main: Demuxer) -> Bool { !main.hasDiscontinuousTimestamps }
+    /// Whether a second reader of this source may skim (`SecondReader`, `skimming`).
+    static func skimmable(_ main: Demuxer) -> Bool { skimming(main) != nil }
 
     /// Whether a source of this size, read as `main` reads it, is worth forecasting: big
     /// enough (`threshold`) and small enough to stay cached.

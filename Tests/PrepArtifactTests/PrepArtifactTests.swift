@@ -348,6 +348,15 @@ struct SourceDamageTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["cut.ts"], "nothing written")
     }
 
+    /// Four seconds of 320x240 H.264 without B-frames and `audio` in AVI, with one byte of it
+    /// changed at `offset(bytes)`.
+    static func damagedShortAVI(audio: String, in dir: URL, at offset: ([UInt8]) throws -> Int, to value: UInt8) throws -> String {
+        try damagedAVI("h264-\(audio)-4s.avi", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                               "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=4",
+                                               "-c:v", "libx264", "-preset", "ultrafast", "-bf", "0", "-g", "25",
+                                               "-c:a", audio, "-shortest"], in: dir, at: offset, to: value)
+    }
+
     /// An AVI generated for these tests with one byte of it changed at `offset(bytes)`.
     static func damagedAVI(_ name: String, _ ffmpegArgs: [String], in dir: URL,
                            at offset: ([UInt8]) throws -> Int, to value: UInt8) throws -> String {
@@ -391,10 +400,7 @@ struct SourceDamageTests {
     func implausibleDuration() throws {
         let dir = Media.scratch("implausible-duration")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let source = try Self.damagedAVI("h264-ac3-4s.avi", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
-                                                              "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=4",
-                                                              "-c:v", "libx264", "-preset", "ultrafast", "-bf", "0", "-g", "25",
-                                                              "-c:a", "ac3", "-shortest"], in: dir, at: { bytes in
+        let source = try Self.damagedShortAVI(audio: "ac3", in: dir, at: { bytes in
             // The audio's strh: its dwLength (after type, handler, flags, priority, language,
             // initial frames, scale, rate and start) gets a high byte.
             let video = try #require(bytes.firstRange(of: Array("strh".utf8)))
@@ -411,11 +417,8 @@ struct SourceDamageTests {
     func copyThatDoesNotDecode() throws {
         let dir = Media.scratch("undecodable-copy")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let source = try Self.damagedAVI("h264-aac-4s.avi", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
-                                                              "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=4",
-                                                              "-c:v", "libx264", "-preset", "ultrafast", "-bf", "0", "-g", "25",
-                                                              "-c:a", "aac", "-shortest"], in: dir,
-                                         at: { try #require($0.firstRange(of: Array("strf".utf8))).lowerBound + 7 }, to: 0x66)
+        let source = try Self.damagedShortAVI(audio: "aac", in: dir,
+                                              at: { try #require($0.firstRange(of: Array("strf".utf8))).lowerBound + 7 }, to: 0x66)
         let out = dir.appendingPathComponent("out.mp4").path
         let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "android", "--output", out, "--json"])
         #expect(r.status == 0, "\(r.stdout)")
