@@ -198,8 +198,14 @@ struct APITests {
             #expect(j["error"]?.string != nil && j["message"]?.string != nil, "envelope for \(body)")
             if let field { #expect(j["field"]?.string == field || (j["message"]?.string ?? "").contains(field), "\(body)") }
         }
-        let big = try RawHTTP.json(port: d.port, "POST", "/v1/prepare", String(repeating: "x", count: (1 << 20) + 10))
-        #expect(big.status == 413)
+        // A body announced over the limit is refused on its headers, before a byte of it is
+        // read, and the connection closed: a client still sending the megabyte may find the
+        // socket reset under it (a race the test lost on a busy machine), so this one sends
+        // the headers alone.
+        let big = try RawHTTP(port: d.port)
+        try big.send("POST /v1/prepare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     + "Content-Length: \((1 << 20) + 10)\r\n\r\n")
+        #expect(try big.readResponse().status == 413)
         var rng = SystemRandomNumberGenerator()
         let pieces = ["{", "}", "[", "]", "\"reference\"", "\"source\"", "\"path\"", ":", ",", "\"/a\"", "1", "true", "null", "\"quality\"", "\"caps\"", "\u{0}", "\\", "\"\u{FFFF}\""]
         for _ in 0..<2000 {
