@@ -104,7 +104,7 @@ enum FastStart {
     /// before the file exists. The index grows if an offset moved past 4 GiB needs 64-bit
     /// entries, so an inserted length is settled by iteration.
     static func head(ftyp: [UInt8], moov: [UInt8], room: Int64 = 0, blockSize block: Int64) throws(KilnError) -> Head {
-        func needed(_ index: [UInt8]) -> Int64 { Int64(ftyp.count + index.count) + 8 }
+        func needed(_ index: [UInt8]) -> Int64 { headBytes(ftyp: ftyp, moov: index) }
         var inserted: Int64 = 0
         var moved = moov
         while needed(moved) > room + inserted {
@@ -276,6 +276,10 @@ enum FastStart {
         }
         return out + payload
     }
+
+    /// The bytes a head writes: ftyp, the index and the free box's header. An index whose
+    /// head fits its room goes there (`apply` writes nothing else).
+    static func headBytes(ftyp: [UInt8], moov: [UInt8]) -> Int64 { Int64(ftyp.count + moov.count) + 8 }
 
     private static func freeHeader(size: Int64) -> [UInt8] {
         var out: [UInt8] = []

@@ -296,9 +296,9 @@ final class StreamingDigest: @unchecked Sendable {
     }
 
     private let done = Latch()
-    private let writerFinished = Atomic<Bool>(false)
+    private let writerDone = Atomic<Bool>(false)
     private let abandoned = Atomic<Bool>(false)
-    private var claim: Claim?
+    private var followed: Claim?
     private let forecast: IndexForecast
     private let file: FileDescriptor
 
@@ -309,7 +309,7 @@ final class StreamingDigest: @unchecked Sendable {
             throw AtomicOutput.error(error.errno, "cannot read the output back", stage: .write)
         }
         Threads.start { [self] in
-            claim = follow()
+            followed = follow()
             done.open()
         }
     }
@@ -322,14 +322,24 @@ final class StreamingDigest: @unchecked Sendable {
     }
 
     /// The muxer's last byte is in the file (trailer written, file closed, index not yet
-    /// moved). Returns the claim once the reader has caught up; nil without a forecast
-    /// (one still running is abandoned unless `awaitingForecast`: hashing afterwards is then
-    /// quicker than waiting) or if the file is not what the forecast said.
-    func finish(awaitingForecast: Bool = false) -> Claim? {
+    /// moved). A forecast still running is abandoned unless `awaitingForecast` (hashing
+    /// afterwards is then quicker than waiting). Returns whether the index may go in front
+    /// while the reader goes on: it may when the forecast put it in its room, since the move
+    /// then writes only the room, which the reader never reads (it hashes the forecast's
+    /// head instead). An index inserted in front moves the data the reader reads: `claim`
+    /// must come first.
+    func writerFinished(awaitingForecast: Bool = false) -> Bool {
         if !awaitingForecast && !forecast.isFinished { forecast.abandon() }
-        writerFinished.store(true, ordering: .releasing)
+        writerDone.store(true, ordering: .releasing)
+        guard let layout = forecast.wait() else { return false }
+        return FastStart.headBytes(ftyp: layout.ftyp, moov: layout.moov) <= layout.room
+    }
+
+    /// The digest once the reader has caught up with the finished file (`writerFinished`
+    /// first); nil without a forecast or if the file is not what the forecast said.
+    func claim() -> Claim? {
         done.wait()
-        return claim
+        return followed
     }
 
     private func follow() -> Claim? {
@@ -355,7 +365,7 @@ final class StreamingDigest: @unchecked Sendable {
             if abandoned.load(ordering: .acquiring) { return nil }
             // Read the flag before the size: a writer that finished after the size was taken
             // gets one more look.
-            let finished = writerFinished.load(ordering: .acquiring)
+            let finished = writerDone.load(ordering: .acquiring)
             guard fstat(file.rawValue, &st) == 0 else { return nil }
             let available = min(Int64(st.st_size), end) - position
             if available <= 0 {
@@ -370,7 +380,7 @@ final class StreamingDigest: @unchecked Sendable {
             position += n
         }
         // Wait for the writer: only then is the prefix final (the media data box's size).
-        while !writerFinished.load(ordering: .acquiring) {
+        while !writerDone.load(ordering: .acquiring) {
             if abandoned.load(ordering: .acquiring) { return nil }
             usleep(500)
         }

@@ -55,12 +55,15 @@ final class KeyframeWitness: @unchecked Sendable {
     private(set) var matches = 0
     /// Keyframes handed to the decoder (some dropped before it started on them).
     private(set) var queued = 0
+    /// Keyframes no decoder has started on.
+    var waiting: Int { state.withLock { $0.waiting.count } }
     private var candidate: Entry?
     /// The stream's keyframes as the source's index lists them (MP4's sample table,
     /// Matroska's cues), in output seconds, ascending; empty without an index.
     private var indexed: [Double] = []
-    /// Entries waiting for the decoder, and whether the worker is running.
-    private let state = Mutex<(waiting: [Entry], running: Bool)>(([], false))
+    /// Entries waiting for the decoder, whether the worker is running, and whether decodes
+    /// wait for `decodeWaiting` instead of a worker (`deferDecodes`).
+    private let state = Mutex<(waiting: [Entry], running: Bool, deferred: Bool)>(([], false, false))
 
     init(stream: UnsafeMutablePointer<AVStream>, durationSeconds: Double) throws(KilnError) {
         // One decoder opened now: a stream without one fails here, and the copy goes on
@@ -135,8 +138,28 @@ final class KeyframeWitness: @unchecked Sendable {
     }
 
 
-    /// The witnessed keyframe with exactly these bytes, if any.
+    /// Keyframes wait for `decodeWaiting` instead of a thread of their own. While an index
+    /// forecast and the hash it lets start early hold the second core, that core is the
+    /// run's critical path and a decode there delays the whole run; the copying thread, once
+    /// the copy is done, has nothing to do but wait for the hash.
+    func deferDecodes() { state.withLock { $0.deferred = true } }
+
+    /// Decodes the keyframes still waiting, on this thread, unless a worker is at it; later
+    /// ones get a worker again.
+    func decodeWaiting() {
+        let run = state.withLock { s -> Bool in
+            s.deferred = false
+            guard !s.running, !s.waiting.isEmpty else { return false }
+            s.running = true
+            return true
+        }
+        if run { drain() }
+    }
+
+    /// The witnessed keyframe with exactly these bytes, if any. A decode still deferred is
+    /// done first, here: nobody else would start it.
     func entry(matching packet: Packet) -> Entry? {
+        decodeWaiting()
         let p = packet.pointer.pointee
         let found = entries.first { e in
             let w = e.packet.pointer.pointee
@@ -162,8 +185,8 @@ final class KeyframeWitness: @unchecked Sendable {
                 dropped = true
             }
             s.waiting.append(entry)
-            let start = !s.running
-            s.running = true
+            let start = !s.running && !s.deferred
+            if start { s.running = true }
             return (dropped, start)
         }
         if dropped, let old { entries.removeAll { $0 === old } }

@@ -253,7 +253,7 @@ public enum Preparer {
         // The SHA-256 computed while the file was written, when the index forecast held.
         var streaming: StreamingDigest? = nil
         defer { streaming?.abandon() }
-        var streamed: (sha256: String, bytes: Int64)? = nil
+        var hashedWhileWriting = plan.deliveryFormat == .original
         var forecast: IndexForecast? = nil
         // Taken here or closed: a plan without a forecast (an encode, the file as it is) must
         // not hold a second demuxer's buffers while it runs.
@@ -283,6 +283,7 @@ public enum Preparer {
                     let started = IndexForecast(reader: reader, main: demuxer, plan: plan, info: info, room: room)
                     forecast = started
                     streaming = try StreamingDigest(path: out.temporary, forecast: started)
+                    witness?.deferDecodes()
                 }
                 let pipeline = Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
                                         cancellation: cancellation, onProgress: progress)
@@ -306,20 +307,22 @@ public enum Preparer {
                     + (demuxer.context.pointee.nb_chapters > 0 ? [] : ["-map_chapters", "-1"])
                     + ["-movflags", "+faststart", output]
             }
-            // The muxer is gone; the streaming digest must read the file as it wrote it
-            // before the index goes in front.
-            let claim = streaming?.finish(awaitingForecast: awaitForecast)
+            // The muxer is gone. An index moved into its room leaves alone what the streaming
+            // digest reads, which then goes on while the index moves and verification decodes;
+            // an index inserted in front moves that data, so the digest finishes first.
+            let readingOn = streaming?.writerFinished(awaitingForecast: awaitForecast) ?? false
+            let claimed = readingOn ? nil : streaming?.claim()
             try cancellation.check(.mux)
             let fastStart = try FastStart.apply(path: out.temporary, room: room, cancellation: cancellation)
-            if let c = claim, c.matches(fastStart) { streamed = (c.sha256, c.bytes) }
             phase("work")
             try cancellation.check(.verify)
             // Hashing (one core), flushing (the disk) and verification (decoding, the other
             // core) need only the finished file, so they run side by side.
-            let temporary = out.temporary, known = streamed
-            let hashing = Background { () throws(KilnError) -> (sha256: String, bytes: Int64) in
-                if let known { return known }
-                return try AtomicOutput.digest(path: temporary)
+            let temporary = out.temporary, following = readingOn ? streaming : nil
+            let hashing = Background { () throws(KilnError) -> (sha256: String, bytes: Int64, streamed: Bool) in
+                if let c = claimed ?? following?.claim(), c.matches(fastStart) { return (c.sha256, c.bytes, true) }
+                let d = try AtomicOutput.digest(path: temporary)
+                return (d.sha256, d.bytes, false)
             }
             let flushing = Background { () throws(KilnError) in try AtomicOutput.fsync(path: temporary) }
             // A copied stream's damaged packets are the source's: they may stay, counted, where
@@ -353,7 +356,9 @@ public enum Preparer {
                     throw blamed
                 }
             }
-            digest = try hashing.wait()
+            let hashed = try hashing.wait()
+            digest = (hashed.sha256, hashed.bytes)
+            hashedWhileWriting = hashed.streamed
             try flushing.wait()
             synced = true
             outInfo = try verified.get()
@@ -370,7 +375,7 @@ public enum Preparer {
             stats: PrepareStats(wallSeconds: wall, speed: info.durationSeconds / max(wall, 1e-3),
                                 corruptPackets: corrupt, repairedTimestamps: repaired, audioGapsFilled: gaps > 0 ? gaps : nil,
                                 ffmpegEquivalent: equivalent, phases: phases,
-                                hashedWhileWriting: streamed != nil || plan.deliveryFormat == .original,
+                                hashedWhileWriting: hashedWhileWriting,
                                 forecastSkippedBytes: forecast?.skippedBytes ?? 0))
     }
 

@@ -93,10 +93,12 @@ struct VerifierTests {
 
     /// A witness fed the source's video keyframes as the copy lane feeds them (`indexed`:
     /// told where they are first, as a copy from an indexed source does).
-    private func witness(for path: String, duration: Double, indexed: Bool = false) throws -> KeyframeWitness {
+    /// (`deferred`: decodes wait for the copying thread, as while an index forecast runs.)
+    private func witness(for path: String, duration: Double, indexed: Bool = false, deferred: Bool = false) throws -> KeyframeWitness {
         let demuxer = try Demuxer(path: path, cancellation: Cancellation())
         let index = demuxer.firstVideoStream
         let witness = try KeyframeWitness(stream: demuxer.stream(index), durationSeconds: duration)
+        if deferred { witness.deferDecodes() }
         if indexed {
             // Matroska reads its cues at the first seek, as the probe's rewind does before a copy.
             try demuxer.rewind()
@@ -147,6 +149,24 @@ struct VerifierTests {
         _ = try Verifier.verify(path: out, plan: plan, expectedDuration: info.durationSeconds, cancellation: Cancellation(),
                                 witness: told)
         #expect(told.matches == 2)
+    }
+
+    @Test("while a forecast holds the second core the witness decodes nothing beside the copy; verification then decodes only the keyframes it asks about, once")
+    func deferredWitness() throws {
+        let path = try Media.generated("gop-1s-14s.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=14",
+            "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-keyint_min", "25", "-sc_threshold", "0"])
+        let (info, plan, out, dir) = try remuxed(path, "verify-witness-deferred")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let eager = try witness(for: path, duration: info.durationSeconds)
+        let deferred = try witness(for: path, duration: info.durationSeconds, deferred: true)
+        #expect(eager.waiting < eager.entries.count, "a worker decodes as keyframes come")
+        // Each newer keyframe before the last second replaced the one still waiting.
+        #expect(deferred.waiting == deferred.entries.count && deferred.entries.count <= 3,
+                "\(deferred.waiting) waiting of \(deferred.entries.count) (\(deferred.queued) queued)")
+        _ = try Verifier.verify(path: out, plan: plan, expectedDuration: info.durationSeconds, cancellation: Cancellation(),
+                                witness: deferred)
+        #expect(deferred.matches == 2 && deferred.waiting == 0)
     }
 
     @Test("no witness where the MP4 copy rewrites the samples (H.264/HEVC in Annex B: MPEG-TS), whose decodes verification could never take")
