@@ -28,3 +28,7 @@ int kiln_start_writeback(int fd) {
 int kiln_malloc_trim_above(size_t bytes) {
     return mallopt(M_TRIM_THRESHOLD, (int)bytes);
 }
+
+int kiln_malloc_map_above(size_t bytes) {
+    return mallopt(M_MMAP_THRESHOLD, (int)bytes);
+}

