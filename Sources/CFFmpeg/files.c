@@ -25,10 +25,7 @@ int kiln_start_writeback(int fd) {
 
 #include <malloc.h>
 
-int kiln_malloc_trim_above(size_t bytes) {
-    return mallopt(M_TRIM_THRESHOLD, (int)bytes);
-}
-
-int kiln_malloc_map_above(size_t bytes) {
-    return mallopt(M_MMAP_THRESHOLD, (int)bytes);
+int kiln_malloc_policy(size_t trim_above, size_t map_above) {
+    return mallopt(M_TRIM_THRESHOLD, (int)trim_above) && mallopt(M_MMAP_THRESHOLD, (int)map_above)
+        && mallopt(M_MXFAST, 0);
 }

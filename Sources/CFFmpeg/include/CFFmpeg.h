@@ -207,12 +207,13 @@ int64_t kiln_copy_file_range(int in, int64_t *in_offset, int out, int64_t *out_o
 /// sync_file_range(SYNC_FILE_RANGE_WRITE) over the whole file: starts writing its dirty
 /// pages to disk without waiting for them.
 int kiln_start_writeback(int fd);
-/// mallopt(M_TRIM_THRESHOLD): free memory above this at the top of a malloc heap goes back
-/// to the system (which also stops glibc raising its thresholds as big blocks come and go).
-int kiln_malloc_trim_above(size_t bytes);
-/// mallopt(M_MMAP_THRESHOLD): blocks this big or bigger get mappings of their own, which
-/// the system zeroes page by page each time and takes back at the free.
-int kiln_malloc_map_above(size_t bytes);
+/// glibc's malloc policy (mallopt; 1 if every setting took): free memory above
+/// `trim_above` at the top of a heap goes back to the system at once (which also stops
+/// glibc moving its thresholds as big blocks come and go); blocks of `map_above` bytes or
+/// more get mappings of their own, which the system zeroes page by page each time and
+/// takes back at the free; no fast bins, whose small freed blocks every large allocation
+/// first merges back (malloc_consolidate).
+int kiln_malloc_policy(size_t trim_above, size_t map_above);
 
 // ---- the index forecast's output: an MP4 muxed to nowhere (index_recorder.c) ----
 /// A seekable write-only AVIOContext that keeps the `head_bytes` bytes from `origin` (where
