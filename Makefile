@@ -6,7 +6,7 @@ CONFIG ?= release
 BIN := .build/$(CONFIG)
 DEBIAN_PACKAGES := libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libswscale-dev \
 	               libavfilter-dev libsqlite3-dev libmicrohttpd-dev libssl-dev libcurl4 pkg-config ffmpeg python3 chromium \
-	               mkvtoolnix
+	               mkvtoolnix openssl
 # `make run` serves files under MEDIA (the shared samples beside the repository, else your home).
 MEDIA ?= $(shell [ -d ../shared/media ] && cd ../shared/media && pwd || echo $$HOME)
 # What `make demo` prepares with the one-shot command: a real HDR10 HEVC sample, at a rung.
