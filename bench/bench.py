@@ -362,13 +362,20 @@ things:
 
 Where Kiln is slower in the first column it is CPU, not the disk (to /dev/shm the
 20-minute film takes Kiln 1.4–1.6 s, ffmpeg 1.3 s): Kiln spends about twice ffmpeg's CPU
-(2.3 s against 1.15 s). On the film the run's critical path is its second core: the index
-forecast (a second read and mux of the source, skimming, 0.33 s), then the SHA-256, which
-cannot start before the forecast ends and then takes what SHA-256 over 1.3 GB takes (0.85
-s with the CPU's SHA instructions), while the first core copies. On 4K it decodes two
-UHD HEVC keyframes (~9 MB of decoder tables and a motion field each, one after the other; an open-GOP CRA is decoded as the IDR it is to a decoder that
-starts there, without inventing four references), which ffmpeg's analysis never does, and
-hashes the file after the copy: both cores are busy from the copy to the end. Kiln's memory stays below ffmpeg's by loading neither
+(2.3 s against 1.2 s). On the film the run's critical path is its second core: the index
+forecast (a second read and mux of the source, skimming, 0.3 s), then the SHA-256, which
+cannot start before the forecast ends and then takes what SHA-256 over 1.3 GB takes (about
+1 s from the page cache with the CPU's SHA instructions), while the first core copies and
+then decodes the witnessed keyframes, moves the index into its room and verifies. The
+column **SHA-256 of the output alone** times `openssl dgst -sha256` (the same libcrypto)
+on Kiln's output after each run: the contract's `sha256` costs that much whatever the
+scheduling, and on the 6-minute UHD remux (few, large packets, which ffmpeg copies at
+1.3 GB/s with its faststart pass included) it alone is longer than ffmpeg's whole run.
+On the 30-second 4K clip Kiln decodes two UHD HEVC keyframes (~9 MB of decoder tables and
+a motion field each, one after the other; an open-GOP CRA is decoded as the IDR it is to a
+decoder that starts there, without inventing four references), which ffmpeg's analysis
+never does, and hashes the file after the copy: both cores are busy from the copy to the
+end. Kiln's memory stays below ffmpeg's by loading neither
 Foundation nor Dispatch nor the Swift concurrency and regex runtimes (~5 MB and ~2 ms of
 start-up less than a default Swift program). The probe's analysis does not decode the
 first H.264 picture (its SPS says what that decode would learn, so verification's decode
