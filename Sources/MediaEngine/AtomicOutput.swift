@@ -69,10 +69,14 @@ final class AtomicOutput {
                   "\(what): \(String(cString: strerror(e)))")
     }
 
+    /// How much `digest` hashes between two looks at the cancellation flag: about 50 ms.
+    static let digestStride: Int64 = 64 << 20
+
     /// SHA-256 and size of a finished file, read once before it is renamed into place.
     /// (The index goes in front after the last packet, so the bytes are only final once
-    /// the trailer is written.)
-    static func digest(path: String) throws(KilnError) -> (sha256: String, bytes: Int64) {
+    /// the trailer is written.) A film's takes seconds after an encode: canceling stops it
+    /// within `digestStride`.
+    static func digest(path: String, cancellation: Cancellation = Cancellation()) throws(KilnError) -> (sha256: String, bytes: Int64) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw error(errno, "cannot read the output back") }
         defer { close(fd) }
@@ -83,8 +87,14 @@ final class AtomicOutput {
         // blocks were inserted for an index that outgrew its room, ext4 dropped the file's
         // pages, and the mapping reads ahead.
         let hash = SHA256()
-        do { try hash.update(file: fd, offset: 0, count: Int64(st.st_size)) } catch let e {
-            throw error(e.errno, "cannot read the output back")
+        var offset: Int64 = 0
+        while offset < Int64(st.st_size) {
+            try cancellation.check(.finalize)
+            let count = min(digestStride, Int64(st.st_size) - offset)
+            do { try hash.update(file: fd, offset: offset, count: count) } catch let e {
+                throw error(e.errno, "cannot read the output back")
+            }
+            offset += count
         }
         return (hash.hexDigest(), Int64(st.st_size))
     }

@@ -301,10 +301,13 @@ final class StreamingDigest: @unchecked Sendable {
     private var followed: Claim?
     private let forecast: IndexForecast
     private let file: FileDescriptor
+    private let cancellation: Cancellation
 
-    /// Starts following `path`, which the muxer has created and is writing.
-    init(path: String, forecast: IndexForecast) throws(KilnError) {
+    /// Starts following `path`, which the muxer has created and is writing; stops, with no
+    /// claim, when the run is canceled.
+    init(path: String, forecast: IndexForecast, cancellation: Cancellation) throws(KilnError) {
         self.forecast = forecast
+        self.cancellation = cancellation
         do { file = try FileDescriptor(path: path, flags: O_RDONLY) } catch {
             throw AtomicOutput.error(error.errno, "cannot read the output back", stage: .write)
         }
@@ -362,7 +365,7 @@ final class StreamingDigest: @unchecked Sendable {
         var position = layout.room + Int64(layout.prefix.count)
         let end = layout.moovOffset
         while position < end {
-            if abandoned.load(ordering: .acquiring) { return nil }
+            if abandoned.load(ordering: .acquiring) || cancellation.isCanceled { return nil }
             // Read the flag before the size: a writer that finished after the size was taken
             // gets one more look.
             let finished = writerDone.load(ordering: .acquiring)
@@ -381,7 +384,7 @@ final class StreamingDigest: @unchecked Sendable {
         }
         // Wait for the writer: only then is the prefix final (the media data box's size).
         while !writerDone.load(ordering: .acquiring) {
-            if abandoned.load(ordering: .acquiring) { return nil }
+            if abandoned.load(ordering: .acquiring) || cancellation.isCanceled { return nil }
             usleep(500)
         }
         guard (try? file.read(upTo: layout.prefix.count, at: layout.room)) == layout.prefix else { return nil }

@@ -282,7 +282,7 @@ public enum Preparer {
                     let reader = second ?? SecondReader(path: source, skimmable: IndexForecast.skimmable(demuxer))
                     let started = IndexForecast(reader: reader, main: demuxer, plan: plan, info: info, room: room)
                     forecast = started
-                    streaming = try StreamingDigest(path: out.temporary, forecast: started)
+                    streaming = try StreamingDigest(path: out.temporary, forecast: started, cancellation: cancellation)
                     witness?.deferDecodes()
                 }
                 let pipeline = Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
@@ -321,7 +321,7 @@ public enum Preparer {
             let temporary = out.temporary, following = readingOn ? streaming : nil
             let hashing = Background { () throws(KilnError) -> (sha256: String, bytes: Int64, streamed: Bool) in
                 if let c = claimed ?? following?.claim(), c.matches(fastStart) { return (c.sha256, c.bytes, true) }
-                let d = try AtomicOutput.digest(path: temporary)
+                let d = try AtomicOutput.digest(path: temporary, cancellation: cancellation)
                 return (d.sha256, d.bytes, false)
             }
             let flushing = Background { () throws(KilnError) in try AtomicOutput.fsync(path: temporary) }

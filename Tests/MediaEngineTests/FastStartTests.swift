@@ -116,6 +116,22 @@ struct DigestTests {
         let reference = try Run.command("sha256sum", [path]).stdout.prefix(64)
         #expect(sha == String(reference))
     }
+
+    @Test("hashing a finished output stops when the run is canceled, before it starts or midway")
+    func digestCancels() throws {
+        let dir = Media.scratch("digest-cancel")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("holes.bin").path
+        // 4 GiB of holes: hashing all of it takes seconds.
+        try #require(FileManager.default.createFile(atPath: path, contents: nil))
+        try #require(truncate(path, 4 << 30) == 0)
+        let canceled = Cancellation()
+        canceled.cancel()
+        #expect { _ = try AtomicOutput.digest(path: path, cancellation: canceled) } throws: { ($0 as? KilnError)?.code == .canceled }
+        let midway = Cancellation()
+        Threads.start { usleep(100_000); midway.cancel() }
+        #expect { _ = try AtomicOutput.digest(path: path, cancellation: midway) } throws: { ($0 as? KilnError)?.code == .canceled }
+    }
 }
 
 @Suite("Room for the index")
