@@ -49,16 +49,19 @@ final class CopyLane: Lane {
     /// NAL units, whose enhancement layer and RPUs are left out (`DolbyVisionLayers`);
     /// nil for any other stream.
     private let dolbyVisionLayers: Int?
-    /// Presentation times from the pictures' order, for H.264 whose container gives
-    /// reordered pictures decode times only (AVI); nil for any other stream.
+    /// Presentation times from the pictures' order, for H.264 or HEVC whose container gives
+    /// reordered pictures decode times only (AVI, bare streams); nil for any other stream.
     private let pictureOrder: PictureOrderTimes?
-    /// The headers of reordered H.264 from MPEG program and transport streams, which time
+    /// The headers of reordered H.264 or HEVC from MPEG program and transport streams, which time
     /// PES packets, not pictures: a picture without a time gets the one its order count
     /// stands for (`OrderTimeLine`). nil for any other stream.
     private let untimedPictures: HeaderParser?
     private var orderTimeLine = OrderTimeLine()
     /// Pictures given a time that way.
     private var timesFromOrder = 0
+    /// Whether a picture came without a time: the stream times PES packets that begin
+    /// several pictures, and a timed picture may have a neighbour's time.
+    private var sawUntimed = false
     /// The last DTS written, in the input's time base.
     private var lastDTS = noPTS
 
@@ -79,7 +82,7 @@ final class CopyLane: Lane {
         pictureOrder = isVideo && derivePresentationTimes ? PictureOrderTimes(stream: input) : nil
         let timesPackets = ["mpeg", "mpegts"].contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
         untimedPictures = isVideo && pictureOrder == nil && timesPackets && input.pointee.codecpar.pointee.video_delay > 0
-            ? HeaderParser(stream: input, codecs: [AV_CODEC_ID_H264]) : nil
+            ? HeaderParser(stream: input, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC]) : nil
     }
 
     /// Whether copying the stream into MP4 looks at no more of a packet than its first few
@@ -237,16 +240,21 @@ final class CopyLane: Lane {
     private func placeByOrder(_ packet: Packet, _ headers: HeaderParser) {
         let order = headers.pictureOrder(packet)
         // An IDR picture restarts the order count. The parser says so from the first slice
-        // header (as it does for a recovery point, where starting again only costs the
-        // pictures already seen), where finding an IDR slice would scan the whole packet.
+        // header (as it does for an H.264 recovery point or an HEVC CRA, where starting again
+        // only costs the pictures already seen), where finding an IDR slice would scan the
+        // whole packet.
         if headers.keyFrame { orderTimeLine.note(order: nil, idr: true, pts: noPTS) }
         let p = packet.pointer
-        if p.pointee.pts == noPTS, let order, let t = orderTimeLine.time(for: order) {
+        if p.pointee.pts == noPTS { sawUntimed = true }
+        let given = p.pointee.pts
+        if let order, let t = given == noPTS ? orderTimeLine.time(for: order)
+            : sawUntimed ? orderTimeLine.corrected(order: order, pts: given) : nil {
             p.pointee.pts = t
             timesFromOrder += 1
-            if p.pointee.dts == noPTS, lastDTS != noPTS {
-                let next = lastDTS + frameStep([])
-                if next <= t { p.pointee.dts = next }
+            // A decode time it has is its PES packet's, as wrong as the presentation time.
+            if p.pointee.dts == noPTS || given != noPTS {
+                let next = lastDTS == noPTS ? noPTS : lastDTS + frameStep([])
+                p.pointee.dts = next != noPTS && next <= t ? next : (given == noPTS ? noPTS : min(p.pointee.dts, t))
             }
         }
         orderTimeLine.note(order: order, idr: false, pts: p.pointee.pts)

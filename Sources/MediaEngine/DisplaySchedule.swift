@@ -2,13 +2,14 @@ import CFFmpeg
 import KilnCore
 
 /// Presentation times for a reordered video stream whose container stores decode times
-/// only (H.264 with B-frames in AVI), derived from each picture's order count.
+/// only (H.264 with B-frames in AVI, bare H.264 and HEVC streams), derived from each
+/// picture's order count.
 ///
 /// AVI gives the n-th packet in decode order the n-th frame time and nothing else. Copied
 /// into MP4 as they are, composition times equal decode times, so players that take the
 /// container's times (Apple's) show the pictures in decode order. The display order is in
 /// the bitstream: each slice header carries the picture order count (POC), which libavcodec's
-/// H.264 parser computes (`output_picture_number`) without decoding.
+/// H.264 and HEVC parsers compute (`output_picture_number`) without decoding.
 ///
 /// The schedule keeps the frame times the source has and puts them in display order: the
 /// k-th picture shown takes the k-th decode time (the source's frame clock, gaps and all),
@@ -146,22 +147,27 @@ struct DisplaySchedule {
     }
 }
 
-/// A copied H.264 stream's packets with presentation times from their pictures' order
-/// (`DisplaySchedule`): each packet is held until its time is known, then handed back with
-/// it, in decode order.
+/// A copied H.264 or HEVC stream's packets with presentation times from their pictures'
+/// order (`DisplaySchedule`): each packet is held until its time is known, then handed back
+/// with it, in decode order.
 final class PictureOrderTimes {
-    /// H.264's NAL unit type for a slice of an IDR picture, which restarts the POC.
-    static let idrSlice = 5
+    /// NAL unit types of the pictures that restart the POC: H.264's IDR slice; HEVC's IDR
+    /// and BLA pictures (not a CRA, after which the POC goes on and the leading pictures
+    /// that precede it in display order come with lower ones).
+    static let h264Restarts: Set<Int> = [5]
+    static let hevcRestarts: Set<Int> = [16, 17, 18, 19, 20]
     private var schedule: DisplaySchedule
     private let parser: HeaderParser
     private let lengthSize: Int
+    private let h264: Bool
     private var queue: [Packet] = []
     var repaired: Int { schedule.repaired }
 
-    /// nil for a stream this cannot serve (not H.264).
+    /// nil for a stream this cannot serve (neither H.264 nor HEVC).
     init?(stream: UnsafeMutablePointer<AVStream>) {
-        guard let parser = HeaderParser(stream: stream, codecs: [AV_CODEC_ID_H264]) else { return nil }
+        guard let parser = HeaderParser(stream: stream, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC]) else { return nil }
         self.parser = parser
+        h264 = stream.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_H264
         lengthSize = NALScanner.lengthSize(stream)
         let rate = stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
         let step = rate.num > 0 && rate.den > 0
@@ -176,9 +182,10 @@ final class PictureOrderTimes {
     func add(_ packet: Packet) throws(KilnError) -> [Packet] {
         let p = packet.pointer.pointee
         let order = parser.pictureOrder(packet)
+        let restarts = h264 ? Self.h264Restarts : Self.hevcRestarts
         let idr = p.data.map {
-            NALScanner.nalTypes(UnsafeBufferPointer(start: $0, count: Int(p.size)), lengthSize: lengthSize, h264: true)
-                .contains(PictureOrderTimes.idrSlice)
+            !NALScanner.nalTypes(UnsafeBufferPointer(start: $0, count: Int(p.size)), lengthSize: lengthSize, h264: h264)
+                .isDisjoint(with: restarts)
         } ?? false
         let held = try Packet()
         av_packet_move_ref(held.pointer, packet.pointer)
@@ -225,9 +232,35 @@ struct OrderTimeLine {
         if timed.count > Self.kept { timed.removeFirst(timed.count - Self.kept) }
     }
 
+    /// How many POC units away a neighbour whose time a picture took may be (H.264 counts
+    /// two per frame): a PES packet that begins several pictures begins a few.
+    static let neighbourhood: Int64 = 8
+
     /// The time a picture of POC `order` in the current period stands for; nil when the
-    /// period has no two timed pictures of different POCs, or they do not agree on one.
+    /// period has no two timed pictures of different POCs, they do not agree on one, or
+    /// another picture has it.
     func time(for order: Int32) -> Int64? {
+        guard let (t, _) = line(at: order), !timed.contains(where: { $0.pts == t }) else { return nil }
+        return t
+    }
+
+    /// For a picture that came with time `pts` from a stream whose PES packets begin
+    /// several pictures (it has untimed ones): the time its POC stands for, when `pts` is a
+    /// near neighbour's on the period's line instead. The demuxer gives a PES packet's time
+    /// to a picture that merely ends in it; the picture whose time it is then comes without
+    /// one, or with the same. nil when `pts` is the picture's own, or off the line.
+    func corrected(order: Int32, pts: Int64) -> Int64? {
+        guard let (own, (orders, times)) = line(at: order), own != pts,
+              !timed.contains(where: { $0.pts == own }) else { return nil }
+        // pts - own = k POC units of the line, k a whole number within the neighbourhood.
+        let (product, overflow) = (pts - own).multipliedReportingOverflow(by: orders)
+        guard !overflow, product % times == 0, abs(product / times) <= Self.neighbourhood else { return nil }
+        return own
+    }
+
+    /// Where the period's two timed pictures nearest to POC `order` put it, and the line's
+    /// slope (POC units, time) between them; nil without two, or off a whole time.
+    private func line(at order: Int32) -> (Int64, (Int64, Int64))? {
         let nearest = timed.sorted { abs(Int64($0.order) - Int64(order)) < abs(Int64($1.order) - Int64(order)) }
         guard let a = nearest.first, let b = nearest.first(where: { $0.order != a.order }) else { return nil }
         let orders = Int64(b.order) - Int64(a.order), times = b.pts - a.pts
@@ -236,7 +269,6 @@ struct OrderTimeLine {
         let offset = Int64(order) - Int64(a.order)
         let (product, overflow) = offset.multipliedReportingOverflow(by: times)
         guard !overflow, product % orders == 0 else { return nil }
-        let t = a.pts + product / orders
-        return timed.contains(where: { $0.pts == t }) ? nil : t
+        return (a.pts + product / orders, (orders, times))
     }
 }

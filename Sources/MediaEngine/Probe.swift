@@ -547,8 +547,8 @@ final class HeaderParser {
         _ = av_parser_parse2(parser, context, &out, &outSize, data, p.size, p.pts, p.dts, p.pos)
     }
 
-    /// Parses one packet and returns its picture's order count (POC, counted in fields, as
-    /// the H.264 parser computes it from the slice header), nil when it holds no picture.
+    /// Parses one packet and returns its picture's order count (POC) as the parser computes
+    /// it from the slice header (H.264's counted in fields), nil when it holds no picture.
     func pictureOrder(_ packet: Packet) -> Int32? {
         parser.pointee.output_picture_number = Int32.min
         parse(packet)

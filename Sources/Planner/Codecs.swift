@@ -45,8 +45,9 @@ enum Codecs {
     /// the AV1/VP9 ISOBMFF bindings). VP8 and Theora have no MP4 binding.
     static let mp4Video: Set<String> = ["h264", "hevc", "av1", "vp9", "mpeg4", "mpeg2video", "mpeg1video"]
     /// Reordered video whose presentation times the media engine derives where the source
-    /// gives decode times only: H.264, whose slice headers carry each picture's order count.
-    static let presentationTimesDerivable: Set<String> = ["h264"]
+    /// gives decode times only: H.264 and HEVC, whose slice headers carry each picture's
+    /// order count.
+    static let presentationTimesDerivable: Set<String> = ["h264", "hevc"]
     /// Audio codecs MP4 carries. DTS, TrueHD, Vorbis and PCM are left out: either no
     /// registered sample entry or no player that reads them from MP4. FLAC in MP4 needs
     /// `-strict experimental` with FFmpeg before 6.0; the engine owns that flag.

@@ -98,6 +98,24 @@ struct DisplayScheduleTests {
         #expect(falling.time(for: 4) == nil)
     }
 
+    @Test("a picture with a near neighbour's time on its period's line gets its own back; its own time, one off the line or far away stays")
+    func neighbourTimeCorrected() {
+        // HEVC-like: one POC unit per frame, 3600 per frame from 90000.
+        var line = OrderTimeLine()
+        line.note(order: 0, idr: true, pts: 90000)
+        line.note(order: 4, idr: false, pts: 104400)
+        #expect(line.corrected(order: 2, pts: 100800) == 97200, "POC 2 came with POC 3's time")
+        #expect(line.corrected(order: 2, pts: 97200) == nil, "its own time")
+        #expect(line.corrected(order: 2, pts: 99000) == nil, "half a frame off: not another picture's time")
+        #expect(line.corrected(order: 2, pts: 97200 + 9 * 3600) == nil, "nine frames away is no neighbour")
+        line.note(order: 3, idr: false, pts: 100800)
+        #expect(line.corrected(order: 4, pts: 100800) == nil, "POC 4's own time is taken")
+        // Without two timed pictures there is no line.
+        var fresh = OrderTimeLine()
+        fresh.note(order: 0, idr: true, pts: 90000)
+        #expect(fresh.corrected(order: 1, pts: 97200) == nil)
+    }
+
     @Test("x264's B-pyramid (POCs as its parser reports them): shown in POC order on the source's frame clock, decode times two frames earlier")
     func pyramid() {
         let orders: [Int32] = [0, 8, 4, 2, 6, 16, 12, 10, 14, 24, 20, 18, 22]

@@ -1083,6 +1083,51 @@ struct FormatChangeTests {
         #expect(try frames(out) == (try frames(source)), "the copy shows the source's pictures in its order")
     }
 
+    @Test("a bare HEVC stream with B-frames (decode times only) is remuxed with display times from its pictures' order: every frame as the source decodes it, at evenly rising times (it was re-encoded)",
+          arguments: [("hevc-bframes.hevc", "bframes=3:keyint=50"), ("hevc-pyramid-open-gop.hevc", "bframes=4:b-pyramid=1:keyint=25:open-gop=1")])
+    func bareHEVC(name: String, x265: String) throws {
+        let source = try Media.generated(name, ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                "-c:v", "libx265", "-x265-params", "log-level=error:" + x265, "-f", "hevc"])
+        #expect(try Command.probedStreams(source).first?["presentation_times_missing"] == .bool(true))
+        let dir = Media.scratch("hevc-bare")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("copy"), "\(r.stdout.prefix(300))")
+        try Self.expectSameFrames(out, as: source, count: 100)
+    }
+
+    @Test("HEVC with B-frames in an MPEG program stream whose PES packets begin several pictures: the untimed ones are shown at their places (frames were shown out of order, several at one time)")
+    func programStreamUntimedHEVC() throws {
+        let source = try Media.generated("hevc-bframes-100k.mpg", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=6",
+                                                                  "-c:v", "libx265", "-x265-params", "log-level=error:bframes=3",
+                                                                  "-b:v", "100k", "-f", "mpeg"])
+        let untimed = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts",
+                                                  "-of", "csv=p=0", source]).stdout.split(separator: "\n").filter { $0 == "N/A" }.count
+        #expect(untimed > 50, "most pictures of the source have no time: \(untimed)")
+        let dir = Media.scratch("ps-untimed-hevc")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("copy"), "\(r.stdout.prefix(300))")
+        #expect((try Command.json(r)["stats"]?["repaired_timestamps"]?.int ?? 0) >= untimed)
+        // Every picture one frame after the one before it (a picture the demuxer gave its
+        // neighbour's time is moved back to its own, which came without it).
+        let pts = try Self.displayTimes(out)
+        #expect(pts.count == 150)
+        #expect(Set(zip(pts, pts.dropFirst()).map { $1 - $0 }) == [3600], "display times rise evenly: \(pts.prefix(12))")
+        // The source's pictures in decode order as its decoder shows them (its own times,
+        // wrong, would make ffmpeg drop and repeat frames to keep a rate).
+        let frames = { (path: String) throws -> [Substring] in
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-map", "0:v:0", "-fps_mode", "passthrough",
+                                               "-f", "framemd5", "-"])
+            return r.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: ",").last }
+        }
+        #expect(try frames(out) == (try frames(source)), "the copy shows the source's pictures in its order")
+    }
+
     @Test("a bare H.264 elementary stream (no times at all) is remuxed at its frame rate, with B-frames in its pictures' order (it failed verification: its first pictures were placed before zero)")
     func elementaryStream() throws {
         let dir = Media.scratch("elementary")
