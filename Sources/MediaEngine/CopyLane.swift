@@ -251,10 +251,14 @@ final class CopyLane: Lane {
             : sawUntimed ? orderTimeLine.corrected(order: order, pts: given) : nil {
             p.pointee.pts = t
             timesFromOrder += 1
-            // A decode time it has is its PES packet's, as wrong as the presentation time.
-            if p.pointee.dts == noPTS || given != noPTS {
-                let next = lastDTS == noPTS ? noPTS : lastDTS + frameStep([])
-                p.pointee.dts = next != noPTS && next <= t ? next : (given == noPTS ? noPTS : min(p.pointee.dts, t))
+            // One frame after the last decode time, if that is not after its presentation.
+            // An untimed picture keeps a decode time it has; a corrected one's is its PES
+            // packet's, as wrong as the presentation time, and at least must not follow it.
+            let next = lastDTS == noPTS ? nil : lastDTS + frameStep([])
+            if let next, next <= t, given != noPTS || p.pointee.dts == noPTS {
+                p.pointee.dts = next
+            } else if given != noPTS {
+                p.pointee.dts = min(p.pointee.dts, t)
             }
         }
         orderTimeLine.note(order: order, idr: false, pts: p.pointee.pts)

@@ -132,12 +132,16 @@ struct VerifierTests {
         } throws: { ($0 as? KilnError)?.code == .verifyFailed }
     }
 
-    @Test("with the source's index, the witness decodes only keyframes that can be the last second's, not every one before")
-    func indexSparesDecodes() throws {
-        // A keyframe every second for 14 s: ten of them fall in the 10 s before the last second.
-        let path = try Media.generated("gop-1s-14s.mkv", [
+    /// A keyframe every second for 14 s: ten of them fall in the 10 s before the last second.
+    static func keyframeEverySecond() throws -> String {
+        try Media.generated("gop-1s-14s.mkv", [
             "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=14",
             "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-keyint_min", "25", "-sc_threshold", "0"])
+    }
+
+    @Test("with the source's index, the witness decodes only keyframes that can be the last second's, not every one before")
+    func indexSparesDecodes() throws {
+        let path = try Self.keyframeEverySecond()
         let (info, plan, out, dir) = try remuxed(path, "verify-witness-index")
         defer { try? FileManager.default.removeItem(at: dir) }
         let blind = try witness(for: path, duration: info.durationSeconds)
@@ -153,9 +157,7 @@ struct VerifierTests {
 
     @Test("while a forecast holds the second core the witness decodes nothing beside the copy; verification then decodes only the keyframes it asks about, once")
     func deferredWitness() throws {
-        let path = try Media.generated("gop-1s-14s.mkv", [
-            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=14",
-            "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-keyint_min", "25", "-sc_threshold", "0"])
+        let path = try Self.keyframeEverySecond()
         let (info, plan, out, dir) = try remuxed(path, "verify-witness-deferred")
         defer { try? FileManager.default.removeItem(at: dir) }
         let eager = try witness(for: path, duration: info.durationSeconds)

@@ -1044,16 +1044,27 @@ struct FormatChangeTests {
     /// `out`'s video decodes to `count` frames, the same as `source`'s in the same order,
     /// shown at evenly rising times from zero.
     static func expectSameFrames(_ out: String, as source: String, count: Int) throws {
-        let frames = { (path: String) throws -> [Substring] in
-            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-map", "0:v:0", "-f", "framemd5", "-"])
-            return r.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: ",").last }
-        }
-        let made = try frames(out)
+        let made = try frameDigests(out)
         #expect(made.count == count, "\(made.count) frames")
-        #expect(made == (try frames(source)), "the copy shows the source's pictures in its order")
+        #expect(made == (try frameDigests(source)), "the copy shows the source's pictures in its order")
         let pts = try displayTimes(out)
         #expect(pts.first == 0, "starts at zero: \(pts.prefix(3))")
         #expect(Set(zip(pts, pts.dropFirst()).map { $1 - $0 }).count == 1, "display times rise evenly: \(pts.prefix(12))")
+    }
+
+    /// The MD5 of each picture `path`'s first video stream decodes to, in the order shown;
+    /// `passthrough`: every picture the decoder gives, none dropped or repeated to keep a
+    /// frame rate (which a source's wrong times would make ffmpeg do).
+    static func frameDigests(_ path: String, passthrough: Bool = false) throws -> [Substring] {
+        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-map", "0:v:0"]
+                                + (passthrough ? ["-fps_mode", "passthrough"] : []) + ["-f", "framemd5", "-"])
+        return r.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: ",").last }
+    }
+
+    /// How many of `source`'s video packets have no presentation time.
+    static func untimedPictures(_ source: String) throws -> Int {
+        try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts", "-of", "csv=p=0", source])
+            .stdout.split(separator: "\n").filter { $0 == "N/A" }.count
     }
 
     @Test("H.264 with B-frames in an MPEG program stream, where a PES packet that begins two pictures times only the first: the second is shown at its place (two frames traded places, as ffmpeg -c copy writes them)")
@@ -1061,8 +1072,7 @@ struct FormatChangeTests {
         let source = try Media.generated("h264-bframes.mpg", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-f", "lavfi",
                                                              "-i", "sine=sample_rate=48000", "-t", "6", "-c:v", "libx264",
                                                              "-preset", "veryfast", "-bf", "3", "-b:v", "1M", "-c:a", "mp2", "-f", "mpeg"])
-        let untimed = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts",
-                                                  "-of", "csv=p=0", source]).stdout.split(separator: "\n").filter { $0 == "N/A" }.count
+        let untimed = try Self.untimedPictures(source)
         #expect(untimed > 0, "the source has pictures without a time")
         let dir = Media.scratch("ps-untimed")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -1076,11 +1086,7 @@ struct FormatChangeTests {
         let pts = try Self.displayTimes(out)
         #expect(pts.count == 150)
         #expect(Set(zip(pts, pts.dropFirst()).map { $1 - $0 }) == [3600], "display times rise evenly: \(pts.prefix(12))")
-        let frames = { (path: String) throws -> [Substring] in
-            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-map", "0:v:0", "-f", "framemd5", "-"])
-            return r.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: ",").last }
-        }
-        #expect(try frames(out) == (try frames(source)), "the copy shows the source's pictures in its order")
+        #expect(try Self.frameDigests(out) == (try Self.frameDigests(source)), "the copy shows the source's pictures in its order")
     }
 
     @Test("a bare HEVC stream with B-frames (decode times only) is remuxed with display times from its pictures' order: every frame as the source decodes it, at evenly rising times (it was re-encoded)",
@@ -1103,8 +1109,7 @@ struct FormatChangeTests {
         let source = try Media.generated("hevc-bframes-100k.mpg", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=6",
                                                                   "-c:v", "libx265", "-x265-params", "log-level=error:bframes=3",
                                                                   "-b:v", "100k", "-f", "mpeg"])
-        let untimed = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts",
-                                                  "-of", "csv=p=0", source]).stdout.split(separator: "\n").filter { $0 == "N/A" }.count
+        let untimed = try Self.untimedPictures(source)
         #expect(untimed > 50, "most pictures of the source have no time: \(untimed)")
         let dir = Media.scratch("ps-untimed-hevc")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -1118,14 +1123,10 @@ struct FormatChangeTests {
         let pts = try Self.displayTimes(out)
         #expect(pts.count == 150)
         #expect(Set(zip(pts, pts.dropFirst()).map { $1 - $0 }) == [3600], "display times rise evenly: \(pts.prefix(12))")
-        // The source's pictures in decode order as its decoder shows them (its own times,
-        // wrong, would make ffmpeg drop and repeat frames to keep a rate).
-        let frames = { (path: String) throws -> [Substring] in
-            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-map", "0:v:0", "-fps_mode", "passthrough",
-                                               "-f", "framemd5", "-"])
-            return r.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: ",").last }
-        }
-        #expect(try frames(out) == (try frames(source)), "the copy shows the source's pictures in its order")
+        // The source's pictures as its decoder shows them (its own times, wrong, would make
+        // ffmpeg drop and repeat frames to keep a rate).
+        #expect(try Self.frameDigests(out, passthrough: true) == (try Self.frameDigests(source, passthrough: true)),
+                "the copy shows the source's pictures in its order")
     }
 
     @Test("a bare H.264 elementary stream (no times at all) is remuxed at its frame rate, with B-frames in its pictures' order (it failed verification: its first pictures were placed before zero)")
