@@ -24,6 +24,10 @@ final class Demuxer {
     private(set) var wasRewound = false
     /// Whether the analysis learnt its H.264 streams' parameters without decoding a picture.
     private(set) var sparedH264Decode = false
+    /// Each stream's first packet, as first read: where a rewind must land (`StartMarks`).
+    private(set) var startMarks = StartMarks()
+    /// Packets a rewind read to check where it landed, handed out before any new read.
+    private var pending: [Packet] = []
     /// The file the context reads through when it may skim (`skimmable`); nil when it reads
     /// through libavformat's own file protocol. Freed after the context (deinit's order).
     private let skim: SkimReader?
@@ -57,9 +61,13 @@ final class Demuxer {
         do {
             if analyze {
                 switch try Demuxer.analyse(ctx!, shortcut: h264Shortcut) {
-                case .done(let rewound, let spared):
-                    wasRewound = rewound
+                case .done(let spared, let landing):
                     sparedH264Decode = spared
+                    if let landing {
+                        wasRewound = true
+                        startMarks = landing.marks
+                        pending = landing.held
+                    }
                 case .retry:
                     avformat_close_input(&ctx)
                     // A reader of its own for the new context: the old one's position and
@@ -105,9 +113,9 @@ final class Demuxer {
     }
 
     private enum Analysis {
-        /// `rewound`: the shortcut read packets and went back to the start; `spared`: it
-        /// served every H.264 stream.
-        case done(rewound: Bool, spared: Bool)
+        /// `spared`: the shortcut served every H.264 stream; `landing`: it read packets and
+        /// went back to the start.
+        case done(spared: Bool, landing: Landing?)
         /// The shortcut could not put the stream times right: open afresh, analyse in full.
         case retry
     }
@@ -135,9 +143,11 @@ final class Demuxer {
         }
         let info = avformat_find_stream_info(ctx, count > 0 ? streamOptions : nil)
         if info < 0 { throw classify(info, .probe, "cannot read the source's streams", as: .sourceUnreadable) }
-        guard prefilled.needsTimes, !prefilled.isEmpty else { return .done(rewound: false, spared: !prefilled.isEmpty) }
-        guard H264Analysis.restoreTimes(ctx, prefilled), seekLandsLate(ctx) == nil, seekToStart(ctx) >= 0 else { return .retry }
-        return .done(rewound: true, spared: true)
+        guard prefilled.needsTimes, !prefilled.isEmpty else { return .done(spared: !prefilled.isEmpty, landing: nil) }
+        var marks = StartMarks()
+        guard H264Analysis.restoreTimes(ctx, prefilled, marking: &marks),
+              let landing = land(ctx, atStartOf: marks) else { return .retry }
+        return .done(spared: true, landing: landing)
     }
 
     deinit {
@@ -174,6 +184,12 @@ final class Demuxer {
     /// Reads the next packet. Returns false at end of file; an interrupted read is
     /// cancellation, not end of file.
     func read(into packet: Packet) throws(KilnError) -> Bool {
+        if !pending.isEmpty {
+            let held = pending.removeFirst()
+            // The held packet frees its AVPacket when released: it must outlive the move.
+            withExtendedLifetime(held) { av_packet_move_ref(packet.pointer, held.pointer) }
+            return true
+        }
         let ret = av_read_frame(context, packet.pointer)
         if ret == avErrorEOF { return false }
         if ret < 0 {
@@ -185,6 +201,7 @@ final class Demuxer {
             if ret == kiln_averror_invaliddata() || ret == kiln_averror_enomem() { return false }
             throw classify(ret, .demux, "cannot read the source", as: .ioError)
         }
+        startMarks.note(packet.pointer.pointee, of: stream(Int(packet.streamIndex)))
         return true
     }
 
@@ -194,46 +211,76 @@ final class Demuxer {
     private(set) var rewindFailed = false
 
     /// Goes back to the first packet after the probe's packet scan, so the pipeline can
-    /// reuse this demuxer instead of opening and analysing the file a second time.
-    /// Containers with timestamp discontinuities (MPEG-TS/PS) go back by byte, which is
-    /// exact; indexed ones (MP4, MKV) by timestamp to their start.
-    func rewind() throws(KilnError) {
-        let ret: Int32
-        if hasDiscontinuousTimestamps {
-            ret = av_seek_frame(context, -1, 0, AVSEEK_FLAG_BYTE)
-        } else if let late = Demuxer.seekLandsLate(context) {
-            // Refused rather than done: the caller opens the file afresh instead.
-            rewindFailed = true
-            throw KilnError(.sourceUnreadable, stage: .demux,
-                            "going back to the start would skip \(Format.fixed(late, decimals: 2)) s of the source's first packets")
-        } else {
-            ret = Demuxer.seekToStart(context)
+    /// reuse this demuxer instead of opening and analysing the file a second time. Checked,
+    /// not assumed (`land`): a rewind that would skip or change a stream's first packet
+    /// fails, and the caller opens the file afresh.
+    /// - Parameter marks: where to land; by default where this demuxer's own reading
+    ///   began. A second reader that has read nothing lands where the first one did.
+    func rewind(to marks: StartMarks? = nil) throws(KilnError) {
+        // Nothing read yet (the next read would be the first packet anyway): the first reads
+        // say where to land. The seek still happens, for what it loads (Matroska's cues).
+        if marks == nil && startMarks.isEmpty {
+            let packet = try Packet()
+            for _ in 0..<StartMarks.window where try read(into: packet) { packet.unref() }
         }
-        rewindFailed = ret < 0
-        try check(ret, .demux, "cannot go back to the start of the source", as: .sourceUnreadable)
+        let marks = marks ?? startMarks
+        pending = []
+        guard let landing = Demuxer.land(context, atStartOf: marks) else {
+            rewindFailed = true
+            throw KilnError(.sourceUnreadable, stage: .demux, "cannot go back to the start of the source without losing its first packets")
+        }
+        rewindFailed = false
+        pending = landing.held
         wasRewound = true
     }
 
-    /// Seeks an indexed container (MP4, Matroska) to its start, by timestamp. Callers check
-    /// `seekLandsLate` first.
-    private static func seekToStart(_ context: UnsafeMutablePointer<AVFormatContext>) -> Int32 {
-        let start = context.pointee.start_time == noPTS ? 0 : context.pointee.start_time
-        return avformat_seek_file(context, -1, Int64.min, start, start, 0)
+    /// `av_seek_frame` on the context, dropping what a rewind held back: after a seek, the
+    /// next read is wherever the seek went.
+    func seek(stream: Int32, to timestamp: Int64, flags: Int32) -> Int32 {
+        pending = []
+        return av_seek_frame(context, stream, timestamp, flags)
     }
 
-    /// How far past the file's start a seek to it would land, when that is more than a
-    /// tenth of a second; nil otherwise. A seek goes by one stream's index (the video's
-    /// keyframes): in Matroska and the like it moves the one read position for every
-    /// stream, so audio that starts before the first indexed keyframe would be skipped.
-    private static func seekLandsLate(_ context: UnsafeMutablePointer<AVFormatContext>) -> Double? {
-        let ctx = context.pointee
-        guard ctx.start_time != noPTS else { return nil }
-        let i = av_find_default_stream_index(context)
-        guard i >= 0, i < Int32(ctx.nb_streams), let st = ctx.streams[Int(i)],
-              let first = avformat_index_get_entry(st, 0), first.pointee.timestamp != noPTS else { return nil }
-        let late = rescale(first.pointee.timestamp, from: st.pointee.time_base, to: kiln_time_base_q()) - ctx.start_time
-        let seconds = Double(late) / Double(kiln_time_base())
-        return seconds > 0.1 ? seconds : nil
+    /// Where a rewind landed: the packets it read to check, and what it checked against.
+    private struct Landing {
+        var marks: StartMarks
+        var held: [Packet]
+    }
+
+    /// Seeks to the start, then reads until every stream `marks` knows has shown its first
+    /// packet, which must be its mark (nil if one is not, or the seek fails). Containers
+    /// with timestamp discontinuities (MPEG-TS/PS) go back by byte; indexed ones (MP4,
+    /// Matroska) by time, to the earliest stream's first packet, through that stream's own
+    /// index. A Matroska seek moves the one read position to an index
+    /// entry and drops every block timed before that entry until a keyframe comes: through
+    /// the video's index it lost a block of eight laced sound frames timed 1 ms before the
+    /// first picture, and a sound frame stored after the first picture but timed before it.
+    /// An MP4 seek to the file's start lost the AAC priming packet timed before zero.
+    private static func land(_ ctx: UnsafeMutablePointer<AVFormatContext>, atStartOf marks: StartMarks) -> Landing? {
+        guard !marks.isEmpty else { return nil }
+        let ret: Int32
+        if (ctx.pointee.iformat.pointee.flags & AVFMT_TS_DISCONT) != 0 {
+            ret = av_seek_frame(ctx, -1, 0, AVSEEK_FLAG_BYTE)
+        } else if let lead = marks.lead {
+            ret = avformat_seek_file(ctx, lead.stream, Int64.min, lead.time, lead.time, 0)
+        } else {
+            // No packet timed (raw streams): a seek by time to the file's start is what gives
+            // the packets after it times, from the frame rate.
+            let start = ctx.pointee.start_time == noPTS ? 0 : ctx.pointee.start_time
+            ret = avformat_seek_file(ctx, -1, Int64.min, start, start, 0)
+        }
+        guard ret >= 0 else { return nil }
+        var unseen = marks.first, held: [Packet] = []
+        while !unseen.isEmpty {
+            guard held.count < StartMarks.window * 4, let packet = try? Packet(), av_read_frame(ctx, packet.pointer) >= 0 else { return nil }
+            let p = packet.pointer.pointee
+            if let mark = unseen[p.stream_index] {
+                guard mark == StartMarks.Mark(p) else { return nil }
+                unseen[p.stream_index] = nil
+            }
+            held.append(packet)
+        }
+        return Landing(marks: marks, held: held)
     }
 
     /// Runs `body` (which reads packets), then puts every stream's codec parameters back as
@@ -282,6 +329,55 @@ final class Demuxer {
     /// Whether the container's timestamps may jump (MPEG-TS and friends).
     var hasDiscontinuousTimestamps: Bool {
         (context.pointee.iformat.pointee.flags & AVFMT_TS_DISCONT) != 0
+    }
+}
+
+/// The first packet of each stream among a demuxer's first reads after it opens: what
+/// going back to the start must find again, each first of its stream, or it skipped
+/// something. Streams first seen later (a subtitle that starts minutes in) are not marked.
+struct StartMarks: Equatable {
+    /// A packet as a rewind compares it. Not its decode time, which libavformat derives
+    /// for some containers (Matroska) and may derive anew after a seek.
+    struct Mark: Equatable {
+        var pts: Int64
+        var size: Int32
+        var keyframe: Bool
+        init(_ p: AVPacket) {
+            pts = p.pts
+            size = p.size
+            keyframe = p.flags & AV_PKT_FLAG_KEY != 0
+        }
+    }
+    /// Reads after opening that mark streams.
+    static let window = 64
+    private(set) var first: [Int32: Mark] = [:]
+    /// Each marked stream's first time to seek to: its decode time where the container
+    /// gives one, else its presentation time, in the stream's time base and in AV_TIME_BASE.
+    private var times: [Int32: (own: Int64, common: Int64)] = [:]
+    private var reads = 0
+
+    var isEmpty: Bool { first.isEmpty }
+
+    mutating func note(_ p: AVPacket, of stream: UnsafeMutablePointer<AVStream>) {
+        guard reads < Self.window else { return }
+        reads += 1
+        // An attached picture (cover art) is no part of the timeline: libavformat hands it
+        // out again after every seek, timed then.
+        guard first[p.stream_index] == nil, stream.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 else { return }
+        let timeBase = stream.pointee.time_base
+        first[p.stream_index] = Mark(p)
+        let t = p.dts != noPTS ? p.dts : p.pts
+        if t != noPTS { times[p.stream_index] = (t, rescale(t, from: timeBase, to: kiln_time_base_q())) }
+    }
+
+    /// The stream that starts earliest, and its start in its own time base: a seek there,
+    /// through that stream's own index, has nothing of any stream before it to drop.
+    var lead: (stream: Int32, time: Int64)? {
+        times.min { ($0.value.common, $0.key) < ($1.value.common, $1.key) }.map { ($0.key, $0.value.own) }
+    }
+
+    static func == (a: StartMarks, b: StartMarks) -> Bool {
+        a.first == b.first && a.lead?.stream == b.lead?.stream && a.lead?.time == b.lead?.time
     }
 }
 

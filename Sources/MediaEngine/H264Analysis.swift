@@ -88,8 +88,10 @@ enum H264Analysis {
     /// starts at its first packet's presentation time and keeps the duration it had, and
     /// the file starts where its earliest stream does (libavformat's rule: subtitles count
     /// only when they start less than a second before the rest). Reads packets: the caller
-    /// goes back to the start. False when a stream shows no timed packet early on.
-    static func restoreTimes(_ ctx: UnsafeMutablePointer<AVFormatContext>, _ done: Prefilled) -> Bool {
+    /// goes back to the start, to the first packets `marks` notes. False when a stream shows
+    /// no timed packet early on.
+    static func restoreTimes(_ ctx: UnsafeMutablePointer<AVFormatContext>, _ done: Prefilled,
+                             marking marks: inout StartMarks) -> Bool {
         ctx.pointee.max_ts_probe = done.maxTimestampProbe
         guard let packet = av_packet_alloc() else { return false }
         defer { var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p) }
@@ -97,6 +99,7 @@ enum H264Analysis {
         var reads = 0
         while first.count < done.streams.count, reads < 4096, av_read_frame(ctx, packet) >= 0 {
             reads += 1
+            marks.note(packet.pointee, of: ctx.pointee.streams[Int(packet.pointee.stream_index)]!)
             let i = Int(packet.pointee.stream_index)
             if done.streams.contains(i), first[i] == nil { first[i] = packet.pointee.pts }
             av_packet_unref(packet)

@@ -126,7 +126,8 @@ final class IndexForecast: @unchecked Sendable {
     /// was rewound).
     /// `room`: where the real muxer starts writing, so the forecast's starts there too.
     init(reader: SecondReader, main: Demuxer, plan: Plan, info: MediaInfo, room: Int64) {
-        let rewind = main.wasRewound
+        // Where the first reader went back to, if it did: the second must land there too.
+        let rewind = main.wasRewound ? main.startMarks : nil
         cancellation = reader.cancellation
         Threads.start { [self] in
             // Any failure only means no forecast: the file is then hashed afterwards.
@@ -151,12 +152,12 @@ final class IndexForecast: @unchecked Sendable {
         return state.withLock { $0.layout }
     }
 
-    private func forecast(reader second: SecondReader, rewind: Bool, plan: Plan, info: MediaInfo,
+    private func forecast(reader second: SecondReader, rewind: StartMarks?, plan: Plan, info: MediaInfo,
                           room: Int64) throws(KilnError) -> Layout? {
         let recorder = try IndexRecorder(room: room, headBytes: Self.prefixBytes)
         do {
             guard let reader = try second.take() else { return nil }
-            if rewind { try reader.rewind() }
+            if let rewind { try reader.rewind(to: rewind) }
             // A picture size that changes stops the copy itself, which then has no use for
             // the forecast: the forecast does not watch for it (nor parse what it skims).
             let lanes = try Preparer.lanes(for: plan, demuxer: reader, info: info, watchingPictureSize: false)

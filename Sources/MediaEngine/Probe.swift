@@ -350,7 +350,7 @@ public enum Prober {
     static func measuredEnd(_ demuxer: Demuxer, size: Int64) -> Double? {
         let ctx = demuxer.context
         guard size > 0, ctx.pointee.pb != nil, ctx.pointee.iformat.pointee.flags & AVFMT_NO_BYTE_SEEK == 0,
-              av_seek_frame(ctx, -1, max(0, size - tailBytes), AVSEEK_FLAG_BYTE | AVSEEK_FLAG_ANY) >= 0,
+              demuxer.seek(stream: -1, to: max(0, size - tailBytes), flags: AVSEEK_FLAG_BYTE | AVSEEK_FLAG_ANY) >= 0,
               let packet = try? Packet() else { return nil }
         var end: Double? = nil
         var reads = 0

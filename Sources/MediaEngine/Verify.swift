@@ -163,9 +163,9 @@ enum Verifier {
         // before `start`, and an audio check would then decode from there, seconds earlier,
         // over a stretch that depends on the video's GOPs (a transcode's differ from the
         // source's, so the output and the source would be judged on different sound).
-        guard av_seek_frame(demuxer.context, Int32(index), rescale(target, from: kiln_time_base_q(), to: st.pointee.time_base),
-                            AVSEEK_FLAG_BACKWARD) >= 0
-                || av_seek_frame(demuxer.context, -1, target, AVSEEK_FLAG_BACKWARD) >= 0 else {
+        guard demuxer.seek(stream: Int32(index), to: rescale(target, from: kiln_time_base_q(), to: st.pointee.time_base),
+                           flags: AVSEEK_FLAG_BACKWARD) >= 0
+                || demuxer.seek(stream: -1, to: target, flags: AVSEEK_FLAG_BACKWARD) >= 0 else {
             throw KilnError(.verifyFailed, stage: .verify, "the output cannot be read from \(Int(start)) s (seek failed)")
         }
         let end = min(start + 1, streamEnd)

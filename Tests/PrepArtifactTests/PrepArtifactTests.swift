@@ -669,6 +669,24 @@ struct LateVideoTests {
         #expect(abs((probe.duration("audio") ?? 0) - 10) < 0.1)
         #expect(abs((probe.startTime("video") ?? 0) - 2) < 0.1, "the picture keeps its 2 s offset")
     }
+
+    @Test("Matroska whose first block is laced sound 1 ms before the picture: the remux keeps every sound frame, in sync")
+    func lacedSoundJustBeforePicture() throws {
+        let source = try Media.lacedEarlySound()
+        let dir = Media.scratch("laced-early-sound")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(try Command.json(r)["plan"]?["delivery_format"] == .string("remux"))
+        let soundPackets = { (path: String) throws -> String in
+            try Run.command("ffprobe", ["-v", "error", "-select_streams", "a", "-count_packets", "-show_entries",
+                                        "stream=nb_read_packets", "-of", "csv=p=0", path]).stdout
+        }
+        #expect(try soundPackets(out) == soundPackets(source))
+        let probe = try FFprobe(out)
+        #expect(abs((probe.startTime("audio") ?? -1) - (probe.startTime("video") ?? 1)) < 0.01, "sound and picture start together, as in the source")
+    }
 }
 
 extension DamagedInputTests {

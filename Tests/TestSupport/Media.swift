@@ -185,6 +185,20 @@ extension Run {
 }
 
 extension Media {
+    /// Matroska as mkvmerge writes it when the sound was synced 300 ms earlier: the first
+    /// block holds eight laced AAC frames, timed 1 ms before the first picture. A seek to
+    /// the start through the video's index drops that whole block (170 ms of sound).
+    public static func lacedEarlySound() throws -> String {
+        let plain = try generated("early-sound-plain.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=24000/1001:duration=4",
+                                                            "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=4",
+                                                            "-c:v", "libx264", "-preset", "ultrafast", "-bf", "2", "-c:a", "aac"])
+        return try generated("early-sound-laced.mkv") { tmp in
+            let r = try Run.command("mkvmerge", ["-q", "-o", tmp, "--sync", "1:-300", plain])
+            // mkvmerge exits 1 for warnings.
+            guard r.status == 0 || r.status == 1 else { throw TestFailure("mkvmerge (installed by make deps) failed: \(r.stderr)") }
+        }
+    }
+
     /// What libavformat sees of an iTunes purchase (FairPlay): its sample entries `drmi` and
     /// `drms` wrap avc1 and mp4a. A plain file's entries renamed (its samples are not really
     /// encrypted, which changes nothing for the probe, the plan or the engine's refusal).
