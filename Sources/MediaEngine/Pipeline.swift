@@ -68,6 +68,8 @@ final class Pipeline {
     private(set) var delivered: [Int32: Delivered] = [:]
     /// Packets whose presentation time was repaired here (see `run`).
     private(set) var repairedTimestamps = 0
+    /// Packets left out as damage: runs of times far ahead that came back (`TimelineOutliers`).
+    private(set) var outliers = 0
 
     func run() throws(KilnError) {
         var laneFor = [Int32: Lane]()
@@ -90,7 +92,13 @@ final class Pipeline {
         var lastReport = started
         var position = 0.0
         let packet = try Packet()
-        while try demuxer.read(into: packet) {
+        let timed = lanes.map(\.inputIndex).filter {
+            let type = demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type
+            return type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO
+        }
+        let reader = TimelineOutliers(demuxer: demuxer, judged: Set(timed))
+        defer { outliers = reader.dropped }
+        while try reader.read(into: packet) {
             defer { packet.unref() }
             try cancellation.check(.demux)
             let index = packet.streamIndex

@@ -301,7 +301,7 @@ public enum Preparer {
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
                     + lanes.reduce(0) { $0 + $1.stats.repairedTimestamps }
-                corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
+                corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets } + pipeline.outliers
                 gaps = lanes.reduce(0) { $0 + $1.stats.gapsFilled }
                 equivalent = ["ffmpeg", "-i", source] + lanes.flatMap(\.ffmpegEquivalent)
                     + (demuxer.context.pointee.nb_chapters > 0 ? [] : ["-map_chapters", "-1"])

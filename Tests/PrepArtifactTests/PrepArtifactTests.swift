@@ -1393,3 +1393,77 @@ struct FormatChangeTests {
                 "the 16:9 part keeps its shape inside the frame: \(second) in \(width)x\(height)")
     }
 }
+
+/// Times that jump far ahead and come back (`TimelineOutliers`): a stretch of a recording
+/// written twice, further back than where it belongs.
+@Suite("a stretch of a recording written twice")
+struct RepeatedStretchTests {
+    /// 4 s of H.264 (2.5 Mbit/s, above the lowest rung) and AAC in MPEG-TS.
+    static func clean() throws -> String {
+        try Media.generated("stretch-clean.ts", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=4",
+                                                 "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=4",
+                                                 "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-b:v", "2500k",
+                                                 "-c:a", "aac", "-f", "mpegts"])
+    }
+
+    /// A tenth of `clean` (whole 188-byte packets) from 75 % of the file written again at
+    /// 30 %: pictures and sound 2 s ahead of their neighbours, then the file goes on.
+    static func repeated() throws -> String {
+        let source = try clean()
+        return try Media.generated("stretch-repeated.ts") { tmp in
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
+            let at = bytes.count * 3 / 10 / 188 * 188, from = bytes.count * 3 / 4 / 188 * 188
+            try Data(bytes[..<at] + bytes[from..<from + bytes.count / 10 / 188 * 188] + bytes[at...]).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    /// `clean` with a stretch cut out: a real jump, which goes on from its new time.
+    static func cut() throws -> String {
+        let source = try clean()
+        return try Media.generated("stretch-cut.ts") { tmp in
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
+            let at = bytes.count * 3 / 10 / 188 * 188
+            try Data(bytes[..<at] + bytes[(at + bytes.count / 10 / 188 * 188)...]).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    static func frames(_ path: String, _ stream: String) throws -> Int {
+        let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", stream, "-count_packets", "-show_entries",
+                                            "stream=nb_read_packets", "-of", "csv=p=0", path])
+        return Int(r.stdout.split(separator: "\n").first?.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: ",")) ?? "") ?? -1
+    }
+
+    @Test("the repeated stretch is left out, counted as damage: remux and transcode keep the whole 4 s, every picture and sound frame once, in sync (the transcode came out 0.3 s long, the remux squeezed 4 s of sound into 0.2)",
+          arguments: ["original", "1mbps"])
+    func leftOut(_ quality: String) throws {
+        let source = try Self.repeated(), clean = try Self.clean()
+        let dir = Media.scratch("stretch-\(quality)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", quality, "--caps", "web", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let json = try Command.json(r)
+        #expect(json["plan"]?["delivery_format"] == .string(quality == "original" ? "remux" : "transcode"))
+        if case .number(let n)? = json["stats"]?["corrupt_packets"] { #expect(n > 0) } else { Issue.record("no corrupt_packets") }
+        let probe = try FFprobe(out)
+        #expect(abs((probe.duration("video") ?? 0) - 4) < 0.1)
+        #expect(abs((probe.duration("audio") ?? 0) - 4) < 0.1)
+        #expect(abs((probe.startTime("audio") ?? -1) - (probe.startTime("video") ?? 1)) < 0.05)
+        #expect(try Self.frames(out, "v") == Self.frames(clean, "v"))
+        // AAC re-encoded from the same sound may differ by a frame at the end.
+        #expect(abs(try Self.frames(out, "a") - Self.frames(clean, "a")) <= 1)
+    }
+
+    @Test("a stretch cut out is a real jump: nothing after it is left out")
+    func cutKept() throws {
+        let source = try Self.cut()
+        let dir = Media.scratch("stretch-cut")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "web", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(try Command.json(r)["stats"]?["corrupt_packets"] == .number(0))
+        #expect(try Self.frames(out, "v") == Self.frames(source, "v"))
+        #expect(try Self.frames(out, "a") == Self.frames(source, "a"))
+    }
+}

@@ -1,0 +1,167 @@
+import CFFmpeg
+import KilnCore
+
+/// Reads packets for the pipeline and leaves out runs of a stream's packets whose times
+/// jump far ahead of where the stream (or, for its first packets, the file) was and then
+/// come back: a stretch of a recording written twice (a recorder that rewrote a buffer
+/// further on), or a burst of damaged timestamps.
+///
+/// Left in, such a run is ruinous however short. A transcode's lanes keep to the latest
+/// time they have seen, so after a run 4 s ahead they dropped every frame until the
+/// source caught up (a 4-second recording came out 0.3 s long); a copy's muxer needs rising
+/// decode times, so the 4 s of sound after the run were squeezed into 0.2 s.
+///
+/// A forward jump alone is no damage: a real gap (a dropout, a splice) goes on from its new
+/// time. So a stream that jumps ahead is held back, with every packet read after it (the
+/// file's order is kept), until it shows which it is: back to within `jump` of where it was
+/// (the run is dropped, counted in `dropped`), or `runPackets` packets on from the new time
+/// (let through as it is). Holding is bounded (`holdPackets`, `holdBytes`); past that,
+/// everything held goes through as it is. Only audio and video are judged: subtitles are
+/// sparse by nature.
+final class TimelineOutliers {
+    /// How far a stream's time may move on at once without being suspected.
+    static let jump = Int64(kiln_time_base())
+    /// Packets of a suspect stream on its new timeline that make the jump a real one.
+    static let runPackets = 32
+    /// What may be held back while waiting, at most.
+    static let holdPackets = 256
+    static let holdBytes = 16 << 20
+
+    private struct Run {
+        /// Where the stream, or the file, was before the jump; the latest time of the run.
+        var from: Int64
+        var latest: Int64
+        var packets = 1
+    }
+    private struct Held {
+        var packet: Packet
+        var stream: Int32
+        /// In a suspect run of its stream: dropped if the run comes back.
+        var inRun: Bool
+        var dropped = false
+    }
+
+    private let demuxer: Demuxer
+    /// Per input stream (arrays: this runs for every packet of a film): whether it is
+    /// judged, its time base, its latest accepted time (noPTS before any) and its run.
+    private let judged: [Bool]
+    private let timeBases: [AVRational]
+    private var position: [Int64]
+    private var runs: [Run?]
+    private var suspects = 0
+    private var filePosition: Int64?
+    private var held: [Held] = []
+    private var heldBytes = 0
+    private var released: [Packet] = []
+    private var next = 0
+    private var ended = false
+    /// Packets left out as a run that came back.
+    private(set) var dropped = 0
+
+    /// `judged`: the audio and video streams the pipeline keeps.
+    init(demuxer: Demuxer, judged: Set<Int32>) {
+        self.demuxer = demuxer
+        let n = demuxer.streamCount
+        self.judged = (0..<n).map { judged.contains(Int32($0)) }
+        timeBases = (0..<n).map { demuxer.stream($0).pointee.time_base }
+        position = Array(repeating: noPTS, count: n)
+        runs = Array(repeating: nil, count: n)
+    }
+
+    /// The next packet in file order, outliers left out. False at the end of the file.
+    func read(into packet: Packet) throws(KilnError) -> Bool {
+        while true {
+            if next < released.count {
+                let out = released[next]
+                withExtendedLifetime(out) { av_packet_move_ref(packet.pointer, out.pointer) }
+                next += 1
+                if next == released.count { released = []; next = 0 }
+                return true
+            }
+            if ended { return false }
+            if held.isEmpty {
+                // Nothing suspect: packets go straight through.
+                guard try demuxer.read(into: packet) else { ended = true; continue }
+                if !judge(packet) { return true }
+                try hold(packet, inRun: true)
+                continue
+            }
+            guard try demuxer.read(into: packet) else {
+                ended = true
+                release()
+                continue
+            }
+            try hold(packet, inRun: judge(packet))
+            if suspects == 0 || held.count >= Self.holdPackets || heldBytes >= Self.holdBytes { release() }
+        }
+    }
+
+    /// Takes the packet's time into account; true if it starts or continues a suspect run.
+    private func judge(_ packet: Packet) -> Bool {
+        let p = packet.pointer.pointee
+        let s = Int(p.stream_index)
+        // Decode times, which rise: presentation times of reordered pictures at a low frame
+        // rate may step back and forth by more than `jump`. A packet without one (Matroska's
+        // first reordered pictures) is not judged.
+        guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return false }
+        let t = rescale(p.dts, from: timeBases[s], to: kiln_time_base_q())
+        if var run = runs[s] {
+            if t < run.latest - Self.jump {
+                end(s)
+                if abs(t - run.from) <= Self.jump {
+                    // Back where it was: the run was no part of the stream.
+                    for i in held.indices where held[i].stream == Int32(s) && held[i].inRun && !held[i].dropped {
+                        held[i].dropped = true
+                        dropped += 1
+                    }
+                }
+                accept(s, t)
+                return false
+            }
+            run.latest = max(run.latest, t)
+            run.packets += 1
+            runs[s] = run
+            // It goes on from there: a real jump.
+            if run.packets >= Self.runPackets { end(s, accepting: true) }
+            return true
+        }
+        let from = position[s] != noPTS ? position[s] : filePosition
+        if let from, t - from > Self.jump {
+            runs[s] = Run(from: from, latest: t)
+            suspects += 1
+            return true
+        }
+        accept(s, t)
+        return false
+    }
+
+    /// Ends stream `s`'s run; `accepting`: its new timeline is the stream's from now on.
+    private func end(_ s: Int, accepting: Bool = false) {
+        guard let run = runs[s] else { return }
+        runs[s] = nil
+        suspects -= 1
+        if accepting { accept(s, run.latest) }
+    }
+
+    private func accept(_ s: Int, _ t: Int64) {
+        position[s] = t
+        filePosition = max(filePosition ?? t, t)
+    }
+
+    /// Keeps `packet`'s contents (a packet of its own: the caller's is reused).
+    private func hold(_ packet: Packet, inRun: Bool) throws(KilnError) {
+        let kept = try Packet()
+        av_packet_move_ref(kept.pointer, packet.pointer)
+        heldBytes += Int(kept.pointer.pointee.size)
+        held.append(Held(packet: kept, stream: kept.streamIndex, inRun: inRun))
+    }
+
+    /// Hands out what is held, in file order, without the dropped runs; runs still open go
+    /// through as real jumps.
+    private func release() {
+        for s in runs.indices { end(s, accepting: true) }
+        released += held.lazy.filter { !$0.dropped }.map(\.packet)
+        held = []
+        heldBytes = 0
+    }
+}
