@@ -17,6 +17,11 @@ final class Pipeline {
     /// A jump bigger than this between consecutive timestamps of a stream in a container
     /// that allows discontinuities (MPEG-TS) is a splice or a broadcast wrap, not content.
     static let discontinuityThreshold: Int64 = 10 * Int64(kiln_time_base())
+    /// A step back bigger than this is a splice too: a recording's time never runs back,
+    /// and left as it is the muxer would squeeze everything until the old time is passed
+    /// again into nothing (a copy) or the lanes would drop it (a transcode). Smaller steps
+    /// back are a stream's interleaving, left to the muxer.
+    static let backwardThreshold: Int64 = Int64(kiln_time_base())
 
     init(demuxer: Demuxer, lanes: [Lane], muxer: Muxer, durationSeconds: Double, cancellation: Cancellation,
          onProgress: @escaping (JobProgress) -> Void) {
@@ -68,6 +73,9 @@ final class Pipeline {
     private(set) var delivered: [Int32: Delivered] = [:]
     /// Packets whose presentation time was repaired here (see `run`).
     private(set) var repairedTimestamps = 0
+    /// Times made continuous across a splice (see `run`): the source's declared duration
+    /// then says nothing about the output's.
+    private(set) var splices = 0
     /// Packets left out as damage: runs of times far ahead that came back (`TimelineOutliers`).
     private(set) var outliers = 0
 
@@ -113,9 +121,10 @@ final class Pipeline {
             let p = packet.pointer
             if discontinuous, p.pointee.dts != noPTS, let last = lastDTS[index] {
                 let now = rescale(p.pointee.dts, from: tb, to: kiln_time_base_q()) + correction
-                if abs(now - last) > Pipeline.discontinuityThreshold {
+                if now - last > Pipeline.discontinuityThreshold || last - now > Pipeline.backwardThreshold {
                     let step = max(rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), 1)
                     correction += last + step - now
+                    splices += 1
                 }
             }
             // Reordering shows a picture a few frames after it is decoded, never seconds: a

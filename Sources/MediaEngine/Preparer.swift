@@ -274,6 +274,8 @@ public enum Preparer {
             let lanes = try lanes(for: plan, demuxer: demuxer, info: info, witness: witness)
             let room = fixedRoom ?? IndexRoom.bytes(plan: plan, demuxer: demuxer, durationSeconds: expected)
             var delivered: [Int32: Pipeline.Delivered] = [:]
+            // What the output must last; across splices, what the source's packets covered.
+            var verifiedLength = expected
             var startOffset = 0.0   // the source's time at the output's zero
             do {
                 let muxer = try Muxer(path: out.temporary, room: room, cancellation: cancellation)
@@ -298,6 +300,9 @@ public enum Preparer {
                     throw error
                 }
                 delivered = pipeline.delivered
+                if pipeline.splices > 0, let end = delivered.values.map(\.endSeconds).filter(\.isFinite).max() {
+                    verifiedLength = end
+                }
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
                     + lanes.reduce(0) { $0 + $1.stats.repairedTimestamps }
@@ -338,12 +343,12 @@ public enum Preparer {
             var undecodable: Int?
             let verified = Result { () throws(KilnError) -> MediaInfo in
                 do throws(KilnError) {
-                    return try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: expected,
+                    return try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: verifiedLength,
                                                cancellation: cancellation, witness: witness, sourceDamaged: sourceDamaged,
                                                undecodable: { undecodable = $0 })
                 } catch {
                     guard error.code == .verifyFailed else { throw error }
-                    let blamed = blameSource(error, delivered: delivered, lanes: lanes, demuxer: demuxer, info: info, expected: expected,
+                    let blamed = blameSource(error, delivered: delivered, lanes: lanes, demuxer: demuxer, info: info, expected: verifiedLength,
                                              cancellation: cancellation)
                     // A copy that does not decode from the MP4 where the source does (a damaged
                     // codec header that misled the muxer): the stream is re-encoded from the

@@ -1467,3 +1467,39 @@ struct RepeatedStretchTests {
         #expect(try Self.frames(out, "a") == Self.frames(source, "a"))
     }
 }
+
+@Suite("a recording whose time steps back at a splice")
+struct BackwardSpliceTests {
+    /// Two 6-second MPEG-TS recordings back to back, the second timed from 3 s before the
+    /// first one's end (a broadcast's programme change).
+    static func spliced() throws -> String {
+        let segment = { (name: String, source: String, offset: String) throws -> String in
+            try Media.generated(name, ["-f", "lavfi", "-i", "\(source)=size=640x360:rate=25:duration=6",
+                                       "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
+                                       "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-b:v", "2500k",
+                                       "-c:a", "aac", "-output_ts_offset", offset, "-f", "mpegts"])
+        }
+        let first = try segment("splice-first.ts", "testsrc2", "10"), second = try segment("splice-second.ts", "testsrc", "13")
+        return try Media.generated("splice-back-3s.ts") { tmp in
+            try (Data(contentsOf: URL(fileURLWithPath: first)) + Data(contentsOf: URL(fileURLWithPath: second)))
+                .write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    @Test("remux and transcode play the second recording after the first: 12 s, every picture and sound frame (3 s of each were squeezed into nothing or dropped)",
+          arguments: ["original", "1mbps"])
+    func continuous(_ quality: String) throws {
+        let source = try Self.spliced()
+        let dir = Media.scratch("splice-\(quality)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", quality, "--caps", "web", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(try Command.json(r)["plan"]?["delivery_format"] == .string(quality == "original" ? "remux" : "transcode"))
+        let probe = try FFprobe(out)
+        #expect(abs((probe.duration("video") ?? 0) - 12) < 0.1)
+        #expect(abs((probe.duration("audio") ?? 0) - 12) < 0.1)
+        #expect(try RepeatedStretchTests.frames(out, "v") == RepeatedStretchTests.frames(source, "v"))
+        #expect(abs(try RepeatedStretchTests.frames(out, "a") - RepeatedStretchTests.frames(source, "a")) <= 1)
+    }
+}
