@@ -10,9 +10,10 @@ public struct Plan: Codable, Sendable, Equatable {
     /// Output container: the source's for `original`, "mp4" otherwise.
     public var container: String
     public var video: VideoPlan?
-    /// For a copied H.264/HEVC picture: the encode that replaces the copy if the stream
-    /// turns out to change its picture size mid-stream (one MP4 sample entry cannot carry
-    /// both). Made from the same inputs as the rest of the plan, so not part of its key.
+    /// For a copied picture: the encode that replaces the copy if the copy stops (an
+    /// H.264/HEVC stream that changes its picture size mid-stream, which one MP4 sample
+    /// entry cannot carry; damage the muxer cannot take). Made from the same inputs as the
+    /// rest of the plan, so not part of its key.
     public var videoFallback: VideoPlan?
     public var audio: AudioPlan?
     public var subtitles: [SubtitlePlan]

@@ -179,6 +179,7 @@ final class CopyLane: Lane {
         if let lengthSize = dolbyVisionLayers { try DolbyVisionLayers.strip(packet, lengthSize: lengthSize) }
         if let sizeWatch, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try checkPictureSize(packet, sizeWatch) }
         if !isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AAC { try checkADTS(packet) }
+        if isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AV1 { try checkOBUs(packet) }
         if let untimedPictures { placeByOrder(packet, untimedPictures) }
         if let pictureOrder {
             // The witness matches keyframes by presentation time: offered once it is known.
@@ -210,6 +211,18 @@ final class CopyLane: Lane {
         if adts.observe(config, at: seconds(packet.time, input.pointee.time_base) ?? 0) {
             try stop(adts, what: "AAC audio", why: "one MP4 track cannot carry both as they are")
         }
+    }
+
+    /// The MP4 muxer writes a damaged AV1 packet (OBUs that do not parse) as a corrupt file
+    /// without saying so (`kiln_av1_obus_walk`): the copy stops there, as for a damaged
+    /// E-AC-3 frame the muxer refuses, and the video is re-encoded from the source (the
+    /// plan's fallback), whose decoder conceals the damage.
+    private func checkOBUs(_ packet: Packet) throws(KilnError) {
+        let p = packet.pointer.pointee
+        guard kiln_av1_obus_walk(p.data, p.size) == 0 else { return }
+        let at = seconds(packet.time, input.pointee.time_base).map { " at \(Format.fixed($0, decimals: 2)) s" } ?? ""
+        formatChange = "the source's AV1 video is damaged\(at): a packet's OBUs do not parse"
+        throw KilnError(.sourceCorrupt, stage: .mux, underlying: kiln_averror_invaliddata(), formatChange!)
     }
 
     /// A broadcast recording may switch from SD to HD (or 4:3 to 16:9) mid-stream: the new

@@ -307,11 +307,12 @@ struct PlanContext {
                           rotation: Codecs.rotation(v), encoder: encoder), reasons)
     }
 
-    /// What replaces a copied H.264/HEVC picture whose size changes mid-stream: the encode
+    /// What replaces a copied picture whose copy stops (an H.264/HEVC size that changes
+    /// mid-stream, no keyframe to start on, damage the MP4 muxer cannot take): the encode
     /// at `rung` (the requested one, or `original`'s fallback rung), when the server and the
-    /// device allow one; nil otherwise (the copy then goes on as it is).
+    /// device allow one; nil otherwise (the copy then goes on as it is, or fails).
     func videoFallback(_ rung: Rung?) -> VideoPlan? {
-        guard let v = video, ["h264", "hevc"].contains(Codecs.canonical(v.codec)), policy.transcodingAllowed,
+        guard let v = video, policy.transcodingAllowed,
               let rung = rung ?? (try? fallbackRung()) else { return nil }
         return try? encodeVideo(v, rung).0
     }

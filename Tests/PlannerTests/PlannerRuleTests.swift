@@ -608,7 +608,7 @@ struct PlannerRuleTests {
         } catch { #expect(error.code == .invalidQuality) }
     }
 
-    @Test("a remux that copies H.264 or HEVC carries the encode that replaces it if the picture changes size; nothing else does")
+    @Test("a remux that copies video carries the encode that replaces it if the copy stops; nothing else does")
     func videoFallback() throws {
         func plan(_ source: MediaInfo, _ quality: Quality, policy: ServerPolicy = ServerPolicy()) throws -> Plan {
             try Planner.plan(source: source, quality: quality, caps: ios, policy: policy, presets: presets)
@@ -629,6 +629,10 @@ struct PlannerRuleTests {
         #expect(try plan(media("mp4", kbps: 4000, h1080, aacEng), .original).videoFallback == nil)
         #expect(try plan(media("ts", kbps: 4000, h1080, aacEng), .mbps1).videoFallback == nil)
         #expect(try plan(source, .original, policy: noTranscode).videoFallback == nil)
+        // Any copied codec: a damaged AV1 packet stops its copy too.
+        let av1 = try Planner.plan(source: media("mkv", kbps: 4000, video("av1", 1920, 1080), aacEng), quality: .original,
+                                   caps: web, presets: presets)
+        #expect(av1.video?.action == .copy && av1.videoFallback?.codec == "h264")
     }
 
     @Test("forced subtitles keep their flag and language")

@@ -1503,3 +1503,42 @@ struct BackwardSpliceTests {
         #expect(abs(try RepeatedStretchTests.frames(out, "a") - RepeatedStretchTests.frames(source, "a")) <= 1)
     }
 }
+
+@Suite("damaged AV1 in a remux")
+struct DamagedAV1Tests {
+    /// 4 s of AV1 and Opus in Matroska with one picture's first OBU header broken (its
+    /// forbidden bit set), the container intact.
+    static func damaged() throws -> String {
+        let clean = try Media.generated("av1-clean.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                          "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=4",
+                                                          "-c:v", "libsvtav1", "-preset", "12", "-g", "50", "-c:a", "libopus"])
+        return try Media.generated("av1-broken-obu.mkv") { tmp in
+            // The 30th picture's block: Matroska gives its position; the data follows the
+            // track number, time and flags (4 bytes in ffmpeg's SimpleBlocks).
+            let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pos",
+                                                "-of", "csv=p=0", "-read_intervals", "%+#30", clean])
+            guard let pos = r.stdout.split(separator: "\n").compactMap({ Int($0.trimmingCharacters(in: .whitespaces)) }).last else {
+                throw TestFailure("no packet positions: \(r.stderr)")
+            }
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: clean)))
+            bytes[pos + 4] |= 0x80
+            try Data(bytes).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    @Test("a picture whose OBUs do not parse stops the copy and the video is re-encoded (the MP4 muxer wrote a corrupt file: exit 1, internal_error)")
+    func reencoded() throws {
+        let source = try Self.damaged()
+        let dir = Media.scratch("av1-damaged")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "web", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let json = try Command.json(r)
+        #expect(json["plan"]?["delivery_format"] == .string("remux"))
+        #expect("\(json["stats"]?["adjustments"] ?? .null)".contains("video_reencoded"))
+        let probe = try FFprobe(out)
+        #expect(probe.streams("video").first?["codec_name"] == .string("h264"))
+        #expect(abs((probe.duration("video") ?? 0) - 4) < 0.1)
+    }
+}

@@ -196,6 +196,14 @@ int kiln_h264_parameters(const AVCodecParameters *par, KilnH264Parameters *out);
 /// AVERROR when out of memory.
 int kiln_hevc_keyframe_as_idr(const uint8_t *hvcc, int hvcc_size, const AVPacket *in, AVPacket *out);
 
+// ---- AV1 packets as the MP4 muxer reads them (av1_obus.c) ----
+/// 1 if every OBU header in `buf` (a temporal unit, as Matroska and MP4 store it) parses
+/// and each OBU ends within the packet; 0 otherwise. libavformat 59's MP4 muxer writes an
+/// AV1 packet through ff_av1_filter_obus, whose error on such a packet it adds to the
+/// media data's size unchecked: the file it writes then has a negative `mdat` size and
+/// sample sizes that do not add up, and no error is returned.
+int kiln_av1_obus_walk(const uint8_t *buf, int size);
+
 // ---- files (files.c): calls glibc declares only under _GNU_SOURCE ----
 /// fallocate(FALLOC_FL_INSERT_RANGE): inserts `length` bytes (whole blocks) at `offset`
 /// without moving data on disk. 0, or -1 with errno (EOPNOTSUPP where the file system
