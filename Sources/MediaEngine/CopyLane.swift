@@ -9,6 +9,11 @@ final class CopyLane: Lane {
     private let input: UnsafeMutablePointer<AVStream>
     let isVideo: Bool
     private var sawKeyframe = false
+    /// The latest decode time copied, where that packet ends, and whether packets are being
+    /// left out until the stream's time passes it again (`timesRunBack`).
+    private var latestDTS = noPTS
+    private var latestEnd = noPTS
+    private var catchingUp = false
     /// Leading packets left out because no keyframe came before them, and the source time
     /// (stream time base, shifted) of the first packet kept.
     private(set) var skippedBeforeKeyframe = 0
@@ -176,6 +181,7 @@ final class CopyLane: Lane {
             sawKeyframe = true
             firstKeptTime = packet.time == noPTS ? nil : packet.time
         }
+        if try timesRunBack(packet) { return }
         if let lengthSize = dolbyVisionLayers { try DolbyVisionLayers.strip(packet, lengthSize: lengthSize) }
         if let sizeWatch, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try checkPictureSize(packet, sizeWatch) }
         if !isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AAC { try checkADTS(packet) }
@@ -211,6 +217,39 @@ final class CopyLane: Lane {
         if adts.observe(config, at: seconds(packet.time, input.pointee.time_base) ?? 0) {
             try stop(adts, what: "AAC audio", why: "one MP4 track cannot carry both as they are")
         }
+    }
+
+    /// Whether `packet` is left out because the source's times ran back. The muxer needs
+    /// rising decode times and gives a packet that goes back a tick after the last, so a
+    /// stream whose time runs back (damaged Matroska, an AVI's broken index; MPEG-TS splices
+    /// the pipeline has made continuous) came out with everything until the old time is
+    /// passed again squeezed into a few milliseconds: a flash of pictures, a burst of
+    /// noise. Sound frames stand alone: those are left out until one starts where the last
+    /// copied one ends (counted as corrupt). Pictures depend on each other: the copy stops there, and the
+    /// video is re-encoded from the source (the plan's fallback), whose lanes drop what is
+    /// behind the time they have reached.
+    private func timesRunBack(_ packet: Packet) throws(KilnError) -> Bool {
+        let dts = packet.pointer.pointee.dts
+        guard dts != noPTS else { return false }
+        if latestDTS != noPTS, dts < latestEnd {
+            let back = rescale(latestDTS - dts, from: input.pointee.time_base, to: kiln_time_base_q())
+            if catchingUp || back > TimelineOutliers.jump {
+                if isVideo {
+                    let at = seconds(latestDTS, input.pointee.time_base).map { " at \(Format.fixed($0, decimals: 2)) s" } ?? ""
+                    formatChange = "the source's video times run back \(Format.fixed(Double(back) / Double(kiln_time_base()), decimals: 2)) s\(at)"
+                    throw KilnError(.sourceCorrupt, stage: .mux, underlying: kiln_averror_invaliddata(), formatChange!)
+                }
+                catchingUp = true
+                counters.corruptPackets += 1
+                return true
+            }
+        }
+        catchingUp = false
+        if dts >= latestDTS {
+            latestDTS = dts
+            latestEnd = dts + max(0, packet.pointer.pointee.duration)
+        }
+        return false
     }
 
     /// The MP4 muxer writes a damaged AV1 packet (OBUs that do not parse) as a corrupt file

@@ -1542,3 +1542,63 @@ struct DamagedAV1Tests {
         #expect(abs((probe.duration("video") ?? 0) - 4) < 0.1)
     }
 }
+
+@Suite("a copied stream whose times run back")
+struct TimesRunBackTests {
+    /// 4 s of H.264 (no B-frames) and AAC in Matroska, remuxed by mkvmerge with the times of
+    /// track `track` running back from 1.9 s to 0.5 s halfway (a damaged file's times).
+    static func source(track: Int) throws -> String {
+        let plain = try Media.generated("runback-plain.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                              "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=4",
+                                                              "-c:v", "libx264", "-preset", "ultrafast", "-bf", "0", "-g", "25", "-c:a", "aac"])
+        return try Media.generated("runback-track\(track).mkv") { tmp in
+            // Format v4 allows times out of order; milliseconds, one line per frame.
+            let step: Double = track == 0 ? 40 : 1024.0 / 48
+            let count = track == 0 ? 100 : 188, half = count / 2
+            let times: [Int] = (0..<count).map { i in
+                let ms: Double = i < half ? Double(i) * step : 500 + Double(i - half) * step
+                return Int(ms.rounded())
+            }
+            let file = tmp + ".times.txt"
+            defer { try? FileManager.default.removeItem(atPath: file) }
+            try ("# timestamp format v4\n" + times.map(String.init).joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let r = try Run.command("mkvmerge", ["-q", "-o", tmp, "--timestamps", "\(track):\(file)", plain])
+            guard r.status == 0 || r.status == 1 else { throw TestFailure("mkvmerge (installed by make deps) failed: \(r.stderr)") }
+        }
+    }
+
+    /// The shortest step between consecutive times of the output's `stream` (v or a),
+    /// leaving out its last packet.
+    static func shortestStep(_ path: String, _ stream: String) throws -> Double {
+        let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", stream, "-show_entries", "packet=pts_time",
+                                            "-of", "csv=p=0", path])
+        let times = r.stdout.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: CharacterSet(charactersIn: ", "))) }.sorted()
+        return zip(times.dropFirst(), times).dropLast().map { $0 - $1 }.min() ?? 0
+    }
+
+    @Test("pictures: the copy stops and the video is re-encoded, without the pictures before the old time squeezed into milliseconds")
+    func pictures() throws {
+        let source = try Self.source(track: 0)
+        let dir = Media.scratch("runback-video")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect("\(try Command.json(r)["stats"]?["adjustments"] ?? .null)".contains("video_reencoded"))
+        #expect(try Self.shortestStep(out, "v") > 0.03)
+    }
+
+    @Test("sound: the frames behind are left out, counted, and the rest is copied without a squeezed burst")
+    func sound() throws {
+        let source = try Self.source(track: 1)
+        let dir = Media.scratch("runback-audio")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let json = try Command.json(r)
+        #expect(json["plan"]?["delivery_format"] == .string("remux"))
+        if case .number(let n)? = json["stats"]?["corrupt_packets"] { #expect(n > 0) } else { Issue.record("no corrupt_packets") }
+        #expect(try Self.shortestStep(out, "a") > 0.005)
+    }
+}
