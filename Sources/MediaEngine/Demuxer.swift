@@ -335,7 +335,7 @@ final class Demuxer {
 /// The first packet of each stream among a demuxer's first reads after it opens: what
 /// going back to the start must find again, each first of its stream, or it skipped
 /// something. Streams first seen later (a subtitle that starts minutes in) are not marked.
-struct StartMarks: Equatable {
+struct StartMarks {
     /// A packet as a rewind compares it. Not its decode time, which libavformat derives
     /// for some containers (Matroska) and may derive anew after a seek.
     struct Mark: Equatable {
@@ -374,10 +374,6 @@ struct StartMarks: Equatable {
     /// through that stream's own index, has nothing of any stream before it to drop.
     var lead: (stream: Int32, time: Int64)? {
         times.min { ($0.value.common, $0.key) < ($1.value.common, $1.key) }.map { ($0.key, $0.value.own) }
-    }
-
-    static func == (a: StartMarks, b: StartMarks) -> Bool {
-        a.first == b.first && a.lead?.stream == b.lead?.stream && a.lead?.time == b.lead?.time
     }
 }
 

@@ -2,20 +2,22 @@ import CFFmpeg
 import KilnCore
 
 /// Reads packets for the pipeline and leaves out runs of a stream's packets whose times
-/// jump far ahead of where the stream (or, for its first packets, the file) was and then
-/// come back: a stretch of a recording written twice (a recorder that rewrote a buffer
-/// further on), or a burst of damaged timestamps.
+/// jump far from where the stream (or, for its first packets, ahead of where the file) was
+/// and then jump back: a stretch of a recording written twice (a recorder that rewrote a
+/// buffer), or a burst of damaged timestamps.
 ///
 /// Left in, such a run is ruinous however short. A transcode's lanes keep to the latest
 /// time they have seen, so after a run 4 s ahead they dropped every frame until the
 /// source caught up (a 4-second recording came out 0.3 s long); a copy's muxer needs rising
 /// decode times, so the 4 s of sound after the run were squeezed into 0.2 s.
 ///
-/// A forward jump alone is no damage: a real gap (a dropout, a splice) goes on from its new
-/// time. So a stream that jumps ahead is held back, with every packet read after it (the
-/// file's order is kept), until it shows which it is: back to within `jump` of where it was
-/// (the run is dropped, counted in `dropped`), or `runPackets` packets on from the new time
-/// (let through as it is). Holding is bounded (`holdPackets`, `holdBytes`); past that,
+/// A jump alone is no damage: a real gap (a dropout) or splice goes on from its new time.
+/// So a stream that jumps is held back, with every packet read after it (the file's order
+/// is kept), until it shows which it is: a jump back to within `jump` of where it was (the
+/// run is dropped, counted in `dropped`), or `runPackets` packets on from the new time
+/// (let through as it is; a splice back in MPEG-TS is then made continuous by the
+/// pipeline). A stretch repeated late looked like such a splice: its 3 packets, timed
+/// 3.4 s back, had the rest of the file moved 3.4 s on. Holding is bounded (`holdPackets`, `holdBytes`); past that,
 /// everything held goes through as it is. Only audio and video are judged: subtitles are
 /// sparse by nature.
 final class TimelineOutliers {
@@ -106,28 +108,29 @@ final class TimelineOutliers {
         guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return false }
         let t = rescale(p.dts, from: timeBases[s], to: kiln_time_base_q())
         if var run = runs[s] {
-            if t < run.latest - Self.jump {
-                end(s)
-                if abs(t - run.from) <= Self.jump {
-                    // Back where it was: the run was no part of the stream.
-                    for i in held.indices where held[i].stream == Int32(s) && held[i].inRun && !held[i].dropped {
-                        held[i].dropped = true
-                        dropped += 1
-                    }
-                }
-                accept(s, t)
-                return false
+            if abs(t - run.latest) <= Self.jump {
+                run.latest = t
+                run.packets += 1
+                runs[s] = run
+                // It goes on from there: a real jump.
+                if run.packets >= Self.runPackets { end(s, accepting: true) }
+                return true
             }
-            run.latest = max(run.latest, t)
-            run.packets += 1
-            runs[s] = run
-            // It goes on from there: a real jump.
-            if run.packets >= Self.runPackets { end(s, accepting: true) }
-            return true
+            end(s)
+            if abs(t - run.from) <= Self.jump {
+                // Back where it was, at once: the run was no part of the stream.
+                for i in held.indices where held[i].stream == Int32(s) && held[i].inRun && !held[i].dropped {
+                    held[i].dropped = true
+                    dropped += 1
+                }
+            }
+            accept(s, t)
+            return false
         }
-        let from = position[s] != noPTS ? position[s] : filePosition
-        if let from, t - from > Self.jump {
-            runs[s] = Run(from: from, latest: t)
+        // A stream's first packet is suspect only ahead of the file: one behind it is a
+        // stream stored late (its time then rises toward the file's, which is no return).
+        if position[s] != noPTS ? abs(t - position[s]) > Self.jump : filePosition.map({ t - $0 > Self.jump }) ?? false {
+            runs[s] = Run(from: position[s] != noPTS ? position[s] : filePosition!, latest: t)
             suspects += 1
             return true
         }

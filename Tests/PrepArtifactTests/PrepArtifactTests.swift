@@ -1408,11 +1408,13 @@ struct RepeatedStretchTests {
 
     /// A tenth of `clean` (whole 188-byte packets) from 75 % of the file written again at
     /// 30 %: pictures and sound 2 s ahead of their neighbours, then the file goes on.
-    static func repeated() throws -> String {
+    /// `late`: from 30 % written again at 75 %, 2 s behind.
+    static func repeated(late: Bool) throws -> String {
         let source = try clean()
-        return try Media.generated("stretch-repeated.ts") { tmp in
+        return try Media.generated(late ? "stretch-repeated-late.ts" : "stretch-repeated.ts") { tmp in
             let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
-            let at = bytes.count * 3 / 10 / 188 * 188, from = bytes.count * 3 / 4 / 188 * 188
+            let early = bytes.count * 3 / 10 / 188 * 188, later = bytes.count * 3 / 4 / 188 * 188
+            let at = late ? later : early, from = late ? early : later
             try Data(bytes[..<at] + bytes[from..<from + bytes.count / 10 / 188 * 188] + bytes[at...]).write(to: URL(fileURLWithPath: tmp))
         }
     }
@@ -1433,11 +1435,11 @@ struct RepeatedStretchTests {
         return Int(r.stdout.split(separator: "\n").first?.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: ",")) ?? "") ?? -1
     }
 
-    @Test("the repeated stretch is left out, counted as damage: remux and transcode keep the whole 4 s, every picture and sound frame once, in sync (the transcode came out 0.3 s long, the remux squeezed 4 s of sound into 0.2)",
-          arguments: ["original", "1mbps"])
-    func leftOut(_ quality: String) throws {
-        let source = try Self.repeated(), clean = try Self.clean()
-        let dir = Media.scratch("stretch-\(quality)")
+    @Test("the repeated stretch is left out, counted as damage: remux and transcode keep the whole 4 s, every picture and sound frame once, in sync (written early, the transcode came out 0.3 s long and the remux squeezed 4 s of sound into 0.2; written late, it was taken for a splice and the rest of the file moved 2 s on)",
+          arguments: [("original", false), ("1mbps", false), ("original", true), ("1mbps", true)])
+    func leftOut(_ quality: String, late: Bool) throws {
+        let source = try Self.repeated(late: late), clean = try Self.clean()
+        let dir = Media.scratch("stretch-\(quality)-\(late)")
         defer { try? FileManager.default.removeItem(at: dir) }
         let out = dir.appendingPathComponent("out.mp4").path
         let r = try Command.run(["prepare", source, "--quality", quality, "--caps", "web", "--output", out, "--json"])
