@@ -76,7 +76,7 @@ final class Pipeline {
     /// Times made continuous across a splice (see `run`): the source's declared duration
     /// then says nothing about the output's.
     private(set) var splices = 0
-    /// Packets left out as damage: runs of times far ahead that came back (`TimelineOutliers`).
+    /// Packets left out as damage: runs of times far off that jumped back (`TimelineOutliers`).
     private(set) var outliers = 0
 
     func run() throws(KilnError) {
