@@ -225,9 +225,9 @@ final class CopyLane: Lane {
     /// the pipeline has made continuous) came out with everything until the old time is
     /// passed again squeezed into a few milliseconds: a flash of pictures, a burst of
     /// noise. Sound frames stand alone: those are left out until one starts where the last
-    /// copied one ends (counted as corrupt). Pictures depend on each other: the copy stops there, and the
-    /// video is re-encoded from the source (the plan's fallback), whose lanes drop what is
-    /// behind the time they have reached.
+    /// copied one ends (counted as corrupt). Pictures depend on each other: the copy stops
+    /// there, and the video is re-encoded from the source (the plan's fallback), whose
+    /// lanes drop what is behind the time they have reached.
     private func timesRunBack(_ packet: Packet) throws(KilnError) -> Bool {
         let dts = packet.pointer.pointee.dts
         guard dts != noPTS else { return false }
@@ -235,9 +235,8 @@ final class CopyLane: Lane {
             let back = rescale(latestDTS - dts, from: input.pointee.time_base, to: kiln_time_base_q())
             if catchingUp || back > TimelineOutliers.jump {
                 if isVideo {
-                    let at = seconds(latestDTS, input.pointee.time_base).map { " at \(Format.fixed($0, decimals: 2)) s" } ?? ""
-                    formatChange = "the source's video times run back \(Format.fixed(Double(back) / Double(kiln_time_base()), decimals: 2)) s\(at)"
-                    throw KilnError(.sourceCorrupt, stage: .mux, underlying: kiln_averror_invaliddata(), formatChange!)
+                    try stopForDamage("the source's video times run back \(Format.fixed(Double(back) / Double(kiln_time_base()), decimals: 2)) s",
+                                      at: latestDTS)
                 }
                 catchingUp = true
                 counters.corruptPackets += 1
@@ -259,9 +258,17 @@ final class CopyLane: Lane {
     private func checkOBUs(_ packet: Packet) throws(KilnError) {
         let p = packet.pointer.pointee
         guard kiln_av1_obus_walk(p.data, p.size) == 0 else { return }
-        let at = seconds(packet.time, input.pointee.time_base).map { " at \(Format.fixed($0, decimals: 2)) s" } ?? ""
-        formatChange = "the source's AV1 video is damaged\(at): a packet's OBUs do not parse"
-        throw KilnError(.sourceCorrupt, stage: .mux, underlying: kiln_averror_invaliddata(), formatChange!)
+        try stopForDamage("the source's AV1 video is damaged", at: packet.time, "a packet's OBUs do not parse")
+    }
+
+    /// Stops the copy at damage the MP4 muxer would not take or would write wrongly, as the
+    /// muxer's own refusals do (`Preparer.refusedCopy`): `formatChange` says what and where
+    /// (`time` in the stream's time base), and the stream is re-encoded from the source.
+    private func stopForDamage(_ what: String, at time: Int64, _ detail: String? = nil) throws(KilnError) -> Never {
+        let at = seconds(time, input.pointee.time_base).map { " at \(Format.fixed($0, decimals: 2)) s" } ?? ""
+        let description = what + at + (detail.map { ": " + $0 } ?? "")
+        formatChange = description
+        throw KilnError(.sourceCorrupt, stage: .mux, underlying: kiln_averror_invaliddata(), description)
     }
 
     /// A broadcast recording may switch from SD to HD (or 4:3 to 16:9) mid-stream: the new
@@ -448,6 +455,6 @@ enum DolbyVisionLayers {
         }
         try check(av_packet_copy_props(stripped.pointer, packet.pointer), .mux, "cannot copy packet properties", as: .resourceLimit)
         av_packet_unref(packet.pointer)
-        av_packet_move_ref(packet.pointer, stripped.pointer)
+        packet.take(stripped)
     }
 }

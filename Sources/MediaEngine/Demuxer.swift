@@ -185,9 +185,7 @@ final class Demuxer {
     /// cancellation, not end of file.
     func read(into packet: Packet) throws(KilnError) -> Bool {
         if !pending.isEmpty {
-            let held = pending.removeFirst()
-            // The held packet frees its AVPacket when released: it must outlive the move.
-            withExtendedLifetime(held) { av_packet_move_ref(packet.pointer, held.pointer) }
+            packet.take(pending.removeFirst())
             return true
         }
         let ret = av_read_frame(context, packet.pointer)
@@ -251,15 +249,15 @@ final class Demuxer {
     /// packet, which must be its mark (nil if one is not, or the seek fails). Containers
     /// with timestamp discontinuities (MPEG-TS/PS) go back by byte; indexed ones (MP4,
     /// Matroska) by time, to the earliest stream's first packet, through that stream's own
-    /// index. A Matroska seek moves the one read position to an index
-    /// entry and drops every block timed before that entry until a keyframe comes: through
-    /// the video's index it lost a block of eight laced sound frames timed 1 ms before the
-    /// first picture, and a sound frame stored after the first picture but timed before it.
-    /// An MP4 seek to the file's start lost the AAC priming packet timed before zero.
+    /// index. A Matroska seek moves the one read position to an index entry and drops every
+    /// block timed before that entry until a keyframe comes: through the video's index it
+    /// lost a block of eight laced sound frames timed 1 ms before the first picture, and a
+    /// sound frame stored after the first picture but timed before it. An MP4 seek to the
+    /// file's start lost the AAC priming packet timed before zero.
     private static func land(_ ctx: UnsafeMutablePointer<AVFormatContext>, atStartOf marks: StartMarks) -> Landing? {
         guard !marks.isEmpty else { return nil }
         let ret: Int32
-        if (ctx.pointee.iformat.pointee.flags & AVFMT_TS_DISCONT) != 0 {
+        if discontinuous(ctx) {
             ret = av_seek_frame(ctx, -1, 0, AVSEEK_FLAG_BYTE)
         } else if let lead = marks.lead {
             ret = avformat_seek_file(ctx, lead.stream, Int64.min, lead.time, lead.time, 0)
@@ -327,7 +325,9 @@ final class Demuxer {
     }
 
     /// Whether the container's timestamps may jump (MPEG-TS and friends).
-    var hasDiscontinuousTimestamps: Bool {
+    var hasDiscontinuousTimestamps: Bool { Demuxer.discontinuous(context) }
+
+    static func discontinuous(_ context: UnsafeMutablePointer<AVFormatContext>) -> Bool {
         (context.pointee.iformat.pointee.flags & AVFMT_TS_DISCONT) != 0
     }
 }

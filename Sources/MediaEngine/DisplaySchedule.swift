@@ -188,7 +188,7 @@ final class PictureOrderTimes {
                 .isDisjoint(with: restarts)
         } ?? false
         let held = try Packet()
-        av_packet_move_ref(held.pointer, packet.pointer)
+        held.take(packet)
         queue.append(held)
         return hand(schedule.add(decodeTime: p.dts == noPTS ? nil : p.dts, order: order, idr: idr))
     }

@@ -101,6 +101,10 @@ final class Packet {
     }
     deinit { var p: UnsafeMutablePointer<AVPacket>? = pointer; av_packet_free(&p) }
     func unref() { av_packet_unref(pointer) }
+    /// Takes `other`'s contents, leaving it blank (`av_packet_move_ref`). As a method, the
+    /// caller's reference keeps `other`, which frees its AVPacket when released, alive for
+    /// the move (`held.removeFirst().pointer` alone would not).
+    func take(_ other: Packet) { av_packet_move_ref(pointer, other.pointer) }
     var streamIndex: Int32 { get { pointer.pointee.stream_index } set { pointer.pointee.stream_index = newValue } }
     /// The presentation time, or the decode time of a packet without one (noPTS if neither).
     var time: Int64 { pointer.pointee.pts != noPTS ? pointer.pointee.pts : pointer.pointee.dts }

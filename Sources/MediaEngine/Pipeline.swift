@@ -20,8 +20,9 @@ final class Pipeline {
     /// A step back bigger than this is a splice too: a recording's time never runs back,
     /// and left as it is the muxer would squeeze everything until the old time is passed
     /// again into nothing (a copy) or the lanes would drop it (a transcode). Smaller steps
-    /// back are a stream's interleaving, left to the muxer.
-    static let backwardThreshold: Int64 = Int64(kiln_time_base())
+    /// back are a stream's interleaving, left to the muxer. The jump `TimelineOutliers`
+    /// judges by: it has already left out steps back that return.
+    static let backwardThreshold = TimelineOutliers.jump
 
     init(demuxer: Demuxer, lanes: [Lane], muxer: Muxer, durationSeconds: Double, cancellation: Cancellation,
          onProgress: @escaping (JobProgress) -> Void) {
@@ -38,16 +39,23 @@ final class Pipeline {
     /// relative offsets (A/V sync). Subtitles do not count: their first cue may be late.
     func startOffset() -> Int64 {
         var best: Int64? = nil
-        for lane in lanes {
-            let st = demuxer.stream(Int(lane.inputIndex))
-            let type = st.pointee.codecpar.pointee.codec_type
-            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO, st.pointee.start_time != noPTS else { continue }
+        for index in timedInputs {
+            let st = demuxer.stream(Int(index))
+            guard st.pointee.start_time != noPTS else { continue }
             let t = rescale(st.pointee.start_time, from: st.pointee.time_base, to: kiln_time_base_q())
             best = min(best ?? t, t)
         }
         if let best { return best }
         let s = demuxer.context.pointee.start_time
         return s == noPTS ? 0 : s
+    }
+
+    /// The kept input streams that are audio or video (not subtitles).
+    private var timedInputs: [Int32] {
+        lanes.map(\.inputIndex).filter {
+            let type = demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type
+            return type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO
+        }
     }
 
     /// What the source gave each kept input stream: its packet count, its first timestamp
@@ -100,11 +108,7 @@ final class Pipeline {
         var lastReport = started
         var position = 0.0
         let packet = try Packet()
-        let timed = lanes.map(\.inputIndex).filter {
-            let type = demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type
-            return type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO
-        }
-        let reader = TimelineOutliers(demuxer: demuxer, judged: Set(timed))
+        let reader = TimelineOutliers(demuxer: demuxer, judged: Set(timedInputs))
         defer { outliers = reader.dropped }
         while try reader.read(into: packet) {
             defer { packet.unref() }

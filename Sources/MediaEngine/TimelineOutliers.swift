@@ -50,14 +50,13 @@ final class TimelineOutliers {
     private let timeBases: [AVRational]
     private var position: [Int64]
     private var runs: [Run?]
-    private var suspects = 0
     private var filePosition: Int64?
     private var held: [Held] = []
     private var heldBytes = 0
     private var released: [Packet] = []
     private var next = 0
     private var ended = false
-    /// Packets left out as a run that came back.
+    /// Packets left out as a run that jumped back.
     private(set) var dropped = 0
 
     /// `judged`: the audio and video streams the pipeline keeps.
@@ -74,8 +73,7 @@ final class TimelineOutliers {
     func read(into packet: Packet) throws(KilnError) -> Bool {
         while true {
             if next < released.count {
-                let out = released[next]
-                withExtendedLifetime(out) { av_packet_move_ref(packet.pointer, out.pointer) }
+                packet.take(released[next])
                 next += 1
                 if next == released.count { released = []; next = 0 }
                 return true
@@ -94,7 +92,7 @@ final class TimelineOutliers {
                 continue
             }
             try hold(packet, inRun: judge(packet))
-            if suspects == 0 || held.count >= Self.holdPackets || heldBytes >= Self.holdBytes { release() }
+            if !runs.contains(where: { $0 != nil }) || held.count >= Self.holdPackets || heldBytes >= Self.holdBytes { release() }
         }
     }
 
@@ -131,7 +129,6 @@ final class TimelineOutliers {
         // stream stored late (its time then rises toward the file's, which is no return).
         if position[s] != noPTS ? abs(t - position[s]) > Self.jump : filePosition.map({ t - $0 > Self.jump }) ?? false {
             runs[s] = Run(from: position[s] != noPTS ? position[s] : filePosition!, latest: t)
-            suspects += 1
             return true
         }
         accept(s, t)
@@ -142,7 +139,6 @@ final class TimelineOutliers {
     private func end(_ s: Int, accepting: Bool = false) {
         guard let run = runs[s] else { return }
         runs[s] = nil
-        suspects -= 1
         if accepting { accept(s, run.latest) }
     }
 
@@ -154,7 +150,7 @@ final class TimelineOutliers {
     /// Keeps `packet`'s contents (a packet of its own: the caller's is reused).
     private func hold(_ packet: Packet, inRun: Bool) throws(KilnError) {
         let kept = try Packet()
-        av_packet_move_ref(kept.pointer, packet.pointer)
+        kept.take(packet)
         heldBytes += Int(kept.pointer.pointee.size)
         held.append(Held(packet: kept, stream: kept.streamIndex, inRun: inRun))
     }
