@@ -141,11 +141,7 @@ struct GeneratedMediaTests {
         #expect(info.videoStreams.first?.variableFrameRate == true)
         let (_, _, out, dir) = try roundTrip(path, EnginePlans.remux)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let frames = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v:0", "-count_packets",
-                                                  "-show_entries", "stream=nb_read_packets", "-of", "csv=p=0", out])
-        let source = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v:0", "-count_packets",
-                                                  "-show_entries", "stream=nb_read_packets", "-of", "csv=p=0", path])
-        #expect(frames.stdout == source.stdout, "every frame kept")
+        #expect(try FFprobe.packetCount(out, "v:0") == FFprobe.packetCount(path, "v:0"), "every frame kept")
     }
 
     @Test("MPEG-TS timestamps wrapping past 2^33 come out continuous, starting at zero, A/V offset kept")

@@ -19,6 +19,16 @@ struct Command {
         return streams
     }
 
+    /// `prepare SOURCE --quality Q --caps C --output OUT --json` with OUT in a scratch folder
+    /// named `label`, removed afterwards; `check` sees the run and OUT while it exists.
+    static func prepare(_ source: String, quality: String, caps: String, scratch label: String,
+                        _ check: (_ run: Run.Result, _ out: String) throws -> Void) throws {
+        let dir = Media.scratch(label)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        try check(try run(["prepare", source, "--quality", quality, "--caps", caps, "--output", out, "--json"]), out)
+    }
+
     static func json(_ r: Run.Result) throws -> JSONValue {
         let lines = r.stdout.split(separator: "\n")
         #expect(lines.count == 1, "--json prints exactly one line: \(r.stdout.prefix(300))")
@@ -673,19 +683,13 @@ struct LateVideoTests {
     @Test("Matroska whose first block is laced sound 1 ms before the picture: the remux keeps every sound frame, in sync")
     func lacedSoundJustBeforePicture() throws {
         let source = try Media.lacedEarlySound()
-        let dir = Media.scratch("laced-early-sound")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
-        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-        #expect(try Command.json(r)["plan"]?["delivery_format"] == .string("remux"))
-        let soundPackets = { (path: String) throws -> String in
-            try Run.command("ffprobe", ["-v", "error", "-select_streams", "a", "-count_packets", "-show_entries",
-                                        "stream=nb_read_packets", "-of", "csv=p=0", path]).stdout
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "laced-early-sound") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["delivery_format"] == .string("remux"))
+            #expect(try FFprobe.packetCount(out, "a") == FFprobe.packetCount(source, "a"))
+            let probe = try FFprobe(out)
+            #expect(abs((probe.startTime("audio") ?? -1) - (probe.startTime("video") ?? 1)) < 0.01, "sound and picture start together, as in the source")
         }
-        #expect(try soundPackets(out) == soundPackets(source))
-        let probe = try FFprobe(out)
-        #expect(abs((probe.startTime("audio") ?? -1) - (probe.startTime("video") ?? 1)) < 0.01, "sound and picture start together, as in the source")
     }
 }
 
@@ -1113,13 +1117,11 @@ struct FormatChangeTests {
         let source = try Media.generated(name, ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
                                                 "-c:v", "libx265", "-x265-params", "log-level=error:" + x265, "-f", "hevc"])
         #expect(try Command.probedStreams(source).first?["presentation_times_missing"] == .bool(true))
-        let dir = Media.scratch("hevc-bare")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
-        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-        #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("copy"), "\(r.stdout.prefix(300))")
-        try Self.expectSameFrames(out, as: source, count: 100)
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "hevc-bare") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("copy"), "\(r.stdout.prefix(300))")
+            try Self.expectSameFrames(out, as: source, count: 100)
+        }
     }
 
     @Test("HEVC with B-frames in an MPEG program stream whose PES packets begin several pictures: the untimed ones are shown at their places (frames were shown out of order, several at one time)")
@@ -1129,22 +1131,20 @@ struct FormatChangeTests {
                                                                   "-b:v", "100k", "-f", "mpeg"])
         let untimed = try Self.untimedPictures(source)
         #expect(untimed > 50, "most pictures of the source have no time: \(untimed)")
-        let dir = Media.scratch("ps-untimed-hevc")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
-        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-        #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("copy"), "\(r.stdout.prefix(300))")
-        #expect((try Command.json(r)["stats"]?["repaired_timestamps"]?.int ?? 0) >= untimed)
-        // Every picture one frame after the one before it (a picture the demuxer gave its
-        // neighbour's time is moved back to its own, which came without it).
-        let pts = try Self.displayTimes(out)
-        #expect(pts.count == 150)
-        #expect(Set(zip(pts, pts.dropFirst()).map { $1 - $0 }) == [3600], "display times rise evenly: \(pts.prefix(12))")
-        // The source's pictures as its decoder shows them (its own times, wrong, would make
-        // ffmpeg drop and repeat frames to keep a rate).
-        #expect(try Self.frameDigests(out, passthrough: true) == (try Self.frameDigests(source, passthrough: true)),
-                "the copy shows the source's pictures in its order")
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "ps-untimed-hevc") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("copy"), "\(r.stdout.prefix(300))")
+            #expect((try Command.json(r)["stats"]?["repaired_timestamps"]?.int ?? 0) >= untimed)
+            // Every picture one frame after the one before it (a picture the demuxer gave its
+            // neighbour's time is moved back to its own, which came without it).
+            let pts = try Self.displayTimes(out)
+            #expect(pts.count == 150)
+            #expect(Set(zip(pts, pts.dropFirst()).map { $1 - $0 }) == [3600], "display times rise evenly: \(pts.prefix(12))")
+            // The source's pictures as its decoder shows them (its own times, wrong, would make
+            // ffmpeg drop and repeat frames to keep a rate).
+            #expect(try Self.frameDigests(out, passthrough: true) == (try Self.frameDigests(source, passthrough: true)),
+                    "the copy shows the source's pictures in its order")
+        }
     }
 
     @Test("a bare H.264 elementary stream (no times at all) is remuxed at its frame rate, with B-frames in its pictures' order (it failed verification: its first pictures were placed before zero)")
@@ -1429,44 +1429,34 @@ struct RepeatedStretchTests {
         }
     }
 
-    static func frames(_ path: String, _ stream: String) throws -> Int {
-        let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", stream, "-count_packets", "-show_entries",
-                                            "stream=nb_read_packets", "-of", "csv=p=0", path])
-        return Int(r.stdout.split(separator: "\n").first?.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: ",")) ?? "") ?? -1
-    }
-
     @Test("the repeated stretch is left out, counted as damage: remux and transcode keep the whole 4 s, every picture and sound frame once, in sync (written early, the transcode came out 0.3 s long and the remux squeezed 4 s of sound into 0.2; written late, it was taken for a splice and the rest of the file moved 2 s on)",
           arguments: [("original", false), ("1mbps", false), ("original", true), ("1mbps", true)])
     func leftOut(_ quality: String, late: Bool) throws {
         let source = try Self.repeated(late: late), clean = try Self.clean()
-        let dir = Media.scratch("stretch-\(quality)-\(late)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        let r = try Command.run(["prepare", source, "--quality", quality, "--caps", "web", "--output", out, "--json"])
-        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-        let json = try Command.json(r)
-        #expect(json["plan"]?["delivery_format"] == .string(quality == "original" ? "remux" : "transcode"))
-        if case .number(let n)? = json["stats"]?["corrupt_packets"] { #expect(n > 0) } else { Issue.record("no corrupt_packets") }
-        let probe = try FFprobe(out)
-        #expect(abs((probe.duration("video") ?? 0) - 4) < 0.1)
-        #expect(abs((probe.duration("audio") ?? 0) - 4) < 0.1)
-        #expect(abs((probe.startTime("audio") ?? -1) - (probe.startTime("video") ?? 1)) < 0.05)
-        #expect(try Self.frames(out, "v") == Self.frames(clean, "v"))
-        // AAC re-encoded from the same sound may differ by a frame at the end.
-        #expect(abs(try Self.frames(out, "a") - Self.frames(clean, "a")) <= 1)
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "stretch-\(quality)-\(late)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["delivery_format"] == .string(quality == "original" ? "remux" : "transcode"))
+            if case .number(let n)? = json["stats"]?["corrupt_packets"] { #expect(n > 0) } else { Issue.record("no corrupt_packets") }
+            let probe = try FFprobe(out)
+            #expect(abs((probe.duration("video") ?? 0) - 4) < 0.1)
+            #expect(abs((probe.duration("audio") ?? 0) - 4) < 0.1)
+            #expect(abs((probe.startTime("audio") ?? -1) - (probe.startTime("video") ?? 1)) < 0.05)
+            #expect(try FFprobe.packetCount(out, "v") == FFprobe.packetCount(clean, "v"))
+            // AAC re-encoded from the same sound may differ by a frame at the end.
+            #expect(abs(try FFprobe.packetCount(out, "a") - FFprobe.packetCount(clean, "a")) <= 1)
+        }
     }
 
     @Test("a stretch cut out is a real jump: nothing after it is left out")
     func cutKept() throws {
         let source = try Self.cut()
-        let dir = Media.scratch("stretch-cut")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "web", "--output", out, "--json"])
-        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-        #expect(try Command.json(r)["stats"]?["corrupt_packets"] == .number(0))
-        #expect(try Self.frames(out, "v") == Self.frames(source, "v"))
-        #expect(try Self.frames(out, "a") == Self.frames(source, "a"))
+        try Command.prepare(source, quality: "original", caps: "web", scratch: "stretch-cut") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["stats"]?["corrupt_packets"] == .number(0))
+            #expect(try FFprobe.packetCount(out, "v") == FFprobe.packetCount(source, "v"))
+            #expect(try FFprobe.packetCount(out, "a") == FFprobe.packetCount(source, "a"))
+        }
     }
 }
 
@@ -1492,17 +1482,15 @@ struct BackwardSpliceTests {
           arguments: ["original", "1mbps"])
     func continuous(_ quality: String) throws {
         let source = try Self.spliced()
-        let dir = Media.scratch("splice-\(quality)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        let r = try Command.run(["prepare", source, "--quality", quality, "--caps", "web", "--output", out, "--json"])
-        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-        #expect(try Command.json(r)["plan"]?["delivery_format"] == .string(quality == "original" ? "remux" : "transcode"))
-        let probe = try FFprobe(out)
-        #expect(abs((probe.duration("video") ?? 0) - 12) < 0.1)
-        #expect(abs((probe.duration("audio") ?? 0) - 12) < 0.1)
-        #expect(try RepeatedStretchTests.frames(out, "v") == RepeatedStretchTests.frames(source, "v"))
-        #expect(abs(try RepeatedStretchTests.frames(out, "a") - RepeatedStretchTests.frames(source, "a")) <= 1)
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "splice-\(quality)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["delivery_format"] == .string(quality == "original" ? "remux" : "transcode"))
+            let probe = try FFprobe(out)
+            #expect(abs((probe.duration("video") ?? 0) - 12) < 0.1)
+            #expect(abs((probe.duration("audio") ?? 0) - 12) < 0.1)
+            #expect(try FFprobe.packetCount(out, "v") == FFprobe.packetCount(source, "v"))
+            #expect(abs(try FFprobe.packetCount(out, "a") - FFprobe.packetCount(source, "a")) <= 1)
+        }
     }
 }
 
@@ -1531,17 +1519,15 @@ struct DamagedAV1Tests {
     @Test("a picture whose OBUs do not parse stops the copy and the video is re-encoded (the MP4 muxer wrote a corrupt file: exit 1, internal_error)")
     func reencoded() throws {
         let source = try Self.damaged()
-        let dir = Media.scratch("av1-damaged")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "web", "--output", out, "--json"])
-        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-        let json = try Command.json(r)
-        #expect(json["plan"]?["delivery_format"] == .string("remux"))
-        #expect("\(json["stats"]?["adjustments"] ?? .null)".contains("video_reencoded"))
-        let probe = try FFprobe(out)
-        #expect(probe.streams("video").first?["codec_name"] == .string("h264"))
-        #expect(abs((probe.duration("video") ?? 0) - 4) < 0.1)
+        try Command.prepare(source, quality: "original", caps: "web", scratch: "av1-damaged") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["delivery_format"] == .string("remux"))
+            #expect("\(json["stats"]?["adjustments"] ?? .null)".contains("video_reencoded"))
+            let probe = try FFprobe(out)
+            #expect(probe.streams("video").first?["codec_name"] == .string("h264"))
+            #expect(abs((probe.duration("video") ?? 0) - 4) < 0.1)
+        }
     }
 }
 
@@ -1581,26 +1567,22 @@ struct TimesRunBackTests {
     @Test("pictures: the copy stops and the video is re-encoded, without the pictures before the old time squeezed into milliseconds")
     func pictures() throws {
         let source = try Self.source(track: 0)
-        let dir = Media.scratch("runback-video")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
-        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-        #expect("\(try Command.json(r)["stats"]?["adjustments"] ?? .null)".contains("video_reencoded"))
-        #expect(try Self.shortestStep(out, "v") > 0.03)
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "runback-video") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect("\(try Command.json(r)["stats"]?["adjustments"] ?? .null)".contains("video_reencoded"))
+            #expect(try Self.shortestStep(out, "v") > 0.03)
+        }
     }
 
     @Test("sound: the frames behind are left out, counted, and the rest is copied without a squeezed burst")
     func sound() throws {
         let source = try Self.source(track: 1)
-        let dir = Media.scratch("runback-audio")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
-        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-        let json = try Command.json(r)
-        #expect(json["plan"]?["delivery_format"] == .string("remux"))
-        if case .number(let n)? = json["stats"]?["corrupt_packets"] { #expect(n > 0) } else { Issue.record("no corrupt_packets") }
-        #expect(try Self.shortestStep(out, "a") > 0.005)
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "runback-audio") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["delivery_format"] == .string("remux"))
+            if case .number(let n)? = json["stats"]?["corrupt_packets"] { #expect(n > 0) } else { Issue.record("no corrupt_packets") }
+            #expect(try Self.shortestStep(out, "a") > 0.005)
+        }
     }
 }

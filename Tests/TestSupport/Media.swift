@@ -120,6 +120,19 @@ public struct FFprobe {
     public func startTime(_ type: String) -> Double? { streams(type).first?["start_time"]?.string.flatMap(Double.init) }
     public func duration(_ type: String) -> Double? { streams(type).first?["duration"]?.string.flatMap(Double.init) }
 
+    /// How many packets the stream `select` picks (ffprobe's `-select_streams`: "v", "a:0")
+    /// holds in `path`, read to the end.
+    public static func packetCount(_ path: String, _ select: String) throws -> Int {
+        let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", select, "-count_packets", "-show_entries",
+                                            "stream=nb_read_packets", "-of", "csv=p=0", path])
+        // MPEG-TS lists its program too, after an empty line: the first line is the stream.
+        guard let line = r.stdout.split(separator: "\n").first,
+              let count = Int(line.trimmingCharacters(in: CharacterSet(charactersIn: ", "))) else {
+            throw TestFailure("ffprobe counted no packets of \(select) in \(path): \(r.stdout) \(r.stderr)")
+        }
+        return count
+    }
+
     /// Whether the index comes before the media data (faststart).
     public static func moovBeforeMdat(_ path: String) throws -> Bool {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
