@@ -101,9 +101,8 @@ final class Pipeline {
         copyGlobalMetadata()
         try muxer.writeHeader()
 
-        var correction: Int64 = -startOffset()       // AV_TIME_BASE units added to every timestamp
-        var lastDTS = [Int32: Int64]()               // per stream, corrected, AV_TIME_BASE units
-        let discontinuous = demuxer.hasDiscontinuousTimestamps
+        var timeline = SpliceTimeline(startCorrection: -startOffset(), allowsJumps: demuxer.hasDiscontinuousTimestamps)
+        defer { splices = timeline.splices }
         let started = clock.monotonicSeconds()
         var lastReport = started
         var position = 0.0
@@ -123,14 +122,6 @@ final class Pipeline {
             }
             let tb = demuxer.stream(Int(index)).pointee.time_base
             let p = packet.pointer
-            if discontinuous, p.pointee.dts != noPTS, let last = lastDTS[index] {
-                let now = rescale(p.pointee.dts, from: tb, to: kiln_time_base_q()) + correction
-                if now - last > Pipeline.discontinuityThreshold || last - now > Pipeline.backwardThreshold {
-                    let step = max(rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), 1)
-                    correction += last + step - now
-                    splices += 1
-                }
-            }
             // Reordering shows a picture a few frames after it is decoded, never seconds: a
             // presentation time this far from the decode time is damage (a flipped bit in a
             // TS packet's PTS put one picture 13 hours late, and a copy then failed in the
@@ -140,12 +131,12 @@ final class Pipeline {
                 p.pointee.pts = p.pointee.dts
                 repairedTimestamps += 1
             }
+            let correction = timeline.correction(stream: index,
+                                                 dts: p.pointee.dts == noPTS ? nil : rescale(p.pointee.dts, from: tb, to: kiln_time_base_q()),
+                                                 step: max(rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), 1))
             let shift = rescale(correction, from: kiln_time_base_q(), to: tb)
             if p.pointee.pts != noPTS { p.pointee.pts += shift }
-            if p.pointee.dts != noPTS {
-                p.pointee.dts += shift
-                lastDTS[index] = rescale(p.pointee.dts, from: tb, to: kiln_time_base_q())
-            }
+            if p.pointee.dts != noPTS { p.pointee.dts += shift }
             let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
             if index == progressIndex, let t { position = max(position, t) }
             delivered[index, default: Delivered()].count(at: t, lasting: seconds(p.pointee.duration, tb) ?? 0)

@@ -300,7 +300,9 @@ public enum Preparer {
                     throw error
                 }
                 delivered = pipeline.delivered
-                if pipeline.splices > 0, let end = delivered.values.map(\.endSeconds).filter(\.isFinite).max() {
+                // Where the pipeline changed the source's timeline (closed a splice, left out a
+                // run that came back), the length the source declares does not hold.
+                if pipeline.splices > 0 || pipeline.outliers > 0, let end = delivered.values.map(\.endSeconds).filter(\.isFinite).max() {
                     verifiedLength = end
                 }
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())

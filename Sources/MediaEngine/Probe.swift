@@ -77,6 +77,7 @@ public enum Prober {
             duration = streams.compactMap(\.durationSeconds).max() ?? 0
         }
         let start = seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0
+        var surveyedLength = false
         var warnings: [String] = []
         if streams.isEmpty { warnings.append("no_streams") }
         // Windows Media DRM: the ASF demuxer says so only in the file's metadata (from the
@@ -95,9 +96,23 @@ public enum Prober {
                     warnings.append("duration_measured")
                     try? demuxer.rewind()
                 }
+                // libavformat's length of an MPEG-TS file is its last time less its first:
+                // across a splice, any span (a recording whose clock jumped on by hours
+                // looked days long and was refused as damaged; a 1 Mbit/s request got the
+                // 2.5 Mbit/s source as it was).
+                if demuxer.hasDiscontinuousTimestamps {
+                    let surveyed = TimelineSurvey.duration(demuxer, size: Int64(size))
+                    try? demuxer.rewind()
+                    if let surveyed {
+                        duration = surveyed
+                        surveyedLength = true
+                        for i in streams.indices { streams[i].durationSeconds = nil }
+                        warnings.append("timestamps_jump")
+                    }
+                }
             }
         }
-        var bitRate = Int(ctx.pointee.bit_rate)
+        var bitRate = surveyedLength ? 0 : Int(ctx.pointee.bit_rate)
         if bitRate <= 0, duration > 0 { bitRate = Int(Double(size) * 8 / duration) }
 
         var chapters: [Chapter] = []

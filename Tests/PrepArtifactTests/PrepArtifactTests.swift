@@ -1464,19 +1464,7 @@ struct RepeatedStretchTests {
 struct BackwardSpliceTests {
     /// Two 6-second MPEG-TS recordings back to back, the second timed from 3 s before the
     /// first one's end (a broadcast's programme change).
-    static func spliced() throws -> String {
-        let segment = { (name: String, source: String, offset: String) throws -> String in
-            try Media.generated(name, ["-f", "lavfi", "-i", "\(source)=size=640x360:rate=25:duration=6",
-                                       "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
-                                       "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-b:v", "2500k",
-                                       "-c:a", "aac", "-output_ts_offset", offset, "-f", "mpegts"])
-        }
-        let first = try segment("splice-first.ts", "testsrc2", "10"), second = try segment("splice-second.ts", "testsrc", "13")
-        return try Media.generated("splice-back-3s.ts") { tmp in
-            try (Data(contentsOf: URL(fileURLWithPath: first)) + Data(contentsOf: URL(fileURLWithPath: second)))
-                .write(to: URL(fileURLWithPath: tmp))
-        }
-    }
+    static func spliced() throws -> String { try Splice.spliced(secondOffset: 13) }
 
     @Test("remux and transcode play the second recording after the first: 12 s, every picture and sound frame (3 s of each were squeezed into nothing or dropped)",
           arguments: ["original", "1mbps"])
@@ -1491,6 +1479,65 @@ struct BackwardSpliceTests {
             #expect(try FFprobe.packetCount(out, "v") == FFprobe.packetCount(source, "v"))
             #expect(abs(try FFprobe.packetCount(out, "a") - FFprobe.packetCount(source, "a")) <= 1)
         }
+    }
+}
+
+@Suite("a broadcast splice each stream crosses at its own place")
+struct CrossedSpliceTests {
+    @Test("remux and transcode last 12 s with every picture and sound frame, the second recording in its own sync (one correction for the file, changed by whichever stream jumped, left a 3 s hole in the stream still on the old time: 15 s)",
+          arguments: [Splice.Crossing.picturesFirst, .soundFirst], ["original", "1mbps"])
+    func continuous(_ crossing: Splice.Crossing, _ quality: String) throws {
+        let source = try Splice.spliced(secondOffset: 13, crossing: crossing)
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "crossed-\(crossing)-\(quality)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["stats"]?["corrupt_packets"] == .number(0))
+            let probe = try FFprobe(out)
+            #expect(abs((probe.duration("video") ?? 0) - 12) < 0.15)
+            #expect(abs((probe.duration("audio") ?? 0) - 12) < 0.15)
+            #expect(try FFprobe.packetCount(out, "v") == FFprobe.packetCount(source, "v"))
+            #expect(abs(try FFprobe.packetCount(out, "a") - FFprobe.packetCount(source, "a")) <= 1)
+            guard quality == "original" else { return }
+            // Three seconds into the second recording, its 75th picture and 141st sound frame
+            // are as far apart as in that recording. (Until the second stream crosses, the
+            // first one's new time may be early by what the second overlapped: 38 ms.)
+            let first = try Splice.recording("testsrc2", offset: 10), second = try Splice.recording("testsrc", offset: 13)
+            let (pictures, sounds) = try (FFprobe.packetTimes(out, "v"), FFprobe.packetTimes(out, "a"))
+            let (sourcePictures, sourceSounds) = try (FFprobe.packetTimes(second, "v"), FFprobe.packetTimes(second, "a"))
+            let (nv, na) = try (FFprobe.packetCount(first, "v"), FFprobe.packetCount(first, "a"))
+            let apart = sounds[na + 141] - pictures[nv + 75], sourceApart = sourceSounds[141] - sourcePictures[75]
+            #expect(abs(apart - sourceApart) < 0.002, "\(apart) s in the output, \(sourceApart) s in the source")
+        }
+    }
+}
+
+@Suite("the length of a recording whose clock jumps")
+struct SplicedLengthTests {
+    @Test("probe gives what the recordings last, 12 s, whether the clock stepped back 3 s (libavformat: 9 s) or on 11 hours (libavformat: 40 000 s)",
+          arguments: [13, 40_000])
+    func probed(_ secondOffset: Int) throws {
+        let info = try JSONValue.parse(Array(try Command.run(["probe", try Splice.spliced(secondOffset: secondOffset), "--json"]).stdout.utf8))
+        guard case .number(let seconds)? = info["duration_seconds"] else { Issue.record("no duration: \(info)"); return }
+        #expect(abs(seconds - 12) < 0.15)
+        #expect(info["warnings"] == .array([.string("timestamps_jump")]))
+    }
+
+    @Test("a recording whose clock jumped 11 hours on is transcoded at 1 Mbit/s (it was refused: its 3 MB over 40 000 s looked like a damaged header)")
+    func transcoded() throws {
+        let source = try Splice.spliced(secondOffset: 40_000)
+        try Command.prepare(source, quality: "1mbps", caps: "web", scratch: "clock-jump") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["delivery_format"] == .string("transcode"))
+            #expect(abs((try FFprobe(out).duration("video") ?? 0) - 12) < 0.15)
+        }
+    }
+
+    @Test("a recording whose bitrate falls a hundredfold for a minute (black) keeps libavformat's length: its times do not jump")
+    func cheapStretch() throws {
+        let source = try Splice.blackMinute()
+        let info = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+        guard case .number(let seconds)? = info["duration_seconds"] else { Issue.record("no duration: \(info)"); return }
+        #expect(abs(seconds - (try FFprobe(source).formatDuration)) < 0.001)
+        #expect(info["warnings"] == .array([]))
     }
 }
 

@@ -133,6 +133,14 @@ public struct FFprobe {
         return count
     }
 
+    /// The presentation times of the stream `select` picks, in seconds, sorted.
+    public static func packetTimes(_ path: String, _ select: String) throws -> [Double] {
+        let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", select, "-show_entries", "packet=pts_time",
+                                            "-of", "csv=p=0", path])
+        guard r.status == 0 else { throw TestFailure("ffprobe failed on \(path): \(r.stderr)") }
+        return r.stdout.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: CharacterSet(charactersIn: ", "))) }.sorted()
+    }
+
     /// Whether the index comes before the media data (faststart).
     public static func moovBeforeMdat(_ path: String) throws -> Bool {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -301,4 +309,76 @@ extension Media {
     private static func idrSlice(_ bytes: [UInt8]) -> Int? {
         (0..<max(0, bytes.count - 4)).first { bytes[$0] == 0 && bytes[$0 + 1] == 0 && bytes[$0 + 2] == 1 && bytes[$0 + 3] == 0x65 }
     }
+}
+
+/// MPEG-TS recordings spliced as broadcasts are: two 6-second recordings of 25 fps H.264
+/// and AAC, the second timed from its own clock.
+public enum Splice {
+    /// Where each stream meets the second recording in the file.
+    public enum Crossing: String, CaseIterable, Sendable {
+        /// The first recording's bytes, then the second's.
+        case together
+        /// The second recording's first pictures come before the first one's last sound, as
+        /// a broadcast sends them (pictures ahead of their time).
+        case picturesFirst
+        /// Its first sound comes before the first one's last pictures.
+        case soundFirst
+    }
+
+    /// ffmpeg's MPEG-TS muxer numbers the elementary streams from 0x100 in output order.
+    static let videoPID = 0x100, audioPID = 0x101
+
+    /// One recording, timed from `offset` seconds (plus the muxer's 1.4 s delay).
+    public static func recording(_ pattern: String, offset: Int) throws -> String {
+        try Media.generated("splice-\(pattern)-\(offset).ts",
+                            ["-f", "lavfi", "-i", "\(pattern)=size=640x360:rate=25:duration=6",
+                             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
+                             "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-b:v", "2500k",
+                             "-c:a", "aac", "-output_ts_offset", "\(offset)", "-f", "mpegts"])
+    }
+
+    /// The recording from 10 s (testsrc2) followed by one from `secondOffset` s (testsrc),
+    /// crossing as `crossing` says.
+    public static func spliced(secondOffset: Int, crossing: Crossing = .together) throws -> String {
+        let first = try recording("testsrc2", offset: 10), second = try recording("testsrc", offset: secondOffset)
+        return try Media.generated("spliced-\(secondOffset)-\(crossing.rawValue).ts") { tmp in
+            let a = try packets(first), b = try packets(second)
+            // Moves the first recording's last TS packets of one stream after the second's
+            // first ones of the other: about 0.8 s of sound, or 0.5 s of pictures.
+            let moved: (tail: Int, count: Int, head: Int, after: Int)?
+            switch crossing {
+            case .together: moved = nil
+            case .picturesFirst: moved = (audioPID, 40, videoPID, 1000)
+            case .soundFirst: moved = (videoPID, 400, audioPID, 30)
+            }
+            var out: [[UInt8]]
+            if let moved {
+                let tail = Set(a.indices.filter { pid(a[$0]) == moved.tail }.suffix(moved.count))
+                let head = Set(b.indices.filter { pid(b[$0]) == moved.head }.prefix(moved.after))
+                out = a.indices.filter { !tail.contains($0) }.map { a[$0] } + head.sorted().map { b[$0] }
+                    + tail.sorted().map { a[$0] } + b.indices.filter { !head.contains($0) }.map { b[$0] }
+            } else {
+                out = a + b
+            }
+            try Data(out.joined()).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    /// Two minutes of MPEG-TS whose second minute is black: its bitrate falls a
+    /// hundredfold, and its time runs on with next to no bytes.
+    public static func blackMinute() throws -> String {
+        try Media.generated("black-minute.ts", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=40",
+                                                "-f", "lavfi", "-i", "color=black:size=640x360:rate=25:duration=60",
+                                                "-f", "lavfi", "-i", "sine=frequency=300:sample_rate=48000:duration=120",
+                                                "-filter_complex", "[0]split[a][b];[b]trim=duration=20,setpts=PTS-STARTPTS[c];[a][1][c]concat=n=3:v=1:a=0[v]",
+                                                "-map", "[v]", "-map", "2", "-c:v", "libx264", "-preset", "ultrafast", "-qp", "0",
+                                                "-c:a", "aac", "-f", "mpegts"])
+    }
+
+    private static func packets(_ path: String) throws -> [[UInt8]] {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        return stride(from: 0, to: bytes.count - 187, by: 188).map { Array(bytes[$0..<$0 + 188]) }
+    }
+
+    private static func pid(_ packet: [UInt8]) -> Int { Int(packet[1] & 0x1f) << 8 | Int(packet[2]) }
 }

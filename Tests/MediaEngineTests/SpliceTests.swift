@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+import CFFmpeg
+import KilnCore
+import KilnTestSupport
+@testable import MediaEngine
+
+@Suite("times across a splice")
+struct SpliceTimelineTests {
+    static let second = Int64(kiln_time_base())
+
+    /// Feeds (stream, time in seconds) in file order; the corrected times.
+    static func corrected(_ packets: [(Int32, Double)], allowsJumps: Bool = true) -> [Double] {
+        var timeline = SpliceTimeline(startCorrection: -10 * second, allowsJumps: allowsJumps)
+        return packets.map { stream, t in
+            let dts = Int64(t * Double(second))
+            return Double(dts + timeline.correction(stream: stream, dts: dts, step: second / 25)) / Double(second)
+        }
+    }
+
+    @Test("a stream still on the old time keeps it while the other has crossed; crossing, it takes the new time the first one opened")
+    func crossing() {
+        // Pictures (0) cross from 17.36 to 14.40 first; sound (1) ends at 17.38, then crosses to 14.38.
+        let out = Self.corrected([(0, 17.36), (1, 17.34), (0, 14.40), (1, 17.38), (0, 14.44), (1, 14.42), (0, 14.48)])
+        #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.34, 7.40, 7.38, 7.44, 7.42, 7.48])
+    }
+
+    @Test("a stream that would start the new time before its own last packet ends moves it on: nothing runs back")
+    func overlapMovesOn() {
+        // Sound ends at 17.40 (+0.04); the new time puts its first packet at 7.38.
+        let out = Self.corrected([(0, 17.36), (0, 14.40), (1, 17.40), (1, 14.38), (0, 14.44)])
+        #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.40, 7.40, 7.44, 7.50])
+    }
+
+    @Test("a stream first seen after a splice takes the new time; outside MPEG-TS nothing is a splice")
+    func newStreamAndOtherContainers() {
+        let out = Self.corrected([(0, 17.36), (0, 5000.0), (0, 5000.04), (1, 5000.02)])
+        #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.40, 7.44, 7.42])
+        #expect(Self.corrected([(0, 17.36), (0, 14.40)], allowsJumps: false) == [7.36, 4.40])
+    }
+}
+
+@Suite("surveying a recording's length")
+struct TimelineSurveyTests {
+    static func surveyed(_ path: String, readBytes: Int64) throws -> Double? {
+        let demuxer = try Demuxer(path: path, cancellation: Cancellation())
+        return TimelineSurvey.duration(demuxer, size: Int64(FileIO.size(atPath: path) ?? 0), readBytes: readBytes)
+    }
+
+    @Test("halving pins the jump down: 12 s for recordings 11 hours apart, read 32 KB at a time at most")
+    func halved() throws {
+        let seconds = try Self.surveyed(try Splice.spliced(secondOffset: 40_000), readBytes: 32 << 10)
+        #expect(abs((seconds ?? 0) - 12) < 0.15)
+    }
+
+    @Test("a black minute halves to stretches that run on as they should: no jump")
+    func cheapStretch() throws {
+        #expect(try Self.surveyed(try Splice.blackMinute(), readBytes: 32 << 10) == nil)
+    }
+}
