@@ -1521,6 +1521,15 @@ struct SplicedLengthTests {
         #expect(info["warnings"] == .array([.string("timestamps_jump")]))
     }
 
+    @Test("a stretch written twice is no splice: probe keeps the recording's 4 s (read as jumps ahead and back, it made 6.2 s)",
+          arguments: [false, true])
+    func repeatedStretch(_ late: Bool) throws {
+        let info = try JSONValue.parse(Array(try Command.run(["probe", try RepeatedStretchTests.repeated(late: late), "--json"]).stdout.utf8))
+        guard case .number(let seconds)? = info["duration_seconds"] else { Issue.record("no duration: \(info)"); return }
+        #expect(abs(seconds - 4.02) < 0.01)
+        #expect(info["warnings"] == .array([]))
+    }
+
     @Test("a recording whose clock jumped 11 hours on is transcoded at 1 Mbit/s (it was refused: its 3 MB over 40 000 s looked like a damaged header)")
     func transcoded() throws {
         let source = try Splice.spliced(secondOffset: 40_000)
