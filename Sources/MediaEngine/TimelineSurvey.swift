@@ -7,13 +7,15 @@ import KilnCore
 /// splice is any span: a recording whose clock jumped on by hours looks days long, two
 /// recordings back to back the second of which was timed earlier look shorter than one.
 /// Reading the whole file to know is what a prepare does, not a probe. So the survey reads
-/// one stream's time at evenly spaced bytes; a stretch between two of them whose time ran
+/// one stream's time at evenly spaced bytes. A stretch between two of them whose time ran
 /// back, or ran on far more than its bytes could hold (twice the file's median seconds per
-/// byte, plus the 10 s the pipeline leaves as a gap), is halved until the jump is pinned
-/// to a stretch under half a second's bytes. A stretch of content merely cheaper than the
-/// rest (black credits) shrinks in time as it is halved and stops looking like a jump; a
-/// jump does not. Every stretch but the jumps' counts its own times, so the length is
-/// what the pipeline, which closes those jumps, delivers.
+/// byte, plus the 10 s the pipeline leaves as a gap), is suspect: it is halved until it is
+/// `readBytes` or less, then read packet by packet as the pipeline delivers it (a black
+/// minute, next to no bytes for 60 s, is suspect at first and reads as continuous; a jump
+/// stays a jump however small the stretch around it). A file of a few such reads is read
+/// through at the first suspect stretch. Every stretch but the jumps counts its own times,
+/// so the length is what the pipeline, which closes those jumps, delivers. When no stretch
+/// is suspect, libavformat's length stands.
 enum TimelineSurvey {
     /// Evenly spaced samples, and the most a survey reads, halvings included (hostile
     /// files whose times jump everywhere).
