@@ -261,8 +261,12 @@ public enum Prober {
         let scanDV = streams[vi].codec == "hevc" && streams[vi].dolbyVision == nil
         let lengthSize = NALScanner.lengthSize(st)
         let packet = try Packet()
-        // The stream's packets' presentation and decode times, in the order read.
+        // The stream's packets' presentation and decode times, in the order read, since its
+        // decode times last jumped (a splice); and the longest run before that. Two
+        // timelines sorted together (DVD cells put back to back, the second timed from 2 s)
+        // made 25 fps read 50, variable.
         var pts: [Int64] = [], dts: [Int64] = []
+        var longest: (pts: [Int64], dts: [Int64]) = ([], [])
         var rpu = false, el = false, reads = 0, scanned = 0, decodeTimesOnly = 0
         // Elementary streams (raw H.264, HEVC, MPEG video) carry no times at all.
         let untimed = Prober.elementaryStreamFormats.contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
@@ -294,6 +298,11 @@ public enum Prober {
             guard packet.streamIndex == target else { continue }
             let p = packet.pointer.pointee
             scanned += 1
+            if p.dts != noPTS, let last = dts.last,
+               SpliceTimeline.isJump(rescale(p.dts - last, from: st.pointee.time_base, to: kiln_time_base_q())) {
+                if dts.count > longest.dts.count { longest = (pts, dts) }
+                (pts, dts) = ([], [])
+            }
             if p.dts != noPTS { dts.append(p.dts) }
             if p.pts != noPTS { pts.append(p.pts) } else if p.dts != noPTS || untimed { decodeTimesOnly += 1 }
             if let parser = fieldParser, p.flags & AV_PKT_FLAG_KEY != 0 {
@@ -328,6 +337,7 @@ public enum Prober {
         if decodeTimesOnly > 0, st.pointee.codecpar.pointee.video_delay > 0 { streams[vi].presentationTimesMissing = true }
         // Where some pictures have no presentation time (MPEG-4 Part 2 in AVI gives its
         // B-frames one), the rest's are no frame clock: the decode times are.
+        if longest.dts.count > dts.count { (pts, dts) = longest }
         if let (fps, variable) = frameRate(pts: decodeTimesOnly > 0 ? dts : pts, timeBase: st.pointee.time_base) {
             streams[vi].frameRate = (fps * 1000).rounded() / 1000
             streams[vi].variableFrameRate = variable

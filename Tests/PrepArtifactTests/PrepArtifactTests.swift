@@ -1521,6 +1521,21 @@ struct SplicedLengthTests {
         #expect(info["warnings"] == .array([.string("timestamps_jump")]))
     }
 
+    @Test("DVD cells put back to back, the second timed from 2 s: probe says 25 fps, constant, and 12 s (the two timelines' pictures sorted together read 50 fps, variable), and a transcode lasts 12 s")
+    func dvdCells() throws {
+        let source = try Splice.dvdCells()
+        let info = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+        guard case .number(let seconds)? = info["duration_seconds"], case .array(let streams)? = info["streams"],
+              let video = streams.first(where: { $0["type"] == .string("video") }) else { Issue.record("no duration or video: \(info)"); return }
+        #expect(abs(seconds - 12) < 0.15)
+        #expect(video["frame_rate"] == .number(25))
+        #expect(video["variable_frame_rate"] == .bool(false))
+        try Command.prepare(source, quality: "1mbps", caps: "web", scratch: "dvd-cells") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(abs((try FFprobe(out).duration("video") ?? 0) - 12) < 0.15)
+        }
+    }
+
     @Test("a stretch written twice is no splice: probe keeps the recording's 4 s (read as jumps ahead and back, it made 6.2 s)",
           arguments: [false, true])
     func repeatedStretch(_ late: Bool) throws {

@@ -375,6 +375,22 @@ public enum Splice {
                                                 "-c:a", "aac", "-f", "mpegts"])
     }
 
+    /// Two 6-second MPEG-2 and AC-3 program streams put back to back as DVD cells are, the
+    /// second timed from 2 s (before the first one's end).
+    public static func dvdCells() throws -> String {
+        let cell = { (pattern: String, offset: Int) throws -> String in
+            try Media.generated("cell-\(pattern)-\(offset).vob", ["-f", "lavfi", "-i", "\(pattern)=size=720x576:rate=25:duration=6",
+                                                                "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
+                                                                "-c:v", "mpeg2video", "-b:v", "5M", "-c:a", "ac3",
+                                                                "-output_ts_offset", "\(offset)", "-f", "vob"])
+        }
+        let first = try cell("testsrc2", 0), second = try cell("testsrc", 2)
+        return try Media.generated("cells.vob") { tmp in
+            try (Data(contentsOf: URL(fileURLWithPath: first)) + Data(contentsOf: URL(fileURLWithPath: second)))
+                .write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
     private static func packets(_ path: String) throws -> [[UInt8]] {
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
         return stride(from: 0, to: bytes.count - 187, by: 188).map { Array(bytes[$0..<$0 + 188]) }
