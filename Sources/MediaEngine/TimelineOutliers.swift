@@ -106,6 +106,17 @@ final class TimelineOutliers {
         guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return false }
         let t = rescale(p.dts, from: timeBases[s], to: kiln_time_base_q())
         if var run = runs[s] {
+            // Back where it was, at once (nearer there than to the run: a run a little over
+            // `jump` long comes back within `jump` of both): the run was no part of the stream.
+            if Self.returns(t, from: run.from, last: run.latest) {
+                end(s)
+                for i in held.indices where held[i].stream == Int32(s) && held[i].inRun && !held[i].dropped {
+                    held[i].dropped = true
+                    dropped += 1
+                }
+                accept(s, t)
+                return false
+            }
             if abs(t - run.latest) <= Self.jump {
                 run.latest = t
                 run.packets += 1
@@ -115,13 +126,6 @@ final class TimelineOutliers {
                 return true
             }
             end(s)
-            if abs(t - run.from) <= Self.jump {
-                // Back where it was, at once: the run was no part of the stream.
-                for i in held.indices where held[i].stream == Int32(s) && held[i].inRun && !held[i].dropped {
-                    held[i].dropped = true
-                    dropped += 1
-                }
-            }
             accept(s, t)
             return false
         }
@@ -134,6 +138,13 @@ final class TimelineOutliers {
         accept(s, t)
         return false
     }
+
+    /// Whether a time `t` after a run that jumped away from `from` and last stood at `last`
+    /// is the stream coming back (in any time unit).
+    static func returns<T: SignedNumeric & Comparable>(_ t: T, from: T, last: T, within jump: T) -> Bool {
+        abs(t - from) <= jump && abs(t - from) < abs(t - last)
+    }
+    private static func returns(_ t: Int64, from: Int64, last: Int64) -> Bool { returns(t, from: from, last: last, within: jump) }
 
     /// Ends stream `s`'s run; `accepting`: its new timeline is the stream's from now on.
     private func end(_ s: Int, accepting: Bool = false) {

@@ -117,7 +117,7 @@ enum TimelineSurvey {
             defer { packet.unref() }
             let p = packet.pointer.pointee
             guard p.stream_index == reference, p.pos > a.bytes, let t = time(packet, demuxer) else { continue }
-            if let r = run, r.packets < TimelineOutliers.runPackets, abs(t - r.from) <= away {
+            if let r = run, r.packets < TimelineOutliers.runPackets, TimelineOutliers.returns(t, from: r.from, last: previous, within: away) {
                 // Back where it was: the run is left out.
                 (total, jumps, run) = (r.total + max(0, t - r.from), r.jumps, nil)
             } else {

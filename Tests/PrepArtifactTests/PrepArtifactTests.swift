@@ -1419,6 +1419,35 @@ struct RepeatedStretchTests {
         }
     }
 
+    /// `clean` with three pictures from 1.04 s earlier (26 frames) written again after the
+    /// 60th: a run just over the outlier filter's jump, whose return is within that jump
+    /// of both where it left and where the run stood.
+    static func repeatedPictures() throws -> String {
+        let source = try clean()
+        return try Media.generated("stretch-three-pictures.ts") { tmp in
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
+            let packets = stride(from: 0, to: bytes.count - 187, by: 188).map { Array(bytes[$0..<$0 + 188]) }
+            // ffmpeg's muxer writes each picture as one PES on PID 0x100, its first TS packet
+            // marked as a unit start.
+            let isVideo = { (p: [UInt8]) in Int(p[1] & 0x1f) << 8 | Int(p[2]) == 0x100 }
+            let starts = packets.indices.filter { isVideo(packets[$0]) && packets[$0][1] & 0x40 != 0 }
+            let copied = packets[starts[34]..<starts[37]].filter(isVideo)
+            try Data((packets[..<starts[61]] + copied + packets[starts[61]...]).joined()).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    @Test("three pictures written again 1.04 s late are left out, counted: remux and transcode keep every picture once (the return, 1 s after the run, was taken for the run going on: three pictures too many and a 1 s hole)",
+          arguments: ["original", "1mbps"])
+    func threePictures(_ quality: String) throws {
+        let source = try Self.repeatedPictures(), clean = try Self.clean()
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "three-pictures-\(quality)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["stats"]?["corrupt_packets"] == .number(3))
+            #expect(try FFprobe.packetCount(out, "v") == FFprobe.packetCount(clean, "v"))
+            #expect(abs((try FFprobe(out).duration("video") ?? 0) - 4) < 0.1)
+        }
+    }
+
     /// `clean` with a stretch cut out: a real jump, which goes on from its new time.
     static func cut() throws -> String {
         let source = try clean()
