@@ -1,3 +1,4 @@
+import CFFmpeg
 import KilnCore
 
 /// The corrections that make a recording's times continuous across splices (MPEG-TS: a
@@ -40,20 +41,34 @@ struct SpliceTimeline {
         guard let dts else { return corrections[timeline[stream] ?? corrections.count - 1] }
         let current = timeline[stream] ?? firstTimeline(dts)
         var chosen = current
-        if allowsJumps, let last = lastDTS[stream], Self.isJump(dts + corrections[current] - last) {
-            if let later = (current + 1..<corrections.count).first(where: { !Self.isJump(dts + corrections[$0] - last) }) {
-                chosen = later
-                let overlap = last + step - (dts + corrections[later])
-                if overlap > 0 { corrections[later] += overlap }
-            } else {
-                corrections.append(last + step - dts)
-                chosen = corrections.count - 1
+        if allowsJumps, let last = lastDTS[stream] {
+            // How far the packet is from where the stream's next one belongs, on a timeline.
+            let next = last + step
+            func off(_ t: Int) -> Int64 { dts + corrections[t] - next }
+            let here = off(current)
+            if here < -Self.slack || here > TimelineOutliers.jump {
+                // Not the stream's next packet on its own timeline: on one another stream
+                // opened since, if that puts it nearer (its own step at the splice may be
+                // too small to be a jump: a 1.2 s step back for the pictures can be 0.8 s
+                // for the sound, whose place on the old timeline would then be 1.2 s off).
+                if let later = (current + 1..<corrections.count).min(by: { abs(off($0)) < abs(off($1)) }),
+                   abs(off(later)) < abs(here) {
+                    chosen = later
+                    if off(later) < 0 { corrections[later] -= off(later) }
+                } else if Self.isJump(dts + corrections[current] - last) {
+                    corrections.append(next - dts)
+                    chosen = corrections.count - 1
+                }
             }
         }
         timeline[stream] = chosen
         lastDTS[stream] = dts + corrections[chosen]
         return corrections[chosen]
     }
+
+    /// How far a stream's packet may fall behind where its next one belongs and still be
+    /// on its timeline (rounding, a demuxer's guessed durations).
+    static let slack = Int64(kiln_time_base()) / 10
 
     /// A step between a stream's consecutive decode times that is a splice: far ahead, or
     /// back (a recording's time never runs back; smaller steps back are interleaving).

@@ -106,8 +106,7 @@ final class TimelineOutliers {
         guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return false }
         let t = rescale(p.dts, from: timeBases[s], to: kiln_time_base_q())
         if var run = runs[s] {
-            // Back where it was, at once (nearer there than to the run: a run a little over
-            // `jump` long comes back within `jump` of both): the run was no part of the stream.
+            // Back where it was, at once: the run was no part of the stream.
             if Self.returns(t, from: run.from, last: run.latest) {
                 end(s)
                 for i in held.indices where held[i].stream == Int32(s) && held[i].inRun && !held[i].dropped {
@@ -140,9 +139,13 @@ final class TimelineOutliers {
     }
 
     /// Whether a time `t` after a run that jumped away from `from` and last stood at `last`
-    /// is the stream coming back (in any time unit).
+    /// is the stream coming back (in any time unit): near where it left, and by a jump
+    /// from the run, nearer there than to the run. Three DVD pictures written again 1.04 s
+    /// late came back exactly `jump` after the run, and were taken for the run going on; a
+    /// splice 1.06 s back comes within `jump` of where it left by its own steps, and is
+    /// no return.
     static func returns<T: SignedNumeric & Comparable>(_ t: T, from: T, last: T, within jump: T) -> Bool {
-        abs(t - from) <= jump && abs(t - from) < abs(t - last)
+        abs(t - from) <= jump && abs(t - from) < abs(t - last) && abs(t - last) * 2 > jump
     }
     private static func returns(_ t: Int64, from: Int64, last: Int64) -> Bool { returns(t, from: from, last: last, within: jump) }
 

@@ -32,6 +32,20 @@ struct SpliceTimelineTests {
         #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.40, 7.40, 7.44, 7.50])
     }
 
+    @Test("a stream whose own step at the splice is too small to be a jump still takes the new time, keeping the new programme's sync")
+    func smallStepCrosses() {
+        // Pictures step back 1.16 s (a jump); the sound's first new packet, 0.38 s after the
+        // first new picture, is only 0.8 s behind its last old one.
+        let out = Self.corrected([(0, 17.36), (1, 17.38), (0, 16.20), (1, 16.58), (0, 16.24), (1, 16.62)])
+        #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.38, 7.40, 7.78, 7.44, 7.82])
+    }
+
+    @Test("a small step back while another stream has crossed is interleaving, not a crossing")
+    func jitterStays() {
+        let out = Self.corrected([(0, 17.36), (1, 17.38), (0, 14.40), (1, 17.37), (1, 17.40)])
+        #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.38, 7.40, 7.37, 7.40])
+    }
+
     @Test("a stream first seen after a splice takes the new time; outside MPEG-TS nothing is a splice")
     func newStreamAndOtherContainers() {
         let out = Self.corrected([(0, 17.36), (0, 5000.0), (0, 5000.04), (1, 5000.02)])

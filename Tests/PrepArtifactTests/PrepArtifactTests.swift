@@ -1539,6 +1539,27 @@ struct CrossedSpliceTests {
     }
 }
 
+extension CrossedSpliceTests {
+    @Test("a splice 1.06 s back whose sound steps back only 0.6 s: remux and transcode keep every picture (26 were dropped as a stretch written twice when the new time passed the old one's end) and the new programme's sync (the sound stayed on the old time)",
+          arguments: ["original", "1mbps"])
+    func soundStepsLess(_ quality: String) throws {
+        let source = try Splice.soundStepsLess()
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "sound-steps-less-\(quality)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["stats"]?["corrupt_packets"] == .number(0))
+            #expect(try FFprobe.packetCount(out, "v") == FFprobe.packetCount(source, "v"))
+            #expect(abs((try FFprobe(out).duration("video") ?? 0) - 12) < 0.1)
+            guard quality == "original" else { return }
+            let first = try Splice.recording("testsrc2", offset: 10), second = try Splice.recording("testsrc", offset: 14.9, soundDelay: 0.5)
+            let (pictures, sounds) = try (FFprobe.packetTimes(out, "v"), FFprobe.packetTimes(out, "a"))
+            let (sourcePictures, sourceSounds) = try (FFprobe.packetTimes(second, "v"), FFprobe.packetTimes(second, "a"))
+            let (nv, na) = try (FFprobe.packetCount(first, "v"), FFprobe.packetCount(first, "a"))
+            let apart = sounds[na] - pictures[nv], sourceApart = sourceSounds[0] - sourcePictures[0]
+            #expect(abs(apart - sourceApart) < 0.002, "\(apart) s in the output, \(sourceApart) s in the source")
+        }
+    }
+}
+
 @Suite("the length of a recording whose clock jumps")
 struct SplicedLengthTests {
     @Test("probe gives what the recordings last, 12 s, whether the clock stepped back 3 s (libavformat: 9 s) or on 11 hours (libavformat: 40 000 s)",

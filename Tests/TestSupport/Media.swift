@@ -328,19 +328,31 @@ public enum Splice {
     /// ffmpeg's MPEG-TS muxer numbers the elementary streams from 0x100 in output order.
     static let videoPID = 0x100, audioPID = 0x101
 
-    /// One recording, timed from `offset` seconds (plus the muxer's 1.4 s delay).
-    public static func recording(_ pattern: String, offset: Int) throws -> String {
-        try Media.generated("splice-\(pattern)-\(offset).ts",
+    /// One recording, timed from `offset` seconds (plus the muxer's 1.4 s delay); its sound
+    /// starts `soundDelay` seconds after its pictures.
+    public static func recording(_ pattern: String, offset: Double, soundDelay: Double = 0) throws -> String {
+        try Media.generated("splice-\(pattern)-\(offset)-\(soundDelay).ts",
                             ["-f", "lavfi", "-i", "\(pattern)=size=640x360:rate=25:duration=6",
-                             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
+                             "-itsoffset", "\(soundDelay)", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=\(6 - soundDelay)",
                              "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-b:v", "2500k",
                              "-c:a", "aac", "-output_ts_offset", "\(offset)", "-f", "mpegts"])
+    }
+
+    /// The recording from 10 s, then one whose pictures are timed 1.06 s before the first
+    /// one's last (a jump back) and whose sound, starting 0.48 s after its pictures, 0.61 s
+    /// before the first one's last sound (no jump by itself).
+    public static func soundStepsLess() throws -> String {
+        let first = try recording("testsrc2", offset: 10), second = try recording("testsrc", offset: 14.9, soundDelay: 0.5)
+        return try Media.generated("spliced-sound-steps-less.ts") { tmp in
+            try (Data(contentsOf: URL(fileURLWithPath: first)) + Data(contentsOf: URL(fileURLWithPath: second)))
+                .write(to: URL(fileURLWithPath: tmp))
+        }
     }
 
     /// The recording from 10 s (testsrc2) followed by one from `secondOffset` s (testsrc),
     /// crossing as `crossing` says.
     public static func spliced(secondOffset: Int, crossing: Crossing = .together) throws -> String {
-        let first = try recording("testsrc2", offset: 10), second = try recording("testsrc", offset: secondOffset)
+        let first = try recording("testsrc2", offset: 10), second = try recording("testsrc", offset: Double(secondOffset))
         return try Media.generated("spliced-\(secondOffset)-\(crossing.rawValue).ts") { tmp in
             let a = try packets(first), b = try packets(second)
             // Moves the first recording's last TS packets of one stream after the second's
