@@ -142,11 +142,19 @@ final class Decoder {
     /// `decode`, for a stream that must give pictures or sound: fails when nothing has come
     /// out after `giveUpAfter` packets, or by the end (nil), so a stream that cannot be
     /// decoded at all ends the job with a reason instead of an empty output.
+    /// At the end, a stream most of whose packets were rejected fails too: a few damaged
+    /// packets are concealed and counted, but an output that is mostly a frozen picture or
+    /// silence (28 of 30 AV1 pictures whose OBUs did not parse) is no delivery.
     func decodeRequiringOutput(_ packet: Packet?, giveUpAfter: Int, _ body: (Frame) throws(KilnError) -> Void) throws(KilnError) {
         try decode(packet, body)
+        guard packet == nil || framesDecoded == 0 else { return }
+        let codec = string(avcodec_get_name(context.pointee.codec_id)) ?? "unknown"
+        let what = context.pointee.codec_type == AVMEDIA_TYPE_AUDIO ? ("audio", "sound") : ("video", "picture")
+        if packet == nil, framesDecoded > 0, corruptPackets * 2 > packetsSent {
+            throw KilnError(.sourceCorrupt, stage: .decode,
+                            "the \(codec) \(what.0) stream is mostly damaged: \(corruptPackets) of \(packetsSent) packets could not be decoded")
+        }
         if framesDecoded == 0 && (packet == nil || packetsSent >= giveUpAfter) {
-            let codec = string(avcodec_get_name(context.pointee.codec_id)) ?? "unknown"
-            let what = context.pointee.codec_type == AVMEDIA_TYPE_AUDIO ? ("audio", "sound") : ("video", "picture")
             if packetsSent == 0 {
                 // The source's packets for it never came (lost to damage in the container).
                 throw KilnError(.sourceCorrupt, stage: .decode, "the \(codec) \(what.0) stream has no readable packets")

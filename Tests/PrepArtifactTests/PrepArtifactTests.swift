@@ -1615,6 +1615,44 @@ struct SplicedLengthTests {
     }
 }
 
+@Suite("a video most of whose pictures do not decode")
+struct MostlyDamagedTests {
+    /// 4 s of MJPEG (each picture a JPEG the decoder rejects outright when it is zeros) and
+    /// AAC in AVI, pictures 20 to 99 zeroed.
+    static func mostlyZeroed() throws -> String {
+        let clean = try Media.generated("mjpeg-aac.avi", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                          "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=4",
+                                                          "-c:v", "mjpeg", "-c:a", "aac"])
+        return try Media.generated("mjpeg-mostly-zeroed.avi") { tmp in
+            let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pos,size",
+                                                "-of", "default=nw=1", clean])
+            var pictures: [(pos: Int, size: Int)] = []
+            var size = 0
+            for line in r.stdout.split(separator: "\n") {
+                let field = line.split(separator: "=")
+                guard field.count == 2, let value = Int(field[1]) else { continue }
+                if field[0] == "size" { size = value } else if field[0] == "pos" { pictures.append((value, size)) }
+            }
+            guard pictures.count == 100 else { throw TestFailure("\(pictures.count) pictures: \(r.stderr)") }
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: clean)))
+            for p in pictures[20...] { bytes.replaceSubrange(p.pos..<p.pos + p.size, with: repeatElement(0, count: p.size)) }
+            try Data(bytes).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    @Test("80 of 100 pictures rejected by the decoder: exit 3, source_corrupt, saying so, and nothing written (it was delivered as 0.8 s of pictures held for 4 s, ok)",
+          arguments: ["original", "1mbps"])
+    func refused(_ quality: String) throws {
+        try Command.prepare(try Self.mostlyZeroed(), quality: quality, caps: "web", scratch: "mostly-zeroed-\(quality)") { (r, out) throws in
+            #expect(r.status == 3, "\(r.stdout) \(r.stderr.suffix(300))")
+            let error = try Command.json(r)["error"]
+            #expect(error?["code"] == .string("source_corrupt"))
+            #expect(error?["message"]?.string?.contains("mostly damaged: 80 of 100") == true, "\(error ?? .null)")
+            #expect(!FileManager.default.fileExists(atPath: out))
+        }
+    }
+}
+
 @Suite("damaged AV1 in a remux")
 struct DamagedAV1Tests {
     /// 4 s of AV1 and Opus in Matroska with one picture's first OBU header broken (its
