@@ -1537,9 +1537,7 @@ struct CrossedSpliceTests {
             #expect(abs(apart - sourceApart) < 0.002, "\(apart) s in the output, \(sourceApart) s in the source")
         }
     }
-}
 
-extension CrossedSpliceTests {
     @Test("a splice 1.06 s back whose sound steps back only 0.6 s: remux and transcode keep every picture (26 were dropped as a stretch written twice when the new time passed the old one's end) and the new programme's sync (the sound stayed on the old time)",
           arguments: ["original", "1mbps"])
     func soundStepsLess(_ quality: String) throws {
