@@ -107,7 +107,8 @@ final class Pipeline {
         var lastReport = started
         var position = 0.0
         let packet = try Packet()
-        let reader = TimelineOutliers(demuxer: demuxer, judged: Set(timedInputs))
+        let timed = Set(timedInputs)
+        let reader = TimelineOutliers(demuxer: demuxer, judged: timed)
         defer { outliers = reader.dropped }
         while try reader.read(into: packet) {
             defer { packet.unref() }
@@ -133,7 +134,8 @@ final class Pipeline {
             }
             let correction = timeline.correction(stream: index,
                                                  dts: p.pointee.dts == noPTS ? nil : rescale(p.pointee.dts, from: tb, to: kiln_time_base_q()),
-                                                 step: max(rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), 1))
+                                                 step: max(rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), 1),
+                                                 sparse: !timed.contains(index))
             let shift = rescale(correction, from: kiln_time_base_q(), to: tb)
             if p.pointee.pts != noPTS { p.pointee.pts += shift }
             if p.pointee.dts != noPTS { p.pointee.dts += shift }

@@ -11,12 +11,25 @@ import KilnCore
 /// the sound, then another in the pictures when the sound crossed (a 12-second recording
 /// came out 15 s long). So the timelines are kept apart: the first stream to jump opens a
 /// new timeline, continuous for it; every other stream takes that timeline's correction
-/// when it jumps too, so the new programme keeps its own sync.
+/// when its packet is not where its next one belongs and the new timeline puts it nearer,
+/// so the new programme keeps its own sync, even for a stream whose own step at the splice
+/// is too small to be a jump (pictures stepping back 1.16 s, sound 0.8 s: on the old
+/// timeline it was 0.36 s out of sync).
 ///
-/// A stream that takes a timeline on would start before its own last packet ends (the old
-/// programme's sound ran on past its pictures): the timeline is moved on by that much, so
-/// no stream ever runs back (a copied picture that did stopped the copy, a transcode's
+/// A stream that crosses first by such a small step opens nothing (a damaged time looks
+/// the same), but stays pending: when another stream then opens a timeline, it takes that
+/// one too if that puts its crossing packet nearer its place (sound crossing first by
+/// 0.64 s, pictures 1.14 s later in the file: the sound stayed 0.48 s out of sync). What
+/// it delivered in between was behind its own time, and the lanes left it out. When a
+/// second stream steps back while one is pending, both crossed a splice by small steps
+/// (the new programme overlapping the old one's end by 0.46 s: a copy squeezed 12 pictures
+/// into a millisecond, a transcode dropped them), and the first opens the timeline.
+///
+/// A stream that takes a later timeline on would start before its own last packet ends
+/// (the old programme's sound ran on past its pictures): the timeline is moved on by that
+/// much, so no stream runs back (a copied picture that did stopped the copy, a transcode's
 /// lanes dropped what overlapped). The streams that crossed first get that little gap.
+/// Subtitles, sparse by nature, take the timeline nearest where the sound and pictures are.
 struct SpliceTimeline {
     /// The corrections of the timelines met so far, in file order, in AV_TIME_BASE units
     /// added to every timestamp; the first one moves the file's start to zero.
@@ -26,6 +39,11 @@ struct SpliceTimeline {
     /// Per input stream: the timeline it is on, and its latest corrected decode time.
     private var timeline: [Int32: Int] = [:]
     private var lastDTS: [Int32: Int64] = [:]
+    /// A stream's packet that fell behind its place by less than a jump: its decode time,
+    /// the place, and how many more of the stream's packets it waits for a timeline.
+    private var pending: [Int32: (dts: Int64, place: Int64, wait: Int)] = [:]
+    /// Packets a pending stream waits for another to open a timeline (about 2 s of sound).
+    static let pendingPackets = 96
 
     init(startCorrection: Int64, allowsJumps: Bool) {
         corrections = [startCorrection]
@@ -36,11 +54,14 @@ struct SpliceTimeline {
     var splices: Int { corrections.count - 1 }
 
     /// The correction for a packet of `stream` decoded at `dts` (AV_TIME_BASE units, as the
-    /// source has it; nil if it has none) that lasts `step` (at least 1).
-    mutating func correction(stream: Int32, dts: Int64?, step: Int64) -> Int64 {
+    /// source has it; nil if it has none) that lasts `step` (at least 1). `sparse`: a
+    /// subtitle stream, whose times say nothing about splices.
+    mutating func correction(stream: Int32, dts: Int64?, step: Int64, sparse: Bool = false) -> Int64 {
         guard let dts else { return corrections[timeline[stream] ?? corrections.count - 1] }
-        let current = timeline[stream] ?? firstTimeline(dts)
+        if sparse { return corrections[nearest(dts)] }
+        let current = timeline[stream] ?? nearest(dts)
         var chosen = current
+        if let p = pending[stream] { pending[stream] = p.wait > 1 ? (p.dts, p.place, p.wait - 1) : nil }
         if allowsJumps, let last = lastDTS[stream] {
             // How far the packet is from where the stream's next one belongs, on a timeline.
             let next = last + step
@@ -48,9 +69,7 @@ struct SpliceTimeline {
             let here = off(current)
             if here < -Self.slack || here > TimelineOutliers.jump {
                 // Not the stream's next packet on its own timeline: on one another stream
-                // opened since, if that puts it nearer (its own step at the splice may be
-                // too small to be a jump: a 1.2 s step back for the pictures can be 0.8 s
-                // for the sound, whose place on the old timeline would then be 1.2 s off).
+                // opened since, if that puts it nearer.
                 if let later = (current + 1..<corrections.count).min(by: { abs(off($0)) < abs(off($1)) }),
                    abs(off(later)) < abs(here) {
                     chosen = later
@@ -58,27 +77,56 @@ struct SpliceTimeline {
                 } else if Self.isJump(dts + corrections[current] - last) {
                     corrections.append(next - dts)
                     chosen = corrections.count - 1
+                    adoptPending(opened: chosen, by: stream)
+                } else if here < 0 {
+                    pending[stream] = (dts, next, Self.pendingPackets)
+                    // A second stream stepping back while one is pending: a splice by small
+                    // steps (the new programme overlaps the old one's end), which the one
+                    // that crossed first opens, continuous for it.
+                    if let (first, p) = pending.first(where: { $0.key != stream }) {
+                        corrections.append(p.place - p.dts)
+                        timeline[first] = corrections.count - 1
+                        pending[first] = nil
+                        adoptPending(opened: corrections.count - 1, by: first)
+                        chosen = timeline[stream] ?? current
+                    }
                 }
             }
         }
+        if chosen != current { pending[stream] = nil }
         timeline[stream] = chosen
         lastDTS[stream] = dts + corrections[chosen]
         return corrections[chosen]
     }
 
-    /// How far a stream's packet may fall behind where its next one belongs and still be
-    /// on its timeline (rounding, a demuxer's guessed durations).
+    /// Streams pending when `opened` opens take it from their next packet, when it moves
+    /// their crossing packet on from behind its place: they crossed too. Nearer is not the
+    /// test: a new programme whose sound starts 0.5 s after its pictures puts the sound's
+    /// crossing packet 0.5 s past its place, further than the 0.26 s behind it was.
+    private mutating func adoptPending(opened: Int, by opener: Int32) {
+        for (stream, p) in pending where stream != opener {
+            let current = timeline[stream] ?? 0
+            let there = p.dts + corrections[opened] - p.place, here = p.dts + corrections[current] - p.place
+            guard there > here else { continue }
+            if there < 0 { corrections[opened] -= there }
+            timeline[stream] = opened
+            pending[stream] = nil
+        }
+    }
+
+    /// How far a stream's packet may be from where its next one belongs and still be on
+    /// its timeline (rounding, a demuxer's guessed durations, variable frame rates).
     static let slack = Int64(kiln_time_base()) / 10
 
-    /// A step between a stream's consecutive decode times that is a splice: far ahead, or
-    /// back (a recording's time never runs back; smaller steps back are interleaving).
+    /// A step between a stream's consecutive decode times that is a splice by itself, even
+    /// where nothing else says so: far ahead, or a second back.
     static func isJump(_ step: Int64) -> Bool {
         step > Pipeline.discontinuityThreshold || -step > Pipeline.backwardThreshold
     }
 
-    /// The timeline of a stream's first packet: the one that puts it nearest where the
-    /// file's streams are (a stream that starts after a splice belongs to the new one).
-    private func firstTimeline(_ dts: Int64) -> Int {
+    /// The timeline that puts a packet nearest where the file's sound and pictures are (a
+    /// stream that starts after a splice belongs to the new one).
+    private func nearest(_ dts: Int64) -> Int {
         guard corrections.count > 1, let position = lastDTS.values.max() else { return 0 }
         return corrections.indices.min { abs(dts + corrections[$0] - position) < abs(dts + corrections[$1] - position) }!
     }

@@ -40,6 +40,20 @@ struct SpliceTimelineTests {
         #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.38, 7.40, 7.78, 7.44, 7.82])
     }
 
+    @Test("the sound crossing first by a step too small to be a jump takes the new time the pictures open after it (its packets in between stay behind, for the lanes to leave out)")
+    func soundCrossesFirstBySmallStep() {
+        let out = Self.corrected([(0, 17.36), (1, 17.34), (1, 17.38), (1, 16.78), (0, 17.40), (0, 16.30), (1, 16.82), (0, 16.34)])
+        #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.34, 7.38, 6.78, 7.40, 7.44, 7.96, 7.48])
+    }
+
+    @Test("a lone packet out of place, behind or ahead, moves nothing after it")
+    func lonePackets() {
+        let behind = Self.corrected([(1, 17.30), (1, 17.34), (1, 17.08), (1, 17.38), (1, 17.42)])
+        #expect(behind.map { ($0 * 1000).rounded() / 1000 } == [7.30, 7.34, 7.08, 7.38, 7.42])
+        let ahead = Self.corrected([(1, 17.30), (1, 17.34), (1, 17.64), (1, 17.38), (1, 17.42)])
+        #expect(ahead.map { ($0 * 1000).rounded() / 1000 } == [7.30, 7.34, 7.64, 7.38, 7.42])
+    }
+
     @Test("a small step back while another stream has crossed is interleaving, not a crossing")
     func jitterStays() {
         let out = Self.corrected([(0, 17.36), (1, 17.38), (0, 14.40), (1, 17.37), (1, 17.40)])

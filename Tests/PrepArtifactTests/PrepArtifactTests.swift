@@ -1538,22 +1538,35 @@ struct CrossedSpliceTests {
         }
     }
 
-    @Test("a splice 1.06 s back whose sound steps back only 0.6 s: remux and transcode keep every picture (26 were dropped as a stretch written twice when the new time passed the old one's end) and the new programme's sync (the sound stayed on the old time)",
-          arguments: ["original", "1mbps"])
-    func soundStepsLess(_ quality: String) throws {
-        let source = try Splice.soundStepsLess()
-        try Command.prepare(source, quality: quality, caps: "web", scratch: "sound-steps-less-\(quality)") { (r, out) throws in
+    @Test("a splice 1.06 s back whose sound, starting 0.48 s after its pictures, steps back only 0.61 s, crossing after or before the pictures: remux and transcode keep every picture (26 were dropped as a stretch written twice when the new time passed the old one's end) and the new programme's sync (the sound stayed on the old time, 0.48 s out; crossing first, 1.1 s out)",
+          arguments: [Splice.Crossing.together, .soundFirst], ["original", "1mbps"])
+    func soundStepsLess(_ crossing: Splice.Crossing, _ quality: String) throws {
+        // The 0.6 s of sound that crosses first comes out behind its own time, and is left out.
+        let source = try Splice.spliced(secondOffset: 14.9, soundDelay: 0.5, crossing: crossing)
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "sound-steps-less-\(crossing)-\(quality)") { (r, out) throws in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-            #expect(try Command.json(r)["stats"]?["corrupt_packets"] == .number(0))
+            if crossing == .together { #expect(try Command.json(r)["stats"]?["corrupt_packets"] == .number(0)) }
             #expect(try FFprobe.packetCount(out, "v") == FFprobe.packetCount(source, "v"))
             #expect(abs((try FFprobe(out).duration("video") ?? 0) - 12) < 0.1)
             guard quality == "original" else { return }
-            let first = try Splice.recording("testsrc2", offset: 10), second = try Splice.recording("testsrc", offset: 14.9, soundDelay: 0.5)
+            // The second recording's last picture and sound frame are as far apart as there.
+            let second = try Splice.recording("testsrc", offset: 14.9, soundDelay: 0.5)
             let (pictures, sounds) = try (FFprobe.packetTimes(out, "v"), FFprobe.packetTimes(out, "a"))
             let (sourcePictures, sourceSounds) = try (FFprobe.packetTimes(second, "v"), FFprobe.packetTimes(second, "a"))
-            let (nv, na) = try (FFprobe.packetCount(first, "v"), FFprobe.packetCount(first, "a"))
-            let apart = sounds[na] - pictures[nv], sourceApart = sourceSounds[0] - sourcePictures[0]
+            let apart = sounds.last! - pictures.last!, sourceApart = sourceSounds.last! - sourcePictures.last!
             #expect(abs(apart - sourceApart) < 0.002, "\(apart) s in the output, \(sourceApart) s in the source")
+        }
+    }
+
+    @Test("a splice that overlaps the first recording's end by 0.46 s, both streams stepping back less than a jump: the remux squeezes no picture (12 were squeezed into a millisecond)")
+    func overlapBySmallSteps() throws {
+        let source = try Splice.spliced(secondOffset: 15.5, crossing: .soundFirst)
+        try Command.prepare(source, quality: "original", caps: "web", scratch: "overlap-small-steps") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let pictures = try FFprobe.packetTimes(out, "v")
+            #expect(pictures.count == (try FFprobe.packetCount(source, "v")))
+            #expect(zip(pictures, pictures.dropFirst()).filter { $1 - $0 < 0.03 }.count == 0)
+            #expect(abs(pictures.last! - pictures.first! - 11.96) < 0.05)
         }
     }
 }
@@ -1561,8 +1574,8 @@ struct CrossedSpliceTests {
 @Suite("the length of a recording whose clock jumps")
 struct SplicedLengthTests {
     @Test("probe gives what the recordings last, 12 s, whether the clock stepped back 3 s (libavformat: 9 s) or on 11 hours (libavformat: 40 000 s)",
-          arguments: [13, 40_000])
-    func probed(_ secondOffset: Int) throws {
+          arguments: [13.0, 40_000])
+    func probed(_ secondOffset: Double) throws {
         let info = try JSONValue.parse(Array(try Command.run(["probe", try Splice.spliced(secondOffset: secondOffset), "--json"]).stdout.utf8))
         guard case .number(let seconds)? = info["duration_seconds"] else { Issue.record("no duration: \(info)"); return }
         #expect(abs(seconds - 12) < 0.15)

@@ -338,22 +338,11 @@ public enum Splice {
                              "-c:a", "aac", "-output_ts_offset", "\(offset)", "-f", "mpegts"])
     }
 
-    /// The recording from 10 s, then one whose pictures are timed 1.06 s before the first
-    /// one's last (a jump back) and whose sound, starting 0.48 s after its pictures, 0.61 s
-    /// before the first one's last sound (no jump by itself).
-    public static func soundStepsLess() throws -> String {
-        let first = try recording("testsrc2", offset: 10), second = try recording("testsrc", offset: 14.9, soundDelay: 0.5)
-        return try Media.generated("spliced-sound-steps-less.ts") { tmp in
-            try (Data(contentsOf: URL(fileURLWithPath: first)) + Data(contentsOf: URL(fileURLWithPath: second)))
-                .write(to: URL(fileURLWithPath: tmp))
-        }
-    }
-
-    /// The recording from 10 s (testsrc2) followed by one from `secondOffset` s (testsrc),
-    /// crossing as `crossing` says.
-    public static func spliced(secondOffset: Int, crossing: Crossing = .together) throws -> String {
-        let first = try recording("testsrc2", offset: 10), second = try recording("testsrc", offset: Double(secondOffset))
-        return try Media.generated("spliced-\(secondOffset)-\(crossing.rawValue).ts") { tmp in
+    /// The recording from 10 s (testsrc2) followed by one from `secondOffset` s (testsrc)
+    /// whose sound starts `soundDelay` s after its pictures, crossing as `crossing` says.
+    public static func spliced(secondOffset: Double, soundDelay: Double = 0, crossing: Crossing = .together) throws -> String {
+        let first = try recording("testsrc2", offset: 10), second = try recording("testsrc", offset: secondOffset, soundDelay: soundDelay)
+        return try Media.generated("spliced-\(secondOffset)-\(soundDelay)-\(crossing.rawValue).ts") { tmp in
             let a = try packets(first), b = try packets(second)
             // Moves the first recording's last TS packets of one stream after the second's
             // first ones of the other: about 0.8 s of sound, or 0.5 s of pictures.
