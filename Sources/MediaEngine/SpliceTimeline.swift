@@ -114,9 +114,11 @@ struct SpliceTimeline {
         }
     }
 
-    /// How far a stream's packet may be from where its next one belongs and still be on
-    /// its timeline (rounding, a demuxer's guessed durations, variable frame rates).
-    static let slack = Int64(kiln_time_base()) / 10
+    /// How far a stream's packet may fall behind where its next one belongs and still be on
+    /// its timeline: a decode time never runs back, but audio PES times jitter by a few ms
+    /// against the frames' lengths. (A new programme's sound 37 ms behind the old one's end,
+    /// under 0.1 s, stayed on the old time while its pictures, 0.46 s back, were squeezed.)
+    static let slack = Int64(kiln_time_base()) / 100
 
     /// A step between a stream's consecutive decode times that is a splice by itself, even
     /// where nothing else says so: far ahead, or a second back.

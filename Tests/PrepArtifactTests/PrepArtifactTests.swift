@@ -1558,10 +1558,11 @@ struct CrossedSpliceTests {
         }
     }
 
-    @Test("a splice that overlaps the first recording's end by 0.46 s, both streams stepping back less than a jump: the remux squeezes no picture (12 were squeezed into a millisecond)")
-    func overlapBySmallSteps() throws {
-        let source = try Splice.spliced(secondOffset: 15.5, crossing: .soundFirst)
-        try Command.prepare(source, quality: "original", caps: "web", scratch: "overlap-small-steps") { (r, out) throws in
+    @Test("a splice that overlaps the first recording's end by 0.46 s, both streams stepping back less than a jump (the sound by 0.46 s, or by 37 ms when it starts 0.5 s after the pictures): the remux squeezes no picture (12 were squeezed into a millisecond)",
+          arguments: [0, 0.5])
+    func overlapBySmallSteps(_ soundDelay: Double) throws {
+        let source = try Splice.spliced(secondOffset: 15.5, soundDelay: soundDelay, crossing: .soundFirst)
+        try Command.prepare(source, quality: "original", caps: "web", scratch: "overlap-small-steps-\(soundDelay)") { (r, out) throws in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
             let pictures = try FFprobe.packetTimes(out, "v")
             #expect(pictures.count == (try FFprobe.packetCount(source, "v")))
