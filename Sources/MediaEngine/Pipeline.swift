@@ -110,6 +110,40 @@ final class Pipeline {
         let timed = Set(timedInputs)
         let reader = TimelineOutliers(demuxer: demuxer, judged: timed)
         defer { outliers = reader.dropped }
+        var held: [(packet: Packet, timeline: Int, seq: Int)] = []
+        var heldBytes = 0
+
+        /// Moves the packet's times by `correction` and hands it to its lane.
+        func deliver(_ packet: Packet, lane: Lane, correction: Int64) throws(KilnError) {
+            let index = packet.streamIndex
+            let tb = demuxer.stream(Int(index)).pointee.time_base
+            let p = packet.pointer
+            let shift = rescale(correction, from: kiln_time_base_q(), to: tb)
+            if p.pointee.pts != noPTS { p.pointee.pts += shift }
+            if p.pointee.dts != noPTS { p.pointee.dts += shift }
+            let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
+            if index == progressIndex, let t { position = max(position, t) }
+            delivered[index, default: Delivered()].count(at: t, lasting: seconds(p.pointee.duration, tb) ?? 0)
+            try lane.consume(packet, muxer: muxer)
+            let now = clock.monotonicSeconds()
+            if now - lastReport >= 0.5 {
+                lastReport = now
+                onProgress(JobProgress(encodedSeconds: position, durationSeconds: durationSeconds,
+                                    speed: position / max(now - started, 1e-3)))
+            }
+        }
+        /// Hands out what is held, each on its timeline as it has settled.
+        func release() throws(KilnError) {
+            defer { held = []; heldBytes = 0 }
+            for h in held {
+                let index = h.packet.streamIndex
+                guard let lane = laneFor[index] else { continue }
+                let t = timeline.timeline(of: index, placedAt: h.seq, on: h.timeline)
+                try deliver(h.packet, lane: lane, correction: timeline.corrections[t])
+                h.packet.unref()
+            }
+        }
+
         while try reader.read(into: packet) {
             defer { packet.unref() }
             try cancellation.check(.demux)
@@ -132,24 +166,25 @@ final class Pipeline {
                 p.pointee.pts = p.pointee.dts
                 repairedTimestamps += 1
             }
-            let correction = timeline.correction(stream: index,
-                                                 dts: p.pointee.dts == noPTS ? nil : rescale(p.pointee.dts, from: tb, to: kiln_time_base_q()),
-                                                 step: max(rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), 1),
-                                                 sparse: !timed.contains(index))
-            let shift = rescale(correction, from: kiln_time_base_q(), to: tb)
-            if p.pointee.pts != noPTS { p.pointee.pts += shift }
-            if p.pointee.dts != noPTS { p.pointee.dts += shift }
-            let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
-            if index == progressIndex, let t { position = max(position, t) }
-            delivered[index, default: Delivered()].count(at: t, lasting: seconds(p.pointee.duration, tb) ?? 0)
-            try lane.consume(packet, muxer: muxer)
-            let now = clock.monotonicSeconds()
-            if now - lastReport >= 0.5 {
-                lastReport = now
-                onProgress(JobProgress(encodedSeconds: position, durationSeconds: durationSeconds,
-                                    speed: position / max(now - started, 1e-3)))
+            let placed = timeline.place(stream: index,
+                                        dts: p.pointee.dts == noPTS ? nil : rescale(p.pointee.dts, from: tb, to: kiln_time_base_q()),
+                                        step: max(rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), 1),
+                                        sparse: !timed.contains(index))
+            // While a stream is pending (`SpliceTimeline.isPending`), packets wait in file
+            // order for their timelines to settle, as much as the outlier filter holds.
+            if timeline.isPending || !held.isEmpty {
+                let kept = try Packet()
+                kept.take(packet)
+                heldBytes += Int(kept.pointer.pointee.size)
+                held.append((kept, placed, timeline.placed))
+                if !timeline.isPending || held.count >= TimelineOutliers.holdPackets || heldBytes >= TimelineOutliers.holdBytes {
+                    try release()
+                }
+                continue
             }
+            try deliver(packet, lane: lane, correction: timeline.corrections[placed])
         }
+        try release()
         try cancellation.check(.demux)
         for lane in lanes { try lane.finish(muxer: muxer) }
         try cancellation.check(.mux)

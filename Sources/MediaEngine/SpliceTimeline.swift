@@ -40,10 +40,16 @@ struct SpliceTimeline {
     private var timeline: [Int32: Int] = [:]
     private var lastDTS: [Int32: Int64] = [:]
     /// A stream's packet that fell behind its place by less than a jump: its decode time,
-    /// the place, and how many more of the stream's packets it waits for a timeline.
-    private var pending: [Int32: (dts: Int64, place: Int64, wait: Int)] = [:]
+    /// the place, which packet it was (`placed`), and how many more of the stream's packets
+    /// it waits for a timeline.
+    private var pending: [Int32: (dts: Int64, place: Int64, since: Int, wait: Int)] = [:]
     /// Packets a pending stream waits for another to open a timeline (about 2 s of sound).
     static let pendingPackets = 96
+    /// Streams that took a timeline on after pending: from which packet, from and to which
+    /// timeline (`timeline(of:placedAt:on:)`).
+    private var crossed: [Int32: (since: Int, from: Int, to: Int)] = [:]
+    /// Packets placed so far.
+    private(set) var placed = 0
 
     init(startCorrection: Int64, allowsJumps: Bool) {
         corrections = [startCorrection]
@@ -53,15 +59,28 @@ struct SpliceTimeline {
     /// How many splices the times were made continuous across.
     var splices: Int { corrections.count - 1 }
 
+    /// Whether a stream is pending: the timelines its latest packets were placed on may
+    /// still change. The pipeline holds packets back meanwhile, so that those a stream gave
+    /// between falling behind and taking a new timeline go out on it (12 pictures of an
+    /// overlap by small steps were squeezed into a millisecond).
+    var isPending: Bool { !pending.isEmpty }
+
     /// The correction for a packet of `stream` decoded at `dts` (AV_TIME_BASE units, as the
     /// source has it; nil if it has none) that lasts `step` (at least 1). `sparse`: a
     /// subtitle stream, whose times say nothing about splices.
     mutating func correction(stream: Int32, dts: Int64?, step: Int64, sparse: Bool = false) -> Int64 {
-        guard let dts else { return corrections[timeline[stream] ?? corrections.count - 1] }
-        if sparse { return corrections[nearest(dts)] }
+        corrections[place(stream: stream, dts: dts, step: step, sparse: sparse)]
+    }
+
+    /// The timeline for that packet, as known now: its correction is `corrections[t]`, and
+    /// may grow while a stream is pending.
+    mutating func place(stream: Int32, dts: Int64?, step: Int64, sparse: Bool = false) -> Int {
+        placed += 1
+        guard let dts else { return timeline[stream] ?? corrections.count - 1 }
+        if sparse { return nearest(dts) }
         let current = timeline[stream] ?? nearest(dts)
         var chosen = current
-        if let p = pending[stream] { pending[stream] = p.wait > 1 ? (p.dts, p.place, p.wait - 1) : nil }
+        if let p = pending[stream] { pending[stream] = p.wait > 1 ? (p.dts, p.place, p.since, p.wait - 1) : nil }
         if allowsJumps, let last = lastDTS[stream] {
             // How far the packet is from where the stream's next one belongs, on a timeline.
             let next = last + step
@@ -79,14 +98,13 @@ struct SpliceTimeline {
                     chosen = corrections.count - 1
                     adoptPending(opened: chosen, by: stream)
                 } else if here < 0 {
-                    pending[stream] = (dts, next, Self.pendingPackets)
+                    pending[stream] = (dts, next, placed, Self.pendingPackets)
                     // A second stream stepping back while one is pending: a splice by small
                     // steps (the new programme overlaps the old one's end), which the one
                     // that crossed first opens, continuous for it.
                     if let (first, p) = pending.first(where: { $0.key != stream }) {
                         corrections.append(p.place - p.dts)
-                        timeline[first] = corrections.count - 1
-                        pending[first] = nil
+                        cross(first, since: p.since, to: corrections.count - 1)
                         adoptPending(opened: corrections.count - 1, by: first)
                         chosen = timeline[stream] ?? current
                     }
@@ -96,7 +114,14 @@ struct SpliceTimeline {
         if chosen != current { pending[stream] = nil }
         timeline[stream] = chosen
         lastDTS[stream] = dts + corrections[chosen]
-        return corrections[chosen]
+        return chosen
+    }
+
+    /// The timeline of the `seq`th packet placed, of `stream`, placed on `recorded`: the one
+    /// its stream took on since, if it was pending then.
+    func timeline(of stream: Int32, placedAt seq: Int, on recorded: Int) -> Int {
+        guard let c = crossed[stream], seq >= c.since, recorded == c.from else { return recorded }
+        return c.to
     }
 
     /// Streams pending when `opened` opens take it from their next packet, when it moves
@@ -109,9 +134,15 @@ struct SpliceTimeline {
             let there = p.dts + corrections[opened] - p.place, here = p.dts + corrections[current] - p.place
             guard there > here else { continue }
             if there < 0 { corrections[opened] -= there }
-            timeline[stream] = opened
-            pending[stream] = nil
+            cross(stream, since: p.since, to: opened)
         }
+    }
+
+    /// `stream`, pending since its `since`th packet, takes timeline `to`.
+    private mutating func cross(_ stream: Int32, since: Int, to: Int) {
+        crossed[stream] = (since, timeline[stream] ?? 0, to)
+        timeline[stream] = to
+        pending[stream] = nil
     }
 
     /// How far a stream's packet may fall behind where its next one belongs and still be on

@@ -1558,11 +1558,11 @@ struct CrossedSpliceTests {
         }
     }
 
-    @Test("a splice that overlaps the first recording's end by 0.46 s, both streams stepping back less than a jump (the sound by 0.46 s, or by 37 ms when it starts 0.5 s after the pictures): the remux squeezes no picture (12 were squeezed into a millisecond)",
-          arguments: [0, 0.5])
-    func overlapBySmallSteps(_ soundDelay: Double) throws {
-        let source = try Splice.spliced(secondOffset: 15.5, soundDelay: soundDelay, crossing: .soundFirst)
-        try Command.prepare(source, quality: "original", caps: "web", scratch: "overlap-small-steps-\(soundDelay)") { (r, out) throws in
+    @Test("a splice that overlaps the first recording's end by 0.46 s, both streams stepping back less than a jump (the sound by 0.46 s, or by 37 ms when it starts 0.5 s after the pictures), whichever crosses first: remux and transcode keep every picture, none squeezed (12 were squeezed into a millisecond, or dropped; crossing first, the pictures' first 12 still were)",
+          arguments: [(Splice.Crossing.together, 0.0), (.picturesFirst, 0), (.soundFirst, 0.5)], ["original", "1mbps"])
+    func overlapBySmallSteps(_ crossing: (Splice.Crossing, Double), _ quality: String) throws {
+        let source = try Splice.spliced(secondOffset: 15.5, soundDelay: crossing.1, crossing: crossing.0)
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "overlap-small-steps-\(crossing.0)-\(quality)") { (r, out) throws in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
             let pictures = try FFprobe.packetTimes(out, "v")
             #expect(pictures.count == (try FFprobe.packetCount(source, "v")))
