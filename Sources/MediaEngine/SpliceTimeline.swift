@@ -18,12 +18,13 @@ import KilnCore
 ///
 /// A stream that crosses first by such a small step opens nothing (a damaged time looks
 /// the same), but stays pending: when another stream then opens a timeline, it takes that
-/// one too if that puts its crossing packet nearer its place (sound crossing first by
-/// 0.64 s, pictures 1.14 s later in the file: the sound stayed 0.48 s out of sync). What
-/// it delivered in between was behind its own time, and the lanes left it out. When a
-/// second stream steps back while one is pending, both crossed a splice by small steps
-/// (the new programme overlapping the old one's end by 0.46 s: a copy squeezed 12 pictures
-/// into a millisecond, a transcode dropped them), and the first opens the timeline.
+/// one too, from its crossing packet on, if that moves the packet on from behind its place
+/// (sound crossing first by 0.64 s, pictures 1.14 s later in the file: the sound stayed
+/// 0.48 s out of sync). When a second stream steps back while one is pending, both crossed
+/// a splice by small steps (the new programme overlapping the old one's end by 0.46 s: a
+/// copy squeezed 12 pictures into a millisecond, a transcode dropped them), and the first
+/// opens the timeline. The pipeline holds packets back while a stream is pending
+/// (`isPending`) and asks for each one's settled timeline as it lets it go.
 ///
 /// A stream that takes a later timeline on would start before its own last packet ends
 /// (the old programme's sound ran on past its pictures): the timeline is moved on by that
