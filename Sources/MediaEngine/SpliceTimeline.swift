@@ -64,7 +64,15 @@ struct SpliceTimeline {
     /// still change. The pipeline holds packets back meanwhile, so that those a stream gave
     /// between falling behind and taking a new timeline go out on it (12 pictures of an
     /// overlap by small steps were squeezed into a millisecond).
-    var isPending: Bool { !pending.isEmpty }
+    var isPending: Bool { !pending.isEmpty || !awaiting.isEmpty }
+    /// Streams not yet on the newest timeline, whose crossing may still move it on (a
+    /// stream that takes a timeline on moves it on rather than run back): until they
+    /// cross, or for `awaitPackets` packets, the pipeline holds what the first ones gave
+    /// on it. (Moved on after the fact, B-frames from x264 had one picture shown 3 ms
+    /// after another and the new programme 38 ms out of sync until the sound crossed.)
+    private var awaiting: Set<Int32> = []
+    private var awaitLeft = 0
+    static let awaitPackets = 2 * pendingPackets
 
     /// The correction for a packet of `stream` decoded at `dts` (AV_TIME_BASE units, as the
     /// source has it; nil if it has none) that lasts `step` (at least 1). `sparse`: a
@@ -77,6 +85,10 @@ struct SpliceTimeline {
     /// may grow while a stream is pending.
     mutating func place(stream: Int32, dts: Int64?, step: Int64, sparse: Bool = false) -> Int {
         placed += 1
+        if !awaiting.isEmpty {
+            awaitLeft -= 1
+            if awaitLeft <= 0 { awaiting = [] }
+        }
         guard let dts else { return timeline[stream] ?? corrections.count - 1 }
         if sparse { return nearest(dts) }
         let current = timeline[stream] ?? nearest(dts)
@@ -97,6 +109,7 @@ struct SpliceTimeline {
                 } else if Self.isJump(dts + corrections[current] - last) {
                     corrections.append(next - dts)
                     chosen = corrections.count - 1
+                    awaitCrossing(opened: chosen, by: stream)
                     adoptPending(opened: chosen, by: stream)
                 } else if here < 0 {
                     pending[stream] = (dts, next, placed, Self.pendingPackets)
@@ -105,6 +118,7 @@ struct SpliceTimeline {
                     // that crossed first opens, continuous for it.
                     if let (first, p) = pending.first(where: { $0.key != stream }) {
                         corrections.append(p.place - p.dts)
+                        awaitCrossing(opened: corrections.count - 1, by: first)
                         cross(first, since: p.since, to: corrections.count - 1)
                         adoptPending(opened: corrections.count - 1, by: first)
                         chosen = timeline[stream] ?? current
@@ -113,6 +127,7 @@ struct SpliceTimeline {
             }
         }
         if chosen != current { pending[stream] = nil }
+        if chosen == corrections.count - 1 { awaiting.remove(stream) }
         timeline[stream] = chosen
         lastDTS[stream] = dts + corrections[chosen]
         return chosen
@@ -139,11 +154,18 @@ struct SpliceTimeline {
         }
     }
 
+    /// Every other stream seen awaits the timeline `opened` has just opened.
+    private mutating func awaitCrossing(opened: Int, by opener: Int32) {
+        awaiting = Set(timeline.keys.filter { $0 != opener && timeline[$0] != opened })
+        awaitLeft = Self.awaitPackets
+    }
+
     /// `stream`, pending since its `since`th packet, takes timeline `to`.
     private mutating func cross(_ stream: Int32, since: Int, to: Int) {
         crossed[stream] = (since, timeline[stream] ?? 0, to)
         timeline[stream] = to
         pending[stream] = nil
+        if to == corrections.count - 1 { awaiting.remove(stream) }
     }
 
     /// How far a stream's packet may fall behind where its next one belongs and still be on
