@@ -232,6 +232,27 @@ final class Demuxer {
         wasRewound = true
     }
 
+    /// Whether the container can be read from any byte (demuxers find their next packet
+    /// from there): the probe's looks at a file's end and across it.
+    var readsFromAnyByte: Bool {
+        context.pointee.pb != nil && context.pointee.iformat.pointee.flags & AVFMT_NO_BYTE_SEEK == 0
+    }
+
+    /// Seeks to byte `offset` and hands each packet read, in `packet`, to `body` until it
+    /// says stop (false), the file ends, or `limit` packets were read. False if the seek
+    /// failed. The packet is unreferenced after each call.
+    @discardableResult
+    func read(fromByte offset: Int64, limit: Int, into packet: Packet, _ body: (Packet) -> Bool) -> Bool {
+        guard seek(stream: -1, to: offset, flags: AVSEEK_FLAG_BYTE | AVSEEK_FLAG_ANY) >= 0 else { return false }
+        var reads = 0
+        while reads < limit, (try? read(into: packet)) == true {
+            reads += 1
+            defer { packet.unref() }
+            if !body(packet) { break }
+        }
+        return true
+    }
+
     /// `av_seek_frame` on the context, dropping what a rewind held back: after a seek, the
     /// next read is wherever the seek went.
     func seek(stream: Int32, to timestamp: Int64, flags: Int32) -> Int32 {

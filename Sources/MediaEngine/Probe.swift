@@ -373,25 +373,20 @@ public enum Prober {
     /// any byte). nil when the container cannot seek by byte or shows no times there. Leaves
     /// the read position at the end: the caller rewinds.
     static func measuredEnd(_ demuxer: Demuxer, size: Int64) -> Double? {
-        let ctx = demuxer.context
-        guard size > 0, ctx.pointee.pb != nil, ctx.pointee.iformat.pointee.flags & AVFMT_NO_BYTE_SEEK == 0,
-              demuxer.seek(stream: -1, to: max(0, size - tailBytes), flags: AVSEEK_FLAG_BYTE | AVSEEK_FLAG_ANY) >= 0,
-              let packet = try? Packet() else { return nil }
+        guard size > 0, demuxer.readsFromAnyByte, let packet = try? Packet() else { return nil }
         var end: Double? = nil
-        var reads = 0
-        while reads < 100_000, (try? demuxer.read(into: packet)) == true {
-            reads += 1
-            defer { packet.unref() }
+        let read = demuxer.read(fromByte: max(0, size - tailBytes), limit: 100_000, into: packet) { packet in
             let p = packet.pointer.pointee
-            guard p.stream_index >= 0, Int(p.stream_index) < demuxer.streamCount else { continue }
+            guard p.stream_index >= 0, Int(p.stream_index) < demuxer.streamCount else { return true }
             let st = demuxer.stream(Int(p.stream_index))
             let type = st.pointee.codecpar.pointee.codec_type
-            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
+            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { return true }
             let ts = packet.time
-            guard ts != noPTS, let t = seconds(ts + max(0, p.duration), st.pointee.time_base) else { continue }
+            guard ts != noPTS, let t = seconds(ts + max(0, p.duration), st.pointee.time_base) else { return true }
             end = max(end ?? t, t)
+            return true
         }
-        return end
+        return read ? end : nil
     }
     /// Codecs whose streams are interlaced in real files (HEVC's field SEI is too rare to
     /// pay a UHD decoder for on every probe).

@@ -35,23 +35,19 @@ enum TimelineSurvey {
     /// holds) or the file cannot be surveyed. Leaves the read position anywhere: the caller
     /// rewinds.
     static func duration(_ demuxer: Demuxer, size: Int64, readBytes: Int64 = readBytes) -> Double? {
-        let ctx = demuxer.context
-        guard size > 0, ctx.pointee.pb != nil, ctx.pointee.iformat.pointee.flags & AVFMT_NO_BYTE_SEEK == 0,
-              let reference = referenceStream(demuxer), let packet = try? Packet() else { return nil }
+        guard size > 0, demuxer.readsFromAnyByte, let reference = referenceStream(demuxer), let packet = try? Packet() else { return nil }
         var budget = maximumSamples
         func sample(at bytes: Int64) -> Sample? {
             budget -= 1
-            guard demuxer.seek(stream: -1, to: bytes, flags: AVSEEK_FLAG_BYTE | AVSEEK_FLAG_ANY) >= 0 else { return nil }
-            var reads = 0
-            while reads < 4096, (try? demuxer.read(into: packet)) == true {
-                reads += 1
-                defer { packet.unref() }
+            var found: Sample? = nil
+            demuxer.read(fromByte: bytes, limit: 4096, into: packet) { packet in
                 let p = packet.pointer.pointee
-                if p.pos >= 0, p.pos - bytes > sampleBytes { return nil }
-                guard p.stream_index == reference, let t = time(packet, demuxer) else { continue }
-                return Sample(bytes: p.pos >= 0 ? p.pos : bytes, seconds: t)
+                if p.pos >= 0, p.pos - bytes > sampleBytes { return false }
+                guard p.stream_index == reference, let t = time(packet, demuxer) else { return true }
+                found = Sample(bytes: p.pos >= 0 ? p.pos : bytes, seconds: t)
+                return false
             }
-            return nil
+            return found
         }
         var found: [Sample] = []
         for i in 0..<samples {
@@ -106,17 +102,14 @@ enum TimelineSurvey {
     /// nothing either; whether there were any. nil if the packets do not lead from `a` to `b`.
     private static func stepped(_ demuxer: Demuxer, reference: Int32, from a: Sample, to b: Sample,
                                 packet: Packet) -> (seconds: Double, jumps: Bool)? {
-        guard demuxer.seek(stream: -1, to: a.bytes, flags: AVSEEK_FLAG_BYTE | AVSEEK_FLAG_ANY) >= 0 else { return nil }
         let second = Double(kiln_time_base()), away = Double(TimelineOutliers.jump) / second
         var previous = a.seconds, total = 0.0, jumps = false
         // Where a run that jumped away started: what was counted then, and its packets since.
         var run: (from: Double, total: Double, jumps: Bool, packets: Int)? = nil
-        var reads = 0
-        while reads < 100_000, (try? demuxer.read(into: packet)) == true {
-            reads += 1
-            defer { packet.unref() }
+        var result: (seconds: Double, jumps: Bool)? = nil
+        demuxer.read(fromByte: a.bytes, limit: 100_000, into: packet) { packet in
             let p = packet.pointer.pointee
-            guard p.stream_index == reference, p.pos > a.bytes, let t = time(packet, demuxer) else { continue }
+            guard p.stream_index == reference, p.pos > a.bytes, let t = time(packet, demuxer) else { return true }
             if let r = run, r.packets < TimelineOutliers.runPackets, TimelineOutliers.returns(t, from: r.from, last: previous, within: away) {
                 // Back where it was: the run is left out.
                 (total, jumps, run) = (r.total + max(0, t - r.from), r.jumps, nil)
@@ -135,10 +128,12 @@ enum TimelineSurvey {
                 }
             }
             previous = t
+            guard p.pos >= b.bytes else { return true }
             // The last sample's time is where its packet ends.
-            if p.pos >= b.bytes { return p.pos == b.bytes ? (total + max(0, b.seconds - t), jumps) : nil }
+            if p.pos == b.bytes { result = (total + max(0, b.seconds - t), jumps) }
+            return false
         }
-        return nil
+        return result
     }
 
     /// The stream whose times are read: the first video (not a cover), else the first audio.
@@ -160,15 +155,12 @@ enum TimelineSurvey {
     /// The reference stream's last packet in the file's last `Prober.tailBytes`, its time
     /// the end of it.
     private static func lastSample(_ demuxer: Demuxer, reference: Int32, size: Int64, packet: Packet) -> Sample? {
-        guard demuxer.seek(stream: -1, to: max(0, size - Prober.tailBytes), flags: AVSEEK_FLAG_BYTE | AVSEEK_FLAG_ANY) >= 0 else { return nil }
         var last: Sample? = nil
-        var reads = 0
-        while reads < 100_000, (try? demuxer.read(into: packet)) == true {
-            reads += 1
-            defer { packet.unref() }
+        demuxer.read(fromByte: max(0, size - Prober.tailBytes), limit: 100_000, into: packet) { packet in
             let p = packet.pointer.pointee
-            guard p.stream_index == reference, p.pos >= 0, let t = time(packet, demuxer) else { continue }
+            guard p.stream_index == reference, p.pos >= 0, let t = time(packet, demuxer) else { return true }
             last = Sample(bytes: p.pos, seconds: t + (seconds(p.duration, demuxer.stream(Int(reference)).pointee.time_base) ?? 0))
+            return true
         }
         return last
     }

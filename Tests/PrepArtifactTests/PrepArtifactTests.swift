@@ -1425,11 +1425,10 @@ struct RepeatedStretchTests {
     static func repeatedPictures() throws -> String {
         let source = try clean()
         return try Media.generated("stretch-three-pictures.ts") { tmp in
-            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
-            let packets = stride(from: 0, to: bytes.count - 187, by: 188).map { Array(bytes[$0..<$0 + 188]) }
-            // ffmpeg's muxer writes each picture as one PES on PID 0x100, its first TS packet
-            // marked as a unit start.
-            let isVideo = { (p: [UInt8]) in Int(p[1] & 0x1f) << 8 | Int(p[2]) == 0x100 }
+            let packets = try Splice.packets(source)
+            // ffmpeg's muxer writes each picture as one PES, its first TS packet marked as a
+            // unit start.
+            let isVideo = { (p: [UInt8]) in Splice.pid(p) == Splice.videoPID }
             let starts = packets.indices.filter { isVideo(packets[$0]) && packets[$0][1] & 0x40 != 0 }
             let copied = packets[starts[34]..<starts[37]].filter(isVideo)
             try Data((packets[..<starts[61]] + copied + packets[starts[61]...]).joined()).write(to: URL(fileURLWithPath: tmp))

@@ -326,7 +326,7 @@ public enum Splice {
     }
 
     /// ffmpeg's MPEG-TS muxer numbers the elementary streams from 0x100 in output order.
-    static let videoPID = 0x100, audioPID = 0x101
+    public static let videoPID = 0x100, audioPID = 0x101
 
     /// One recording, timed from `offset` seconds (plus the muxer's 1.4 s delay); its sound
     /// starts `soundDelay` seconds after its pictures.
@@ -392,10 +392,12 @@ public enum Splice {
         }
     }
 
-    private static func packets(_ path: String) throws -> [[UInt8]] {
+    /// An MPEG-TS file's 188-byte packets.
+    public static func packets(_ path: String) throws -> [[UInt8]] {
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
         return stride(from: 0, to: bytes.count - 187, by: 188).map { Array(bytes[$0..<$0 + 188]) }
     }
 
-    private static func pid(_ packet: [UInt8]) -> Int { Int(packet[1] & 0x1f) << 8 | Int(packet[2]) }
+    /// A TS packet's PID.
+    public static func pid(_ packet: [UInt8]) -> Int { Int(packet[1] & 0x1f) << 8 | Int(packet[2]) }
 }
