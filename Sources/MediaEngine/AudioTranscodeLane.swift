@@ -20,7 +20,9 @@ final class AudioTranscodeLane: Lane {
     private(set) var outputIndex: Int32 = -1
     private let plan: AudioPlan
     private let inputStream: UnsafeMutablePointer<AVStream>
-    private let decoder: Decoder
+    private var decoder: Decoder
+    /// What the decoders of streams followed before this one counted (`follow`).
+    private var retired = (corrupt: 0, decoded: 0)
     private var encoder: Encoder?
     private var resampler: Resampler?
     private let frame: Frame
@@ -60,8 +62,8 @@ final class AudioTranscodeLane: Lane {
 
     var stats: LaneStats {
         var s = counters
-        s.corruptPackets = decoder.corruptPackets + rejectedFrames
-        s.framesDecoded = decoder.framesDecoded
+        s.corruptPackets = retired.corrupt + decoder.corruptPackets + rejectedFrames
+        s.framesDecoded = retired.decoded + decoder.framesDecoded
         s.framesEncoded = encoder?.framesEncoded ?? 0
         return s
     }
@@ -101,6 +103,19 @@ final class AudioTranscodeLane: Lane {
         try decoder.decodeRequiringOutput(packet, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
             try self.resample(f, muxer: muxer)
         }
+    }
+
+    /// The sound goes on in another stream (`AudioSuccession`): what this decoder holds
+    /// goes out, then a decoder for the new stream's codec takes over. The resampler
+    /// follows a new format as it does one that changes mid-stream, and timestamps go on
+    /// as they are (the same clock, the same time base).
+    func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError) {
+        try decoder.decodeRequiringOutput(nil, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
+            try self.resample(f, muxer: muxer)
+        }
+        retired.corrupt += decoder.corruptPackets
+        retired.decoded += decoder.framesDecoded
+        decoder = try Decoder(stream: stream, threads: 1)
     }
 
     func finish(muxer: Muxer) throws(KilnError) {

@@ -208,6 +208,27 @@ final class CopyLane: Lane {
         try emit(packet, muxer: muxer)
     }
 
+    /// The sound goes on in another stream (`AudioSuccession`). Its packets are copied on
+    /// into the same track when they are of the same codec (AAC's configuration is then
+    /// watched frame by frame as ever; AC-3 and E-AC-3 frames describe themselves); another
+    /// codec, or another rate or channel count where the stream's header says, is a format
+    /// change: the copy stops and the sound is re-encoded from the source.
+    func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError) {
+        let from = input.pointee.codecpar.pointee, to = stream.pointee.codecpar.pointee
+        let differs = to.codec_id != from.codec_id
+            || (to.sample_rate > 0 && to.sample_rate != from.sample_rate)
+            || (to.ch_layout.nb_channels > 0 && to.ch_layout.nb_channels != from.ch_layout.nb_channels)
+        guard differs else { return }
+        func describe(_ par: AVCodecParameters, _ index: Int32) -> String {
+            let name = string(avcodec_get_name(par.codec_id)) ?? "audio"
+            let n = par.ch_layout.nb_channels
+            return "stream \(index) (\(name)" + (n > 0 ? ", \(n) channel\(n == 1 ? "" : "s"))" : ")")
+        }
+        let at = seconds(latestEnd, input.pointee.time_base).map { " at \(Format.fixed($0, decimals: 1)) s" } ?? ""
+        formatChange = "the source's sound goes on from \(describe(from, inputIndex)) in \(describe(to, stream.pointee.index))\(at)"
+        throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): one MP4 track cannot carry both as they are")
+    }
+
     /// Broadcast AAC may change its channels or sample rate mid-stream (a 5.1 film after
     /// stereo adverts): each ADTS frame says so, but an MP4 track has one configuration, so
     /// the frames after the change would not decode from the output.

@@ -17,11 +17,20 @@ protocol Lane: AnyObject {
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError)
     /// Drains decoders, filters and encoders at end of input.
     func finish(muxer: Muxer) throws(KilnError)
+    /// Goes on with `stream`'s packets, which carry on the sound of this lane's stream
+    /// from here (`AudioSuccession`); they come with this lane's stream index.
+    func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError)
     /// Counters reported in the result (concealed corrupt packets, dropped frames, …).
     var stats: LaneStats { get }
     /// The ffmpeg command options that make the same output stream (after `prepare`):
     /// every setting that shapes it, so anyone can reproduce and compare the work.
     var ffmpegEquivalent: [String] { get }
+}
+
+extension Lane {
+    func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError) {
+        throw KilnError(.internalError, stage: .demux, "only an audio lane follows its sound into another stream")
+    }
 }
 
 public struct LaneStats: Sendable, Codable, Equatable {

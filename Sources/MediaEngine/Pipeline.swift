@@ -86,11 +86,32 @@ final class Pipeline {
     private(set) var splices = 0
     /// Packets left out as damage: runs of times far off that jumped back (`TimelineOutliers`).
     private(set) var outliers = 0
+    /// Where the sound went on in another stream (`AudioSuccession`), and the output time
+    /// (seconds) of the first packet that stream gave the lane (nil if it had none).
+    private(set) var handovers: [AudioSuccession.Handover] = []
+    private(set) var followedAt: [Double?] = []
 
     func run() throws(KilnError) {
         var laneFor = [Int32: Lane]()
         for lane in lanes { laneFor[lane.inputIndex] = lane }
-        for i in 0..<demuxer.streamCount where laneFor[Int32(i)] == nil {
+        // The one audio lane of a recording whose streams come and go follows its sound
+        // from stream to stream (`AudioSuccession`): the streams that could carry it on
+        // are read too.
+        let audioLanes = lanes.filter { demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO }
+        var succession: AudioSuccession? = nil
+        var mayFollow: (Int32) -> Bool = { _ in false }
+        if demuxer.hasDiscontinuousTimestamps, audioLanes.count == 1 {
+            let chosen = audioLanes[0].inputIndex
+            let programs = AudioSuccession.programs(of: chosen, in: demuxer)
+            succession = AudioSuccession(lane: chosen) { [demuxer] in AudioSuccession.succeeds($0, chosen, programs: programs, in: demuxer) }
+            // Programme membership is judged at a stream's first packet (a new map may list
+            // it then): here, only streams of other programmes are left unread.
+            mayFollow = { [demuxer] in AudioSuccession.succeeds($0, chosen, programs: [], in: demuxer)
+                && (programs.isEmpty || !programs.isDisjoint(with: AudioSuccession.programs(of: $0, in: demuxer))
+                    || AudioSuccession.programs(of: $0, in: demuxer).isEmpty) }
+        }
+        defer { handovers = succession?.handovers ?? [] }
+        for i in 0..<demuxer.streamCount where laneFor[Int32(i)] == nil && !mayFollow(Int32(i)) {
             demuxer.stream(i).pointee.discard = AVDISCARD_ALL
         }
         // The lane whose position is the progress: video if there is one.
@@ -124,6 +145,7 @@ final class Pipeline {
             let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
             if index == progressIndex, let t { position = max(position, t) }
             delivered[index, default: Delivered()].count(at: t, lasting: seconds(p.pointee.duration, tb) ?? 0)
+            if followedAt.count < succession?.handovers.count ?? 0, index == succession?.lane { followedAt.append(t) }
             try lane.consume(packet, muxer: muxer)
             let now = clock.monotonicSeconds()
             if now - lastReport >= 0.5 {
@@ -144,11 +166,9 @@ final class Pipeline {
             }
         }
 
-        while try reader.read(into: packet) {
-            defer { packet.unref() }
-            try cancellation.check(.demux)
+        /// Repairs, places and hands out (or holds) one packet of a kept stream.
+        func take(_ packet: Packet, lane: Lane) throws(KilnError) {
             let index = packet.streamIndex
-            guard let lane = laneFor[index] else { continue }
             // Encrypted samples decode to garbage and copy into a file without their keys'
             // boxes: only the source file itself can go (the planner plans nothing else).
             if packet.isEncrypted {
@@ -180,9 +200,30 @@ final class Pipeline {
                 if !timeline.isPending || held.count >= TimelineOutliers.holdPackets || heldBytes >= TimelineOutliers.holdBytes {
                     try release()
                 }
-                continue
+                return
             }
             try deliver(packet, lane: lane, correction: timeline.corrections[placed])
+        }
+
+        while try reader.read(into: packet) {
+            defer { packet.unref() }
+            try cancellation.check(.demux)
+            if var s = succession {
+                let admission = try s.admit(packet, stream: demuxer.stream(Int(packet.streamIndex)))
+                succession = s
+                switch admission {
+                case .current, .other: break
+                case .held: continue
+                case .handover(let packets):
+                    guard let lane = laneFor[s.lane] else { continue }
+                    if followedAt.count < s.handovers.count - 1 { followedAt.append(nil) }
+                    try lane.follow(demuxer.stream(Int(s.current)), muxer: muxer)
+                    for followed in packets { try take(followed, lane: lane) }
+                    continue
+                }
+            }
+            guard let lane = laneFor[packet.streamIndex] else { continue }
+            try take(packet, lane: lane)
         }
         try release()
         try cancellation.check(.demux)

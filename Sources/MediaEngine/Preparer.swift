@@ -138,7 +138,7 @@ public enum Preparer {
                 var result = try prepareOnce(source: source, plan: current, output: output, forecastFrom: forecastFrom,
                                              awaitForecast: awaitForecast, room: adjustments.isEmpty ? fixedRoom : nil,
                                              cancellation: cancellation, progress: progress, formatChange: &change)
-                if !adjustments.isEmpty { result.stats.adjustments = adjustments }
+                if !adjustments.isEmpty { result.stats.adjustments = adjustments + (result.stats.adjustments ?? []) }
                 return result
             } catch {
                 guard let what = change, !cancellation.isCanceled else { throw error }
@@ -237,6 +237,7 @@ public enum Preparer {
         EngineLog.reset()
         var corrupt = 0, repaired = 0, gaps = 0
         var equivalent: [String]? = nil
+        var continued: [String] = []
         var phases: [String: Double] = [:]
         var mark = started
         func phase(_ name: String) {
@@ -306,6 +307,10 @@ public enum Preparer {
                     verifiedLength = end
                 }
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
+                continued = zip(pipeline.handovers, pipeline.followedAt + Array(repeating: nil, count: pipeline.handovers.count)).map { h, at in
+                    "audio_continued: the sound goes on in the source's stream \(h.to)"
+                        + (at.map { " at \(Format.fixed($0, decimals: 2)) s" } ?? "") + ", where stream \(h.from) ends"
+                }
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
                     + lanes.reduce(0) { $0 + $1.stats.repairedTimestamps }
                 corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets } + pipeline.outliers
@@ -382,7 +387,7 @@ public enum Preparer {
             stats: PrepareStats(wallSeconds: wall, speed: info.durationSeconds / max(wall, 1e-3),
                                 corruptPackets: corrupt, repairedTimestamps: repaired, audioGapsFilled: gaps > 0 ? gaps : nil,
                                 ffmpegEquivalent: equivalent, phases: phases,
-                                hashedWhileWriting: hashedWhileWriting,
+                                hashedWhileWriting: hashedWhileWriting, adjustments: continued.isEmpty ? nil : continued,
                                 forecastSkippedBytes: forecast?.skippedBytes ?? 0))
     }
 

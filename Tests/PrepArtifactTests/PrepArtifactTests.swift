@@ -1759,3 +1759,104 @@ struct TimesRunBackTests {
         }
     }
 }
+
+/// A broadcast recording whose sound moves to another audio stream mid-file
+/// (`AudioSuccession`): the output had the first stream's sound only, silence after it.
+@Suite("audio succession")
+struct AudioSuccessionTests {
+    /// The output's sound: its length, the tone's frequency in its first and last seconds
+    /// (zero crossings per second), and the adjustments the result reports.
+    private static func sound(_ out: String) throws -> (length: Double, first: Double, last: Double) {
+        let length = try #require(try FFprobe(out).duration("audio"))
+        func tone(from start: Double) throws -> Double {
+            let raw = out + ".raw"
+            defer { try? FileManager.default.removeItem(atPath: raw) }
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-ss", "\(start)", "-t", "1", "-i", out, "-map", "0:a:0",
+                                               "-ac", "1", "-ar", "48000", "-f", "s16le", "-acodec", "pcm_s16le", raw])
+            guard r.status == 0 else { throw TestFailure("ffmpeg could not decode \(out): \(r.stderr)") }
+            let data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
+            let samples = stride(from: 0, to: data.count - 1, by: 2).map { Int16(bitPattern: UInt16(data[$0]) | UInt16(data[$0 + 1]) << 8) }
+            let crossings = zip(samples, samples.dropFirst()).filter { ($0 < 0) != ($1 < 0) }.count
+            return Double(crossings) / 2 / (Double(samples.count) / 48000)
+        }
+        return (length, try tone(from: 1), try tone(from: length - 1.5))
+    }
+
+    private static func adjustments(_ r: Run.Result) throws -> [String] {
+        guard case .array(let a)? = try Command.json(r)["stats"]?["adjustments"] else { return [] }
+        return a.compactMap(\.string)
+    }
+
+    /// Where the result says the sound went on in stream 2, in output seconds.
+    private static func continued(_ r: Run.Result) throws -> Double? {
+        let prefix = "audio_continued: the sound goes on in the source's stream 2 at "
+        return try adjustments(r).first { $0.hasPrefix(prefix) }.flatMap { Double($0.dropFirst(prefix.count).prefix { $0 != " " }) }
+    }
+
+    @Test("a programme change that moves the sound to a new PID: remux and transcode carry the second programme's sound on, in its own sync, none squeezed (the output's sound ended after 6 s of 12)",
+          arguments: ["original", "1mbps"])
+    func newPID(_ quality: String) throws {
+        let source = try Succession.pidChange()
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "succession-pid-\(quality)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let s = try Self.sound(out)
+            #expect(abs(s.length - 12) < 0.15, "the sound lasts \(s.length) s")
+            #expect(abs(s.first - 440) < 10 && abs(s.last - 880) < 10, "tones \(s.first) Hz, then \(s.last) Hz")
+            #expect(abs((try Self.continued(r) ?? 0) - 6) < 0.1, "\(r.stdout)")
+            #expect(try FFprobe.decodeErrors(out).isEmpty)
+            // (The new stream's first frame may begin a few milliseconds before the old one's
+            // last ends: that one is then cut short.)
+            let sounds = try FFprobe.packetTimes(out, "a")
+            #expect(zip(sounds, sounds.dropFirst()).filter { $1 - $0 < 0.002 }.count == 0, "no sound frame squeezed")
+            // The second programme's last picture and sound frame are as far apart as there.
+            let second = try Succession.recording("testsrc", offset: 16, codec: "aac", audioPID: 0x102, language: "eng", frequency: 880)
+            let pictures = try FFprobe.packetTimes(out, "v")
+            let (sourcePictures, sourceSounds) = try (FFprobe.packetTimes(second, "v"), FFprobe.packetTimes(second, "a"))
+            let apart = sounds.last! - pictures.last!, sourceApart = sourceSounds.last! - sourcePictures.last!
+            #expect(abs(apart - sourceApart) < 0.03, "\(apart) s in the output, \(sourceApart) s in the source")
+        }
+    }
+
+    @Test("the new PID carries AC-3 where the copy was AAC: the sound is re-encoded and goes on (one MP4 track cannot carry both)")
+    func newCodec() throws {
+        let source = try Succession.pidChange(codec: "ac3")
+        try Command.prepare(source, quality: "original", caps: "web", scratch: "succession-ac3") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let adjustments = try Self.adjustments(r)
+            #expect(adjustments.contains { $0.hasPrefix("audio_reencoded: the source's sound goes on from stream 1 (aac, 2 channels) in stream 2 (ac3") })
+            #expect(adjustments.contains { $0.hasPrefix("audio_continued:") })
+            let s = try Self.sound(out)
+            #expect(abs(s.length - 12) < 0.15 && abs(s.last - 880) < 10, "\(s)")
+        }
+    }
+
+    @Test("a programme change with a new PID and a clock 11 hours on (another channel): the sound goes on after the splice")
+    func newPIDAcrossSplice() throws {
+        let source = try Succession.pidChange(secondOffset: 40000)
+        try Command.prepare(source, quality: "original", caps: "web", scratch: "succession-splice") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let s = try Self.sound(out)
+            #expect(abs(s.length - 12) < 0.15 && abs(s.last - 880) < 10, "\(s)")
+            #expect(abs((try FFprobe(out).duration("video") ?? 0) - 12) < 0.15)
+        }
+    }
+
+    @Test("a stream beside the chosen one carries the sound on when the chosen one ends, if it is in the same language; one in another language does not",
+          arguments: [("eng", true), ("fra", false)])
+    func beside(_ language: (String, Bool)) throws {
+        let source = try Succession.parallel(language: language.0)
+        try Command.prepare(source, quality: "1mbps", caps: "web", scratch: "succession-beside-\(language.0)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["audio"]?["source_index"]?.int == 1)
+            let s = try Self.sound(out)
+            #expect(abs(s.first - 440) < 10)
+            if language.1 {
+                #expect(abs(s.length - 12) < 0.15 && abs(s.last - 880) < 10, "\(s)")
+                #expect(abs((try Self.continued(r) ?? 0) - 6) < 0.1, "\(r.stdout)")
+            } else {
+                #expect(abs(s.length - 6) < 0.15, "\(s)")
+                #expect(try Self.adjustments(r).isEmpty)
+            }
+        }
+    }
+}

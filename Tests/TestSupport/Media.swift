@@ -401,3 +401,44 @@ public enum Splice {
     /// A TS packet's PID.
     public static func pid(_ packet: [UInt8]) -> Int { Int(packet[1] & 0x1f) << 8 | Int(packet[2]) }
 }
+
+/// Broadcast recordings whose sound moves to another audio stream mid-file.
+public enum Succession {
+    /// Six seconds of pictures and a tone (`frequency` Hz, `codec`, `language`) on
+    /// `audioPID`, timed from `offset` seconds (plus the muxer's 1.4 s delay).
+    public static func recording(_ pattern: String, offset: Double, codec: String, audioPID: Int, language: String,
+                                 frequency: Int) throws -> String {
+        try Media.generated("succession-\(pattern)-\(offset)-\(codec)-\(audioPID)-\(language).ts",
+                            ["-f", "lavfi", "-i", "\(pattern)=size=640x360:rate=25:duration=6",
+                             "-f", "lavfi", "-i", "sine=frequency=\(frequency):sample_rate=48000:duration=6",
+                             "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-b:v", "2500k",
+                             "-c:a", codec, "-ac", "2", "-metadata:s:a:0", "language=\(language)",
+                             "-streamid", "0:\(Splice.videoPID)", "-streamid", "1:\(audioPID)",
+                             "-output_ts_offset", "\(offset)", "-f", "mpegts"])
+    }
+
+    /// A programme change: six seconds whose English AAC is on PID 0x101, then six more
+    /// (timed from `secondOffset` s: 16 goes straight on) whose sound, `codec` in
+    /// `language`, is on PID 0x102, which the first programme's map does not list.
+    public static func pidChange(codec: String = "aac", language: String = "eng", secondOffset: Double = 16) throws -> String {
+        let first = try recording("testsrc2", offset: 10, codec: "aac", audioPID: 0x101, language: "eng", frequency: 440)
+        let second = try recording("testsrc", offset: secondOffset, codec: codec, audioPID: 0x102, language: language, frequency: 880)
+        return try Media.generated("pid-change-\(codec)-\(language)-\(secondOffset).ts") { tmp in
+            try (Data(contentsOf: URL(fileURLWithPath: first)) + Data(contentsOf: URL(fileURLWithPath: second)))
+                .write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    /// Twelve seconds with two AAC streams side by side: the first, English, ends after six
+    /// seconds; the second, in `language`, runs to the end.
+    public static func parallel(language: String) throws -> String {
+        try Media.generated("parallel-sound-\(language).ts",
+                            ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=12",
+                             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
+                             "-f", "lavfi", "-i", "sine=frequency=880:sample_rate=48000:duration=12",
+                             "-map", "0", "-map", "1", "-map", "2",
+                             "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-b:v", "2500k",
+                             "-c:a", "aac", "-ac", "2", "-metadata:s:a:0", "language=eng", "-metadata:s:a:1", "language=\(language)",
+                             "-f", "mpegts"])
+    }
+}

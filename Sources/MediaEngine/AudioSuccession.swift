@@ -1,0 +1,244 @@
+import CFFmpeg
+import KilnCore
+
+/// Follows a broadcast recording's sound from the audio stream the plan chose to the one
+/// that carries it on when that stream ends mid-file.
+///
+/// A transport stream's programme map may change mid-recording: the next programme's sound
+/// comes on a new PID (libavformat adds a stream when it meets it), or a stream that ran
+/// beside the chosen one goes on after it (the 5.1 track of a film ends with the film, the
+/// stereo track goes on). The output kept the chosen stream only: a recording whose sound
+/// moved to a new PID after 10 s came out with 10 s of sound and silence after it, and
+/// answered `ok`.
+///
+/// So each packet of a stream that could succeed the chosen one (`eligible`: another audio
+/// stream of its programme, the same language, the same kind: not an audio description or
+/// commentary unless the chosen one is) is held back from the current stream's last packet
+/// on. A packet of the current stream lets them go (it goes on: they are not needed). When
+/// a candidate has covered `handover` of sound without one, the current stream has ended:
+/// the candidate becomes current, and what it gave since the old stream's last packet goes
+/// to the lane first, less what overlaps the old stream's end. Sound interleaves within a
+/// second of its neighbours in a broadcast, so 3 s without a packet is an end, not a late
+/// packet; a dropout of every stream (lost reception) holds every candidate back too.
+///
+/// The followed packets take the plan's stream index, so the splice timeline, the lane and
+/// the delivery counts see one stream. Only in containers whose streams can come and go
+/// (MPEG-TS and program streams: `Demuxer.hasDiscontinuousTimestamps`), and only between
+/// streams with the same time base (the lane reads times in its stream's).
+struct AudioSuccession {
+    /// The plan's audio stream: every followed packet takes its index.
+    let lane: Int32
+    /// The stream whose packets feed the lane now.
+    private(set) var current: Int32
+    /// Sound a candidate covers, with no packet of the current stream, that ends it.
+    static let handover = 3 * Int64(kiln_time_base())
+    /// Packets held per candidate at most (about 20 s of AAC): older ones are let go, so a
+    /// stream without durations or times cannot hold memory without bound.
+    static let holdPackets = 1024
+
+    private struct Held {
+        var packets: [Packet] = []
+        /// Sound covered, in AV_TIME_BASE units: the packets' durations, or their steps.
+        var covered: Int64 = 0
+        var lastDTS: Int64?
+    }
+    private var held: [Int32: Held] = [:]
+    /// Where the current stream's latest packet ends (source time, AV_TIME_BASE units).
+    private var currentEnd: Int64?
+    /// Whether a stream could succeed the plan's (decided once per stream).
+    private var eligibility: [Int32: Bool] = [:]
+    private let eligible: (Int32) -> Bool
+
+    /// A succession that happened: from which stream to which, and the followed stream's
+    /// first source time handed to the lane (AV_TIME_BASE units; nil if it has none).
+    struct Handover: Equatable {
+        let from: Int32
+        let to: Int32
+        let at: Int64?
+    }
+    private(set) var handovers: [Handover] = []
+
+    /// `eligible(stream)`: whether a stream could carry on the plan's stream `lane`.
+    init(lane: Int32, eligible: @escaping (Int32) -> Bool) {
+        self.lane = lane
+        current = lane
+        self.eligible = eligible
+    }
+
+    enum Admission {
+        /// The packet feeds the lane (its index is now the lane's).
+        case current
+        /// Held as a candidate's: the caller's packet is emptied.
+        case held
+        /// Not audio this follows: the caller goes on as before.
+        case other
+        /// The current stream ended: these packets (the new current stream's, in file
+        /// order, already given the lane's index) go to the lane before anything else.
+        case handover([Packet])
+    }
+
+    /// Sorts one packet read from the file, from `stream`.
+    mutating func admit(_ packet: Packet, stream: UnsafeMutablePointer<AVStream>) throws(KilnError) -> Admission {
+        let index = packet.streamIndex
+        let timeBase = stream.pointee.time_base
+        if index == current || isEligible(index) { fillTimes(packet, stream) }
+        let p = packet.pointer.pointee
+        let dts = p.dts != noPTS ? p.dts : p.pts
+        let start = dts == noPTS ? nil : rescale(dts, from: timeBase, to: kiln_time_base_q())
+        let duration = p.duration > 0 ? rescale(p.duration, from: timeBase, to: kiln_time_base_q()) : 0
+        if index == current {
+            if let start { currentEnd = start + duration }
+            held.removeAll(keepingCapacity: true)
+            packet.streamIndex = lane
+            return .current
+        }
+        guard isEligible(index) else { return .other }
+        var h = held[index, default: Held()]
+        let kept = try Packet()
+        kept.take(packet)
+        h.packets.append(kept)
+        if h.packets.count > Self.holdPackets { h.packets.removeFirst(h.packets.count - Self.holdPackets) }
+        if duration > 0 {
+            h.covered += duration
+        } else if let start, let last = h.lastDTS, start > last, start - last < Int64(kiln_time_base()) {
+            h.covered += start - last
+        }
+        if let start { h.lastDTS = start }
+        guard h.covered >= Self.handover else {
+            held[index] = h
+            return .held
+        }
+        // The current stream has ended: this one carries the sound on.
+        held.removeAll()
+        var packets = h.packets[...]
+        // What the new stream gave before the old one's end (their interleaving) is sound
+        // the output already has; only within a jump, so a splice's new times are kept.
+        if let end = currentEnd {
+            while let first = packets.first, let t = Self.start(first, timeBase),
+                  t + Self.length(first, timeBase) <= end, end - t < TimelineOutliers.jump {
+                packets.removeFirst()
+            }
+        }
+        for kept in packets { kept.streamIndex = lane }
+        handovers.append(Handover(from: current, to: index, at: packets.first.flatMap { Self.start($0, timeBase) }))
+        current = index
+        if let last = packets.last, let t = Self.start(last, timeBase) { currentEnd = t + Self.length(last, timeBase) }
+        return .handover(Array(packets))
+    }
+
+    /// Where each followed or candidate stream's next packet begins (its time base).
+    private var next: [Int32: Int64] = [:]
+
+    /// What a stream libavformat met mid-file is (`learnFormat`), and decodes tried.
+    private var formats: [Int32: CodecParameters] = [:]
+    private var tries: [Int32: Int] = [:]
+
+    /// Gives a packet without a time or length the ones its stream's last packet implies.
+    /// A stream libavformat met mid-file has no sample rate in its parameters (its probe
+    /// window is long past; one filled in is put back to nothing at its next PES packet),
+    /// so its parser gives no packet a length, and of the several frames in a PES packet
+    /// only the first a time: copied so, the new programme's sound was squeezed into
+    /// microseconds a PES packet at a time. The lengths come from the stream's format as
+    /// its first frame says (`learnFormat`).
+    private mutating func fillTimes(_ packet: Packet, _ stream: UnsafeMutablePointer<AVStream>) {
+        let p = packet.pointer
+        let index = packet.streamIndex
+        var par = UnsafePointer(stream.pointee.codecpar!)
+        if par.pointee.sample_rate <= 0 {
+            if formats[index] == nil, tries[index, default: 0] < 16 {
+                tries[index, default: 0] += 1
+                formats[index] = Self.learnFormat(of: stream, from: packet)
+            }
+            if let learnt = formats[index] { par = UnsafePointer(learnt.pointer) }
+        }
+        if p.pointee.duration <= 0, par.pointee.sample_rate > 0 {
+            let samples = av_get_audio_frame_duration2(UnsafeMutablePointer(mutating: par), p.pointee.size)
+            if samples > 0 {
+                p.pointee.duration = rescale(Int64(samples), from: AVRational(num: 1, den: par.pointee.sample_rate), to: stream.pointee.time_base)
+            }
+        }
+        if p.pointee.dts == noPTS, p.pointee.pts == noPTS, let t = next[index] {
+            p.pointee.dts = t
+            p.pointee.pts = t
+        }
+        let t = p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts
+        next[index] = t == noPTS || p.pointee.duration <= 0 ? nil : t + p.pointee.duration
+    }
+
+    /// The stream's parameters with the sample rate, channels and frame size its packet
+    /// decodes to; nil if it did not decode (the next packet may).
+    static func learnFormat(of stream: UnsafeMutablePointer<AVStream>, from packet: Packet) -> CodecParameters? {
+        guard let params = try? CodecParameters(copying: stream.pointee.codecpar),
+              let decoder = try? Decoder(stream: stream, threads: 1), let copy = try? Packet(),
+              av_packet_ref(copy.pointer, packet.pointer) >= 0 else { return nil }
+        let par = params.pointer
+        var learnt = false
+        let learn = { (f: Frame) throws(KilnError) in
+            let frame = f.pointer.pointee
+            guard !learnt, frame.sample_rate > 0, frame.ch_layout.nb_channels > 0 else { return }
+            var layout = frame.ch_layout
+            guard av_channel_layout_copy(&par.pointee.ch_layout, &layout) >= 0 else { return }
+            par.pointee.sample_rate = frame.sample_rate
+            par.pointee.format = frame.format
+            if par.pointee.frame_size <= 0 { par.pointee.frame_size = frame.nb_samples }
+            learnt = true
+        }
+        try? decoder.decode(copy, learn)
+        if !learnt { try? decoder.decode(nil, learn) }
+        return learnt ? params : nil
+    }
+
+    private mutating func isEligible(_ index: Int32) -> Bool {
+        if let known = eligibility[index] { return known }
+        let answer = index == lane || eligible(index)
+        eligibility[index] = answer
+        return answer
+    }
+
+    private static func start(_ packet: Packet, _ tb: AVRational) -> Int64? {
+        let p = packet.pointer.pointee
+        let t = p.dts != noPTS ? p.dts : p.pts
+        return t == noPTS ? nil : rescale(t, from: tb, to: kiln_time_base_q())
+    }
+
+    private static func length(_ packet: Packet, _ tb: AVRational) -> Int64 {
+        let d = packet.pointer.pointee.duration
+        return d > 0 ? rescale(d, from: tb, to: kiln_time_base_q()) : 0
+    }
+}
+
+extension AudioSuccession {
+    /// Whether `candidate` could carry on the sound of the plan's `chosen` stream: another
+    /// audio stream with a decoder, the same time base, of the same kind (audio
+    /// description, commentary, for the hard of hearing), not in another language (when
+    /// both say), and now in one of `programs` when those are any (the chosen stream's,
+    /// `programs(of:in:)`). Membership is read when the candidate's first packet comes: a
+    /// new programme map lists the streams it brings and drops those it ends.
+    static func succeeds(_ candidate: Int32, _ chosen: Int32, programs: Set<Int32>, in demuxer: Demuxer) -> Bool {
+        guard candidate != chosen, candidate >= 0, Int(candidate) < demuxer.streamCount else { return false }
+        let a = demuxer.stream(Int(chosen)), b = demuxer.stream(Int(candidate))
+        let par = b.pointee.codecpar.pointee
+        guard par.codec_type == AVMEDIA_TYPE_AUDIO, avcodec_find_decoder(par.codec_id) != nil,
+              av_cmp_q(a.pointee.time_base, b.pointee.time_base) == 0 else { return false }
+        let kinds = AV_DISPOSITION_VISUAL_IMPAIRED | AV_DISPOSITION_COMMENT | AV_DISPOSITION_HEARING_IMPAIRED
+        guard a.pointee.disposition & kinds == b.pointee.disposition & kinds else { return false }
+        func language(_ s: UnsafeMutablePointer<AVStream>) -> String? {
+            guard let l = dictValue(s.pointee.metadata, "language")?.lowercased(), !l.isEmpty, l != "und" else { return nil }
+            return l
+        }
+        if let la = language(a), let lb = language(b), la != lb { return false }
+        return programs.isEmpty || !programs.isDisjoint(with: Self.programs(of: candidate, in: demuxer))
+    }
+
+    /// The ids of the programmes (MPEG-TS services) that list `stream` now.
+    static func programs(of stream: Int32, in demuxer: Demuxer) -> Set<Int32> {
+        let ctx = demuxer.context.pointee
+        var ids: Set<Int32> = []
+        for i in 0..<Int(ctx.nb_programs) {
+            guard let program = ctx.programs[i] else { continue }
+            let members = UnsafeBufferPointer(start: program.pointee.stream_index, count: Int(program.pointee.nb_stream_indexes))
+            if members.contains(UInt32(stream)) { ids.insert(program.pointee.id) }
+        }
+        return ids
+    }
+}
