@@ -81,7 +81,8 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     /// for copied AAC whose format changes mid-stream, `video_reencoded` for a copied
     /// picture whose size does (the plan's `videoFallback` replaces it); either for a copy
     /// of damaged data the MP4 muxer refuses, or that does not decode from the MP4 where
-    /// the source does.
+    /// the source does; `audio_continued` where the sound went on in another of the
+    /// source's audio streams when the chosen one ended (`AudioSuccession`).
     public var adjustments: [String]?
     /// Bytes of the source the index forecast skimmed instead of reading (not reported:
     /// tests check that it skims).
