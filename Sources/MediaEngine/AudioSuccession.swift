@@ -49,12 +49,10 @@ struct AudioSuccession {
     private var eligibility: [Int32: Bool] = [:]
     private let eligible: (Int32) -> Bool
 
-    /// A succession that happened: from which stream to which, and the followed stream's
-    /// first source time handed to the lane (AV_TIME_BASE units; nil if it has none).
+    /// A succession that happened: from which stream to which.
     struct Handover: Equatable {
         let from: Int32
         let to: Int32
-        let at: Int64?
     }
     private(set) var handovers: [Handover] = []
 
@@ -120,7 +118,7 @@ struct AudioSuccession {
             }
         }
         for kept in packets { kept.streamIndex = lane }
-        handovers.append(Handover(from: current, to: index, at: packets.first.flatMap { Self.start($0, timeBase) }))
+        handovers.append(Handover(from: current, to: index))
         current = index
         if let last = packets.last, let t = Self.start(last, timeBase) { currentEnd = t + Self.length(last, timeBase) }
         return .handover(Array(packets))
@@ -129,7 +127,8 @@ struct AudioSuccession {
     /// Where each followed or candidate stream's next packet begins (its time base).
     private var next: [Int32: Int64] = [:]
 
-    /// What a stream libavformat met mid-file is (`learnFormat`), and decodes tried.
+    /// What a stream libavformat met mid-file is (`CodecParameters.audioFormat`), and
+    /// decodes tried.
     private var formats: [Int32: CodecParameters] = [:]
     private var tries: [Int32: Int] = [:]
 
@@ -139,7 +138,7 @@ struct AudioSuccession {
     /// so its parser gives no packet a length, and of the several frames in a PES packet
     /// only the first a time: copied so, the new programme's sound was squeezed into
     /// microseconds a PES packet at a time. The lengths come from the stream's format as
-    /// its first frame says (`learnFormat`).
+    /// its first frame says (`CodecParameters.audioFormat`).
     private mutating func fillTimes(_ packet: Packet, _ stream: UnsafeMutablePointer<AVStream>) {
         let p = packet.pointer
         let index = packet.streamIndex
@@ -147,7 +146,7 @@ struct AudioSuccession {
         if par.pointee.sample_rate <= 0 {
             if formats[index] == nil, tries[index, default: 0] < 16 {
                 tries[index, default: 0] += 1
-                formats[index] = Self.learnFormat(of: stream, from: packet)
+                formats[index] = CodecParameters.audioFormat(of: stream, from: packet)
             }
             if let learnt = formats[index] { par = UnsafePointer(learnt.pointer) }
         }
@@ -163,29 +162,6 @@ struct AudioSuccession {
         }
         let t = p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts
         next[index] = t == noPTS || p.pointee.duration <= 0 ? nil : t + p.pointee.duration
-    }
-
-    /// The stream's parameters with the sample rate, channels and frame size its packet
-    /// decodes to; nil if it did not decode (the next packet may).
-    static func learnFormat(of stream: UnsafeMutablePointer<AVStream>, from packet: Packet) -> CodecParameters? {
-        guard let params = try? CodecParameters(copying: stream.pointee.codecpar),
-              let decoder = try? Decoder(stream: stream, threads: 1), let copy = try? Packet(),
-              av_packet_ref(copy.pointer, packet.pointer) >= 0 else { return nil }
-        let par = params.pointer
-        var learnt = false
-        let learn = { (f: Frame) throws(KilnError) in
-            let frame = f.pointer.pointee
-            guard !learnt, frame.sample_rate > 0, frame.ch_layout.nb_channels > 0 else { return }
-            var layout = frame.ch_layout
-            guard av_channel_layout_copy(&par.pointee.ch_layout, &layout) >= 0 else { return }
-            par.pointee.sample_rate = frame.sample_rate
-            par.pointee.format = frame.format
-            if par.pointee.frame_size <= 0 { par.pointee.frame_size = frame.nb_samples }
-            learnt = true
-        }
-        try? decoder.decode(copy, learn)
-        if !learnt { try? decoder.decode(nil, learn) }
-        return learnt ? params : nil
     }
 
     private mutating func isEligible(_ index: Int32) -> Bool {

@@ -37,6 +37,11 @@ final class CopyLane: Lane {
     /// The source file, read again only to complete a sample entry (`ParameterSets`).
     private let path: String
 
+    /// An audio stream's channels and sample rate as the probe learnt them from its first
+    /// frame, where its parameters do not say (MPEG-TS: a stream whose packets begin past
+    /// libavformat's analysis, `Prober.describeFormat`).
+    private let probedFormat: (channels: Int32, sampleRate: Int32)?
+
     /// Why the copy stopped, when the source's format changed mid-stream (`Preparer` then
     /// re-encodes this stream).
     private(set) var formatChange: String?
@@ -75,8 +80,9 @@ final class CopyLane: Lane {
     /// - Parameter derivePresentationTimes: the source gives the video's reordered
     ///   pictures decode times only (`StreamInfo.presentationTimesMissing`).
     init(demuxer: Demuxer, index: Int, witness: KeyframeWitness? = nil, watchPictureSize: Bool = false,
-         derivePresentationTimes: Bool = false) {
+         derivePresentationTimes: Bool = false, probed: StreamInfo? = nil) {
         inputIndex = Int32(index)
+        probedFormat = probed.flatMap { s in s.channels.flatMap { c in s.sampleRate.map { (Int32(c), Int32($0)) } } }
         input = demuxer.stream(index)
         path = demuxer.path
         isVideo = input.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
@@ -127,8 +133,8 @@ final class CopyLane: Lane {
         // The MP4 muxer refuses such a stream at its header (EINVAL, which would read as a
         // failed write): it is the source's header that is damaged.
         let source = input.pointee.codecpar.pointee
-        if isVideo ? (source.width <= 0 || source.height <= 0)
-                   : (source.codec_type == AVMEDIA_TYPE_AUDIO && (source.sample_rate <= 0 || source.ch_layout.nb_channels <= 0)) {
+        let unstated = !isVideo && source.codec_type == AVMEDIA_TYPE_AUDIO && (source.sample_rate <= 0 || source.ch_layout.nb_channels <= 0)
+        if isVideo ? (source.width <= 0 || source.height <= 0) : (unstated && probedFormat == nil) {
             throw KilnError(.sourceCorrupt, stage: .mux, "the source's \(isVideo ? "video" : "audio") stream \(inputIndex) has no "
                             + (isVideo ? "picture size" : "sample rate or channel count") + " in its header: it cannot be copied (damaged)")
         }
@@ -140,6 +146,11 @@ final class CopyLane: Lane {
         outputIndex = out.pointee.index
         try check(avcodec_parameters_copy(out.pointee.codecpar, input.pointee.codecpar), .mux, "cannot copy stream parameters")
         let par = out.pointee.codecpar!
+        if unstated, let probedFormat {
+            par.pointee.sample_rate = probedFormat.sampleRate
+            av_channel_layout_uninit(&par.pointee.ch_layout)
+            av_channel_layout_default(&par.pointee.ch_layout, probedFormat.channels)
+        }
         // The source container's tag means nothing in MP4; let the muxer choose, except
         // HEVC, which Apple players only accept as hvc1 (parameter sets in the sample entry).
         par.pointee.codec_tag = par.pointee.codec_id == AV_CODEC_ID_HEVC ? UInt32(kiln_fftag(0x68, 0x76, 0x63, 0x31)) : 0

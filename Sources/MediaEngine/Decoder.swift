@@ -189,3 +189,31 @@ final class Decoder {
         }
     }
 }
+
+extension CodecParameters {
+    /// An audio stream's parameters with the sample rate, channels and frame size its
+    /// `packet` decodes to; nil if it did not decode (a later packet may). For a stream
+    /// libavformat met mid-file (MPEG-TS: the programme map gives only its codec, and its
+    /// probe window is long past), whose `codecpar` has no format, and keeps none written
+    /// into it: the next PES packet puts the sample rate back to 0.
+    static func audioFormat(of stream: UnsafeMutablePointer<AVStream>, from packet: Packet) -> CodecParameters? {
+        guard let params = try? CodecParameters(copying: stream.pointee.codecpar),
+              let decoder = try? Decoder(stream: stream, threads: 1), let copy = try? Packet(),
+              av_packet_ref(copy.pointer, packet.pointer) >= 0 else { return nil }
+        let par = params.pointer
+        var learnt = false
+        let learn = { (f: Frame) throws(KilnError) in
+            let frame = f.pointer.pointee
+            guard !learnt, frame.sample_rate > 0, frame.ch_layout.nb_channels > 0 else { return }
+            var layout = frame.ch_layout
+            guard av_channel_layout_copy(&par.pointee.ch_layout, &layout) >= 0 else { return }
+            par.pointee.sample_rate = frame.sample_rate
+            par.pointee.format = frame.format
+            if par.pointee.frame_size <= 0 { par.pointee.frame_size = frame.nb_samples }
+            learnt = true
+        }
+        try? decoder.decode(copy, learn)
+        if !learnt { try? decoder.decode(nil, learn) }
+        return learnt ? params : nil
+    }
+}

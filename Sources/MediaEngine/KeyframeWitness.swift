@@ -221,17 +221,3 @@ final class KeyframeWitness: @unchecked Sendable {
     }
 }
 
-/// An owned copy of a stream's `AVCodecParameters`.
-final class CodecParameters: @unchecked Sendable {
-    let pointer: UnsafeMutablePointer<AVCodecParameters>
-
-    init(copying source: UnsafePointer<AVCodecParameters>) throws(KilnError) {
-        guard let p = avcodec_parameters_alloc() else {
-            throw KilnError(.resourceLimit, stage: .verify, "out of memory for codec parameters")
-        }
-        pointer = p
-        try check(avcodec_parameters_copy(p, source), .verify, "cannot copy codec parameters", as: .resourceLimit)
-    }
-
-    deinit { var p: UnsafeMutablePointer<AVCodecParameters>? = pointer; avcodec_parameters_free(&p) }
-}

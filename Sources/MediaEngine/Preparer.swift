@@ -419,7 +419,7 @@ public enum Preparer {
             guard let s = info.stream(a.sourceIndex), a.sourceIndex < demuxer.streamCount else {
                 throw KilnError(.planUnsupported, stage: .plan, "the plan's audio stream \(a.sourceIndex) is not in the source")
             }
-            lanes.append(a.action == .copy ? CopyLane(demuxer: demuxer, index: a.sourceIndex)
+            lanes.append(a.action == .copy ? CopyLane(demuxer: demuxer, index: a.sourceIndex, probed: s)
                                            : try AudioTranscodeLane(demuxer: demuxer, plan: a, source: s))
         }
         for sub in plan.subtitles where sub.action == .convert {

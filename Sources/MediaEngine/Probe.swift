@@ -127,6 +127,18 @@ public enum Prober {
                          streams: streams, chapters: chapters, warnings: warnings)
     }
 
+    /// An audio stream's channels, layout and sample rate; none when its parameters do not
+    /// say (a stream libavformat met past its analysis: MPEG-TS gives its codec only), not
+    /// zero, which the planner took for a count (it planned mono for a stereo stream).
+    static func describeFormat(_ par: AVCodecParameters, into info: inout StreamInfo) {
+        guard par.ch_layout.nb_channels > 0, par.sample_rate > 0 else { return }
+        info.channels = Int(par.ch_layout.nb_channels)
+        var buf = [CChar](repeating: 0, count: 128)
+        var layout = par.ch_layout
+        if av_channel_layout_describe(&layout, &buf, buf.count) > 0 { info.channelLayout = cString(buf) }
+        info.sampleRate = Int(par.sample_rate)
+    }
+
     static func describe(stream st: UnsafeMutablePointer<AVStream>) -> StreamInfo {
         let par = st.pointee.codecpar!.pointee
         let type: StreamType
@@ -220,11 +232,7 @@ public enum Prober {
                 info.hdr = .dolbyVision
             }
         case .audio:
-            info.channels = Int(par.ch_layout.nb_channels)
-            var buf = [CChar](repeating: 0, count: 128)
-            var layout = par.ch_layout
-            if av_channel_layout_describe(&layout, &buf, buf.count) > 0 { info.channelLayout = cString(buf) }
-            info.sampleRate = Int(par.sample_rate)
+            describeFormat(par, into: &info)
         case .subtitle:
             if let desc = avcodec_descriptor_get(par.codec_id) {
                 let props = desc.pointee.props
@@ -268,6 +276,7 @@ public enum Prober {
         var pts: [Int64] = [], dts: [Int64] = []
         var longest: (pts: [Int64], dts: [Int64]) = ([], [])
         var rpu = false, el = false, reads = 0, scanned = 0, decodeTimesOnly = 0
+        var learning: [Int: Int] = [:]
         // Elementary streams (raw H.264, HEVC, MPEG video) carry no times at all.
         let untimed = Prober.elementaryStreamFormats.contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
         // Field order is only in the bitstream for many H.264 and MPEG-2 files. libavcodec's
@@ -294,6 +303,15 @@ public enum Prober {
             defer { packet.unref() }
             if packet.isEncrypted, let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) }) {
                 streams[i].encrypted = true
+            }
+            // An audio stream found without a format (MPEG-TS: one whose packets begin
+            // past libavformat's analysis) is described as its first frame decodes.
+            if let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) && $0.type == .audio && $0.sampleRate == nil }),
+               learning[i, default: 0] < 16 {
+                learning[i, default: 0] += 1
+                if let learnt = CodecParameters.audioFormat(of: demuxer.stream(Int(packet.streamIndex)), from: packet) {
+                    describeFormat(learnt.pointer.pointee, into: &streams[i])
+                }
             }
             guard packet.streamIndex == target else { continue }
             let p = packet.pointer.pointee

@@ -341,7 +341,7 @@ struct PlanContext {
     }
 
     func copiesIntoMP4(_ a: StreamInfo) -> Bool {
-        device.playsAudio(a.codec) && Codecs.copiesIntoMP4(a.codec)
+        device.playsAudio(a.codec) && Codecs.copiesIntoMP4(a.codec) && a.formatKnown
     }
 
     /// The surround target when the rung has one, the source has more than two channels
@@ -372,6 +372,7 @@ struct PlanContext {
         var why: [String] = []
         if !device.playsAudio(a.codec) { why.append("audio_codec_unsupported") }
         else if !Codecs.copiesIntoMP4(a.codec) { why.append("audio_codec_unsupported_in_mp4") }
+        else if !a.formatKnown { why.append("audio_format_unknown") }
         if let kbps, kbps > budget { why.append("audio_bitrate_above_target") }
         if kbps == nil { why.append("audio_bitrate_unknown") }
         if channels > maxChannels { why.append("audio_channels_reduced") }
@@ -393,7 +394,8 @@ struct PlanContext {
             return (AudioPlan(sourceIndex: a.index, action: .copy, codec: Codecs.canonical(a.codec), channels: a.channels ?? 0,
                               bitrateKbps: 0, language: language(a)), [])
         }
-        let why = [device.playsAudio(a.codec) ? "audio_codec_unsupported_in_mp4" : "audio_codec_unsupported"]
+        let why = [!device.playsAudio(a.codec) ? "audio_codec_unsupported"
+                   : Codecs.copiesIntoMP4(a.codec) ? "audio_format_unknown" : "audio_codec_unsupported_in_mp4"]
         if let sur = surround(presets.compatibilityAudio.surround, for: a) {
             return (AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec,
                               channels: min(a.channels ?? 2, sur.target.channels), bitrateKbps: sur.target.bitrateKbps,
@@ -474,4 +476,12 @@ struct PlanContext {
         if let dm = device.maxResolution { cls = min(cls, dm) }
         return cls
     }
+}
+
+extension StreamInfo {
+    /// Whether the probe knows an audio stream's channels and sample rate, which an MP4
+    /// sample entry must state: not for a stream whose packets only begin past its
+    /// analysis (MPEG-TS), which is re-encoded (`audio_format_unknown`); the decoder needs
+    /// neither.
+    var formatKnown: Bool { (channels ?? 0) > 0 && (sampleRate ?? 0) > 0 }
 }

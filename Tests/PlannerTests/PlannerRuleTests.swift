@@ -556,8 +556,20 @@ let dolbyVision7Cases: [Case] = [
          .original, atv, Expect(delivery: .remux, video: .copy, notReasons: ["dolby_vision_base_layer_only"])),
 ]
 
+/// An MPEG-TS audio stream whose packets begin past libavformat's analysis: its codec is
+/// known from the programme map, its channels and sample rate are not.
+let aacUnknownFormat = StreamInfo(index: 2, type: .audio, codec: "aac", language: "fra")
+
+let unknownFormatCases: [Case] = [
+    Case("original: audio whose channels and sample rate the probe does not know is re-encoded to stereo (an MP4 sample entry must state them; it was planned mono, or copied and refused as damaged)",
+         media("ts", kbps: 4000, h1080, aacEng, aacUnknownFormat), .original, ios, language: "fra",
+         Expect(delivery: .remux, audioIndex: 2, audio: .transcode, channels: 2, reasons: ["audio_format_unknown"])),
+    Case("2 Mbps: the same at a rung", media("ts", kbps: 4000, h1080, aacEng, aacUnknownFormat), .mbps2, ios, language: "fra",
+         Expect(audioIndex: 2, audio: .transcode, channels: 2, reasons: ["audio_format_unknown"])),
+]
+
 let allCases = originalCases + rungCases + audioOnlyCases + audioCases + subtitleCases + sampleEntryCases + interlacedCases + latmCases
-    + timestampCases + encryptedCases + dolbyVision7Cases
+    + timestampCases + encryptedCases + dolbyVision7Cases + unknownFormatCases
 
 @Suite("planner rules")
 struct PlannerRuleTests {

@@ -1860,3 +1860,31 @@ struct AudioSuccessionTests {
         }
     }
 }
+
+extension AudioSuccessionTests {
+    @Test("an audio stream found without a format (its packets begin past libavformat's analysis) is probed as its first frame decodes, and a request for its language gets it whole: copied at original, from where it starts (it was probed 0 channels, 0 Hz, planned mono at a rung, and refused as damaged at original)",
+          arguments: ["original", "2mbps"])
+    func foundWithoutFormat(_ quality: String) throws {
+        let source = try Succession.pidChange(language: "fra")
+        let probe = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+        guard case .array(let streams)? = probe["streams"] else { throw TestFailure("no streams: \(probe)") }
+        let french = try #require(streams.first { $0["language"] == .string("fra") })
+        #expect(french["channels"]?.int == 2 && french["sample_rate"]?.int == 48000, "\(french)")
+        let dir = Media.scratch("succession-french-\(quality)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", quality, "--caps", "web", "--audio-language", "fra",
+                                 "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        let plan = try Command.json(r)["plan"]?["audio"]
+        #expect(plan?["source_index"]?.int == 2 && plan?["channels"]?.int == 2, "\(String(describing: plan))")
+        if quality == "original" { #expect(plan?["action"] == .string("copy")) }
+        let probed = try FFprobe(out)
+        #expect(probed.streams("audio").first?["channels"]?.int == 2)
+        // The French sound starts with the second programme, 6 s in, and runs to its end.
+        let sounds = try FFprobe.packetTimes(out, "a")
+        #expect(abs((sounds.first ?? 0) - 6) < 0.1 && abs((sounds.last ?? 0) - 11.98) < 0.1, "\(sounds.first ?? -1)…\(sounds.last ?? -1)")
+        #expect(zip(sounds, sounds.dropFirst()).filter { $1 - $0 < 0.002 }.count == 0, "no sound frame squeezed")
+        #expect(try FFprobe.decodeErrors(out).isEmpty)
+    }
+}
