@@ -45,9 +45,12 @@ struct AudioSuccession {
     private var held: [Int32: Held] = [:]
     /// Where the current stream's latest packet ends (source time, AV_TIME_BASE units).
     private var currentEnd: Int64?
-    /// Whether a stream could succeed the plan's (decided once per stream).
+    /// Whether a stream could succeed the plan's by its kind (decided once per stream), and
+    /// whether it is in the plan's stream's programme now (asked at each packet: a stream
+    /// can come before the programme map that lists it).
     private var eligibility: [Int32: Bool] = [:]
     private let eligible: (Int32) -> Bool
+    private let inProgramme: (Int32) -> Bool
 
     /// A succession that happened: from which stream to which.
     struct Handover: Equatable {
@@ -56,11 +59,14 @@ struct AudioSuccession {
     }
     private(set) var handovers: [Handover] = []
 
-    /// `eligible(stream)`: whether a stream could carry on the plan's stream `lane`.
-    init(lane: Int32, eligible: @escaping (Int32) -> Bool) {
+    /// `eligible(stream)`: whether a stream could carry on the plan's stream `lane` by its
+    /// kind (`succeeds`); `inProgramme(stream)`: whether it is in that stream's programme
+    /// (`shareProgramme`).
+    init(lane: Int32, eligible: @escaping (Int32) -> Bool, inProgramme: @escaping (Int32) -> Bool) {
         self.lane = lane
         current = lane
         self.eligible = eligible
+        self.inProgramme = inProgramme
     }
 
     enum Admission {
@@ -165,10 +171,10 @@ struct AudioSuccession {
     }
 
     private mutating func isEligible(_ index: Int32) -> Bool {
-        if let known = eligibility[index] { return known }
-        let answer = index == lane || eligible(index)
-        eligibility[index] = answer
-        return answer
+        if index == lane { return true }
+        let kind: Bool
+        if let known = eligibility[index] { kind = known } else { kind = eligible(index); eligibility[index] = kind }
+        return kind && inProgramme(index)
     }
 
     private static func start(_ packet: Packet, _ tb: AVRational) -> Int64? {
@@ -184,13 +190,11 @@ struct AudioSuccession {
 }
 
 extension AudioSuccession {
-    /// Whether `candidate` could carry on the sound of the plan's `chosen` stream: another
-    /// audio stream with a decoder, the same time base, of the same kind (audio
-    /// description, commentary, for the hard of hearing), not in another language (when
-    /// both say), and now in one of `programs` when those are any (the chosen stream's,
-    /// `programs(of:in:)`). Membership is read when the candidate's first packet comes: a
-    /// new programme map lists the streams it brings and drops those it ends.
-    static func succeeds(_ candidate: Int32, _ chosen: Int32, programs: Set<Int32>, in demuxer: Demuxer) -> Bool {
+    /// Whether `candidate` could carry on the sound of the plan's `chosen` stream by its
+    /// kind: another audio stream with a decoder, the same time base, of the same kind
+    /// (audio description, commentary, for the hard of hearing), not in another language
+    /// (when both say).
+    static func succeeds(_ candidate: Int32, _ chosen: Int32, in demuxer: Demuxer) -> Bool {
         guard candidate != chosen, candidate >= 0, Int(candidate) < demuxer.streamCount else { return false }
         let a = demuxer.stream(Int(chosen)), b = demuxer.stream(Int(candidate))
         let par = b.pointee.codecpar.pointee
@@ -203,11 +207,21 @@ extension AudioSuccession {
             return l
         }
         if let la = language(a), let lb = language(b), la != lb { return false }
-        return programs.isEmpty || !programs.isDisjoint(with: Self.programs(of: candidate, in: demuxer))
+        return true
+    }
+
+    /// Whether `candidate` is in one of `programmes` (the chosen stream's at the start,
+    /// `programmes(of:in:)`) now, or in none at all: a new programme map lists the streams
+    /// it brings and drops those it ends, and a stream's packets can come before the map
+    /// that lists it (a recording cut or written twice there). Any stream when the chosen
+    /// one is in no programme (program streams have none).
+    static func shareProgramme(_ candidate: Int32, _ programmes: Set<Int32>, in demuxer: Demuxer) -> Bool {
+        let own = Self.programmes(of: candidate, in: demuxer)
+        return programmes.isEmpty || own.isEmpty || !programmes.isDisjoint(with: own)
     }
 
     /// The ids of the programmes (MPEG-TS services) that list `stream` now.
-    static func programs(of stream: Int32, in demuxer: Demuxer) -> Set<Int32> {
+    static func programmes(of stream: Int32, in demuxer: Demuxer) -> Set<Int32> {
         let ctx = demuxer.context.pointee
         var ids: Set<Int32> = []
         for i in 0..<Int(ctx.nb_programs) {

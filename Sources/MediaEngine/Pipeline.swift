@@ -102,13 +102,12 @@ final class Pipeline {
         var mayFollow: (Int32) -> Bool = { _ in false }
         if demuxer.hasDiscontinuousTimestamps, audioLanes.count == 1 {
             let chosen = audioLanes[0].inputIndex
-            let programs = AudioSuccession.programs(of: chosen, in: demuxer)
-            succession = AudioSuccession(lane: chosen) { [demuxer] in AudioSuccession.succeeds($0, chosen, programs: programs, in: demuxer) }
-            // Programme membership is judged at a stream's first packet (a new map may list
-            // it then): here, only streams of other programmes are left unread.
-            mayFollow = { [demuxer] in AudioSuccession.succeeds($0, chosen, programs: [], in: demuxer)
-                && (programs.isEmpty || !programs.isDisjoint(with: AudioSuccession.programs(of: $0, in: demuxer))
-                    || AudioSuccession.programs(of: $0, in: demuxer).isEmpty) }
+            let programmes = AudioSuccession.programmes(of: chosen, in: demuxer)
+            let inProgramme = { [demuxer] (i: Int32) in AudioSuccession.shareProgramme(i, programmes, in: demuxer) }
+            succession = AudioSuccession(lane: chosen, eligible: { [demuxer] in AudioSuccession.succeeds($0, chosen, in: demuxer) },
+                                         inProgramme: inProgramme)
+            // Streams another programme lists now are another service's: left unread.
+            mayFollow = { [demuxer] in AudioSuccession.succeeds($0, chosen, in: demuxer) && inProgramme($0) }
         }
         defer { handovers = succession?.handovers ?? [] }
         for i in 0..<demuxer.streamCount where laneFor[Int32(i)] == nil && !mayFollow(Int32(i)) {

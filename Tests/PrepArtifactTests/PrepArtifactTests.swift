@@ -1817,6 +1817,17 @@ struct AudioSuccessionTests {
         }
     }
 
+    @Test("the new PID's sound comes before the programme map that lists it (found by fuzzing: the stream was judged outside the programme at its first packet, for good)",
+          arguments: ["original", "1mbps"])
+    func soundBeforeMap(_ quality: String) throws {
+        let source = try Succession.pidChange(lateMap: true)
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "succession-late-map-\(quality)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let s = try Self.sound(out)
+            #expect(abs(s.length - 12) < 0.15 && abs(s.last - 880) < 10, "\(s)")
+        }
+    }
+
     @Test("the new PID carries AC-3 where the copy was AAC: the sound is re-encoded and goes on (one MP4 track cannot carry both)")
     func newCodec() throws {
         let source = try Succession.pidChange(codec: "ac3")

@@ -420,14 +420,23 @@ public enum Succession {
     /// A programme change: six seconds whose English AAC is on PID 0x101, then six more
     /// (timed from `secondOffset` s: 16 goes straight on) whose sound, `codec` in
     /// `language`, is on PID 0x102, which the first programme's map does not list.
-    public static func pidChange(codec: String = "aac", language: String = "eng", secondOffset: Double = 16) throws -> String {
+    /// With `lateMap`, the second programme's tables (PAT and PMT) before its 40th sound
+    /// packet are left out: its sound comes before the map that lists it.
+    public static func pidChange(codec: String = "aac", language: String = "eng", secondOffset: Double = 16,
+                                 lateMap: Bool = false) throws -> String {
         let first = try recording("testsrc2", offset: 10, codec: "aac", audioPID: 0x101, language: "eng", frequency: 440)
         let second = try recording("testsrc", offset: secondOffset, codec: codec, audioPID: 0x102, language: language, frequency: 880)
-        return try Media.generated("pid-change-\(codec)-\(language)-\(secondOffset).ts") { tmp in
-            try (Data(contentsOf: URL(fileURLWithPath: first)) + Data(contentsOf: URL(fileURLWithPath: second)))
-                .write(to: URL(fileURLWithPath: tmp))
+        return try Media.generated("pid-change-\(codec)-\(language)-\(secondOffset)\(lateMap ? "-late-map" : "").ts") { tmp in
+            var b = try Splice.packets(second)
+            if lateMap, let fortieth = b.indices.filter({ Splice.pid(b[$0]) == 0x102 }).dropFirst(39).first {
+                b = b.indices.filter { $0 >= fortieth || ![0, pmtPID].contains(Splice.pid(b[$0])) }.map { b[$0] }
+            }
+            try (Data(contentsOf: URL(fileURLWithPath: first)) + Data(b.joined())).write(to: URL(fileURLWithPath: tmp))
         }
     }
+
+    /// ffmpeg's MPEG-TS muxer writes its first programme map on this PID.
+    public static let pmtPID = 0x1000
 
     /// Twelve seconds with two AAC streams side by side: the first, English, ends after six
     /// seconds; the second, in `language`, runs to the end.
