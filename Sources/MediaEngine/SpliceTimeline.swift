@@ -99,14 +99,31 @@ struct SpliceTimeline {
             let next = last + step
             func off(_ t: Int) -> Int64 { dts + corrections[t] - next }
             let here = off(current)
-            if here < -Self.slack || here > TimelineOutliers.jump {
+            let newest = corrections.count - 1
+            if newest > current, awaiting.contains(stream), let left = leftAt[newest],
+               dts + corrections[current] > left + Self.pastEnd, off(newest) >= -Self.slack {
+                // Past where the stream that opened the newest timeline left the old one: no
+                // sound of the old programme runs on that long after its pictures, so this is
+                // the new programme's, starting later after its pictures than the old one
+                // ran on (1.9 s against an overlap of 1.1 s: on the old time it was a step
+                // forward, and 1.1 s early).
+                chosen = newest
+            } else if here < -Self.slack || here > TimelineOutliers.jump {
                 // Not the stream's next packet on its own timeline: on one another stream
-                // opened since, if that puts it nearer.
-                if let later = (current + 1..<corrections.count).min(by: { abs(off($0)) < abs(off($1)) }),
-                   abs(off(later)) < abs(here) {
+                // opened since, if that puts it nearer; or, stepping back further than any
+                // jitter while the newest timeline awaits it, if that moves it on: it crossed
+                // the same splice, and its new programme's sound may start well after its
+                // pictures (the first 1.9 s of it cut out: 0.94 s behind on the old timeline,
+                // 2 s ahead on the new, it stayed on the old one, 2 s early against its
+                // pictures). A step back of a few hundredths is the old sound's jitter.
+                let crossing = here < -TimelineOutliers.jump / 4 && awaiting.contains(stream)
+                if let later = (current + 1..<corrections.count).filter({ !crossing || off($0) > here })
+                       .min(by: { abs(off($0)) < abs(off($1)) }),
+                   crossing || abs(off(later)) < abs(here) {
                     chosen = later
                     if off(later) < 0 { corrections[later] -= off(later) }
-                } else if Self.isJump(dts + corrections[current] - last) {
+                } else if Self.isJump(dts + corrections[current] - last), !resumes(stream, at: dts + corrections[current]) {
+                    leftAt[corrections.count] = next
                     corrections.append(next - dts)
                     chosen = corrections.count - 1
                     awaitCrossing(opened: chosen, by: stream)
@@ -117,6 +134,7 @@ struct SpliceTimeline {
                     // steps (the new programme overlaps the old one's end), which the one
                     // that crossed first opens, continuous for it.
                     if let (first, p) = pending.first(where: { $0.key != stream }) {
+                        leftAt[corrections.count] = p.place
                         corrections.append(p.place - p.dts)
                         awaitCrossing(opened: corrections.count - 1, by: first)
                         cross(first, since: p.since, to: corrections.count - 1)
@@ -131,6 +149,23 @@ struct SpliceTimeline {
         timeline[stream] = chosen
         lastDTS[stream] = dts + corrections[chosen]
         return chosen
+    }
+
+    /// Per timeline opened: where the stream that opened it left the timeline it was on
+    /// (where its next packet belonged there, corrected).
+    private var leftAt: [Int: Int64] = [:]
+    /// How far past that a stream still on the old timeline is past the old programme's
+    /// end: its sound ends with its pictures, give or take a frame (38 ms with x264's
+    /// B-frames).
+    static let pastEnd = Int64(kiln_time_base()) / 10
+
+    /// Whether a stream's packet a jump ahead of its last lands where the file's other
+    /// streams already are: the stream resumes after a gap of its own (a new programme's
+    /// sound starting 1.9 s after its pictures, which came 9 s after the old programme's
+    /// end, a gap kept), not a splice. Closed up as one, it was 10.9 s early.
+    private func resumes(_ stream: Int32, at t: Int64) -> Bool {
+        guard let others = lastDTS.filter({ $0.key != stream }).values.max(), t > lastDTS[stream] ?? t else { return false }
+        return t <= others + TimelineOutliers.jump
     }
 
     /// The timeline of the `seq`th packet placed, of `stream`, placed on `recorded`: the one

@@ -81,6 +81,21 @@ struct SpliceTimelineTests {
         #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.38, 7.40, 7.37, 7.40])
     }
 
+    @Test("a stream still on the old time that steps past where the pictures left it, while the new time awaits it, is the new programme's sound, starting late: it takes the new time")
+    func pastTheOldEnd() {
+        // Pictures step back 1.1 s; the new sound starts 1.9 s after the new pictures, which
+        // on the old time is a step 0.74 s forward.
+        let out = Self.corrected([(0, 17.36), (1, 17.38), (0, 16.26), (0, 16.30), (1, 18.16), (1, 18.18)])
+        #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.38, 7.40, 7.44, 9.30, 9.32])
+    }
+
+    @Test("a stream that jumps on to where the other streams already are resumes after a gap of its own: no splice")
+    func resumesAfterItsGap() {
+        // Pictures go on after a 9 s gap (kept); the sound 10.9 s on, where they are by then.
+        let out = Self.corrected([(0, 17.36), (1, 17.38), (0, 26.40), (0, 28.28), (1, 28.30), (0, 28.32)])
+        #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.38, 16.40, 18.28, 18.30, 18.32])
+    }
+
     @Test("a stream first seen after a splice takes the new time; outside MPEG-TS nothing is a splice")
     func newStreamAndOtherContainers() {
         let out = Self.corrected([(0, 17.36), (0, 5000.0), (0, 5000.04), (1, 5000.02)])

@@ -1560,6 +1560,29 @@ struct CrossedSpliceTests {
         }
     }
 
+    @Test("""
+          a new programme whose sound starts 1.9 s after its pictures: remux and transcode keep its sync. Timed 3 s back \
+          (13), the sound steps back a second on the old time and is 1.9 s on on the pictures' new one: it stayed on the old \
+          time, or opened its own, 1.9 s early. Timed 1.1 s back (14.9), the sound steps 0.8 s forward on the old time: it \
+          stayed there, 1.1 s early. Timed 9 s on (25, a gap kept), the sound jumps 10.9 s: closed up as a splice, it was \
+          10.9 s early.
+          """,
+          arguments: [(13.0, Splice.Crossing.together), (13, .picturesFirst), (14.9, .together), (25, .together)], ["original", "1mbps"])
+    func soundStartsLate(_ splice: (Double, Splice.Crossing), _ quality: String) throws {
+        let (offset, crossing) = splice
+        let source = try Splice.spliced(secondOffset: offset, soundDelay: 1.9, crossing: crossing)
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "sound-starts-late-\(offset)-\(crossing)-\(quality)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try FFprobe.packetCount(out, "v") == FFprobe.packetCount(source, "v"))
+            // The second recording's last picture and sound frame are as far apart as there.
+            let second = try Splice.recording("testsrc", offset: offset, soundDelay: 1.9)
+            let (pictures, sounds) = try (FFprobe.packetTimes(out, "v"), FFprobe.packetTimes(out, "a"))
+            let (sourcePictures, sourceSounds) = try (FFprobe.packetTimes(second, "v"), FFprobe.packetTimes(second, "a"))
+            let apart = sounds.last! - pictures.last!, sourceApart = sourceSounds.last! - sourcePictures.last!
+            #expect(abs(apart - sourceApart) < 0.03, "\(apart) s in the output, \(sourceApart) s in the source")
+        }
+    }
+
     @Test("a splice that overlaps the first recording's end by 0.46 s, both streams stepping back less than a jump (the sound by 0.46 s, or by 37 ms when it starts 0.5 s after the pictures), whichever crosses first: remux and transcode keep every picture, none squeezed (12 were squeezed into a millisecond, or dropped; crossing first, the pictures' first 12 still were)",
           arguments: [(Splice.Crossing.together, 0.0), (.picturesFirst, 0), (.soundFirst, 0.5)], ["original", "1mbps"])
     func overlapBySmallSteps(_ crossing: (Splice.Crossing, Double), _ quality: String) throws {
