@@ -108,6 +108,14 @@ struct SpliceTimeline {
                 // ran on (1.9 s against an overlap of 1.1 s: on the old time it was a step
                 // forward, and 1.1 s early).
                 chosen = newest
+            } else if here > TimelineOutliers.jump / 4, let (first, p) = pending.first(where: { $0.key != stream }) {
+                // A stream stepping forward further than any jitter while another is pending
+                // after a small step back: a splice by small steps too, the new programme
+                // overlapping the old end by less than its sound starts after its pictures
+                // (pictures 0.46 s back, sound 1.4 s on: 12 pictures were squeezed). The one
+                // that crossed first opens it; this one takes it if that moves it on.
+                let opened = open(for: first, pending: p)
+                if off(opened) > here { chosen = opened }
             } else if here < -Self.slack || here > TimelineOutliers.jump {
                 // Not the stream's next packet on its own timeline: on one another stream
                 // opened since, if that puts it nearer; or, stepping back further than any
@@ -134,11 +142,7 @@ struct SpliceTimeline {
                     // steps (the new programme overlaps the old one's end), which the one
                     // that crossed first opens, continuous for it.
                     if let (first, p) = pending.first(where: { $0.key != stream }) {
-                        leftAt[corrections.count] = p.place
-                        corrections.append(p.place - p.dts)
-                        awaitCrossing(opened: corrections.count - 1, by: first)
-                        cross(first, since: p.since, to: corrections.count - 1)
-                        adoptPending(opened: corrections.count - 1, by: first)
+                        open(for: first, pending: p)
                         chosen = timeline[stream] ?? current
                     }
                 }
@@ -173,6 +177,20 @@ struct SpliceTimeline {
     func timeline(of stream: Int32, placedAt seq: Int, on recorded: Int) -> Int {
         guard let c = crossed[stream], seq >= c.since, recorded == c.from else { return recorded }
         return c.to
+    }
+
+    /// Opens the timeline a splice by small steps puts `first` on, continuous for it from
+    /// the packet it fell behind at (`p`), which it takes from there; the others pending
+    /// take it too where it moves them on.
+    @discardableResult
+    private mutating func open(for first: Int32, pending p: (dts: Int64, place: Int64, since: Int, wait: Int)) -> Int {
+        leftAt[corrections.count] = p.place
+        corrections.append(p.place - p.dts)
+        let opened = corrections.count - 1
+        awaitCrossing(opened: opened, by: first)
+        cross(first, since: p.since, to: opened)
+        adoptPending(opened: opened, by: first)
+        return opened
     }
 
     /// Streams pending when `opened` opens take it from their next packet, when it moves

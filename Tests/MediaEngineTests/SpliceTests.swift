@@ -96,6 +96,14 @@ struct SpliceTimelineTests {
         #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.38, 16.40, 18.28, 18.30, 18.32])
     }
 
+    @Test("pictures stepping back less than a jump, then sound stepping forward further than jitter: a splice by small steps, the new programme's sound starting late, in its sync")
+    func smallStepBackThenForward() {
+        // Pictures step back 0.5 s; the new sound starts 1.9 s after the new pictures, 1.4 s
+        // on from the old sound.
+        let out = Self.corrected([(0, 17.36), (1, 17.38), (0, 16.90), (0, 16.94), (1, 18.80), (0, 16.98), (1, 18.82)])
+        #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.38, 7.40, 7.44, 9.30, 7.48, 9.32])
+    }
+
     @Test("a stream first seen after a splice takes the new time; outside MPEG-TS nothing is a splice")
     func newStreamAndOtherContainers() {
         let out = Self.corrected([(0, 17.36), (0, 5000.0), (0, 5000.04), (1, 5000.02)])
