@@ -1561,25 +1561,35 @@ struct CrossedSpliceTests {
     }
 
     @Test("""
-          a new programme whose sound starts 1.9 s after its pictures: remux and transcode keep its sync. Timed 3 s back \
+          a new programme whose sound starts 1.9 s (or 3 s) after its pictures: remux and transcode keep its sync, from its \
+          first sound frame. Timed 3 s back with the sound 3 s late, its first frames step back 37 ms (no more than \
+          jitter) and went out 3 s early. Timed 3 s back \
           (13), the sound steps back a second on the old time and is 1.9 s on on the pictures' new one: it stayed on the old \
           time, or opened its own, 1.9 s early. Timed 1.1 s back (14.9), the sound steps 0.8 s forward on the old time: it \
           stayed there, 1.1 s early. Timed 0.46 s back (15.5), the pictures step back too little to be a jump and the \
-          sound steps 1.4 s forward: 12 pictures were squeezed. Timed 9 s on (25, a gap kept), the sound jumps 10.9 s: \
+          sound steps 1.4 s forward: 12 pictures were squeezed; 0.76 s back with the sound crossing first, 1.1 s forward, \
+          20 were. Timed 9 s on (25, a gap kept), the sound jumps 10.9 s: \
           closed up as a splice, it was 10.9 s early.
           """,
-          arguments: [(13.0, Splice.Crossing.together), (13, .picturesFirst), (14.9, .together), (15.5, .picturesFirst), (25, .together)],
+          arguments: [(13.0, Splice.Crossing.together, 1.9), (13, .picturesFirst, 1.9), (13, .together, 3), (14.9, .together, 1.9),
+                      (15.5, .picturesFirst, 1.9), (15.2, .soundFirst, 1.9), (25, .together, 1.9)],
           ["original", "1mbps"])
-    func soundStartsLate(_ splice: (Double, Splice.Crossing), _ quality: String) throws {
-        let (offset, crossing) = splice
-        let source = try Splice.spliced(secondOffset: offset, soundDelay: 1.9, crossing: crossing)
-        try Command.prepare(source, quality: quality, caps: "web", scratch: "sound-starts-late-\(offset)-\(crossing)-\(quality)") { (r, out) throws in
+    func soundStartsLate(_ splice: (Double, Splice.Crossing, Double), _ quality: String) throws {
+        let (offset, crossing, delay) = splice
+        let source = try Splice.spliced(secondOffset: offset, soundDelay: delay, crossing: crossing)
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "sound-starts-late-\(offset)-\(crossing)-\(delay)-\(quality)") { (r, out) throws in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
             #expect(try FFprobe.packetCount(out, "v") == FFprobe.packetCount(source, "v"))
             // The second recording's last picture and sound frame are as far apart as there.
-            let second = try Splice.recording("testsrc", offset: offset, soundDelay: 1.9)
+            let second = try Splice.recording("testsrc", offset: offset, soundDelay: delay)
             let (pictures, sounds) = try (FFprobe.packetTimes(out, "v"), FFprobe.packetTimes(out, "a"))
             #expect(zip(pictures, pictures.dropFirst()).filter { $1 - $0 < 0.03 }.count == 0, "no picture squeezed")
+            // No sound of the second programme before its place: none between the first
+            // one's end and where the second's starts.
+            let firstEnd = try FFprobe.packetTimes(try Splice.recording("testsrc2", offset: 10), "a").count
+            if quality == "original", sounds.count > firstEnd {
+                #expect(sounds[firstEnd] > 6 + delay - 0.1, "the second programme's sound starts at \(sounds[firstEnd]) s")
+            }
             let (sourcePictures, sourceSounds) = try (FFprobe.packetTimes(second, "v"), FFprobe.packetTimes(second, "a"))
             let apart = sounds.last! - pictures.last!, sourceApart = sourceSounds.last! - sourcePictures.last!
             #expect(abs(apart - sourceApart) < 0.03, "\(apart) s in the output, \(sourceApart) s in the source")
