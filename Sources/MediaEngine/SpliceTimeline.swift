@@ -44,11 +44,6 @@ struct SpliceTimeline {
     /// the place, which packet it was (`placed`), and how many more of the stream's packets
     /// it waits for a timeline.
     private var pending: [Int32: (dts: Int64, place: Int64, since: Int, wait: Int)] = [:]
-    /// A stream's packet that stepped forward from its place by more than jitter and less
-    /// than a jump (`pending`'s fields): the new programme's sound crossing first, when it
-    /// starts later after its pictures than the old programme ran on, if another stream
-    /// then steps back (sound 1.1 s on, then pictures 0.8 s back: 20 pictures squeezed).
-    private var ahead: [Int32: (dts: Int64, place: Int64, since: Int, wait: Int)] = [:]
     /// Packets a pending stream waits for another to open a timeline (about 2 s of sound).
     static let pendingPackets = 96
     /// Streams that took a timeline on after pending: from which packet, from and to which
@@ -69,7 +64,7 @@ struct SpliceTimeline {
     /// still change. The pipeline holds packets back meanwhile, so that those a stream gave
     /// between falling behind and taking a new timeline go out on it (12 pictures of an
     /// overlap by small steps were squeezed into a millisecond).
-    var isPending: Bool { !pending.isEmpty || !ahead.isEmpty || !awaiting.isEmpty }
+    var isPending: Bool { !pending.isEmpty || !awaiting.isEmpty }
     /// Streams not yet on the newest timeline, whose crossing may still move it on (a
     /// stream that takes a timeline on moves it on rather than run back): until they
     /// cross, or for `awaitPackets` packets, the pipeline holds what the first ones gave
@@ -99,23 +94,21 @@ struct SpliceTimeline {
         let current = timeline[stream] ?? nearest(dts)
         var chosen = current
         if let p = pending[stream] { pending[stream] = p.wait > 1 ? (p.dts, p.place, p.since, p.wait - 1) : nil }
-        if let a = ahead[stream] { ahead[stream] = a.wait > 1 ? (a.dts, a.place, a.since, a.wait - 1) : nil }
-        let timelines = corrections.count
         if allowsJumps, let last = lastDTS[stream] {
             // How far the packet is from where the stream's next one belongs, on a timeline.
             let next = last + step
             func off(_ t: Int) -> Int64 { dts + corrections[t] - next }
             let here = off(current)
             let newest = corrections.count - 1
-            if newest > current, awaiting.contains(stream), let left = leftAt[newest],
+            if newest > current, awaiting.contains(stream), let left = leftAt[newest], here > TimelineOutliers.jump / 4,
                dts + corrections[current] > left + Self.pastEnd, off(newest) >= -Self.slack {
                 // Past where the stream that opened the newest timeline left the old one: no
                 // sound of the old programme runs on that long after its pictures, so this is
                 // the new programme's, starting later after its pictures than the old one
                 // ran on (1.9 s against an overlap of 1.1 s: on the old time it was a step
-                // forward, and 1.1 s early). Pending since a small step, it takes it from
-                // there (the new sound's first 0.13 s, held, went out 3 s early).
-                if let since = pending[stream]?.since ?? ahead[stream]?.since { cross(stream, since: since, to: newest) }
+                // forward, and 1.1 s early). Only at a step forward further than jitter: the
+                // old sound going on evenly past pictures whose end was cut is the old
+                // programme's (taken for the new, it was put 3 s on).
                 chosen = newest
             } else if here > TimelineOutliers.jump / 4, let (first, p) = pending.first(where: { $0.key != stream }) {
                 // A stream stepping forward further than any jitter while another is pending
@@ -153,23 +146,11 @@ struct SpliceTimeline {
                     if let (first, p) = pending.first(where: { $0.key != stream }) {
                         open(for: first, pending: p)
                         chosen = timeline[stream] ?? current
-                    } else if ahead.contains(where: { $0.key != stream }) {
-                        // Another stream stepped forward first: the splice is this one's,
-                        // continuous for it; that one takes it where it moves it on.
-                        leftAt[corrections.count] = next
-                        corrections.append(next - dts)
-                        chosen = corrections.count - 1
-                        awaitCrossing(opened: chosen, by: stream)
-                        adoptPending(opened: chosen, by: stream)
                     }
                 }
             }
-            if corrections.count == timelines, chosen == current, here > TimelineOutliers.jump / 4,
-               !Self.isJump(dts + corrections[current] - last) {
-                ahead[stream] = (dts, next, placed, Self.pendingPackets)
-            }
         }
-        if chosen != current { pending[stream] = nil; ahead[stream] = nil }
+        if chosen != current { pending[stream] = nil }
         if chosen == corrections.count - 1 { awaiting.remove(stream) }
         timeline[stream] = chosen
         lastDTS[stream] = dts + corrections[chosen]
@@ -214,12 +195,12 @@ struct SpliceTimeline {
         return opened
     }
 
-    /// Streams pending (or ahead) when `opened` opens take it from their next packet, when
-    /// it moves their crossing packet on from behind (or past) its place: they crossed too. Nearer is not the
+    /// Streams pending when `opened` opens take it from their next packet, when it moves
+    /// their crossing packet on from behind its place: they crossed too. Nearer is not the
     /// test: a new programme whose sound starts 0.5 s after its pictures puts the sound's
     /// crossing packet 0.5 s past its place, further than the 0.26 s behind it was.
     private mutating func adoptPending(opened: Int, by opener: Int32) {
-        for (stream, p) in Array(pending) + Array(ahead) where stream != opener {
+        for (stream, p) in pending where stream != opener {
             let current = timeline[stream] ?? 0
             let there = p.dts + corrections[opened] - p.place, here = p.dts + corrections[current] - p.place
             guard there > here else { continue }
@@ -236,14 +217,9 @@ struct SpliceTimeline {
 
     /// `stream`, pending since its `since`th packet, takes timeline `to`.
     private mutating func cross(_ stream: Int32, since: Int, to: Int) {
-        let from = timeline[stream] ?? 0
-        crossed[stream] = (since, from, to)
+        crossed[stream] = (since, timeline[stream] ?? 0, to)
         timeline[stream] = to
-        // Its latest time as the new timeline puts it: its next packet is judged there (on
-        // the old one's time, its next picture looked 0.5 s ahead of its place).
-        if let last = lastDTS[stream] { lastDTS[stream] = last + corrections[to] - corrections[from] }
         pending[stream] = nil
-        ahead[stream] = nil
         if to == corrections.count - 1 { awaiting.remove(stream) }
     }
 

@@ -1561,18 +1561,16 @@ struct CrossedSpliceTests {
     }
 
     @Test("""
-          a new programme whose sound starts 1.9 s (or 3 s) after its pictures: remux and transcode keep its sync, from its \
-          first sound frame. Timed 3 s back with the sound 3 s late, its first frames step back 37 ms (no more than \
-          jitter) and went out 3 s early. Timed 3 s back \
+          a new programme whose sound starts 1.9 s after its pictures: remux and transcode keep its sync, from its first \
+          sound frame. Timed 3 s back \
           (13), the sound steps back a second on the old time and is 1.9 s on on the pictures' new one: it stayed on the old \
           time, or opened its own, 1.9 s early. Timed 1.1 s back (14.9), the sound steps 0.8 s forward on the old time: it \
           stayed there, 1.1 s early. Timed 0.46 s back (15.5), the pictures step back too little to be a jump and the \
-          sound steps 1.4 s forward: 12 pictures were squeezed; 0.76 s back with the sound crossing first, 1.1 s forward, \
-          20 were. Timed 9 s on (25, a gap kept), the sound jumps 10.9 s: \
+          sound steps 1.4 s forward: 12 pictures were squeezed. Timed 9 s on (25, a gap kept), the sound jumps 10.9 s: \
           closed up as a splice, it was 10.9 s early.
           """,
-          arguments: [(13.0, Splice.Crossing.together, 1.9), (13, .picturesFirst, 1.9), (13, .together, 3), (14.9, .together, 1.9),
-                      (15.5, .picturesFirst, 1.9), (15.2, .soundFirst, 1.9), (25, .together, 1.9)],
+          arguments: [(13.0, Splice.Crossing.together, 1.9), (13, .picturesFirst, 1.9), (14.9, .together, 1.9),
+                      (15.5, .picturesFirst, 1.9), (25, .together, 1.9)],
           ["original", "1mbps"])
     func soundStartsLate(_ splice: (Double, Splice.Crossing, Double), _ quality: String) throws {
         let (offset, crossing, delay) = splice
