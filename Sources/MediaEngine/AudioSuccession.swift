@@ -86,10 +86,7 @@ struct AudioSuccession {
         let index = packet.streamIndex
         let timeBase = stream.pointee.time_base
         if index == current || isEligible(index) { fillTimes(packet, stream) }
-        let p = packet.pointer.pointee
-        let dts = p.dts != noPTS ? p.dts : p.pts
-        let start = dts == noPTS ? nil : rescale(dts, from: timeBase, to: kiln_time_base_q())
-        let duration = p.duration > 0 ? rescale(p.duration, from: timeBase, to: kiln_time_base_q()) : 0
+        let start = Self.start(packet, timeBase), duration = Self.length(packet, timeBase)
         if index == current {
             if let start { currentEnd = start + duration }
             held.removeAll(keepingCapacity: true)

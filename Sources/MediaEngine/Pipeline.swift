@@ -87,9 +87,8 @@ final class Pipeline {
     /// Packets left out as damage: runs of times far off that jumped back (`TimelineOutliers`).
     private(set) var outliers = 0
     /// Where the sound went on in another stream (`AudioSuccession`), and the output time
-    /// (seconds) of the first packet that stream gave the lane (nil if it had none).
-    private(set) var handovers: [AudioSuccession.Handover] = []
-    private(set) var followedAt: [Double?] = []
+    /// (seconds) of the first packet that stream gave the lane (nil if it gave none).
+    private(set) var continued: [(handover: AudioSuccession.Handover, at: Double?)] = []
 
     func run() throws(KilnError) {
         var laneFor = [Int32: Lane]()
@@ -103,13 +102,14 @@ final class Pipeline {
         if demuxer.hasDiscontinuousTimestamps, audioLanes.count == 1 {
             let chosen = audioLanes[0].inputIndex
             let programmes = AudioSuccession.programmes(of: chosen, in: demuxer)
+            let eligible = { [demuxer] (i: Int32) in AudioSuccession.succeeds(i, chosen, in: demuxer) }
             let inProgramme = { [demuxer] (i: Int32) in AudioSuccession.shareProgramme(i, programmes, in: demuxer) }
-            succession = AudioSuccession(lane: chosen, eligible: { [demuxer] in AudioSuccession.succeeds($0, chosen, in: demuxer) },
-                                         inProgramme: inProgramme)
+            succession = AudioSuccession(lane: chosen, eligible: eligible, inProgramme: inProgramme)
             // Streams another programme lists now are another service's: left unread.
-            mayFollow = { [demuxer] in AudioSuccession.succeeds($0, chosen, in: demuxer) && inProgramme($0) }
+            mayFollow = { eligible($0) && inProgramme($0) }
         }
-        defer { handovers = succession?.handovers ?? [] }
+        // Whether the next packet the lane is given is the first a followed stream gave.
+        var followedFirst = false
         for i in 0..<demuxer.streamCount where laneFor[Int32(i)] == nil && !mayFollow(Int32(i)) {
             demuxer.stream(i).pointee.discard = AVDISCARD_ALL
         }
@@ -144,7 +144,10 @@ final class Pipeline {
             let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
             if index == progressIndex, let t { position = max(position, t) }
             delivered[index, default: Delivered()].count(at: t, lasting: seconds(p.pointee.duration, tb) ?? 0)
-            if followedAt.count < succession?.handovers.count ?? 0, index == succession?.lane { followedAt.append(t) }
+            if followedFirst, index == succession?.lane {
+                continued[continued.count - 1].at = t
+                followedFirst = false
+            }
             try lane.consume(packet, muxer: muxer)
             let now = clock.monotonicSeconds()
             if now - lastReport >= 0.5 {
@@ -214,8 +217,9 @@ final class Pipeline {
                 case .current, .other: break
                 case .held: continue
                 case .handover(let packets):
-                    guard let lane = laneFor[s.lane] else { continue }
-                    if followedAt.count < s.handovers.count - 1 { followedAt.append(nil) }
+                    guard let lane = laneFor[s.lane], let handover = s.handovers.last else { continue }
+                    continued.append((handover, nil))
+                    followedFirst = true
                     try lane.follow(demuxer.stream(Int(s.current)), muxer: muxer)
                     for followed in packets { try take(followed, lane: lane) }
                     continue

@@ -308,7 +308,7 @@ public enum Preparer {
                     verifiedLength = end
                 }
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
-                continued = zip(pipeline.handovers, pipeline.followedAt + Array(repeating: nil, count: pipeline.handovers.count)).map { h, at in
+                continued = pipeline.continued.map { h, at in
                     "audio_continued: the sound goes on in the source's stream \(h.to)"
                         + (at.map { " at \(Format.fixed($0, decimals: 2)) s" } ?? "") + ", where stream \(h.from) ends"
                 }

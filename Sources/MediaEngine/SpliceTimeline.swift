@@ -133,10 +133,7 @@ struct SpliceTimeline {
                     chosen = later
                     if off(later) < 0 { corrections[later] -= off(later) }
                 } else if Self.isJump(dts + corrections[current] - last), !resumes(stream, at: dts + corrections[current]) {
-                    leftAt[corrections.count] = next
-                    corrections.append(next - dts)
-                    chosen = corrections.count - 1
-                    awaitCrossing(opened: chosen, by: stream)
+                    chosen = openTimeline(correction: next - dts, leaving: next, by: stream)
                     adoptPending(opened: chosen, by: stream)
                 } else if here < 0 {
                     pending[stream] = (dts, next, placed, Self.pendingPackets)
@@ -186,13 +183,19 @@ struct SpliceTimeline {
     /// take it too where it moves them on.
     @discardableResult
     private mutating func open(for first: Int32, pending p: (dts: Int64, place: Int64, since: Int, wait: Int)) -> Int {
-        leftAt[corrections.count] = p.place
-        corrections.append(p.place - p.dts)
-        let opened = corrections.count - 1
-        awaitCrossing(opened: opened, by: first)
+        let opened = openTimeline(correction: p.place - p.dts, leaving: p.place, by: first)
         cross(first, since: p.since, to: opened)
         adoptPending(opened: opened, by: first)
         return opened
+    }
+
+    /// Opens a timeline with `correction`, which `opener` takes, leaving the one it was on
+    /// where its next packet belonged there (`place`); every other stream awaits it.
+    private mutating func openTimeline(correction: Int64, leaving place: Int64, by opener: Int32) -> Int {
+        leftAt[corrections.count] = place
+        corrections.append(correction)
+        awaitCrossing(opened: corrections.count - 1, by: opener)
+        return corrections.count - 1
     }
 
     /// Streams pending when `opened` opens take it from their next packet, when it moves

@@ -141,6 +141,14 @@ public struct FFprobe {
         return r.stdout.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: CharacterSet(charactersIn: ", "))) }.sorted()
     }
 
+    /// How far the last sound frame starts after the last picture, in seconds: the sync
+    /// at a recording's end.
+    public static func endsApart(_ path: String) throws -> Double {
+        let (pictures, sounds) = try (packetTimes(path, "v"), packetTimes(path, "a"))
+        guard let picture = pictures.last, let sound = sounds.last else { throw TestFailure("\(path) lacks pictures or sound") }
+        return sound - picture
+    }
+
     /// Whether the index comes before the media data (faststart).
     public static func moovBeforeMdat(_ path: String) throws -> Bool {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
