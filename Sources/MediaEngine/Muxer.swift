@@ -104,7 +104,9 @@ final class Muxer {
     /// below "official" and still calls FLAC in MP4 experimental, though the players we
     /// serve read both; it changes no other output.
     func writeHeader() throws(KilnError) {
-        let options = Options([("movflags", "+disable_chpl"), ("strict", "experimental")])
+        let options = Options([("movflags", "+disable_chpl"), ("strict", "experimental"), ("write_tmcd", "0")])
+        // No timecode track from a source's start timecode (MXF, MOV): a track no player of a
+        // download reads, counting from a start the output no longer has.
         // Chapters are kept as a QuickTime chapter track, which Apple and most Android players
         // read; Nero chpl boxes are left out because some players then show them twice.
         let ret = avformat_write_header(context, &options.dict)

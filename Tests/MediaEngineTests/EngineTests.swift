@@ -15,6 +15,10 @@ func checkOutput(_ path: String, plan: Plan, source: MediaInfo, sourcePath: Stri
     if let v = plan.video { #expect(video.first?["codec_name"]?.string == v.codec) }
     if let a = plan.audio { #expect(audio.first?["codec_name"]?.string == a.codec) }
     for s in subs { #expect(s["codec_name"]?.string == "mov_text") }
+    // Nothing else but the chapter track (a QuickTime text track): no timecode track.
+    let others = probe.streams.filter { !["video", "audio", "subtitle"].contains($0["codec_type"]?.string ?? "") }
+    #expect(others.allSatisfy { $0["codec_tag_string"]?.string == "text" } && others.count <= 1,
+            "no other track in \(sourcePath)'s output: \(others.compactMap { $0["codec_tag_string"]?.string })")
     #expect(try FFprobe.moovBeforeMdat(path), "index first in \(path)")
     // A clean full decode, unless the source's own streams already fail to decode cleanly
     // (then the output may carry the same damage, but no more).

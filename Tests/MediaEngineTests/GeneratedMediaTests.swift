@@ -53,6 +53,18 @@ enum Generated {
             "-flags", "+ildct+ilme", "-x264opts", "tff=1"])
     }
 
+    /// A broadcast master's MXF (MPEG-2, PCM) and a camera's MOV (H.264, AAC), each with a
+    /// start timecode.
+    static func timecoded() throws -> [String] {
+        let v = ["-f", "lavfi", "-i", "testsrc2=size=720x576:rate=25"]
+        return [
+            try Media.generated("timecode-mpeg2-pcm.mxf", v + tone + [
+                "-t", "2", "-c:v", "mpeg2video", "-b:v", "8M", "-c:a", "pcm_s16le", "-timecode", "10:00:00:00"]),
+            try Media.generated("timecode-h264-aac.mov", v + tone + [
+                "-t", "2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-timecode", "01:00:00:00"]),
+        ]
+    }
+
     /// A longer 720p clip, for cancellation mid-run.
     static func long720p() throws -> String {
         try Media.generated("long-720p.mkv", [
@@ -155,6 +167,23 @@ struct GeneratedMediaTests {
         #expect(try FFprobe(path).formatDuration < 7)
         for o in [out, out2] {
             #expect(abs(try FFprobe(o).formatDuration - 6.0) < 0.1)
+        }
+    }
+
+    @Test("a source's start timecode (MXF, MOV) does not become a timecode track beside the video and sound")
+    func timecode() throws {
+        for path in try Generated.timecoded() {
+            let info = try Prober.probe(path: path)
+            let plans = [EnginePlans.remux(info), EnginePlans.transcode(info, height: 360)].compactMap { $0 }
+            #expect(plans.count == 2)
+            for plan in plans {
+                let dir = Media.scratch("tc")
+                defer { try? FileManager.default.removeItem(at: dir) }
+                let out = dir.appendingPathComponent("out.mp4").path
+                _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+                try checkOutput(out, plan: plan, source: info, sourcePath: path)   // no third track
+                #expect(try FFprobe(out).streams.count == 2)
+            }
         }
     }
 
