@@ -109,7 +109,25 @@ final class Demuxer {
             throw KilnError(e.code == .sourceUnsupported ? .sourceUnsupported : .sourceUnreadable, stage: .open,
                             underlying: ret, "the source is not a media file libavformat can read (\(avErrorText(ret)))")
         }
+        if let refusal = notAFilm(String(cString: opened.pointee.iformat.pointee.name)) {
+            p = opened
+            avformat_close_input(&p)
+            throw refusal
+        }
         return opened
+    }
+
+    /// libavformat reads more than films: a text file (a README, an .nfo) as text art
+    /// rendered into pictures, a photo or poster as a one-picture video. Prepared, they came
+    /// out as seconds of rendered text or a 0.04 s clip, reported ok.
+    static func notAFilm(_ format: String) -> KilnError? {
+        if ["tty", "bin", "xbin", "adf", "idf"].contains(format) {
+            return KilnError(.sourceUnreadable, stage: .open, "the source is a text file (read as \(format) text art), not a media file")
+        }
+        if format == "image2" || format.hasSuffix("_pipe") {
+            return KilnError(.sourceUnsupported, stage: .open, "the source is a still picture (\(format)), not a video or sound")
+        }
+        return nil
     }
 
     private enum Analysis {

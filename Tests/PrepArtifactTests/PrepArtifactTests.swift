@@ -76,6 +76,27 @@ struct CommandLineTests {
         #expect(!FileManager.default.fileExists(atPath: out))
     }
 
+    @Test("a text file (README, .nfo) and a still picture (poster, photo) exit 3 with a reason (libavformat read them as video: a 2 s clip of rendered text, a 0.04 s one of the poster)")
+    func textAndPictures() throws {
+        let dir = Media.scratch("cli-not-film")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let readme = dir.appendingPathComponent("README.md").path, nfo = dir.appendingPathComponent("film.nfo").path
+        let text = try String(contentsOfFile: Media.repoRoot.appendingPathComponent("README.md").path, encoding: .utf8)
+        try text.write(toFile: readme, atomically: true, encoding: .utf8)
+        try (1...3000).map(String.init).joined(separator: "\n").write(toFile: nfo, atomically: true, encoding: .utf8)
+        let poster = dir.appendingPathComponent("poster.jpg").path, still = dir.appendingPathComponent("still.png").path
+        for picture in [poster, still] {
+            _ = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=640x360", "-frames:v", "1", picture])
+        }
+        for (path, code) in [(readme, "source_unreadable"), (nfo, "source_unreadable"), (poster, "source_unsupported"), (still, "source_unsupported")] {
+            let out = dir.appendingPathComponent("out.mp4").path
+            let r = try Command.run(["prepare", path, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+            #expect(r.status == 3, "\(path): \(r.stdout)")
+            #expect(try Command.json(r)["error"]?["code"] == .string(code), "\(path)")
+            #expect(!FileManager.default.fileExists(atPath: out))
+        }
+    }
+
     @Test("a file that is not media exits 3 every time: the fingerprint's thread never outlives the failed probe")
     func unreadableWhileFingerprinting() throws {
         // The fingerprint is read beside the analysis. A file libavformat rejects at once
