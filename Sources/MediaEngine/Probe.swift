@@ -262,6 +262,20 @@ public enum Prober {
     /// default durations and r_frame_rate are often wrong), and Dolby Vision signalled
     /// only in the bitstream (HEVC RPU NAL units, type 62, and an enhancement layer, type
     /// 63, with no dvcC/dvvC record), whose profile is inferred from the base layer.
+    /// MP4 has one code for MPEG-1 audio of every layer, which libavformat calls MP3
+    /// whatever the frames are (a broadcast's MP2 copied from MPEG-TS into MP4); planned as
+    /// MP3, it was copied to devices that play MP3 and have no Layer II decoder. The first
+    /// frame header says the layer (bits 2-1 of its second byte: 3 is Layer I, 2 Layer II).
+    static func mpegAudioLayer(_ packet: Packet) -> String? {
+        let p = packet.pointer.pointee
+        guard p.size >= 4, let data = p.data, data[0] == 0xFF, data[1] & 0xE0 == 0xE0 else { return nil }
+        switch (data[1] >> 1) & 3 {
+        case 3: return "mp1"
+        case 2: return "mp2"
+        default: return nil
+        }
+    }
+
     static func scanPackets(_ demuxer: Demuxer, _ streams: inout [StreamInfo], _ warnings: inout [String]) throws(KilnError) {
         guard let vi = streams.firstIndex(where: { $0.type == .video && !$0.disposition.attachedPicture }) else { return }
         let target = Int32(streams[vi].index)
@@ -276,7 +290,7 @@ public enum Prober {
         var pts: [Int64] = [], dts: [Int64] = []
         var longest: (pts: [Int64], dts: [Int64]) = ([], [])
         var rpu = false, el = false, reads = 0, scanned = 0, decodeTimesOnly = 0
-        var learning: [Int: Int] = [:]
+        var learning: [Int: Int] = [:], layerRead: Set<Int> = []
         // Elementary streams (raw H.264, HEVC, MPEG video) carry no times at all.
         let untimed = Prober.elementaryStreamFormats.contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
         // Field order is only in the bitstream for many H.264 and MPEG-2 files. libavcodec's
@@ -312,6 +326,11 @@ public enum Prober {
                 if let learnt = CodecParameters.audioFormat(of: demuxer.stream(Int(packet.streamIndex)), from: packet) {
                     describeFormat(learnt.pointer.pointee, into: &streams[i])
                 }
+            }
+            if let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) && $0.codec == "mp3" }),
+               !layerRead.contains(i) {
+                layerRead.insert(i)
+                if let codec = mpegAudioLayer(packet) { streams[i].codec = codec }
             }
             guard packet.streamIndex == target else { continue }
             let p = packet.pointer.pointee

@@ -26,6 +26,15 @@ import KilnCore
 /// opens the timeline. The pipeline holds packets back while a stream is pending
 /// (`isPending`) and asks for each one's settled timeline as it lets it go.
 ///
+/// A stream that steps *ahead* of its place by more than jitter and less than a jump is
+/// held the same way (`ahead`): a gap in it, or the new programme's sound crossing first,
+/// starting later after its pictures than the new programme overlaps the old one. When
+/// another stream then opens a timeline, by a jump or by a small step back, it takes it from
+/// its step on if the step went past where the opener left the old time (a 1.9 s late
+/// sound, crossing before pictures stepping back 1.1 s, stayed 1.1 s early on the old
+/// time; with pictures stepping back 0.46 s, 12 of them were squeezed). A gap resumes where
+/// the pictures are, behind them in the file, and stays a gap.
+///
 /// A stream that takes a later timeline on would start before its own last packet ends
 /// (the old programme's sound ran on past its pictures): the timeline is moved on by that
 /// much, so no stream runs back (a copied picture that did stopped the copy, a transcode's
@@ -43,7 +52,12 @@ struct SpliceTimeline {
     /// A stream's packet that fell behind its place by less than a jump: its decode time,
     /// the place, which packet it was (`placed`), and how many more of the stream's packets
     /// it waits for a timeline.
-    private var pending: [Int32: (dts: Int64, place: Int64, since: Int, wait: Int)] = [:]
+    private var pending: [Int32: Crossing] = [:]
+    /// A stream's packet that stepped ahead of its place by more than jitter and less than
+    /// a jump, the same way: a gap in it, or the new programme's sound crossing first, its
+    /// pictures still to come (`adoptAhead`).
+    private var ahead: [Int32: Crossing] = [:]
+    typealias Crossing = (dts: Int64, place: Int64, since: Int, wait: Int)
     /// Packets a pending stream waits for another to open a timeline (about 2 s of sound).
     static let pendingPackets = 96
     /// Streams that took a timeline on after pending: from which packet, from and to which
@@ -64,7 +78,7 @@ struct SpliceTimeline {
     /// still change. The pipeline holds packets back meanwhile, so that those a stream gave
     /// between falling behind and taking a new timeline go out on it (12 pictures of an
     /// overlap by small steps were squeezed into a millisecond).
-    var isPending: Bool { !pending.isEmpty || !awaiting.isEmpty }
+    var isPending: Bool { !pending.isEmpty || !ahead.isEmpty || !awaiting.isEmpty }
     /// Streams not yet on the newest timeline, whose crossing may still move it on (a
     /// stream that takes a timeline on moves it on rather than run back): until they
     /// cross, or for `awaitPackets` packets, the pipeline holds what the first ones gave
@@ -94,6 +108,7 @@ struct SpliceTimeline {
         let current = timeline[stream] ?? nearest(dts)
         var chosen = current
         if let p = pending[stream] { pending[stream] = p.wait > 1 ? (p.dts, p.place, p.since, p.wait - 1) : nil }
+        if let a = ahead[stream] { ahead[stream] = a.wait > 1 ? (a.dts, a.place, a.since, a.wait - 1) : nil }
         if allowsJumps, let last = lastDTS[stream] {
             // How far the packet is from where the stream's next one belongs, on a timeline.
             let next = last + step
@@ -139,15 +154,24 @@ struct SpliceTimeline {
                     pending[stream] = (dts, next, placed, Self.pendingPackets)
                     // A second stream stepping back while one is pending: a splice by small
                     // steps (the new programme overlaps the old one's end), which the one
-                    // that crossed first opens, continuous for it.
+                    // that crossed first opens, continuous for it. So is a step back after
+                    // another stream stepped ahead past this one's place (the new sound
+                    // crossing first, starting later after its pictures than the old one ran
+                    // on): this one opens it.
                     if let (first, p) = pending.first(where: { $0.key != stream }) {
                         open(for: first, pending: p)
+                        chosen = timeline[stream] ?? current
+                    } else if ahead.contains(where: { $0.key != stream && isPast($0.value, stream: $0.key, leaving: next) }) {
+                        open(for: stream, pending: pending[stream]!)
                         chosen = timeline[stream] ?? current
                     }
                 }
             }
+            if chosen == current, here > TimelineOutliers.jump / 4, !Self.isJump(dts + corrections[current] - last) {
+                ahead[stream] = (dts, next, placed, Self.pendingPackets)
+            }
         }
-        if chosen != current { pending[stream] = nil }
+        if chosen != current { pending[stream] = nil; ahead[stream] = nil }
         if chosen == corrections.count - 1 { awaiting.remove(stream) }
         timeline[stream] = chosen
         lastDTS[stream] = dts + corrections[chosen]
@@ -182,7 +206,7 @@ struct SpliceTimeline {
     /// the packet it fell behind at (`p`), which it takes from there; the others pending
     /// take it too where it moves them on.
     @discardableResult
-    private mutating func open(for first: Int32, pending p: (dts: Int64, place: Int64, since: Int, wait: Int)) -> Int {
+    private mutating func open(for first: Int32, pending p: Crossing) -> Int {
         let opened = openTimeline(correction: p.place - p.dts, leaving: p.place, by: first)
         cross(first, since: p.since, to: opened)
         adoptPending(opened: opened, by: first)
@@ -195,7 +219,31 @@ struct SpliceTimeline {
         leftAt[corrections.count] = place
         corrections.append(correction)
         awaitCrossing(opened: corrections.count - 1, by: opener)
+        adoptAhead(opened: corrections.count - 1, by: opener)
         return corrections.count - 1
+    }
+
+    /// Whether a stream's step ahead (`a`) went past where `opener` leaves the old time
+    /// (`place`): no sound of the old programme runs on that long after its pictures, so it
+    /// is the new programme's, crossing first and starting later after its pictures than
+    /// the old sound ran on (1.9 s against an overlap of 1.1 s: left on the old time, it
+    /// was 1.1 s early). A gap in the sound resumes where the pictures are, behind them in
+    /// the file.
+    private func isPast(_ a: Crossing, stream: Int32, leaving place: Int64) -> Bool {
+        a.dts + corrections[timeline[stream] ?? 0] > place + Self.pastEnd
+    }
+
+    /// Streams that stepped ahead past where `opener` left the old time take the timeline
+    /// it opened, from their step on, unless that puts them behind their place.
+    private mutating func adoptAhead(opened: Int, by opener: Int32) {
+        guard let place = leftAt[opened] else { return }
+        for (stream, a) in ahead where stream != opener && isPast(a, stream: stream, leaving: place)
+            && a.dts + corrections[opened] >= a.place - Self.slack {
+            // Its packets since its step move on with it, the last one too: the next is
+            // where it belongs, not a step ahead again.
+            if let last = lastDTS[stream] { lastDTS[stream] = last + corrections[opened] - corrections[timeline[stream] ?? 0] }
+            cross(stream, since: a.since, to: opened)
+        }
     }
 
     /// Streams pending when `opened` opens take it from their next packet, when it moves
@@ -223,6 +271,7 @@ struct SpliceTimeline {
         crossed[stream] = (since, timeline[stream] ?? 0, to)
         timeline[stream] = to
         pending[stream] = nil
+        ahead[stream] = nil
         if to == corrections.count - 1 { awaiting.remove(stream) }
     }
 

@@ -104,6 +104,23 @@ struct SpliceTimelineTests {
         #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.38, 7.40, 7.44, 9.30, 7.48, 9.32])
     }
 
+    @Test("the new programme's sound crossing first by a step forward past where the old pictures end takes the new time the pictures open after it: in its sync, whether they step back by a jump or by less")
+    func soundCrossesFirstAhead() {
+        // The new sound starts 1.86 s after the new pictures; they step back 1.14 s (a
+        // jump), the sound 0.74 s forward on the old time, before the old pictures' last.
+        let jump = Self.corrected([(0, 17.36), (1, 17.38), (1, 18.16), (1, 18.20), (0, 17.40), (0, 16.30), (1, 18.24), (0, 16.34)])
+        #expect(jump.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.38, 9.30, 9.34, 7.40, 7.44, 9.38, 7.48])
+        // Pictures stepping back 0.46 s, the sound 1.38 s forward.
+        let small = Self.corrected([(0, 17.36), (1, 17.38), (1, 18.80), (1, 18.84), (0, 17.40), (0, 16.98), (1, 18.88), (0, 17.02)])
+        #expect(small.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.38, 9.26, 9.30, 7.40, 7.44, 9.34, 7.48])
+    }
+
+    @Test("a gap in the sound, resuming where the pictures are, stays a gap when the pictures then cross a splice")
+    func soundGapBeforeSplice() {
+        let out = Self.corrected([(0, 17.36), (1, 17.00), (1, 17.34), (0, 17.40), (0, 14.40), (1, 17.38), (0, 14.44)])
+        #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.00, 7.34, 7.40, 7.44, 7.38, 7.48])
+    }
+
     @Test("a stream first seen after a splice takes the new time; outside MPEG-TS nothing is a splice")
     func newStreamAndOtherContainers() {
         let out = Self.corrected([(0, 17.36), (0, 5000.0), (0, 5000.04), (1, 5000.02)])

@@ -995,6 +995,25 @@ struct FormatChangeTests {
         }
     }
 
+    @Test("MPEG-1 Layer II in MP4 (one code for every layer, which libavformat calls MP3) is probed as mp2 and re-encoded for a device that plays MP3 (it was copied as MP3); real MP3 is still copied")
+    func layerTwoInMP4() throws {
+        for (codec, probed) in [("mp2", "mp2"), ("libmp3lame", "mp3")] {
+            let source = try Media.generated("mpeg-audio-\(codec).mp4", [
+                "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+                "-t", "3", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", codec, "-b:a", "192k"])
+            let info = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+            guard case .array(let streams)? = info["streams"] else { Issue.record("no streams"); continue }
+            #expect(streams.contains { $0["type"] == .string("audio") && $0["codec"] == .string(probed) }, "\(streams)")
+            try Command.prepare(source, quality: "original", caps: "ios", scratch: "layer-\(codec)") { (r, out) throws in
+                #expect(r.status == 0, "\(r.stdout)")
+                let audio = try Command.json(r)["plan"]?["audio"]
+                #expect(audio?["action"] == .string(probed == "mp2" ? "transcode" : "copy"))
+                #expect(try FFprobe(out).streams("audio").first?["codec_name"]?.string == (probed == "mp2" ? "aac" : "mp3"))
+                #expect(try FFprobe.decodeErrors(out) == "")
+            }
+        }
+    }
+
     /// Five seconds of 4:3 SD with stereo AAC, then five of 16:9 HD with 5.1 AAC, in one
     /// transport stream: a recording that runs from adverts into a film.
     static func recording() throws -> String {
@@ -1586,10 +1605,11 @@ struct CrossedSpliceTests {
           time, or opened its own, 1.9 s early. Timed 1.1 s back (14.9), the sound steps 0.8 s forward on the old time: it \
           stayed there, 1.1 s early. Timed 0.46 s back (15.5), the pictures step back too little to be a jump and the \
           sound steps 1.4 s forward: 12 pictures were squeezed. Timed 9 s on (25, a gap kept), the sound jumps 10.9 s: \
-          closed up as a splice, it was 10.9 s early.
+          closed up as a splice, it was 10.9 s early. The sound crossing first, by a step forward before the pictures \
+          step back (14.9, 15.5): it stayed on the old time, 1.1 s early, or 12 pictures were squeezed.
           """,
           arguments: [(13.0, Splice.Crossing.together, 1.9), (13, .picturesFirst, 1.9), (14.9, .together, 1.9),
-                      (15.5, .picturesFirst, 1.9), (25, .together, 1.9)],
+                      (15.5, .picturesFirst, 1.9), (25, .together, 1.9), (14.9, .soundFirst, 1.9), (15.5, .soundFirst, 1.9)],
           ["original", "1mbps"])
     func soundStartsLate(_ splice: (Double, Splice.Crossing, Double), _ quality: String) throws {
         let (offset, crossing, delay) = splice
