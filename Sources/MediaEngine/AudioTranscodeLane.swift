@@ -105,7 +105,7 @@ final class AudioTranscodeLane: Lane {
         }
     }
 
-    /// The sound goes on in another stream (`AudioSuccession`): what this decoder holds
+    /// The sound goes on in another stream (`StreamSuccession`): what this decoder holds
     /// goes out, then a decoder for the new stream's codec takes over. The resampler
     /// follows a new format as it does one that changes mid-stream, and timestamps go on
     /// as they are (the same clock, the same time base).

@@ -219,24 +219,27 @@ final class CopyLane: Lane {
         try emit(packet, muxer: muxer)
     }
 
-    /// The sound goes on in another stream (`AudioSuccession`). Its packets are copied on
-    /// into the same track when they are of the same codec (AAC's configuration is then
-    /// watched frame by frame as ever; AC-3 and E-AC-3 frames describe themselves); another
-    /// codec, or another rate or channel count where the stream's header says, is a format
-    /// change: the copy stops and the sound is re-encoded from the source.
+    /// The sound or pictures go on in another stream (`StreamSuccession`). Its packets are
+    /// copied on into the same track when they are of the same codec (AAC's configuration
+    /// and H.264/HEVC picture sizes are then watched as ever; AC-3 and E-AC-3 frames describe
+    /// themselves); another codec, or another rate, channel count or picture size where the
+    /// stream's header says, is a format change: the copy stops and the stream is re-encoded
+    /// from the source.
     func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError) {
         let from = input.pointee.codecpar.pointee, to = stream.pointee.codecpar.pointee
-        let differs = to.codec_id != from.codec_id
-            || (to.sample_rate > 0 && to.sample_rate != from.sample_rate)
-            || (to.ch_layout.nb_channels > 0 && to.ch_layout.nb_channels != from.ch_layout.nb_channels)
+        func differ(_ a: Int32, _ b: Int32) -> Bool { a > 0 && b > 0 && a != b }
+        let differs = to.codec_id != from.codec_id || differ(to.sample_rate, from.sample_rate)
+            || differ(to.ch_layout.nb_channels, from.ch_layout.nb_channels)
+            || differ(to.width, from.width) || differ(to.height, from.height)
         guard differs else { return }
         func describe(_ par: AVCodecParameters, _ index: Int32) -> String {
-            let name = string(avcodec_get_name(par.codec_id)) ?? "audio"
+            let name = string(avcodec_get_name(par.codec_id)) ?? (isVideo ? "video" : "audio")
             let n = par.ch_layout.nb_channels
+            if isVideo { return "stream \(index) (\(name)" + (par.width > 0 ? ", \(par.width)x\(par.height))" : ")") }
             return "stream \(index) (\(name)" + (n > 0 ? ", \(n) channel\(n == 1 ? "" : "s"))" : ")")
         }
         let at = seconds(latestEnd, input.pointee.time_base).map { " at \(Format.fixed($0, decimals: 1)) s" } ?? ""
-        formatChange = "the source's sound goes on from \(describe(from, inputIndex)) in \(describe(to, stream.pointee.index))\(at)"
+        formatChange = "the source's \(isVideo ? "pictures go" : "sound goes") on from \(describe(from, inputIndex)) in \(describe(to, stream.pointee.index))\(at)"
         throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): one MP4 track cannot carry both as they are")
     }
 

@@ -17,8 +17,8 @@ protocol Lane: AnyObject {
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError)
     /// Drains decoders, filters and encoders at end of input.
     func finish(muxer: Muxer) throws(KilnError)
-    /// Goes on with `stream`'s packets, which carry on the sound of this lane's stream
-    /// from here (`AudioSuccession`); they come with this lane's stream index.
+    /// Goes on with `stream`'s packets, which carry on the sound or pictures of this lane's
+    /// stream from here (`StreamSuccession`); they come with this lane's stream index.
     func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError)
     /// Counters reported in the result (concealed corrupt packets, dropped frames, …).
     var stats: LaneStats { get }
@@ -29,7 +29,7 @@ protocol Lane: AnyObject {
 
 extension Lane {
     func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError) {
-        throw KilnError(.internalError, stage: .demux, "only an audio lane follows its sound into another stream")
+        throw KilnError(.internalError, stage: .demux, "only an audio or video lane follows its stream into another")
     }
 }
 

@@ -86,30 +86,32 @@ final class Pipeline {
     private(set) var splices = 0
     /// Packets left out as damage: runs of times far off that jumped back (`TimelineOutliers`).
     private(set) var outliers = 0
-    /// Where the sound went on in another stream (`AudioSuccession`), and the output time
+    /// Where the sound went on in another stream (`StreamSuccession`), and the output time
     /// (seconds) of the first packet that stream gave the lane (nil if it gave none).
-    private(set) var continued: [(handover: AudioSuccession.Handover, at: Double?)] = []
+    private(set) var continued: [(handover: StreamSuccession.Handover, at: Double?)] = []
 
     func run() throws(KilnError) {
         var laneFor = [Int32: Lane]()
         for lane in lanes { laneFor[lane.inputIndex] = lane }
-        // The one audio lane of a recording whose streams come and go follows its sound
-        // from stream to stream (`AudioSuccession`): the streams that could carry it on
-        // are read too.
-        let audioLanes = lanes.filter { demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO }
-        var succession: AudioSuccession? = nil
-        var mayFollow: (Int32) -> Bool = { _ in false }
-        if demuxer.hasDiscontinuousTimestamps, audioLanes.count == 1 {
-            let chosen = audioLanes[0].inputIndex
-            let programmes = AudioSuccession.programmes(of: chosen, in: demuxer)
-            let eligible = { [demuxer] (i: Int32) in AudioSuccession.succeeds(i, chosen, in: demuxer) }
-            let inProgramme = { [demuxer] (i: Int32) in AudioSuccession.shareProgramme(i, programmes, in: demuxer) }
-            succession = AudioSuccession(lane: chosen, eligible: eligible, inProgramme: inProgramme)
+        // The one audio lane and the one video lane of a recording whose streams come and
+        // go follow their sound and pictures from stream to stream (`StreamSuccession`):
+        // the streams that could carry them on are read too.
+        var successions: [StreamSuccession] = []
+        var followers: [(Int32) -> Bool] = []
+        for type in [AVMEDIA_TYPE_AUDIO, AVMEDIA_TYPE_VIDEO] where demuxer.hasDiscontinuousTimestamps {
+            let ofType = lanes.filter { demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type == type }
+            guard ofType.count == 1 else { continue }
+            let chosen = ofType[0].inputIndex
+            let programmes = StreamSuccession.programmes(of: chosen, in: demuxer)
+            let eligible = { [demuxer] (i: Int32) in StreamSuccession.succeeds(i, chosen, in: demuxer) }
+            let inProgramme = { [demuxer] (i: Int32) in StreamSuccession.shareProgramme(i, programmes, in: demuxer) }
+            successions.append(StreamSuccession(lane: chosen, video: type == AVMEDIA_TYPE_VIDEO, eligible: eligible, inProgramme: inProgramme))
             // Streams another programme lists now are another service's: left unread.
-            mayFollow = { eligible($0) && inProgramme($0) }
+            followers.append { eligible($0) && inProgramme($0) }
         }
-        // Whether the next packet the lane is given is the first a followed stream gave.
-        var followedFirst = false
+        let mayFollow = { (i: Int32) in followers.contains { $0(i) } }
+        // Lanes whose next packet is the first a followed stream gave.
+        var followedFirst: Set<Int32> = []
         for i in 0..<demuxer.streamCount where laneFor[Int32(i)] == nil && !mayFollow(Int32(i)) {
             demuxer.stream(i).pointee.discard = AVDISCARD_ALL
         }
@@ -144,9 +146,9 @@ final class Pipeline {
             let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
             if index == progressIndex, let t { position = max(position, t) }
             delivered[index, default: Delivered()].count(at: t, lasting: seconds(p.pointee.duration, tb) ?? 0)
-            if followedFirst, index == succession?.lane {
-                continued[continued.count - 1].at = t
-                followedFirst = false
+            if followedFirst.contains(index), let k = continued.lastIndex(where: { $0.handover.lane == index }) {
+                continued[k].at = t
+                followedFirst.remove(index)
             }
             try lane.consume(packet, muxer: muxer)
             let now = clock.monotonicSeconds()
@@ -210,22 +212,25 @@ final class Pipeline {
         while try reader.read(into: packet) {
             defer { packet.unref() }
             try cancellation.check(.demux)
-            if var s = succession {
-                let admission = try s.admit(packet, stream: demuxer.stream(Int(packet.streamIndex)))
-                succession = s
+            var admitted = true
+            for k in successions.indices where admitted {
+                let admission = try successions[k].admit(packet, stream: demuxer.stream(Int(packet.streamIndex)))
+                let s = successions[k]
                 switch admission {
-                case .current, .other: break
-                case .held: continue
+                case .current: break
+                case .other: continue
+                case .held: admitted = false
                 case .handover(let packets):
+                    admitted = false
                     guard let lane = laneFor[s.lane], let handover = s.handovers.last else { continue }
                     continued.append((handover, nil))
-                    followedFirst = true
+                    followedFirst.insert(s.lane)
                     try lane.follow(demuxer.stream(Int(s.current)), muxer: muxer)
                     for followed in packets { try take(followed, lane: lane) }
-                    continue
                 }
+                break
             }
-            guard let lane = laneFor[packet.streamIndex] else { continue }
+            guard admitted, let lane = laneFor[packet.streamIndex] else { continue }
             try take(packet, lane: lane)
         }
         try release()

@@ -81,8 +81,9 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     /// for copied AAC whose format changes mid-stream, `video_reencoded` for a copied
     /// picture whose size does (the plan's `videoFallback` replaces it); either for a copy
     /// of damaged data the MP4 muxer refuses, or that does not decode from the MP4 where
-    /// the source does; `audio_continued` where the sound went on in another of the
-    /// source's audio streams when the chosen one ended (`AudioSuccession`).
+    /// the source does; `audio_continued` (`video_continued`) where the sound (the
+    /// pictures) went on in another of the source's streams when the chosen one ended
+    /// (`StreamSuccession`).
     public var adjustments: [String]?
     /// Bytes of the source the index forecast skimmed instead of reading (not reported:
     /// tests check that it skims).
@@ -309,7 +310,7 @@ public enum Preparer {
                 }
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
                 continued = pipeline.continued.map { h, at in
-                    "audio_continued: the sound goes on in the source's stream \(h.to)"
+                    (h.video ? "video_continued: the pictures go on" : "audio_continued: the sound goes on") + " in the source's stream \(h.to)"
                         + (at.map { " at \(Format.fixed($0, decimals: 2)) s" } ?? "") + ", where stream \(h.from) ends"
                 }
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps

@@ -15,7 +15,9 @@ final class VideoTranscodeLane: Lane {
     private let plan: VideoPlan
     private let settings: EncoderSettings
     private let inputStream: UnsafeMutablePointer<AVStream>
-    private let decoder: Decoder
+    private var decoder: Decoder
+    /// Counts of the decoders of streams the pictures went on from (`follow`).
+    private var retired = (corrupt: 0, decoded: 0)
     private var encoder: Encoder?
     private var graph: VideoFilterGraph?
     /// The first decoded picture's display aspect ratio, which the plan's frame was made for.
@@ -64,8 +66,8 @@ final class VideoTranscodeLane: Lane {
 
     var stats: LaneStats {
         var s = counters
-        s.corruptPackets = decoder.corruptPackets
-        s.framesDecoded = decoder.framesDecoded
+        s.corruptPackets = retired.corrupt + decoder.corruptPackets
+        s.framesDecoded = retired.decoded + decoder.framesDecoded
         s.framesEncoded = encoder?.framesEncoded ?? 0
         return s
     }
@@ -129,6 +131,19 @@ final class VideoTranscodeLane: Lane {
         try decoder.decodeRequiringOutput(packet, giveUpAfter: Self.undecodableAfterPackets) { (frame: Frame) throws(KilnError) in
             try self.filter(frame, muxer: muxer)
         }
+    }
+
+    /// The pictures go on in another stream (`StreamSuccession`): what this decoder holds
+    /// goes out, then a decoder for the new stream takes over. The filter graph follows a
+    /// new picture shape as it does one that changes mid-stream (fitted in the plan's
+    /// frame); the time base is the same.
+    func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError) {
+        try decoder.decodeRequiringOutput(nil, giveUpAfter: Self.undecodableAfterPackets) { (frame: Frame) throws(KilnError) in
+            try self.filter(frame, muxer: muxer)
+        }
+        retired.corrupt += decoder.corruptPackets
+        retired.decoded += decoder.framesDecoded
+        decoder = try Decoder(stream: stream)
     }
 
     func finish(muxer: Muxer) throws(KilnError) {

@@ -1833,9 +1833,9 @@ struct TimesRunBackTests {
 }
 
 /// A broadcast recording whose sound moves to another audio stream mid-file
-/// (`AudioSuccession`): the output had the first stream's sound only, silence after it.
-@Suite("audio succession")
-struct AudioSuccessionTests {
+/// (`StreamSuccession`): the output had the first stream's sound only, silence after it.
+@Suite("sound and pictures that move to another stream")
+struct StreamSuccessionTests {
     /// The output's sound: its length, the tone's frequency in its first and last seconds
     /// (zero crossings per second), and the adjustments the result reports.
     private static func sound(_ out: String) throws -> (length: Double, first: Double, last: Double) {
@@ -1884,6 +1884,42 @@ struct AudioSuccessionTests {
             let second = try Succession.recording("testsrc", offset: 16, codec: "aac", audioPID: 0x102, language: "eng", frequency: 880)
             let (apart, sourceApart) = try (FFprobe.endsApart(out), FFprobe.endsApart(second))
             #expect(abs(apart - sourceApart) < 0.03, "\(apart) s in the output, \(sourceApart) s in the source")
+        }
+    }
+
+    @Test("a programme change that moves the pictures to a new PID: remux and transcode carry them on to 12 s (the output's pictures ended after 6 s of 12); at another size the copy stops and the pictures are re-encoded, fitted in the frame",
+          arguments: ["640x360", "1280x720"], ["original", "1mbps"])
+    func newVideoPID(_ size: String, _ quality: String) throws {
+        let source = try Succession.videoPIDChange(size: size)
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "succession-video-\(size)-\(quality)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let adjustments = try Self.adjustments(r)
+            #expect(adjustments.contains { $0.hasPrefix("video_continued: the pictures go on in the source's stream 2 at 6.0") }, "\(adjustments)")
+            #expect(adjustments.contains { $0.hasPrefix("video_reencoded") } == (size != "640x360" && quality == "original"), "\(adjustments)")
+            let pictures = try FFprobe.packetTimes(out, "v")
+            #expect(abs((try FFprobe(out).duration("video") ?? 0) - 12) < 0.1)
+            // The old stream's last two pictures come out of libavformat only at the end of
+            // the file (an MPEG-TS video PES ends when the next one begins), after the new
+            // stream's: they are left out.
+            #expect(pictures.count >= 298, "\(pictures.count) pictures of 300")
+            #expect(zip(pictures, pictures.dropFirst()).allSatisfy { $1 - $0 > 0.03 && $1 - $0 < 0.2 }, "no picture squeezed, no gap")
+            #expect(try FFprobe.decodeErrors(out).isEmpty)
+            #expect(try FFprobe(out).streams("video").first?["width"]?.int == 640, "the frame the plan made for the first stream")
+        }
+    }
+
+    @Test("a new video PID that begins in the middle of a GOP goes on from its first keyframe: the pictures before it, which nothing decodes, are left out", arguments: ["original", "1mbps"])
+    func newVideoPIDMidGOP(_ quality: String) throws {
+        let source = try Succession.videoPIDChange(midGOP: true)
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "succession-video-mid-gop-\(quality)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try FFprobe.decodeErrors(out).isEmpty)
+            let pictures = try FFprobe.packetTimes(out, "v")
+            // 150 of the first stream (less its last two), then the new one's from its
+            // second keyframe, one second in: 125.
+            #expect((273...275).contains(pictures.count), "\(pictures.count) pictures")
+            let gaps = zip(pictures, pictures.dropFirst()).filter { $1 - $0 > 0.05 }
+            #expect(gaps.count == 1 && abs(gaps[0].1 - 7) < 0.05, "the new stream's pictures go on from 7 s: \(gaps)")
         }
     }
 
@@ -1942,7 +1978,7 @@ struct AudioSuccessionTests {
     }
 }
 
-extension AudioSuccessionTests {
+extension StreamSuccessionTests {
     @Test("an audio stream found without a format (its packets begin past libavformat's analysis) is probed as its first frame decodes, and a request for its language gets it whole: copied at original, from where it starts (it was probed 0 channels, 0 Hz, planned mono at a rung, and refused as damaged at original)",
           arguments: ["original", "2mbps"])
     func foundWithoutFormat(_ quality: String) throws {

@@ -461,6 +461,33 @@ public enum Succession {
         }
     }
 
+    /// A programme change that moves the pictures: six seconds of 640x360 H.264 on PID
+    /// 0x100, then six more (`size`) on PID 0x110, timed straight on; the sound stays on
+    /// PID 0x101.
+    /// With `midGOP`, the new PID's first ten pictures are left out: it begins with pictures
+    /// that need the keyframe before them.
+    public static func videoPIDChange(size: String = "640x360", midGOP: Bool = false) throws -> String {
+        let part = { (pattern: String, offset: Int, size: String, pid: Int) throws -> String in
+            try Media.generated("video-pid-\(pattern)-\(offset)-\(size)-\(pid).ts",
+                                ["-f", "lavfi", "-i", "\(pattern)=size=\(size):rate=25:duration=6",
+                                 "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
+                                 "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-b:v", "2500k", "-c:a", "aac", "-ac", "2",
+                                 "-streamid", "0:\(pid)", "-streamid", "1:\(Splice.audioPID)",
+                                 "-output_ts_offset", "\(offset)", "-f", "mpegts"])
+        }
+        let first = try part("testsrc2", 10, "640x360", Splice.videoPID), second = try part("testsrc", 16, size, 0x110)
+        return try Media.generated("video-pid-change-\(size)\(midGOP ? "-mid-gop" : "").ts") { tmp in
+            var b = try Splice.packets(second)
+            if midGOP {
+                // A TS packet that begins a PES packet (payload_unit_start) begins a picture.
+                let starts = b.indices.filter { Splice.pid(b[$0]) == 0x110 && b[$0][1] & 0x40 != 0 }
+                let eleventh = starts[10]
+                b = b.indices.filter { $0 >= eleventh || Splice.pid(b[$0]) != 0x110 }.map { b[$0] }
+            }
+            try (Data(contentsOf: URL(fileURLWithPath: first)) + Data(b.joined())).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
     /// ffmpeg's MPEG-TS muxer writes its first programme map on this PID.
     public static let pmtPID = 0x1000
 

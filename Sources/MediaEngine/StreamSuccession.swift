@@ -1,23 +1,25 @@
 import CFFmpeg
 import KilnCore
 
-/// Follows a broadcast recording's sound from the audio stream the plan chose to the one
-/// that carries it on when that stream ends mid-file.
+/// Follows a broadcast recording's sound, or its pictures, from the stream the plan chose
+/// to the one that carries it on when that stream ends mid-file.
 ///
 /// A transport stream's programme map may change mid-recording: the next programme's sound
 /// comes on a new PID (libavformat adds a stream when it meets it), or a stream that ran
 /// beside the chosen one goes on after it (the 5.1 track of a film ends with the film, the
 /// stereo track goes on). The output kept the chosen stream only: a recording whose sound
 /// moved to a new PID after 10 s came out with 10 s of sound and silence after it, and
-/// answered `ok`.
+/// answered `ok`. The pictures too may move to a new PID at a programme change: a 12 s
+/// recording came out with 6 s of them.
 ///
-/// So each packet of a stream that could succeed the chosen one (`eligible`: another audio
-/// stream of its programme, the same language, the same kind: not an audio description or
-/// commentary unless the chosen one is) is held back from the current stream's last packet
+/// So each packet of a stream that could succeed the chosen one (`eligible`: another stream
+/// of its type and programme, the same language, the same kind: not an audio description
+/// or commentary unless the chosen one is) is held back from the current stream's last packet
 /// on. A packet of the current stream lets them go (it goes on: they are not needed). When
 /// a candidate has covered `handover` of sound without one, the current stream has ended:
 /// the candidate becomes current, and what it gave since the old stream's last packet goes
-/// to the lane first, less what overlaps the old stream's end. Sound interleaves within a
+/// to the lane first, less what overlaps the old stream's end (and, for pictures, what
+/// comes before the new stream's first keyframe, which nothing decodes). Sound interleaves within a
 /// second of its neighbours in a broadcast, so 3 s without a packet is an end, not a late
 /// packet; a dropout of every stream (lost reception) holds every candidate back too.
 ///
@@ -25,9 +27,13 @@ import KilnCore
 /// the delivery counts see one stream. Only in containers whose streams can come and go
 /// (MPEG-TS and program streams: `Demuxer.hasDiscontinuousTimestamps`), and only between
 /// streams with the same time base (the lane reads times in its stream's).
-struct AudioSuccession {
-    /// The plan's audio stream: every followed packet takes its index.
+struct StreamSuccession {
+    /// The plan's stream: every followed packet takes its index.
     let lane: Int32
+    /// Whether it is the pictures' (else the sound's).
+    let video: Bool
+    /// Pictures of the new current stream still to be left out until its first keyframe.
+    private var awaitingKeyframe = false
     /// The stream whose packets feed the lane now.
     private(set) var current: Int32
     /// Sound a candidate covers, with no packet of the current stream, that ends it.
@@ -54,16 +60,20 @@ struct AudioSuccession {
 
     /// A succession that happened: from which stream to which.
     struct Handover: Equatable {
+        /// The plan's stream, whose lane goes on.
+        let lane: Int32
         let from: Int32
         let to: Int32
+        let video: Bool
     }
     private(set) var handovers: [Handover] = []
 
     /// `eligible(stream)`: whether a stream could carry on the plan's stream `lane` by its
     /// kind (`succeeds`); `inProgramme(stream)`: whether it is in that stream's programme
     /// (`shareProgramme`).
-    init(lane: Int32, eligible: @escaping (Int32) -> Bool, inProgramme: @escaping (Int32) -> Bool) {
+    init(lane: Int32, video: Bool, eligible: @escaping (Int32) -> Bool, inProgramme: @escaping (Int32) -> Bool) {
         self.lane = lane
+        self.video = video
         current = lane
         self.eligible = eligible
         self.inProgramme = inProgramme
@@ -72,9 +82,10 @@ struct AudioSuccession {
     enum Admission {
         /// The packet feeds the lane (its index is now the lane's).
         case current
-        /// Held as a candidate's: the caller's packet is emptied.
+        /// Held as a candidate's, or left out (a picture before the new stream's first
+        /// keyframe): the caller's packet is emptied.
         case held
-        /// Not audio this follows: the caller goes on as before.
+        /// Not a stream this follows: the caller goes on as before.
         case other
         /// The current stream ended: these packets (the new current stream's, in file
         /// order, already given the lane's index) go to the lane before anything else.
@@ -85,8 +96,15 @@ struct AudioSuccession {
     mutating func admit(_ packet: Packet, stream: UnsafeMutablePointer<AVStream>) throws(KilnError) -> Admission {
         let index = packet.streamIndex
         let timeBase = stream.pointee.time_base
-        if index == current || isEligible(index) { fillTimes(packet, stream) }
+        if !video, index == current || isEligible(index) { fillTimes(packet, stream) }
         let start = Self.start(packet, timeBase), duration = Self.length(packet, timeBase)
+        if index == current, awaitingKeyframe {
+            guard packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 else {
+                packet.unref()
+                return .held
+            }
+            awaitingKeyframe = false
+        }
         if index == current {
             if let start { currentEnd = start + duration }
             held.removeAll(keepingCapacity: true)
@@ -120,8 +138,12 @@ struct AudioSuccession {
                 packets.removeFirst()
             }
         }
+        if video {
+            while let first = packets.first, first.pointer.pointee.flags & AV_PKT_FLAG_KEY == 0 { packets.removeFirst() }
+            awaitingKeyframe = packets.isEmpty
+        }
         for kept in packets { kept.streamIndex = lane }
-        handovers.append(Handover(from: current, to: index))
+        handovers.append(Handover(lane: lane, from: current, to: index, video: video))
         current = index
         if let last = packets.last, let t = Self.start(last, timeBase) { currentEnd = t + Self.length(last, timeBase) }
         return .handover(Array(packets))
@@ -186,18 +208,20 @@ struct AudioSuccession {
     }
 }
 
-extension AudioSuccession {
-    /// Whether `candidate` could carry on the sound of the plan's `chosen` stream by its
-    /// kind: another audio stream with a decoder, the same time base, of the same kind
-    /// (audio description, commentary, for the hard of hearing), not in another language
-    /// (when both say).
+extension StreamSuccession {
+    /// Whether `candidate` could carry on the sound or pictures of the plan's `chosen` stream
+    /// by its kind: another stream of its type with a decoder, the same time base, of the
+    /// same kind (audio description, commentary, for the hard of hearing; no cover art), not
+    /// in another language (when both say).
     static func succeeds(_ candidate: Int32, _ chosen: Int32, in demuxer: Demuxer) -> Bool {
         guard candidate != chosen, candidate >= 0, Int(candidate) < demuxer.streamCount else { return false }
         let a = demuxer.stream(Int(chosen)), b = demuxer.stream(Int(candidate))
         let par = b.pointee.codecpar.pointee
-        guard par.codec_type == AVMEDIA_TYPE_AUDIO, avcodec_find_decoder(par.codec_id) != nil,
+        let type = a.pointee.codecpar.pointee.codec_type
+        guard type == AVMEDIA_TYPE_AUDIO || type == AVMEDIA_TYPE_VIDEO, par.codec_type == type,
+              avcodec_find_decoder(par.codec_id) != nil,
               av_cmp_q(a.pointee.time_base, b.pointee.time_base) == 0 else { return false }
-        let kinds = AV_DISPOSITION_VISUAL_IMPAIRED | AV_DISPOSITION_COMMENT | AV_DISPOSITION_HEARING_IMPAIRED
+        let kinds = AV_DISPOSITION_VISUAL_IMPAIRED | AV_DISPOSITION_COMMENT | AV_DISPOSITION_HEARING_IMPAIRED | AV_DISPOSITION_ATTACHED_PIC
         guard a.pointee.disposition & kinds == b.pointee.disposition & kinds else { return false }
         func language(_ s: UnsafeMutablePointer<AVStream>) -> String? {
             guard let l = dictValue(s.pointee.metadata, "language")?.lowercased(), !l.isEmpty, l != "und" else { return nil }
