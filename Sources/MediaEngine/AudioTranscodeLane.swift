@@ -33,12 +33,14 @@ final class AudioTranscodeLane: Lane {
     /// Decoded frames the resampler could not take (damaged parameters).
     private var rejectedFrames = 0
     /// The source's length in seconds, plus a second: no gap is filled past it (nil when
-    /// the container does not say).
+    /// the probe could not say). The probe's, not libavformat's: across a splice that
+    /// steps back 3 s libavformat says 9 s for 12, and a gap in the sound at 8.8 s was
+    /// taken for damage 10 s on: not filled, everything after it 1.3 s early.
     private let lastSecond: Double?
     /// Checked while a gap is filled: minutes of silence are minutes of encoding.
     private let cancellation: Cancellation
 
-    init(demuxer: Demuxer, plan: AudioPlan, source: StreamInfo) throws(KilnError) {
+    init(demuxer: Demuxer, plan: AudioPlan, source: StreamInfo, sourceSeconds: Double) throws(KilnError) {
         guard Self.encoders.contains(plan.codec) else {
             throw KilnError(.planUnsupported, stage: .plan, "audio can be re-encoded to aac, ac3 or eac3, not \(plan.codec)")
         }
@@ -56,8 +58,7 @@ final class AudioTranscodeLane: Lane {
         decoder = try Decoder(stream: stream, threads: 1)
         frame = try Frame()
         cancellation = demuxer.cancellation
-        let duration = demuxer.context.pointee.duration
-        lastSecond = duration > 0 ? Double(duration) / Double(kiln_time_base()) + 1 : nil
+        lastSecond = sourceSeconds > 0 ? sourceSeconds + 1 : nil
     }
 
     var stats: LaneStats {

@@ -421,7 +421,7 @@ public enum Preparer {
                 throw KilnError(.planUnsupported, stage: .plan, "the plan's audio stream \(a.sourceIndex) is not in the source")
             }
             lanes.append(a.action == .copy ? CopyLane(demuxer: demuxer, index: a.sourceIndex, probed: s)
-                                           : try AudioTranscodeLane(demuxer: demuxer, plan: a, source: s))
+                                           : try AudioTranscodeLane(demuxer: demuxer, plan: a, source: s, sourceSeconds: info.durationSeconds))
         }
         for sub in plan.subtitles where sub.action == .convert {
             guard info.stream(sub.sourceIndex) != nil, sub.sourceIndex < demuxer.streamCount else {

@@ -103,7 +103,8 @@ private func transcode(_ source: String, video: VideoPlan? = nil, audio: AudioPl
         result.video = lane
     }
     if let audio {
-        let lane = try AudioTranscodeLane(demuxer: demuxer, plan: audio, source: info.stream(audio.sourceIndex)!)
+        let lane = try AudioTranscodeLane(demuxer: demuxer, plan: audio, source: info.stream(audio.sourceIndex)!,
+                                                sourceSeconds: info.durationSeconds)
         lanes.append(lane)
         result.audio = lane
     }

@@ -682,6 +682,27 @@ extension AudioGapTests {
     }
 }
 
+extension AudioGapTests {
+    @Test("a gap in the sound after a splice that steps back 3 s is filled with silence: the re-encoded sound after it stays in sync (libavformat says 9 s for the 12 s recording, and the gap's end, past 10 s, was taken for damage: not filled, the rest 1.3 s early)")
+    func gapAfterSplice() throws {
+        let first = try Splice.recording("testsrc2", offset: 10), second = try Splice.recording("testsrc", offset: 13)
+        let source = try Media.generated("spliced-13-sound-gap.ts") { tmp in
+            // The second recording's sound PES packets 10 to 14 (3.2 to 4.5 s in) are lost.
+            let b = try Splice.packets(second)
+            let starts = b.indices.filter { Splice.pid(b[$0]) == Splice.audioPID && b[$0][1] & 0x40 != 0 }
+            let lost = starts[10]..<starts[14]
+            let kept = b.indices.filter { !lost.contains($0) || Splice.pid(b[$0]) != Splice.audioPID }.map { b[$0] }
+            try (Data(contentsOf: URL(fileURLWithPath: first)) + Data(kept.joined())).write(to: URL(fileURLWithPath: tmp))
+        }
+        try Command.prepare(source, quality: "1mbps", caps: "web", scratch: "gap-after-splice") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["stats"]?["audio_gaps_filled"]?.int == 1, "\(r.stdout.suffix(400))")
+            let (apart, sourceApart) = try (FFprobe.endsApart(out), FFprobe.endsApart(second))
+            #expect(abs(apart - sourceApart) < 0.05, "the ends are \(apart) s apart in the output, \(sourceApart) s in the source")
+        }
+    }
+}
+
 @Suite("sound that starts before the picture")
 struct LateVideoTests {
     @Test("Matroska audio that starts 2 s before the first video keyframe is all kept: going back to the start after the probe must not seek past it")
