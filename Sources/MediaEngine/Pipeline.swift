@@ -193,7 +193,8 @@ final class Pipeline {
             let placed = timeline.place(stream: index,
                                         dts: p.pointee.dts == noPTS ? nil : rescale(p.pointee.dts, from: tb, to: kiln_time_base_q()),
                                         step: max(rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), 1),
-                                        sparse: !timed.contains(index))
+                                        sparse: !timed.contains(index),
+                                        sound: demuxer.stream(Int(index)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO)
             // While a stream is pending (`SpliceTimeline.isPending`), packets wait in file
             // order for their timelines to settle, as much as the outlier filter holds.
             if timeline.isPending || !held.isEmpty {

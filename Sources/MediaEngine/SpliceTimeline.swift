@@ -26,14 +26,17 @@ import KilnCore
 /// opens the timeline. The pipeline holds packets back while a stream is pending
 /// (`isPending`) and asks for each one's settled timeline as it lets it go.
 ///
-/// A stream that steps *ahead* of its place by more than jitter and less than a jump is
+/// A sound that steps *ahead* of its place by more than jitter and less than a jump is
 /// held the same way (`ahead`): a gap in it, or the new programme's sound crossing first,
 /// starting later after its pictures than the new programme overlaps the old one. When
 /// another stream then opens a timeline, by a jump or by a small step back, it takes it from
 /// its step on if the step went past where the opener left the old time (a 1.9 s late
 /// sound, crossing before pictures stepping back 1.1 s, stayed 1.1 s early on the old
 /// time; with pictures stepping back 0.46 s, 12 of them were squeezed). A gap resumes where
-/// the pictures are, behind them in the file, and stays a gap.
+/// the pictures are, behind them in the file, and stays a gap. Only sound: pictures run
+/// ahead of the sound in the file, past where it left the old time, whenever they step over
+/// frames a broadcast dropped (taken for a crossing, the old programme's last pictures
+/// would have gone onto the new time).
 ///
 /// A stream that takes a later timeline on would start before its own last packet ends
 /// (the old programme's sound ran on past its pictures): the timeline is moved on by that
@@ -91,13 +94,14 @@ struct SpliceTimeline {
     /// The correction for a packet of `stream` decoded at `dts` (AV_TIME_BASE units, as the
     /// source has it; nil if it has none) that lasts `step` (at least 1). `sparse`: a
     /// subtitle stream, whose times say nothing about splices.
-    mutating func correction(stream: Int32, dts: Int64?, step: Int64, sparse: Bool = false) -> Int64 {
-        corrections[place(stream: stream, dts: dts, step: step, sparse: sparse)]
+    mutating func correction(stream: Int32, dts: Int64?, step: Int64, sparse: Bool = false, sound: Bool = false) -> Int64 {
+        corrections[place(stream: stream, dts: dts, step: step, sparse: sparse, sound: sound)]
     }
 
     /// The timeline for that packet, as known now: its correction is `corrections[t]`, and
     /// may grow while a stream is pending.
-    mutating func place(stream: Int32, dts: Int64?, step: Int64, sparse: Bool = false) -> Int {
+    /// `sound`: an audio stream, which a broadcast sends behind the pictures (`ahead`).
+    mutating func place(stream: Int32, dts: Int64?, step: Int64, sparse: Bool = false, sound: Bool = false) -> Int {
         placed += 1
         if !awaiting.isEmpty {
             awaitLeft -= 1
@@ -157,17 +161,20 @@ struct SpliceTimeline {
                     // that crossed first opens, continuous for it. So is a step back after
                     // another stream stepped ahead past this one's place (the new sound
                     // crossing first, starting later after its pictures than the old one ran
-                    // on): this one opens it.
+                    // on): this one opens it, if it stepped back further than jitter (a
+                    // sound's PES times wander by tens of milliseconds while pictures step
+                    // ahead over frames a broadcast dropped).
                     if let (first, p) = pending.first(where: { $0.key != stream }) {
                         open(for: first, pending: p)
                         chosen = timeline[stream] ?? current
-                    } else if ahead.contains(where: { $0.key != stream && isPast($0.value, stream: $0.key, leaving: next) }) {
+                    } else if here < -TimelineOutliers.jump / 4,
+                              ahead.contains(where: { $0.key != stream && isPast($0.value, stream: $0.key, leaving: next) }) {
                         open(for: stream, pending: pending[stream]!)
                         chosen = timeline[stream] ?? current
                     }
                 }
             }
-            if chosen == current, here > TimelineOutliers.jump / 4, !Self.isJump(dts + corrections[current] - last) {
+            if sound, chosen == current, here > TimelineOutliers.jump / 4, !Self.isJump(dts + corrections[current] - last) {
                 ahead[stream] = (dts, next, placed, Self.pendingPackets)
             }
         }

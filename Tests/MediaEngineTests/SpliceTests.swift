@@ -9,7 +9,7 @@ import KilnTestSupport
 struct SpliceTimelineTests {
     static let second = Int64(kiln_time_base())
 
-    /// Feeds (stream, time in seconds) in file order, each lasting 40 ms; the corrected
+    /// Feeds (stream, time in seconds: 0 pictures, 1 sound) in file order, each lasting 40 ms; the corrected
     /// times as the pipeline gives them: at once, or, while a stream is pending, held and
     /// then on the timeline each settled on.
     static func corrected(_ packets: [(Int32, Double)], allowsJumps: Bool = true) -> [Double] {
@@ -18,7 +18,7 @@ struct SpliceTimelineTests {
         var held: [(at: Int, stream: Int32, dts: Int64, on: Int, seq: Int)] = []
         for (at, (stream, t)) in packets.enumerated() {
             let dts = Int64(t * Double(second))
-            let on = timeline.place(stream: stream, dts: dts, step: second / 25)
+            let on = timeline.place(stream: stream, dts: dts, step: second / 25, sound: stream == 1)
             if timeline.isPending || !held.isEmpty { held.append((at, stream, dts, on, timeline.placed)) }
             else { out[at] = Double(dts + timeline.corrections[on]) / Double(second) }
             if !timeline.isPending || at == packets.count - 1 {
@@ -119,6 +119,20 @@ struct SpliceTimelineTests {
     func soundGapBeforeSplice() {
         let out = Self.corrected([(0, 17.36), (1, 17.00), (1, 17.34), (0, 17.40), (0, 14.40), (1, 17.38), (0, 14.44)])
         #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.00, 7.34, 7.40, 7.44, 7.38, 7.48])
+    }
+
+    @Test("pictures stepping ahead over dropped frames, then sound jittering back a few hundredths: no splice")
+    func droppedFramesAndJitter() {
+        let out = Self.corrected([(0, 17.36), (1, 17.00), (0, 17.70), (1, 17.04), (1, 17.05), (0, 17.74), (1, 17.09)])
+        #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.36, 7.00, 7.70, 7.04, 7.05, 7.74, 7.09])
+    }
+
+    @Test("pictures stepping ahead over dropped frames just before the sound crosses a splice by a jump stay on the old time: only a sound stepping ahead is a crossing")
+    func droppedFramesBeforeSplice() {
+        // The old pictures' last, 17.44, stays on the old time; the new time is moved on so
+        // that the new pictures do not run back behind it.
+        let out = Self.corrected([(0, 17.00), (1, 16.60), (0, 17.40), (1, 16.64), (1, 14.00), (0, 17.44), (1, 14.04), (0, 14.10)])
+        #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.00, 6.60, 7.40, 6.64, 7.38, 7.44, 7.42, 7.48])
     }
 
     @Test("a stream first seen after a splice takes the new time; outside MPEG-TS nothing is a splice")
