@@ -16,12 +16,13 @@ import KilnCore
 /// of its type and programme, the same language, the same kind: not an audio description
 /// or commentary unless the chosen one is) is held back from the current stream's last packet
 /// on. A packet of the current stream lets them go (it goes on: they are not needed). When
-/// a candidate has covered `handover` of sound without one, the current stream has ended:
+/// a candidate has covered `handover` of its time without one, the current stream has ended:
 /// the candidate becomes current, and what it gave since the old stream's last packet goes
 /// to the lane first, less what overlaps the old stream's end (and, for pictures, what
-/// comes before the new stream's first keyframe, which nothing decodes). Sound interleaves within a
-/// second of its neighbours in a broadcast, so 3 s without a packet is an end, not a late
-/// packet; a dropout of every stream (lost reception) holds every candidate back too.
+/// comes before the new stream's first keyframe, which nothing decodes). A broadcast
+/// interleaves each stream within a second of its neighbours, so 3 s without a packet is
+/// an end, not a late packet; a dropout of every stream (lost reception) holds every
+/// candidate back too.
 ///
 /// The followed packets take the plan's stream index, so the splice timeline, the lane and
 /// the delivery counts see one stream. Only in containers whose streams can come and go
@@ -36,7 +37,7 @@ struct StreamSuccession {
     private var awaitingKeyframe = false
     /// The stream whose packets feed the lane now.
     private(set) var current: Int32
-    /// Sound a candidate covers, with no packet of the current stream, that ends it.
+    /// Time a candidate covers, with no packet of the current stream, that ends it.
     static let handover = 3 * Int64(kiln_time_base())
     /// Packets held per candidate at most (about 20 s of AAC): older ones are let go, so a
     /// stream without durations or times cannot hold memory without bound.
@@ -127,10 +128,10 @@ struct StreamSuccession {
             held[index] = h
             return .held
         }
-        // The current stream has ended: this one carries the sound on.
+        // The current stream has ended: this one carries the sound or pictures on.
         held.removeAll()
         var packets = h.packets[...]
-        // What the new stream gave before the old one's end (their interleaving) is sound
+        // What the new stream gave before the old one's end (their interleaving) is what
         // the output already has; only within a jump, so a splice's new times are kept.
         if let end = currentEnd {
             while let first = packets.first, let t = Self.start(first, timeBase),
