@@ -277,7 +277,22 @@ public enum Prober {
     }
 
     static func scanPackets(_ demuxer: Demuxer, _ streams: inout [StreamInfo], _ warnings: inout [String]) throws(KilnError) {
-        guard let vi = streams.firstIndex(where: { $0.type == .video && !$0.disposition.attachedPicture }) else { return }
+        guard let vi = streams.firstIndex(where: { $0.type == .video && !$0.disposition.attachedPicture }) else {
+            // No pictures (a radio recording, an album): only what the sound streams' first
+            // packets tell, read until each has told it.
+            var first = FirstPackets()
+            guard !first.settled(streams) else { return }
+            let packet = try Packet()
+            defer { _ = try? demuxer.rewind() }
+            var reads = 0
+            while !first.settled(streams), reads < scanPacketLimit * 4 {
+                reads += 1
+                guard try demuxer.read(into: packet) else { break }
+                defer { packet.unref() }
+                first.observe(packet, demuxer, &streams)
+            }
+            return
+        }
         let target = Int32(streams[vi].index)
         let st = demuxer.stream(Int(target))
         let scanDV = streams[vi].codec == "hevc" && streams[vi].dolbyVision == nil
@@ -290,7 +305,7 @@ public enum Prober {
         var pts: [Int64] = [], dts: [Int64] = []
         var longest: (pts: [Int64], dts: [Int64]) = ([], [])
         var rpu = false, el = false, reads = 0, scanned = 0, decodeTimesOnly = 0
-        var learning: [Int: Int] = [:], layerRead: Set<Int> = []
+        var first = FirstPackets()
         // Elementary streams (raw H.264, HEVC, MPEG video) carry no times at all.
         let untimed = Prober.elementaryStreamFormats.contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
         // Field order is only in the bitstream for many H.264 and MPEG-2 files. libavcodec's
@@ -315,23 +330,7 @@ public enum Prober {
             reads += 1
             guard try demuxer.read(into: packet) else { break }
             defer { packet.unref() }
-            if packet.isEncrypted, let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) }) {
-                streams[i].encrypted = true
-            }
-            // An audio stream found without a format (MPEG-TS: one whose packets begin
-            // past libavformat's analysis) is described as its first frame decodes.
-            if let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) && $0.type == .audio && $0.sampleRate == nil }),
-               learning[i, default: 0] < 16 {
-                learning[i, default: 0] += 1
-                if let learnt = CodecParameters.audioFormat(of: demuxer.stream(Int(packet.streamIndex)), from: packet) {
-                    describeFormat(learnt.pointer.pointee, into: &streams[i])
-                }
-            }
-            if let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) && $0.codec == "mp3" }),
-               !layerRead.contains(i) {
-                layerRead.insert(i)
-                if let codec = mpegAudioLayer(packet) { streams[i].codec = codec }
-            }
+            first.observe(packet, demuxer, &streams)
             guard packet.streamIndex == target else { continue }
             let p = packet.pointer.pointee
             scanned += 1
@@ -400,6 +399,41 @@ public enum Prober {
     }
 
     static let scanPacketLimit = 240
+
+    /// What a stream's first packets tell the probe beyond libavformat's analysis: that they
+    /// are encrypted; an audio stream's format where it was found without one (MPEG-TS: its
+    /// packets begin past the analysis), as its first frame decodes; and MPEG-1 audio's
+    /// layer (`mpegAudioLayer`).
+    struct FirstPackets {
+        private var tries: [Int: Int] = [:]
+        private var layerRead: Set<Int> = []
+        static let formatTries = 16
+
+        mutating func observe(_ packet: Packet, _ demuxer: Demuxer, _ streams: inout [StreamInfo]) {
+            guard let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) }) else { return }
+            if packet.isEncrypted { streams[i].encrypted = true }
+            guard streams[i].type == .audio else { return }
+            if streams[i].sampleRate == nil, tries[i, default: 0] < Self.formatTries {
+                tries[i, default: 0] += 1
+                if let learnt = CodecParameters.audioFormat(of: demuxer.stream(Int(packet.streamIndex)), from: packet) {
+                    Prober.describeFormat(learnt.pointer.pointee, into: &streams[i])
+                }
+            }
+            if streams[i].codec == "mp3", !layerRead.contains(i) {
+                layerRead.insert(i)
+                if let codec = Prober.mpegAudioLayer(packet) { streams[i].codec = codec }
+            }
+        }
+
+        /// Whether every sound stream has told what it can.
+        func settled(_ streams: [StreamInfo]) -> Bool {
+            streams.indices.allSatisfy { i in
+                streams[i].type != .audio
+                    || ((streams[i].sampleRate != nil || tries[i, default: 0] >= Self.formatTries)
+                        && (streams[i].codec != "mp3" || layerRead.contains(i)))
+            }
+        }
+    }
     /// libavformat's demuxers for bare video elementary streams.
     static let elementaryStreamFormats: Set<String> = ["h264", "hevc", "mpegvideo", "m4v", "vc1", "cavsvideo", "avs2"]
     /// How much of a file's end `measuredEnd` reads.

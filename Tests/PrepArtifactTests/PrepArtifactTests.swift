@@ -1033,6 +1033,12 @@ struct FormatChangeTests {
                 #expect(try FFprobe.decodeErrors(out) == "")
             }
         }
+        // Without pictures too (the probe's packet scan was the video's).
+        let sound = try Media.generated("mpeg-audio-mp2-only.m4a", [
+            "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "3", "-c:a", "mp2", "-b:a", "192k", "-f", "mp4"])
+        let info = try JSONValue.parse(Array(try Command.run(["probe", sound, "--json"]).stdout.utf8))
+        guard case .array(let streams)? = info["streams"] else { Issue.record("no streams: \(info)"); return }
+        #expect(streams.first?["codec"] == .string("mp2"), "\(streams)")
     }
 
     /// Five seconds of 4:3 SD with stereo AAC, then five of 16:9 HD with 5.1 AAC, in one
