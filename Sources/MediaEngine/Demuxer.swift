@@ -206,7 +206,18 @@ final class Demuxer {
             packet.take(pending.removeFirst())
             return true
         }
-        let ret = av_read_frame(context, packet.pointer)
+        var ret = av_read_frame(context, packet.pointer)
+        // EAGAIN from a file is MPEG-TS giving up a resync after 64 kB without a sync byte
+        // (a zeroed stretch): the next read goes on past it, as the ffmpeg command's does.
+        // Read as an I/O error, a damaged recording failed as retryable, every time. Only
+        // while the read position moves on, so nothing can spin.
+        var position = avio_tell(context.pointee.pb)
+        while ret == avErrorEAGAIN {
+            ret = av_read_frame(context, packet.pointer)
+            let now = avio_tell(context.pointee.pb)
+            if ret == avErrorEAGAIN, now <= position { return false }
+            position = now
+        }
         if ret == avErrorEOF { return false }
         if ret < 0 {
             // A read error past the point where the index said data exists: treat the

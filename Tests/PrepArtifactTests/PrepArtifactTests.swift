@@ -297,6 +297,21 @@ struct DamagedInputTests {
 /// damaged packets in a copied track are carried, counted, as a transcode conceals them.
 @Suite("damage in the source is told from a failed write")
 struct SourceDamageTests {
+    @Test("a recording with 160 kB zeroed (no sync byte for more than libavformat's 64 kB resync) is read on past it: delivered, not a retryable io_error every time (found by fuzzing)", arguments: ["original", "1mbps"])
+    func zeroedStretchInTS(_ quality: String) throws {
+        let dir = Media.scratch("zeroed-ts-\(quality)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Media.shared("ax_bbb_2500ms.ts"))))
+        for i in 157_164..<316_890 { bytes[i] = 0 }
+        let source = dir.appendingPathComponent("zeroed.ts")
+        try Data(bytes).write(to: source)
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source.path, "--quality", quality, "--caps", "web", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout)")
+        #expect(abs((try FFprobe(out).duration("video") ?? 0) - 2.5) < 0.1)
+        #expect(try FFprobe.packetCount(out, "v") > 40, "the pictures after the zeroed stretch are kept")
+    }
+
     static func source() throws -> String {
         try Media.generated("damage-src-10s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25",
                                                    "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "10",
