@@ -135,6 +135,19 @@ struct SpliceTimelineTests {
         #expect(out.map { ($0 * 1000).rounded() / 1000 } == [7.00, 6.60, 7.40, 6.64, 7.38, 7.44, 7.42, 7.48])
     }
 
+    @Test("a subtitle, whose times say nothing of splices, takes the timeline that puts it nearest where the sound and pictures are")
+    func sparseTakesNearest() {
+        var timeline = SpliceTimeline(startCorrection: -10 * Self.second, allowsJumps: true)
+        func at(_ t: Double) -> Int64 { Int64(t * Double(Self.second)) }
+        for (stream, t) in [(Int32(0), 17.36), (1, 17.38), (0, 14.40), (1, 14.42), (0, 14.44)] {
+            _ = timeline.place(stream: stream, dts: at(t), step: Self.second / 25, sound: stream == 1)
+        }
+        let new = timeline.correction(stream: 2, dts: at(14.50), step: Self.second, sparse: true)
+        #expect(Double(at(14.50) + new) / Double(Self.second) == 7.50)
+        let old = timeline.correction(stream: 2, dts: at(17.30), step: Self.second, sparse: true)
+        #expect(Double(at(17.30) + old) / Double(Self.second) == 7.30)
+    }
+
     @Test("a stream first seen after a splice takes the new time; outside MPEG-TS nothing is a splice")
     func newStreamAndOtherContainers() {
         let out = Self.corrected([(0, 17.36), (0, 5000.0), (0, 5000.04), (1, 5000.02)])
