@@ -86,7 +86,7 @@ final class Pipeline {
     private(set) var splices = 0
     /// Packets left out as damage: runs of times far off that jumped back (`TimelineOutliers`).
     private(set) var outliers = 0
-    /// Where the sound went on in another stream (`StreamSuccession`), and the output time
+    /// Where the sound or pictures went on in another stream (`StreamSuccession`), and the output time
     /// (seconds) of the first packet that stream gave the lane (nil if it gave none).
     private(set) var continued: [(handover: StreamSuccession.Handover, at: Double?)] = []
 
@@ -213,6 +213,8 @@ final class Pipeline {
         while try reader.read(into: packet) {
             defer { packet.unref() }
             try cancellation.check(.demux)
+            // A packet is one succession's at most (each follows streams of its own type):
+            // the first that does not call it `.other` says whether the lane gets it.
             var admitted = true
             for k in successions.indices where admitted {
                 let admission = try successions[k].admit(packet, stream: demuxer.stream(Int(packet.streamIndex)))
