@@ -86,8 +86,9 @@ final class Pipeline {
     private(set) var splices = 0
     /// Packets left out as damage: runs of times far off that jumped back (`TimelineOutliers`).
     private(set) var outliers = 0
-    /// Where the sound or pictures went on in another stream (`StreamSuccession`), and the output time
-    /// (seconds) of the first packet that stream gave the lane (nil if it gave none).
+    /// Where the sound or pictures went on in another stream (`StreamSuccession`), and the
+    /// output time (seconds) of the first packet that stream gave the lane (nil if it gave
+    /// none).
     private(set) var continued: [(handover: StreamSuccession.Handover, at: Double?)] = []
 
     func run() throws(KilnError) {
@@ -130,6 +131,7 @@ final class Pipeline {
         var position = 0.0
         let packet = try Packet()
         let timed = Set(timedInputs)
+        let sounds = Set(lanes.map(\.inputIndex).filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO })
         let reader = TimelineOutliers(demuxer: demuxer, judged: timed)
         defer { outliers = reader.dropped }
         var held: [(packet: Packet, timeline: Int, seq: Int)] = []
@@ -194,7 +196,7 @@ final class Pipeline {
                                         dts: p.pointee.dts == noPTS ? nil : rescale(p.pointee.dts, from: tb, to: kiln_time_base_q()),
                                         step: max(rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), 1),
                                         sparse: !timed.contains(index),
-                                        sound: demuxer.stream(Int(index)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO)
+                                        sound: sounds.contains(index))
             // While a stream is pending (`SpliceTimeline.isPending`), packets wait in file
             // order for their timelines to settle, as much as the outlier filter holds.
             if timeline.isPending || !held.isEmpty {

@@ -257,11 +257,6 @@ public enum Prober {
         return t.includes("commentary") || t.includes("kommentar") || t.includes("commentaire")
     }
 
-    /// Reads the first packets of the main video stream (a bounded number) to learn what
-    /// the headers do not say reliably: the real frame rate and whether it varies (MKV's
-    /// default durations and r_frame_rate are often wrong), and Dolby Vision signalled
-    /// only in the bitstream (HEVC RPU NAL units, type 62, and an enhancement layer, type
-    /// 63, with no dvcC/dvvC record), whose profile is inferred from the base layer.
     /// MP4 has one code for MPEG-1 audio of every layer, which libavformat calls MP3
     /// whatever the frames are (a broadcast's MP2 copied from MPEG-TS into MP4); planned as
     /// MP3, it was copied to devices that play MP3 and have no Layer II decoder. The first
@@ -276,6 +271,13 @@ public enum Prober {
         }
     }
 
+    /// Reads the first packets of the main video stream (a bounded number) to learn what
+    /// the headers do not say reliably: the real frame rate and whether it varies (MKV's
+    /// default durations and r_frame_rate are often wrong), and Dolby Vision signalled
+    /// only in the bitstream (HEVC RPU NAL units, type 62, and an enhancement layer, type
+    /// 63, with no dvcC/dvvC record), whose profile is inferred from the base layer;
+    /// and what every stream's first packets tell (`FirstPackets`), in files without
+    /// video too.
     static func scanPackets(_ demuxer: Demuxer, _ streams: inout [StreamInfo], _ warnings: inout [String]) throws(KilnError) {
         guard let vi = streams.firstIndex(where: { $0.type == .video && !$0.disposition.attachedPicture }) else {
             // No pictures (a radio recording, an album): only what the sound streams' first

@@ -61,6 +61,11 @@ struct SpliceTimeline {
     /// pictures still to come (`adoptAhead`).
     private var ahead: [Int32: Crossing] = [:]
     typealias Crossing = (dts: Int64, place: Int64, since: Int, wait: Int)
+    /// One more of its stream's packets placed: a crossing that has waited long enough is
+    /// given up.
+    private static func countDown(_ c: inout Crossing?) {
+        if let w = c { c = w.wait > 1 ? (w.dts, w.place, w.since, w.wait - 1) : nil }
+    }
     /// Packets a pending stream waits for another to open a timeline (about 2 s of sound).
     static let pendingPackets = 96
     /// Streams that took a timeline on after pending: from which packet, from and to which
@@ -111,8 +116,8 @@ struct SpliceTimeline {
         if sparse { return nearest(dts) }
         let current = timeline[stream] ?? nearest(dts)
         var chosen = current
-        if let p = pending[stream] { pending[stream] = p.wait > 1 ? (p.dts, p.place, p.since, p.wait - 1) : nil }
-        if let a = ahead[stream] { ahead[stream] = a.wait > 1 ? (a.dts, a.place, a.since, a.wait - 1) : nil }
+        Self.countDown(&pending[stream])
+        Self.countDown(&ahead[stream])
         if allowsJumps, let last = lastDTS[stream] {
             // How far the packet is from where the stream's next one belongs, on a timeline.
             let next = last + step
