@@ -177,6 +177,7 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 
 /// The media engine's recipe version. It enters every artifact key, so bump it whenever
 /// the engine would write different bytes for the same plan (a filter, a muxer flag).
+/// 2: text subtitles' overlapping cues share samples instead of being pushed late.
 public enum EngineRecipe {
-    public static let version = 1
+    public static let version = 2
 }

@@ -79,6 +79,9 @@ final class Pipeline {
         }
     }
     private(set) var delivered: [Int32: Delivered] = [:]
+    /// Where the kept audio and video end (seconds, output time), once all is read; no
+    /// subtitle cue goes on past it.
+    private(set) var picturesAndSoundEnd: Double?
     /// Packets whose presentation time was repaired here (see `run`).
     private(set) var repairedTimestamps = 0
     /// Times made continuous across a splice (see `run`): the source's declared duration
@@ -132,6 +135,9 @@ final class Pipeline {
         let packet = try Packet()
         let timed = Set(timedInputs)
         let sounds = Set(lanes.map(\.inputIndex).filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO })
+        let texts = Set(lanes.filter { $0 is SubtitleLane }.map(\.inputIndex))
+        /// How far the kept audio and video have come (seconds, output time).
+        func reach() -> Double? { timed.compactMap { delivered[$0]?.endSeconds }.filter(\.isFinite).max() }
         let reader = TimelineOutliers(demuxer: demuxer, judged: timed)
         defer { outliers = reader.dropped }
         var held: [(packet: Packet, timeline: Int, seq: Int)] = []
@@ -148,6 +154,7 @@ final class Pipeline {
             let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
             if index == progressIndex, let t { position = max(position, t) }
             delivered[index, default: Delivered()].count(at: t, lasting: seconds(p.pointee.duration, tb) ?? 0)
+            if texts.contains(index), let subtitles = lane as? SubtitleLane { subtitles.picturesAndSoundReach = reach() }
             if followedFirst.contains(index), let k = continued.lastIndex(where: { $0.handover.lane == index }) {
                 continued[k].at = t
                 followedFirst.remove(index)
@@ -240,6 +247,8 @@ final class Pipeline {
         }
         try release()
         try cancellation.check(.demux)
+        picturesAndSoundEnd = reach()
+        for case let subtitles as SubtitleLane in lanes { subtitles.picturesAndSoundReach = picturesAndSoundEnd }
         for lane in lanes { try lane.finish(muxer: muxer) }
         try cancellation.check(.mux)
         try muxer.finish()

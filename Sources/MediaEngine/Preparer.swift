@@ -240,6 +240,7 @@ public enum Preparer {
         var corrupt = 0, repaired = 0, gaps = 0
         var equivalent: [String]? = nil
         var continued: [String] = []
+        var recoded: [String] = []
         var phases: [String: Double] = [:]
         var mark = started
         func phase(_ name: String) {
@@ -308,7 +309,16 @@ public enum Preparer {
                 if pipeline.splices > 0 || pipeline.outliers > 0, let end = delivered.values.map(\.endSeconds).filter(\.isFinite).max() {
                     verifiedLength = end
                 }
+                if let end = pipeline.picturesAndSoundEnd,
+                   lengthExplained(declared: verifiedLength, picturesAndSoundEnd: end, delivered: delivered, lanes: lanes, demuxer: demuxer) {
+                    verifiedLength = end
+                }
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
+                recoded = lanes.compactMap { lane in
+                    (lane as? SubtitleLane).flatMap { sub in
+                        sub.charset.map { "subtitle_recoded: \(sub.recodedCues) cues of the source's stream \(sub.inputIndex) are not UTF-8; read as \($0.name)" }
+                    }
+                }
                 continued = pipeline.continued.map { h, at in
                     (h.video ? "video_continued: the pictures go on" : "audio_continued: the sound goes on") + " in the source's stream \(h.to)"
                         + (at.map { " at \(Format.fixed($0, decimals: 2)) s" } ?? "") + ", where stream \(h.from) ends"
@@ -389,7 +399,7 @@ public enum Preparer {
             stats: PrepareStats(wallSeconds: wall, speed: info.durationSeconds / max(wall, 1e-3),
                                 corruptPackets: corrupt, repairedTimestamps: repaired, audioGapsFilled: gaps > 0 ? gaps : nil,
                                 ffmpegEquivalent: equivalent, phases: phases,
-                                hashedWhileWriting: hashedWhileWriting, adjustments: continued.isEmpty ? nil : continued,
+                                hashedWhileWriting: hashedWhileWriting, adjustments: continued.isEmpty && recoded.isEmpty ? nil : continued + recoded,
                                 forecastSkippedBytes: forecast?.skippedBytes ?? 0))
     }
 
@@ -433,6 +443,23 @@ public enum Preparer {
             throw KilnError(.planUnsupported, stage: .plan, "the plan keeps no stream")
         }
         return lanes
+    }
+
+    /// Whether a source whose pictures and sound end well before the length it declares is
+    /// whole all the same: Matroska's duration counts every track, so a subtitle cue that
+    /// runs on past the end (the last line over the credits) makes it longer. Either the
+    /// subtitles delivered reach the declared length, or the muxer's own statistics for the
+    /// kept audio and video (`Prober.statedDuration`) put their end where it was found. A
+    /// file cut short has neither: its cues stop where everything stops, and its tags, if
+    /// any, state the whole length.
+    static func lengthExplained(declared: Double, picturesAndSoundEnd end: Double, delivered: [Int32: Pipeline.Delivered],
+                                lanes: [Lane], demuxer: Demuxer) -> Bool {
+        let tolerance = Verifier.durationTolerance(declared)
+        guard declared - end > tolerance else { return false }
+        let cueEnd = lanes.filter { $0 is SubtitleLane }.compactMap { delivered[$0.inputIndex]?.endSeconds }.max()
+        if let cueEnd, cueEnd >= declared - tolerance { return true }
+        let stated = lanes.filter { !($0 is SubtitleLane) }.map { Prober.statedDuration(demuxer.stream(Int($0.inputIndex))) }
+        return !stated.isEmpty && stated.allSatisfy { $0.map { $0 <= end + tolerance } ?? false }
     }
 
     /// A failed verification's cause, when the source shows it: the decoders concealed

@@ -257,6 +257,17 @@ public enum Prober {
         return t.includes("commentary") || t.includes("kommentar") || t.includes("commentaire")
     }
 
+    /// The length a Matroska muxer states for a track in its statistics tags (`DURATION`,
+    /// "HH:MM:SS.nnnnnnnnn": mkvmerge's and libavformat's), nil without one. The segment's
+    /// duration counts every track, subtitles too; this is the one track's.
+    static func statedDuration(_ st: UnsafeMutablePointer<AVStream>) -> Double? {
+        guard let text = dictValue(st.pointee.metadata, "DURATION") else { return nil }
+        let parts = text.split(separator: ":")
+        guard parts.count == 3, let h = Double(parts[0]), let m = Double(parts[1]), let s = Double(parts[2]) else { return nil }
+        let total = h * 3600 + m * 60 + s
+        return total.isFinite && total >= 0 ? total : nil
+    }
+
     /// MP4 has one code for MPEG-1 audio of every layer, which libavformat calls MP3
     /// whatever the frames are (a broadcast's MP2 copied from MPEG-TS into MP4); planned as
     /// MP3, it was copied to devices that play MP3 and have no Layer II decoder. The first

@@ -2,8 +2,10 @@ import CFFmpeg
 import KilnCore
 
 /// Converts a text subtitle stream (SubRip, ASS/SSA, WebVTT, …) to MP4's `mov_text`,
-/// keeping language, title and the forced flag. Bitmap subtitles never get here: the
-/// plan drops them, because MP4 players cannot show them.
+/// keeping language, title and the forced flag. Cues on screen together share a sample
+/// (`CueSchedule`); ASS drawings are left out (`AssEvent.readable`); cues that are not
+/// UTF-8 are read in their language's code page (`SubtitleCharset`). Bitmap subtitles
+/// never get here: the plan drops them, because MP4 players cannot show them.
 final class SubtitleLane: Lane {
     let inputIndex: Int32
     private(set) var outputIndex: Int32 = -1
@@ -12,6 +14,15 @@ final class SubtitleLane: Lane {
     private var encoder: UnsafeMutablePointer<AVCodecContext>?
     private(set) var stats = LaneStats()
     private let plan: SubtitlePlan
+    /// When cues are on screen together (`CueSchedule`).
+    private var schedule = CueSchedule()
+    /// How far the output's pictures and sound have come (seconds), kept by the pipeline; at
+    /// `finish`, where they end: no cue goes on past them.
+    var picturesAndSoundReach: Double?
+    /// The code page cues that are not UTF-8 are read in, once one has come.
+    private(set) var charset: SubtitleCharset?
+    /// Cues that were not UTF-8 and were read in `charset`.
+    private(set) var recodedCues = 0
     private static let timeBase = AVRational(num: 1, den: 1000)
 
     init(demuxer: Demuxer, plan: SubtitlePlan) throws(KilnError) {
@@ -66,26 +77,88 @@ final class SubtitleLane: Lane {
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         stats.packetsIn += 1
-        guard let encoder else { return }
+        guard encoder != nil else { return }
+        let read = try readable(packet)
         var sub = AVSubtitle()
         var got: Int32 = 0
-        let ret = avcodec_decode_subtitle2(decoder, &sub, &got, packet.pointer)
+        let ret = avcodec_decode_subtitle2(decoder, &sub, &got, read.pointer)
         if ret < 0 { stats.corruptPackets += 1; return }
         guard got != 0 else { return }
         defer { avsubtitle_free(&sub) }
         stats.framesDecoded += 1
         let tb = input.pointee.time_base
-        let start = packet.time
-        guard start != noPTS else { return }
-        var durationMs = Int64(sub.end_display_time) - Int64(sub.start_display_time)
-        if durationMs <= 0 || sub.end_display_time == UInt32.max {
-            durationMs = rescale(packet.pointer.pointee.duration, from: tb, to: SubtitleLane.timeBase)
+        guard packet.time != noPTS else { return }
+        let at = rescale(packet.time, from: tb, to: SubtitleLane.timeBase)
+        // A cue before the output's start shows from it.
+        let start = max(0, at + Int64(sub.start_display_time))
+        var end: Int64? = nil
+        if sub.end_display_time != UInt32.max, sub.end_display_time > sub.start_display_time {
+            end = at + Int64(sub.end_display_time)
+        } else if packet.pointer.pointee.duration > 0 {
+            end = start + rescale(packet.pointer.pointee.duration, from: tb, to: SubtitleLane.timeBase)
         }
-        let startMs = rescale(start, from: tb, to: SubtitleLane.timeBase) + Int64(sub.start_display_time)
-        // mov_text's encoder wants the display window relative to the packet.
-        sub.pts = rescale(startMs, from: SubtitleLane.timeBase, to: kiln_time_base_q())
+        var events: [String] = []
+        for i in 0..<Int(sub.num_rects) {
+            guard let rect = sub.rects[i], rect.pointee.type == SUBTITLE_ASS, let ass = string(rect.pointee.ass),
+                  let event = AssEvent.readable(ass) else { continue }
+            events.append(event)
+        }
+        for sample in schedule.add(start: start, end: end, events: events, reach: milliseconds(picturesAndSoundReach)) {
+            try write(sample, muxer: muxer)
+        }
+    }
+
+    func finish(muxer: Muxer) throws(KilnError) {
+        guard encoder != nil else { return }
+        for sample in schedule.finish(at: milliseconds(picturesAndSoundReach)) { try write(sample, muxer: muxer) }
+        stats.repairedTimestamps += schedule.lateCues
+    }
+
+    private func milliseconds(_ seconds: Double?) -> Int64? {
+        seconds.flatMap { $0.isFinite ? Int64(($0 * 1000).rounded()) : nil }
+    }
+
+    /// The packet as the decoder can read it: cues that are not UTF-8 converted from their
+    /// language's code page (`SubtitleCharset`); all others as they are.
+    private func readable(_ packet: Packet) throws(KilnError) -> Packet {
+        let p = packet.pointer.pointee
+        guard p.size > 0, let data = p.data else { return packet }
+        let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
+        guard !SubtitleCharset.isUTF8(bytes) else { return packet }
+        if charset == nil { charset = SubtitleCharset(language: plan.language ?? dictValue(input.pointee.metadata, "language")) }
+        guard let charset else { return packet }
+        let text = charset.utf8(bytes)
+        let out = try Packet()
+        try check(av_new_packet(out.pointer, Int32(text.count)), .decode, "cannot allocate a subtitle packet", as: .resourceLimit)
+        out.pointer.pointee.data.update(from: text, count: text.count)
+        try check(av_packet_copy_props(out.pointer, packet.pointer), .decode, "cannot copy a subtitle packet's times", as: .resourceLimit)
+        recodedCues += 1
+        return out
+    }
+
+    /// Encodes one sample of the schedule (its events one under the other) and writes it.
+    private func write(_ sample: CueSchedule.Sample, muxer: Muxer) throws(KilnError) {
+        guard let encoder else { return }
+        let events = AssEvent.stacked(sample.events)
+        var sub = AVSubtitle()
+        defer { avsubtitle_free(&sub) }
+        guard let rects = av_mallocz(MemoryLayout<UnsafeMutablePointer<AVSubtitleRect>?>.stride * events.count) else {
+            throw KilnError(.resourceLimit, stage: .encode, "out of memory")
+        }
+        sub.rects = rects.assumingMemoryBound(to: UnsafeMutablePointer<AVSubtitleRect>?.self)
+        for event in events {
+            guard let rect = av_mallocz(MemoryLayout<AVSubtitleRect>.stride)?.assumingMemoryBound(to: AVSubtitleRect.self) else {
+                throw KilnError(.resourceLimit, stage: .encode, "out of memory")
+            }
+            sub.rects[Int(sub.num_rects)] = rect
+            sub.num_rects += 1
+            rect.pointee.type = SUBTITLE_ASS
+            rect.pointee.ass = av_strdup(event)
+        }
+        // mov_text's encoder wants the display window relative to the sample.
+        sub.pts = rescale(sample.start, from: SubtitleLane.timeBase, to: kiln_time_base_q())
         sub.start_display_time = 0
-        sub.end_display_time = UInt32(clamping: max(durationMs, 1))
+        sub.end_display_time = UInt32(clamping: sample.end - sample.start)
         var buf = [UInt8](repeating: 0, count: 64 * 1024)
         let size = avcodec_encode_subtitle(encoder, &buf, Int32(buf.count), &sub)
         guard size > 0 else {
@@ -95,13 +168,11 @@ final class SubtitleLane: Lane {
         let out = try Packet()
         try check(av_new_packet(out.pointer, size), .encode, "cannot allocate a subtitle packet", as: .resourceLimit)
         out.pointer.pointee.data.update(from: buf, count: Int(size))
-        out.pointer.pointee.pts = startMs
-        out.pointer.pointee.dts = startMs
-        out.pointer.pointee.duration = max(durationMs, 1)
+        out.pointer.pointee.pts = sample.start
+        out.pointer.pointee.dts = sample.start
+        out.pointer.pointee.duration = sample.end - sample.start
         out.streamIndex = outputIndex
         try muxer.write(out, from: SubtitleLane.timeBase)
         stats.packetsOut += 1
     }
-
-    func finish(muxer: Muxer) throws(KilnError) {}
 }

@@ -65,6 +65,65 @@ enum Generated {
         ]
     }
 
+    /// 10 s of H.264 and AAC in MKV with two text subtitle tracks as real files have them:
+    /// SubRip in French with overlapping cues, a cue written in Windows-1252 (not UTF-8)
+    /// and a last cue running 4 s past the pictures (so the segment declares 14 s); ASS with
+    /// a sign over dialogue and a vector drawing.
+    static func subtitled() throws -> String {
+        try Media.generated("subtitled-srt-ass.mkv") { tmp in
+            let dir = Media.scratch("subs")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let srt = dir.appendingPathComponent("fr.srt"), ass = dir.appendingPathComponent("signs.ass")
+            var subrip = Array("""
+                1
+                00:00:00,500 --> 00:00:02,000
+                Premier
+
+                2
+                00:00:01,500 --> 00:00:03,000
+                Second
+
+                3
+                00:00:04,000 --> 00:00:05,000
+                Caf
+                """.utf8)
+            subrip += [0xE9, 0x20, 0x63, 0x72, 0xE8, 0x6D, 0x65]   // "é crème" in Windows-1252
+            subrip += Array("""
+
+
+                4
+                00:00:09,000 --> 00:00:14,000
+                Fin
+
+                """.utf8)
+            try Data(subrip).write(to: srt)
+            try """
+                [Script Info]
+                ScriptType: v4.00+
+                PlayResX: 640
+                PlayResY: 360
+
+                [V4+ Styles]
+                Format: Name, Fontname, Fontsize, PrimaryColour, SecondaryColour, OutlineColour, BackColour, Bold, Italic, Underline, StrikeOut, ScaleX, ScaleY, Spacing, Angle, BorderStyle, Outline, Shadow, Alignment, MarginL, MarginR, MarginV, Encoding
+                Style: Default,Arial,20,&H00FFFFFF,&H000000FF,&H00000000,&H00000000,0,0,0,0,100,100,0,0,1,2,0,2,10,10,10,1
+
+                [Events]
+                Format: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text
+                Dialogue: 0,0:00:00.50,0:00:02.00,Default,,0,0,0,,Dialogue
+                Dialogue: 0,0:00:01.00,0:00:03.00,Default,,0,0,0,,{\\pos(320,50)}SIGN
+                Dialogue: 0,0:00:04.00,0:00:05.00,Default,,0,0,0,,{\\p1}m 0 0 l 100 0 100 100 0 100{\\p0}
+                Dialogue: 0,0:00:06.00,0:00:07.00,Default,,0,0,0,,Last
+
+                """.write(to: ass, atomically: true, encoding: .utf8)
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y",
+                "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+                "-i", srt.path, "-i", ass.path, "-map", "0:v", "-map", "1:a", "-map", "2", "-map", "3", "-t", "10",
+                "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-c:s:0", "copy", "-c:s:1", "ass",
+                "-metadata:s:s:0", "language=fre", "-metadata:s:s:1", "language=eng", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg could not generate subtitled-srt-ass.mkv: \(r.stderr)") }
+        }
+    }
+
     /// A longer 720p clip, for cancellation mid-run.
     static func long720p() throws -> String {
         try Media.generated("long-720p.mkv", [
@@ -184,6 +243,58 @@ struct GeneratedMediaTests {
                 try checkOutput(out, plan: plan, source: info, sourcePath: path)   // no third track
                 #expect(try FFprobe(out).streams.count == 2)
             }
+        }
+    }
+
+    @Test("text subtitles keep their times when cues overlap, their accents when not UTF-8, and end with the pictures")
+    func subtitleCues() throws {
+        let path = try Generated.subtitled()
+        let info = try Prober.probe(path: path)
+        #expect(info.durationSeconds > 13, "the segment counts the last cue: \(info.durationSeconds) s")
+        let plans = [EnginePlans.remux(info), EnginePlans.transcode(info, height: 360)].compactMap { $0 }
+        #expect(plans.count == 2)
+        for plan in plans {
+            #expect(plan.subtitles.filter { $0.action == .convert }.count == 2)
+            let dir = Media.scratch("cues")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let out = dir.appendingPathComponent("out.mp4").path
+            // The pictures and sound are whole: the 14 s declared are the last cue's.
+            let result = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+            try checkOutput(out, plan: plan, source: info, sourcePath: path, lasting: 10)
+            #expect(abs(result.output.durationSeconds - 10) < 0.1)
+            #expect(result.stats.adjustments?.contains { $0.hasPrefix("subtitle_recoded: 1 cues of the source's stream 2") && $0.hasSuffix("CP1252") } == true)
+            let french = try cues(out, track: 0), signs = try cues(out, track: 1)
+            // Each cue shows from its own start to its own end; where two overlap, both.
+            let expectedFrench: [(Double, Double, String)] = [
+                (0.5, 1.5, "Premier"), (1.5, 2.0, "Premier\nSecond"), (2.0, 3.0, "Second"), (4.0, 5.0, "Café crème"), (9.0, 10.0, "Fin")]
+            #expect(french.map(\.text) == expectedFrench.map(\.2))
+            for (cue, want) in zip(french, expectedFrench) {
+                #expect(abs(cue.start - want.0) < 0.05 && abs(cue.end - want.1) < 0.05, "\(cue) against \(want)")
+            }
+            // The drawing is left out; the sign stays where it belongs.
+            #expect(signs.map(\.text) == ["Dialogue", "Dialogue\nSIGN", "SIGN", "Last"])
+            #expect(abs((signs.dropFirst().first?.start ?? 0) - 1.0) < 0.05)
+        }
+        // The index forecast's second reader makes the same cues: the remux is hashed while written.
+        let (forecast, reference) = try #require(try IndexForecastTests.remux(path))
+        #expect(forecast.stats.hashedWhileWriting && forecast.output.sha256 == reference)
+    }
+
+    /// A text track's cues as the ffmpeg command reads them: times in seconds, text lines
+    /// joined by a newline, markup left out.
+    func cues(_ path: String, track: Int) throws -> [(start: Double, end: Double, text: String)] {
+        let srt = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-map", "0:s:\(track)", "-f", "srt", "-"]).stdout
+        func seconds(_ t: Substring) -> Double {
+            let p = t.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: ",", with: ".").split(separator: ":")
+            return p.count == 3 ? Double(p[0])! * 3600 + Double(p[1])! * 60 + Double(p[2])! : .nan
+        }
+        return srt.replacingOccurrences(of: "\r", with: "").components(separatedBy: "\n\n").compactMap { block in
+            let lines = block.split(separator: "\n", omittingEmptySubsequences: true)
+            guard lines.count >= 3, let arrow = lines[1].range(of: "-->") else { return nil }
+            let text = lines.dropFirst(2).map {
+                $0.replacingOccurrences(of: "<[^>]*>", with: "", options: .regularExpression).trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            return (seconds(lines[1][..<arrow.lowerBound]), seconds(lines[1][arrow.upperBound...]), text.joined(separator: "\n"))
         }
     }
 

@@ -1,0 +1,167 @@
+/// A text subtitle's cues made into what `mov_text` carries: one sample at a time, each
+/// showing every cue that is on screen then. Sources overlap their cues all the time (two
+/// speakers, a sign over dialogue, a cue that lingers while the next begins); an MP4 text
+/// track cannot, and the MP4 muxer pushed each overlapping cue past the end of the one
+/// before it (a sign meant for 1–3 s showed at 2–4 s, and every later cue moved with it).
+/// So the timeline is cut wherever a cue starts or ends, and each piece shows the cues on
+/// screen in it, one under the other, in the order they began.
+///
+/// Times are milliseconds on the output's timeline. Cues come in the order of their starts
+/// (how every container stores them); a piece is final once a cue starting after it has
+/// come, so a cue is held only until the next one starts.
+struct CueSchedule: Equatable {
+    /// A cue as the decoder gave it: its ASS events (`ReadOrder,Layer,Style,…,Text`).
+    struct Cue: Equatable {
+        var start: Int64
+        /// nil: the source did not say (it lasts until the next cue, `unknownLengthCap` at most).
+        var end: Int64?
+        var events: [String]
+        var order: Int
+    }
+
+    /// One sample of the output's text track: `events` shown from `start` to `end`.
+    struct Sample: Equatable {
+        var start: Int64
+        var end: Int64
+        var events: [String]
+    }
+
+    /// How long a cue whose source gives no end stays, when no cue follows it sooner.
+    static let unknownLengthCap: Int64 = 10_000
+
+    private(set) var pending: [Cue] = []
+    /// Everything before this time has been handed out as samples.
+    private var final: Int64?
+    private var arrivals = 0
+    /// Cues that came after later ones had been written: cut to start where the track is.
+    private(set) var lateCues = 0
+
+    /// Adds a cue (`events` already cleaned, none empty) and returns the samples that are
+    /// now final: those before its start, and before `reach` (how far the pictures and sound
+    /// have come), so that a cue running on past their end can still be cut there.
+    mutating func add(start: Int64, end: Int64?, events: [String], reach: Int64? = nil) -> [Sample] {
+        guard !events.isEmpty else { return [] }
+        var start = start
+        if let final, start < final {
+            lateCues += 1
+            if let end, end <= final { return [] }
+            start = final
+        }
+        if let end, end <= start { return [] }
+        // A cue without an end gives way to the next one.
+        for i in pending.indices where pending[i].end == nil && pending[i].start < start {
+            pending[i].end = min(start, pending[i].start + Self.unknownLengthCap)
+        }
+        arrivals += 1
+        pending.append(Cue(start: start, end: end, events: events, order: arrivals))
+        return emit(upTo: min(start, reach ?? start))
+    }
+
+    /// The samples still held, with every cue cut at `end` (where the pictures and sound
+    /// stop, nil if unknown): a cue past them would only keep a frozen screen going.
+    mutating func finish(at end: Int64?) -> [Sample] {
+        for i in pending.indices {
+            var cueEnd = pending[i].end ?? pending[i].start + Self.unknownLengthCap
+            if let end { cueEnd = min(cueEnd, end) }
+            pending[i].end = cueEnd
+        }
+        pending.removeAll { $0.end! <= $0.start }
+        return emit(upTo: .max)
+    }
+
+    /// The pieces that end by `limit`: the timeline is cut at every pending cue's start and
+    /// end. A cue whose end is not known yet starts at or after `limit` (`add` gives the
+    /// others theirs), so no piece reaches into it.
+    private mutating func emit(upTo limit: Int64) -> [Sample] {
+        var cuts = Set<Int64>()
+        for cue in pending {
+            cuts.insert(cue.start)
+            if let end = cue.end { cuts.insert(end) }
+        }
+        if let final {
+            cuts.insert(final)
+            cuts = cuts.filter { $0 >= final }
+        }
+        let times = cuts.sorted()
+        var samples: [Sample] = []
+        for (from, to) in zip(times, times.dropFirst()) where to <= limit {
+            let on = pending.filter { $0.start <= from && ($0.end ?? .max) >= to }
+                .sorted { ($0.start, $0.order) < ($1.start, $1.order) }
+            if !on.isEmpty { samples.append(Sample(start: from, end: to, events: on.flatMap(\.events))) }
+            final = to
+        }
+        if let final { pending.removeAll { $0.end.map { $0 <= final } ?? false } }
+        return samples
+    }
+}
+
+/// What Kiln changes in an ASS event's text before `mov_text` gets it.
+enum AssEvent {
+    /// The text field: everything after the eighth comma (`ReadOrder,Layer,Style,Name,
+    /// MarginL,MarginR,MarginV,Effect,Text`).
+    static func textRange(_ event: String) -> Range<String.Index>? {
+        var commas = 0
+        for i in event.indices where event[i] == "," {
+            commas += 1
+            if commas == 8 { return event.index(after: i)..<event.endIndex }
+        }
+        return nil
+    }
+
+    /// The event without its vector drawings (`{\p1}m 0 0 l 100 0 …{\p0}`: shapes a
+    /// renderer draws, which `mov_text` would show as their coordinates), or nil when
+    /// nothing is left to read (only drawings, tags or blank lines).
+    static func readable(_ event: String) -> String? {
+        guard let range = textRange(event) else { return nil }
+        let text = event[range]
+        var kept = ""
+        var visible = false
+        var drawing = false
+        var i = text.startIndex
+        while i < text.endIndex {
+            if text[i] == "{", let close = text[i...].firstIndex(of: "}") {
+                let block = text[i...close]
+                if let scale = drawingScale(block) { drawing = scale > 0 }
+                kept += block
+                i = text.index(after: close)
+                continue
+            }
+            if text[i] == "\\", let next = text.index(i, offsetBy: 1, limitedBy: text.endIndex), next < text.endIndex,
+               "Nnh".contains(text[next]) {
+                // Line breaks and hard spaces are not something to read on their own.
+                if !drawing { kept += text[i...next] }
+                i = text.index(after: next)
+                continue
+            }
+            if !drawing {
+                kept.append(text[i])
+                if !text[i].isWhitespace { visible = true }
+            }
+            i = text.index(after: i)
+        }
+        return visible ? String(event[..<range.lowerBound]) + kept : nil
+    }
+
+    /// The last `\p<n>` in an override block: a drawing's scale, 0 to end it.
+    private static func drawingScale(_ block: Substring) -> Int? {
+        var scale: Int?
+        var i = block.startIndex
+        while let slash = block[i...].firstIndex(of: "\\") {
+            var j = block.index(after: slash)
+            guard j < block.endIndex else { break }
+            if block[j] == "p" {
+                j = block.index(after: j)
+                let digits = block[j...].prefix { $0.isASCII && $0.isNumber }
+                if !digits.isEmpty { scale = Int(digits) }
+            }
+            i = j
+        }
+        return scale
+    }
+
+    /// Events shown together, one under the other: `mov_text`'s encoder runs the events of
+    /// a sample together, so each but the last ends with a line break.
+    static func stacked(_ events: [String]) -> [String] {
+        events.enumerated().map { i, event in i < events.count - 1 ? event + "\\N" : event }
+    }
+}
