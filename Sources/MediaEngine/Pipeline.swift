@@ -82,6 +82,9 @@ final class Pipeline {
     /// Where the kept audio and video end (seconds, output time), once all is read; no
     /// subtitle cue goes on past it.
     private(set) var picturesAndSoundEnd: Double?
+    /// Where the source's subtitle cues end (seconds, output time), once all is read: the
+    /// kept ones' and, in Matroska, the dropped ones' (nil without any).
+    private(set) var cueReach: Double?
     /// Packets whose presentation time was repaired here (see `run`).
     private(set) var repairedTimestamps = 0
     /// Times made continuous across a splice (see `run`): the source's declared duration
@@ -116,7 +119,14 @@ final class Pipeline {
         let mayFollow = { (i: Int32) in followers.contains { $0(i) } }
         // Lanes whose next packet is the first a followed stream gave.
         var followedFirst: Set<Int32> = []
-        for i in 0..<demuxer.streamCount where laneFor[Int32(i)] == nil && !mayFollow(Int32(i)) {
+        // Matroska's declared length counts subtitle tracks, the dropped ones too (a bitmap
+        // track whose last picture outlasts the film): their packets' times are read, for
+        // `cueReach`, and nothing else.
+        let matroska = String(cString: demuxer.context.pointee.iformat.pointee.name).hasPrefix("matroska")
+        let timedOnly: Set<Int32> = matroska ? Set((0..<Int32(demuxer.streamCount)).filter {
+            laneFor[$0] == nil && demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_SUBTITLE
+        }) : []
+        for i in 0..<demuxer.streamCount where laneFor[Int32(i)] == nil && !mayFollow(Int32(i)) && !timedOnly.contains(Int32(i)) {
             demuxer.stream(i).pointee.discard = AVDISCARD_ALL
         }
         // The lane whose position is the progress: video if there is one.
@@ -142,6 +152,14 @@ final class Pipeline {
         defer { outliers = reader.dropped }
         var held: [(packet: Packet, timeline: Int, seq: Int)] = []
         var heldBytes = 0
+
+        /// Notes where a dropped subtitle packet ends (Matroska has no splices to place it across).
+        func reachOfDropped(_ packet: Packet) {
+            let tb = demuxer.stream(Int(packet.streamIndex)).pointee.time_base
+            guard let t = seconds(packet.time, tb) else { return }
+            let end = t + max(0, seconds(packet.pointer.pointee.duration, tb) ?? 0) - Double(startOffset()) / Double(kiln_time_base())
+            cueReach = max(cueReach ?? end, end)
+        }
 
         /// Moves the packet's times by `correction` and hands it to its lane.
         func deliver(_ packet: Packet, lane: Lane, correction: Int64) throws(KilnError) {
@@ -242,12 +260,16 @@ final class Pipeline {
                 }
                 break
             }
-            guard admitted, let lane = laneFor[packet.streamIndex] else { continue }
+            guard admitted, let lane = laneFor[packet.streamIndex] else {
+                if timedOnly.contains(packet.streamIndex) { reachOfDropped(packet) }
+                continue
+            }
             try take(packet, lane: lane)
         }
         try release()
         try cancellation.check(.demux)
         picturesAndSoundEnd = reach()
+        cueReach = (texts.compactMap { delivered[$0]?.endSeconds } + [cueReach].compactMap { $0 }).filter(\.isFinite).max()
         for case let subtitles as SubtitleLane in lanes { subtitles.picturesAndSoundReach = picturesAndSoundEnd }
         for lane in lanes { try lane.finish(muxer: muxer) }
         try cancellation.check(.mux)

@@ -310,7 +310,7 @@ public enum Preparer {
                     verifiedLength = end
                 }
                 if let end = pipeline.picturesAndSoundEnd,
-                   lengthExplained(declared: verifiedLength, picturesAndSoundEnd: end, delivered: delivered, lanes: lanes, demuxer: demuxer) {
+                   lengthExplained(declared: verifiedLength, picturesAndSoundEnd: end, cueReach: pipeline.cueReach, lanes: lanes, demuxer: demuxer) {
                     verifiedLength = end
                 }
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
@@ -448,16 +448,15 @@ public enum Preparer {
     /// Whether a source whose pictures and sound end well before the length it declares is
     /// whole all the same: Matroska's duration counts every track, so a subtitle cue that
     /// runs on past the end (the last line over the credits) makes it longer. Either the
-    /// subtitles delivered reach the declared length, or the muxer's own statistics for the
-    /// kept audio and video (`Prober.statedDuration`) put their end where it was found. A
-    /// file cut short has neither: its cues stop where everything stops, and its tags, if
-    /// any, state the whole length.
-    static func lengthExplained(declared: Double, picturesAndSoundEnd end: Double, delivered: [Int32: Pipeline.Delivered],
+    /// source's subtitle cues (`Pipeline.cueReach`) reach the declared length, or the
+    /// muxer's own statistics for the kept audio and video (`Prober.statedDuration`) put
+    /// their end where it was found. A file cut short has neither: its cues stop where
+    /// everything stops, and its tags, if any, state the whole length.
+    static func lengthExplained(declared: Double, picturesAndSoundEnd end: Double, cueReach: Double?,
                                 lanes: [Lane], demuxer: Demuxer) -> Bool {
         let tolerance = Verifier.durationTolerance(declared)
         guard declared - end > tolerance else { return false }
-        let cueEnd = lanes.filter { $0 is SubtitleLane }.compactMap { delivered[$0.inputIndex]?.endSeconds }.max()
-        if let cueEnd, cueEnd >= declared - tolerance { return true }
+        if let cueReach, cueReach >= declared - tolerance { return true }
         let stated = lanes.filter { !($0 is SubtitleLane) }.map { Prober.statedDuration(demuxer.stream(Int($0.inputIndex))) }
         return !stated.isEmpty && stated.allSatisfy { $0.map { $0 <= end + tolerance } ?? false }
     }

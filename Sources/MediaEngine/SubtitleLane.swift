@@ -122,7 +122,7 @@ final class SubtitleLane: Lane {
     /// language's code page (`SubtitleCharset`); all others as they are.
     private func readable(_ packet: Packet) throws(KilnError) -> Packet {
         let p = packet.pointer.pointee
-        guard p.size > 0, let data = p.data else { return packet }
+        guard SubtitleLane.plainText.contains(input.pointee.codecpar.pointee.codec_id), p.size > 0, let data = p.data else { return packet }
         let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
         guard !SubtitleCharset.isUTF8(bytes) else { return packet }
         if charset == nil { charset = SubtitleCharset(language: plan.language ?? dictValue(input.pointee.metadata, "language")) }
@@ -135,6 +135,14 @@ final class SubtitleLane: Lane {
         recodedCues += 1
         return out
     }
+
+    /// Codecs whose packets are the cue's text and nothing else. Not `mov_text` (a length,
+    /// then binary style boxes), nor EIA-608 (byte pairs), whose bytes are no code page's.
+    private static let plainText: Set<AVCodecID> = [
+        AV_CODEC_ID_SUBRIP, AV_CODEC_ID_SRT, AV_CODEC_ID_ASS, AV_CODEC_ID_SSA, AV_CODEC_ID_WEBVTT, AV_CODEC_ID_TEXT,
+        AV_CODEC_ID_MICRODVD, AV_CODEC_ID_SUBVIEWER, AV_CODEC_ID_SUBVIEWER1, AV_CODEC_ID_SAMI, AV_CODEC_ID_REALTEXT,
+        AV_CODEC_ID_MPL2, AV_CODEC_ID_PJS, AV_CODEC_ID_VPLAYER, AV_CODEC_ID_JACOSUB, AV_CODEC_ID_STL,
+    ]
 
     /// Encodes one sample of the schedule (its events one under the other) and writes it.
     private func write(_ sample: CueSchedule.Sample, muxer: Muxer) throws(KilnError) {

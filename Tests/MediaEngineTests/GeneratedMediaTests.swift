@@ -77,7 +77,7 @@ enum Generated {
             var subrip = Array("""
                 1
                 00:00:00,500 --> 00:00:02,000
-                Premier
+                <i>Premier</i>
 
                 2
                 00:00:01,500 --> 00:00:03,000
@@ -121,6 +121,17 @@ enum Generated {
                 "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-c:s:0", "copy", "-c:s:1", "ass",
                 "-metadata:s:s:0", "language=fre", "-metadata:s:s:1", "language=eng", tmp])
             guard r.status == 0 else { throw TestFailure("ffmpeg could not generate subtitled-srt-ass.mkv: \(r.stderr)") }
+        }
+    }
+
+    /// The shared PGS sample with its bitmap subtitles 5 s later, so that their last picture
+    /// ends 5 s after the sound, and without mkvmerge's per-track statistics (as MakeMKV and
+    /// older muxers write it): the segment declares 6.24 s of a 1 s file.
+    static func lateBitmapSubtitles() throws -> String {
+        try Media.generated("late-pgs-no-statistics.mkv") { tmp in
+            let r = try Run.command("mkvmerge", ["-q", "--disable-track-statistics-tags", "-o", tmp, "--sync", "2:5000",
+                                                 Media.shared("ax_sample_with_pgs_subtitles.mkv")])
+            guard r.status <= 1 else { throw TestFailure("mkvmerge (installed by make deps) failed: \(r.stderr)") }
         }
     }
 
@@ -275,9 +286,35 @@ struct GeneratedMediaTests {
             #expect(signs.map(\.text) == ["Dialogue", "Dialogue\nSIGN", "SIGN", "Last"])
             #expect(abs((signs.dropFirst().first?.start ?? 0) - 1.0) < 0.05)
         }
+        // mov_text with style boxes (binary, after the text) is read as it is: never taken for
+        // text in another code page.
+        let dir = Media.scratch("cues2")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let first = dir.appendingPathComponent("first.mp4").path, again = dir.appendingPathComponent("again.mp4").path
+        _ = try Preparer.prepare(source: path, plan: plans[0], info: info, output: first)
+        let firstInfo = try Prober.probe(path: first)
+        let plan = try #require(EnginePlans.remux(firstInfo))
+        let result = try Preparer.prepare(source: first, plan: plan, info: firstInfo, output: again)
+        #expect(result.stats.adjustments == nil)
+        #expect(try cues(again, track: 0).map(\.text) == cues(first, track: 0).map(\.text))
         // The index forecast's second reader makes the same cues: the remux is hashed while written.
         let (forecast, reference) = try #require(try IndexForecastTests.remux(path))
         #expect(forecast.stats.hashedWhileWriting && forecast.output.sha256 == reference)
+    }
+
+    @Test("a Matroska file whose dropped bitmap subtitles outlast its sound is whole, not cut short")
+    func lateBitmapSubtitles() throws {
+        let path = try Generated.lateBitmapSubtitles()
+        let info = try Prober.probe(path: path)
+        #expect(info.durationSeconds > 6)
+        let plan = try #require(EnginePlans.remux(info))
+        #expect(plan.subtitles.map(\.action) == [.drop])
+        let dir = Media.scratch("latepgs")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let result = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+        try checkOutput(out, plan: plan, source: info, sourcePath: path, lasting: 1.01)
+        #expect(result.output.dropped.contains { $0.type == "subtitle" && $0.codec == "hdmv_pgs_subtitle" })
     }
 
     /// A text track's cues as the ffmpeg command reads them: times in seconds, text lines
