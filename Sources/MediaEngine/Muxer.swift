@@ -109,6 +109,11 @@ final class Muxer {
         // download reads, counting from a start the output no longer has.
         // Chapters are kept as a QuickTime chapter track, which Apple and most Android players
         // read; Nero chpl boxes are left out because some players then show them twice.
+        // The interleaver holds packets until every stream has one queued, or until they span
+        // this much: a subtitle track is silent between cues (and its cues come late, once
+        // the next one has started: `CueSchedule`), so at the default 10 s a 30 Mb/s remux
+        // held 40 MB of pictures. A second keeps the file's interleaving and its memory.
+        context.pointee.max_interleave_delta = Int64(kiln_time_base())
         let ret = avformat_write_header(context, &options.dict)
         // EINVAL here is libavformat refusing what the streams say (a codec or framing MP4
         // has no sample entry for): the same file fails the same way again, so it is not a

@@ -234,6 +234,41 @@ struct MemoryTests {
         #expect(Double(peaks[1]) < Double(peaks[0]) * 1.15 + 4096, "peak RSS \(peaks[0]) KiB for 10 s, \(peaks[1]) KiB for 80 s")
     }
 
+    /// 30 s of 720p at 16 Mb/s (noise keeps the encoder at its rate) with and without a
+    /// SubRip track that says two lines, at 1 s and at 25 s.
+    static func sparseSubtitles() throws -> (with: String, without: String) {
+        let video = ["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25,noise=alls=30:allf=t", "-f", "lavfi", "-i",
+                     "sine=frequency=440:sample_rate=48000", "-t", "30", "-c:v", "libx264", "-preset", "ultrafast",
+                     "-b:v", "16M", "-minrate", "16M", "-maxrate", "16M", "-bufsize", "8M", "-c:a", "aac"]
+        let without = try Media.generated("sparse-subs-none.mkv", video)
+        let with = try Media.generated("sparse-subs.mkv") { tmp in
+            let srt = tmp + ".srt"
+            defer { try? FileManager.default.removeItem(atPath: srt) }
+            try "1\n00:00:01,000 --> 00:00:03,000\nHello\n\n2\n00:00:25,000 --> 00:00:27,000\nGoodbye\n"
+                .write(toFile: srt, atomically: true, encoding: .utf8)
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", without, "-i", srt,
+                                                "-map", "0", "-map", "1", "-c", "copy", "-c:s", "srt", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg could not add subtitles: \(r.stderr)") }
+        }
+        return (with, without)
+    }
+
+    @Test("a subtitle track silent for half a minute does not make a remux hold the pictures meanwhile")
+    func sparseSubtitlesHoldNothing() throws {
+        let (with, without) = try Self.sparseSubtitles()
+        let dir = Media.scratch("mem-subs")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var peaks: [Int] = []
+        for (name, source) in [("without", without), ("with", with)] {
+            let r = try Run.peakMemory(Command.binary, ["prepare", source, "--quality", "original", "--caps", "web",
+                                                          "--output", dir.appendingPathComponent("\(name).mp4").path])
+            #expect(r.status == 0)
+            peaks.append(r.maxRSSKiB)
+        }
+        // The muxer's interleaver waited up to 10 s (20 MB here) for the silent track's next cue.
+        #expect(peaks[1] < peaks[0] + 8192, "peak RSS \(peaks[0]) KiB without subtitles, \(peaks[1]) KiB with")
+    }
+
     @Test("a transcode's peak memory is bounded, not proportional to length")
     func transcodeIsBounded() throws {
         let dir = Media.scratch("mem-tx")
