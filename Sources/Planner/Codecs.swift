@@ -113,10 +113,13 @@ enum Codecs {
         }
     }
 
+    /// true: text `mov_text` can carry (`textSubtitles`); false: pictures; nil: neither, or
+    /// text libavcodec has no decoder for here (Blu-ray TextST, TTML, ARIB captions), which a
+    /// conversion would fail on, and with it the whole artifact.
     static func isTextSubtitle(_ s: StreamInfo) -> Bool? {
-        if let t = s.textSubtitle { return t }
-        if textSubtitles.contains(s.codec.lowercased()) { return true }
-        if ["hdmv_pgs_subtitle", "dvd_subtitle", "dvb_subtitle", "xsub", "dvb_teletext"].contains(s.codec.lowercased()) {
+        let codec = s.codec.lowercased()
+        if textSubtitles.contains(codec) { return true }
+        if s.textSubtitle == false || ["hdmv_pgs_subtitle", "dvd_subtitle", "dvb_subtitle", "xsub", "dvb_teletext"].contains(codec) {
             return false
         }
         return nil

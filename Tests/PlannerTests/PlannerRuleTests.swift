@@ -442,6 +442,8 @@ let subtitleCases: [Case] = [
          Expect(subtitles: [.convert, .drop])),
     Case("subtitles: an unknown codec is dropped as unsupported", media("mkv", kbps: 8000, h1080, aacEng, subtitle("eia_608", index: 2)), .mbps5, ios,
          Expect(subtitles: [.drop], reasons: ["subtitle_unsupported"])),
+    Case("subtitles: text nothing here decodes (Blu-ray TextST, TTML) is dropped, not converted and failed on", media("mkv", kbps: 8000, h1080, aacEng, subtitle("hdmv_text_subtitle", index: 2, text: true), subtitle("ttml", index: 3, text: true), subtitle("subrip", index: 4, text: true)), .mbps5, ios,
+         Expect(subtitles: [.drop, .drop, .convert], reasons: ["subtitle_unsupported"])),
     Case("subtitles: a remux converts text and drops bitmaps too", media("mkv", kbps: 3000, h1080, aacEng, subtitle("subrip", index: 2), subtitle("dvb_subtitle", index: 3)), .original, ios,
          Expect(delivery: .remux, subtitles: [.convert, .drop], reasons: ["subtitle_bitmap"])),
 ]
