@@ -36,11 +36,18 @@ struct CueSchedule: Equatable {
     /// Cues that came after later ones had been written: cut to start where the track is.
     private(set) var lateCues = 0
 
-    /// Adds a cue (`events` already cleaned, none empty) and returns the samples that are
+    /// Adds a cue (`events` already cleaned) and returns the samples that are
     /// now final: those before its start, and before `reach` (how far the pictures and sound
     /// have come), so that a cue running on past their end can still be cut there.
     mutating func add(start: Int64, end: Int64?, events: [String], reach: Int64? = nil) -> [Sample] {
-        guard !events.isEmpty else { return [] }
+        // A cue with nothing to show still ends the ones that had no end (teletext clears its
+        // page this way).
+        guard !events.isEmpty else {
+            for i in pending.indices where pending[i].end == nil && pending[i].start < start {
+                pending[i].end = min(start, pending[i].start + Self.unknownLengthCap)
+            }
+            return []
+        }
         var start = start
         if let final, start < final {
             lateCues += 1

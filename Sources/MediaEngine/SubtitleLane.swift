@@ -24,6 +24,8 @@ final class SubtitleLane: Lane {
     /// Cues that were not UTF-8 and were read in `charset`.
     private(set) var recodedCues = 0
     private static let timeBase = AVRational(num: 1, den: 1000)
+    /// The output track's language: the plan's, or a teletext subtitle page's own.
+    private var language: String?
 
     init(demuxer: Demuxer, plan: SubtitlePlan) throws(KilnError) {
         let index = plan.sourceIndex
@@ -37,7 +39,19 @@ final class SubtitleLane: Lane {
         decoder = ctx
         try check(avcodec_parameters_to_context(ctx, par), .decode, "cannot configure the subtitle decoder")
         ctx.pointee.pkt_timebase = input.pointee.time_base
-        try check(avcodec_open2(ctx, codec, nil), .decode, "cannot open the subtitle decoder", as: .sourceUnsupported)
+        let options = Options()
+        language = plan.language
+        if par.pointee.codec_id == AV_CODEC_ID_DVB_TELETEXT {
+            // Teletext is pages of text, of which only the subtitle pages are wanted, as text
+            // (libzvbi's default is pictures of the page). The stream's map says which page
+            // holds them and in which language (`TeletextPages`).
+            let extradata = par.pointee.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(par.pointee.extradata_size))) } ?? []
+            let chosen = TeletextPages.subtitles(extradata: extradata, languages: plan.language ?? dictValue(input.pointee.metadata, "language"))
+            options.set("txt_format", "text")
+            options.set("txt_page", chosen?.page ?? "subtitle")
+            if let chosen { language = chosen.language ?? language }
+        }
+        try check(avcodec_open2(ctx, codec, &options.dict), .decode, "cannot open the subtitle decoder", as: .sourceUnsupported)
     }
 
     deinit {
@@ -71,31 +85,40 @@ final class SubtitleLane: Lane {
         out.pointee.time_base = SubtitleLane.timeBase
         copyStreamMetadata(from: input, to: out)
         // The plan has the last word on what a player shows in its subtitle menu.
-        if let language = plan.language { av_dict_set(&out.pointee.metadata, "language", language, 0) }
+        if let language { av_dict_set(&out.pointee.metadata, "language", language, 0) }
         if plan.forced { out.pointee.disposition |= AV_DISPOSITION_FORCED } else { out.pointee.disposition &= ~AV_DISPOSITION_FORCED }
     }
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         stats.packetsIn += 1
         guard encoder != nil else { return }
-        let read = try readable(packet)
+        _ = try decode(readable(packet), duration: packet.pointer.pointee.duration, muxer: muxer)
+    }
+
+    /// Decodes one packet (an empty one drains a decoder that holds cues back, as teletext's
+    /// does) and schedules what it gives; whether it gave a cue.
+    private func decode(_ packet: Packet, duration: Int64, muxer: Muxer) throws(KilnError) -> Bool {
         var sub = AVSubtitle()
         var got: Int32 = 0
-        let ret = avcodec_decode_subtitle2(decoder, &sub, &got, read.pointer)
-        if ret < 0 { stats.corruptPackets += 1; return }
-        guard got != 0 else { return }
+        let ret = avcodec_decode_subtitle2(decoder, &sub, &got, packet.pointer)
+        if ret < 0 { stats.corruptPackets += 1; return false }
+        guard got != 0 else { return false }
         defer { avsubtitle_free(&sub) }
         stats.framesDecoded += 1
         let tb = input.pointee.time_base
-        guard packet.time != noPTS else { return }
-        let at = rescale(packet.time, from: tb, to: SubtitleLane.timeBase)
+        // The decoder's time for the cue: the packet's, or (teletext) that of the packet
+        // that completed its page.
+        let at: Int64
+        if sub.pts != noPTS { at = rescale(sub.pts, from: kiln_time_base_q(), to: SubtitleLane.timeBase) }
+        else if packet.time != noPTS { at = rescale(packet.time, from: tb, to: SubtitleLane.timeBase) }
+        else { return true }
         // A cue before the output's start shows from it.
         let start = max(0, at + Int64(sub.start_display_time))
         var end: Int64? = nil
         if sub.end_display_time != UInt32.max, sub.end_display_time > sub.start_display_time {
             end = at + Int64(sub.end_display_time)
-        } else if packet.pointer.pointee.duration > 0 {
-            end = start + rescale(packet.pointer.pointee.duration, from: tb, to: SubtitleLane.timeBase)
+        } else if duration > 0 {
+            end = start + rescale(duration, from: tb, to: SubtitleLane.timeBase)
         }
         var events: [String] = []
         for i in 0..<Int(sub.num_rects) {
@@ -106,10 +129,16 @@ final class SubtitleLane: Lane {
         for sample in schedule.add(start: start, end: end, events: events, reach: milliseconds(picturesAndSoundReach)) {
             try write(sample, muxer: muxer)
         }
+        return true
     }
 
     func finish(muxer: Muxer) throws(KilnError) {
         guard encoder != nil else { return }
+        if decoder.pointee.codec.pointee.capabilities & AV_CODEC_CAP_DELAY != 0 {
+            let drain = try Packet()
+            var cues = 0
+            while cues < 64, try decode(drain, duration: 0, muxer: muxer) { cues += 1 }
+        }
         for sample in schedule.finish(at: milliseconds(picturesAndSoundReach)) { try write(sample, muxer: muxer) }
         stats.repairedTimestamps += schedule.lateCues
     }
@@ -182,5 +211,30 @@ final class SubtitleLane: Lane {
         out.streamIndex = outputIndex
         try muxer.write(out, from: SubtitleLane.timeBase)
         stats.packetsOut += 1
+    }
+}
+
+/// Which page of a DVB teletext stream holds its subtitles. The stream's map (its teletext
+/// descriptor, which libavformat gives as extradata and the language tag) lists pages, two
+/// bytes each: the type (5 bits: 2 subtitles, 5 subtitles for the hard of hearing) and
+/// magazine (3 bits, 0 meaning 8), then the page number in BCD; the languages come in the
+/// same order, joined by commas. Subtitles are preferred to the hard-of-hearing ones.
+enum TeletextPages {
+    static func subtitles(extradata: [UInt8], languages: String?) -> (page: String, language: String?)? {
+        let names = languages.map { $0.split(separator: ",").map(String.init) } ?? []
+        var entries: [(type: UInt8, page: String, language: String?)] = []
+        for i in stride(from: 0, to: extradata.count - 1, by: 2) {
+            let magazine = extradata[i] & 7
+            let page = String(magazine == 0 ? 8 : Int(magazine)) + bcd(extradata[i + 1])
+            entries.append((extradata[i] >> 3, page, i / 2 < names.count ? names[i / 2] : nil))
+        }
+        guard let chosen = entries.first(where: { $0.type == 2 }) ?? entries.first(where: { $0.type == 5 }) else { return nil }
+        return (chosen.page, chosen.language)
+    }
+
+    /// A page number's two BCD digits as written ("88").
+    private static func bcd(_ byte: UInt8) -> String {
+        let digits = Array("0123456789abcdef")
+        return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
     }
 }

@@ -61,10 +61,11 @@ enum Codecs {
         mp4Audio.contains(canonical(codec)) && !["aac_latm", "mp3adu"].contains(codec.lowercased())
     }
 
-    /// Text subtitle codecs libavcodec decodes and can re-encode as `mov_text`.
+    /// Text subtitle codecs libavcodec decodes and can re-encode as `mov_text` (DVB teletext:
+    /// its subtitle page, through libzvbi, which Debian's libavcodec is built with).
     static let textSubtitles: Set<String> = [
         "subrip", "srt", "ass", "ssa", "mov_text", "webvtt", "text", "microdvd", "subviewer",
-        "subviewer1", "realtext", "sami", "stl", "jacosub", "mpl2", "pjs", "vplayer",
+        "subviewer1", "realtext", "sami", "stl", "jacosub", "mpl2", "pjs", "vplayer", "dvb_teletext",
     ]
 
     /// Transfer characteristics (libavutil names) that only look right on an HDR display.
@@ -119,7 +120,7 @@ enum Codecs {
     static func isTextSubtitle(_ s: StreamInfo) -> Bool? {
         let codec = s.codec.lowercased()
         if textSubtitles.contains(codec) { return true }
-        if s.textSubtitle == false || ["hdmv_pgs_subtitle", "dvd_subtitle", "dvb_subtitle", "xsub", "dvb_teletext"].contains(codec) {
+        if s.textSubtitle == false || ["hdmv_pgs_subtitle", "dvd_subtitle", "dvb_subtitle", "xsub"].contains(codec) {
             return false
         }
         return nil

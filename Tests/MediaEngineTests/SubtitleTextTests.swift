@@ -58,6 +58,24 @@ struct CueScheduleTests {
         ])
     }
 
+    @Test("a cue with nothing to show ends the cues that had no end (a teletext page cleared)")
+    func clearedPage() {
+        var schedule = CueSchedule()
+        _ = schedule.add(start: 1000, end: nil, events: ["page"])
+        #expect(schedule.add(start: 3000, end: nil, events: []).isEmpty)
+        #expect(schedule.add(start: 4000, end: nil, events: ["next"]) == [Sample(start: 1000, end: 3000, events: ["page"])])
+    }
+
+    @Test("a teletext stream's subtitle page and its language come from the stream's map")
+    func teletextPages() {
+        // Page 100 (type 1, German), 888 (type 2, English), 777 (type 5, hard of hearing).
+        let map: [UInt8] = [1 << 3 | 1, 0x00, 2 << 3 | 0, 0x88, 5 << 3 | 7, 0x77]
+        #expect(TeletextPages.subtitles(extradata: map, languages: "ger,eng,eng")! == ("888", "eng"))
+        #expect(TeletextPages.subtitles(extradata: Array(map[4...]), languages: "fin")! == ("777", "fin"))
+        #expect(TeletextPages.subtitles(extradata: Array(map[0..<2]), languages: "ger") == nil)
+        #expect(TeletextPages.subtitles(extradata: [], languages: nil) == nil)
+    }
+
     @Test("a cue that comes after later ones were written starts where the track is")
     func lateCue() {
         var schedule = CueSchedule()

@@ -444,6 +444,8 @@ let subtitleCases: [Case] = [
          Expect(subtitles: [.drop], reasons: ["subtitle_unsupported"])),
     Case("subtitles: text nothing here decodes (Blu-ray TextST, TTML) is dropped, not converted and failed on", media("mkv", kbps: 8000, h1080, aacEng, subtitle("hdmv_text_subtitle", index: 2, text: true), subtitle("ttml", index: 3, text: true), subtitle("subrip", index: 4, text: true)), .mbps5, ios,
          Expect(subtitles: [.drop, .drop, .convert], reasons: ["subtitle_unsupported"])),
+    Case("subtitles: DVB teletext (a broadcast's subtitle page) is converted, DVB bitmaps dropped", media("ts", kbps: 8000, h1080, aacEng, subtitle("dvb_teletext", index: 2), subtitle("dvb_subtitle", index: 3)), .mbps5, ios,
+         Expect(subtitles: [.convert, .drop], reasons: ["subtitle_bitmap"])),
     Case("subtitles: a remux converts text and drops bitmaps too", media("mkv", kbps: 3000, h1080, aacEng, subtitle("subrip", index: 2), subtitle("dvb_subtitle", index: 3)), .original, ios,
          Expect(delivery: .remux, subtitles: [.convert, .drop], reasons: ["subtitle_bitmap"])),
 ]

@@ -97,6 +97,37 @@ struct CommandLineTests {
         }
     }
 
+    @Test("DVB teletext subtitles (page 888) become a mov_text track in their page's language; other pages stay out")
+    func teletextSubtitles() throws {
+        let path = try Teletext.recording()
+        let dir = Media.scratch("cli-teletext")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for quality in ["original", "1mbps"] {
+            let out = dir.appendingPathComponent("\(quality).mp4").path
+            let r = try Command.run(["prepare", path, "--quality", quality, "--caps", "ios", "--output", out, "--json"])
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+            let subs = try FFprobe(out).streams("subtitle")
+            #expect(subs.count == 1 && subs.first?["codec_name"]?.string == "mov_text")
+            #expect(subs.first?["tags"]?["language"]?.string == "eng", "the subtitle page's language, not the map's list")
+            // Cue times against the output's first picture, as the page was sent against the source's.
+            let video = try FFprobe.packetTimes(out, "v:0").min() ?? 0
+            let srt = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:s:0", "-f", "srt", "-"]).stdout
+            let blocks = srt.replacingOccurrences(of: "\r", with: "").components(separatedBy: "\n\n").filter { $0.contains("-->") }
+            #expect(blocks.count == Teletext.cues.count, "\(srt)")
+            for (block, cue) in zip(blocks, Teletext.cues) {
+                let lines = block.split(separator: "\n")
+                #expect(lines.dropFirst(2).joined(separator: " ") == cue.text)
+                let times = lines[1].components(separatedBy: " --> ").map { t -> Double in
+                    let p = t.replacingOccurrences(of: ",", with: ".").split(separator: ":").compactMap { Double($0) }
+                    return p.count == 3 ? p[0] * 3600 + p[1] * 60 + p[2] : .nan
+                }
+                // The decoder times a page by the packet that completes it, and the demuxer a
+                // teletext packet by the clock: within a tenth of a second.
+                #expect(abs(times[0] - video - cue.start) < 0.1 && abs(times[1] - video - cue.end) < 0.1, "\(block)")
+            }
+        }
+    }
+
     @Test("a file that is not media exits 3 every time: the fingerprint's thread never outlives the failed probe")
     func unreadableWhileFingerprinting() throws {
         // The fingerprint is read beside the analysis. A file libavformat rejects at once

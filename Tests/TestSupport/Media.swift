@@ -504,3 +504,142 @@ public enum Succession {
                              "-f", "mpegts"])
     }
 }
+
+/// A broadcast recording with DVB teletext subtitles, as European channels send them: a
+/// teletext stream whose map lists an information page (100, German) and the subtitle page
+/// (888, English). Page 888 shows "Hello from page 888" from 1 s to 3 s and "Second
+/// subtitle" from 4 s to 6 s after the first picture (each cleared by an empty page), and
+/// page 100 carries a line that is not a subtitle. ffmpeg has no teletext encoder: the
+/// packets are written here (ETS 300 706 pages in EN 300 472 PES packets) into an MPEG-TS
+/// file the ffmpeg command made, each where the clock (PCR) reaches its time.
+public enum Teletext {
+    public static let pid = 0x120
+    public static let cues: [(start: Double, end: Double, text: String)] = [(1, 3, "Hello from page 888"), (4, 6, "Second subtitle")]
+
+    public static func recording() throws -> String {
+        let av = try Media.generated("teletext-av.ts", [
+            "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=10",
+            "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=10",
+            "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:a", "aac",
+            "-streamid", "0:\(Splice.videoPID)", "-streamid", "1:\(Splice.audioPID)", "-f", "mpegts"])
+        return try Media.generated("teletext-subtitles.ts") { tmp in
+            var events: [(Double, [[UInt8]])] = []
+            for cue in cues {
+                events.append((cue.start, [header(page: 0x88, erase: true), row(22, cue.text), header(page: 0xFF, erase: false)]))
+                events.append((cue.end, [header(page: 0x88, erase: true), header(page: 0xFF, erase: false)]))
+            }
+            events.append((2, [header(page: 0x00, erase: true, subtitle: false), row(5, "Programme guide"), header(page: 0xFF, erase: false)]))
+            events.sort { $0.0 < $1.0 }
+            var out: [UInt8] = []
+            var base: Int?
+            var next = 0, continuity = 0
+            for var packet in try Splice.packets(av) {
+                let pid = Splice.pid(packet)
+                if pid == Succession.pmtPID { packet = withTeletext(pmt: packet) }
+                if pid == Splice.videoPID, packet[1] & 0x40 != 0, base == nil { base = pesPTS(packet) }
+                out += packet
+                guard let base, let pcr = pcr(packet) else { continue }
+                while next < events.count, pcr >= base + Int(events[next].0 * 90_000) {
+                    out += transportPackets(pes(pts: base + Int(events[next].0 * 90_000), units: events[next].1), continuity: &continuity)
+                    next += 1
+                }
+            }
+            try Data(out).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    /// Hamming 8/4 code words of the nibbles 0…15 (ETS 300 706, 8.2).
+    static let hamming: [UInt8] = [0x15, 0x02, 0x49, 0x5E, 0x64, 0x73, 0x38, 0x2F, 0xD0, 0xC7, 0x8C, 0x9B, 0xA1, 0xB6, 0xFD, 0xEA]
+
+    static func oddParity(_ c: UInt8) -> UInt8 { c & 0x7F | (((c & 0x7F).nonzeroBitCount % 2 == 0) ? 0x80 : 0) }
+
+    /// One EN 300 472 data unit (subtitle data) for a packet of magazine 8: its row address,
+    /// then 40 bytes, each bit-reversed as sent.
+    static func unit(row: Int, _ data: [UInt8]) -> [UInt8] {
+        let payload = [hamming[(row & 1) << 3], hamming[row >> 1]] + data
+        return [0x03, 0x2C, 0xE7, 0xE4] + payload.map(reversedBits)
+    }
+
+    static func reversedBits(_ b: UInt8) -> UInt8 {
+        (0..<8).reduce(0) { r, i in r | ((b >> i) & 1) << (7 - i) }
+    }
+
+    /// A page header of magazine 8: page `page`, erase (C4) and subtitle (C6) flags, the
+    /// header row suppressed (C7).
+    static func header(page: UInt8, erase: Bool, subtitle: Bool = true) -> [UInt8] {
+        let control = [hamming[Int(page & 15)], hamming[Int(page >> 4)], hamming[0], hamming[erase ? 8 : 0],
+                       hamming[0], hamming[subtitle ? 8 : 0], hamming[1], hamming[0]]
+        return unit(row: 0, control + [UInt8](repeating: oddParity(0x20), count: 32))
+    }
+
+    /// A row of boxed, double-height text.
+    static func row(_ row: Int, _ text: String) -> [UInt8] {
+        var chars: [UInt8] = [0x0D, 0x0B, 0x0B] + Array(text.utf8) + [0x0A, 0x0A]
+        chars += [UInt8](repeating: 0x20, count: 40 - chars.count)
+        return unit(row: row, chars.map(oddParity))
+    }
+
+    /// A teletext PES packet: the 45-byte header EN 300 472 asks for, then data units,
+    /// filled with stuffing units to a whole number of TS packets.
+    static func pes(pts: Int, units: [[UInt8]]) -> [UInt8] {
+        var data: [UInt8] = [0x10] + units.joined()
+        while (data.count + 45) % 184 != 0 { data += [0xFF, 0x2C] + [UInt8](repeating: 0xFF, count: 44) }
+        let p = UInt64(pts)
+        let ptsBytes: [UInt8] = [0x21 | UInt8((p >> 29) & 0x0E), UInt8((p >> 22) & 0xFF), UInt8((p >> 14) & 0xFE) | 1,
+                                 UInt8((p >> 7) & 0xFF), UInt8((p << 1) & 0xFE) | 1]
+        let body: [UInt8] = [0x84, 0x80, 0x24] + ptsBytes + [UInt8](repeating: 0xFF, count: 31) + data
+        return [0, 0, 1, 0xBD, UInt8(body.count >> 8), UInt8(body.count & 0xFF)] + body
+    }
+
+    static func transportPackets(_ pes: [UInt8], continuity: inout Int) -> [UInt8] {
+        var out: [UInt8] = []
+        for (i, start) in stride(from: 0, to: pes.count, by: 184).enumerated() {
+            out += [0x47, UInt8((i == 0 ? 0x40 : 0) | pid >> 8), UInt8(pid & 0xFF), UInt8(0x10 | continuity & 15)]
+            out += pes[start..<start + 184]
+            continuity += 1
+        }
+        return out
+    }
+
+    /// The programme map with the teletext stream added: its descriptor lists page 100
+    /// (type 1, German) and page 888 (type 2, English).
+    static func withTeletext(pmt packet: [UInt8]) -> [UInt8] {
+        let offset = 4 + (packet[3] & 0x20 != 0 ? 1 + Int(packet[4]) : 0)
+        let section = Array(packet[(offset + 1 + Int(packet[offset]))...])
+        let length = Int(section[1] & 0x0F) << 8 | Int(section[2])
+        let descriptor: [UInt8] = [0x56, 10] + Array("ger".utf8) + [1 << 3, 0x00] + Array("eng".utf8) + [2 << 3, 0x88]
+        let stream: [UInt8] = [0x06, UInt8(0xE0 | pid >> 8), UInt8(pid & 0xFF), 0xF0, UInt8(descriptor.count)] + descriptor
+        var rewritten = Array(section[0..<3 + length - 4]) + stream
+        let total = rewritten.count + 4 - 3
+        rewritten[1] = 0xB0 | UInt8(total >> 8)
+        rewritten[2] = UInt8(total & 0xFF)
+        let crc = crc32(rewritten)
+        rewritten += [UInt8(crc >> 24), UInt8((crc >> 16) & 0xFF), UInt8((crc >> 8) & 0xFF), UInt8(crc & 0xFF)]
+        let out = Array(packet[0..<offset]) + [0] + rewritten
+        return out + [UInt8](repeating: 0xFF, count: 188 - out.count)
+    }
+
+    /// MPEG-2 sections' CRC-32 (polynomial 0x04C11DB7, no reflection).
+    static func crc32(_ bytes: [UInt8]) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for b in bytes {
+            crc ^= UInt32(b) << 24
+            for _ in 0..<8 { crc = crc & 0x8000_0000 != 0 ? (crc << 1) ^ 0x04C1_1DB7 : crc << 1 }
+        }
+        return crc
+    }
+
+    /// The PTS of the PES packet a TS packet begins.
+    static func pesPTS(_ packet: [UInt8]) -> Int? {
+        let offset = 4 + (packet[3] & 0x20 != 0 ? 1 + Int(packet[4]) : 0)
+        let d = Array(packet[offset...])
+        guard d.count > 14, d[0] == 0, d[1] == 0, d[2] == 1, d[7] & 0x80 != 0 else { return nil }
+        return Int(d[9] & 0x0E) << 29 | ((Int(d[10]) << 8 | Int(d[11])) >> 1) << 15 | (Int(d[12]) << 8 | Int(d[13])) >> 1
+    }
+
+    /// The PCR base (90 kHz) a TS packet carries, if any.
+    static func pcr(_ p: [UInt8]) -> Int? {
+        guard p[3] & 0x20 != 0, p[4] > 0, p[5] & 0x10 != 0 else { return nil }
+        return Int(p[6]) << 25 | Int(p[7]) << 17 | Int(p[8]) << 9 | Int(p[9]) << 1 | Int(p[10]) >> 7
+    }
+}
