@@ -25,9 +25,13 @@ protocol Lane: AnyObject {
     /// The ffmpeg command options that make the same output stream (after `prepare`):
     /// every setting that shapes it, so anyone can reproduce and compare the work.
     var ffmpegEquivalent: [String] { get }
+    /// The decoder options that command needs before its `-i` (none for most lanes).
+    var ffmpegInputOptions: [String] { get }
 }
 
 extension Lane {
+    var ffmpegInputOptions: [String] { [] }
+
     func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError) {
         throw KilnError(.internalError, stage: .demux, "only an audio or video lane follows its stream into another")
     }

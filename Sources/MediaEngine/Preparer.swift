@@ -327,9 +327,10 @@ public enum Preparer {
                     + lanes.reduce(0) { $0 + $1.stats.repairedTimestamps }
                 corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets } + pipeline.outliers
                 gaps = lanes.reduce(0) { $0 + $1.stats.gapsFilled }
-                equivalent = ["ffmpeg", "-i", source] + lanes.flatMap(\.ffmpegEquivalent)
-                    + (demuxer.context.pointee.nb_chapters > 0 ? [] : ["-map_chapters", "-1"])
-                    + ["-movflags", "+faststart", output]
+                let decoding: [String] = lanes.flatMap(\.ffmpegInputOptions)
+                let chapters: [String] = demuxer.context.pointee.nb_chapters > 0 ? [] : ["-map_chapters", "-1"]
+                equivalent = ["ffmpeg"] + decoding + ["-i", source] + lanes.flatMap(\.ffmpegEquivalent)
+                    + chapters + ["-movflags", "+faststart", output]
             }
             // The muxer is gone. An index moved into its room leaves alone what the streaming
             // digest reads, which then goes on while the index moves and verification decodes;

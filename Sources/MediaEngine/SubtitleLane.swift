@@ -47,8 +47,9 @@ final class SubtitleLane: Lane {
             // holds them and in which language (`TeletextPages`).
             let extradata = par.pointee.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(par.pointee.extradata_size))) } ?? []
             let chosen = TeletextPages.subtitles(extradata: extradata, languages: plan.language ?? dictValue(input.pointee.metadata, "language"))
-            options.set("txt_format", "text")
-            options.set("txt_page", chosen?.page ?? "subtitle")
+            let decoding = [("txt_format", "text"), ("txt_page", chosen?.page ?? "subtitle")]
+            for (key, value) in decoding { options.set(key, value) }
+            ffmpegInputOptions = decoding.flatMap { ["-" + $0.0, $0.1] }
             if let chosen { language = chosen.language ?? language }
         }
         try check(avcodec_open2(ctx, codec, &options.dict), .decode, "cannot open the subtitle decoder", as: .sourceUnsupported)
@@ -61,6 +62,7 @@ final class SubtitleLane: Lane {
     }
 
     var ffmpegEquivalent: [String] { ["-map", "0:\(inputIndex)", "-c:\(outputIndex)", "mov_text"] }
+    private(set) var ffmpegInputOptions: [String] = []
 
     func prepare(muxer: Muxer) throws(KilnError) {
         guard let codec = avcodec_find_encoder(AV_CODEC_ID_MOV_TEXT), let enc = avcodec_alloc_context3(codec) else {

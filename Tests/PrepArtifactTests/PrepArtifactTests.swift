@@ -106,6 +106,13 @@ struct CommandLineTests {
             let out = dir.appendingPathComponent("\(quality).mp4").path
             let r = try Command.run(["prepare", path, "--quality", quality, "--caps", "ios", "--output", out, "--json"])
             #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+            // The ffmpeg command that does the same decodes the same page as text.
+            guard case .array(let equivalent)? = try Command.json(r)["stats"]?["ffmpeg_equivalent"] else {
+                Issue.record("no ffmpeg_equivalent: \(r.stdout)")
+                continue
+            }
+            let words = equivalent.compactMap { if case .string(let w) = $0 { w } else { nil } }
+            #expect(words.starts(with: ["ffmpeg", "-txt_format", "text", "-txt_page", "888", "-i"]), "\(words)")
             let subs = try FFprobe(out).streams("subtitle")
             #expect(subs.count == 1 && subs.first?["codec_name"]?.string == "mov_text")
             #expect(subs.first?["tags"]?["language"]?.string == "eng", "the subtitle page's language, not the map's list")
