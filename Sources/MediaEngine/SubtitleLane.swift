@@ -176,16 +176,44 @@ final class SubtitleLane: Lane {
     ]
 
     /// Encodes one sample of the schedule (its events one under the other) and writes it.
+    /// A sample holds at most 64 KB of text: where more cues are on screen at once (a
+    /// typesetter's hundreds of signs), the ones that began last are left out of it.
     private func write(_ sample: CueSchedule.Sample, muxer: Muxer) throws(KilnError) {
-        guard let encoder else { return }
-        let events = AssEvent.stacked(sample.events)
+        var events = sample.events
+        var encoded: [UInt8]?
+        while !events.isEmpty {
+            encoded = try encode(events, lasting: sample.end - sample.start, at: sample.start)
+            if encoded != nil { break }
+            events.removeLast(max(1, events.count / 4))
+        }
+        guard let encoded else {
+            stats.corruptPackets += 1
+            return
+        }
+        guard !encoded.isEmpty else { return }
+        let out = try Packet()
+        try check(av_new_packet(out.pointer, Int32(encoded.count)), .encode, "cannot allocate a subtitle packet", as: .resourceLimit)
+        out.pointer.pointee.data.update(from: encoded, count: encoded.count)
+        out.pointer.pointee.pts = sample.start
+        out.pointer.pointee.dts = sample.start
+        out.pointer.pointee.duration = sample.end - sample.start
+        out.streamIndex = outputIndex
+        try muxer.write(out, from: SubtitleLane.timeBase)
+        stats.packetsOut += 1
+    }
+
+    /// `events` as one mov_text sample: empty when there is no text, nil when the encoder
+    /// refuses them (more text than a sample holds).
+    private func encode(_ events: [String], lasting: Int64, at start: Int64) throws(KilnError) -> [UInt8]? {
+        guard let encoder else { return [] }
+        let stacked = AssEvent.stacked(events)
         var sub = AVSubtitle()
         defer { avsubtitle_free(&sub) }
-        guard let rects = av_mallocz(MemoryLayout<UnsafeMutablePointer<AVSubtitleRect>?>.stride * events.count) else {
+        guard let rects = av_mallocz(MemoryLayout<UnsafeMutablePointer<AVSubtitleRect>?>.stride * stacked.count) else {
             throw KilnError(.resourceLimit, stage: .encode, "out of memory")
         }
         sub.rects = rects.assumingMemoryBound(to: UnsafeMutablePointer<AVSubtitleRect>?.self)
-        for event in events {
+        for event in stacked {
             guard let rect = av_mallocz(MemoryLayout<AVSubtitleRect>.stride)?.assumingMemoryBound(to: AVSubtitleRect.self) else {
                 throw KilnError(.resourceLimit, stage: .encode, "out of memory")
             }
@@ -195,24 +223,12 @@ final class SubtitleLane: Lane {
             rect.pointee.ass = av_strdup(event)
         }
         // mov_text's encoder wants the display window relative to the sample.
-        sub.pts = rescale(sample.start, from: SubtitleLane.timeBase, to: kiln_time_base_q())
+        sub.pts = rescale(start, from: SubtitleLane.timeBase, to: kiln_time_base_q())
         sub.start_display_time = 0
-        sub.end_display_time = UInt32(clamping: sample.end - sample.start)
+        sub.end_display_time = UInt32(clamping: lasting)
         var buf = [UInt8](repeating: 0, count: 64 * 1024)
         let size = avcodec_encode_subtitle(encoder, &buf, Int32(buf.count), &sub)
-        guard size > 0 else {
-            if size < 0 { stats.corruptPackets += 1 }
-            return
-        }
-        let out = try Packet()
-        try check(av_new_packet(out.pointer, size), .encode, "cannot allocate a subtitle packet", as: .resourceLimit)
-        out.pointer.pointee.data.update(from: buf, count: Int(size))
-        out.pointer.pointee.pts = sample.start
-        out.pointer.pointee.dts = sample.start
-        out.pointer.pointee.duration = sample.end - sample.start
-        out.streamIndex = outputIndex
-        try muxer.write(out, from: SubtitleLane.timeBase)
-        stats.packetsOut += 1
+        return size < 0 ? nil : Array(buf[0..<Int(size)])
     }
 }
 

@@ -135,6 +135,26 @@ enum Generated {
         }
     }
 
+    /// 6 s of video with an ASS track that puts 1500 signs of 80 characters on screen at
+    /// once, from 1 s to 4 s (120 KB of text, more than a mov_text sample holds), then a line.
+    static func crowdedSigns() throws -> String {
+        try Media.generated("crowded-signs.mkv") { tmp in
+            let ass = tmp + ".ass"
+            defer { try? FileManager.default.removeItem(atPath: ass) }
+            var lines = ["[Script Info]", "ScriptType: v4.00+", "", "[Events]",
+                         "Format: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text"]
+            for i in 0..<1500 {
+                lines.append("Dialogue: 0,0:00:01.00,0:00:04.00,Default,,0,0,0,,Sign \(1000 + i) with quite a lot of text so that together they overflow")
+            }
+            lines.append("Dialogue: 0,0:00:05.00,0:00:06.00,Default,,0,0,0,,After")
+            try lines.joined(separator: "\n").write(toFile: ass, atomically: true, encoding: .utf8)
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+                                               "-i", ass, "-map", "0", "-map", "1", "-t", "6", "-c:v", "libx264", "-preset", "ultrafast",
+                                               "-c:s", "ass", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg could not generate crowded-signs.mkv: \(r.stderr)") }
+        }
+    }
+
     /// A longer 720p clip, for cancellation mid-run.
     static func long720p() throws -> String {
         try Media.generated("long-720p.mkv", [
@@ -315,6 +335,23 @@ struct GeneratedMediaTests {
         let result = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
         try checkOutput(out, plan: plan, source: info, sourcePath: path, lasting: 1.01)
         #expect(result.output.dropped.contains { $0.type == "subtitle" && $0.codec == "hdmv_pgs_subtitle" })
+    }
+
+    @Test("more signs on screen at once than a mov_text sample holds: the first ones are shown, not none")
+    func crowdedSigns() throws {
+        let path = try Generated.crowdedSigns()
+        let info = try Prober.probe(path: path)
+        let plan = try #require(EnginePlans.remux(info))
+        let dir = Media.scratch("crowded")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let result = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+        #expect(result.stats.corruptPackets == 0)
+        let shown = try cues(out, track: 0)
+        #expect(shown.map { $0.text.hasPrefix("Sign 1000") } == [true, false], "\(shown.map { $0.text.prefix(40) })")
+        let signs = shown.first?.text.split(separator: "\n").count ?? 0
+        #expect(signs > 300 && signs < 1500, "\(signs) signs in the first sample")
+        #expect(shown.last?.text == "After")
     }
 
     /// A text track's cues as the ffmpeg command reads them: times in seconds, text lines
