@@ -123,10 +123,10 @@ final class Pipeline {
         // track whose last picture outlasts the film): their packets' times are read, for
         // `cueReach`, and nothing else.
         let matroska = String(cString: demuxer.context.pointee.iformat.pointee.name).hasPrefix("matroska")
-        let timedOnly: Set<Int32> = matroska ? Set((0..<Int32(demuxer.streamCount)).filter {
+        let timesOnly: Set<Int32> = matroska ? Set((0..<Int32(demuxer.streamCount)).filter {
             laneFor[$0] == nil && demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_SUBTITLE
         }) : []
-        for i in 0..<demuxer.streamCount where laneFor[Int32(i)] == nil && !mayFollow(Int32(i)) && !timedOnly.contains(Int32(i)) {
+        for i in 0..<demuxer.streamCount where laneFor[Int32(i)] == nil && !mayFollow(Int32(i)) && !timesOnly.contains(Int32(i)) {
             demuxer.stream(i).pointee.discard = AVDISCARD_ALL
         }
         // The lane whose position is the progress: video if there is one.
@@ -261,7 +261,7 @@ final class Pipeline {
                 break
             }
             guard admitted, let lane = laneFor[packet.streamIndex] else {
-                if timedOnly.contains(packet.streamIndex) { reachOfDropped(packet) }
+                if timesOnly.contains(packet.streamIndex) { reachOfDropped(packet) }
                 continue
             }
             try take(packet, lane: lane)

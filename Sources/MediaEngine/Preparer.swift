@@ -83,7 +83,8 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     /// of damaged data the MP4 muxer refuses, or that does not decode from the MP4 where
     /// the source does; `audio_continued` (`video_continued`) where the sound (the
     /// pictures) went on in another of the source's streams when the chosen one ended
-    /// (`StreamSuccession`).
+    /// (`StreamSuccession`); `subtitle_recoded` where text cues that are not UTF-8 were
+    /// read in their language's code page (`SubtitleCharset`).
     public var adjustments: [String]?
     /// Bytes of the source the index forecast skimmed instead of reading (not reported:
     /// tests check that it skims).
@@ -316,7 +317,10 @@ public enum Preparer {
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
                 recoded = lanes.compactMap { lane in
                     (lane as? SubtitleLane).flatMap { sub in
-                        sub.charset.map { "subtitle_recoded: \(sub.recodedCues) cues of the source's stream \(sub.inputIndex) are not UTF-8; read as \($0.name)" }
+                        sub.charset.map {
+                            let cues = sub.recodedCues == 1 ? "1 cue of the source's stream \(sub.inputIndex) is" : "\(sub.recodedCues) cues of the source's stream \(sub.inputIndex) are"
+                            return "subtitle_recoded: \(cues) not UTF-8; read as \($0.name)"
+                        }
                     }
                 }
                 continued = pipeline.continued.map { h, at in
