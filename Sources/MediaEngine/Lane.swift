@@ -62,10 +62,15 @@ public struct LaneStats: Sendable, Codable, Equatable {
 /// Copies the stream metadata a player shows (language, title) and the dispositions we
 /// keep (default, forced, hearing impaired, commentary) from an input to an output stream.
 func copyStreamMetadata(from input: UnsafeMutablePointer<AVStream>, to output: UnsafeMutablePointer<AVStream>) {
-    for key in ["language", "title"] {
-        if let v = dictValue(input.pointee.metadata, key) { av_dict_set(&output.pointee.metadata, key, v, 0) }
-    }
+    if let v = dictValue(input.pointee.metadata, "title") { av_dict_set(&output.pointee.metadata, "title", v, 0) }
+    setLanguage(dictValue(input.pointee.metadata, "language"), of: output)
     let keep = AV_DISPOSITION_DEFAULT | AV_DISPOSITION_FORCED | AV_DISPOSITION_HEARING_IMPAIRED
         | AV_DISPOSITION_VISUAL_IMPAIRED | AV_DISPOSITION_COMMENT
     output.pointee.disposition = input.pointee.disposition & keep
+}
+
+/// Tags an output stream with `tag` as MP4 defines languages (`LanguageCode`), or with
+/// none when it is undetermined.
+func setLanguage(_ tag: String?, of output: UnsafeMutablePointer<AVStream>) {
+    av_dict_set(&output.pointee.metadata, "language", LanguageCode.terminologic(tag), 0)
 }

@@ -87,7 +87,7 @@ final class SubtitleLane: Lane {
         out.pointee.time_base = SubtitleLane.timeBase
         copyStreamMetadata(from: input, to: out)
         // The plan has the last word on what a player shows in its subtitle menu.
-        if let language { av_dict_set(&out.pointee.metadata, "language", language, 0) }
+        if let language { setLanguage(language, of: out) }
         if plan.forced { out.pointee.disposition |= AV_DISPOSITION_FORCED } else { out.pointee.disposition &= ~AV_DISPOSITION_FORCED }
     }
 

@@ -38,31 +38,6 @@ enum AudioSelection {
         return title.includes("commentary") || title.includes("audio description") || title.includes("descriptive")
     }
 
-    /// ISO 639-2/T code for a language tag ("en", "eng", "en-US", "ger" all compare as
-    /// the same language); nil for absent or undetermined.
-    static func normalizeLanguage(_ tag: String?) -> String? {
-        guard let tag else { return nil }
-        let base = tag.lowercased().split(whereSeparator: { $0 == "-" || $0 == "_" }).first.map(String.init) ?? ""
-        if base.isEmpty || base == "und" || base == "mis" || base == "zxx" || base == "mul" { return nil }
-        if let t = iso639_1[base] { return t }
-        if let t = bibliographic[base] { return t }
-        return base
-    }
-
-    private static let iso639_1: [String: String] = [
-        "en": "eng", "fr": "fra", "de": "deu", "es": "spa", "it": "ita", "pt": "por", "nl": "nld",
-        "sv": "swe", "no": "nor", "nb": "nob", "nn": "nno", "da": "dan", "fi": "fin", "is": "isl",
-        "pl": "pol", "cs": "ces", "sk": "slk", "sl": "slv", "hr": "hrv", "sr": "srp", "bs": "bos",
-        "hu": "hun", "ro": "ron", "bg": "bul", "el": "ell", "tr": "tur", "ru": "rus", "uk": "ukr",
-        "be": "bel", "et": "est", "lv": "lav", "lt": "lit", "ja": "jpn", "zh": "zho", "ko": "kor",
-        "hi": "hin", "bn": "ben", "ta": "tam", "te": "tel", "th": "tha", "vi": "vie", "id": "ind",
-        "ms": "msa", "tl": "tgl", "ar": "ara", "he": "heb", "fa": "fas", "ur": "urd", "ca": "cat",
-        "eu": "eus", "gl": "glg", "ga": "gle", "cy": "cym", "sq": "sqi", "mk": "mkd", "ka": "kat",
-        "hy": "hye", "af": "afr", "sw": "swa",
-    ]
-    private static let bibliographic: [String: String] = [
-        "ger": "deu", "fre": "fra", "dut": "nld", "cze": "ces", "slo": "slk", "gre": "ell", "chi": "zho",
-        "per": "fas", "rum": "ron", "ice": "isl", "mac": "mkd", "may": "msa", "wel": "cym", "arm": "hye",
-        "baq": "eus", "bur": "mya", "geo": "kat", "alb": "sqi", "tib": "bod",
-    ]
+    /// ISO 639-2/T code for a language tag (`LanguageCode.terminologic`).
+    static func normalizeLanguage(_ tag: String?) -> String? { LanguageCode.terminologic(tag) }
 }

@@ -294,6 +294,8 @@ struct GeneratedMediaTests {
             try checkOutput(out, plan: plan, source: info, sourcePath: path, lasting: 10)
             #expect(abs(result.output.durationSeconds - 10) < 0.1)
             #expect(result.stats.adjustments?.contains { $0.hasPrefix("subtitle_recoded: 1 cue of the source's stream 2 is not UTF-8") && $0.hasSuffix("CP1252") } == true)
+            // Matroska's bibliographic "fre" is MP4's "fra" (ISO 639-2/T).
+            #expect(try FFprobe(out).streams("subtitle").map { $0["tags"]?["language"]?.string } == ["fra", "eng"])
             let french = try cues(out, track: 0), signs = try cues(out, track: 1)
             // Each cue shows from its own start to its own end; where two overlap, both.
             let expectedFrench: [(Double, Double, String)] = [
