@@ -437,10 +437,8 @@ struct PlanContext {
         return (plans, reasons)
     }
 
-    func language(_ s: StreamInfo) -> String? {
-        guard let l = s.language?.lowercased(), !l.isEmpty, l != "und" else { return nil }
-        return l
-    }
+    /// A kept stream's language as the MP4 will carry it (`LanguageCode`: "ger" is "deu").
+    func language(_ s: StreamInfo) -> String? { LanguageCode.terminologic(s.language) }
 
     // MARK: numbers
 

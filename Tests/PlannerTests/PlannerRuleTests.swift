@@ -22,6 +22,7 @@ struct Expect: Sendable {
     var channels: Int? = nil
     var audioKbps: Int? = nil
     var subtitles: [SubtitleAction]? = nil
+    var subtitleLanguages: [String?]? = nil
     var reasons: [String] = []
     var notReasons: [String] = []
 }
@@ -446,6 +447,8 @@ let subtitleCases: [Case] = [
          Expect(subtitles: [.drop, .drop, .convert], reasons: ["subtitle_unsupported"])),
     Case("subtitles: DVB teletext (a broadcast's subtitle page) is converted, DVB bitmaps dropped", media("ts", kbps: 8000, h1080, aacEng, subtitle("dvb_teletext", index: 2), subtitle("dvb_subtitle", index: 3)), .mbps5, ios,
          Expect(subtitles: [.convert, .drop], reasons: ["subtitle_bitmap"])),
+    Case("subtitles: the plan names languages as MP4 does (Matroska's ger is deu)", media("mkv", kbps: 8000, h1080, aacEng, subtitle("subrip", index: 2, lang: "ger")), .mbps5, ios,
+         Expect(subtitles: [.convert], subtitleLanguages: ["deu"])),
     Case("subtitles: a remux converts text and drops bitmaps too", media("mkv", kbps: 3000, h1080, aacEng, subtitle("subrip", index: 2), subtitle("dvb_subtitle", index: 3)), .original, ios,
          Expect(delivery: .remux, subtitles: [.convert, .drop], reasons: ["subtitle_bitmap"])),
 ]
@@ -610,6 +613,7 @@ struct PlannerRuleTests {
         if e.noAudio { #expect(plan.audio == nil) }
         if e.noVideo { #expect(plan.video == nil) }
         if let subs = e.subtitles { #expect(plan.subtitles.map(\.action) == subs) }
+        if let languages = e.subtitleLanguages { #expect(plan.subtitles.map(\.language) == languages) }
         for r in e.reasons { #expect(plan.reasons.contains(r), "missing reason \(r) in \(plan.reasons)") }
         for r in e.notReasons { #expect(!plan.reasons.contains(r), "unexpected reason \(r) in \(plan.reasons)") }
     }
