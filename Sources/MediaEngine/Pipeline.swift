@@ -153,11 +153,12 @@ final class Pipeline {
         var held: [(packet: Packet, timeline: Int, seq: Int)] = []
         var heldBytes = 0
 
+        let startSeconds = Double(startOffset()) / Double(kiln_time_base())
         /// Notes where a dropped subtitle packet ends (Matroska has no splices to place it across).
         func reachOfDropped(_ packet: Packet) {
             let tb = demuxer.stream(Int(packet.streamIndex)).pointee.time_base
             guard let t = seconds(packet.time, tb) else { return }
-            let end = t + max(0, seconds(packet.pointer.pointee.duration, tb) ?? 0) - Double(startOffset()) / Double(kiln_time_base())
+            let end = t + max(0, seconds(packet.pointer.pointee.duration, tb) ?? 0) - startSeconds
             cueReach = max(cueReach ?? end, end)
         }
 

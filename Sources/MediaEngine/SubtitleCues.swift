@@ -43,9 +43,7 @@ struct CueSchedule: Equatable {
         // A cue with nothing to show still ends the ones that had no end (teletext clears its
         // page this way).
         guard !events.isEmpty else {
-            for i in pending.indices where pending[i].end == nil && pending[i].start < start {
-                pending[i].end = min(start, pending[i].start + Self.unknownLengthCap)
-            }
+            endOpenCues(at: start)
             return []
         }
         var start = start
@@ -55,13 +53,17 @@ struct CueSchedule: Equatable {
             start = final
         }
         if let end, end <= start { return [] }
-        // A cue without an end gives way to the next one.
-        for i in pending.indices where pending[i].end == nil && pending[i].start < start {
-            pending[i].end = min(start, pending[i].start + Self.unknownLengthCap)
-        }
+        endOpenCues(at: start)
         arrivals += 1
         pending.append(Cue(start: start, end: end, events: events, order: arrivals))
         return emit(upTo: min(start, reach ?? start))
+    }
+
+    /// A cue without an end gives way to whatever comes at `time` after it.
+    private mutating func endOpenCues(at time: Int64) {
+        for i in pending.indices where pending[i].end == nil && pending[i].start < time {
+            pending[i].end = min(time, pending[i].start + Self.unknownLengthCap)
+        }
     }
 
     /// The samples still held, with every cue cut at `end` (where the pictures and sound

@@ -14,14 +14,14 @@ enum AudioSelection {
         let pool = main.isEmpty ? all : main
         var reasons: [String] = []
         var group: [StreamInfo] = []
-        if let wanted = language.flatMap(normalizeLanguage) {
-            group = pool.filter { normalizeLanguage($0.language) == wanted }
+        if let wanted = language.flatMap(LanguageCode.terminologic) {
+            group = pool.filter { LanguageCode.terminologic($0.language) == wanted }
             reasons.append(group.isEmpty ? "audio_language_unavailable" : "audio_language_matched")
         }
         if group.isEmpty {
             let lead = pool.first { $0.disposition.isDefault } ?? pool[0]
-            let leadLanguage = normalizeLanguage(lead.language)
-            group = pool.filter { normalizeLanguage($0.language) == leadLanguage }
+            let leadLanguage = LanguageCode.terminologic(lead.language)
+            group = pool.filter { LanguageCode.terminologic($0.language) == leadLanguage }
         }
         let best = group.enumerated().min { a, b in
             let ka = (playsWithoutReencode(a.element) ? 0 : 1, a.element.disposition.isDefault ? 0 : 1, a.offset)
@@ -37,7 +37,4 @@ enum AudioSelection {
         let title = s.title?.lowercased() ?? ""
         return title.includes("commentary") || title.includes("audio description") || title.includes("descriptive")
     }
-
-    /// ISO 639-2/T code for a language tag (`LanguageCode.terminologic`).
-    static func normalizeLanguage(_ tag: String?) -> String? { LanguageCode.terminologic(tag) }
 }

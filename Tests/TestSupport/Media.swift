@@ -613,20 +613,10 @@ public enum Teletext {
         let total = rewritten.count + 4 - 3
         rewritten[1] = 0xB0 | UInt8(total >> 8)
         rewritten[2] = UInt8(total & 0xFF)
-        let crc = crc32(rewritten)
+        let crc = DolbyVisionSample.crc32MPEG2(rewritten)
         rewritten += [UInt8(crc >> 24), UInt8((crc >> 16) & 0xFF), UInt8((crc >> 8) & 0xFF), UInt8(crc & 0xFF)]
         let out = Array(packet[0..<offset]) + [0] + rewritten
         return out + [UInt8](repeating: 0xFF, count: 188 - out.count)
-    }
-
-    /// MPEG-2 sections' CRC-32 (polynomial 0x04C11DB7, no reflection).
-    static func crc32(_ bytes: [UInt8]) -> UInt32 {
-        var crc: UInt32 = 0xFFFF_FFFF
-        for b in bytes {
-            crc ^= UInt32(b) << 24
-            for _ in 0..<8 { crc = crc & 0x8000_0000 != 0 ? (crc << 1) ^ 0x04C1_1DB7 : crc << 1 }
-        }
-        return crc
     }
 
     /// The PTS of the PES packet a TS packet begins.
