@@ -3,8 +3,9 @@
 public struct MediaInfo: Codable, Sendable, Equatable {
     /// Which probe described a file; raised when the probe learns something plans depend
     /// on (2: codec tags; 3: reordered pictures without presentation times, encryption; 4:
-    /// FairPlay and Windows Media DRM), so a description cached by an older one is not planned from.
-    public static let describerVersion = 4
+    /// FairPlay and Windows Media DRM; 5: closed captions in the video), so a description
+    /// cached by an older one is not planned from.
+    public static let describerVersion = 5
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
@@ -178,6 +179,9 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     public var colorRange: String?
     public var hdr: HDRKind?
     public var dolbyVision: DolbyVision?
+    /// CEA-608 closed captions travel inside the pictures (ATSC A/53 user data: US
+    /// broadcast and cable recordings), seen in the probe's packet scan; nil when none were.
+    public var closedCaptions: Bool?
 
     // Audio
     public var channels: Int?
@@ -241,7 +245,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", rotation
         case presentationTimesMissing = "presentation_times_missing", encrypted
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
-        case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", channels
+        case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", closedCaptions = "closed_captions", channels
         case channelLayout = "channel_layout", sampleRate = "sample_rate", textSubtitle = "text_subtitle"
     }
 

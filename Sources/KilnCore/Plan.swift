@@ -159,19 +159,23 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
     public var forced: Bool
     /// Why it is dropped (`subtitle_bitmap`), nil when converted.
     public var reason: String?
+    /// true when the text comes from the closed captions inside the video stream
+    /// `sourceIndex` (`StreamInfo.closedCaptions`), not from a subtitle stream; nil otherwise.
+    public var closedCaptions: Bool?
 
     public init(sourceIndex: Int, action: SubtitleAction, codec: String, language: String? = nil,
-                forced: Bool = false, reason: String? = nil) {
+                forced: Bool = false, reason: String? = nil, closedCaptions: Bool? = nil) {
         self.sourceIndex = sourceIndex
         self.action = action
         self.codec = codec
         self.language = language
         self.forced = forced
         self.reason = reason
+        self.closedCaptions = closedCaptions
     }
 
     enum CodingKeys: String, CodingKey {
-        case sourceIndex = "source_index", action, codec, language, forced, reason
+        case sourceIndex = "source_index", action, codec, language, forced, reason, closedCaptions = "closed_captions"
     }
 }
 

@@ -68,7 +68,8 @@ final class IndexForecast: @unchecked Sendable {
     /// What a reader skimmed that mattered would only make the forecast differ from the
     /// file, which is then hashed afterwards.
     static func skim(for lanes: [Lane], reading demuxer: Demuxer) -> Demuxer.Skim? {
-        guard lanes.allSatisfy({ lane in (lane as? CopyLane)?.readsOnlyPacketHeads ?? (lane is SubtitleLane) }) else { return nil }
+        // A lane reading closed captions reads the pictures' whole packets.
+        guard lanes.allSatisfy({ lane in (lane as? CopyLane)?.readsOnlyPacketHeads ?? ((lane as? SubtitleLane).map { !$0.readsCaptions } ?? false) }) else { return nil }
         return skimming(demuxer)
     }
 

@@ -56,7 +56,14 @@ enum IndexRoom {
         }
         // A text cue is one sample and the gap before it another; where the source does not
         // count its cues, a cue a second is plenty. A text track's own boxes take ~500 bytes.
+        // Captions (from the pictures, whose count says nothing of theirs) change a line at
+        // a time: two samples a second.
         for sub in plan.subtitles where sub.action == .convert {
+            if sub.closedCaptions == true {
+                samples += 2 * duration
+                fixed += 512
+                continue
+            }
             let cues = stream(sub.sourceIndex)?.pointee.nb_frames ?? 0
             samples += cues > 0 ? Double(2 * cues + 1) : duration
             fixed += 512

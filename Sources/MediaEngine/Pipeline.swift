@@ -52,7 +52,7 @@ final class Pipeline {
 
     /// The kept input streams that are audio or video (not subtitles).
     private var timedInputs: [Int32] {
-        lanes.map(\.inputIndex).filter {
+        lanes.filter { !Pipeline.readsCaptions($0) }.map(\.inputIndex).filter {
             let type = demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type
             return type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO
         }
@@ -97,16 +97,26 @@ final class Pipeline {
     /// none).
     private(set) var continued: [(handover: StreamSuccession.Handover, at: Double?)] = []
 
+    /// Whether `lane` reads the captions in a video stream another lane owns.
+    private static func readsCaptions(_ lane: Lane) -> Bool { (lane as? SubtitleLane)?.readsCaptions == true }
+
     func run() throws(KilnError) {
         var laneFor = [Int32: Lane]()
-        for lane in lanes { laneFor[lane.inputIndex] = lane }
+        for lane in lanes where !Pipeline.readsCaptions(lane) { laneFor[lane.inputIndex] = lane }
+        // Lanes reading the captions in a video lane's packets, by that lane: they see each
+        // packet, on its output time, just before it does (which may take it).
+        var captionReaders = [ObjectIdentifier: [SubtitleLane]]()
+        for case let reader as SubtitleLane in lanes where reader.readsCaptions {
+            guard let video = laneFor[reader.inputIndex] else { continue }
+            captionReaders[ObjectIdentifier(video), default: []].append(reader)
+        }
         // The one audio lane and the one video lane of a recording whose streams come and
         // go follow their sound and pictures from stream to stream (`StreamSuccession`):
         // the streams that could carry them on are read too.
         var successions: [StreamSuccession] = []
         var followers: [(Int32) -> Bool] = []
         for type in [AVMEDIA_TYPE_AUDIO, AVMEDIA_TYPE_VIDEO] where demuxer.hasDiscontinuousTimestamps {
-            let ofType = lanes.filter { demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type == type }
+            let ofType = lanes.filter { !Pipeline.readsCaptions($0) && demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type == type }
             guard ofType.count == 1 else { continue }
             let chosen = ofType[0].inputIndex
             let programmes = StreamSuccession.programmes(of: chosen, in: demuxer)
@@ -145,7 +155,7 @@ final class Pipeline {
         let packet = try Packet()
         let timed = Set(timedInputs)
         let sounds = Set(lanes.map(\.inputIndex).filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO })
-        let texts = Set(lanes.filter { $0 is SubtitleLane }.map(\.inputIndex))
+        let texts = Set(lanes.filter { $0 is SubtitleLane && !Pipeline.readsCaptions($0) }.map(\.inputIndex))
         /// How far the kept audio and video have come (seconds, output time).
         func reach() -> Double? { timed.compactMap { delivered[$0]?.endSeconds }.filter(\.isFinite).max() }
         let reader = TimelineOutliers(demuxer: demuxer, judged: timed)
@@ -177,6 +187,10 @@ final class Pipeline {
             if followedFirst.contains(index), let k = continued.lastIndex(where: { $0.handover.lane == index }) {
                 continued[k].at = t
                 followedFirst.remove(index)
+            }
+            for reader in captionReaders[ObjectIdentifier(lane)] ?? [] {
+                reader.picturesAndSoundReach = reach()
+                try reader.consume(packet, muxer: muxer)
             }
             try lane.consume(packet, muxer: muxer)
             let now = clock.monotonicSeconds()

@@ -319,6 +319,9 @@ public enum Prober {
         var longest: (pts: [Int64], dts: [Int64]) = ([], [])
         var rpu = false, el = false, reads = 0, scanned = 0, decodeTimesOnly = 0
         var first = FirstPackets()
+        // Closed captions in the pictures (`ClosedCaptions`): looked for until found.
+        let codecID = st.pointee.codecpar.pointee.codec_id
+        var seekCaptions = [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO].contains(codecID)
         // Elementary streams (raw H.264, HEVC, MPEG video) carry no times at all.
         let untimed = Prober.elementaryStreamFormats.contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
         // Field order is only in the bitstream for many H.264 and MPEG-2 files. libavcodec's
@@ -374,6 +377,11 @@ public enum Prober {
                 try? decoder.decode(nil, look)
                 if let order { streams[vi].fieldOrder = order }
                 fieldDecoder = nil
+            }
+            if seekCaptions, let data = p.data,
+               ClosedCaptions.carry608(ClosedCaptions.triplets(in: UnsafeBufferPointer(start: data, count: Int(p.size)), codec: codecID, lengthSize: lengthSize)) {
+                streams[vi].closedCaptions = true
+                seekCaptions = false
             }
             if scanDV, let data = p.data {
                 let types = NALScanner.nalTypes(UnsafeBufferPointer(start: data, count: Int(p.size)), lengthSize: lengthSize)

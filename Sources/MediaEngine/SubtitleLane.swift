@@ -6,6 +6,11 @@ import KilnCore
 /// (`CueSchedule`); ASS drawings are left out (`AssEvent.readable`); cues that are not
 /// UTF-8 are read in their language's code page (`SubtitleCharset`). Bitmap subtitles
 /// never get here: the plan drops them, because MP4 players cannot show them.
+///
+/// The same lane turns closed captions inside the pictures into a text track
+/// (`ClosedCaptions`): it then reads the video stream's packets beside the video's own lane
+/// (`Pipeline` hands it each one first) and decodes their captions with libavcodec's
+/// CEA-608 decoder.
 final class SubtitleLane: Lane {
     let inputIndex: Int32
     private(set) var outputIndex: Int32 = -1
@@ -26,6 +31,11 @@ final class SubtitleLane: Lane {
     private static let timeBase = AVRational(num: 1, den: 1000)
     /// The output track's language: the plan's, or a teletext subtitle page's own.
     private var language: String?
+    /// Where the lane reads closed captions from the video stream's packets; nil for a
+    /// subtitle stream.
+    private var captions: CaptionReader?
+    /// Whether the lane reads the closed captions in the video stream `inputIndex`.
+    var readsCaptions: Bool { captions != nil }
 
     init(demuxer: Demuxer, plan: SubtitlePlan) throws(KilnError) {
         let index = plan.sourceIndex
@@ -33,11 +43,14 @@ final class SubtitleLane: Lane {
         inputIndex = Int32(index)
         input = demuxer.stream(index)
         let par = input.pointee.codecpar!
-        guard let codec = avcodec_find_decoder(par.pointee.codec_id), let ctx = avcodec_alloc_context3(codec) else {
-            throw KilnError(.sourceUnsupported, stage: .decode, "no decoder for the \(string(avcodec_get_name(par.pointee.codec_id)) ?? "?") subtitle stream")
+        if plan.closedCaptions == true { captions = CaptionReader(codec: par.pointee.codec_id, lengthSize: NALScanner.lengthSize(input)) }
+        let codecID = captions == nil ? par.pointee.codec_id : AV_CODEC_ID_EIA_608
+        guard let codec = avcodec_find_decoder(codecID), let ctx = avcodec_alloc_context3(codec) else {
+            throw KilnError(.sourceUnsupported, stage: .decode, "no decoder for the \(string(avcodec_get_name(codecID)) ?? "?") subtitle stream")
         }
         decoder = ctx
-        try check(avcodec_parameters_to_context(ctx, par), .decode, "cannot configure the subtitle decoder")
+        // The caption decoder takes nothing from the video stream's parameters.
+        if captions == nil { try check(avcodec_parameters_to_context(ctx, par), .decode, "cannot configure the subtitle decoder") }
         ctx.pointee.pkt_timebase = input.pointee.time_base
         let options = Options()
         language = plan.language
@@ -61,7 +74,9 @@ final class SubtitleLane: Lane {
         if encoder != nil { avcodec_free_context(&encoder) }
     }
 
-    var ffmpegEquivalent: [String] { ["-map", "0:\(inputIndex)", "-c:\(outputIndex)", "mov_text"] }
+    /// The ffmpeg command has no option that makes a track of the captions in the pictures
+    /// (only lavfi's `movie` source reads them): its equivalent leaves them out.
+    var ffmpegEquivalent: [String] { captions != nil ? [] : ["-map", "0:\(inputIndex)", "-c:\(outputIndex)", "mov_text"] }
     private(set) var ffmpegInputOptions: [String] = []
 
     func prepare(muxer: Muxer) throws(KilnError) {
@@ -85,7 +100,13 @@ final class SubtitleLane: Lane {
         outputIndex = out.pointee.index
         try check(avcodec_parameters_from_context(out.pointee.codecpar, enc), .mux, "cannot set subtitle parameters")
         out.pointee.time_base = SubtitleLane.timeBase
-        copyStreamMetadata(from: input, to: out)
+        if captions == nil {
+            copyStreamMetadata(from: input, to: out)
+        } else {
+            // Not the video stream's tags: the track is named for what it is.
+            av_dict_set(&out.pointee.metadata, "title", "Closed captions", 0)
+            out.pointee.disposition |= AV_DISPOSITION_CAPTIONS
+        }
         // The plan has the last word on what a player shows in its subtitle menu.
         if let language { setLanguage(language, of: out) }
         if plan.forced { out.pointee.disposition |= AV_DISPOSITION_FORCED } else { out.pointee.disposition &= ~AV_DISPOSITION_FORCED }
@@ -94,7 +115,21 @@ final class SubtitleLane: Lane {
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         stats.packetsIn += 1
         guard encoder != nil else { return }
+        if captions != nil {
+            for picture in captions!.add(packet) { _ = try decode(captionPacket(picture), duration: 0, muxer: muxer) }
+            return
+        }
         _ = try decode(readable(packet), duration: packet.pointer.pointee.duration, muxer: muxer)
+    }
+
+    /// One picture's caption triplets as a packet of the caption decoder, at its time.
+    private func captionPacket(_ picture: (time: Int64, item: [UInt8])) throws(KilnError) -> Packet {
+        let out = try Packet()
+        try check(av_new_packet(out.pointer, Int32(picture.item.count)), .decode, "cannot allocate a caption packet", as: .resourceLimit)
+        out.pointer.pointee.data.update(from: picture.item, count: picture.item.count)
+        out.pointer.pointee.pts = picture.time
+        out.pointer.pointee.dts = picture.time
+        return out
     }
 
     /// Decodes one packet (an empty one drains a decoder that holds cues back, as teletext's
@@ -136,6 +171,16 @@ final class SubtitleLane: Lane {
 
     func finish(muxer: Muxer) throws(KilnError) {
         guard encoder != nil else { return }
+        if let waiting = captions?.drain() {
+            for picture in waiting { _ = try decode(captionPacket(picture), duration: 0, muxer: muxer) }
+            // The caption decoder gives a screen once the next replaces it; the last one
+            // (roll-up captions stay up to the end) is given by erasing it where the
+            // pictures and sound end: EDM, in field 1 and field 2.
+            if let end = picturesAndSoundReach, end.isFinite {
+                let at = rescale(Int64(end * Double(kiln_time_base())), from: kiln_time_base_q(), to: input.pointee.time_base)
+                _ = try decode(captionPacket((at, CaptionReader.eraseDisplayed)), duration: 0, muxer: muxer)
+            }
+        }
         if decoder.pointee.codec.pointee.capabilities & AV_CODEC_CAP_DELAY != 0 {
             let drain = try Packet()
             var cues = 0
@@ -230,6 +275,34 @@ final class SubtitleLane: Lane {
         let size = avcodec_encode_subtitle(encoder, &buf, Int32(buf.count), &sub)
         return size < 0 ? nil : Array(buf[0..<Int(size)])
     }
+}
+
+/// The captions of a video stream's packets (`ClosedCaptions`), one picture's triplets at a
+/// time, put into presentation order for the caption decoder.
+struct CaptionReader {
+    let codec: AVCodecID
+    let lengthSize: Int
+    private var order = PresentationOrder<[UInt8]>()
+
+    init(codec: AVCodecID, lengthSize: Int) {
+        self.codec = codec
+        self.lengthSize = lengthSize
+    }
+
+    /// Reads `packet`'s captions; the pictures' captions that can go now, in order.
+    mutating func add(_ packet: Packet) -> [(time: Int64, item: [UInt8])] {
+        let p = packet.pointer.pointee
+        let time = p.pts != noPTS ? p.pts : p.dts
+        guard time != noPTS, let data = p.data, p.size > 0 else { return [] }
+        let triplets = ClosedCaptions.triplets(in: UnsafeBufferPointer(start: data, count: Int(p.size)), codec: codec, lengthSize: lengthSize)
+        return triplets.isEmpty ? [] : order.add(triplets, at: time)
+    }
+
+    mutating func drain() -> [(time: Int64, item: [UInt8])] { order.drain() }
+
+    /// CEA-608's erase displayed memory (0x14 0x2C with odd parity) for data channel 1 of
+    /// field 1 and of field 2, as triplets.
+    static let eraseDisplayed: [UInt8] = [0xFC, 0x94, 0x2C, 0xFD, 0x94, 0x2C]
 }
 
 /// Which page of a DVB teletext stream holds its subtitles. The stream's map (its teletext

@@ -23,9 +23,13 @@ public enum PlanTable {
             let label = "\(s.type.rawValue) #\(s.index)"
             if let v = plan.video, v.sourceIndex == s.index, s.type == .video {
                 rows.append([label, describe(s), v.action.rawValue, describe(v), videoWhy.joined(separator: " ")])
+                for cc in plan.subtitles where cc.closedCaptions == true && cc.sourceIndex == s.index {
+                    rows.append(["captions #\(s.index)", "closed captions (CEA-608)", cc.action.rawValue,
+                                 [cc.codec, cc.language].compactMap { $0 }.joined(separator: " "), "closed_captions_converted"])
+                }
             } else if let a = plan.audio, a.sourceIndex == s.index, s.type == .audio {
                 rows.append([label, describe(s), a.action.rawValue, describe(a), audioWhy.joined(separator: " ")])
-            } else if let sub = plan.subtitles.first(where: { $0.sourceIndex == s.index }) {
+            } else if let sub = plan.subtitles.first(where: { $0.sourceIndex == s.index && $0.closedCaptions != true }) {
                 let output = sub.action == .convert ? [sub.codec, sub.language, sub.forced ? "forced" : nil].compactMap { $0 }.joined(separator: " ") : "-"
                 rows.append([label, describe(s), sub.action.rawValue, output, sub.reason ?? ""])
             } else if plan.deliveryFormat == .original {
@@ -86,6 +90,7 @@ public enum PlanTable {
             if Codecs.isHDR(s) { parts.append(s.dolbyVision.map { "DV p\($0.profile)" } ?? (s.hdr?.rawValue ?? "hdr")) }
             if Codecs.rotation(s) != 0 { parts.append("rot \(Codecs.rotation(s))") }
             if s.fieldOrder?.isInterlaced == true { parts.append("interlaced") }
+            if s.closedCaptions == true { parts.append("closed captions") }
         case .audio:
             if let c = s.channels { parts.append("\(c)ch") }
         default: break

@@ -14,6 +14,8 @@ enum EnginePlans {
                 ? SubtitlePlan(sourceIndex: s.index, action: .convert, codec: "mov_text", language: s.language, forced: s.disposition.forced)
                 : SubtitlePlan(sourceIndex: s.index, action: .drop, codec: s.codec, language: s.language, forced: s.disposition.forced,
                                reason: "subtitle_bitmap")
+        } + info.videoStreams.prefix(1).filter { $0.closedCaptions == true }.map {
+            SubtitlePlan(sourceIndex: $0.index, action: .convert, codec: "mov_text", closedCaptions: true)
         }
     }
 

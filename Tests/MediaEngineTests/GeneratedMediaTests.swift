@@ -324,6 +324,14 @@ struct GeneratedMediaTests {
         #expect(forecast.stats.hashedWhileWriting && forecast.output.sha256 == reference)
     }
 
+    @Test("closed captions: the index forecast reads them as the remux does, so the remux is hashed while written")
+    func closedCaptionsForecast() throws {
+        let path = try ClosedCaptionSample.recording(.h264)
+        let (forecast, reference) = try #require(try IndexForecastTests.remux(path))
+        #expect(forecast.output.subtitles.map(\.codec) == ["mov_text"])
+        #expect(forecast.stats.hashedWhileWriting && forecast.output.sha256 == reference)
+    }
+
     @Test("a Matroska file whose dropped bitmap subtitles outlast its sound is whole, not cut short")
     func lateBitmapSubtitles() throws {
         let path = try Generated.lateBitmapSubtitles()

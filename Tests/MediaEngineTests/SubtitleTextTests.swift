@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import CFFmpeg
 import KilnCore
 import KilnTestSupport
 @testable import MediaEngine
@@ -118,5 +119,87 @@ struct CueScheduleTests {
         let western = try #require(SubtitleCharset(language: "fre"))
         let odd: [UInt8] = [0x43, 0x61, 0x66, 0xE9, 0x81, 0x21]
         #expect(String(decoding: odd.withUnsafeBufferPointer { western.utf8($0) }, as: UTF8.self) == "Café\u{FFFD}!")
+    }
+}
+
+@Suite("closed captions read from the pictures' user data")
+struct ClosedCaptionReadingTests {
+    /// cc_data with `triplets`, process flag set.
+    static func ccData(_ triplets: [UInt8]) -> [UInt8] { [0xC0 | UInt8(triplets.count / 3), 0xFF] + triplets + [0xFF] }
+    static let caption: [UInt8] = [0xFC, 0x94, 0x20, 0xFD, 0x80, 0x80]
+
+    static func triplets(_ bytes: [UInt8], _ codec: AVCodecID, lengthSize: Int = 0) -> [UInt8] {
+        bytes.withUnsafeBufferPointer { ClosedCaptions.triplets(in: $0, codec: codec, lengthSize: lengthSize) }
+    }
+
+    /// An SEI message of type 4 with `body` after the country code, as a NAL unit's payload.
+    static func sei(_ body: [UInt8]) -> [UInt8] {
+        ClosedCaptionSample.preventingEmulation([4, UInt8(body.count + 1), 0xB5] + body + [0x80])
+    }
+
+    @Test("H.264 behind start codes (MPEG-TS) and HEVC behind length prefixes (MP4, Matroska)")
+    func seiMessages() {
+        let atsc = [0x00, 0x31] + Array("GA94".utf8) + [0x03] + Self.ccData(Self.caption)
+        // An access unit delimiter, the SEI (after another SEI message, user data unregistered), a slice.
+        let other: [UInt8] = [5, 3, 1, 2, 3]
+        let annexB: [UInt8] = [0, 0, 0, 1, 0x09, 0xF0, 0, 0, 1, 0x06] + other + Self.sei(atsc) + [0, 0, 1, 0x65, 0x88, 0x84]
+        #expect(Self.triplets(annexB, AV_CODEC_ID_H264) == Self.caption)
+        // HEVC prefix SEI (type 39: header 0x4E 0x01) with a four-byte length.
+        let unit: [UInt8] = [0x4E, 0x01] + Self.sei(atsc)
+        let hevc: [UInt8] = [0, 0, 0, UInt8(unit.count)] + unit + [0, 0, 0, 3, 0x26, 0x01, 0xAF]
+        #expect(Self.triplets(hevc, AV_CODEC_ID_HEVC, lengthSize: 4) == Self.caption)
+        // DirecTV's provider code leaves the identifier out.
+        #expect(Self.triplets([0, 0, 1, 0x06] + Self.sei([0x00, 0x2F, 0x03] + Self.ccData(Self.caption)), AV_CODEC_ID_H264) == Self.caption)
+        // Another registered user's data (bar data, "DTG1"), a cleared process flag, and an
+        // SEI after the picture's first slice are not captions.
+        #expect(Self.triplets([0, 0, 1, 0x06] + Self.sei([0x00, 0x31] + Array("DTG1".utf8) + [0x41, 0xF8]), AV_CODEC_ID_H264).isEmpty)
+        #expect(Self.triplets([0, 0, 1, 0x06] + Self.sei([0x00, 0x31] + Array("GA94".utf8) + [0x03, 0x82, 0xFF] + Self.caption), AV_CODEC_ID_H264).isEmpty)
+        #expect(Self.triplets([0, 0, 1, 0x65, 0x88, 0, 0, 1, 0x06] + Self.sei(atsc), AV_CODEC_ID_H264).isEmpty)
+    }
+
+    @Test("emulation prevention bytes are taken out of an SEI before it is read")
+    func emulationPrevention() {
+        let zeros: [UInt8] = [0xFC, 0x94, 0x20, 0xFA, 0x00, 0x00, 0xFA, 0x00, 0x00]
+        // em_data 0x00 and a cc_count that puts 00 00 before 0x03 and 0x01.
+        let body = [0x00, 0x31] + Array("GA94".utf8) + [0x03, 0xC3, 0x00] + zeros + [0x00, 0x00, 0x01] + [0xFF]
+        let escaped = Self.sei(body)
+        #expect(escaped.count > body.count + 4, "the test's payload needs emulation prevention")
+        #expect(Self.triplets([0, 0, 1, 0x06] + escaped, AV_CODEC_ID_H264) == zeros)
+        #expect(ClosedCaptions.rbsp([0, 0, 3, 1, 0, 0, 3, 3, 7].withUnsafeBufferPointer { $0[...] }) == [0, 0, 1, 0, 0, 3, 7])
+    }
+
+    @Test("MPEG-2 user data: ATSC's GA94 before the first slice, nothing else")
+    func mpeg2() {
+        let picture: [UInt8] = [0, 0, 1, 0x00, 0x00, 0x0F, 0xFF, 0xF8, 0, 0, 1, 0xB5, 0x8F, 0xFF]
+        let ga94: [UInt8] = [0, 0, 1, 0xB2] + Array("GA94".utf8) + [0x03] + Self.ccData(Self.caption)
+        let slice: [UInt8] = [0, 0, 1, 0x01, 0x12, 0x34]
+        #expect(Self.triplets(picture + ga94 + slice, AV_CODEC_ID_MPEG2VIDEO) == Self.caption)
+        // DVD captions ("CC") are another layout, and user data after a slice is no picture's.
+        #expect(Self.triplets(picture + [0, 0, 1, 0xB2, 0x43, 0x43, 0x01, 0xF8, 0x8A] + slice, AV_CODEC_ID_MPEG2VIDEO).isEmpty)
+        #expect(Self.triplets(picture + slice + ga94, AV_CODEC_ID_MPEG2VIDEO).isEmpty)
+    }
+
+    @Test("CEA-608 is a valid field 1 or 2 pair; padding and CEA-708's packets alone are not")
+    func carries608() {
+        #expect(ClosedCaptions.carry608(Self.caption))
+        #expect(ClosedCaptions.carry608([0xFD, 0x94, 0x20]))
+        #expect(!ClosedCaptions.carry608([0xF8, 0x80, 0x80, 0xFA, 0x00, 0x00]))
+        #expect(!ClosedCaptions.carry608([0xFF, 0x02, 0x21, 0xFE, 0x41, 0x42]))
+        #expect(!ClosedCaptions.carry608([]))
+    }
+
+    @Test("pictures' captions in decode order come out in display order")
+    func presentationOrder() {
+        var order = PresentationOrder<Int>()
+        var out: [Int64] = []
+        // An IPBB… pattern, three times as deep as the buffer, then what waits at the end.
+        let decode: [Int64] = (0..<(3 * PresentationOrder<Int>.depth)).flatMap { g -> [Int64] in
+            let b = Int64(g) * 3
+            return [b + 2, b, b + 1]
+        }
+        for t in decode { out += order.add(Int(t), at: t).map(\.time) }
+        #expect(out.count == decode.count - PresentationOrder<Int>.depth)
+        out += order.drain().map(\.time)
+        #expect(out == decode.sorted())
     }
 }

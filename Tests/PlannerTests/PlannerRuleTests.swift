@@ -449,6 +449,12 @@ let subtitleCases: [Case] = [
          Expect(subtitles: [.convert, .drop], reasons: ["subtitle_bitmap"])),
     Case("subtitles: the plan names languages as MP4 does (Matroska's ger is deu)", media("mkv", kbps: 8000, h1080, aacEng, subtitle("subrip", index: 2, lang: "ger")), .mbps5, ios,
          Expect(subtitles: [.convert], subtitleLanguages: ["deu"])),
+    Case("closed captions in the pictures become a text track in the sound's language, after the subtitle streams", media("ts", kbps: 8000, captioned(h1080), aacEng, subtitle("subrip", index: 2, lang: "spa")), .mbps5, ios,
+         Expect(delivery: .transcode, subtitles: [.convert, .convert], subtitleLanguages: ["spa", "eng"], reasons: ["closed_captions_converted"])),
+    Case("closed captions go with a remux too", media("ts", kbps: 3000, captioned(h1080), aacEng), .original, ios,
+         Expect(delivery: .remux, video: .copy, subtitles: [.convert], reasons: ["closed_captions_converted"])),
+    Case("closed captions stay in a file delivered as it is", media("mp4", kbps: 3000, captioned(h1080), aacEng), .original, ios,
+         Expect(delivery: .original, subtitles: [], notReasons: ["closed_captions_converted"])),
     Case("subtitles: a remux converts text and drops bitmaps too", media("mkv", kbps: 3000, h1080, aacEng, subtitle("subrip", index: 2), subtitle("dvb_subtitle", index: 3)), .original, ios,
          Expect(delivery: .remux, subtitles: [.convert, .drop], reasons: ["subtitle_bitmap"])),
 ]
@@ -478,6 +484,13 @@ let sampleEntryCases: [Case] = [
     Case("original: hev1 to a device without HEVC is a transcode, and the tag is no reason", media("mp4", kbps: 4000, tagged("hev1"), aacEng), .original, web,
          Expect(delivery: .transcode, video: .transcode, reasons: ["video_codec_unsupported"], notReasons: ["video_tag_unsupported"])),
 ]
+
+/// `v` with closed captions in its pictures.
+func captioned(_ v: StreamInfo) -> StreamInfo {
+    var c = v
+    c.closedCaptions = true
+    return c
+}
 
 let h1080i = video("h264", 1920, 1080, fps: 25, profile: "High", field: .tt)
 

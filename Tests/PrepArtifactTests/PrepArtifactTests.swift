@@ -19,6 +19,24 @@ struct Command {
         return streams
     }
 
+    /// The cues of `path`'s subtitle stream `select` as ffmpeg decodes them (SubRip's times,
+    /// its lines joined by spaces, markup left out).
+    static func cues(_ path: String, _ select: String = "0:s:0", filter: String? = nil) throws -> [(start: Double, end: Double, text: String)] {
+        let input = filter.map { ["-f", "lavfi", "-i", $0] } ?? ["-i", path]
+        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error"] + input + ["-map", select, "-f", "srt", "-"])
+        guard r.status == 0 else { throw TestFailure("ffmpeg cannot read the subtitles of \(path): \(r.stderr)") }
+        let blocks = r.stdout.replacingOccurrences(of: "\r", with: "").components(separatedBy: "\n\n").filter { $0.contains("-->") }
+        return blocks.map { block in
+            let lines = block.split(separator: "\n")
+            let times = lines[1].components(separatedBy: " --> ").map { t -> Double in
+                let p = t.replacingOccurrences(of: ",", with: ".").split(separator: ":").compactMap { Double($0) }
+                return p.count == 3 ? p[0] * 3600 + p[1] * 60 + p[2] : .nan
+            }
+            let text = lines.dropFirst(2).joined(separator: " ").replacingOccurrences(of: "<[^>]*>|\\{[^}]*\\}", with: "", options: .regularExpression)
+            return (times[0], times.count > 1 ? times[1] : .nan, text)
+        }
+    }
+
     /// `prepare SOURCE --quality Q --caps C --output OUT --json` with OUT in a scratch folder
     /// named `label`, removed afterwards; `check` sees the run and OUT while it exists.
     static func prepare(_ source: String, quality: String, caps: String, scratch label: String,
@@ -118,20 +136,52 @@ struct CommandLineTests {
             #expect(subs.first?["tags"]?["language"]?.string == "eng", "the subtitle page's language, not the map's list")
             // Cue times against the output's first picture, as the page was sent against the source's.
             let video = try FFprobe.packetTimes(out, "v:0").min() ?? 0
-            let srt = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:s:0", "-f", "srt", "-"]).stdout
-            let blocks = srt.replacingOccurrences(of: "\r", with: "").components(separatedBy: "\n\n").filter { $0.contains("-->") }
-            #expect(blocks.count == Teletext.cues.count, "\(srt)")
-            for (block, cue) in zip(blocks, Teletext.cues) {
-                let lines = block.split(separator: "\n")
-                #expect(lines.dropFirst(2).joined(separator: " ") == cue.text)
-                let times = lines[1].components(separatedBy: " --> ").map { t -> Double in
-                    let p = t.replacingOccurrences(of: ",", with: ".").split(separator: ":").compactMap { Double($0) }
-                    return p.count == 3 ? p[0] * 3600 + p[1] * 60 + p[2] : .nan
-                }
+            let cues = try Command.cues(out)
+            #expect(cues.count == Teletext.cues.count, "\(cues)")
+            for (cue, sent) in zip(cues, Teletext.cues) {
+                #expect(cue.text == sent.text)
                 // The decoder times a page by the packet that completes it, and the demuxer a
                 // teletext packet by the clock: within a tenth of a second.
-                #expect(abs(times[0] - video - cue.start) < 0.1 && abs(times[1] - video - cue.end) < 0.1, "\(block)")
+                #expect(abs(cue.start - video - sent.start) < 0.1 && abs(cue.end - video - sent.end) < 0.1, "\(cue)")
             }
+        }
+    }
+
+    @Test("closed captions in the pictures (ATSC A/53) become a text track, in a remux and in a transcode, and stay in the pictures",
+          arguments: [(ClosedCaptionSample.Video.h264, "remux"), (.mpeg2Interlaced, "transcode")])
+    func closedCaptions(_ video: ClosedCaptionSample.Video, delivery: String) throws {
+        let source = try ClosedCaptionSample.recording(video)
+        // The generator's own check: ffmpeg sees the captions it wrote.
+        let sent = try Command.cues(source, filter: "movie=\(source)[out0+subcc]")
+        #expect(sent.map(\.text).prefix(3) == ClosedCaptionSample.popOn.map(\.text)[...], "\(sent)")
+        #expect(try Command.probedStreams(source).first?["closed_captions"] == .bool(true))
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "cli-cc-\(video.rawValue)") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["delivery_format"]?.string == delivery)
+            guard case .array(let planned)? = json["plan"]?["subtitles"] else { Issue.record("no subtitles planned: \(r.stdout)"); return }
+            #expect(planned.count == 1 && planned.first?["closed_captions"] == .bool(true) && planned.first?["source_index"] == .number(0))
+            let subs = try FFprobe(out).streams("subtitle")
+            #expect(subs.count == 1 && subs.first?["codec_name"]?.string == "mov_text")
+            // Each pop-on caption from the picture that shows it to the one that erases it,
+            // against the output's first picture as against the source's.
+            let first = try FFprobe.packetTimes(out, "v:0").min() ?? 0
+            let picture = { (t: Double) in first + (t * 30000 / 1001).rounded() * 1001 / 30000 }
+            let cues = try Command.cues(out)
+            let rolled = ClosedCaptionSample.rollUp
+            let texts = ClosedCaptionSample.popOn.map(\.text) + [rolled[0], rolled[0] + " " + rolled[1], rolled[1] + " " + rolled[2]]
+            #expect(cues.map(\.text) == texts)
+            for (cue, shown) in zip(cues, ClosedCaptionSample.popOn) {
+                #expect(abs(cue.start - picture(shown.start)) < 0.02 && abs(cue.end - picture(shown.end)) < 0.02, "\(cue) against \(shown)")
+            }
+            // The last roll-up screen stays up to the end (ffmpeg's own reading drops it).
+            let end = try #require(FFprobe(out).duration("video"))
+            if let last = cues.last {
+                #expect(last.text == ClosedCaptionSample.rollUp.suffix(2).joined(separator: " "), "\(cues)")
+                #expect(abs(last.end - end) < 0.1, "\(last) against the pictures' end \(end)")
+            }
+            // The pictures, copied or encoded, still carry them (libx264 writes what the decoder found).
+            #expect(try Command.cues(out, filter: "movie=\(out)[out0+subcc]").map(\.text) == Array(texts.dropLast()))
         }
     }
 

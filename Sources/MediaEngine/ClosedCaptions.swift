@@ -1,0 +1,169 @@
+import CFFmpeg
+
+/// CEA-608 closed captions carried inside the pictures, as ATSC A/53 puts them: US
+/// broadcast, cable and satellite recordings. Each picture brings a few byte pairs of the
+/// caption stream in its user data: an H.264 or HEVC SEI message (ITU-T T.35, "GA94"),
+/// or MPEG-2 user data after the picture header. MP4 players show none of it (AVFoundation
+/// and ExoPlayer read captions from a subtitle track, not from the pictures), so Kiln turns
+/// them into a `mov_text` track (`SubtitleLane`) through libavcodec's caption decoder,
+/// which takes the A/53 `cc_data` triplets this finds, in presentation order
+/// (`PresentationOrder`). DVD and SCTE-20 captions, other layouts of MPEG-2 user data, are
+/// not read.
+enum ClosedCaptions {
+    /// The `cc_data` triplets (marker, validity and type in one byte, then two bytes of the
+    /// caption stream) in one picture's packet, in the order written; empty when it has none.
+    /// `lengthSize`: H.264/HEVC NAL units' length prefix (0: Annex B start codes).
+    static func triplets(in data: UnsafeBufferPointer<UInt8>, codec: AVCodecID, lengthSize: Int) -> [UInt8] {
+        var found: [UInt8] = []
+        switch codec {
+        case AV_CODEC_ID_H264, AV_CODEC_ID_HEVC:
+            let h264 = codec == AV_CODEC_ID_H264
+            NALUnits.forEach(in: data, lengthSize: lengthSize) { unit in
+                // SEI: H.264 type 6 (one header byte), HEVC prefix SEI 39 (two). They come
+                // before the picture's slices, so the first slice ends the search.
+                let type = h264 ? Int(unit[0] & 0x1f) : Int(unit[0] >> 1) & 0x3f
+                if h264 ? (1...5).contains(type) : type < 32 { return false }
+                let header = h264 ? 1 : 2
+                if unit.count > header, type == (h264 ? 6 : 39) { found += fromSEI(rbsp(unit.dropFirst(header))) }
+                return true
+            }
+        case AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO:
+            // user_data (start code 0xB2): runs to the next start code. It comes before the
+            // picture's slices (start codes 0x01 to 0xAF), so the first slice ends the search.
+            var i = 0
+            while i + 3 < data.count {
+                guard data[i] == 0, data[i + 1] == 0, data[i + 2] == 1 else { i += 1; continue }
+                i += 3
+                if (0x01...0xAF).contains(data[i]) { break }
+                guard data[i] == 0xB2 else { continue }
+                var end = i + 1
+                while end + 2 < data.count, !(data[end] == 0 && data[end + 1] == 0 && data[end + 2] == 1) { end += 1 }
+                if end + 2 >= data.count { end = data.count }
+                let body = Array(data[(i + 1)..<end])
+                if body.starts(with: gaIdentifier), body.count > 4, body[4] == 3 { found += ccData(body[5...]) }
+                i = end
+            }
+        default: break
+        }
+        return found
+    }
+
+    /// Whether `triplets` carry CEA-608 (a valid field 1 or field 2 pair): what the caption
+    /// decoder reads. CEA-708's own packets, alone, it cannot.
+    static func carry608(_ triplets: [UInt8]) -> Bool {
+        stride(from: 0, to: triplets.count - 2, by: 3).contains { triplets[$0] & 0x04 != 0 && triplets[$0] & 0x03 < 2 }
+    }
+
+    /// "GA94", ATSC's user identifier.
+    private static let gaIdentifier: [UInt8] = [0x47, 0x41, 0x39, 0x34]
+
+    /// The triplets in an SEI NAL unit's payload (emulation prevention removed): its
+    /// `user_data_registered_itu_t_t35` messages (type 4) from the US (country 0xB5) under
+    /// ATSC's provider code with "GA94", or DirecTV's, which leaves the identifier out.
+    static func fromSEI(_ sei: [UInt8]) -> [UInt8] {
+        var found: [UInt8] = []
+        var i = 0
+        // Each message: its type and size, each a run of 0xFF bytes plus a last byte. The
+        // RBSP's stop bit (0x80) is the last byte, less than a message's two.
+        while i + 1 < sei.count {
+            var type = 0, size = 0
+            while i < sei.count, sei[i] == 0xFF { type += 255; i += 1 }
+            guard i < sei.count else { break }
+            type += Int(sei[i]); i += 1
+            while i < sei.count, sei[i] == 0xFF { size += 255; i += 1 }
+            guard i < sei.count else { break }
+            size += Int(sei[i]); i += 1
+            guard size <= sei.count - i else { break }
+            let payload = sei[i..<(i + size)]
+            i += size
+            guard type == 4, payload.count > 4, payload.first == 0xB5 else { continue }
+            let provider = Int(payload[payload.startIndex + 1]) << 8 | Int(payload[payload.startIndex + 2])
+            var rest = payload.dropFirst(3)
+            switch provider {
+            case 0x31:
+                guard rest.starts(with: gaIdentifier) else { continue }
+                rest = rest.dropFirst(4)
+            case 0x2F: break
+            default: continue
+            }
+            // user_data_type_code 3: cc_data.
+            guard rest.first == 3 else { continue }
+            found += ccData(rest.dropFirst())
+        }
+        return found
+    }
+
+    /// A53's `cc_data()`: a byte with process_cc_data_flag and cc_count, a reserved byte,
+    /// then cc_count triplets. Nothing when the flag says not to process them.
+    static func ccData(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+        guard let flags = bytes.first, flags & 0x40 != 0 else { return [] }
+        let count = Int(flags & 0x1f)
+        let start = bytes.startIndex + 2
+        guard count > 0, start + count * 3 <= bytes.endIndex else { return [] }
+        return Array(bytes[start..<(start + count * 3)])
+    }
+
+    /// A NAL unit's payload with its emulation prevention bytes (00 00 03) taken out.
+    static func rbsp(_ unit: UnsafeBufferPointer<UInt8>.SubSequence) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(unit.count)
+        var zeros = 0
+        for byte in unit {
+            if zeros >= 2, byte == 3 { zeros = 0; continue }
+            zeros = byte == 0 ? zeros + 1 : 0
+            out.append(byte)
+        }
+        return out
+    }
+}
+
+/// Puts what comes in decode order (a picture's captions) into presentation order. A
+/// decoder holds at most 16 pictures back to reorder them (H.264's and HEVC's limit), so
+/// once more than that wait, the earliest can go.
+struct PresentationOrder<Item> {
+    static var depth: Int { 16 }
+    private var waiting: [(time: Int64, item: Item)] = []
+
+    /// Adds `item` shown at `time`; what can go now, earliest first.
+    mutating func add(_ item: Item, at time: Int64) -> [(time: Int64, item: Item)] {
+        // Equal times keep their order: after the last that is not later.
+        let at = waiting.lastIndex { $0.time <= time }.map { $0 + 1 } ?? 0
+        waiting.insert((time, item), at: at)
+        guard waiting.count > Self.depth else { return [] }
+        return [waiting.removeFirst()]
+    }
+
+    /// Everything still waiting, earliest first.
+    mutating func drain() -> [(time: Int64, item: Item)] {
+        defer { waiting = [] }
+        return waiting
+    }
+}
+
+/// A video packet's NAL units, length-prefixed (`lengthSize` > 0, MP4 and Matroska) or
+/// behind Annex B start codes (MPEG-TS, raw streams), until `body` says to stop (false).
+enum NALUnits {
+    static func forEach(in data: UnsafeBufferPointer<UInt8>, lengthSize: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
+        if lengthSize > 0 {
+            var going = true
+            LengthPrefixed.forEachUnit(in: data, lengthSize: lengthSize) { unit in if going { going = body(unit) } }
+            return
+        }
+        guard let base = data.baseAddress else { return }
+        var start: Int? = nil
+        var i = 0
+        while i + 2 < data.count {
+            if data[i] == 0, data[i + 1] == 0, data[i + 2] == 1 {
+                if let s = start {
+                    // A four-byte start code's leading zero belongs to neither unit.
+                    var end = i
+                    while end > s, data[end - 1] == 0 { end -= 1 }
+                    if end > s, !body(UnsafeBufferPointer(start: base + s, count: end - s)) { return }
+                }
+                i += 3
+                start = i
+            } else { i += 1 }
+        }
+        if let s = start, s < data.count { _ = body(UnsafeBufferPointer(start: base + s, count: data.count - s)) }
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+
+/// Recordings with CEA-608 closed captions in their pictures (ATSC A/53), as US broadcast
+/// and cable recordings carry them. No encoder here writes captions of its own, so the
+/// caption bytes are put in by hand: an A/53 `cc_data` per picture, two bytes of the caption
+/// stream each, in an H.264 SEI message or MPEG-2 user data. A picture's bytes must be
+/// read in display order while the stream is in decode order (B-frames): ffprobe's
+/// `coded_picture_number` of each shown picture says which packet is which.
+public enum ClosedCaptionSample {
+    /// Pop-on captions: each is loaded off screen, shown at `start` (end of caption) and
+    /// erased at `end`.
+    public static let popOn: [(start: Double, end: Double, text: String)] = [
+        (1, 3, "HELLO FROM CC"), (4, 6.5, "SECOND CAPTION"), (8, 10, "THIRD LINE"),
+    ]
+    /// Roll-up lines (two rows), one a second from `rollUpStart`; the last stays up to the end.
+    public static let rollUp = ["ROLL ONE", "ROLL TWO", "ROLL THREE"]
+    public static let rollUpStart = 10.5
+    public static let seconds = 14.0
+    static let rate = 30000.0 / 1001
+
+    public enum Video: String, Sendable { case h264, mpeg2Interlaced = "mpeg2i" }
+
+    /// An MPEG-TS recording with AC-3 sound whose pictures carry the captions: H.264 with
+    /// B-frames, or interlaced MPEG-2 (an ATSC recording).
+    public static func recording(_ video: Video) throws -> String {
+        try Media.generated("cc-\(video.rawValue).ts") { tmp in
+            let scratch = Media.scratch("cc-\(video.rawValue)")
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let raw = scratch.appendingPathComponent(video == .h264 ? "raw.h264" : "raw.m2v").path
+            let encode: [String] = video == .h264
+                ? ["-c:v", "libx264", "-preset", "veryfast", "-bf", "3", "-g", "60", "-x264-params", "aud=1"]
+                : ["-c:v", "mpeg2video", "-bf", "2", "-g", "15", "-b:v", "4M", "-flags", "+ildct+ilme", "-top", "1", "-vf", "setfield=tff"]
+            var r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
+                                               "testsrc2=size=\(video == .h264 ? "640x360" : "704x480"):rate=30000/1001",
+                                               "-t", "\(seconds)", "-pix_fmt", "yuv420p"] + encode + [raw])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+            r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "frame=coded_picture_number",
+                                            "-of", "csv=p=0", raw])
+            let coded = r.stdout.split(whereSeparator: \.isNewline).compactMap { Int($0.trimmingCharacters(in: .whitespaces).split(separator: ",").first ?? "") }
+            guard r.status == 0, !coded.isEmpty else { throw TestFailure("ffprobe: \(r.stderr)") }
+            let pairs = bytePairs(pictures: coded.count)
+            var ccByCoded = [Int: [UInt8]]()
+            for (shown, number) in coded.enumerated() { ccByCoded[number] = ccData(pairs[shown]) }
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
+            let withCaptions = video == .h264 ? h264(bytes, ccByCoded) : mpeg2(bytes, ccByCoded)
+            let es = scratch.appendingPathComponent(video == .h264 ? "cc.h264" : "cc.m2v").path
+            try Data(withCaptions).write(to: URL(fileURLWithPath: es))
+            // mkvmerge times an elementary stream's pictures from its headers (the ffmpeg
+            // command cannot, with B-frames).
+            let mkv = scratch.appendingPathComponent("cc.mkv").path
+            r = try Run.command("mkvmerge", ["-q", "-o", mkv, "--default-duration", "0:30000/1001p", es])
+            guard r.status == 0 else { throw TestFailure("mkvmerge: \(r.stdout) \(r.stderr)") }
+            r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", mkv, "-f", "lavfi", "-i",
+                                           "sine=frequency=440:sample_rate=48000:duration=\(seconds)",
+                                           "-c:v", "copy", "-c:a", "ac3", "-f", "mpegts", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+        }
+    }
+
+    /// The caption stream's byte pairs (data channel 1 of field 1) picture by picture in
+    /// display order, nil where a picture carries none. Control codes go twice, as
+    /// broadcasters send them.
+    static func bytePairs(pictures: Int) -> [(UInt8, UInt8)?] {
+        var pairs = [(UInt8, UInt8)?](repeating: nil, count: pictures)
+        func control(_ b: UInt8) -> [(UInt8, UInt8)] { let p = (odd(0x14), odd(b)); return [p, p] }
+        func text(_ s: String) -> [(UInt8, UInt8)] {
+            var b = Array(s.utf8)
+            if b.count % 2 == 1 { b.append(0) }
+            return stride(from: 0, to: b.count, by: 2).map { (odd(b[$0]), odd(b[$0 + 1])) }
+        }
+        // The sequence's last control code acts at `seconds` (its repeat follows).
+        func put(_ sequence: [(UInt8, UInt8)], actingAt seconds: Double) {
+            let acting = Int((seconds * rate).rounded())
+            for (k, p) in sequence.enumerated() { pairs[acting - sequence.count + 2 + k] = p }
+        }
+        // Pop-on: resume caption loading, row 15, the text, end of caption (which shows it).
+        for cue in popOn {
+            put(control(0x20) + control(0x70) + text(cue.text) + control(0x2F), actingAt: cue.start)
+            put(control(0x2C), actingAt: cue.end)
+        }
+        // Roll-up, two rows: each line a carriage return (which rolls the rows up) and its text.
+        for (k, line) in rollUp.enumerated() {
+            put((k == 0 ? control(0x25) : []) + control(0x2D) + text(line), actingAt: rollUpStart + Double(k))
+        }
+        return pairs
+    }
+
+    static func odd(_ b: UInt8) -> UInt8 { Teletext.oddParity(b) }
+
+    /// A/53 `cc_data` with two triplets: field 1's pair (or padding) and field 2's padding.
+    static func ccData(_ pair: (UInt8, UInt8)?) -> [UInt8] {
+        let p = pair ?? (0x80, 0x80)
+        return [0xC0 | 2, 0xFF, 0xFC, p.0, p.1, 0xFD, 0x80, 0x80, 0xFF]
+    }
+
+    /// The Annex B stream with an SEI NAL unit (user data registered by ITU-T T.35, "GA94")
+    /// before each picture's first slice.
+    static func h264(_ data: [UInt8], _ cc: [Int: [UInt8]]) -> [UInt8] {
+        var out: [UInt8] = []
+        var picture = -1
+        for unit in annexBUnits(data) {
+            let type = unit[3] & 0x1F
+            // first_mb_in_slice 0 (its ue(v) code is the single bit 1): a new picture.
+            if type == 1 || type == 5, unit[4] & 0x80 != 0 {
+                picture += 1
+                let payload: [UInt8] = [0xB5, 0x00, 0x31] + Array("GA94".utf8) + [0x03] + (cc[picture] ?? ccData(nil))
+                out += [0, 0, 1, 6] + preventingEmulation([4, UInt8(payload.count)] + payload + [0x80])
+            }
+            out += unit
+        }
+        return out
+    }
+
+    /// The MPEG-2 stream with user data ("GA94") after each picture's header and extensions.
+    static func mpeg2(_ data: [UInt8], _ cc: [Int: [UInt8]]) -> [UInt8] {
+        var out: [UInt8] = []
+        var picture = -1, previous: UInt8 = 0
+        for unit in annexBUnits(data) {
+            let code = unit[3]
+            if code == 0x00 { picture += 1 }
+            // Before the first slice of a picture.
+            if (0x01...0xAF).contains(code), !(0x01...0xAF).contains(previous) {
+                out += [0, 0, 1, 0xB2] + Array("GA94".utf8) + [0x03] + (cc[picture] ?? ccData(nil))
+            }
+            previous = code
+            out += unit
+        }
+        return out
+    }
+
+    /// Each unit from its start code (00 00 01) to the next.
+    static func annexBUnits(_ data: [UInt8]) -> [[UInt8]] {
+        var starts: [Int] = []
+        var i = 0
+        while i + 3 < data.count {
+            if data[i] == 0, data[i + 1] == 0, data[i + 2] == 1 { starts.append(i); i += 3 } else { i += 1 }
+        }
+        return starts.enumerated().map { k, s in Array(data[s..<(k + 1 < starts.count ? starts[k + 1] : data.count)]) }
+    }
+
+    /// A NAL unit's payload with emulation prevention bytes put in (00 00 0x, x ≤ 3).
+    public static func preventingEmulation(_ payload: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        var zeros = 0
+        for b in payload {
+            if zeros >= 2, b <= 3 { out.append(3); zeros = 0 }
+            out.append(b)
+            zeros = b == 0 ? zeros + 1 : 0
+        }
+        return out
+    }
+}
