@@ -7,14 +7,21 @@ import CFFmpeg
 /// and ExoPlayer read captions from a subtitle track, not from the pictures), so Kiln turns
 /// them into a `mov_text` track (`SubtitleLane`) through libavcodec's caption decoder,
 /// which takes the A/53 `cc_data` triplets this finds, in presentation order
-/// (`PresentationOrder`). DVD and SCTE-20 captions, other layouts of MPEG-2 user data, are
-/// not read.
+/// (`PresentationOrder`). DVDs put a GOP's captions in its first picture's MPEG-2 user
+/// data in a layout of their own (`fromDVD`), read too; SCTE-20's is not.
 enum ClosedCaptions {
     /// The `cc_data` triplets (marker, validity and type in one byte, then two bytes of the
     /// caption stream) in one picture's packet, in the order written; empty when it has none.
     /// `lengthSize`: H.264/HEVC NAL units' length prefix (0: Annex B start codes).
     static func triplets(in data: UnsafeBufferPointer<UInt8>, codec: AVCodecID, lengthSize: Int) -> [UInt8] {
+        frames(in: data, codec: codec, lengthSize: lengthSize).flatMap { $0 }
+    }
+
+    /// The triplets in one picture's packet, frame by frame: the picture's own, or (a DVD's
+    /// GOP) those of each frame from this picture on.
+    static func frames(in data: UnsafeBufferPointer<UInt8>, codec: AVCodecID, lengthSize: Int) -> [[UInt8]] {
         var found: [UInt8] = []
+        var dvd: [[UInt8]] = []
         switch codec {
         case AV_CODEC_ID_H264, AV_CODEC_ID_HEVC:
             let h264 = codec == AV_CODEC_ID_H264
@@ -41,11 +48,12 @@ enum ClosedCaptions {
                 if end + 2 >= data.count { end = data.count }
                 let body = Array(data[(i + 1)..<end])
                 if body.starts(with: gaIdentifier), body.count > 4, body[4] == 3 { found += ccData(body[5...]) }
+                if body.starts(with: dvdIdentifier) { dvd += fromDVD(body[dvdIdentifier.count...]) }
                 i = end
             }
         default: break
         }
-        return found
+        return dvd.isEmpty ? (found.isEmpty ? [] : [found]) : dvd
     }
 
     /// Whether `triplets` carry CEA-608 (a valid field 1 or field 2 pair): what the caption
@@ -56,6 +64,30 @@ enum ClosedCaptions {
 
     /// "GA94", ATSC's user identifier.
     private static let gaIdentifier: [UInt8] = [0x47, 0x41, 0x39, 0x34]
+    /// "CC", a DVD's caption user data, its type (1) and block size (0xF8).
+    private static let dvdIdentifier: [UInt8] = [0x43, 0x43, 0x01, 0xF8]
+
+    /// A DVD's captions as A/53 triplets, frame by frame. After the identifier, a byte:
+    /// which field comes first (bit 7), how many frames' blocks follow (bits 5 to 1, a word
+    /// for each field) and whether one more word does (bit 0). Each word: a marker byte
+    /// (seven 1 bits, then a field bit many discs get wrong), then two bytes of the caption
+    /// stream. The words alternate fields, beginning with the one the first byte names.
+    static func fromDVD(_ bytes: ArraySlice<UInt8>) -> [[UInt8]] {
+        guard let header = bytes.first else { return [] }
+        let words = Int((header >> 1) & 0x1F) * 2 + Int(header & 1)
+        var field1 = header & 0x80 != 0
+        var frames: [[UInt8]] = []
+        var at = bytes.startIndex + 1
+        for word in 0..<words {
+            guard at + 3 <= bytes.endIndex, bytes[at] & 0xFE == 0xFE else { break }
+            // Valid, NTSC field 1 (cc_type 0) or field 2 (1).
+            let triplet: [UInt8] = [field1 ? 0xFC : 0xFD, bytes[at + 1], bytes[at + 2]]
+            if word % 2 == 0 { frames.append(triplet) } else { frames[frames.count - 1] += triplet }
+            field1.toggle()
+            at += 3
+        }
+        return frames
+    }
 
     /// The triplets in an SEI NAL unit's payload (emulation prevention removed): its
     /// `user_data_registered_itu_t_t35` messages (type 4) from the US (country 0xB5) under

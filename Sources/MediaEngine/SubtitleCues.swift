@@ -29,6 +29,11 @@ struct CueSchedule: Equatable {
     /// How long a cue whose source gives no end stays, when no cue follows it sooner.
     static let unknownLengthCap: Int64 = 10_000
 
+    /// Every cue is the whole screen (closed captions): it ends the ones before it, which
+    /// the caption decoder times to end where it starts, give or take a millisecond of
+    /// rounding that must not stack two screens.
+    var oneScreen = false
+
     private(set) var pending: [Cue] = []
     /// Everything before this time has been handed out as samples.
     private var final: Int64?
@@ -54,6 +59,10 @@ struct CueSchedule: Equatable {
         }
         if let end, end <= start { return [] }
         endOpenCues(at: start)
+        if oneScreen {
+            pending.removeAll { $0.start >= start }
+            for i in pending.indices where pending[i].end.map({ $0 > start }) ?? true { pending[i].end = start }
+        }
         arrivals += 1
         pending.append(Cue(start: start, end: end, events: events, order: arrivals))
         return emit(upTo: min(start, reach ?? start))

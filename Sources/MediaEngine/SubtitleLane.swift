@@ -43,7 +43,10 @@ final class SubtitleLane: Lane {
         inputIndex = Int32(index)
         input = demuxer.stream(index)
         let par = input.pointee.codecpar!
-        if plan.closedCaptions == true { captions = CaptionReader(codec: par.pointee.codec_id, lengthSize: NALScanner.lengthSize(input)) }
+        if plan.closedCaptions == true {
+            captions = CaptionReader(stream: input)
+            schedule.oneScreen = true
+        }
         let codecID = captions == nil ? par.pointee.codec_id : AV_CODEC_ID_EIA_608
         guard let codec = avcodec_find_decoder(codecID), let ctx = avcodec_alloc_context3(codec) else {
             throw KilnError(.sourceUnsupported, stage: .decode, "no decoder for the \(string(avcodec_get_name(codecID)) ?? "?") subtitle stream")
@@ -282,11 +285,17 @@ final class SubtitleLane: Lane {
 struct CaptionReader {
     let codec: AVCodecID
     let lengthSize: Int
+    /// A frame's duration in the stream's time base: a DVD's GOP brings the captions of
+    /// each of its frames at once, each timed a frame after the one before.
+    let frameDuration: Int64
     private var order = PresentationOrder<[UInt8]>()
 
-    init(codec: AVCodecID, lengthSize: Int) {
-        self.codec = codec
-        self.lengthSize = lengthSize
+    init(stream: UnsafeMutablePointer<AVStream>) {
+        codec = stream.pointee.codecpar.pointee.codec_id
+        lengthSize = NALScanner.lengthSize(stream)
+        let rate = [stream.pointee.avg_frame_rate, stream.pointee.r_frame_rate].first { $0.num > 0 && $0.den > 0 }
+            ?? AVRational(num: 30000, den: 1001)
+        frameDuration = max(1, av_rescale_q(1, AVRational(num: rate.den, den: rate.num), stream.pointee.time_base))
     }
 
     /// Reads `packet`'s captions; the pictures' captions that can go now, in order.
@@ -294,8 +303,10 @@ struct CaptionReader {
         let p = packet.pointer.pointee
         let time = p.pts != noPTS ? p.pts : p.dts
         guard time != noPTS, let data = p.data, p.size > 0 else { return [] }
-        let triplets = ClosedCaptions.triplets(in: UnsafeBufferPointer(start: data, count: Int(p.size)), codec: codec, lengthSize: lengthSize)
-        return triplets.isEmpty ? [] : order.add(triplets, at: time)
+        let frames = ClosedCaptions.frames(in: UnsafeBufferPointer(start: data, count: Int(p.size)), codec: codec, lengthSize: lengthSize)
+        var ready: [(time: Int64, item: [UInt8])] = []
+        for (k, triplets) in frames.enumerated() { ready += order.add(triplets, at: time + Int64(k) * frameDuration) }
+        return ready
     }
 
     mutating func drain() -> [(time: Int64, item: [UInt8])] { order.drain() }

@@ -18,6 +18,18 @@ struct CueScheduleTests {
         return out + schedule.finish(at: end)
     }
 
+    @Test("closed captions are one screen: a cue ends the one before, a millisecond of rounding stacks nothing")
+    func oneScreen() {
+        var schedule = CueSchedule()
+        schedule.oneScreen = true
+        var out = schedule.add(start: 0, end: 1001, events: ["ROLL ONE"])
+        out += schedule.add(start: 1000, end: 2000, events: ["ROLL ONE\\NROLL TWO"])
+        out += schedule.add(start: 2000, end: nil, events: ["ROLL TWO\\NROLL THREE"])
+        out += schedule.finish(at: 2500)
+        #expect(out == [Sample(start: 0, end: 1000, events: ["ROLL ONE"]), Sample(start: 1000, end: 2000, events: ["ROLL ONE\\NROLL TWO"]),
+                        Sample(start: 2000, end: 2500, events: ["ROLL TWO\\NROLL THREE"])])
+    }
+
     @Test("overlapping cues share the time they overlap, each shown from its own start to its own end")
     func overlap() {
         #expect(Self.samples([(500, 2000, "a"), (1500, 3000, "b"), (4000, 5000, "c")]) == [
@@ -174,9 +186,25 @@ struct ClosedCaptionReadingTests {
         let ga94: [UInt8] = [0, 0, 1, 0xB2] + Array("GA94".utf8) + [0x03] + Self.ccData(Self.caption)
         let slice: [UInt8] = [0, 0, 1, 0x01, 0x12, 0x34]
         #expect(Self.triplets(picture + ga94 + slice, AV_CODEC_ID_MPEG2VIDEO) == Self.caption)
-        // DVD captions ("CC") are another layout, and user data after a slice is no picture's.
-        #expect(Self.triplets(picture + [0, 0, 1, 0xB2, 0x43, 0x43, 0x01, 0xF8, 0x8A] + slice, AV_CODEC_ID_MPEG2VIDEO).isEmpty)
+        // User data after a slice is no picture's; another user's is no captions.
         #expect(Self.triplets(picture + slice + ga94, AV_CODEC_ID_MPEG2VIDEO).isEmpty)
+        #expect(Self.triplets(picture + [0, 0, 1, 0xB2] + Array("DTG1".utf8) + [0x41, 0xF8] + slice, AV_CODEC_ID_MPEG2VIDEO).isEmpty)
+    }
+
+    @Test("a DVD's captions: a GOP's frames at once, fields alternating from the one it names first, whatever each word's field bit says")
+    func dvd() {
+        let words: [UInt8] = [0xFF, 0x94, 0x20, 0xFF, 0x80, 0x80, 0xFF, 0x94, 0x2F, 0xFE, 0x80, 0x80, 0xFF, 0xC1, 0xC2]
+        func frames(_ header: UInt8, _ words: [UInt8]) -> [[UInt8]] {
+            ([0, 0, 1, 0xB8, 0, 8, 0, 0x40, 0, 0, 1, 0xB2, 0x43, 0x43, 0x01, 0xF8, header] + words + [0, 0, 1, 0x00, 0x00, 0x0F])
+                .withUnsafeBufferPointer { ClosedCaptions.frames(in: $0, codec: AV_CODEC_ID_MPEG2VIDEO, lengthSize: 0) }
+        }
+        // Field 1 first, two blocks and the extra word: three frames.
+        #expect(frames(0x80 | 2 << 1 | 1, words) == [[0xFC, 0x94, 0x20, 0xFD, 0x80, 0x80], [0xFC, 0x94, 0x2F, 0xFD, 0x80, 0x80], [0xFC, 0xC1, 0xC2]])
+        // Field 2 first.
+        #expect(frames(1 << 1, words).first == [0xFD, 0x94, 0x20, 0xFC, 0x80, 0x80])
+        // A word without its marker ends them; so does the end of the data.
+        #expect(frames(0x80 | 2 << 1, Array(words.prefix(6)) + [0x00, 0x94, 0x2F]) == [[0xFC, 0x94, 0x20, 0xFD, 0x80, 0x80]])
+        #expect(frames(0x80 | 31 << 1, Array(words.prefix(7))) == [[0xFC, 0x94, 0x20, 0xFD, 0x80, 0x80]])
     }
 
     @Test("CEA-608 is a valid field 1 or 2 pair; padding and CEA-708's packets alone are not")

@@ -18,10 +18,15 @@ public enum ClosedCaptionSample {
     public static let seconds = 14.0
     static let rate = 30000.0 / 1001
 
-    public enum Video: String, Sendable { case h264, mpeg2Interlaced = "mpeg2i" }
+    public enum Video: String, Sendable {
+        case h264, mpeg2Interlaced = "mpeg2i"
+        /// Interlaced MPEG-2 whose GOPs bring their frames' captions in their first picture's
+        /// user data, as DVDs do (closed GOPs of 15 frames).
+        case dvd
+    }
 
     /// An MPEG-TS recording with AC-3 sound whose pictures carry the captions: H.264 with
-    /// B-frames, or interlaced MPEG-2 (an ATSC recording).
+    /// B-frames, or interlaced MPEG-2 (an ATSC recording, or a DVD's layout).
     public static func recording(_ video: Video) throws -> String {
         try Media.generated("cc-\(video.rawValue).ts") { tmp in
             let scratch = Media.scratch("cc-\(video.rawValue)")
@@ -29,7 +34,7 @@ public enum ClosedCaptionSample {
             let raw = scratch.appendingPathComponent(video == .h264 ? "raw.h264" : "raw.m2v").path
             let encode: [String] = video == .h264
                 ? ["-c:v", "libx264", "-preset", "veryfast", "-bf", "3", "-g", "60", "-x264-params", "aud=1"]
-                : ["-c:v", "mpeg2video", "-bf", "2", "-g", "15", "-b:v", "4M", "-flags", "+ildct+ilme", "-top", "1", "-vf", "setfield=tff"]
+                : ["-c:v", "mpeg2video", "-bf", "2", "-g", "15", "-b:v", "4M", "-flags", "+ildct+ilme+cgop", "-sc_threshold", "1000000000", "-top", "1", "-vf", "setfield=tff"]
             var r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
                                                "testsrc2=size=\(video == .h264 ? "640x360" : "704x480"):rate=30000/1001",
                                                "-t", "\(seconds)", "-pix_fmt", "yuv420p"] + encode + [raw])
@@ -42,7 +47,12 @@ public enum ClosedCaptionSample {
             var ccByCoded = [Int: [UInt8]]()
             for (shown, number) in coded.enumerated() { ccByCoded[number] = ccData(pairs[shown]) }
             let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
-            let withCaptions = video == .h264 ? h264(bytes, ccByCoded) : mpeg2(bytes, ccByCoded)
+            let withCaptions: [UInt8]
+            switch video {
+            case .h264: withCaptions = h264(bytes, ccByCoded)
+            case .mpeg2Interlaced: withCaptions = mpeg2(bytes, ccByCoded)
+            case .dvd: withCaptions = dvd(bytes, pairs: pairs, shownAt: Dictionary(uniqueKeysWithValues: coded.enumerated().map { ($1, $0) }))
+            }
             let es = scratch.appendingPathComponent(video == .h264 ? "cc.h264" : "cc.m2v").path
             try Data(withCaptions).write(to: URL(fileURLWithPath: es))
             // mkvmerge times an elementary stream's pictures from its headers (the ffmpeg
@@ -124,6 +134,40 @@ public enum ClosedCaptionSample {
             }
             previous = code
             out += unit
+        }
+        return out
+    }
+
+    /// The MPEG-2 stream with a DVD's caption user data after each GOP header: a block for
+    /// each frame the GOP shows (closed GOPs: from its first picture to the next GOP's), a
+    /// word for field 1 (the captions) and one for field 2 (padding) each.
+    static func dvd(_ data: [UInt8], pairs: [(UInt8, UInt8)?], shownAt: [Int: Int]) -> [UInt8] {
+        let units = annexBUnits(data)
+        // The pictures that open a GOP, by their number in the stream.
+        var picture = -1, afterGOP = false
+        var opening: [Int] = []
+        for unit in units {
+            if unit[3] == 0xB8 { afterGOP = true }
+            if unit[3] == 0x00 {
+                picture += 1
+                if afterGOP { opening.append(shownAt[picture] ?? 0) }
+                afterGOP = false
+            }
+        }
+        let starts = opening.sorted()
+        var out: [UInt8] = []
+        var gop = 0
+        for unit in units {
+            out += unit
+            guard unit[3] == 0xB8, gop < starts.count else { continue }
+            let frames = starts[gop]..<(gop + 1 < starts.count ? starts[gop + 1] : pairs.count)
+            gop += 1
+            var words: [UInt8] = []
+            for shown in frames {
+                let p = pairs[shown] ?? (0x80, 0x80)
+                words += [0xFF, p.0, p.1, 0xFE, 0x80, 0x80]
+            }
+            out += [0, 0, 1, 0xB2, 0x43, 0x43, 0x01, 0xF8, 0x80 | UInt8(frames.count << 1)] + words
         }
         return out
     }
