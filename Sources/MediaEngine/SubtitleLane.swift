@@ -36,6 +36,10 @@ final class SubtitleLane: Lane {
     private var captions: CaptionReader?
     /// Whether the lane reads the closed captions in the video stream `inputIndex`.
     var readsCaptions: Bool { captions != nil }
+    /// Whether the decoder is the CEA-608 caption decoder: for the pictures' captions, or a
+    /// caption track of its own (QuickTime's c608, whose packets libavformat gives as A/53
+    /// triplets).
+    private let captionDecoder: Bool
 
     init(demuxer: Demuxer, plan: SubtitlePlan) throws(KilnError) {
         let index = plan.sourceIndex
@@ -43,11 +47,10 @@ final class SubtitleLane: Lane {
         inputIndex = Int32(index)
         input = demuxer.stream(index)
         let par = input.pointee.codecpar!
-        if plan.closedCaptions == true {
-            captions = CaptionReader(stream: input)
-            schedule.oneScreen = true
-        }
+        if plan.closedCaptions == true { captions = CaptionReader(stream: input) }
         let codecID = captions == nil ? par.pointee.codec_id : AV_CODEC_ID_EIA_608
+        captionDecoder = codecID == AV_CODEC_ID_EIA_608
+        schedule.oneScreen = captionDecoder
         guard let codec = avcodec_find_decoder(codecID), let ctx = avcodec_alloc_context3(codec) else {
             throw KilnError(.sourceUnsupported, stage: .decode, "no decoder for the \(string(avcodec_get_name(codecID)) ?? "?") subtitle stream")
         }
@@ -176,6 +179,8 @@ final class SubtitleLane: Lane {
         guard encoder != nil else { return }
         if let waiting = captions?.drain() {
             for picture in waiting { _ = try decode(captionPacket(picture), duration: 0, muxer: muxer) }
+        }
+        if captionDecoder {
             // The caption decoder gives a screen once the next replaces it; the last one
             // (roll-up captions stay up to the end) is given by erasing it where the
             // pictures and sound end: EDM, in field 1 and field 2.

@@ -66,6 +66,8 @@ enum Codecs {
     static let textSubtitles: Set<String> = [
         "subrip", "srt", "ass", "ssa", "mov_text", "webvtt", "text", "microdvd", "subviewer",
         "subviewer1", "realtext", "sami", "stl", "jacosub", "mpl2", "pjs", "vplayer", "dvb_teletext",
+        // CEA-608 captions in a track of their own (QuickTime's c608).
+        "eia_608",
     ]
 
     /// Transfer characteristics (libavutil names) that only look right on an HDR display.

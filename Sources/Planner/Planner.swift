@@ -437,8 +437,11 @@ struct PlanContext {
         }
         // Captions inside the pictures reach no MP4 player there: they become a text track
         // too (and stay in the pictures, copied or encoded). A/53 names no language in the
-        // stream; its first caption service carries the programme's, the main sound's.
-        if let v = video, v.closedCaptions == true {
+        // stream; its first caption service carries the programme's, the main sound's. A
+        // caption track of the file's own (QuickTime's c608) is those captions already.
+        let captionTrack = plans.contains { $0.action == .convert && $0.codec == "mov_text"
+            && source.stream($0.sourceIndex)?.codec.lowercased() == "eia_608" }
+        if let v = video, v.closedCaptions == true, !captionTrack {
             plans.append(SubtitlePlan(sourceIndex: v.index, action: .convert, codec: "mov_text",
                                       language: language(v) ?? audio?.language, closedCaptions: true))
             reasons.append("closed_captions_converted")

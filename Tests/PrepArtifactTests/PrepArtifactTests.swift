@@ -185,6 +185,22 @@ struct CommandLineTests {
         }
     }
 
+    @Test("a QuickTime caption track (c608) becomes mov_text, and the same captions in its pictures do not make a second one")
+    func quickTimeCaptionTrack() throws {
+        let source = try ClosedCaptionSample.quickTimeTrack()
+        #expect(try FFprobe(source).streams("subtitle").first?["codec_name"]?.string == "eia_608")
+        try Command.prepare(source, quality: "original", caps: "android", scratch: "cli-c608") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["delivery_format"]?.string == "remux")
+            let subs = try FFprobe(out).streams("subtitle")
+            #expect(subs.map { $0["codec_name"]?.string } == ["mov_text"])
+            let rolled = ClosedCaptionSample.rollUp
+            #expect(try Command.cues(out).map(\.text)
+                    == ClosedCaptionSample.popOn.map(\.text) + [rolled[0], rolled[0] + " " + rolled[1], rolled[1] + " " + rolled[2]])
+        }
+    }
+
     @Test("a file that is not media exits 3 every time: the fingerprint's thread never outlives the failed probe")
     func unreadableWhileFingerprinting() throws {
         // The fingerprint is read beside the analysis. A file libavformat rejects at once

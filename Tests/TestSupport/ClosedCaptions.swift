@@ -67,6 +67,14 @@ public enum ClosedCaptionSample {
         }
     }
 
+    /// A QuickTime movie of the H.264 recording with its captions also in a track of their
+    /// own (c608, as ffmpeg's caption reading gives them).
+    public static func quickTimeTrack() throws -> String {
+        let source = try recording(.h264)
+        return try Media.generated("cc-c608.mov", ["-i", source, "-f", "lavfi", "-i", "movie=\(source)[out0+subcc]",
+                                                   "-map", "0:v", "-map", "0:a", "-map", "1:s", "-c", "copy", "-f", "mov"])
+    }
+
     /// The caption stream's byte pairs (data channel 1 of field 1) picture by picture in
     /// display order, nil where a picture carries none. Control codes go twice, as
     /// broadcasters send them.
