@@ -319,9 +319,16 @@ public enum Prober {
         var longest: (pts: [Int64], dts: [Int64]) = ([], [])
         var rpu = false, el = false, reads = 0, scanned = 0, decodeTimesOnly = 0
         var first = FirstPackets()
-        // Closed captions in the pictures (`ClosedCaptions`): looked for until found.
+        // Closed captions in the pictures (`ClosedCaptions`): looked for until some text is
+        // found. Their bytes alone are not enough: stations send padding all along, through
+        // programmes no one captioned, and a track of nothing would only disappoint.
         let codecID = st.pointee.codecpar.pointee.codec_id
         var seekCaptions = [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO].contains(codecID)
+        var captionPadding = false
+        let captionsIn = { (p: AVPacket) -> [UInt8] in
+            guard let data = p.data else { return [] }
+            return ClosedCaptions.triplets(in: UnsafeBufferPointer(start: data, count: Int(p.size)), codec: codecID, lengthSize: lengthSize)
+        }
         // Elementary streams (raw H.264, HEVC, MPEG video) carry no times at all.
         let untimed = Prober.elementaryStreamFormats.contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
         // Field order is only in the bitstream for many H.264 and MPEG-2 files. libavcodec's
@@ -378,15 +385,35 @@ public enum Prober {
                 if let order { streams[vi].fieldOrder = order }
                 fieldDecoder = nil
             }
-            if seekCaptions, let data = p.data,
-               ClosedCaptions.carry608(ClosedCaptions.triplets(in: UnsafeBufferPointer(start: data, count: Int(p.size)), codec: codecID, lengthSize: lengthSize)) {
-                streams[vi].closedCaptions = true
-                seekCaptions = false
+            if seekCaptions {
+                let triplets = captionsIn(p)
+                if ClosedCaptions.carryText(triplets) {
+                    streams[vi].closedCaptions = true
+                    seekCaptions = false
+                } else if ClosedCaptions.carry608(triplets) {
+                    captionPadding = true
+                }
             }
             if scanDV, let data = p.data {
                 let types = NALScanner.nalTypes(UnsafeBufferPointer(start: data, count: Int(p.size)), lengthSize: lengthSize)
                 if types.contains(62) { rpu = true }
                 if types.contains(63) { el = true }
+            }
+        }
+        // Caption padding and no text yet (a programme that opens on music): the pictures
+        // are read on for the first caption, and nothing else, up to `captionScanLimit`.
+        if seekCaptions && captionPadding {
+            var more = 0
+            while more < Prober.captionScanLimit, reads < Prober.captionScanLimit * 32 {
+                reads += 1
+                guard try demuxer.read(into: packet) else { break }
+                defer { packet.unref() }
+                guard packet.streamIndex == target else { continue }
+                more += 1
+                if ClosedCaptions.carryText(captionsIn(packet.pointer.pointee)) {
+                    streams[vi].closedCaptions = true
+                    break
+                }
             }
         }
         // Reordered pictures (B-frames) with decode times only: a copy would show them in
@@ -420,6 +447,9 @@ public enum Prober {
     }
 
     static let scanPacketLimit = 240
+    /// How many more pictures the scan reads for a first caption where it met only their
+    /// padding: half a minute at 30 frames a second.
+    static let captionScanLimit = 900
 
     /// What a stream's first packets tell the probe beyond libavformat's analysis: that they
     /// are encrypted; an audio stream's format where it was found without one (MPEG-TS: its

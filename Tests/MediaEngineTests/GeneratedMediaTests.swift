@@ -324,6 +324,24 @@ struct GeneratedMediaTests {
         #expect(forecast.stats.hashedWhileWriting && forecast.output.sha256 == reference)
     }
 
+    @Test("closed captions are found when the first comes after the probe's usual scan, and not for padding alone")
+    func closedCaptionsFound() throws {
+        // 12 s of padding: the first caption is shown at 13 s, past the 240 pictures (8 s) scanned for the rest.
+        let late = try ClosedCaptionSample.recording(.h264, delay: 12)
+        let info = try Prober.probe(path: late)
+        #expect(info.videoStreams.first?.closedCaptions == true)
+        let dir = Media.scratch("cc-late")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let plan = try #require(EnginePlans.remux(info))
+        let out = dir.appendingPathComponent("out.mp4").path
+        let result = try Preparer.prepare(source: late, plan: plan, info: info, output: out)
+        #expect(result.output.subtitles.map(\.codec) == ["mov_text"])
+        #expect(try FFprobe.packetCount(out, "s:0") >= ClosedCaptionSample.popOn.count)
+        // Padding and nothing else: no track of nothing.
+        let padding = try Prober.probe(path: ClosedCaptionSample.recording(.h264, captioned: false))
+        #expect(padding.videoStreams.first?.closedCaptions == nil)
+    }
+
     @Test("closed captions: the index forecast reads them as the remux does, so the remux is hashed while written")
     func closedCaptionsForecast() throws {
         let path = try ClosedCaptionSample.recording(.h264)

@@ -26,10 +26,14 @@ public enum ClosedCaptionSample {
     }
 
     /// An MPEG-TS recording with AC-3 sound whose pictures carry the captions: H.264 with
-    /// B-frames, or interlaced MPEG-2 (an ATSC recording, or a DVD's layout).
-    public static func recording(_ video: Video) throws -> String {
-        try Media.generated("cc-\(video.rawValue).ts") { tmp in
-            let scratch = Media.scratch("cc-\(video.rawValue)")
+    /// B-frames, or interlaced MPEG-2 (an ATSC recording, or a DVD's layout). `delay`:
+    /// seconds of caption padding before the captions (and the recording that much longer);
+    /// `captioned` false: padding only, as stations send through programmes no one captioned.
+    public static func recording(_ video: Video, delay: Double = 0, captioned: Bool = true) throws -> String {
+        let seconds = Self.seconds + delay
+        let name = "cc-\(video.rawValue)" + (delay > 0 ? "-late\(Int(delay))" : "") + (captioned ? "" : "-padding")
+        return try Media.generated("\(name).ts") { tmp in
+            let scratch = Media.scratch(name)
             defer { try? FileManager.default.removeItem(at: scratch) }
             let raw = scratch.appendingPathComponent(video == .h264 ? "raw.h264" : "raw.m2v").path
             let encode: [String] = video == .h264
@@ -43,7 +47,7 @@ public enum ClosedCaptionSample {
                                             "-of", "csv=p=0", raw])
             let coded = r.stdout.split(whereSeparator: \.isNewline).compactMap { Int($0.trimmingCharacters(in: .whitespaces).split(separator: ",").first ?? "") }
             guard r.status == 0, !coded.isEmpty else { throw TestFailure("ffprobe: \(r.stderr)") }
-            let pairs = bytePairs(pictures: coded.count)
+            let pairs = captioned ? bytePairs(pictures: coded.count, delay: delay) : Array(repeating: nil, count: coded.count)
             var ccByCoded = [Int: [UInt8]]()
             for (shown, number) in coded.enumerated() { ccByCoded[number] = ccData(pairs[shown]) }
             let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
@@ -78,7 +82,7 @@ public enum ClosedCaptionSample {
     /// The caption stream's byte pairs (data channel 1 of field 1) picture by picture in
     /// display order, nil where a picture carries none. Control codes go twice, as
     /// broadcasters send them.
-    static func bytePairs(pictures: Int) -> [(UInt8, UInt8)?] {
+    static func bytePairs(pictures: Int, delay: Double) -> [(UInt8, UInt8)?] {
         var pairs = [(UInt8, UInt8)?](repeating: nil, count: pictures)
         func control(_ b: UInt8) -> [(UInt8, UInt8)] { let p = (odd(0x14), odd(b)); return [p, p] }
         func text(_ s: String) -> [(UInt8, UInt8)] {
@@ -88,7 +92,7 @@ public enum ClosedCaptionSample {
         }
         // The sequence's last control code acts at `seconds` (its repeat follows).
         func put(_ sequence: [(UInt8, UInt8)], actingAt seconds: Double) {
-            let acting = Int((seconds * rate).rounded())
+            let acting = Int(((seconds + delay) * rate).rounded())
             for (k, p) in sequence.enumerated() { pairs[acting - sequence.count + 2 + k] = p }
         }
         // Pop-on: resume caption loading, row 15, the text, end of caption (which shows it).
