@@ -3,8 +3,8 @@
 public struct MediaInfo: Codable, Sendable, Equatable {
     /// Which probe described a file; raised when the probe learns something plans depend
     /// on (2: codec tags; 3: reordered pictures without presentation times, encryption; 4:
-    /// FairPlay and Windows Media DRM; 5: closed captions in the video), so a description
-    /// cached by an older one is not planned from.
+    /// FairPlay and Windows Media DRM; 5: closed captions in the video, teletext subtitle
+    /// pages), so a description cached by an older one is not planned from.
     public static let describerVersion = 5
 
     /// The key a description of the file with this fingerprint is cached under.
@@ -195,6 +195,9 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     // Subtitles
     /// true for text subtitles (subrip, ass, mov_text, webvtt), false for bitmaps (PGS, VobSub, DVB).
     public var textSubtitle: Bool?
+    /// A DVB teletext stream's subtitle pages, as its map lists them (nil when it lists
+    /// none it can be read from: no teletext descriptor).
+    public var teletextPages: [TeletextPage]?
 
     public init(index: Int, type: StreamType, codec: String, codecTag: String? = nil, profile: String? = nil, level: Int? = nil,
                 bitRate: Int? = nil, durationSeconds: Double? = nil, language: String? = nil, title: String? = nil,
@@ -247,6 +250,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
         case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", closedCaptions = "closed_captions", channels
         case channelLayout = "channel_layout", sampleRate = "sample_rate", textSubtitle = "text_subtitle"
+        case teletextPages = "teletext_pages"
     }
 
     /// Width and height as displayed: sample aspect ratio applied, then rotation.
@@ -258,6 +262,24 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         }
         if let r = rotation, r % 180 != 0 { return (h, dw) }
         return (dw, h)
+    }
+}
+
+/// One subtitle page of a DVB teletext stream: its number as viewers key it in ("888"),
+/// its language, and whether it is the page for the deaf and hard of hearing.
+public struct TeletextPage: Codable, Sendable, Equatable {
+    public var page: String
+    public var language: String?
+    public var hearingImpaired: Bool
+
+    public init(page: String, language: String?, hearingImpaired: Bool) {
+        self.page = page
+        self.language = language
+        self.hearingImpaired = hearingImpaired
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case page, language, hearingImpaired = "hearing_impaired"
     }
 }
 

@@ -162,9 +162,12 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
     /// true when the text comes from the closed captions inside the video stream
     /// `sourceIndex` (`StreamInfo.closedCaptions`), not from a subtitle stream; nil otherwise.
     public var closedCaptions: Bool?
+    /// The page of the DVB teletext stream `sourceIndex` this track is made of ("888"); nil
+    /// for other streams.
+    public var teletextPage: String?
 
     public init(sourceIndex: Int, action: SubtitleAction, codec: String, language: String? = nil,
-                forced: Bool = false, reason: String? = nil, closedCaptions: Bool? = nil) {
+                forced: Bool = false, reason: String? = nil, closedCaptions: Bool? = nil, teletextPage: String? = nil) {
         self.sourceIndex = sourceIndex
         self.action = action
         self.codec = codec
@@ -172,10 +175,12 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
         self.forced = forced
         self.reason = reason
         self.closedCaptions = closedCaptions
+        self.teletextPage = teletextPage
     }
 
     enum CodingKeys: String, CodingKey {
         case sourceIndex = "source_index", action, codec, language, forced, reason, closedCaptions = "closed_captions"
+        case teletextPage = "teletext_page"
     }
 }
 

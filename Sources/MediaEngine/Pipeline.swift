@@ -101,14 +101,17 @@ final class Pipeline {
     private static func readsCaptions(_ lane: Lane) -> Bool { (lane as? SubtitleLane)?.readsCaptions == true }
 
     func run() throws(KilnError) {
+        // A stream's first lane owns its packets (a copy lane takes them). Other lanes on the
+        // same stream (the captions read from the pictures, a teletext stream's other pages)
+        // watch it: they see each packet, on its output time, just before the owner does.
         var laneFor = [Int32: Lane]()
-        for lane in lanes where !Pipeline.readsCaptions(lane) { laneFor[lane.inputIndex] = lane }
-        // Lanes reading the captions in a video lane's packets, by that lane: they see each
-        // packet, on its output time, just before it does (which may take it).
-        var captionReaders = [ObjectIdentifier: [SubtitleLane]]()
-        for case let reader as SubtitleLane in lanes where reader.readsCaptions {
-            guard let video = laneFor[reader.inputIndex] else { continue }
-            captionReaders[ObjectIdentifier(video), default: []].append(reader)
+        var watchers = [ObjectIdentifier: [SubtitleLane]]()
+        for lane in lanes {
+            if let owner = laneFor[lane.inputIndex], let watcher = lane as? SubtitleLane {
+                watchers[ObjectIdentifier(owner), default: []].append(watcher)
+            } else {
+                laneFor[lane.inputIndex] = lane
+            }
         }
         // The one audio lane and the one video lane of a recording whose streams come and
         // go follow their sound and pictures from stream to stream (`StreamSuccession`):
@@ -188,9 +191,9 @@ final class Pipeline {
                 continued[k].at = t
                 followedFirst.remove(index)
             }
-            for reader in captionReaders[ObjectIdentifier(lane)] ?? [] {
-                reader.picturesAndSoundReach = reach()
-                try reader.consume(packet, muxer: muxer)
+            for watcher in watchers[ObjectIdentifier(lane)] ?? [] {
+                watcher.picturesAndSoundReach = reach()
+                try watcher.consume(packet, muxer: muxer)
             }
             try lane.consume(packet, muxer: muxer)
             let now = clock.monotonicSeconds()

@@ -239,6 +239,10 @@ public enum Prober {
                 if props & AV_CODEC_PROP_TEXT_SUB != 0 { info.textSubtitle = true }
                 else if props & AV_CODEC_PROP_BITMAP_SUB != 0 { info.textSubtitle = false }
             }
+            if par.codec_id == AV_CODEC_ID_DVB_TELETEXT, let x = par.extradata, par.extradata_size >= 2 {
+                info.teletextPages = TeletextPages.subtitlePages(extradata: Array(UnsafeBufferPointer(start: x, count: Int(par.extradata_size))),
+                                                                 languages: info.language)
+            }
         default: break
         }
         return info

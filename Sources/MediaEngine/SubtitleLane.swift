@@ -61,15 +61,26 @@ final class SubtitleLane: Lane {
         let options = Options()
         language = plan.language
         if par.pointee.codec_id == AV_CODEC_ID_DVB_TELETEXT {
-            // Teletext is pages of text, of which only the subtitle pages are wanted, as text
-            // (libzvbi's default is pictures of the page). The stream's map says which page
-            // holds them and in which language (`TeletextPages`).
+            // Teletext is pages of text, of which only a subtitle page is wanted, as text
+            // (libzvbi's default is pictures of the page): the plan's, or where it names
+            // none, the one the stream's map puts first (`TeletextPages`), else any.
             let extradata = par.pointee.extradata.map { Array(UnsafeBufferPointer(start: $0, count: Int(par.pointee.extradata_size))) } ?? []
-            let chosen = TeletextPages.subtitles(extradata: extradata, languages: plan.language ?? dictValue(input.pointee.metadata, "language"))
-            let decoding = [("txt_format", "text"), ("txt_page", chosen?.page ?? "subtitle")]
+            let tag = dictValue(input.pointee.metadata, "language")
+            let pages = TeletextPages.subtitlePages(extradata: extradata, languages: tag)
+            let page: String?
+            if let planned = plan.teletextPage {
+                page = planned
+            } else {
+                let chosen = TeletextPages.subtitles(extradata: extradata, languages: plan.language ?? tag)
+                page = chosen?.page
+                if let chosen { language = chosen.language ?? language }
+            }
+            hearingImpaired = pages.first { $0.page == page }?.hearingImpaired ?? false
+            let decoding = [("txt_format", "text"), ("txt_page", page ?? "subtitle")]
             for (key, value) in decoding { options.set(key, value) }
-            ffmpegInputOptions = decoding.flatMap { ["-" + $0.0, $0.1] }
-            if let chosen { language = chosen.language ?? language }
+            // One input's decoder options: the ffmpeg command reads one page of a stream.
+            firstPage = page == nil || page == pages.first?.page
+            if firstPage { ffmpegInputOptions = decoding.flatMap { ["-" + $0.0, $0.1] } }
         }
         try check(avcodec_open2(ctx, codec, &options.dict), .decode, "cannot open the subtitle decoder", as: .sourceUnsupported)
     }
@@ -81,8 +92,13 @@ final class SubtitleLane: Lane {
     }
 
     /// The ffmpeg command has no option that makes a track of the captions in the pictures
-    /// (only lavfi's `movie` source reads them): its equivalent leaves them out.
-    var ffmpegEquivalent: [String] { captions != nil ? [] : ["-map", "0:\(inputIndex)", "-c:\(outputIndex)", "mov_text"] }
+    /// (only lavfi's `movie` source reads them), nor decodes a teletext stream's second page
+    /// beside its first: its equivalent leaves them out.
+    var ffmpegEquivalent: [String] { captions != nil || !firstPage ? [] : ["-map", "0:\(inputIndex)", "-c:\(outputIndex)", "mov_text"] }
+    /// false for a teletext page other than the first the stream's map lists.
+    private var firstPage = true
+    /// A teletext page for the deaf and hard of hearing.
+    private var hearingImpaired = false
     private(set) var ffmpegInputOptions: [String] = []
 
     func prepare(muxer: Muxer) throws(KilnError) {
@@ -116,6 +132,7 @@ final class SubtitleLane: Lane {
         // The plan has the last word on what a player shows in its subtitle menu.
         if let language { setLanguage(language, of: out) }
         if plan.forced { out.pointee.disposition |= AV_DISPOSITION_FORCED } else { out.pointee.disposition &= ~AV_DISPOSITION_FORCED }
+        if hearingImpaired { out.pointee.disposition |= AV_DISPOSITION_HEARING_IMPAIRED }
     }
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
@@ -319,29 +336,4 @@ struct CaptionReader {
     /// CEA-608's erase displayed memory (0x14 0x2C with odd parity) for data channel 1 of
     /// field 1 and of field 2, as triplets.
     static let eraseDisplayed: [UInt8] = [0xFC, 0x94, 0x2C, 0xFD, 0x94, 0x2C]
-}
-
-/// Which page of a DVB teletext stream holds its subtitles. The stream's map (its teletext
-/// descriptor, which libavformat gives as extradata and the language tag) lists pages, two
-/// bytes each: the type (5 bits: 2 subtitles, 5 subtitles for the hard of hearing) and
-/// magazine (3 bits, 0 meaning 8), then the page number in BCD; the languages come in the
-/// same order, joined by commas. Subtitles are preferred to the hard-of-hearing ones.
-enum TeletextPages {
-    static func subtitles(extradata: [UInt8], languages: String?) -> (page: String, language: String?)? {
-        let names = languages.map { $0.split(separator: ",").map(String.init) } ?? []
-        var entries: [(type: UInt8, page: String, language: String?)] = []
-        for i in stride(from: 0, to: extradata.count - 1, by: 2) {
-            let magazine = extradata[i] & 7
-            let page = String(magazine == 0 ? 8 : Int(magazine)) + bcd(extradata[i + 1])
-            entries.append((extradata[i] >> 3, page, i / 2 < names.count ? names[i / 2] : nil))
-        }
-        guard let chosen = entries.first(where: { $0.type == 2 }) ?? entries.first(where: { $0.type == 5 }) else { return nil }
-        return (chosen.page, chosen.language)
-    }
-
-    /// A page number's two BCD digits as written ("88").
-    private static func bcd(_ byte: UInt8) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
-    }
 }

@@ -421,6 +421,19 @@ struct PlanContext {
         var plans: [SubtitlePlan] = []
         var reasons: [String] = []
         for s in source.subtitleStreams {
+            // A teletext stream whose map lists its subtitle pages: a track for each (Nordic
+            // broadcasts carry a language a page), each in its page's language.
+            if let pages = s.teletextPages {
+                if pages.isEmpty {
+                    plans.append(SubtitlePlan(sourceIndex: s.index, action: .drop, codec: s.codec, reason: "teletext_without_subtitles"))
+                    reasons.append("teletext_without_subtitles")
+                }
+                for page in pages {
+                    plans.append(SubtitlePlan(sourceIndex: s.index, action: .convert, codec: "mov_text",
+                                              language: LanguageCode.terminologic(page.language), teletextPage: page.page))
+                }
+                continue
+            }
             switch Codecs.isTextSubtitle(s) {
             case true?:
                 plans.append(SubtitlePlan(sourceIndex: s.index, action: .convert, codec: "mov_text", language: language(s),

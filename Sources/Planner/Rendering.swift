@@ -29,9 +29,13 @@ public enum PlanTable {
                 }
             } else if let a = plan.audio, a.sourceIndex == s.index, s.type == .audio {
                 rows.append([label, describe(s), a.action.rawValue, describe(a), audioWhy.joined(separator: " ")])
-            } else if let sub = plan.subtitles.first(where: { $0.sourceIndex == s.index && $0.closedCaptions != true }) {
-                let output = sub.action == .convert ? [sub.codec, sub.language, sub.forced ? "forced" : nil].compactMap { $0 }.joined(separator: " ") : "-"
-                rows.append([label, describe(s), sub.action.rawValue, output, sub.reason ?? ""])
+            } else if plan.subtitles.contains(where: { $0.sourceIndex == s.index && $0.closedCaptions != true }) {
+                // A teletext stream makes a track of each of its subtitle pages.
+                for sub in plan.subtitles where sub.sourceIndex == s.index && sub.closedCaptions != true {
+                    let output = sub.action == .convert
+                        ? [sub.codec, sub.language, sub.forced ? "forced" : nil, sub.teletextPage.map { "page \($0)" }].compactMap { $0 }.joined(separator: " ") : "-"
+                    rows.append([label, describe(s), sub.action.rawValue, output, sub.reason ?? ""])
+                }
             } else if plan.deliveryFormat == .original {
                 rows.append([label, describe(s), "keep", "as in the source", ""])
             } else {

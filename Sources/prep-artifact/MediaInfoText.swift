@@ -26,6 +26,10 @@ enum MediaInfoText {
                 if let r = s.sampleRate { parts.append("\(r) Hz") }
             case .subtitle:
                 parts.append(s.textSubtitle == true ? "text" : s.textSubtitle == false ? "bitmap" : "unknown kind")
+                if let pages = s.teletextPages {
+                    parts.append(pages.isEmpty ? "no subtitle pages"
+                                 : "pages " + pages.map { [$0.page, $0.language, $0.hearingImpaired ? "sdh" : nil].compactMap { $0 }.joined(separator: " ") }.joined(separator: ", "))
+                }
             default: break
             }
             if s.encrypted == true { parts.append("encrypted") }

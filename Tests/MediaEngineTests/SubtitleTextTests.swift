@@ -87,6 +87,11 @@ struct CueScheduleTests {
         #expect(TeletextPages.subtitles(extradata: Array(map[4...]), languages: "fin")! == ("777", "fin"))
         #expect(TeletextPages.subtitles(extradata: Array(map[0..<2]), languages: "ger") == nil)
         #expect(TeletextPages.subtitles(extradata: [], languages: nil) == nil)
+        // Every subtitle page, in the map's order, for a track each.
+        #expect(TeletextPages.subtitlePages(extradata: map, languages: "ger,eng,eng") == [
+            TeletextPage(page: "888", language: "eng", hearingImpaired: false), TeletextPage(page: "777", language: "eng", hearingImpaired: true)])
+        #expect(TeletextPages.subtitlePages(extradata: map, languages: "ger") == [
+            TeletextPage(page: "888", language: nil, hearingImpaired: false), TeletextPage(page: "777", language: nil, hearingImpaired: true)])
     }
 
     @Test("a cue that comes after later ones were written starts where the track is")

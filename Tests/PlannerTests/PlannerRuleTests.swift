@@ -449,6 +449,10 @@ let subtitleCases: [Case] = [
          Expect(subtitles: [.drop, .drop, .convert], reasons: ["subtitle_unsupported"])),
     Case("subtitles: DVB teletext (a broadcast's subtitle page) is converted, DVB bitmaps dropped", media("ts", kbps: 8000, h1080, aacEng, subtitle("dvb_teletext", index: 2), subtitle("dvb_subtitle", index: 3)), .mbps5, ios,
          Expect(subtitles: [.convert, .drop], reasons: ["subtitle_bitmap"])),
+    Case("subtitles: a teletext stream makes a track of each subtitle page, in its page's language", media("ts", kbps: 8000, h1080, aacEng, teletext(index: 2, [("888", "swe", false), ("777", "fin", false), ("889", "swe", true)])), .mbps5, ios,
+         Expect(subtitles: [.convert, .convert, .convert], subtitleLanguages: ["swe", "fin", "swe"])),
+    Case("subtitles: a teletext stream whose map lists no subtitle page makes no track", media("ts", kbps: 8000, h1080, aacEng, teletext(index: 2, [])), .mbps5, ios,
+         Expect(subtitles: [.drop], reasons: ["teletext_without_subtitles"])),
     Case("subtitles: the plan names languages as MP4 does (Matroska's ger is deu)", media("mkv", kbps: 8000, h1080, aacEng, subtitle("subrip", index: 2, lang: "ger")), .mbps5, ios,
          Expect(subtitles: [.convert], subtitleLanguages: ["deu"])),
     Case("closed captions in the pictures become a text track in the sound's language, after the subtitle streams", media("ts", kbps: 8000, captioned(h1080), aacEng, subtitle("subrip", index: 2, lang: "spa")), .mbps5, ios,
@@ -488,6 +492,13 @@ let sampleEntryCases: [Case] = [
     Case("original: hev1 to a device without HEVC is a transcode, and the tag is no reason", media("mp4", kbps: 4000, tagged("hev1"), aacEng), .original, web,
          Expect(delivery: .transcode, video: .transcode, reasons: ["video_codec_unsupported"], notReasons: ["video_tag_unsupported"])),
 ]
+
+/// A DVB teletext stream whose map lists these subtitle pages (number, language, for the hard of hearing).
+func teletext(index: Int, _ pages: [(String, String, Bool)]) -> StreamInfo {
+    var s = subtitle("dvb_teletext", index: index, lang: pages.map(\.1).joined(separator: ","))
+    s.teletextPages = pages.map { TeletextPage(page: $0.0, language: $0.1, hearingImpaired: $0.2) }
+    return s
+}
 
 /// `v` with closed captions in its pictures.
 func captioned(_ v: StreamInfo) -> StreamInfo {

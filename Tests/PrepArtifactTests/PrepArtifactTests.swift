@@ -115,7 +115,7 @@ struct CommandLineTests {
         }
     }
 
-    @Test("DVB teletext subtitles (page 888) become a mov_text track in their page's language; other pages stay out")
+    @Test("DVB teletext: a mov_text track for each subtitle page, in its page's language (the hard-of-hearing page flagged); other pages stay out")
     func teletextSubtitles() throws {
         let path = try Teletext.recording()
         let dir = Media.scratch("cli-teletext")
@@ -124,25 +124,32 @@ struct CommandLineTests {
             let out = dir.appendingPathComponent("\(quality).mp4").path
             let r = try Command.run(["prepare", path, "--quality", quality, "--caps", "ios", "--output", out, "--json"])
             #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
-            // The ffmpeg command that does the same decodes the same page as text.
-            guard case .array(let equivalent)? = try Command.json(r)["stats"]?["ffmpeg_equivalent"] else {
+            let json = try Command.json(r)
+            guard case .array(let planned)? = json["plan"]?["subtitles"] else { Issue.record("no subtitles planned: \(r.stdout)"); continue }
+            #expect(planned.map { $0["teletext_page"]?.string } == ["888", "877", "889"])
+            #expect(planned.map { $0["language"]?.string } == ["eng", "fin", "eng"], "each page's language, not the map's list")
+            // The ffmpeg command that does the same decodes the first page as text.
+            guard case .array(let equivalent)? = json["stats"]?["ffmpeg_equivalent"] else {
                 Issue.record("no ffmpeg_equivalent: \(r.stdout)")
                 continue
             }
             let words = equivalent.compactMap { if case .string(let w) = $0 { w } else { nil } }
             #expect(words.starts(with: ["ffmpeg", "-txt_format", "text", "-txt_page", "888", "-i"]), "\(words)")
             let subs = try FFprobe(out).streams("subtitle")
-            #expect(subs.count == 1 && subs.first?["codec_name"]?.string == "mov_text")
-            #expect(subs.first?["tags"]?["language"]?.string == "eng", "the subtitle page's language, not the map's list")
+            #expect(subs.map { $0["codec_name"]?.string } == ["mov_text", "mov_text", "mov_text"])
+            #expect(subs.map { $0["tags"]?["language"]?.string } == ["eng", "fin", "eng"])
+            #expect(subs.map { $0["disposition"]?["hearing_impaired"] } == [.number(0), .number(0), .number(1)])
             // Cue times against the output's first picture, as the page was sent against the source's.
             let video = try FFprobe.packetTimes(out, "v:0").min() ?? 0
-            let cues = try Command.cues(out)
-            #expect(cues.count == Teletext.cues.count, "\(cues)")
-            for (cue, sent) in zip(cues, Teletext.cues) {
-                #expect(cue.text == sent.text)
-                // The decoder times a page by the packet that completes it, and the demuxer a
-                // teletext packet by the clock: within a tenth of a second.
-                #expect(abs(cue.start - video - sent.start) < 0.1 && abs(cue.end - video - sent.end) < 0.1, "\(cue)")
+            for (track, sent) in [Teletext.cues, Teletext.finnish, Teletext.hardOfHearing].enumerated() {
+                let cues = try Command.cues(out, "0:s:\(track)")
+                #expect(cues.count == sent.count, "\(cues)")
+                for (cue, page) in zip(cues, sent) {
+                    #expect(cue.text == page.text)
+                    // The decoder times a page by the packet that completes it, and the demuxer a
+                    // teletext packet by the clock: within a tenth of a second.
+                    #expect(abs(cue.start - video - page.start) < 0.1 && abs(cue.end - video - page.end) < 0.1, "\(cue)")
+                }
             }
         }
     }

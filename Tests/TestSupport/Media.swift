@@ -515,6 +515,9 @@ public enum Succession {
 public enum Teletext {
     public static let pid = 0x120
     public static let cues: [(start: Double, end: Double, text: String)] = [(1, 3, "Hello from page 888"), (4, 6, "Second subtitle")]
+    /// Page 877's (Finnish) and page 889's (English, for the hard of hearing).
+    public static let finnish: [(start: Double, end: Double, text: String)] = [(2, 3.5, "Suomeksi sivulla 877")]
+    public static let hardOfHearing: [(start: Double, end: Double, text: String)] = [(4.5, 5.5, "MUSIC PLAYS")]
 
     public static func recording() throws -> String {
         let av = try Media.generated("teletext-av.ts", [
@@ -524,9 +527,11 @@ public enum Teletext {
             "-streamid", "0:\(Splice.videoPID)", "-streamid", "1:\(Splice.audioPID)", "-f", "mpegts"])
         return try Media.generated("teletext-subtitles.ts") { tmp in
             var events: [(Double, [[UInt8]])] = []
-            for cue in cues {
-                events.append((cue.start, [header(page: 0x88, erase: true), row(22, cue.text), header(page: 0xFF, erase: false)]))
-                events.append((cue.end, [header(page: 0x88, erase: true), header(page: 0xFF, erase: false)]))
+            for (page, shown) in [(UInt8(0x88), cues), (0x77, finnish), (0x89, hardOfHearing)] {
+                for cue in shown {
+                    events.append((cue.start, [header(page: page, erase: true), row(22, cue.text), header(page: 0xFF, erase: false)]))
+                    events.append((cue.end, [header(page: page, erase: true), header(page: 0xFF, erase: false)]))
+                }
             }
             events.append((2, [header(page: 0x00, erase: true, subtitle: false), row(5, "Programme guide"), header(page: 0xFF, erase: false)]))
             events.sort { $0.0 < $1.0 }
@@ -602,12 +607,15 @@ public enum Teletext {
     }
 
     /// The programme map with the teletext stream added: its descriptor lists page 100
-    /// (type 1, German) and page 888 (type 2, English).
+    /// (type 1, German), 888 (type 2, English), 877 (type 2, Finnish) and 889 (type 5,
+    /// English for the hard of hearing).
     static func withTeletext(pmt packet: [UInt8]) -> [UInt8] {
         let offset = 4 + (packet[3] & 0x20 != 0 ? 1 + Int(packet[4]) : 0)
         let section = Array(packet[(offset + 1 + Int(packet[offset]))...])
         let length = Int(section[1] & 0x0F) << 8 | Int(section[2])
-        let descriptor: [UInt8] = [0x56, 10] + Array("ger".utf8) + [1 << 3, 0x00] + Array("eng".utf8) + [2 << 3, 0x88]
+        let pages = Array("ger".utf8) + [1 << 3, 0x00] + Array("eng".utf8) + [2 << 3, 0x88]
+            + Array("fin".utf8) + [2 << 3, 0x77] + Array("eng".utf8) + [5 << 3, 0x89]
+        let descriptor: [UInt8] = [0x56, UInt8(pages.count)] + pages
         let stream: [UInt8] = [0x06, UInt8(0xE0 | pid >> 8), UInt8(pid & 0xFF), 0xF0, UInt8(descriptor.count)] + descriptor
         var rewritten = Array(section[0..<3 + length - 4]) + stream
         let total = rewritten.count + 4 - 3
