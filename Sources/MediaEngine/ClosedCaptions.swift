@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CFFmpeg
 
 /// CEA-608 closed captions carried inside the pictures, as ATSC A/53 puts them: US
@@ -24,32 +27,28 @@ enum ClosedCaptions {
         var dvd: [[UInt8]] = []
         switch codec {
         case AV_CODEC_ID_H264, AV_CODEC_ID_HEVC:
+            // SEI: H.264 type 6 (one header byte), HEVC prefix SEI 39 (two). All of a packet's
+            // are read: one may hold a pair of field pictures, each with its own.
             let h264 = codec == AV_CODEC_ID_H264
+            let header = h264 ? 1 : 2
             NALUnits.forEach(in: data, lengthSize: lengthSize) { unit in
-                // SEI: H.264 type 6 (one header byte), HEVC prefix SEI 39 (two). They come
-                // before the picture's slices, so the first slice ends the search.
                 let type = h264 ? Int(unit[0] & 0x1f) : Int(unit[0] >> 1) & 0x3f
-                if h264 ? (1...5).contains(type) : type < 32 { return false }
-                let header = h264 ? 1 : 2
                 if unit.count > header, type == (h264 ? 6 : 39) { found += fromSEI(rbsp(unit.dropFirst(header))) }
-                return true
             }
         case AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO:
-            // user_data (start code 0xB2): runs to the next start code. It comes before the
-            // picture's slices (start codes 0x01 to 0xAF), so the first slice ends the search.
-            var i = 0
-            while i + 3 < data.count {
-                guard data[i] == 0, data[i + 1] == 0, data[i + 2] == 1 else { i += 1; continue }
-                i += 3
-                if (0x01...0xAF).contains(data[i]) { break }
-                guard data[i] == 0xB2 else { continue }
-                var end = i + 1
-                while end + 2 < data.count, !(data[end] == 0 && data[end + 1] == 0 && data[end + 2] == 1) { end += 1 }
-                if end + 2 >= data.count { end = data.count }
-                let body = Array(data[(i + 1)..<end])
+            // user_data (start code 0xB2), up to the next start code: after each picture
+            // header of the packet (a pair of field pictures has two).
+            var at = AnnexB.unitStart(in: data, from: 0)
+            while let i = at {
+                let next = AnnexB.unitStart(in: data, from: i + 1)
+                guard data[i] == 0xB2 else { at = next; continue }
+                // (Zeros before the next start code are stuffing, left in: the readers count
+                // what they read.)
+                let end = next.map { $0 - 3 } ?? data.count
+                let body = Array(data[(i + 1)..<max(i + 1, end)])
                 if body.starts(with: gaIdentifier), body.count > 4, body[4] == 3 { found += ccData(body[5...]) }
                 if body.starts(with: dvdIdentifier) { dvd += fromDVD(body[dvdIdentifier.count...]) }
-                i = end
+                at = next
             }
         default: break
         }
@@ -189,29 +188,38 @@ struct PresentationOrder<Item> {
 }
 
 /// A video packet's NAL units, length-prefixed (`lengthSize` > 0, MP4 and Matroska) or
-/// behind Annex B start codes (MPEG-TS, raw streams), until `body` says to stop (false).
+/// behind Annex B start codes (MPEG-TS, raw streams).
 enum NALUnits {
-    static func forEach(in data: UnsafeBufferPointer<UInt8>, lengthSize: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
-        if lengthSize > 0 {
-            var going = true
-            LengthPrefixed.forEachUnit(in: data, lengthSize: lengthSize) { unit in if going { going = body(unit) } }
-            return
-        }
+    static func forEach(in data: UnsafeBufferPointer<UInt8>, lengthSize: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+        if lengthSize > 0 { return LengthPrefixed.forEachUnit(in: data, lengthSize: lengthSize, body) }
         guard let base = data.baseAddress else { return }
-        var start: Int? = nil
-        var i = 0
-        while i + 2 < data.count {
-            if data[i] == 0, data[i + 1] == 0, data[i + 2] == 1 {
-                if let s = start {
-                    // A four-byte start code's leading zero belongs to neither unit.
-                    var end = i
-                    while end > s, data[end - 1] == 0 { end -= 1 }
-                    if end > s, !body(UnsafeBufferPointer(start: base + s, count: end - s)) { return }
-                }
-                i += 3
-                start = i
-            } else { i += 1 }
+        var at = AnnexB.unitStart(in: data, from: 0)
+        while let s = at {
+            let next = AnnexB.unitStart(in: data, from: s)
+            // A unit ends where the next start code begins; a four-byte start code's leading
+            // zero (and trailing zero bytes) belong to neither unit.
+            var end = next.map { $0 - 3 } ?? data.count
+            while end > s, data[end - 1] == 0 { end -= 1 }
+            if end > s { body(UnsafeBufferPointer(start: base + s, count: end - s)) }
+            at = next
         }
-        if let s = start, s < data.count { _ = body(UnsafeBufferPointer(start: base + s, count: data.count - s)) }
+    }
+}
+
+/// Start codes (00 00 01) in MPEG video and Annex B streams.
+enum AnnexB {
+    /// Where the unit after the first start code at or past `from` begins (the byte after
+    /// 00 00 01), nil if none. memchr finds the candidates' 01 bytes: the scan runs over
+    /// whole pictures.
+    static func unitStart(in data: UnsafeBufferPointer<UInt8>, from: Int) -> Int? {
+        guard let base = data.baseAddress else { return nil }
+        var i = max(from, 2)
+        while i < data.count {
+            guard let hit = memchr(base + i, 1, data.count - i) else { return nil }
+            let k = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+            if data[k - 1] == 0, data[k - 2] == 0 { return k + 1 < data.count ? k + 1 : nil }
+            i = k + 1
+        }
+        return nil
     }
 }

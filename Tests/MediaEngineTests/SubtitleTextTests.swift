@@ -167,11 +167,13 @@ struct ClosedCaptionReadingTests {
         #expect(Self.triplets(hevc, AV_CODEC_ID_HEVC, lengthSize: 4) == Self.caption)
         // DirecTV's provider code leaves the identifier out.
         #expect(Self.triplets([0, 0, 1, 0x06] + Self.sei([0x00, 0x2F, 0x03] + Self.ccData(Self.caption)), AV_CODEC_ID_H264) == Self.caption)
-        // Another registered user's data (bar data, "DTG1"), a cleared process flag, and an
-        // SEI after the picture's first slice are not captions.
+        // Another registered user's data (bar data, "DTG1") and a cleared process flag are
+        // not captions.
         #expect(Self.triplets([0, 0, 1, 0x06] + Self.sei([0x00, 0x31] + Array("DTG1".utf8) + [0x41, 0xF8]), AV_CODEC_ID_H264).isEmpty)
         #expect(Self.triplets([0, 0, 1, 0x06] + Self.sei([0x00, 0x31] + Array("GA94".utf8) + [0x03, 0x82, 0xFF] + Self.caption), AV_CODEC_ID_H264).isEmpty)
-        #expect(Self.triplets([0, 0, 1, 0x65, 0x88, 0, 0, 1, 0x06] + Self.sei(atsc), AV_CODEC_ID_H264).isEmpty)
+        // A pair of field pictures in one packet: each field's SEI, in order.
+        let second = [0x00, 0x31] + Array("GA94".utf8) + [0x03] + Self.ccData([0xFC, 0xC1, 0xC2])
+        #expect(Self.triplets(annexB + [0, 0, 1, 0x06] + Self.sei(second) + [0, 0, 1, 0x01, 0x9A], AV_CODEC_ID_H264) == Self.caption + [0xFC, 0xC1, 0xC2])
     }
 
     @Test("emulation prevention bytes are taken out of an SEI before it is read")
@@ -185,15 +187,18 @@ struct ClosedCaptionReadingTests {
         #expect(ClosedCaptions.rbsp([0, 0, 3, 1, 0, 0, 3, 3, 7].withUnsafeBufferPointer { $0[...] }) == [0, 0, 1, 0, 0, 3, 7])
     }
 
-    @Test("MPEG-2 user data: ATSC's GA94 before the first slice, nothing else")
+    @Test("MPEG-2 user data: ATSC's GA94 after each picture header, nothing else")
     func mpeg2() {
         let picture: [UInt8] = [0, 0, 1, 0x00, 0x00, 0x0F, 0xFF, 0xF8, 0, 0, 1, 0xB5, 0x8F, 0xFF]
         let ga94: [UInt8] = [0, 0, 1, 0xB2] + Array("GA94".utf8) + [0x03] + Self.ccData(Self.caption)
         let slice: [UInt8] = [0, 0, 1, 0x01, 0x12, 0x34]
         #expect(Self.triplets(picture + ga94 + slice, AV_CODEC_ID_MPEG2VIDEO) == Self.caption)
-        // User data after a slice is no picture's; another user's is no captions.
-        #expect(Self.triplets(picture + slice + ga94, AV_CODEC_ID_MPEG2VIDEO).isEmpty)
+        // A pair of field pictures in one packet: each one's user data, in order.
+        let secondField: [UInt8] = [0, 0, 1, 0xB2] + Array("GA94".utf8) + [0x03] + Self.ccData([0xFD, 0x94, 0x2C])
+        #expect(Self.triplets(picture + ga94 + slice + picture + secondField + slice, AV_CODEC_ID_MPEG2VIDEO) == Self.caption + [0xFD, 0x94, 0x2C])
+        // Another user's data is no captions, nor is user data cut short.
         #expect(Self.triplets(picture + [0, 0, 1, 0xB2] + Array("DTG1".utf8) + [0x41, 0xF8] + slice, AV_CODEC_ID_MPEG2VIDEO).isEmpty)
+        #expect(Self.triplets(picture + Array(ga94.prefix(14)), AV_CODEC_ID_MPEG2VIDEO).isEmpty)
     }
 
     @Test("a DVD's captions: a GOP's frames at once, fields alternating from the one it names first, whatever each word's field bit says")
