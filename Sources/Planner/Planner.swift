@@ -240,7 +240,7 @@ struct PlanContext {
         // MP4 carries profile 7's base layer only (the engine leaves its record, enhancement
         // layer and RPUs out).
         if video?.dolbyVision?.profile == 7 { reasons.append("dolby_vision_base_layer_only") }
-        let (subs, subReasons) = subtitlePlans(audio: audioPlan)
+        let (subs, subReasons) = subtitlePlans()
         var plan = Plan(quality: quality, effectiveQuality: .original, deliveryFormat: .remux, targetBitrateKbps: 0,
                         container: "mp4", video: video.map(copyVideo), audio: audioPlan, subtitles: subs,
                         reasons: reasons + subReasons, artifactKey: "")
@@ -270,7 +270,7 @@ struct PlanContext {
             audioPlan = plan
             reasons += why
         }
-        let (subs, subReasons) = subtitlePlans(audio: audioPlan)
+        let (subs, subReasons) = subtitlePlans()
         return Plan(quality: requested, effectiveQuality: rung.quality, deliveryFormat: .transcode,
                     targetBitrateKbps: rung.capKbps, container: "mp4", video: videoPlan, audio: audioPlan,
                     subtitles: subs, reasons: reasons + subReasons, artifactKey: "")
@@ -416,8 +416,7 @@ struct PlanContext {
 
     /// Text subtitles become `mov_text` (language and forced flag kept); bitmaps cannot
     /// live in MP4 as text and are dropped.
-    /// `audio`: the kept sound, whose language the closed captions are taken to share.
-    func subtitlePlans(audio: AudioPlan?) -> ([SubtitlePlan], [String]) {
+    func subtitlePlans() -> ([SubtitlePlan], [String]) {
         var plans: [SubtitlePlan] = []
         var reasons: [String] = []
         for s in source.subtitleStreams {
@@ -450,13 +449,16 @@ struct PlanContext {
         }
         // Captions inside the pictures reach no MP4 player there: they become a text track
         // too (and stay in the pictures, copied or encoded). A/53 names no language in the
-        // stream; its first caption service carries the programme's, the main sound's. A
-        // caption track of the file's own (QuickTime's c608) is those captions already.
+        // stream; its first caption service carries the programme's: its main sound's (the
+        // default, else the first), whichever sound the device asked for (Spanish from the
+        // second audio programme leaves English captions English). A caption track of the
+        // file's own (QuickTime's c608) is those captions already.
         let captionTrack = plans.contains { $0.action == .convert && $0.codec == "mov_text"
             && source.stream($0.sourceIndex)?.codec.lowercased() == "eia_608" }
         if let v = video, v.closedCaptions == true, !captionTrack {
+            let main = source.audioStreams.first { $0.disposition.isDefault } ?? source.audioStreams.first
             plans.append(SubtitlePlan(sourceIndex: v.index, action: .convert, codec: "mov_text",
-                                      language: language(v) ?? audio?.language, closedCaptions: true))
+                                      language: language(v) ?? main.flatMap(language), closedCaptions: true))
             reasons.append("closed_captions_converted")
         }
         return (plans, reasons)

@@ -459,6 +459,8 @@ let subtitleCases: [Case] = [
          Expect(delivery: .transcode, subtitles: [.convert, .convert], subtitleLanguages: ["spa", "eng"], reasons: ["closed_captions_converted"])),
     Case("closed captions in the pictures are not made a second time beside the file's own caption track (c608)", media("mov", kbps: 8000, captioned(h1080), aacEng, subtitle("eia_608", index: 2)), .mbps5, ios,
          Expect(subtitles: [.convert], notReasons: ["closed_captions_converted"])),
+    Case("closed captions keep the programme's main language when the device asks for the second audio programme", media("ts", kbps: 8000, captioned(h1080), aacEng, audio("ac3", ch: 2, index: 2, lang: "spa")), .mbps5, ios, language: "spa",
+         Expect(audioIndex: 2, subtitleLanguages: ["eng"], reasons: ["closed_captions_converted"])),
     Case("closed captions go with a remux too", media("ts", kbps: 3000, captioned(h1080), aacEng), .original, ios,
          Expect(delivery: .remux, video: .copy, subtitles: [.convert], reasons: ["closed_captions_converted"])),
     Case("closed captions stay in a file delivered as it is", media("mp4", kbps: 3000, captioned(h1080), aacEng), .original, ios,
