@@ -61,19 +61,12 @@ enum ClosedCaptions {
         stride(from: 0, to: triplets.count - 2, by: 3).contains { triplets[$0] & 0x04 != 0 && triplets[$0] & 0x03 < 2 }
     }
 
-    /// Whether `triplets` carry captions, not only padding: a valid field 1 pair that is
-    /// not null (once its parity bits are dropped), or a field 2 one that is neither null
-    /// nor XDS (programme data, whose codes are below 0x10). CEA-708's packets do not
-    /// count: the caption decoder reads only CEA-608.
+    /// Whether `triplets` carry captions, not only padding: a valid field 1 pair (CC1, the
+    /// programme's captions, which the lane reads) that is not null once its parity bits
+    /// are dropped. Field 2 (CC3 and programme data) and CEA-708's packets do not count.
     static func carryText(_ triplets: [UInt8]) -> Bool {
         stride(from: 0, to: triplets.count - 2, by: 3).contains { i in
-            let flags = triplets[i], b1 = triplets[i + 1] & 0x7F, b2 = triplets[i + 2] & 0x7F
-            guard flags & 0x04 != 0 else { return false }
-            switch flags & 0x03 {
-            case 0: return b1 != 0 || b2 != 0
-            case 1: return b1 >= 0x10
-            default: return false
-            }
+            triplets[i] & 0x07 == 0x04 && (triplets[i + 1] & 0x7F != 0 || triplets[i + 2] & 0x7F != 0)
         }
     }
 

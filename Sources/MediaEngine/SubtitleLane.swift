@@ -60,6 +60,10 @@ final class SubtitleLane: Lane {
         ctx.pointee.pkt_timebase = input.pointee.time_base
         let options = Options()
         language = plan.language
+        // CC1, the programme's captions, ride in field 1. Left to choose, the decoder keeps to
+        // the field of the first triplet it meets, which may be field 2's programme data or a
+        // CEA-708 packet, and then shows nothing.
+        if captionDecoder { options.set("data_field", "0") }
         if par.pointee.codec_id == AV_CODEC_ID_DVB_TELETEXT {
             // Teletext is pages of text, of which only a subtitle page is wanted, as text
             // (libzvbi's default is pictures of the page): the plan's, or where it names

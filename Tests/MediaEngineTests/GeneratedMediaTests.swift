@@ -324,7 +324,7 @@ struct GeneratedMediaTests {
         #expect(forecast.stats.hashedWhileWriting && forecast.output.sha256 == reference)
     }
 
-    @Test("closed captions are found when the first comes after the probe's usual scan, and not for padding alone")
+    @Test("closed captions are found when the first comes after the probe's usual scan, not for padding alone, and read from field 1 whatever comes first")
     func closedCaptionsFound() throws {
         // 12 s of padding: the first caption is shown at 13 s, past the 240 pictures (8 s) scanned for the rest.
         let late = try ClosedCaptionSample.recording(.h264, delay: 12)
@@ -340,6 +340,13 @@ struct GeneratedMediaTests {
         // Padding and nothing else: no track of nothing.
         let padding = try Prober.probe(path: ClosedCaptionSample.recording(.h264, captioned: false))
         #expect(padding.videoStreams.first?.closedCaptions == nil)
+        // A CEA-708 packet before each picture's CEA-608 pairs: the decoder keeps to field 1
+        // (ffmpeg's own reading follows the first triplet's field, and shows nothing).
+        let dtvcc = try ClosedCaptionSample.recording(.h264, cea708First: true)
+        let dtvccInfo = try Prober.probe(path: dtvcc)
+        let dtvccOut = dir.appendingPathComponent("708.mp4").path
+        _ = try Preparer.prepare(source: dtvcc, plan: try #require(EnginePlans.remux(dtvccInfo)), info: dtvccInfo, output: dtvccOut)
+        #expect(try FFprobe.packetCount(dtvccOut, "s:0") >= ClosedCaptionSample.popOn.count + ClosedCaptionSample.rollUp.count)
     }
 
     @Test("closed captions: the index forecast reads them as the remux does, so the remux is hashed while written")

@@ -224,11 +224,11 @@ struct ClosedCaptionReadingTests {
         #expect(!ClosedCaptions.carry608([0xF8, 0x80, 0x80, 0xFA, 0x00, 0x00]))
         #expect(!ClosedCaptions.carry608([0xFF, 0x02, 0x21, 0xFE, 0x41, 0x42]))
         #expect(!ClosedCaptions.carry608([]))
-        // Text: a field 1 pair that is not null (parity bits aside), a field 2 pair that is not XDS.
+        // Text: a valid field 1 pair that is not null (parity bits aside); field 2 (programme
+        // data, CC3) and CEA-708 do not count.
         #expect(ClosedCaptions.carryText([0xFC, 0x80, 0x80, 0xFC, 0x94, 0x20]))
         #expect(!ClosedCaptions.carryText([0xFC, 0x80, 0x80, 0xFD, 0x80, 0x80, 0xF8, 0x94, 0x20]))
-        #expect(!ClosedCaptions.carryText([0xFD, 0x01, 0x03, 0xFF, 0x02, 0x21]))
-        #expect(ClosedCaptions.carryText([0xFD, 0x15, 0x20]))
+        #expect(!ClosedCaptions.carryText([0xFD, 0x01, 0x03, 0xFD, 0x15, 0x20, 0xFF, 0x02, 0x21]))
     }
 
     @Test("pictures' captions in decode order come out in display order")

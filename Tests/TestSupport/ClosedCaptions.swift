@@ -29,9 +29,11 @@ public enum ClosedCaptionSample {
     /// B-frames, or interlaced MPEG-2 (an ATSC recording, or a DVD's layout). `delay`:
     /// seconds of caption padding before the captions (and the recording that much longer);
     /// `captioned` false: padding only, as stations send through programmes no one captioned.
-    public static func recording(_ video: Video, delay: Double = 0, captioned: Bool = true) throws -> String {
+    /// `cea708First`: each picture's cc_data begins with a CEA-708 packet's triplet, before
+    /// the CEA-608 pairs (a layout some encoders write).
+    public static func recording(_ video: Video, delay: Double = 0, captioned: Bool = true, cea708First: Bool = false) throws -> String {
         let seconds = Self.seconds + delay
-        let name = "cc-\(video.rawValue)" + (delay > 0 ? "-late\(Int(delay))" : "") + (captioned ? "" : "-padding")
+        let name = "cc-\(video.rawValue)" + (delay > 0 ? "-late\(Int(delay))" : "") + (captioned ? "" : "-padding") + (cea708First ? "-708" : "")
         return try Media.generated("\(name).ts") { tmp in
             let scratch = Media.scratch(name)
             defer { try? FileManager.default.removeItem(at: scratch) }
@@ -49,7 +51,7 @@ public enum ClosedCaptionSample {
             guard r.status == 0, !coded.isEmpty else { throw TestFailure("ffprobe: \(r.stderr)") }
             let pairs = captioned ? bytePairs(pictures: coded.count, delay: delay) : Array(repeating: nil, count: coded.count)
             var ccByCoded = [Int: [UInt8]]()
-            for (shown, number) in coded.enumerated() { ccByCoded[number] = ccData(pairs[shown]) }
+            for (shown, number) in coded.enumerated() { ccByCoded[number] = ccData(pairs[shown], cea708First: cea708First) }
             let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
             let withCaptions: [UInt8]
             switch video {
@@ -109,10 +111,12 @@ public enum ClosedCaptionSample {
 
     static func odd(_ b: UInt8) -> UInt8 { Teletext.oddParity(b) }
 
-    /// A/53 `cc_data` with two triplets: field 1's pair (or padding) and field 2's padding.
-    static func ccData(_ pair: (UInt8, UInt8)?) -> [UInt8] {
+    /// A/53 `cc_data` with field 1's pair (or padding) and field 2's padding, after a
+    /// CEA-708 packet's start if asked.
+    static func ccData(_ pair: (UInt8, UInt8)?, cea708First: Bool = false) -> [UInt8] {
         let p = pair ?? (0x80, 0x80)
-        return [0xC0 | 2, 0xFF, 0xFC, p.0, p.1, 0xFD, 0x80, 0x80, 0xFF]
+        let dtvcc: [UInt8] = cea708First ? [0xFF, 0x02, 0x21] : []
+        return [0xC0 | UInt8(2 + dtvcc.count / 3), 0xFF] + dtvcc + [0xFC, p.0, p.1, 0xFD, 0x80, 0x80, 0xFF]
     }
 
     /// The Annex B stream with an SEI NAL unit (user data registered by ITU-T T.35, "GA94")
