@@ -155,7 +155,7 @@ struct CommandLineTests {
     }
 
     @Test("closed captions in the pictures (ATSC A/53) become a text track, in a remux and in a transcode, and stay in the pictures",
-          arguments: [(ClosedCaptionSample.Video.h264, "remux"), (.mpeg2Interlaced, "transcode"), (.dvd, "transcode")])
+          arguments: [(ClosedCaptionSample.Video.h264, "remux"), (.hevc, "remux"), (.mpeg2Interlaced, "transcode"), (.dvd, "transcode")])
     func closedCaptions(_ video: ClosedCaptionSample.Video, delivery: String) throws {
         let source = try ClosedCaptionSample.recording(video)
         // The generator's own check: ffmpeg sees the captions it wrote.

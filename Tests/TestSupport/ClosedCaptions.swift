@@ -19,14 +19,14 @@ public enum ClosedCaptionSample {
     static let rate = 30000.0 / 1001
 
     public enum Video: String, Sendable {
-        case h264, mpeg2Interlaced = "mpeg2i"
+        case h264, hevc, mpeg2Interlaced = "mpeg2i"
         /// Interlaced MPEG-2 whose GOPs bring their frames' captions in their first picture's
         /// user data, as DVDs do (closed GOPs of 15 frames).
         case dvd
     }
 
-    /// An MPEG-TS recording with AC-3 sound whose pictures carry the captions: H.264 with
-    /// B-frames, or interlaced MPEG-2 (an ATSC recording, or a DVD's layout). `delay`:
+    /// An MPEG-TS recording with AC-3 sound whose pictures carry the captions: H.264 or HEVC
+    /// with B-frames, or interlaced MPEG-2 (an ATSC recording, or a DVD's layout). `delay`:
     /// seconds of caption padding before the captions (and the recording that much longer);
     /// `captioned` false: padding only, as stations send through programmes no one captioned.
     /// `cea708First`: each picture's cc_data begins with a CEA-708 packet's triplet, before
@@ -37,40 +37,59 @@ public enum ClosedCaptionSample {
         return try Media.generated("\(name).ts") { tmp in
             let scratch = Media.scratch(name)
             defer { try? FileManager.default.removeItem(at: scratch) }
-            let raw = scratch.appendingPathComponent(video == .h264 ? "raw.h264" : "raw.m2v").path
-            let encode: [String] = video == .h264
-                ? ["-c:v", "libx264", "-preset", "veryfast", "-bf", "3", "-g", "60", "-x264-params", "aud=1"]
-                : ["-c:v", "mpeg2video", "-bf", "2", "-g", "15", "-b:v", "4M", "-flags", "+ildct+ilme+cgop", "-sc_threshold", "1000000000", "-top", "1", "-vf", "setfield=tff"]
+            let ext = ["h264": "h264", "hevc": "hevc"][video.rawValue] ?? "m2v"
+            let raw = scratch.appendingPathComponent("raw.\(ext)").path
+            let encode: [String]
+            switch video {
+            case .h264: encode = ["-c:v", "libx264", "-preset", "veryfast", "-bf", "3", "-g", "60", "-x264-params", "aud=1"]
+            case .hevc: encode = ["-c:v", "libx265", "-preset", "veryfast", "-x265-params", "aud=1:bframes=3:keyint=60:log-level=error"]
+            case .mpeg2Interlaced, .dvd:
+                encode = ["-c:v", "mpeg2video", "-bf", "2", "-g", "15", "-b:v", "4M", "-flags", "+ildct+ilme+cgop", "-sc_threshold", "1000000000",
+                          "-top", "1", "-vf", "setfield=tff"]
+            }
             var r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
-                                               "testsrc2=size=\(video == .h264 ? "640x360" : "704x480"):rate=30000/1001",
+                                               "testsrc2=size=\(video == .h264 || video == .hevc ? "640x360" : "704x480"):rate=30000/1001",
                                                "-t", "\(seconds)", "-pix_fmt", "yuv420p"] + encode + [raw])
             guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
-            r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "frame=coded_picture_number",
-                                            "-of", "csv=p=0", raw])
-            let coded = r.stdout.split(whereSeparator: \.isNewline).compactMap { Int($0.trimmingCharacters(in: .whitespaces).split(separator: ",").first ?? "") }
-            guard r.status == 0, !coded.isEmpty else { throw TestFailure("ffprobe: \(r.stderr)") }
-            let pairs = captioned ? bytePairs(pictures: coded.count, delay: delay) : Array(repeating: nil, count: coded.count)
-            var ccByCoded = [Int: [UInt8]]()
-            for (shown, number) in coded.enumerated() { ccByCoded[number] = ccData(pairs[shown], cea708First: cea708First) }
+            // Where each picture, in stream order, is shown.
+            let shown = try displayOrder(raw, scratch: scratch)
+            let pairs = captioned ? bytePairs(pictures: shown.count, delay: delay) : Array(repeating: nil, count: shown.count)
+            let cc = shown.map { ccData(pairs[$0], cea708First: cea708First) }
             let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
             let withCaptions: [UInt8]
             switch video {
-            case .h264: withCaptions = h264(bytes, ccByCoded)
-            case .mpeg2Interlaced: withCaptions = mpeg2(bytes, ccByCoded)
-            case .dvd: withCaptions = dvd(bytes, pairs: pairs, shownAt: Dictionary(uniqueKeysWithValues: coded.enumerated().map { ($1, $0) }))
+            case .h264, .hevc: withCaptions = nalStream(bytes, cc, hevc: video == .hevc)
+            case .mpeg2Interlaced: withCaptions = mpeg2(bytes, cc)
+            case .dvd: withCaptions = dvd(bytes, pairs: pairs, shown: shown)
             }
-            let es = scratch.appendingPathComponent(video == .h264 ? "cc.h264" : "cc.m2v").path
+            let es = scratch.appendingPathComponent("cc.\(ext)").path
             try Data(withCaptions).write(to: URL(fileURLWithPath: es))
-            // mkvmerge times an elementary stream's pictures from its headers (the ffmpeg
-            // command cannot, with B-frames).
-            let mkv = scratch.appendingPathComponent("cc.mkv").path
-            r = try Run.command("mkvmerge", ["-q", "-o", mkv, "--default-duration", "0:30000/1001p", es])
-            guard r.status == 0 else { throw TestFailure("mkvmerge: \(r.stdout) \(r.stderr)") }
+            let mkv = try timed(es, scratch: scratch)
             r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", mkv, "-f", "lavfi", "-i",
                                            "sine=frequency=440:sample_rate=48000:duration=\(seconds)",
                                            "-c:v", "copy", "-c:a", "ac3", "-f", "mpegts", tmp])
             guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
         }
+    }
+
+    /// The elementary stream in Matroska: mkvmerge times its pictures from their headers
+    /// (the ffmpeg command cannot, with B-frames).
+    static func timed(_ es: String, scratch: URL) throws -> String {
+        let mkv = scratch.appendingPathComponent(URL(fileURLWithPath: es).deletingPathExtension().lastPathComponent + ".mkv").path
+        let r = try Run.command("mkvmerge", ["-q", "-o", mkv, "--default-duration", "0:30000/1001p", es])
+        guard r.status == 0 else { throw TestFailure("mkvmerge: \(r.stdout) \(r.stderr)") }
+        return mkv
+    }
+
+    /// For each picture of an elementary stream, in stream order, its place in display
+    /// order: the rank of its presentation time once timed.
+    static func displayOrder(_ es: String, scratch: URL) throws -> [Int] {
+        let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts", "-of", "csv=p=0",
+                                            try timed(es, scratch: scratch)])
+        let pts = r.stdout.split(whereSeparator: \.isNewline).compactMap { Int($0.split(separator: ",").first ?? "") }
+        guard r.status == 0, !pts.isEmpty else { throw TestFailure("ffprobe: \(r.stderr)") }
+        let rank = Dictionary(uniqueKeysWithValues: pts.sorted().enumerated().map { ($1, $0) })
+        return pts.map { rank[$0]! }
     }
 
     /// A QuickTime movie of the H.264 recording with its captions also in a track of their
@@ -120,17 +139,19 @@ public enum ClosedCaptionSample {
     }
 
     /// The Annex B stream with an SEI NAL unit (user data registered by ITU-T T.35, "GA94")
-    /// before each picture's first slice.
-    static func h264(_ data: [UInt8], _ cc: [Int: [UInt8]]) -> [UInt8] {
+    /// before each picture's first slice: H.264's SEI (type 6), or HEVC's prefix SEI (39).
+    static func nalStream(_ data: [UInt8], _ cc: [[UInt8]], hevc: Bool) -> [UInt8] {
         var out: [UInt8] = []
         var picture = -1
         for unit in annexBUnits(data) {
-            let type = unit[3] & 0x1F
-            // first_mb_in_slice 0 (its ue(v) code is the single bit 1): a new picture.
-            if type == 1 || type == 5, unit[4] & 0x80 != 0 {
+            // The slice (segment) that begins a picture: H.264's first_mb_in_slice 0 (its
+            // ue(v) code is the single bit 1), HEVC's first_slice_segment_in_pic_flag.
+            let first = hevc ? (unit[3] >> 1) & 0x3F < 32 && unit[5] & 0x80 != 0
+                             : [1, 5].contains(unit[3] & 0x1F) && unit[4] & 0x80 != 0
+            if first {
                 picture += 1
-                let payload: [UInt8] = [0xB5, 0x00, 0x31] + Array("GA94".utf8) + [0x03] + (cc[picture] ?? ccData(nil))
-                out += [0, 0, 1, 6] + preventingEmulation([4, UInt8(payload.count)] + payload + [0x80])
+                let payload: [UInt8] = [0xB5, 0x00, 0x31] + Array("GA94".utf8) + [0x03] + (picture < cc.count ? cc[picture] : ccData(nil))
+                out += [0, 0, 1] + (hevc ? [39 << 1, 0x01] : [6]) + preventingEmulation([4, UInt8(payload.count)] + payload + [0x80])
             }
             out += unit
         }
@@ -138,7 +159,7 @@ public enum ClosedCaptionSample {
     }
 
     /// The MPEG-2 stream with user data ("GA94") after each picture's header and extensions.
-    static func mpeg2(_ data: [UInt8], _ cc: [Int: [UInt8]]) -> [UInt8] {
+    static func mpeg2(_ data: [UInt8], _ cc: [[UInt8]]) -> [UInt8] {
         var out: [UInt8] = []
         var picture = -1, previous: UInt8 = 0
         for unit in annexBUnits(data) {
@@ -146,7 +167,7 @@ public enum ClosedCaptionSample {
             if code == 0x00 { picture += 1 }
             // Before the first slice of a picture.
             if (0x01...0xAF).contains(code), !(0x01...0xAF).contains(previous) {
-                out += [0, 0, 1, 0xB2] + Array("GA94".utf8) + [0x03] + (cc[picture] ?? ccData(nil))
+                out += [0, 0, 1, 0xB2] + Array("GA94".utf8) + [0x03] + (picture < cc.count ? cc[picture] : ccData(nil))
             }
             previous = code
             out += unit
@@ -157,7 +178,7 @@ public enum ClosedCaptionSample {
     /// The MPEG-2 stream with a DVD's caption user data after each GOP header: a block for
     /// each frame the GOP shows (closed GOPs: from its first picture to the next GOP's), a
     /// word for field 1 (the captions) and one for field 2 (padding) each.
-    static func dvd(_ data: [UInt8], pairs: [(UInt8, UInt8)?], shownAt: [Int: Int]) -> [UInt8] {
+    static func dvd(_ data: [UInt8], pairs: [(UInt8, UInt8)?], shown: [Int]) -> [UInt8] {
         let units = annexBUnits(data)
         // The pictures that open a GOP, by their number in the stream.
         var picture = -1, afterGOP = false
@@ -166,7 +187,7 @@ public enum ClosedCaptionSample {
             if unit[3] == 0xB8 { afterGOP = true }
             if unit[3] == 0x00 {
                 picture += 1
-                if afterGOP { opening.append(shownAt[picture] ?? 0) }
+                if afterGOP { opening.append(picture < shown.count ? shown[picture] : 0) }
                 afterGOP = false
             }
         }
