@@ -32,8 +32,7 @@ enum ClosedCaptions {
             let h264 = codec == AV_CODEC_ID_H264
             let header = h264 ? 1 : 2
             NALUnits.forEach(in: data, lengthSize: lengthSize) { unit in
-                let type = h264 ? Int(unit[0] & 0x1f) : Int(unit[0] >> 1) & 0x3f
-                if unit.count > header, type == (h264 ? 6 : 39) { found += fromSEI(rbsp(unit.dropFirst(header))) }
+                if unit.count > header, NALUnits.type(of: unit[0], h264: h264) == (h264 ? 6 : 39) { found += fromSEI(rbsp(unit.dropFirst(header))) }
             }
         case AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO:
             // user_data (start code 0xB2), up to the next start code: after each picture
@@ -183,6 +182,10 @@ struct PresentationOrder<Item> {
 /// A video packet's NAL units, length-prefixed (`lengthSize` > 0, MP4 and Matroska) or
 /// behind Annex B start codes (MPEG-TS, raw streams).
 enum NALUnits {
+    /// A unit's type from its first header byte: HEVC's six bits after the forbidden bit,
+    /// or H.264's low five (`h264`).
+    static func type(of header: UInt8, h264: Bool) -> Int { h264 ? Int(header & 0x1f) : Int(header >> 1) & 0x3f }
+
     static func forEach(in data: UnsafeBufferPointer<UInt8>, lengthSize: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
         if lengthSize > 0 { return LengthPrefixed.forEachUnit(in: data, lengthSize: lengthSize, body) }
         guard let base = data.baseAddress else { return }

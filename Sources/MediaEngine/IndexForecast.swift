@@ -45,7 +45,7 @@ final class IndexForecast: @unchecked Sendable {
     private let state = Mutex<(finished: Bool, layout: Layout?, skipped: Int64)>((false, nil, 0))
 
     /// What a skimming reader keeps of each payload it skims: more than the headers any
-    /// lane or the MP4 muxer reads (`CopyLane.readsOnlyPacketHeads`), two E-AC-3 frames.
+    /// lane or the MP4 muxer reads (`Lane.readsOnlyPacketHeads`), two E-AC-3 frames.
     static let skimKeepBytes = 8192
 
     /// What a reader of this container may skim, nil for nothing: the one place that says
@@ -68,8 +68,7 @@ final class IndexForecast: @unchecked Sendable {
     /// What a reader skimmed that mattered would only make the forecast differ from the
     /// file, which is then hashed afterwards.
     static func skim(for lanes: [Lane], reading demuxer: Demuxer) -> Demuxer.Skim? {
-        // A lane reading closed captions reads the pictures' whole packets.
-        guard lanes.allSatisfy({ lane in (lane as? CopyLane)?.readsOnlyPacketHeads ?? ((lane as? SubtitleLane).map { !$0.readsCaptions } ?? false) }) else { return nil }
+        guard lanes.allSatisfy(\.readsOnlyPacketHeads) else { return nil }
         return skimming(demuxer)
     }
 

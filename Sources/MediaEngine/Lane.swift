@@ -27,10 +27,14 @@ protocol Lane: AnyObject {
     var ffmpegEquivalent: [String] { get }
     /// The decoder options that command needs before its `-i` (none for most lanes).
     var ffmpegInputOptions: [String] { get }
+    /// Whether the lane reads no more of a packet's payload than its first bytes
+    /// (`IndexForecast.skimKeepBytes`), so a reader may skim the rest (false for most).
+    var readsOnlyPacketHeads: Bool { get }
 }
 
 extension Lane {
     var ffmpegInputOptions: [String] { [] }
+    var readsOnlyPacketHeads: Bool { false }
 
     func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError) {
         throw KilnError(.internalError, stage: .demux, "only an audio or video lane follows its stream into another")

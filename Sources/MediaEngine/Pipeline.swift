@@ -8,6 +8,12 @@ import KilnCore
 final class Pipeline {
     let demuxer: Demuxer
     let lanes: [Lane]
+    /// The lanes that own their stream's packets: each stream's first (a copy lane takes
+    /// them). Other lanes on the same stream (the captions read from the pictures, a
+    /// teletext stream's other pages) watch it (`watchers`, by owner): they see each
+    /// packet, on its output time, just before the owner does.
+    private let owners: [Lane]
+    private let watchers: [ObjectIdentifier: [SubtitleLane]]
     let muxer: Muxer
     let durationSeconds: Double
     let cancellation: Cancellation
@@ -28,6 +34,16 @@ final class Pipeline {
          onProgress: @escaping (JobProgress) -> Void) {
         self.demuxer = demuxer
         self.lanes = lanes
+        var owned = Set<Int32>(), owners: [Lane] = [], watchers = [ObjectIdentifier: [SubtitleLane]]()
+        for lane in lanes {
+            if owned.insert(lane.inputIndex).inserted {
+                owners.append(lane)
+            } else if let watcher = lane as? SubtitleLane, let owner = owners.first(where: { $0.inputIndex == lane.inputIndex }) {
+                watchers[ObjectIdentifier(owner), default: []].append(watcher)
+            }
+        }
+        self.owners = owners
+        self.watchers = watchers
         self.muxer = muxer
         self.durationSeconds = durationSeconds
         self.cancellation = cancellation
@@ -52,7 +68,7 @@ final class Pipeline {
 
     /// The kept input streams that are audio or video (not subtitles).
     private var timedInputs: [Int32] {
-        lanes.filter { !Pipeline.readsCaptions($0) }.map(\.inputIndex).filter {
+        owners.map(\.inputIndex).filter {
             let type = demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type
             return type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO
         }
@@ -97,29 +113,16 @@ final class Pipeline {
     /// none).
     private(set) var continued: [(handover: StreamSuccession.Handover, at: Double?)] = []
 
-    /// Whether `lane` reads the captions in a video stream another lane owns.
-    private static func readsCaptions(_ lane: Lane) -> Bool { (lane as? SubtitleLane)?.readsCaptions == true }
-
     func run() throws(KilnError) {
-        // A stream's first lane owns its packets (a copy lane takes them). Other lanes on the
-        // same stream (the captions read from the pictures, a teletext stream's other pages)
-        // watch it: they see each packet, on its output time, just before the owner does.
         var laneFor = [Int32: Lane]()
-        var watchers = [ObjectIdentifier: [SubtitleLane]]()
-        for lane in lanes {
-            if let owner = laneFor[lane.inputIndex], let watcher = lane as? SubtitleLane {
-                watchers[ObjectIdentifier(owner), default: []].append(watcher)
-            } else {
-                laneFor[lane.inputIndex] = lane
-            }
-        }
+        for lane in owners { laneFor[lane.inputIndex] = lane }
         // The one audio lane and the one video lane of a recording whose streams come and
         // go follow their sound and pictures from stream to stream (`StreamSuccession`):
         // the streams that could carry them on are read too.
         var successions: [StreamSuccession] = []
         var followers: [(Int32) -> Bool] = []
         for type in [AVMEDIA_TYPE_AUDIO, AVMEDIA_TYPE_VIDEO] where demuxer.hasDiscontinuousTimestamps {
-            let ofType = lanes.filter { !Pipeline.readsCaptions($0) && demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type == type }
+            let ofType = owners.filter { demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type == type }
             guard ofType.count == 1 else { continue }
             let chosen = ofType[0].inputIndex
             let programmes = StreamSuccession.programmes(of: chosen, in: demuxer)
@@ -157,8 +160,8 @@ final class Pipeline {
         var position = 0.0
         let packet = try Packet()
         let timed = Set(timedInputs)
-        let sounds = Set(lanes.map(\.inputIndex).filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO })
-        let texts = Set(lanes.filter { $0 is SubtitleLane && !Pipeline.readsCaptions($0) }.map(\.inputIndex))
+        let sounds = Set(owners.map(\.inputIndex).filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO })
+        let texts = Set(owners.filter { $0 is SubtitleLane }.map(\.inputIndex))
         /// How far the kept audio and video have come (seconds, output time).
         func reach() -> Double? { timed.compactMap { delivered[$0]?.endSeconds }.filter(\.isFinite).max() }
         let reader = TimelineOutliers(demuxer: demuxer, judged: timed)

@@ -605,23 +605,10 @@ enum NALScanner {
         }
     }
 
-    /// The NAL unit types in `data`: HEVC's six bits after the forbidden bit, or H.264's
-    /// low five (`h264`).
+    /// The NAL unit types in `data` (`NALUnits.type`).
     static func nalTypes(_ data: UnsafeBufferPointer<UInt8>, lengthSize: Int, h264: Bool = false) -> Set<Int> {
         var types = Set<Int>()
-        let type = { (header: UInt8) -> Int in h264 ? Int(header & 0x1f) : Int(header >> 1) & 0x3f }
-        let n = data.count
-        if lengthSize > 0 {
-            LengthPrefixed.forEachUnit(in: data, lengthSize: lengthSize) { types.insert(type($0[0])) }
-        } else {
-            var i = 0
-            while i + 3 < n {
-                if data[i] == 0, data[i + 1] == 0, data[i + 2] == 1 {
-                    types.insert(type(data[i + 3]))
-                    i += 3
-                } else { i += 1 }
-            }
-        }
+        NALUnits.forEach(in: data, lengthSize: lengthSize) { types.insert(NALUnits.type(of: $0[0], h264: h264)) }
         return types
     }
 }

@@ -34,8 +34,9 @@ final class SubtitleLane: Lane {
     /// Where the lane reads closed captions from the video stream's packets; nil for a
     /// subtitle stream.
     private var captions: CaptionReader?
-    /// Whether the lane reads the closed captions in the video stream `inputIndex`.
-    var readsCaptions: Bool { captions != nil }
+    /// A subtitle stream's cues are short; the captions are read from the pictures' whole
+    /// packets.
+    var readsOnlyPacketHeads: Bool { captions == nil }
     /// Whether the decoder is the CEA-608 caption decoder: for the pictures' captions, or a
     /// caption track of its own (QuickTime's c608, whose packets libavformat gives as A/53
     /// triplets).
