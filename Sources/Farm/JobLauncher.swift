@@ -9,11 +9,15 @@ public struct JobSpec: Sendable, Equatable {
     public var plan: Plan
     public var sourcePath: String
     public var sourceDurationSeconds: Double
+    /// The source's fingerprint when it was asked for (what the artifact's key names): the
+    /// child refuses a source that is no longer that file.
+    public var sourceFingerprint: String?
     /// Where the child writes the finished file (the runner moves it into place).
     public var outputPath: String
 
     public init(jobID: Int64, artifactID: String, attempt: Int, plan: Plan, sourcePath: String,
-                sourceDurationSeconds: Double, outputPath: String) {
+                sourceDurationSeconds: Double, sourceFingerprint: String? = nil, outputPath: String) {
+        self.sourceFingerprint = sourceFingerprint
         self.jobID = jobID
         self.artifactID = artifactID
         self.attempt = attempt
@@ -95,7 +99,8 @@ public protocol JobLauncher: Sendable {
     func launch(_ spec: JobSpec, onProgress: @escaping @Sendable (JobProgress) -> Void) throws(KilnError) -> any JobHandle
 }
 
-/// Runs `prep-artifact run SOURCE --plan - --output OUT --json --progress-json` for each attempt.
+/// Runs `prep-artifact run SOURCE --plan - --output OUT --json --progress-json
+/// [--fingerprint F]` for each attempt.
 public struct ChildProcessLauncher: JobLauncher {
     public var executable: String
     public var nice: Int32
@@ -120,7 +125,8 @@ public struct ChildProcessLauncher: JobLauncher {
         if let presetsDir { extra["KILN_PRESETS_DIR"] = presetsDir }
         let child = try ChildProcess.spawn(
             executable: executable,
-            arguments: ["run", spec.sourcePath, "--plan", "-", "--output", spec.outputPath, "--json", "--progress-json"],
+            arguments: ["run", spec.sourcePath, "--plan", "-", "--output", spec.outputPath, "--json", "--progress-json"]
+                + (spec.sourceFingerprint.map { ["--fingerprint", $0] } ?? []),
             environment: extra, stdin: plan,
             onStderrLine: { line in
                 if let p = ProgressLine.parse(line) { onProgress(p); return false }

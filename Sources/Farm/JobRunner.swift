@@ -75,7 +75,7 @@ final class JobRunner: @unchecked Sendable {
         let attemptPath = folder.attemptPath(artifactID, jobID: jobID, attempt: claimed.job.attempt)
         let spec = JobSpec(jobID: jobID, artifactID: artifactID, attempt: claimed.job.attempt, plan: claimed.plan,
                            sourcePath: claimed.source.path, sourceDurationSeconds: claimed.source.durationSeconds,
-                           outputPath: attemptPath)
+                           sourceFingerprint: claimed.source.fingerprint, outputPath: attemptPath)
         let started = farm.clock.monotonicSeconds()
         let limit = config.attemptTimeout(durationSeconds: claimed.source.durationSeconds)
 

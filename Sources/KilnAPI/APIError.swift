@@ -38,7 +38,7 @@ public struct APIError: Error, Sendable, Equatable, Encodable {
         case .sourceNotFound: status = 404
         case .sourceUnreadable, .sourceUnsupported, .sourceCorrupt: status = 422
         case .ioError, .diskFull, .resourceLimit, .verifyFailed: status = 503
-        case .canceled: status = 409
+        case .canceled, .sourceChanged: status = 409
         case .internalError: status = 500
         }
         self.init(status, e.code == .usage ? "bad_request" : e.code.rawValue, e.message, field: e.field)

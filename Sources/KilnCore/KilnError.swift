@@ -11,6 +11,9 @@ public struct KilnError: Error, Sendable, Equatable, Codable, CustomStringConver
         case sourceNotFound = "source_not_found", sourceUnreadable = "source_unreadable"
         case sourceUnsupported = "source_unsupported", sourceCorrupt = "source_corrupt"
         case planUnsupported = "plan_unsupported"
+        // The source is still being written (a recording, a copy) or was replaced: the same
+        // artifact cannot be made from it; asked for again, it is another artifact.
+        case sourceChanged = "source_changed"
         // Worth retrying (exit 4).
         case ioError = "io_error", diskFull = "disk_full", resourceLimit = "resource_limit"
         case verifyFailed = "verify_failed"
@@ -53,7 +56,7 @@ public struct KilnError: Error, Sendable, Equatable, Codable, CustomStringConver
         switch code {
         case .usage, .invalidQuality, .invalidCaps: 2
         case .transcodeDisabled, .qualityUnavailable, .sourceNotFound, .sourceUnreadable,
-             .sourceUnsupported, .sourceCorrupt, .planUnsupported: 3
+             .sourceUnsupported, .sourceCorrupt, .planUnsupported, .sourceChanged: 3
         case .ioError, .diskFull, .resourceLimit, .verifyFailed: 4
         case .canceled: 5
         case .internalError: 1

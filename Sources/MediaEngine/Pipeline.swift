@@ -18,6 +18,9 @@ final class Pipeline {
     let durationSeconds: Double
     let cancellation: Cancellation
     let onProgress: (JobProgress) -> Void
+    /// The source, looked at with each progress report: one still being written is given
+    /// up on at once, not read to an end it will have moved past.
+    let watch: SourceWatch?
     private let clock = SystemClock()
 
     /// A jump bigger than this between consecutive timestamps of a stream in a container
@@ -31,7 +34,8 @@ final class Pipeline {
     static let backwardThreshold = TimelineOutliers.jump
 
     init(demuxer: Demuxer, lanes: [Lane], muxer: Muxer, durationSeconds: Double, cancellation: Cancellation,
-         onProgress: @escaping (JobProgress) -> Void) {
+         watch: SourceWatch? = nil, onProgress: @escaping (JobProgress) -> Void) {
+        self.watch = watch
         self.demuxer = demuxer
         self.lanes = lanes
         var owned = Set<Int32>(), owners: [Lane] = [], watchers = [ObjectIdentifier: [SubtitleLane]]()
@@ -202,6 +206,7 @@ final class Pipeline {
             let now = clock.monotonicSeconds()
             if now - lastReport >= 0.5 {
                 lastReport = now
+                try watch?.check(.demux)
                 onProgress(JobProgress(encodedSeconds: position, durationSeconds: durationSeconds,
                                     speed: position / max(now - started, 1e-3)))
             }

@@ -109,7 +109,8 @@ public enum Preparer {
     public static func prepare(source: String, plan: Plan, info: MediaInfo, output: String,
                                cancellation: Cancellation = Cancellation(),
                                progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
-        let opened = ProbedSource(demuxer: try Demuxer(path: source, cancellation: cancellation), info: info)
+        let watch = SourceWatch(path: source)
+        let opened = ProbedSource(demuxer: try Demuxer(path: source, cancellation: cancellation), info: info, watch: watch)
         return try prepare(source: opened, plan: plan, output: output, cancellation: cancellation, progress: progress)
     }
 
@@ -144,6 +145,9 @@ public enum Preparer {
                 if !adjustments.isEmpty { result.stats.adjustments = adjustments + (result.stats.adjustments ?? []) }
                 return result
             } catch {
+                // A source that changed under the read looks damaged (packets past the length
+                // it declared, an index cut short): its change is the reason to give.
+                if !cancellation.isCanceled { try opened.watch?.check(error.stage) }
                 guard let what = change, !cancellation.isCanceled else { throw error }
                 change = nil
                 if what.video {
@@ -161,7 +165,8 @@ public enum Preparer {
                     current.audio = reencoded(audio, source: opened.info)
                     adjustments.append("audio_reencoded: \(what.description)")
                 }
-                source = ProbedSource(demuxer: try Demuxer(path: opened.path, cancellation: cancellation), info: opened.info)
+                source = ProbedSource(demuxer: try Demuxer(path: opened.path, cancellation: cancellation), info: opened.info,
+                                      watch: opened.watch)
             }
         }
     }
@@ -293,7 +298,7 @@ public enum Preparer {
                     witness?.deferDecodes()
                 }
                 let pipeline = Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
-                                        cancellation: cancellation, onProgress: progress)
+                                        cancellation: cancellation, watch: opened.watch, onProgress: progress)
                 // Timestamps that jump (MPEG-TS) move by more than the start; such files have no index anyway.
                 if let witness, let v = plan.video, !demuxer.hasDiscontinuousTimestamps {
                     witness.expectKeyframes(of: demuxer.stream(v.sourceIndex), shift: -pipeline.startOffset())
@@ -396,6 +401,8 @@ public enum Preparer {
         }
         try cancellation.check(.finalize)
         if plan.deliveryFormat == .original { phase("work") }
+        // What was read must be the file that was planned, all of it.
+        try opened.watch?.check(.demux)
         try out.commit(synced: synced)
         phase("finalize")
         let wall = clock.monotonicSeconds() - started

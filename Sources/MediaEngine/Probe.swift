@@ -32,6 +32,7 @@ public enum Prober {
         // The fingerprint does not need the analysis, so it runs beside it.
         let fingerprinting = fingerprint
             ? Background { () throws(KilnError) -> String in try SourceFingerprint.compute(path: path) } : nil
+        let watch = SourceWatch(path: path)
         do {
             var demuxer = try Demuxer(path: path, cancellation: cancellation)
             // Opened once the first reader's analysis is done, not beside it: two analyses at
@@ -48,7 +49,7 @@ public enum Prober {
             // fresh demuxer reads the file from its beginning.
             if demuxer.rewindFailed { demuxer = try Demuxer(path: path, cancellation: cancellation) }
             info.fingerprint = try fingerprinting?.wait()
-            return ProbedSource(demuxer: demuxer, info: info, secondReader: second)
+            return ProbedSource(demuxer: demuxer, info: info, watch: watch, secondReader: second)
         } catch {
             // Its thread must not outlive a failed probe: the command then exits, and exit
             // tears down libcrypto under a hash still running (a crash at exit).
@@ -557,10 +558,13 @@ public final class ProbedSource {
     public var path: String { demuxer.path }
     /// The index forecast's reader, when the probe opened one and nothing has taken it yet.
     var secondReader: SecondReader?
+    /// Begun before the source was first opened: whether it changed since.
+    let watch: SourceWatch?
 
-    init(demuxer: Demuxer, info: MediaInfo, secondReader: SecondReader? = nil) {
+    init(demuxer: Demuxer, info: MediaInfo, watch: SourceWatch?, secondReader: SecondReader? = nil) {
         self.demuxer = demuxer
         self.info = info
+        self.watch = watch
         self.secondReader = secondReader
     }
 }

@@ -8,7 +8,7 @@ enum CommandLineTool {
            prep-artifact plan FILE --quality Q [--caps FILE|NAME] [--audio-language LANG] [--json]
            prep-artifact prepare FILE --quality Q [--caps FILE|NAME] [--audio-language LANG] --output OUT [--json] [--progress-json]
            prep-artifact presets [--json]
-           prep-artifact run FILE --plan FILE|- --output OUT [--json] [--progress-json]   (the daemon's job child)
+           prep-artifact run FILE --plan FILE|- --output OUT [--fingerprint F] [--json] [--progress-json]   (the daemon's job child)
     """
 
     static func run(_ args: [String]) -> Int32 {
@@ -60,7 +60,7 @@ enum CommandLineTool {
 
 /// Flags and positional arguments, checked up front so a typo is a usage error (exit 2).
 struct Arguments {
-    static let valueFlags: Set<String> = ["--quality", "--caps", "--output", "--audio-language", "--presets", "--plan"]
+    static let valueFlags: Set<String> = ["--quality", "--caps", "--output", "--audio-language", "--presets", "--plan", "--fingerprint"]
     static let booleanFlags: Set<String> = ["--json", "--progress-json", "--verbose", "--no-fingerprint"]
 
     var positional: [String] = []

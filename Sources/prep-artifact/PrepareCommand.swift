@@ -90,9 +90,11 @@ enum PrepareCommand {
                            cancellation: cancellation, signals: signals)
     }
 
-    /// `prep-artifact run FILE --plan FILE|- --output OUT`: carries out a plan made
-    /// elsewhere (the daemon's), so the artifact is exactly the one its key names even if
-    /// the presets on disk changed since. This is how the daemon runs each job.
+    /// `prep-artifact run FILE --plan FILE|- --output OUT [--fingerprint F]`: carries out a
+    /// plan made elsewhere (the daemon's), so the artifact is exactly the one its key names
+    /// even if the presets on disk changed since. This is how the daemon runs each job.
+    /// `--fingerprint`: the source's when the plan was made; a source that no longer has
+    /// it (replaced, or still growing since) is refused, not prepared under that key.
     static func runPlan(_ args: Arguments) throws(KilnError) -> Int32 {
         guard let output = args.values["--output"] else { throw KilnError(.usage, stage: .request, "--output is required") }
         guard let planArg = args.values["--plan"] else { throw KilnError(.usage, stage: .request, "--plan is required") }
@@ -104,7 +106,12 @@ enum PrepareCommand {
         let cancellation = Cancellation()
         let signals = SignalWatcher(cancellation: cancellation)
         defer { signals.stop() }
-        let source = try Prober.open(path: try args.file(), cancellation: cancellation, fingerprint: false, preparing: true)
+        let expected = args.values["--fingerprint"]
+        let source = try Prober.open(path: try args.file(), cancellation: cancellation, fingerprint: expected != nil, preparing: true)
+        if let expected, source.info.fingerprint != expected {
+            throw KilnError(.sourceChanged, stage: .probe,
+                            "the source changed after it was asked for (replaced, or still being written); ask again for its new content")
+        }
         return try execute(source: source, plan: plan, output: output, args: args, cancellation: cancellation, signals: signals)
     }
 

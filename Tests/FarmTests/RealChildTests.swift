@@ -89,6 +89,37 @@ struct RealChildTests {
         #expect(probe.streams("video").first?["codec_name"] == .string("h264"))
     }
 
+    @Test("a source replaced after it was asked for, before its job ran, fails as source_changed in one attempt (the artifact its key names cannot be made); asked for again, the new file's artifact is made")
+    func sourceReplacedBeforeItsJob() throws {
+        let (h, _) = try harness("real-changed")
+        defer { h.cleanUp() }
+        let dir = Media.scratch("real-changed-source")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("episode.mkv").path
+        try FileManager.default.copyItem(atPath: Media.shared("ax_sample_with_chapters.mkv"), toPath: source)
+        let web = try #require(TestPresets.shared.deviceCaps(named: "web"))
+        let asked = try h.farm.prepare(h.request("changed-1", source, .original, caps: web))
+        #expect(asked.artifact.plan.deliveryFormat != .original)
+        // Rewritten in place (a library manager's upgrade) while the job waits for a slot.
+        let replacement = try Data(contentsOf: URL(fileURLWithPath: Media.shared("ax_sample_with_srt.mkv")))
+        let file = try FileHandle(forWritingTo: URL(fileURLWithPath: source))
+        try file.truncate(atOffset: 0)
+        try file.write(contentsOf: replacement)
+        try file.close()
+        try h.farm.start()
+        #expect(try eventually(timeout: 120) { try [.ready, .failed].contains(h.artifact(asked.artifact.id)?.state) })
+        let failed = try #require(try h.artifact(asked.artifact.id))
+        #expect(failed.state == .failed)
+        #expect(failed.errors.map(\.code) == ["source_changed"], "one attempt, not retried: \(failed.errors)")
+        #expect(failed.file == nil && h.tempFiles().isEmpty)
+
+        let again = try h.farm.prepare(h.request("changed-1", source, .original, caps: web))
+        #expect(again.artifact.id != asked.artifact.id)
+        #expect(try eventually(timeout: 120) { try [.ready, .failed].contains(h.artifact(again.artifact.id)?.state) })
+        #expect(try h.artifact(again.artifact.id)?.state == .ready)
+        try expectDelivered(h, again.artifact.id)
+    }
+
     @Test("an unreadable source fails at intake with the probe child's error")
     func badSource() throws {
         let (h, _) = try harness("real-bad")

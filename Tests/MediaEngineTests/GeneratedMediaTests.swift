@@ -155,6 +155,13 @@ enum Generated {
         }
     }
 
+    /// A 30-second 720p broadcast-like recording in MPEG-TS, for a recording still in progress.
+    static func recording720p() throws -> String {
+        try Media.generated("recording-720p-30s.ts", [
+            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25", ] + tone + [
+            "-t", "30", "-c:v", "libx264", "-preset", "ultrafast", "-g", "50", "-c:a", "aac"])
+    }
+
     /// A longer 720p clip, for cancellation mid-run.
     static func long720p() throws -> String {
         try Media.generated("long-720p.mkv", [
@@ -426,6 +433,48 @@ struct GeneratedMediaTests {
         } throws: { ($0 as? KilnError)?.code == .canceled }
         #expect(reports == 2, "no progress after cancellation")
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+    }
+
+    @Test("a source still being written (a recording in progress, a copy into the library) fails as source_changed, not as damage: at once, with nothing left behind; complete, the same file prepares",
+          arguments: [DeliveryFormat.transcode, .remux, .original])
+    func growingSource(_ format: DeliveryFormat) throws {
+        let full = try Data(contentsOf: URL(fileURLWithPath: Generated.recording720p()))
+        let dir = Media.scratch("growing-\(format.rawValue)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("recording.ts")
+        let written = full.count * 2 / 5 / 188 * 188
+        try full.prefix(written).write(to: source)
+        let out = dir.appendingPathComponent("out.mp4").path
+        let opened = try Prober.open(path: source.path)
+        var plan = try #require(format == .transcode ? EnginePlans.transcode(opened.info, height: 720) : EnginePlans.remux(opened.info))
+        plan.deliveryFormat = format
+        let recorder = try FileHandle(forWritingTo: source)
+        defer { try? recorder.close() }
+        func record(_ bytes: Data) throws {
+            try recorder.seekToEnd()
+            try recorder.write(contentsOf: bytes)
+        }
+        var reports = 0
+        #expect {
+            if format != .transcode { try record(full[written..<(written + 188 * 1000)]) }   // after the probe
+            _ = try Preparer.prepare(source: opened, plan: plan, output: out) { _ in
+                reports += 1
+                // While the transcode goes on: it stops at its next look, not at the end.
+                if format == .transcode && reports == 1 { try? record(full[written..<(written + 188 * 1000)]) }
+            }
+        } throws: { error in
+            guard let e = error as? KilnError else { return false }
+            return e.code == .sourceChanged && e.message.contains("grew from \(written) to \(written + 188 * 1000) bytes")
+        }
+        if format == .transcode { #expect(reports == 1, "the transcode went on after the source grew") }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["recording.ts"], "nothing left beside the output")
+
+        // The recording complete: the same path prepares.
+        try record(full[(written + 188 * 1000)...])
+        guard format == .remux else { return }
+        let complete = try Prober.open(path: source.path)
+        let result = try Preparer.prepare(source: complete, plan: try #require(EnginePlans.remux(complete.info)), output: out)
+        #expect(abs(result.output.durationSeconds - 30) < 0.2)
     }
 
     @Test("files that are not media, truncated or random bytes end with a clean error")
