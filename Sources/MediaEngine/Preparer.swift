@@ -272,7 +272,7 @@ public enum Preparer {
         if plan.deliveryFormat == .original {
             // The source is the artifact: copy its bytes as they are, hashing as they go.
             digest = try copyFile(from: source, to: out.temporary, cancellation: cancellation, duration: info.durationSeconds,
-                                  progress: progress)
+                                  watch: opened.watch, progress: progress)
             outInfo = info
         } else {
             let demuxer = opened.demuxer
@@ -600,7 +600,7 @@ public enum Preparer {
     /// Copies a file's bytes (an `original` delivery), cancellable, with progress; returns
     /// the SHA-256 and size of what was written.
     static func copyFile(from source: String, to destination: String, cancellation: Cancellation, duration: Double,
-                         progress: (JobProgress) -> Void) throws(KilnError) -> (sha256: String, bytes: Int64) {
+                         watch: SourceWatch?, progress: (JobProgress) -> Void) throws(KilnError) -> (sha256: String, bytes: Int64) {
         guard let input = try? FileDescriptor(path: source, flags: O_RDONLY) else {
             throw KilnError(.sourceUnreadable, stage: .open, "the source cannot be read")
         }
@@ -614,6 +614,7 @@ public enum Preparer {
         defer { buffer.deallocate() }
         while true {
             try cancellation.check(.write)
+            try watch?.check(.demux)
             let chunk: UnsafeRawBufferPointer
             do throws(SystemCallError) {
                 chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<(try input.read(into: buffer))])
