@@ -32,3 +32,34 @@ public struct JobProgress: Sendable, Codable, Equatable {
     }
 }
 
+
+/// Paces a run's progress to at most twice a second, with its speed since the start: the
+/// one rule for every loop that reports (the demux loop, the copy of a file as it is).
+public struct ProgressPacer {
+    public static let interval = 0.5
+    private let clock = SystemClock()
+    private let started: Double
+    private var last: Double
+
+    public init() {
+        started = clock.monotonicSeconds()
+        last = started
+    }
+
+    /// The progress at `position` of `duration` seconds when a report is due, else nil.
+    public mutating func due(position: Double, duration: Double) -> JobProgress? {
+        let now = clock.monotonicSeconds()
+        guard now - last >= Self.interval else { return nil }
+        last = now
+        return progress(position: position, duration: duration, at: now)
+    }
+
+    /// The progress at `position` now, due or not (the last report, at the end).
+    public func final(position: Double, duration: Double) -> JobProgress {
+        progress(position: position, duration: duration, at: clock.monotonicSeconds())
+    }
+
+    private func progress(position: Double, duration: Double, at now: Double) -> JobProgress {
+        JobProgress(encodedSeconds: position, durationSeconds: duration, speed: position / max(now - started, 1e-3))
+    }
+}

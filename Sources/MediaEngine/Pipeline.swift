@@ -21,7 +21,6 @@ final class Pipeline {
     /// The source, looked at with each progress report: one still being written is given
     /// up on at once, not read to an end it will have moved past.
     let watch: SourceWatch?
-    private let clock = SystemClock()
 
     /// A jump bigger than this between consecutive timestamps of a stream in a container
     /// that allows discontinuities (MPEG-TS) is a splice or a broadcast wrap, not content.
@@ -159,8 +158,7 @@ final class Pipeline {
 
         var timeline = SpliceTimeline(startCorrection: -startOffset(), allowsJumps: demuxer.hasDiscontinuousTimestamps)
         defer { splices = timeline.splices }
-        let started = clock.monotonicSeconds()
-        var lastReport = started
+        var pacer = ProgressPacer()
         var position = 0.0
         let packet = try Packet()
         let timed = Set(timedInputs)
@@ -203,12 +201,9 @@ final class Pipeline {
                 try watcher.consume(packet, muxer: muxer)
             }
             try lane.consume(packet, muxer: muxer)
-            let now = clock.monotonicSeconds()
-            if now - lastReport >= 0.5 {
-                lastReport = now
+            if let progress = pacer.due(position: position, duration: durationSeconds) {
                 try watch?.check(.demux)
-                onProgress(JobProgress(encodedSeconds: position, durationSeconds: durationSeconds,
-                                    speed: position / max(now - started, 1e-3)))
+                onProgress(progress)
             }
         }
         /// Hands out what is held, each on its timeline as it has settled.
@@ -300,9 +295,7 @@ final class Pipeline {
         for lane in lanes { try lane.finish(muxer: muxer) }
         try cancellation.check(.mux)
         try muxer.finish()
-        let elapsed = clock.monotonicSeconds() - started
-        onProgress(JobProgress(encodedSeconds: durationSeconds, durationSeconds: durationSeconds,
-                            speed: durationSeconds / max(elapsed, 1e-3)))
+        onProgress(pacer.final(position: durationSeconds, duration: durationSeconds))
     }
 
     /// Carries the source's descriptive tags (title, show, episode, date, …), not the

@@ -610,6 +610,7 @@ public enum Preparer {
         let total = Double(FileIO.size(atPath: source) ?? 0)
         var copied = 0.0
         let hash = SHA256()
+        var pacer = ProgressPacer()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4 << 20, alignment: 16)
         defer { buffer.deallocate() }
         while true {
@@ -625,8 +626,9 @@ public enum Preparer {
             if chunk.isEmpty { break }
             hash.update(chunk)
             copied += Double(chunk.count)
-            if total > 0 { progress(JobProgress(encodedSeconds: duration * copied / total, durationSeconds: duration, speed: 0)) }
+            if total > 0, let due = pacer.due(position: duration * copied / total, duration: duration) { progress(due) }
         }
+        progress(pacer.final(position: duration, duration: duration))
         return (hash.hexDigest(), Int64(copied))
     }
 }

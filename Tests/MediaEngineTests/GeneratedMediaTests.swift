@@ -435,6 +435,25 @@ struct GeneratedMediaTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
     }
 
+    @Test("the file as it is, copied: its progress comes at most twice a second, with its speed, and ends at its length")
+    func originalCopyProgress() throws {
+        let path = try Generated.long720p()
+        let opened = try Prober.open(path: path)
+        var plan = try #require(EnginePlans.remux(opened.info))
+        plan.deliveryFormat = .original
+        let dir = Media.scratch("original-progress")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let clock = SystemClock()
+        let started = clock.monotonicSeconds()
+        var reports: [JobProgress] = []
+        _ = try Preparer.prepare(source: opened, plan: plan, output: dir.appendingPathComponent("out.mkv").path) { reports.append($0) }
+        let wall = clock.monotonicSeconds() - started
+        // 37 MB in 4 MB reads: one report per read before.
+        #expect(Double(reports.count) <= 2 + wall / ProgressPacer.interval, "\(reports.count) reports in \(wall) s")
+        #expect(reports.allSatisfy { $0.speed > 0 && $0.encodedSeconds <= opened.info.durationSeconds })
+        #expect(reports.last?.encodedSeconds == opened.info.durationSeconds)
+    }
+
     @Test("a source still being written (a recording in progress, a copy into the library) fails as source_changed, not as damage: at once, with nothing left behind; complete, the same file prepares",
           arguments: [DeliveryFormat.transcode, .remux, .original])
     func growingSource(_ format: DeliveryFormat) throws {
