@@ -11,7 +11,8 @@ import CFFmpeg
 /// them into a `mov_text` track (`SubtitleLane`) through libavcodec's caption decoder,
 /// which takes the A/53 `cc_data` triplets this finds, in presentation order
 /// (`PresentationOrder`). DVDs put a GOP's captions in its first picture's MPEG-2 user
-/// data in a layout of their own (`fromDVD`), read too; SCTE-20's is not.
+/// data in a layout of their own (`fromDVD`), and older US cable MPEG-2 in SCTE 20's
+/// (`fromSCTE20`): both read too.
 enum ClosedCaptions {
     /// The `cc_data` triplets (marker, validity and type in one byte, then two bytes of the
     /// caption stream) in one picture's packet, in the order written; empty when it has none.
@@ -36,17 +37,24 @@ enum ClosedCaptions {
             }
         case AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO:
             // user_data (start code 0xB2), up to the next start code: after each picture
-            // header of the packet (a pair of field pictures has two).
+            // header of the packet (a pair of field pictures has two), and after the
+            // picture coding extension, whose top_field_first SCTE 20 needs.
+            var topFieldFirst = true
             var at = AnnexB.unitStart(in: data, from: 0)
             while let i = at {
                 let next = AnnexB.unitStart(in: data, from: i + 1)
-                guard data[i] == 0xB2 else { at = next; continue }
                 // (Zeros before the next start code are stuffing, left in: the readers count
                 // what they read.)
                 let end = next.map { $0 - 3 } ?? data.count
+                if data[i] == 0xB5, i + 4 < end, data[i + 1] >> 4 == 8 {
+                    // Frame pictures say; a field picture is counted top first, as most are.
+                    topFieldFirst = data[i + 3] & 3 != 3 || data[i + 4] & 0x80 != 0
+                }
+                guard data[i] == 0xB2 else { at = next; continue }
                 let body = Array(data[(i + 1)..<max(i + 1, end)])
                 if body.starts(with: gaIdentifier), body.count > 4, body[4] == 3 { found += ccData(body[5...]) }
                 if body.starts(with: dvdIdentifier) { dvd += fromDVD(body[dvdIdentifier.count...]) }
+                if body.count > 2, body[0] == 3, body[1] & 0x7F == 1 { found += fromSCTE20(body[2...], topFieldFirst: topFieldFirst) }
                 at = next
             }
         default: break
@@ -94,6 +102,32 @@ enum ClosedCaptions {
             at += 3
         }
         return frames
+    }
+
+    /// SCTE 20's captions (older US cable MPEG-2) as A/53 triplets. After its type code (3)
+    /// and a byte whose low seven bits say VBI data follows (1), bit-packed: a count (5
+    /// bits), then per pair its priority (2), field number (2), line offset (5), the two
+    /// bytes of the caption stream each sent least significant bit first, and a marker bit.
+    /// The field number counts in display order (1 first, 2 second, 3 the first repeated by
+    /// 3:2 pulldown): field 1 of a top-field-first picture, field 2 of a bottom-first one.
+    /// Number 0 is forbidden: its pair is left out.
+    static func fromSCTE20(_ bytes: ArraySlice<UInt8>, topFieldFirst: Bool) -> [UInt8] {
+        var bits = BitReader(bytes)
+        guard let count = bits.read(5) else { return [] }
+        var found: [UInt8] = []
+        for _ in 0..<count {
+            guard bits.read(2) != nil, let number = bits.read(2), bits.read(5) != nil,
+                  let a = bits.read(8), let b = bits.read(8), bits.read(1) != nil else { break }
+            guard number != 0 else { continue }
+            let second = (number == 2) == topFieldFirst
+            found += [second ? 0xFD : 0xFC, reversedBits(UInt8(a)), reversedBits(UInt8(b))]
+        }
+        return found
+    }
+
+    /// `byte` with its bit order reversed.
+    static func reversedBits(_ byte: UInt8) -> UInt8 {
+        (0..<8).reduce(UInt8(0)) { $0 << 1 | (byte >> $1 & 1) }
     }
 
     /// The triplets in an SEI NAL unit's payload (emulation prevention removed): its
@@ -153,6 +187,25 @@ enum ClosedCaptions {
             out.append(byte)
         }
         return out
+    }
+}
+
+/// Reads bits most significant first; nil past the end.
+struct BitReader {
+    private let bytes: ArraySlice<UInt8>
+    private var position = 0
+
+    init(_ bytes: ArraySlice<UInt8>) { self.bytes = bytes }
+
+    mutating func read(_ count: Int) -> Int? {
+        guard position + count <= bytes.count * 8 else { return nil }
+        var value = 0
+        for _ in 0..<count {
+            let byte = bytes[bytes.startIndex + position / 8]
+            value = value << 1 | Int(byte >> (7 - UInt8(position % 8)) & 1)
+            position += 1
+        }
+        return value
     }
 }
 

@@ -201,6 +201,22 @@ struct ClosedCaptionReadingTests {
         #expect(Self.triplets(picture + Array(ga94.prefix(14)), AV_CODEC_ID_MPEG2VIDEO).isEmpty)
     }
 
+    @Test("SCTE 20's user data: fields counted in display order (field 1 first in a top-field-first frame, second in a bottom-first one), bytes sent least significant bit first")
+    func scte20() {
+        // Picture coding extension of a frame picture (structure 3), top_field_first set or not.
+        func picture(topFirst: Bool) -> [UInt8] { [0, 0, 1, 0x00, 0x00, 0x0F, 0xFF, 0xF8, 0, 0, 1, 0xB5, 0x8F, 0xFF, 0xF3, topFirst ? 0x80 : 0x00] }
+        let slice: [UInt8] = [0, 0, 1, 0x01, 0x12, 0x34]
+        let data = ClosedCaptionSample.scte20([(1, (0x94, 0x2C)), (2, (0x80, 0x80)), (3, (0xC1, 0xC2))])
+        #expect(Self.triplets(picture(topFirst: true) + data + slice, AV_CODEC_ID_MPEG2VIDEO)
+                == [0xFC, 0x94, 0x2C, 0xFD, 0x80, 0x80, 0xFC, 0xC1, 0xC2])
+        #expect(Self.triplets(picture(topFirst: false) + data + slice, AV_CODEC_ID_MPEG2VIDEO)
+                == [0xFD, 0x94, 0x2C, 0xFC, 0x80, 0x80, 0xFD, 0xC1, 0xC2])
+        // Field number 0 is forbidden: that pair is left out. A count past the data: what is there.
+        #expect(Self.triplets(picture(topFirst: true) + ClosedCaptionSample.scte20([(0, (0x94, 0x2C)), (1, (0xC1, 0xC2))]) + slice,
+                              AV_CODEC_ID_MPEG2VIDEO) == [0xFC, 0xC1, 0xC2])
+        #expect(Self.triplets(picture(topFirst: true) + Array(data.prefix(12)), AV_CODEC_ID_MPEG2VIDEO) == [0xFC, 0x94, 0x2C])
+    }
+
     @Test("a DVD's captions: a GOP's frames at once, fields alternating from the one it names first, whatever each word's field bit says")
     func dvd() {
         let words: [UInt8] = [0xFF, 0x94, 0x20, 0xFF, 0x80, 0x80, 0xFF, 0x94, 0x2F, 0xFE, 0x80, 0x80, 0xFF, 0xC1, 0xC2]

@@ -154,8 +154,9 @@ struct CommandLineTests {
         }
     }
 
-    @Test("closed captions in the pictures (ATSC A/53) become a text track, in a remux and in a transcode, and stay in the pictures",
-          arguments: [(ClosedCaptionSample.Video.h264, "remux"), (.hevc, "remux"), (.mpeg2Interlaced, "transcode"), (.dvd, "transcode")])
+    @Test("closed captions in the pictures (ATSC A/53, a DVD's, SCTE 20's) become a text track, in a remux and in a transcode, and stay in the pictures",
+          arguments: [(ClosedCaptionSample.Video.h264, "remux"), (.hevc, "remux"), (.mpeg2Interlaced, "transcode"), (.dvd, "transcode"),
+                      (.scte20, "transcode")])
     func closedCaptions(_ video: ClosedCaptionSample.Video, delivery: String) throws {
         let source = try ClosedCaptionSample.recording(video)
         // The generator's own check: ffmpeg sees the captions it wrote.

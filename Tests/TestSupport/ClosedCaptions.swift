@@ -23,6 +23,8 @@ public enum ClosedCaptionSample {
         /// Interlaced MPEG-2 whose GOPs bring their frames' captions in their first picture's
         /// user data, as DVDs do (closed GOPs of 15 frames).
         case dvd
+        /// Interlaced MPEG-2 with SCTE 20's caption user data (older US cable).
+        case scte20
     }
 
     /// An MPEG-TS recording with AC-3 sound whose pictures carry the captions: H.264 or HEVC
@@ -43,7 +45,7 @@ public enum ClosedCaptionSample {
             switch video {
             case .h264: encode = ["-c:v", "libx264", "-preset", "veryfast", "-bf", "3", "-g", "60", "-x264-params", "aud=1"]
             case .hevc: encode = ["-c:v", "libx265", "-preset", "veryfast", "-x265-params", "aud=1:bframes=3:keyint=60:log-level=error"]
-            case .mpeg2Interlaced, .dvd:
+            case .mpeg2Interlaced, .dvd, .scte20:
                 encode = ["-c:v", "mpeg2video", "-bf", "2", "-g", "15", "-b:v", "4M", "-flags", "+ildct+ilme+cgop", "-sc_threshold", "1000000000",
                           "-top", "1", "-vf", "setfield=tff"]
             }
@@ -59,7 +61,9 @@ public enum ClosedCaptionSample {
             let withCaptions: [UInt8]
             switch video {
             case .h264, .hevc: withCaptions = nalStream(bytes, cc, hevc: video == .hevc)
-            case .mpeg2Interlaced: withCaptions = mpeg2(bytes, cc)
+            case .mpeg2Interlaced: withCaptions = mpeg2(bytes, cc.map { [0, 0, 1, 0xB2] + Array("GA94".utf8) + [0x03] + $0 })
+            // Top field first: field 1 is the first shown (number 1), and carries the captions.
+            case .scte20: withCaptions = mpeg2(bytes, shown.map { scte20([(1, pairs[$0] ?? (0x80, 0x80)), (2, (0x80, 0x80))]) })
             case .dvd: withCaptions = dvd(bytes, pairs: pairs, shown: shown)
             }
             let es = scratch.appendingPathComponent("cc.\(ext)").path
@@ -158,8 +162,9 @@ public enum ClosedCaptionSample {
         return out
     }
 
-    /// The MPEG-2 stream with user data ("GA94") after each picture's header and extensions.
-    static func mpeg2(_ data: [UInt8], _ cc: [[UInt8]]) -> [UInt8] {
+    /// The MPEG-2 stream with each picture's user data (`userData`, start code included)
+    /// after its header and extensions.
+    static func mpeg2(_ data: [UInt8], _ userData: [[UInt8]]) -> [UInt8] {
         var out: [UInt8] = []
         var picture = -1, previous: UInt8 = 0
         for unit in annexBUnits(data) {
@@ -167,12 +172,29 @@ public enum ClosedCaptionSample {
             if code == 0x00 { picture += 1 }
             // Before the first slice of a picture.
             if (0x01...0xAF).contains(code), !(0x01...0xAF).contains(previous) {
-                out += [0, 0, 1, 0xB2] + Array("GA94".utf8) + [0x03] + (picture < cc.count ? cc[picture] : ccData(nil))
+                out += picture < userData.count ? userData[picture] : []
             }
             previous = code
             out += unit
         }
         return out
+    }
+
+    /// SCTE 20's user data for one picture: type 3, a VBI flag, then bit-packed a count
+    /// (5 bits) and per pair its priority (2), field number (2, in display order), line
+    /// offset (5), the two bytes each least significant bit first, and a marker bit.
+    public static func scte20(_ pairs: [(field: UInt8, bytes: (UInt8, UInt8))]) -> [UInt8] {
+        var bits: [Bool] = []
+        func put(_ value: UInt8, _ count: Int) { for k in stride(from: count - 1, through: 0, by: -1) { bits.append(value >> k & 1 == 1) } }
+        func putReversed(_ byte: UInt8) { for k in 0..<8 { bits.append(byte >> k & 1 == 1) } }
+        put(UInt8(pairs.count), 5)
+        for (field, bytes) in pairs {
+            put(0, 2); put(field, 2); put(11, 5); putReversed(bytes.0); putReversed(bytes.1); put(1, 1)
+        }
+        put(0, 4)   // no non-real-time video
+        while bits.count % 8 != 0 { bits.append(false) }
+        let packed = stride(from: 0, to: bits.count, by: 8).map { i in bits[i..<(i + 8)].reduce(UInt8(0)) { $0 << 1 | ($1 ? 1 : 0) } }
+        return [0, 0, 1, 0xB2, 0x03, 0x81] + packed
     }
 
     /// The MPEG-2 stream with a DVD's caption user data after each GOP header: a block for
