@@ -190,6 +190,81 @@ enum ClosedCaptions {
     }
 }
 
+/// Keeps libavcodec's caption decoder from starting a caption before its first character.
+/// Buffered (as Kiln reads it, for cues with ends), the decoder shows each screen from
+/// where the one before was captured (erased, ended, rolled up) to its own capture. Roll-up
+/// and paint-on captions appear character by character as they come, so a caption painted
+/// after an erase and seconds of silence was shown from the erase, seconds before anyone
+/// spoke. This follows field 1 of the caption stream as the decoder reads it (its parity
+/// checks, its repeated-command rule, both data channels' commands alike, its modes) and,
+/// where a pair is about to write on a screen an erase left blank, in a mode that shows
+/// writing at once, puts an erase of that blank screen just before it: the decoder captures
+/// nothing there, and the caption starts with its first character.
+struct CaptionScreenWatch {
+    private enum Mode { case popOn, rollUp, paintOn, text }
+    /// The decoder starts in roll-up mode.
+    private var mode = Mode.rollUp
+    /// Whether the displayed screen is known to be blank: only after an erase of it. An end
+    /// of caption may leave it blank in the decoder's reckoning too, but pop-on captions are
+    /// timed right already, so it is left alone there.
+    private var blank = true
+    /// The last command the decoder took: it skips a pair equal to it.
+    private var previous: (UInt8, UInt8) = (0, 0)
+
+    /// `triplets` (one packet's) with the blank screen's erase put before the pair that
+    /// first writes on it.
+    mutating func marked(_ triplets: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        for i in stride(from: 0, to: triplets.count - 2, by: 3) {
+            if let mark = read(triplets[i], triplets[i + 1], triplets[i + 2]) { out += mark }
+            out += triplets[i..<(i + 3)]
+        }
+        return out
+    }
+
+    /// Takes one triplet as the decoder will; the erase to put before it, if any.
+    private mutating func read(_ marker: UInt8, _ first: UInt8, _ second: UInt8) -> [UInt8]? {
+        // Field 1 (the lane's `data_field`), valid; a second byte that fails its parity
+        // drops the pair, a first byte that fails it is read as a solid block.
+        guard marker & 0x07 == 0x04, second.nonzeroBitCount % 2 == 1 else { return nil }
+        let hi = first.nonzeroBitCount % 2 == 1 ? first & 0x7F : 0x7F
+        let lo = second & 0x7F
+        if [0xFA, 0xFC, 0xFD].contains(marker), first & 0x7F == 0, lo == 0 { return nil }   // padding
+        guard (hi, lo) != previous else { return nil }
+        let before = previous
+        previous = (hi, lo)
+        let writes: Bool
+        if (hi == 0x10 && (0x40...0x5F).contains(lo)) || ((0x11...0x17).contains(hi) && (0x40...0x7F).contains(lo)) {
+            writes = false   // a row address moves the cursor; its indent marks no row as used
+        } else if (hi == 0x11 && (0x20...0x2F).contains(lo)) || (hi == 0x17 && (0x2E...0x2F).contains(lo)) {
+            writes = true    // a mid-row code writes a space
+        } else if [0x14, 0x15, 0x1C].contains(hi) {
+            switch lo {
+            case 0x20: mode = .popOn
+            case 0x25...0x27: mode = .rollUp
+            case 0x29: mode = .paintOn
+            case 0x2B: mode = .text
+            case 0x2C: blank = true
+            case 0x2F: blank = false
+            default: break
+            }
+            writes = false
+        } else if (0x11...0x13).contains(hi) || (hi == 0x17 && (0x21...0x23).contains(lo)) {
+            writes = true    // special and extended characters, tab offsets
+        } else if hi >= 0x20 {
+            writes = true
+            previous = (0, 0)   // standard characters repeat freely
+        } else {
+            writes = false
+        }
+        guard writes, mode != .popOn, blank else { return nil }
+        blank = false
+        // An erase the decoder would skip as a repeat of its last command is the other
+        // data channel's, which it reads alike.
+        return before == (0x14, 0x2C) ? [0xFC, 0x1C, 0x2C] : [0xFC, 0x94, 0x2C]
+    }
+}
+
 /// Reads bits most significant first; nil past the end.
 struct BitReader {
     private let bytes: ArraySlice<UInt8>

@@ -147,18 +147,28 @@ final class SubtitleLane: Lane {
             for picture in captions!.add(packet) { _ = try decode(captionPacket(picture), duration: 0, muxer: muxer) }
             return
         }
+        if captionDecoder, let data = packet.pointer.pointee.data, packet.pointer.pointee.size > 0 {
+            // A caption track's packets (QuickTime c608) hold the same triplets.
+            let p = packet.pointer.pointee
+            let time = p.pts != noPTS ? p.pts : p.dts
+            _ = try decode(captionPacket((time, Array(UnsafeBufferPointer(start: data, count: Int(p.size))))), duration: p.duration, muxer: muxer)
+            return
+        }
         _ = try decode(readable(packet), duration: packet.pointer.pointee.duration, muxer: muxer)
     }
 
-    /// One picture's caption triplets as a packet of the caption decoder, at its time.
+    /// Caption triplets as a packet of the caption decoder, at their time; marked where a
+    /// caption would otherwise start before its first character (`CaptionScreenWatch`).
     private func captionPacket(_ picture: (time: Int64, item: [UInt8])) throws(KilnError) -> Packet {
+        let triplets = screen.marked(picture.item)
         let out = try Packet()
-        try check(av_new_packet(out.pointer, Int32(picture.item.count)), .decode, "cannot allocate a caption packet", as: .resourceLimit)
-        out.pointer.pointee.data.update(from: picture.item, count: picture.item.count)
+        try check(av_new_packet(out.pointer, Int32(triplets.count)), .decode, "cannot allocate a caption packet", as: .resourceLimit)
+        out.pointer.pointee.data.update(from: triplets, count: triplets.count)
         out.pointer.pointee.pts = picture.time
         out.pointer.pointee.dts = picture.time
         return out
     }
+    private var screen = CaptionScreenWatch()
 
     /// Decodes one packet (an empty one drains a decoder that holds cues back, as teletext's
     /// does) and schedules what it gives; whether it gave a cue.

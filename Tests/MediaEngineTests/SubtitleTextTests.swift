@@ -217,6 +217,33 @@ struct ClosedCaptionReadingTests {
         #expect(Self.triplets(picture(topFirst: true) + Array(data.prefix(12)), AV_CODEC_ID_MPEG2VIDEO) == [0xFC, 0x94, 0x2C])
     }
 
+    @Test("a blank screen's erase goes before the first character written on it in roll-up, paint-on and text modes, never in pop-on, never twice")
+    func blankScreenMark() {
+        func field1(_ hi: UInt8, _ lo: UInt8) -> [UInt8] { [0xFC, Teletext.oddParity(hi), Teletext.oddParity(lo)] }
+        let edm = field1(0x14, 0x2C), rdc = field1(0x14, 0x29), rcl = field1(0x14, 0x20), eoc = field1(0x14, 0x2F)
+        let pac = field1(0x14, 0x70), hi = field1(0x48, 0x49), cc2EDM: [UInt8] = [0xFC, 0x1C, 0x2C]
+        var watch = CaptionScreenWatch()
+        // The decoder starts in roll-up on a blank screen: the first characters are marked.
+        #expect(watch.marked(hi) == edm + hi)
+        #expect(watch.marked(hi + hi) == hi + hi)
+        // Erased, painted on after a row address: marked once, before the first character.
+        #expect(watch.marked(edm + edm) == edm + edm)
+        #expect(watch.marked(rdc + rdc + pac + pac) == rdc + rdc + pac + pac)
+        #expect(watch.marked(pac + hi) == pac + edm + hi)
+        #expect(watch.marked(hi) == hi)
+        // Loaded off screen (pop-on) and shown by an end of caption: left as it is.
+        #expect(watch.marked(edm + rcl + pac + hi + eoc) == edm + rcl + pac + hi + eoc)
+        #expect(watch.marked(rdc + hi) == rdc + hi)
+        let rtd = field1(0x14, 0x2B)
+        #expect(watch.marked(edm + rtd + hi) == edm + rtd + edm + hi)
+        // Right after the decoder's last command, an erase it would skip as a repeat: the
+        // other data channel's erase instead. Field 2 and pairs that fail their parity are
+        // not the decoder's, so they neither write nor erase.
+        var after = CaptionScreenWatch()
+        _ = after.marked(hi + edm)
+        #expect(after.marked([0xFD, 0xC8, 0x49] + [0xFC, 0xC8, 0x48] + hi) == [0xFD, 0xC8, 0x49] + [0xFC, 0xC8, 0x48] + cc2EDM + hi)
+    }
+
     @Test("a DVD's captions: a GOP's frames at once, fields alternating from the one it names first, whatever each word's field bit says")
     func dvd() {
         let words: [UInt8] = [0xFF, 0x94, 0x20, 0xFF, 0x80, 0x80, 0xFF, 0x94, 0x2F, 0xFE, 0x80, 0x80, 0xFF, 0xC1, 0xC2]

@@ -193,6 +193,28 @@ struct CommandLineTests {
         }
     }
 
+    @Test("paint-on captions show from their first character, not from the erase before them: ffmpeg's own reading has them seconds early")
+    func paintOnCaptions() throws {
+        let source = try ClosedCaptionSample.recording(.h264, paintOn: true)
+        let painted = ClosedCaptionSample.paintOn
+        let theirs = try Command.cues(source, filter: "movie=\(source)[out0+subcc]")
+        #expect(theirs.map(\.text) == painted.map(\.text))
+        if theirs.count == painted.count {
+            // From the erase 2.5 s before (and the first from the recording's start).
+            #expect(theirs[1].start < painted[1].start - 2 && theirs[2].start < painted[2].start - 2, "\(theirs)")
+        }
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "cli-cc-painton") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+            let first = try FFprobe.packetTimes(out, "v:0").min() ?? 0
+            let picture = { (t: Double) in first + (t * 30000 / 1001).rounded() * 1001 / 30000 }
+            let cues = try Command.cues(out)
+            #expect(cues.map(\.text) == painted.map(\.text))
+            for (cue, shown) in zip(cues, painted) {
+                #expect(abs(cue.start - picture(shown.start)) < 0.02 && abs(cue.end - picture(shown.end)) < 0.02, "\(cue) against \(shown)")
+            }
+        }
+    }
+
     @Test("a QuickTime caption track (c608) becomes mov_text, and the same captions in its pictures do not make a second one")
     func quickTimeCaptionTrack() throws {
         let source = try ClosedCaptionSample.quickTimeTrack()

@@ -33,9 +33,12 @@ public enum ClosedCaptionSample {
     /// `captioned` false: padding only, as stations send through programmes no one captioned.
     /// `cea708First`: each picture's cc_data begins with a CEA-708 packet's triplet, before
     /// the CEA-608 pairs (a layout some encoders write).
-    public static func recording(_ video: Video, delay: Double = 0, captioned: Bool = true, cea708First: Bool = false) throws -> String {
+    /// `paintOn`: the captions are `paintOn`'s instead, painted on the screen as they come.
+    public static func recording(_ video: Video, delay: Double = 0, captioned: Bool = true, cea708First: Bool = false,
+                                 paintOn: Bool = false) throws -> String {
         let seconds = Self.seconds + delay
         let name = "cc-\(video.rawValue)" + (delay > 0 ? "-late\(Int(delay))" : "") + (captioned ? "" : "-padding") + (cea708First ? "-708" : "")
+            + (paintOn ? "-painton" : "")
         return try Media.generated("\(name).ts") { tmp in
             let scratch = Media.scratch(name)
             defer { try? FileManager.default.removeItem(at: scratch) }
@@ -55,7 +58,8 @@ public enum ClosedCaptionSample {
             guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
             // Where each picture, in stream order, is shown.
             let shown = try displayOrder(raw, scratch: scratch)
-            let pairs = captioned ? bytePairs(pictures: shown.count, delay: delay) : Array(repeating: nil, count: shown.count)
+            let pairs = !captioned ? Array(repeating: nil, count: shown.count)
+                : paintOn ? paintOnPairs(pictures: shown.count) : bytePairs(pictures: shown.count, delay: delay)
             let cc = shown.map { ccData(pairs[$0], cea708First: cea708First) }
             let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
             let withCaptions: [UInt8]
@@ -128,6 +132,30 @@ public enum ClosedCaptionSample {
         // Roll-up, two rows: each line a carriage return (which rolls the rows up) and its text.
         for (k, line) in rollUp.enumerated() {
             put((k == 0 ? control(0x25) : []) + control(0x2D) + text(line), actingAt: rollUpStart + Double(k))
+        }
+        return pairs
+    }
+
+    /// Paint-on captions (resume direct captioning): each shows from its row's address at
+    /// `start`, character by character, until erased at `end`; seconds of silence between.
+    public static let paintOn: [(start: Double, end: Double, text: String)] = [
+        (2, 4, "PAINTED ONE"), (6.5, 8.5, "PAINTED TWO"), (11, 13, "PAINTED THREE"),
+    ]
+
+    /// `paintOn`'s byte pairs, as `bytePairs` gives them: resume direct captioning and the
+    /// row's address, then the text, whose first character shows at the caption's start;
+    /// erase displayed memory at its end.
+    static func paintOnPairs(pictures: Int) -> [(UInt8, UInt8)?] {
+        var pairs = [(UInt8, UInt8)?](repeating: nil, count: pictures)
+        func frame(_ seconds: Double) -> Int { Int((seconds * rate).rounded()) }
+        func control(_ b: UInt8) -> [(UInt8, UInt8)] { let p = (odd(0x14), odd(b)); return [p, p] }
+        for cue in paintOn {
+            var b = Array(cue.text.utf8)
+            if b.count % 2 == 1 { b.append(0) }
+            let text = stride(from: 0, to: b.count, by: 2).map { (odd(b[$0]), odd(b[$0 + 1])) }
+            let before = control(0x29) + control(0x70)
+            for (k, p) in (before + text).enumerated() { pairs[frame(cue.start) - before.count + k] = p }
+            for (k, p) in control(0x2C).enumerated() { pairs[frame(cue.end) + k] = p }
         }
         return pairs
     }

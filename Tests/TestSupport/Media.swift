@@ -556,7 +556,7 @@ public enum Teletext {
     /// Hamming 8/4 code words of the nibbles 0…15 (ETS 300 706, 8.2).
     static let hamming: [UInt8] = [0x15, 0x02, 0x49, 0x5E, 0x64, 0x73, 0x38, 0x2F, 0xD0, 0xC7, 0x8C, 0x9B, 0xA1, 0xB6, 0xFD, 0xEA]
 
-    static func oddParity(_ c: UInt8) -> UInt8 { c & 0x7F | (((c & 0x7F).nonzeroBitCount % 2 == 0) ? 0x80 : 0) }
+    public static func oddParity(_ c: UInt8) -> UInt8 { c & 0x7F | (((c & 0x7F).nonzeroBitCount % 2 == 0) ? 0x80 : 0) }
 
     /// One EN 300 472 data unit (subtitle data) for a packet of magazine 8: its row address,
     /// then 40 bytes, each bit-reversed as sent.
