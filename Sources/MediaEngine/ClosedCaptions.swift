@@ -68,13 +68,10 @@ enum ClosedCaptions {
         stride(from: 0, to: triplets.count - 2, by: 3).contains { triplets[$0] & 0x04 != 0 && triplets[$0] & 0x03 < 2 }
     }
 
-    /// Whether `triplets` carry captions, not only padding: a valid field 1 pair (CC1, the
-    /// programme's captions, which the lane reads) that is not null once its parity bits
-    /// are dropped. Field 2 (CC3 and programme data) and CEA-708's packets do not count.
-    static func carryText(_ triplets: [UInt8]) -> Bool {
-        stride(from: 0, to: triplets.count - 2, by: 3).contains { i in
-            triplets[i] & 0x07 == 0x04 && (triplets[i + 1] & 0x7F != 0 || triplets[i + 2] & 0x7F != 0)
-        }
+    /// Whether a caption service's triplets (`CaptionChannel.kept`) carry characters, not
+    /// only commands: stations send erases and padding through programmes no one captioned.
+    static func carryText(_ kept: [UInt8]) -> Bool {
+        stride(from: 0, to: kept.count - 2, by: 3).contains { kept[$0 + 1] & 0x7F >= 0x20 }
     }
 
     /// "GA94", ATSC's user identifier.
@@ -185,6 +182,56 @@ enum ClosedCaptions {
             if zeros >= 2, byte == 3 { zeros = 0; continue }
             zeros = byte == 0 ? zeros + 1 : 0
             out.append(byte)
+        }
+        return out
+    }
+}
+
+/// One caption service of a CEA-608 field: its data channel 1's captions (CC1 in field 1,
+/// CC3 in field 2). A field carries two data channels, each with captions and a text
+/// service, and field 2 extended data services (XDS: the programme's name, rating, …) as
+/// well; libavcodec's caption decoder reads a whole field as one, so another channel's or
+/// service's characters, erases, ends of caption and returns land on the captions' screen.
+/// Commands (first byte 0x10–0x1F) name their channel (bit 3: 0x18–0x1F are channel 2's);
+/// characters belong to the channel of the last command. Text restart and resume text
+/// display (0x2A, 0x2B) turn a channel to its text service until a caption mode command
+/// (resume caption loading, roll-up, resume direct captioning) turns it back. XDS runs from
+/// a start or continue code (0x01–0x0E) to its end (0x0F), or until a caption command.
+struct CaptionChannel {
+    /// The field's cc_type: 0 for field 1, 1 for field 2.
+    let field: UInt8
+    private var channel = 1
+    private var textService = [false, false]
+    private var extendedData = false
+
+    init(field: UInt8) { self.field = field }
+
+    /// The triplets of the field's data channel 1 captions, in order.
+    mutating func kept(_ triplets: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        for i in stride(from: 0, to: triplets.count - 2, by: 3) where triplets[i] & 0x07 == 0x04 | field {
+            let hi = triplets[i + 1] & 0x7F, lo = triplets[i + 2] & 0x7F
+            switch hi {
+            case 0x00: continue   // padding
+            case 0x01...0x0F:
+                extendedData = field == 1 && hi != 0x0F
+                continue
+            case 0x10...0x1F:
+                extendedData = false
+                channel = hi & 0x08 == 0 ? 1 : 2
+                if hi & 0x06 == 0x04, (0x20...0x2F).contains(lo) {   // miscellaneous control
+                    switch lo {
+                    case 0x2A, 0x2B:
+                        textService[channel - 1] = true
+                        continue
+                    case 0x20, 0x25...0x27, 0x29: textService[channel - 1] = false
+                    default: break
+                    }
+                }
+            default:
+                guard !extendedData else { continue }
+            }
+            if channel == 1, !textService[0] { out += triplets[i..<(i + 3)] }
         }
         return out
     }

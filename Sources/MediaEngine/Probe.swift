@@ -330,6 +330,7 @@ public enum Prober {
         let codecID = st.pointee.codecpar.pointee.codec_id
         var seekCaptions = [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO].contains(codecID)
         var captionPadding = false
+        var cc1 = CaptionChannel(field: 0)
         let captionsIn = { (p: AVPacket) -> [UInt8] in
             guard let data = p.data else { return [] }
             return ClosedCaptions.triplets(in: UnsafeBufferPointer(start: data, count: Int(p.size)), codec: codecID, lengthSize: lengthSize)
@@ -392,7 +393,7 @@ public enum Prober {
             }
             if seekCaptions {
                 let triplets = captionsIn(p)
-                if ClosedCaptions.carryText(triplets) {
+                if ClosedCaptions.carryText(cc1.kept(triplets)) {
                     streams[vi].closedCaptions = true
                     seekCaptions = false
                 } else if ClosedCaptions.carry608(triplets) {
@@ -415,7 +416,7 @@ public enum Prober {
                 defer { packet.unref() }
                 guard packet.streamIndex == target else { continue }
                 more += 1
-                if ClosedCaptions.carryText(captionsIn(packet.pointer.pointee)) {
+                if ClosedCaptions.carryText(cc1.kept(captionsIn(packet.pointer.pointee))) {
                     streams[vi].closedCaptions = true
                     break
                 }

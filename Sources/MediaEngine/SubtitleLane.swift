@@ -144,31 +144,38 @@ final class SubtitleLane: Lane {
         stats.packetsIn += 1
         guard encoder != nil else { return }
         if captions != nil {
-            for picture in captions!.add(packet) { _ = try decode(captionPacket(picture), duration: 0, muxer: muxer) }
+            for picture in captions!.add(packet) { try decodeCaptions(picture.item, at: picture.time, muxer: muxer) }
             return
         }
         if captionDecoder, let data = packet.pointer.pointee.data, packet.pointer.pointee.size > 0 {
             // A caption track's packets (QuickTime c608) hold the same triplets.
             let p = packet.pointer.pointee
-            let time = p.pts != noPTS ? p.pts : p.dts
-            _ = try decode(captionPacket((time, Array(UnsafeBufferPointer(start: data, count: Int(p.size))))), duration: p.duration, muxer: muxer)
+            try decodeCaptions(Array(UnsafeBufferPointer(start: data, count: Int(p.size))), at: p.pts != noPTS ? p.pts : p.dts,
+                               duration: p.duration, muxer: muxer)
             return
         }
         _ = try decode(readable(packet), duration: packet.pointer.pointee.duration, muxer: muxer)
     }
 
-    /// Caption triplets as a packet of the caption decoder, at their time; marked where a
-    /// caption would otherwise start before its first character (`CaptionScreenWatch`).
-    private func captionPacket(_ picture: (time: Int64, item: [UInt8])) throws(KilnError) -> Packet {
-        let triplets = screen.marked(picture.item)
-        let out = try Packet()
-        try check(av_new_packet(out.pointer, Int32(triplets.count)), .decode, "cannot allocate a caption packet", as: .resourceLimit)
-        out.pointer.pointee.data.update(from: triplets, count: triplets.count)
-        out.pointer.pointee.pts = picture.time
-        out.pointer.pointee.dts = picture.time
-        return out
+    /// The caption service's triplets (`CaptionChannel`) to the caption decoder, at their
+    /// time; marked where a caption would otherwise start before its first character
+    /// (`CaptionScreenWatch`).
+    private func decodeCaptions(_ triplets: [UInt8], at time: Int64, duration: Int64 = 0, muxer: Muxer) throws(KilnError) {
+        let kept = channel.kept(triplets)
+        guard !kept.isEmpty else { return }
+        try decodeCaptionPacket(screen.marked(kept), at: time, duration: duration, muxer: muxer)
     }
+    private var channel = CaptionChannel(field: 0)
     private var screen = CaptionScreenWatch()
+
+    private func decodeCaptionPacket(_ triplets: [UInt8], at time: Int64, duration: Int64, muxer: Muxer) throws(KilnError) {
+        let packet = try Packet()
+        try check(av_new_packet(packet.pointer, Int32(triplets.count)), .decode, "cannot allocate a caption packet", as: .resourceLimit)
+        packet.pointer.pointee.data.update(from: triplets, count: triplets.count)
+        packet.pointer.pointee.pts = time
+        packet.pointer.pointee.dts = time
+        _ = try decode(packet, duration: duration, muxer: muxer)
+    }
 
     /// Decodes one packet (an empty one drains a decoder that holds cues back, as teletext's
     /// does) and schedules what it gives; whether it gave a cue.
@@ -210,7 +217,7 @@ final class SubtitleLane: Lane {
     func finish(muxer: Muxer) throws(KilnError) {
         guard encoder != nil else { return }
         if let waiting = captions?.drain() {
-            for picture in waiting { _ = try decode(captionPacket(picture), duration: 0, muxer: muxer) }
+            for picture in waiting { try decodeCaptions(picture.item, at: picture.time, muxer: muxer) }
         }
         if captionDecoder {
             // The caption decoder gives a screen once the next replaces it; the last one
@@ -218,7 +225,7 @@ final class SubtitleLane: Lane {
             // pictures and sound end: EDM, in field 1 and field 2.
             if let end = picturesAndSoundReach, end.isFinite {
                 let at = rescale(Int64(end * Double(kiln_time_base())), from: kiln_time_base_q(), to: input.pointee.time_base)
-                _ = try decode(captionPacket((at, CaptionReader.eraseDisplayed)), duration: 0, muxer: muxer)
+                try decodeCaptionPacket(CaptionReader.eraseDisplayed, at: at, duration: 0, muxer: muxer)
             }
         }
         if decoder.pointee.codec.pointee.capabilities & AV_CODEC_CAP_DELAY != 0 {

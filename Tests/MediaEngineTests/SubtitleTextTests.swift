@@ -267,11 +267,35 @@ struct ClosedCaptionReadingTests {
         #expect(!ClosedCaptions.carry608([0xF8, 0x80, 0x80, 0xFA, 0x00, 0x00]))
         #expect(!ClosedCaptions.carry608([0xFF, 0x02, 0x21, 0xFE, 0x41, 0x42]))
         #expect(!ClosedCaptions.carry608([]))
-        // Text: a valid field 1 pair that is not null (parity bits aside); field 2 (programme
-        // data, CC3) and CEA-708 do not count.
-        #expect(ClosedCaptions.carryText([0xFC, 0x80, 0x80, 0xFC, 0x94, 0x20]))
-        #expect(!ClosedCaptions.carryText([0xFC, 0x80, 0x80, 0xFD, 0x80, 0x80, 0xF8, 0x94, 0x20]))
-        #expect(!ClosedCaptions.carryText([0xFD, 0x01, 0x03, 0xFD, 0x15, 0x20, 0xFF, 0x02, 0x21]))
+        // Text: characters of the service, not its commands or padding.
+        func text(_ triplets: [UInt8], field: UInt8 = 0) -> Bool {
+            var channel = CaptionChannel(field: field)
+            return ClosedCaptions.carryText(channel.kept(triplets))
+        }
+        #expect(text([0xFC, 0x80, 0x80, 0xFC, 0xC8, 0x49]))
+        #expect(!text([0xFC, 0x80, 0x80, 0xFC, 0x94, 0x20, 0xFD, 0xC8, 0x49, 0xF8, 0xC8, 0x49]))
+        #expect(!text([0xFD, 0x01, 0x03, 0xFD, 0xC8, 0x49, 0xFF, 0x02, 0x21], field: 1))
+    }
+
+    @Test("a field's data channel 1 captions only: another channel's commands and characters, a text service and extended data are left out")
+    func captionChannel() {
+        func pair(_ hi: UInt8, _ lo: UInt8, field: UInt8 = 0) -> [UInt8] { [0xFC | field, Teletext.oddParity(hi), Teletext.oddParity(lo)] }
+        let rcl = pair(0x14, 0x20), hi = pair(0x48, 0x49), cc2RU2 = pair(0x1C, 0x25), cc2CR = pair(0x1C, 0x2D)
+        let ho = pair(0x48, 0x4F), tr = pair(0x14, 0x2A), cc1RU2 = pair(0x14, 0x25)
+        var cc1 = CaptionChannel(field: 0)
+        // Channel 2's commands and the characters after them; channel 1's again after its command.
+        #expect(cc1.kept(rcl + hi + cc2RU2 + cc2CR + ho + rcl + hi) == rcl + hi + rcl + hi)
+        // Channel 1's text service, from text restart to its return to captions (roll-up).
+        #expect(cc1.kept(tr + ho + ho + cc1RU2 + hi) == cc1RU2 + hi)
+        // Field 2 is not field 1's.
+        #expect(cc1.kept(pair(0x14, 0x2C, field: 1)).isEmpty)
+        // Field 2: extended data from its start to its end code, then CC3 again; a caption
+        // command interrupts it.
+        var cc3 = CaptionChannel(field: 1)
+        let start = pair(0x01, 0x03, field: 1), end = pair(0x0F, 0x2A, field: 1)
+        let hi3 = pair(0x48, 0x49, field: 1), ru3 = pair(0x15, 0x25, field: 1)
+        #expect(cc3.kept(ru3 + hi3 + start + hi3 + hi3 + end + hi3) == ru3 + hi3 + hi3)
+        #expect(cc3.kept(start + hi3 + ru3 + hi3) == ru3 + hi3)
     }
 
     @Test("pictures' captions in decode order come out in display order")

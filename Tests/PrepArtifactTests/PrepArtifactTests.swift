@@ -171,17 +171,8 @@ struct CommandLineTests {
             #expect(planned.count == 1 && planned.first?["closed_captions"] == .bool(true) && planned.first?["source_index"] == .number(0))
             let subs = try FFprobe(out).streams("subtitle")
             #expect(subs.count == 1 && subs.first?["codec_name"]?.string == "mov_text")
-            // Each pop-on caption from the picture that shows it to the one that erases it,
-            // against the output's first picture as against the source's.
-            let first = try FFprobe.packetTimes(out, "v:0").min() ?? 0
-            let picture = { (t: Double) in first + (t * 30000 / 1001).rounded() * 1001 / 30000 }
-            let cues = try Command.cues(out)
-            let rolled = ClosedCaptionSample.rollUp
-            let texts = ClosedCaptionSample.popOn.map(\.text) + [rolled[0], rolled[0] + " " + rolled[1], rolled[1] + " " + rolled[2]]
-            #expect(cues.map(\.text) == texts)
-            for (cue, shown) in zip(cues, ClosedCaptionSample.popOn) {
-                #expect(abs(cue.start - picture(shown.start)) < 0.02 && abs(cue.end - picture(shown.end)) < 0.02, "\(cue) against \(shown)")
-            }
+            let cues = try expectSampleCaptions(out)
+            let texts = Self.sampleCaptionTexts
             // The last roll-up screen stays up to the end (ffmpeg's own reading drops it).
             let end = try #require(FFprobe(out).duration("video"))
             if let last = cues.last {
@@ -190,6 +181,39 @@ struct CommandLineTests {
             }
             // The pictures, copied or encoded, still carry them (libx264 writes what the decoder found).
             #expect(try Command.cues(out, filter: "movie=\(out)[out0+subcc]").map(\.text) == Array(texts.dropLast()))
+        }
+    }
+
+    /// The sample's captions as a player shows them: pop-on, then two-row roll-up screens.
+    static var sampleCaptionTexts: [String] {
+        let rolled = ClosedCaptionSample.rollUp
+        return ClosedCaptionSample.popOn.map(\.text) + [rolled[0], rolled[0] + " " + rolled[1], rolled[1] + " " + rolled[2]]
+    }
+
+    /// The sample's captions in `out`'s text track: texts, and each pop-on caption from the
+    /// picture that shows it to the one that erases it, against the output's first picture
+    /// as against the source's.
+    @discardableResult
+    func expectSampleCaptions(_ out: String) throws -> [(start: Double, end: Double, text: String)] {
+        let first = try FFprobe.packetTimes(out, "v:0").min() ?? 0
+        let picture = { (t: Double) in first + (t * 30000 / 1001).rounded() * 1001 / 30000 }
+        let cues = try Command.cues(out)
+        #expect(cues.map(\.text) == Self.sampleCaptionTexts)
+        for (cue, shown) in zip(cues, ClosedCaptionSample.popOn) {
+            #expect(abs(cue.start - picture(shown.start)) < 0.02 && abs(cue.end - picture(shown.end)) < 0.02, "\(cue) against \(shown)")
+        }
+        return cues
+    }
+
+    @Test("captions beside another data channel's captions, a text service and extended data: only CC1's reach the track (ffmpeg's reading mixes them in)")
+    func crowdedCaptions() throws {
+        let source = try ClosedCaptionSample.recording(.h264, crowded: true)
+        let theirs = try Command.cues(source, filter: "movie=\(source)[out0+subcc]")
+        #expect(theirs.contains { $0.text.contains("OTHER CHANNEL") || $0.text.contains("TEXT SERVICE") }, "\(theirs)")
+        #expect(try Command.probedStreams(source).first?["closed_captions"] == .bool(true))
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "cli-cc-crowded") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+            try expectSampleCaptions(out)
         }
     }
 
@@ -225,9 +249,7 @@ struct CommandLineTests {
             #expect(json["plan"]?["delivery_format"]?.string == "remux")
             let subs = try FFprobe(out).streams("subtitle")
             #expect(subs.map { $0["codec_name"]?.string } == ["mov_text"])
-            let rolled = ClosedCaptionSample.rollUp
-            #expect(try Command.cues(out).map(\.text)
-                    == ClosedCaptionSample.popOn.map(\.text) + [rolled[0], rolled[0] + " " + rolled[1], rolled[1] + " " + rolled[2]])
+            #expect(try Command.cues(out).map(\.text) == Self.sampleCaptionTexts)
         }
     }
 

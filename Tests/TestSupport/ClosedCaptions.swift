@@ -34,11 +34,13 @@ public enum ClosedCaptionSample {
     /// `cea708First`: each picture's cc_data begins with a CEA-708 packet's triplet, before
     /// the CEA-608 pairs (a layout some encoders write).
     /// `paintOn`: the captions are `paintOn`'s instead, painted on the screen as they come.
+    /// `crowded`: field 1 also carries data channel 2's captions and channel 1's text
+    /// service between the captions (`crowding`), and field 2 extended data.
     public static func recording(_ video: Video, delay: Double = 0, captioned: Bool = true, cea708First: Bool = false,
-                                 paintOn: Bool = false) throws -> String {
+                                 paintOn: Bool = false, crowded: Bool = false) throws -> String {
         let seconds = Self.seconds + delay
         let name = "cc-\(video.rawValue)" + (delay > 0 ? "-late\(Int(delay))" : "") + (captioned ? "" : "-padding") + (cea708First ? "-708" : "")
-            + (paintOn ? "-painton" : "")
+            + (paintOn ? "-painton" : "") + (crowded ? "-crowded" : "")
         return try Media.generated("\(name).ts") { tmp in
             let scratch = Media.scratch(name)
             defer { try? FileManager.default.removeItem(at: scratch) }
@@ -58,9 +60,11 @@ public enum ClosedCaptionSample {
             guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
             // Where each picture, in stream order, is shown.
             let shown = try displayOrder(raw, scratch: scratch)
-            let pairs = !captioned ? Array(repeating: nil, count: shown.count)
+            var pairs = !captioned ? Array(repeating: nil, count: shown.count)
                 : paintOn ? paintOnPairs(pictures: shown.count) : bytePairs(pictures: shown.count, delay: delay)
-            let cc = shown.map { ccData(pairs[$0], cea708First: cea708First) }
+            var field2 = [(UInt8, UInt8)?](repeating: nil, count: shown.count)
+            if crowded { crowd(&pairs, &field2) }
+            let cc = shown.map { ccData(pairs[$0], field2: field2[$0], cea708First: cea708First) }
             let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
             let withCaptions: [UInt8]
             switch video {
@@ -114,11 +118,7 @@ public enum ClosedCaptionSample {
     static func bytePairs(pictures: Int, delay: Double) -> [(UInt8, UInt8)?] {
         var pairs = [(UInt8, UInt8)?](repeating: nil, count: pictures)
         func control(_ b: UInt8) -> [(UInt8, UInt8)] { let p = (odd(0x14), odd(b)); return [p, p] }
-        func text(_ s: String) -> [(UInt8, UInt8)] {
-            var b = Array(s.utf8)
-            if b.count % 2 == 1 { b.append(0) }
-            return stride(from: 0, to: b.count, by: 2).map { (odd(b[$0]), odd(b[$0 + 1])) }
-        }
+        let text = characters
         // The sequence's last control code acts at `seconds` (its repeat follows).
         func put(_ sequence: [(UInt8, UInt8)], actingAt seconds: Double) {
             let acting = Int(((seconds + delay) * rate).rounded())
@@ -150,9 +150,7 @@ public enum ClosedCaptionSample {
         func frame(_ seconds: Double) -> Int { Int((seconds * rate).rounded()) }
         func control(_ b: UInt8) -> [(UInt8, UInt8)] { let p = (odd(0x14), odd(b)); return [p, p] }
         for cue in paintOn {
-            var b = Array(cue.text.utf8)
-            if b.count % 2 == 1 { b.append(0) }
-            let text = stride(from: 0, to: b.count, by: 2).map { (odd(b[$0]), odd(b[$0 + 1])) }
+            let text = characters(cue.text)
             let before = control(0x29) + control(0x70)
             for (k, p) in (before + text).enumerated() { pairs[frame(cue.start) - before.count + k] = p }
             for (k, p) in control(0x2C).enumerated() { pairs[frame(cue.end) + k] = p }
@@ -162,12 +160,35 @@ public enum ClosedCaptionSample {
 
     static func odd(_ b: UInt8) -> UInt8 { Teletext.oddParity(b) }
 
-    /// A/53 `cc_data` with field 1's pair (or padding) and field 2's padding, after a
-    /// CEA-708 packet's start if asked.
-    static func ccData(_ pair: (UInt8, UInt8)?, cea708First: Bool = false) -> [UInt8] {
-        let p = pair ?? (0x80, 0x80)
+    /// A/53 `cc_data` with field 1's pair and field 2's (or padding), after a CEA-708
+    /// packet's start if asked.
+    static func ccData(_ pair: (UInt8, UInt8)?, field2: (UInt8, UInt8)? = nil, cea708First: Bool = false) -> [UInt8] {
+        let p = pair ?? (0x80, 0x80), q = field2 ?? (0x80, 0x80)
         let dtvcc: [UInt8] = cea708First ? [0xFF, 0x02, 0x21] : []
-        return [0xC0 | UInt8(2 + dtvcc.count / 3), 0xFF] + dtvcc + [0xFC, p.0, p.1, 0xFD, 0x80, 0x80, 0xFF]
+        return [0xC0 | UInt8(2 + dtvcc.count / 3), 0xFF] + dtvcc + [0xFC, p.0, p.1, 0xFD, q.0, q.1, 0xFF]
+    }
+
+    /// What `crowded` adds: in field 1, data channel 2's roll-up caption "OTHER CHANNEL" at
+    /// 5 s and channel 1's text service "TEXT SERVICE" at 7 s (the captions' next loading
+    /// turns the channel back); in field 2, extended data (a programme name) every 2 s.
+    static func crowd(_ field1: inout [(UInt8, UInt8)?], _ field2: inout [(UInt8, UInt8)?]) {
+        func frame(_ seconds: Double) -> Int { Int((seconds * rate).rounded()) }
+        func place(_ sequence: [(UInt8, UInt8)], at seconds: Double, in pairs: inout [(UInt8, UInt8)?]) {
+            for (k, p) in sequence.enumerated() where frame(seconds) + k < pairs.count { pairs[frame(seconds) + k] = p }
+        }
+        func twice(_ hi: UInt8, _ lo: UInt8) -> [(UInt8, UInt8)] { let p = (odd(hi), odd(lo)); return [p, p] }
+        place(twice(0x1C, 0x25) + twice(0x1C, 0x2D) + characters("OTHER CHANNEL"), at: 5, in: &field1)
+        place(twice(0x14, 0x2A) + characters("TEXT SERVICE"), at: 7, in: &field1)
+        for seconds in stride(from: 0.5, to: Self.seconds, by: 2) {
+            place([(odd(0x01), odd(0x03))] + characters("NEWS AT NINE") + [(odd(0x0F), odd(0x1D))], at: seconds, in: &field2)
+        }
+    }
+
+    /// Text as byte pairs with their parity, the last padded with a null.
+    static func characters(_ text: String) -> [(UInt8, UInt8)] {
+        var b = Array(text.utf8)
+        if b.count % 2 == 1 { b.append(0) }
+        return stride(from: 0, to: b.count, by: 2).map { (odd(b[$0]), odd(b[$0 + 1])) }
     }
 
     /// The Annex B stream with an SEI NAL unit (user data registered by ITU-T T.35, "GA94")
