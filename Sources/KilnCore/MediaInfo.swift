@@ -5,7 +5,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// on (2: codec tags; 3: reordered pictures without presentation times, encryption; 4:
     /// FairPlay and Windows Media DRM; 5: closed captions in the video, teletext subtitle
     /// pages), so a description cached by an older one is not planned from.
-    public static let describerVersion = 5
+    public static let describerVersion = 6
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
@@ -182,6 +182,9 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     /// CEA-608 closed captions travel inside the pictures (ATSC A/53 user data: US
     /// broadcast and cable recordings), seen in the probe's packet scan; nil when none were.
     public var closedCaptions: Bool?
+    /// Which caption services carry text: "CC1" (field 1, the programme's captions) and
+    /// "CC3" (field 2, often a second language); nil when none do.
+    public var captionServices: [String]?
 
     // Audio
     public var channels: Int?
@@ -248,7 +251,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", rotation
         case presentationTimesMissing = "presentation_times_missing", encrypted
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
-        case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", closedCaptions = "closed_captions", channels
+        case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", closedCaptions = "closed_captions", captionServices = "caption_services", channels
         case channelLayout = "channel_layout", sampleRate = "sample_rate", textSubtitle = "text_subtitle"
         case teletextPages = "teletext_pages"
     }

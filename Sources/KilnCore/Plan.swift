@@ -162,12 +162,16 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
     /// true when the text comes from the closed captions inside the video stream
     /// `sourceIndex` (`StreamInfo.closedCaptions`), not from a subtitle stream; nil otherwise.
     public var closedCaptions: Bool?
+    /// Which caption service the closed captions are ("CC3"); nil for CC1.
+    public var captionService: String?
     /// The page of the DVB teletext stream `sourceIndex` this track is made of ("888"); nil
     /// for other streams.
     public var teletextPage: String?
 
     public init(sourceIndex: Int, action: SubtitleAction, codec: String, language: String? = nil,
-                forced: Bool = false, reason: String? = nil, closedCaptions: Bool? = nil, teletextPage: String? = nil) {
+                forced: Bool = false, reason: String? = nil, closedCaptions: Bool? = nil, captionService: String? = nil,
+                teletextPage: String? = nil) {
+        self.captionService = captionService
         self.sourceIndex = sourceIndex
         self.action = action
         self.codec = codec
@@ -180,7 +184,7 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case sourceIndex = "source_index", action, codec, language, forced, reason, closedCaptions = "closed_captions"
-        case teletextPage = "teletext_page"
+        case teletextPage = "teletext_page", captionService = "caption_service"
     }
 }
 

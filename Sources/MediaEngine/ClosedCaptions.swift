@@ -187,6 +187,26 @@ enum ClosedCaptions {
     }
 }
 
+/// What the probe learns of a video stream's caption services, picture by picture: which
+/// carry text (CC1, CC3: `CaptionChannel`), and whether there was CEA-608 padding at least.
+struct CaptionSurvey {
+    private var services = [("CC1", CaptionChannel(field: 0)), ("CC3", CaptionChannel(field: 1))]
+    /// The services with text so far, in service order.
+    var found: [String] { services.map(\.0).filter(seen.contains) }
+    private var seen: Set<String> = []
+    private(set) var padding = false
+    var complete: Bool { seen.count == services.count }
+
+    /// Reads one picture's triplets.
+    mutating func read(_ triplets: [UInt8]) {
+        guard !triplets.isEmpty else { return }
+        for k in services.indices where !seen.contains(services[k].0) {
+            if ClosedCaptions.carryText(services[k].1.kept(triplets)) { seen.insert(services[k].0) }
+        }
+        if ClosedCaptions.carry608(triplets) { padding = true }
+    }
+}
+
 /// One caption service of a CEA-608 field: its data channel 1's captions (CC1 in field 1,
 /// CC3 in field 2). A field carries two data channels, each with captions and a text
 /// service, and field 2 extended data services (XDS: the programme's name, rating, …) as
@@ -248,6 +268,8 @@ struct CaptionChannel {
 /// writing at once, puts an erase of that blank screen just before it: the decoder captures
 /// nothing there, and the caption starts with its first character.
 struct CaptionScreenWatch {
+    /// The field the decoder reads (its `data_field`, the triplets' cc_type).
+    let field: UInt8
     private enum Mode { case popOn, rollUp, paintOn, text }
     /// The decoder starts in roll-up mode.
     private var mode = Mode.rollUp
@@ -257,6 +279,8 @@ struct CaptionScreenWatch {
     private var blank = true
     /// The last command the decoder took: it skips a pair equal to it.
     private var previous: (UInt8, UInt8) = (0, 0)
+
+    init(field: UInt8 = 0) { self.field = field }
 
     /// `triplets` (one packet's) with the blank screen's erase put before the pair that
     /// first writes on it.
@@ -271,9 +295,9 @@ struct CaptionScreenWatch {
 
     /// Takes one triplet as the decoder will; the erase to put before it, if any.
     private mutating func read(_ marker: UInt8, _ first: UInt8, _ second: UInt8) -> [UInt8]? {
-        // Field 1 (the lane's `data_field`), valid; a second byte that fails its parity
-        // drops the pair, a first byte that fails it is read as a solid block.
-        guard marker & 0x07 == 0x04, second.nonzeroBitCount % 2 == 1 else { return nil }
+        // The lane's field, valid; a second byte that fails its parity drops the pair, a
+        // first byte that fails it is read as a solid block.
+        guard marker & 0x07 == 0x04 | field, second.nonzeroBitCount % 2 == 1 else { return nil }
         let hi = first.nonzeroBitCount % 2 == 1 ? first & 0x7F : 0x7F
         let lo = second & 0x7F
         if [0xFA, 0xFC, 0xFD].contains(marker), first & 0x7F == 0, lo == 0 { return nil }   // padding
@@ -308,7 +332,7 @@ struct CaptionScreenWatch {
         blank = false
         // An erase the decoder would skip as a repeat of its last command is the other
         // data channel's, which it reads alike.
-        return before == (0x14, 0x2C) ? [0xFC, 0x1C, 0x2C] : [0xFC, 0x94, 0x2C]
+        return before == (0x14, 0x2C) ? [0xFC | field, 0x1C, 0x2C] : [0xFC | field, 0x94, 0x2C]
     }
 }
 

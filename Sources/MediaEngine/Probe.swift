@@ -328,9 +328,8 @@ public enum Prober {
         // found. Their bytes alone are not enough: stations send padding all along, through
         // programmes no one captioned, and a track of nothing would only disappoint.
         let codecID = st.pointee.codecpar.pointee.codec_id
-        var seekCaptions = [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO].contains(codecID)
-        var captionPadding = false
-        var cc1 = CaptionChannel(field: 0)
+        var captions = [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO].contains(codecID)
+            ? CaptionSurvey() : nil
         let captionsIn = { (p: AVPacket) -> [UInt8] in
             guard let data = p.data else { return [] }
             return ClosedCaptions.triplets(in: UnsafeBufferPointer(start: data, count: Int(p.size)), codec: codecID, lengthSize: lengthSize)
@@ -391,15 +390,7 @@ public enum Prober {
                 if let order { streams[vi].fieldOrder = order }
                 fieldDecoder = nil
             }
-            if seekCaptions {
-                let triplets = captionsIn(p)
-                if ClosedCaptions.carryText(cc1.kept(triplets)) {
-                    streams[vi].closedCaptions = true
-                    seekCaptions = false
-                } else if ClosedCaptions.carry608(triplets) {
-                    captionPadding = true
-                }
-            }
+            if captions?.complete == false { captions?.read(captionsIn(p)) }
             if scanDV, let data = p.data {
                 let types = NALScanner.nalTypes(UnsafeBufferPointer(start: data, count: Int(p.size)), lengthSize: lengthSize)
                 if types.contains(62) { rpu = true }
@@ -408,7 +399,8 @@ public enum Prober {
         }
         // Caption padding and no text yet (a programme that opens on music): the pictures
         // are read on for the first caption, and nothing else, up to `captionScanLimit`.
-        if seekCaptions && captionPadding {
+        // (Only for a first caption: a second service found late is not worth reading on for.)
+        if let survey = captions, survey.found.isEmpty, survey.padding {
             var more = 0
             while more < Prober.captionScanLimit, reads < Prober.captionScanLimit * 32 {
                 reads += 1
@@ -416,11 +408,13 @@ public enum Prober {
                 defer { packet.unref() }
                 guard packet.streamIndex == target else { continue }
                 more += 1
-                if ClosedCaptions.carryText(cc1.kept(captionsIn(packet.pointer.pointee))) {
-                    streams[vi].closedCaptions = true
-                    break
-                }
+                captions?.read(captionsIn(packet.pointer.pointee))
+                if captions?.found.isEmpty == false { break }
             }
+        }
+        if let found = captions?.found, !found.isEmpty {
+            streams[vi].closedCaptions = true
+            streams[vi].captionServices = found
         }
         // Reordered pictures (B-frames) with decode times only: a copy would show them in
         // decode order on players that take the container's times (Apple's).

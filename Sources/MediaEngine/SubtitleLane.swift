@@ -61,10 +61,10 @@ final class SubtitleLane: Lane {
         ctx.pointee.pkt_timebase = input.pointee.time_base
         let options = Options()
         language = plan.language
-        // CC1, the programme's captions, ride in field 1. Left to choose, the decoder keeps to
-        // the field of the first triplet it meets, which may be field 2's programme data or a
-        // CEA-708 packet, and then shows nothing.
-        if captionDecoder { options.set("data_field", "0") }
+        // CC1, the programme's captions, ride in field 1, CC3 in field 2. Left to choose, the
+        // decoder keeps to the field of the first triplet it meets, which may be field 2's
+        // programme data or a CEA-708 packet, and then shows nothing.
+        if captionDecoder { options.set("data_field", String(captionField)) }
         if par.pointee.codec_id == AV_CODEC_ID_DVB_TELETEXT {
             // Teletext is pages of text, of which only a subtitle page is wanted, as text
             // (libzvbi's default is pictures of the page): the plan's, or where it names
@@ -131,13 +131,15 @@ final class SubtitleLane: Lane {
             copyStreamMetadata(from: input, to: out)
         } else {
             // Not the video stream's tags: the track is named for what it is.
-            av_dict_set(&out.pointee.metadata, "title", "Closed captions", 0)
+            av_dict_set(&out.pointee.metadata, "title", plan.captionService.map { "Closed captions (\($0))" } ?? "Closed captions", 0)
             out.pointee.disposition |= AV_DISPOSITION_CAPTIONS
         }
         // The plan has the last word on what a player shows in its subtitle menu.
         if let language { setLanguage(language, of: out) }
         if plan.forced { out.pointee.disposition |= AV_DISPOSITION_FORCED } else { out.pointee.disposition &= ~AV_DISPOSITION_FORCED }
         if hearingImpaired { out.pointee.disposition |= AV_DISPOSITION_HEARING_IMPAIRED }
+        // MP4 keeps no track title; its handler name is what players that name tracks show.
+        if let title = dictValue(out.pointee.metadata, "title") { av_dict_set(&out.pointee.metadata, "handler_name", title, 0) }
     }
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
@@ -165,8 +167,10 @@ final class SubtitleLane: Lane {
         guard !kept.isEmpty else { return }
         try decodeCaptionPacket(screen.marked(kept), at: time, duration: duration, muxer: muxer)
     }
-    private var channel = CaptionChannel(field: 0)
-    private var screen = CaptionScreenWatch()
+    /// The caption service the lane reads: CC1 in field 1, or CC3 in field 2.
+    private lazy var channel = CaptionChannel(field: captionField)
+    private lazy var screen = CaptionScreenWatch(field: captionField)
+    private var captionField: UInt8 { plan.captionService == "CC3" ? 1 : 0 }
 
     private func decodeCaptionPacket(_ triplets: [UInt8], at time: Int64, duration: Int64, muxer: Muxer) throws(KilnError) {
         let packet = try Packet()

@@ -448,17 +448,25 @@ struct PlanContext {
             }
         }
         // Captions inside the pictures reach no MP4 player there: they become a text track
-        // too (and stay in the pictures, copied or encoded). A/53 names no language in the
-        // stream; its first caption service carries the programme's: its main sound's (the
-        // default, else the first), whichever sound the device asked for (Spanish from the
-        // second audio programme leaves English captions English). A caption track of the
-        // file's own (QuickTime's c608) is those captions already.
+        // too (and stay in the pictures, copied or encoded), one for each service with text.
+        // A/53 names no language in the stream. CC1 carries the programme's: its main
+        // sound's (the default, else the first), whichever sound the device asked for
+        // (Spanish from the second audio programme leaves English captions English). CC3,
+        // where a station fills it, carries a second language, the second audio
+        // programme's: the first sound in another language, if there is one. A caption
+        // track of the file's own (QuickTime's c608) is those captions already.
         let captionTrack = plans.contains { $0.action == .convert && $0.codec == "mov_text"
             && source.stream($0.sourceIndex)?.codec.lowercased() == "eia_608" }
         if let v = video, v.closedCaptions == true, !captionTrack {
             let main = source.audioStreams.first { $0.disposition.isDefault } ?? source.audioStreams.first
-            plans.append(SubtitlePlan(sourceIndex: v.index, action: .convert, codec: "mov_text",
-                                      language: language(v) ?? main.flatMap(language), closedCaptions: true))
+            let mainLanguage = language(v) ?? main.flatMap(language)
+            for service in v.captionServices ?? ["CC1"] {
+                let cc1 = service == "CC1"
+                let second = source.audioStreams.lazy.compactMap(language).first { $0 != mainLanguage }
+                plans.append(SubtitlePlan(sourceIndex: v.index, action: .convert, codec: "mov_text",
+                                          language: cc1 ? mainLanguage : second, closedCaptions: true,
+                                          captionService: cc1 ? nil : service))
+            }
             reasons.append("closed_captions_converted")
         }
         return (plans, reasons)

@@ -24,7 +24,7 @@ public enum PlanTable {
             if let v = plan.video, v.sourceIndex == s.index, s.type == .video {
                 rows.append([label, describe(s), v.action.rawValue, describe(v), videoWhy.joined(separator: " ")])
                 for cc in plan.subtitles where cc.closedCaptions == true && cc.sourceIndex == s.index {
-                    rows.append(["captions #\(s.index)", "closed captions (CEA-608)", cc.action.rawValue,
+                    rows.append(["captions #\(s.index)", "closed captions (CEA-608 \(cc.captionService ?? "CC1"))", cc.action.rawValue,
                                  [cc.codec, cc.language].compactMap { $0 }.joined(separator: " "), "closed_captions_converted"])
                 }
             } else if let a = plan.audio, a.sourceIndex == s.index, s.type == .audio {
@@ -94,7 +94,7 @@ public enum PlanTable {
             if Codecs.isHDR(s) { parts.append(s.dolbyVision.map { "DV p\($0.profile)" } ?? (s.hdr?.rawValue ?? "hdr")) }
             if Codecs.rotation(s) != 0 { parts.append("rot \(Codecs.rotation(s))") }
             if s.fieldOrder?.isInterlaced == true { parts.append("interlaced") }
-            if s.closedCaptions == true { parts.append("closed captions") }
+            if s.closedCaptions == true { parts.append("closed captions" + (s.captionServices.map { " " + $0.joined(separator: "+") } ?? "")) }
         case .audio:
             if let c = s.channels { parts.append("\(c)ch") }
         default: break

@@ -20,7 +20,7 @@ enum MediaInfoText {
                 if let hdr = s.hdr, hdr != .sdr { parts.append(hdr.rawValue) }
                 if let dv = s.dolbyVision { parts.append("DV p\(dv.profile) compat \(dv.blCompatibilityId)") }
                 if s.disposition.attachedPicture { parts.append("attached picture") }
-                if s.closedCaptions == true { parts.append("closed captions") }
+                if s.closedCaptions == true { parts.append("closed captions" + (s.captionServices.map { " (" + $0.joined(separator: ", ") + ")" } ?? "")) }
             case .audio:
                 if let l = s.channelLayout ?? s.channels.map({ "\($0) ch" }) { parts.append(l) }
                 if let r = s.sampleRate { parts.append("\(r) Hz") }

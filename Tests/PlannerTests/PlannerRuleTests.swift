@@ -461,6 +461,10 @@ let subtitleCases: [Case] = [
          Expect(subtitles: [.convert], notReasons: ["closed_captions_converted"])),
     Case("closed captions keep the programme's main language when the device asks for the second audio programme", media("ts", kbps: 8000, captioned(h1080), aacEng, audio("ac3", ch: 2, index: 2, lang: "spa")), .mbps5, ios, language: "spa",
          Expect(audioIndex: 2, subtitleLanguages: ["eng"], reasons: ["closed_captions_converted"])),
+    Case("closed captions: CC1 in the main sound's language and CC3 in the second audio programme's, each a track", media("ts", kbps: 8000, captioned(h1080, services: ["CC1", "CC3"]), aacEng, audio("ac3", ch: 2, index: 2, lang: "spa")), .mbps5, ios,
+         Expect(subtitles: [.convert, .convert], subtitleLanguages: ["eng", "spa"], reasons: ["closed_captions_converted"])),
+    Case("closed captions: CC3 alone is a track in the second audio programme's language, or none named", media("ts", kbps: 8000, captioned(h1080, services: ["CC3"]), aacEng), .mbps5, ios,
+         Expect(subtitles: [.convert], subtitleLanguages: [nil], reasons: ["closed_captions_converted"])),
     Case("closed captions go with a remux too", media("ts", kbps: 3000, captioned(h1080), aacEng), .original, ios,
          Expect(delivery: .remux, video: .copy, subtitles: [.convert], reasons: ["closed_captions_converted"])),
     Case("closed captions stay in a file delivered as it is", media("mp4", kbps: 3000, captioned(h1080), aacEng), .original, ios,
@@ -503,9 +507,10 @@ func teletext(index: Int, _ pages: [(String, String, Bool)]) -> StreamInfo {
 }
 
 /// `v` with closed captions in its pictures.
-func captioned(_ v: StreamInfo) -> StreamInfo {
+func captioned(_ v: StreamInfo, services: [String]? = nil) -> StreamInfo {
     var c = v
     c.closedCaptions = true
+    c.captionServices = services
     return c
 }
 

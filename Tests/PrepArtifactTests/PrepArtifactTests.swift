@@ -205,15 +205,27 @@ struct CommandLineTests {
         return cues
     }
 
-    @Test("captions beside another data channel's captions, a text service and extended data: only CC1's reach the track (ffmpeg's reading mixes them in)")
+    @Test("CC1 beside another data channel's captions, a text service and extended data, and CC3 in field 2: a track of each service, nothing else in them (ffmpeg's reading mixes them in)")
     func crowdedCaptions() throws {
         let source = try ClosedCaptionSample.recording(.h264, crowded: true)
         let theirs = try Command.cues(source, filter: "movie=\(source)[out0+subcc]")
         #expect(theirs.contains { $0.text.contains("OTHER CHANNEL") || $0.text.contains("TEXT SERVICE") }, "\(theirs)")
-        #expect(try Command.probedStreams(source).first?["closed_captions"] == .bool(true))
+        let video = try #require(try Command.probedStreams(source).first)
+        #expect(video["closed_captions"] == .bool(true) && video["caption_services"] == .array([.string("CC1"), .string("CC3")]))
         try Command.prepare(source, quality: "original", caps: "ios", scratch: "cli-cc-crowded") { r, out in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+            guard case .array(let planned)? = try Command.json(r)["plan"]?["subtitles"] else { Issue.record("no subtitles planned: \(r.stdout)"); return }
+            #expect(planned.map { $0["caption_service"]?.string } == [nil, "CC3"])
+            let subs = try FFprobe(out).streams("subtitle")
+            #expect(subs.map { $0["tags"]?["handler_name"]?.string } == ["Closed captions", "Closed captions (CC3)"])
             try expectSampleCaptions(out)
+            let first = try FFprobe.packetTimes(out, "v:0").min() ?? 0
+            let third = try Command.cues(out, "0:s:1")
+            #expect(third.map(\.text) == ClosedCaptionSample.cc3.map(\.text))
+            for (cue, shown) in zip(third, ClosedCaptionSample.cc3) {
+                // A roll-up line shows as it is typed, a few frames after its carriage return.
+                #expect(abs(cue.start - first - shown.start) < 0.2 && abs(cue.end - first - shown.end) < 0.05, "\(cue) against \(shown)")
+            }
         }
     }
 

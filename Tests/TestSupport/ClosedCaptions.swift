@@ -170,7 +170,9 @@ public enum ClosedCaptionSample {
 
     /// What `crowded` adds: in field 1, data channel 2's roll-up caption "OTHER CHANNEL" at
     /// 5 s and channel 1's text service "TEXT SERVICE" at 7 s (the captions' next loading
-    /// turns the channel back); in field 2, extended data (a programme name) every 2 s.
+    /// turns the channel back); in field 2, extended data (a programme name) every 2 s and
+    /// CC3's roll-up captions (`cc3`).
+    public static let cc3: [(start: Double, end: Double, text: String)] = [(1.5, 3.5, "UNO"), (3.5, 6, "UNO DOS")]
     static func crowd(_ field1: inout [(UInt8, UInt8)?], _ field2: inout [(UInt8, UInt8)?]) {
         func frame(_ seconds: Double) -> Int { Int((seconds * rate).rounded()) }
         func place(_ sequence: [(UInt8, UInt8)], at seconds: Double, in pairs: inout [(UInt8, UInt8)?]) {
@@ -179,6 +181,10 @@ public enum ClosedCaptionSample {
         func twice(_ hi: UInt8, _ lo: UInt8) -> [(UInt8, UInt8)] { let p = (odd(hi), odd(lo)); return [p, p] }
         place(twice(0x1C, 0x25) + twice(0x1C, 0x2D) + characters("OTHER CHANNEL"), at: 5, in: &field1)
         place(twice(0x14, 0x2A) + characters("TEXT SERVICE"), at: 7, in: &field1)
+        // CC3: roll-up, two rows; a carriage return and a line at 1.5 s and 3.5 s, erased at 6 s.
+        place(twice(0x15, 0x25) + twice(0x15, 0x2D) + characters("UNO"), at: 1.5, in: &field2)
+        place(twice(0x15, 0x2D) + characters("DOS"), at: 3.5, in: &field2)
+        place(twice(0x15, 0x2C), at: 6, in: &field2)
         for seconds in stride(from: 0.5, to: Self.seconds, by: 2) {
             place([(odd(0x01), odd(0x03))] + characters("NEWS AT NINE") + [(odd(0x0F), odd(0x1D))], at: seconds, in: &field2)
         }
