@@ -40,6 +40,9 @@ enum ClosedCaptions {
             // header of the packet (a pair of field pictures has two), and after the
             // picture coding extension, whose top_field_first SCTE 20 needs.
             var topFieldFirst = true
+            // Cable streams may carry the same captions both ways: SCTE 20's count only
+            // where the packet has no A/53 ones, or every character would come twice.
+            var scte20: [UInt8] = []
             var at = AnnexB.unitStart(in: data, from: 0)
             while let i = at {
                 let next = AnnexB.unitStart(in: data, from: i + 1)
@@ -54,9 +57,10 @@ enum ClosedCaptions {
                 let body = Array(data[(i + 1)..<max(i + 1, end)])
                 if body.starts(with: gaIdentifier), body.count > 4, body[4] == 3 { found += ccData(body[5...]) }
                 if body.starts(with: dvdIdentifier) { dvd += fromDVD(body[dvdIdentifier.count...]) }
-                if body.count > 2, body[0] == 3, body[1] & 0x7F == 1 { found += fromSCTE20(body[2...], topFieldFirst: topFieldFirst) }
+                if body.count > 2, body[0] == 3, body[1] & 0x7F == 1 { scte20 += fromSCTE20(body[2...], topFieldFirst: topFieldFirst) }
                 at = next
             }
+            if found.isEmpty { found = scte20 }
         default: break
         }
         return dvd.isEmpty ? (found.isEmpty ? [] : [found]) : dvd

@@ -201,7 +201,7 @@ struct ClosedCaptionReadingTests {
         #expect(Self.triplets(picture + Array(ga94.prefix(14)), AV_CODEC_ID_MPEG2VIDEO).isEmpty)
     }
 
-    @Test("SCTE 20's user data: fields counted in display order (field 1 first in a top-field-first frame, second in a bottom-first one), bytes sent least significant bit first")
+    @Test("SCTE 20's user data: fields counted in display order (field 1 first in a top-field-first frame, second in a bottom-first one), bytes sent least significant bit first; left aside where A/53's are there too")
     func scte20() {
         // Picture coding extension of a frame picture (structure 3), top_field_first set or not.
         func picture(topFirst: Bool) -> [UInt8] { [0, 0, 1, 0x00, 0x00, 0x0F, 0xFF, 0xF8, 0, 0, 1, 0xB5, 0x8F, 0xFF, 0xF3, topFirst ? 0x80 : 0x00] }
@@ -215,6 +215,10 @@ struct ClosedCaptionReadingTests {
         #expect(Self.triplets(picture(topFirst: true) + ClosedCaptionSample.scte20([(0, (0x94, 0x2C)), (1, (0xC1, 0xC2))]) + slice,
                               AV_CODEC_ID_MPEG2VIDEO) == [0xFC, 0xC1, 0xC2])
         #expect(Self.triplets(picture(topFirst: true) + Array(data.prefix(12)), AV_CODEC_ID_MPEG2VIDEO) == [0xFC, 0x94, 0x2C])
+        // The same captions in A/53's user data too (as some cable streams send them): read once, from A/53.
+        let ga94: [UInt8] = [0, 0, 1, 0xB2] + Array("GA94".utf8) + [0x03] + Self.ccData([0xFC, 0x94, 0x2C])
+        #expect(Self.triplets(picture(topFirst: true) + data + ga94 + slice, AV_CODEC_ID_MPEG2VIDEO) == [0xFC, 0x94, 0x2C])
+        #expect(Self.triplets(picture(topFirst: true) + ga94 + data + slice, AV_CODEC_ID_MPEG2VIDEO) == [0xFC, 0x94, 0x2C])
     }
 
     @Test("a blank screen's erase goes before the first character written on it in roll-up, paint-on and text modes, never in pop-on, never twice")
