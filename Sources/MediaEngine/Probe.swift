@@ -29,10 +29,12 @@ public enum Prober {
                      secondReaderFrom minimum: IndexForecast.Threshold?) throws(KilnError) -> ProbedSource {
         let deadline = Deadline(seconds: deadlineSeconds, cancellation: cancellation)
         defer { deadline.disarm() }
+        // First, so that whatever is read of the file after it (the fingerprint too) is
+        // checked against it.
+        let watch = SourceWatch(path: path)
         // The fingerprint does not need the analysis, so it runs beside it.
         let fingerprinting = fingerprint
             ? Background { () throws(KilnError) -> String in try SourceFingerprint.compute(path: path) } : nil
-        let watch = SourceWatch(path: path)
         do {
             var demuxer = try Demuxer(path: path, cancellation: cancellation)
             // Opened once the first reader's analysis is done, not beside it: two analyses at

@@ -435,6 +435,25 @@ struct GeneratedMediaTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
     }
 
+    @Test("a source another file is renamed over after the probe (a library manager's upgrade) fails as source_changed: the copy, which opens the path again, would read the new file",
+          arguments: [DeliveryFormat.original, .remux])
+    func replacedSource(_ format: DeliveryFormat) throws {
+        let dir = Media.scratch("replaced-\(format.rawValue)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("episode.ts").path
+        try FileManager.default.copyItem(atPath: Generated.recording720p(), toPath: source)
+        let opened = try Prober.open(path: source)
+        var plan = try #require(EnginePlans.remux(opened.info))
+        plan.deliveryFormat = format
+        let upgrade = dir.appendingPathComponent("upgrade.ts").path
+        try FileManager.default.copyItem(atPath: Generated.wrappingTS(), toPath: upgrade)
+        #expect(rename(upgrade, source) == 0)
+        #expect {
+            _ = try Preparer.prepare(source: opened, plan: plan, output: dir.appendingPathComponent("out.mp4").path)
+        } throws: { ($0 as? KilnError)?.code == .sourceChanged && "\($0)".contains("replaced by another file") }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["episode.ts"])
+    }
+
     @Test("the file as it is, copied: its progress comes at most twice a second, with its speed, and ends at its length")
     func originalCopyProgress() throws {
         let path = try Generated.long720p()
