@@ -60,7 +60,8 @@ enum ClosedCaptions {
                 if body.count > 2, body[0] == 3, body[1] & 0x7F == 1 { scte20 += fromSCTE20(body[2...], topFieldFirst: topFieldFirst) }
                 at = next
             }
-            if found.isEmpty { found = scte20 }
+            // (A/53 user data with no CEA-608 in it, only CEA-708, leaves SCTE 20's to read.)
+            if !carry608(found), !scte20.isEmpty { found = scte20 }
         default: break
         }
         return dvd.isEmpty ? (found.isEmpty ? [] : [found]) : dvd
@@ -230,32 +231,42 @@ struct CaptionChannel {
 
     init(field: UInt8) { self.field = field }
 
-    /// The triplets of the field's data channel 1 captions, in order.
+    /// The field's triplets for the caption decoder: the data channel 1 captions' as they
+    /// are, another service's as a neutral pair. The decoder skips a command equal to the
+    /// one before it, and a pair of another service in between makes a repeat a second
+    /// command (a carriage return after a stretch of extended data rolls the rows again):
+    /// the neutral pair (0x00 0x01, which the decoder takes and ignores) keeps that so.
+    /// Pairs the decoder drops itself (padding, a second byte that fails its parity) are
+    /// left out; a first byte that fails its parity is a solid block, a character, as the
+    /// decoder reads it.
     mutating func kept(_ triplets: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         for i in stride(from: 0, to: triplets.count - 2, by: 3) where triplets[i] & 0x07 == 0x04 | field {
-            let hi = triplets[i + 1] & 0x7F, lo = triplets[i + 2] & 0x7F
+            guard triplets[i + 2].nonzeroBitCount % 2 == 1 else { continue }
+            let hi = triplets[i + 1].nonzeroBitCount % 2 == 1 ? triplets[i + 1] & 0x7F : 0x7F
+            let lo = triplets[i + 2] & 0x7F
+            if hi == 0 && lo == 0 { continue }
+            let ours: Bool
             switch hi {
-            case 0x00: continue   // padding
-            case 0x01...0x0F:
-                extendedData = field == 1 && hi != 0x0F
-                continue
+            case 0x00...0x0F:
+                extendedData = field == 1 && hi != 0 && hi != 0x0F
+                ours = false
             case 0x10...0x1F:
                 extendedData = false
                 channel = hi & 0x08 == 0 ? 1 : 2
+                var switchesToText = false
                 if hi & 0x06 == 0x04, (0x20...0x2F).contains(lo) {   // miscellaneous control
                     switch lo {
-                    case 0x2A, 0x2B:
-                        textService[channel - 1] = true
-                        continue
+                    case 0x2A, 0x2B: textService[channel - 1] = true; switchesToText = true
                     case 0x20, 0x25...0x27, 0x29: textService[channel - 1] = false
                     default: break
                     }
                 }
+                ours = channel == 1 && !textService[0] && !switchesToText
             default:
-                guard !extendedData else { continue }
+                ours = !extendedData && channel == 1 && !textService[0]
             }
-            if channel == 1, !textService[0] { out += triplets[i..<(i + 3)] }
+            out += ours ? Array(triplets[i..<(i + 3)]) : [triplets[i], 0x80, 0x01]
         }
         return out
     }

@@ -219,6 +219,10 @@ struct ClosedCaptionReadingTests {
         let ga94: [UInt8] = [0, 0, 1, 0xB2] + Array("GA94".utf8) + [0x03] + Self.ccData([0xFC, 0x94, 0x2C])
         #expect(Self.triplets(picture(topFirst: true) + data + ga94 + slice, AV_CODEC_ID_MPEG2VIDEO) == [0xFC, 0x94, 0x2C])
         #expect(Self.triplets(picture(topFirst: true) + ga94 + data + slice, AV_CODEC_ID_MPEG2VIDEO) == [0xFC, 0x94, 0x2C])
+        // A/53 user data with CEA-708 only: SCTE 20's are the CEA-608 to read.
+        let dtvcc: [UInt8] = [0, 0, 1, 0xB2] + Array("GA94".utf8) + [0x03] + Self.ccData([0xFF, 0x02, 0x21])
+        #expect(Self.triplets(picture(topFirst: true) + dtvcc + data + slice, AV_CODEC_ID_MPEG2VIDEO)
+                == [0xFC, 0x94, 0x2C, 0xFD, 0x80, 0x80, 0xFC, 0xC1, 0xC2])
     }
 
     @Test("a blank screen's erase goes before the first character written on it in roll-up, paint-on and text modes, never in pop-on, never twice")
@@ -278,28 +282,33 @@ struct ClosedCaptionReadingTests {
         }
         #expect(text([0xFC, 0x80, 0x80, 0xFC, 0xC8, 0x49]))
         #expect(!text([0xFC, 0x80, 0x80, 0xFC, 0x94, 0x20, 0xFD, 0xC8, 0x49, 0xF8, 0xC8, 0x49]))
-        #expect(!text([0xFD, 0x01, 0x03, 0xFD, 0xC8, 0x49, 0xFF, 0x02, 0x21], field: 1))
+        #expect(!text([0xFD, 0x01, 0x83, 0xFD, 0xC8, 0x49, 0xFF, 0x02, 0x21], field: 1))
     }
 
-    @Test("a field's data channel 1 captions only: another channel's commands and characters, a text service and extended data are left out")
+    @Test("a field's data channel 1 captions only: another channel's commands and characters, a text service and extended data become neutral pairs (so a repeated command after them is still a second one); pairs the decoder drops are left out")
     func captionChannel() {
         func pair(_ hi: UInt8, _ lo: UInt8, field: UInt8 = 0) -> [UInt8] { [0xFC | field, Teletext.oddParity(hi), Teletext.oddParity(lo)] }
         let rcl = pair(0x14, 0x20), hi = pair(0x48, 0x49), cc2RU2 = pair(0x1C, 0x25), cc2CR = pair(0x1C, 0x2D)
         let ho = pair(0x48, 0x4F), tr = pair(0x14, 0x2A), cc1RU2 = pair(0x14, 0x25)
+        let neutral: [UInt8] = [0xFC, 0x80, 0x01], neutral3: [UInt8] = [0xFD, 0x80, 0x01]
         var cc1 = CaptionChannel(field: 0)
         // Channel 2's commands and the characters after them; channel 1's again after its command.
-        #expect(cc1.kept(rcl + hi + cc2RU2 + cc2CR + ho + rcl + hi) == rcl + hi + rcl + hi)
+        #expect(cc1.kept(rcl + hi + cc2RU2 + cc2CR + ho + rcl + hi) == rcl + hi + neutral + neutral + neutral + rcl + hi)
         // Channel 1's text service, from text restart to its return to captions (roll-up).
-        #expect(cc1.kept(tr + ho + ho + cc1RU2 + hi) == cc1RU2 + hi)
-        // Field 2 is not field 1's.
-        #expect(cc1.kept(pair(0x14, 0x2C, field: 1)).isEmpty)
+        #expect(cc1.kept(tr + ho + ho + cc1RU2 + hi) == neutral + neutral + neutral + cc1RU2 + hi)
+        // Field 2 is not field 1's; padding and a second byte that fails its parity are
+        // dropped; a first byte that fails its parity is a character (a solid block), not
+        // another channel's command.
+        #expect(cc1.kept(pair(0x14, 0x2C, field: 1) + [0xFC, 0x80, 0x80] + [0xFC, 0x94, 0x2D]).isEmpty)
+        #expect(cc1.kept([0xFC, 0x9C, 0x2C] + hi) == [0xFC, 0x9C, 0x2C] + hi)
         // Field 2: extended data from its start to its end code, then CC3 again; a caption
-        // command interrupts it.
+        // command interrupts it. A carriage return repeated after extended data stays two.
         var cc3 = CaptionChannel(field: 1)
         let start = pair(0x01, 0x03, field: 1), end = pair(0x0F, 0x2A, field: 1)
-        let hi3 = pair(0x48, 0x49, field: 1), ru3 = pair(0x15, 0x25, field: 1)
-        #expect(cc3.kept(ru3 + hi3 + start + hi3 + hi3 + end + hi3) == ru3 + hi3 + hi3)
-        #expect(cc3.kept(start + hi3 + ru3 + hi3) == ru3 + hi3)
+        let hi3 = pair(0x48, 0x49, field: 1), ru3 = pair(0x15, 0x25, field: 1), cr3 = pair(0x15, 0x2D, field: 1)
+        #expect(cc3.kept(ru3 + hi3 + start + hi3 + hi3 + end + hi3) == ru3 + hi3 + neutral3 + neutral3 + neutral3 + neutral3 + hi3)
+        #expect(cc3.kept(start + hi3 + ru3 + hi3) == neutral3 + neutral3 + ru3 + hi3)
+        #expect(cc3.kept(cr3 + start + end + cr3) == cr3 + neutral3 + neutral3 + cr3)
     }
 
     @Test("pictures' captions in decode order come out in display order")
