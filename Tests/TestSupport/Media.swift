@@ -59,9 +59,11 @@ public enum Media {
         if FileManager.default.fileExists(atPath: path) { return path }
         let tmp = dir.appendingPathComponent(".tmp-\(UUID().uuidString)-\(name)").path
         do { try make(tmp) } catch { try? FileManager.default.removeItem(atPath: tmp); throw error }
-        // Tests run in parallel: another may have made the same file meanwhile; rename(2)
-        // replaces it atomically with identical content.
-        guard rename(tmp, path) == 0 else { throw TestFailure("cannot move \(tmp) into place") }
+        // Tests run in parallel: another may have made the same file meanwhile, and may be
+        // reading it. link(2) puts this one in place only if there is none, so a file in
+        // use is never replaced (Kiln takes a source renamed over as changed).
+        defer { unlink(tmp) }
+        guard link(tmp, path) == 0 || errno == EEXIST else { throw TestFailure("cannot move \(tmp) into place") }
         return path
     }
 }
