@@ -73,6 +73,17 @@ enum ClosedCaptions {
         stride(from: 0, to: triplets.count - 2, by: 3).contains { triplets[$0] & 0x04 != 0 && triplets[$0] & 0x03 < 2 }
     }
 
+    /// One triplet's CEA-608 pair as libavcodec's caption decoder takes it from `field`
+    /// (its `data_field`, the triplets' cc_type), parity bits stripped: nil where it drops
+    /// the pair (another field, not valid, a second byte that fails its odd parity,
+    /// padding); a first byte that fails its parity reads as a solid block (0x7F).
+    static func decoderPair(_ marker: UInt8, _ first: UInt8, _ second: UInt8, field: UInt8) -> (hi: UInt8, lo: UInt8)? {
+        guard marker & 0x07 == 0x04 | field, second.nonzeroBitCount % 2 == 1 else { return nil }
+        let lo = second & 0x7F
+        if [0xFA, 0xFC, 0xFD].contains(marker), first & 0x7F == 0, lo == 0 { return nil }
+        return (first.nonzeroBitCount % 2 == 1 ? first & 0x7F : 0x7F, lo)
+    }
+
     /// Whether a caption service's triplets (`CaptionChannel.kept`) carry characters, not
     /// only commands: stations send erases and padding through programmes no one captioned.
     static func carryText(_ kept: [UInt8]) -> Bool {
@@ -241,11 +252,9 @@ struct CaptionChannel {
     /// decoder reads it.
     mutating func kept(_ triplets: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
-        for i in stride(from: 0, to: triplets.count - 2, by: 3) where triplets[i] & 0x07 == 0x04 | field {
-            guard triplets[i + 2].nonzeroBitCount % 2 == 1 else { continue }
-            let hi = triplets[i + 1].nonzeroBitCount % 2 == 1 ? triplets[i + 1] & 0x7F : 0x7F
-            let lo = triplets[i + 2] & 0x7F
-            if hi == 0 && lo == 0 { continue }
+        for i in stride(from: 0, to: triplets.count - 2, by: 3) {
+            guard let (hi, lo) = ClosedCaptions.decoderPair(triplets[i], triplets[i + 1], triplets[i + 2], field: field),
+                  hi != 0 || lo != 0 else { continue }
             let ours: Bool
             switch hi {
             case 0x00...0x0F:
@@ -310,13 +319,7 @@ struct CaptionScreenWatch {
 
     /// Takes one triplet as the decoder will; the erase to put before it, if any.
     private mutating func read(_ marker: UInt8, _ first: UInt8, _ second: UInt8) -> [UInt8]? {
-        // The lane's field, valid; a second byte that fails its parity drops the pair, a
-        // first byte that fails it is read as a solid block.
-        guard marker & 0x07 == 0x04 | field, second.nonzeroBitCount % 2 == 1 else { return nil }
-        let hi = first.nonzeroBitCount % 2 == 1 ? first & 0x7F : 0x7F
-        let lo = second & 0x7F
-        if [0xFA, 0xFC, 0xFD].contains(marker), first & 0x7F == 0, lo == 0 { return nil }   // padding
-        guard (hi, lo) != previous else { return nil }
+        guard let (hi, lo) = ClosedCaptions.decoderPair(marker, first, second, field: field), (hi, lo) != previous else { return nil }
         let before = previous
         previous = (hi, lo)
         let writes: Bool

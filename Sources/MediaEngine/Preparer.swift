@@ -615,7 +615,6 @@ public enum Preparer {
         defer { buffer.deallocate() }
         while true {
             try cancellation.check(.write)
-            try watch?.check(.demux)
             let chunk: UnsafeRawBufferPointer
             do throws(SystemCallError) {
                 chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<(try input.read(into: buffer))])
@@ -626,7 +625,11 @@ public enum Preparer {
             if chunk.isEmpty { break }
             hash.update(chunk)
             copied += Double(chunk.count)
-            if total > 0, let due = pacer.due(position: duration * copied / total, duration: duration) { progress(due) }
+            // The source is looked at with each report, as the demux loop does.
+            if let due = pacer.due(position: total > 0 ? duration * copied / total : 0, duration: duration) {
+                try watch?.check(.demux)
+                if total > 0 { progress(due) }
+            }
         }
         progress(pacer.final(position: duration, duration: duration))
         return (hash.hexDigest(), Int64(copied))

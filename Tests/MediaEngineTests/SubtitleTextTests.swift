@@ -145,6 +145,9 @@ struct ClosedCaptionReadingTests {
     static func ccData(_ triplets: [UInt8]) -> [UInt8] { [0xC0 | UInt8(triplets.count / 3), 0xFF] + triplets + [0xFF] }
     static let caption: [UInt8] = [0xFC, 0x94, 0x20, 0xFD, 0x80, 0x80]
 
+    /// A valid CEA-608 triplet of `field` (its cc_type) with both bytes' odd parity.
+    static func pair(_ hi: UInt8, _ lo: UInt8, field: UInt8 = 0) -> [UInt8] { [0xFC | field, Teletext.oddParity(hi), Teletext.oddParity(lo)] }
+
     static func triplets(_ bytes: [UInt8], _ codec: AVCodecID, lengthSize: Int = 0) -> [UInt8] {
         bytes.withUnsafeBufferPointer { ClosedCaptions.triplets(in: $0, codec: codec, lengthSize: lengthSize) }
     }
@@ -227,7 +230,7 @@ struct ClosedCaptionReadingTests {
 
     @Test("a blank screen's erase goes before the first character written on it in roll-up, paint-on and text modes, never in pop-on, never twice")
     func blankScreenMark() {
-        func field1(_ hi: UInt8, _ lo: UInt8) -> [UInt8] { [0xFC, Teletext.oddParity(hi), Teletext.oddParity(lo)] }
+        let field1 = { (hi: UInt8, lo: UInt8) in Self.pair(hi, lo) }
         let edm = field1(0x14, 0x2C), rdc = field1(0x14, 0x29), rcl = field1(0x14, 0x20), eoc = field1(0x14, 0x2F)
         let pac = field1(0x14, 0x70), hi = field1(0x48, 0x49), cc2EDM: [UInt8] = [0xFC, 0x1C, 0x2C]
         var watch = CaptionScreenWatch()
@@ -287,9 +290,8 @@ struct ClosedCaptionReadingTests {
 
     @Test("a field's data channel 1 captions only: another channel's commands and characters, a text service and extended data become neutral pairs (so a repeated command after them is still a second one); pairs the decoder drops are left out")
     func captionChannel() {
-        func pair(_ hi: UInt8, _ lo: UInt8, field: UInt8 = 0) -> [UInt8] { [0xFC | field, Teletext.oddParity(hi), Teletext.oddParity(lo)] }
-        let rcl = pair(0x14, 0x20), hi = pair(0x48, 0x49), cc2RU2 = pair(0x1C, 0x25), cc2CR = pair(0x1C, 0x2D)
-        let ho = pair(0x48, 0x4F), tr = pair(0x14, 0x2A), cc1RU2 = pair(0x14, 0x25)
+        let rcl = Self.pair(0x14, 0x20), hi = Self.pair(0x48, 0x49), cc2RU2 = Self.pair(0x1C, 0x25), cc2CR = Self.pair(0x1C, 0x2D)
+        let ho = Self.pair(0x48, 0x4F), tr = Self.pair(0x14, 0x2A), cc1RU2 = Self.pair(0x14, 0x25)
         let neutral: [UInt8] = [0xFC, 0x80, 0x01], neutral3: [UInt8] = [0xFD, 0x80, 0x01]
         var cc1 = CaptionChannel(field: 0)
         // Channel 2's commands and the characters after them; channel 1's again after its command.
@@ -299,13 +301,13 @@ struct ClosedCaptionReadingTests {
         // Field 2 is not field 1's; padding and a second byte that fails its parity are
         // dropped; a first byte that fails its parity is a character (a solid block), not
         // another channel's command.
-        #expect(cc1.kept(pair(0x14, 0x2C, field: 1) + [0xFC, 0x80, 0x80] + [0xFC, 0x94, 0x2D]).isEmpty)
+        #expect(cc1.kept(Self.pair(0x14, 0x2C, field: 1) + [0xFC, 0x80, 0x80] + [0xFC, 0x94, 0x2D]).isEmpty)
         #expect(cc1.kept([0xFC, 0x9C, 0x2C] + hi) == [0xFC, 0x9C, 0x2C] + hi)
         // Field 2: extended data from its start to its end code, then CC3 again; a caption
         // command interrupts it. A carriage return repeated after extended data stays two.
         var cc3 = CaptionChannel(field: 1)
-        let start = pair(0x01, 0x03, field: 1), end = pair(0x0F, 0x2A, field: 1)
-        let hi3 = pair(0x48, 0x49, field: 1), ru3 = pair(0x15, 0x25, field: 1), cr3 = pair(0x15, 0x2D, field: 1)
+        let start = Self.pair(0x01, 0x03, field: 1), end = Self.pair(0x0F, 0x2A, field: 1)
+        let hi3 = Self.pair(0x48, 0x49, field: 1), ru3 = Self.pair(0x15, 0x25, field: 1), cr3 = Self.pair(0x15, 0x2D, field: 1)
         #expect(cc3.kept(ru3 + hi3 + start + hi3 + hi3 + end + hi3) == ru3 + hi3 + neutral3 + neutral3 + neutral3 + neutral3 + hi3)
         #expect(cc3.kept(start + hi3 + ru3 + hi3) == neutral3 + neutral3 + ru3 + hi3)
         #expect(cc3.kept(cr3 + start + end + cr3) == cr3 + neutral3 + neutral3 + cr3)

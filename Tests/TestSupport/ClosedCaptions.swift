@@ -117,12 +117,10 @@ public enum ClosedCaptionSample {
     /// broadcasters send them.
     static func bytePairs(pictures: Int, delay: Double) -> [(UInt8, UInt8)?] {
         var pairs = [(UInt8, UInt8)?](repeating: nil, count: pictures)
-        func control(_ b: UInt8) -> [(UInt8, UInt8)] { let p = (odd(0x14), odd(b)); return [p, p] }
-        let text = characters
+        let control = { twice(0x14, $0) }, text = characters
         // The sequence's last control code acts at `seconds` (its repeat follows).
         func put(_ sequence: [(UInt8, UInt8)], actingAt seconds: Double) {
-            let acting = Int(((seconds + delay) * rate).rounded())
-            for (k, p) in sequence.enumerated() { pairs[acting - sequence.count + 2 + k] = p }
+            place(sequence, from: frame(seconds + delay) - sequence.count + 2, in: &pairs)
         }
         // Pop-on: resume caption loading, row 15, the text, end of caption (which shows it).
         for cue in popOn {
@@ -147,18 +145,26 @@ public enum ClosedCaptionSample {
     /// erase displayed memory at its end.
     static func paintOnPairs(pictures: Int) -> [(UInt8, UInt8)?] {
         var pairs = [(UInt8, UInt8)?](repeating: nil, count: pictures)
-        func frame(_ seconds: Double) -> Int { Int((seconds * rate).rounded()) }
-        func control(_ b: UInt8) -> [(UInt8, UInt8)] { let p = (odd(0x14), odd(b)); return [p, p] }
         for cue in paintOn {
-            let text = characters(cue.text)
-            let before = control(0x29) + control(0x70)
-            for (k, p) in (before + text).enumerated() { pairs[frame(cue.start) - before.count + k] = p }
-            for (k, p) in control(0x2C).enumerated() { pairs[frame(cue.end) + k] = p }
+            let before = twice(0x14, 0x29) + twice(0x14, 0x70)
+            place(before + characters(cue.text), from: frame(cue.start) - before.count, in: &pairs)
+            place(twice(0x14, 0x2C), from: frame(cue.end), in: &pairs)
         }
         return pairs
     }
 
     static func odd(_ b: UInt8) -> UInt8 { Teletext.oddParity(b) }
+
+    /// A command as broadcasters send it: twice, with its parity.
+    static func twice(_ hi: UInt8, _ lo: UInt8) -> [(UInt8, UInt8)] { let p = (odd(hi), odd(lo)); return [p, p] }
+
+    /// The picture, in display order, shown at `seconds`.
+    static func frame(_ seconds: Double) -> Int { Int((seconds * rate).rounded()) }
+
+    /// `sequence` put in `pairs` from picture `first` on, as far as they go.
+    static func place(_ sequence: [(UInt8, UInt8)], from first: Int, in pairs: inout [(UInt8, UInt8)?]) {
+        for (k, p) in sequence.enumerated() where first + k < pairs.count { pairs[first + k] = p }
+    }
 
     /// A/53 `cc_data` with field 1's pair and field 2's (or padding), after a CEA-708
     /// packet's start if asked.
@@ -174,11 +180,9 @@ public enum ClosedCaptionSample {
     /// CC3's roll-up captions (`cc3`).
     public static let cc3: [(start: Double, end: Double, text: String)] = [(1.5, 3.5, "UNO"), (3.5, 6, "UNO DOS")]
     static func crowd(_ field1: inout [(UInt8, UInt8)?], _ field2: inout [(UInt8, UInt8)?]) {
-        func frame(_ seconds: Double) -> Int { Int((seconds * rate).rounded()) }
         func place(_ sequence: [(UInt8, UInt8)], at seconds: Double, in pairs: inout [(UInt8, UInt8)?]) {
-            for (k, p) in sequence.enumerated() where frame(seconds) + k < pairs.count { pairs[frame(seconds) + k] = p }
+            Self.place(sequence, from: frame(seconds), in: &pairs)
         }
-        func twice(_ hi: UInt8, _ lo: UInt8) -> [(UInt8, UInt8)] { let p = (odd(hi), odd(lo)); return [p, p] }
         place(twice(0x1C, 0x25) + twice(0x1C, 0x2D) + characters("OTHER CHANNEL"), at: 5, in: &field1)
         place(twice(0x14, 0x2A) + characters("TEXT SERVICE"), at: 7, in: &field1)
         // CC3: roll-up, two rows; a carriage return and a line at 1.5 s and 3.5 s, erased at 6 s.
