@@ -4,8 +4,9 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// Which probe described a file; raised when the probe learns something plans depend
     /// on (2: codec tags; 3: reordered pictures without presentation times, encryption; 4:
     /// FairPlay and Windows Media DRM; 5: closed captions in the video, teletext subtitle
-    /// pages), so a description cached by an older one is not planned from.
-    public static let describerVersion = 6
+    /// pages; 7: CEA-708 caption services), so a description cached by an older one is not
+    /// planned from.
+    public static let describerVersion = 7
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
@@ -179,11 +180,12 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     public var colorRange: String?
     public var hdr: HDRKind?
     public var dolbyVision: DolbyVision?
-    /// CEA-608 closed captions travel inside the pictures (ATSC A/53 user data: US
+    /// Closed captions travel inside the pictures (ATSC A/53 user data: US
     /// broadcast and cable recordings), seen in the probe's packet scan; nil when none were.
     public var closedCaptions: Bool?
     /// Which caption services carry text: "CC1" (field 1, the programme's captions) and
-    /// "CC3" (field 2, often a second language); nil when none do.
+    /// "CC3" (field 2, often a second language) of CEA-608; where none of those does, CEA-708's
+    /// "SERVICE1", "SERVICE2", … (the programme's, a second language, …); nil when none do.
     public var captionServices: [String]?
 
     // Audio

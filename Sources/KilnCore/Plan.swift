@@ -162,7 +162,8 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
     /// true when the text comes from the closed captions inside the video stream
     /// `sourceIndex` (`StreamInfo.closedCaptions`), not from a subtitle stream; nil otherwise.
     public var closedCaptions: Bool?
-    /// Which caption service the closed captions are ("CC3"); nil for CC1.
+    /// Which caption service the closed captions are ("CC3", "SERVICE1": `StreamInfo.captionServices`);
+    /// nil for CC1.
     public var captionService: String?
     /// The page of the DVB teletext stream `sourceIndex` this track is made of ("888"); nil
     /// for other streams.

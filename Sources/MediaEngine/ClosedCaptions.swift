@@ -73,6 +73,11 @@ enum ClosedCaptions {
         stride(from: 0, to: triplets.count - 2, by: 3).contains { triplets[$0] & 0x04 != 0 && triplets[$0] & 0x03 < 2 }
     }
 
+    /// Whether `triplets` carry a CEA-708 packet's bytes (valid, cc_type 2 or 3).
+    static func carry708(_ triplets: [UInt8]) -> Bool {
+        stride(from: 0, to: triplets.count - 2, by: 3).contains { triplets[$0] & 0x04 != 0 && triplets[$0] & 0x03 >= 2 }
+    }
+
     /// One triplet's CEA-608 pair as libavcodec's caption decoder takes it from `field`
     /// (its `data_field`, the triplets' cc_type), parity bits stripped: nil where it drops
     /// the pair (another field, not valid, a second byte that fails its odd parity,
@@ -204,14 +209,22 @@ enum ClosedCaptions {
 }
 
 /// What the probe learns of a video stream's caption services, picture by picture: which
-/// carry text (CC1, CC3: `CaptionChannel`), and whether there was CEA-608 padding at least.
+/// carry text (CC1, CC3: `CaptionChannel`; CEA-708's SERVICE1, SERVICE2, …: `DTVCCService`),
+/// and whether there was caption padding at least. CEA-708's services are named only where
+/// no CEA-608 service has text: stations send the same captions both ways, and libavcodec's
+/// CEA-608 reading is the one the ffmpeg command can check.
 struct CaptionSurvey {
     private var services = [("CC1", CaptionChannel(field: 0)), ("CC3", CaptionChannel(field: 1))]
     /// The services with text so far, in service order.
-    var found: [String] { services.map(\.0).filter(seen.contains) }
+    var found: [String] {
+        let cea608 = services.map(\.0).filter(seen.contains)
+        return !cea608.isEmpty ? cea608 : dtvccServices.keys.sorted().filter { dtvccServices[$0]!.wroteText }.map { "SERVICE\($0)" }
+    }
     private var seen: Set<String> = []
     private(set) var padding = false
     var complete: Bool { seen.count == services.count }
+    private var dtvcc = DTVCCPackets()
+    private var dtvccServices: [Int: DTVCCService] = [:]
 
     /// Reads one picture's triplets.
     mutating func read(_ triplets: [UInt8]) {
@@ -219,7 +232,10 @@ struct CaptionSurvey {
         for k in services.indices where !seen.contains(services[k].0) {
             if ClosedCaptions.carryText(services[k].1.kept(triplets)) { seen.insert(services[k].0) }
         }
-        if ClosedCaptions.carry608(triplets) { padding = true }
+        if ClosedCaptions.carry608(triplets) || ClosedCaptions.carry708(triplets) { padding = true }
+        for block in dtvcc.read(triplets) where dtvccServices[block.service] != nil || dtvccServices.count < 8 {
+            _ = dtvccServices[block.service, default: DTVCCService()].read(block.data, at: 0)
+        }
     }
 }
 

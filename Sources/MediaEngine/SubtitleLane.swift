@@ -9,8 +9,8 @@ import KilnCore
 ///
 /// The same lane turns closed captions inside the pictures into a text track
 /// (`ClosedCaptions`): it then reads the video stream's packets beside the video's own lane
-/// (`Pipeline` hands it each one first) and decodes their captions with libavcodec's
-/// CEA-608 decoder.
+/// (`Pipeline` hands it each one first) and decodes their captions: CEA-608's with
+/// libavcodec's caption decoder, CEA-708's (which libavcodec cannot read) with `DTVCCService`.
 final class SubtitleLane: Lane {
     let inputIndex: Int32
     private(set) var outputIndex: Int32 = -1
@@ -131,7 +131,9 @@ final class SubtitleLane: Lane {
             copyStreamMetadata(from: input, to: out)
         } else {
             // Not the video stream's tags: the track is named for what it is.
-            av_dict_set(&out.pointee.metadata, "title", plan.captionService.map { "Closed captions (\($0))" } ?? "Closed captions", 0)
+            // The programme's captions (CC1, SERVICE1) are the closed captions; others name their service.
+            let main = plan.captionService == nil || plan.captionService == "SERVICE1"
+            av_dict_set(&out.pointee.metadata, "title", main ? "Closed captions" : "Closed captions (\(plan.captionService!))", 0)
             out.pointee.disposition |= AV_DISPOSITION_CAPTIONS
         }
         // The plan has the last word on what a player shows in its subtitle menu.
@@ -163,6 +165,13 @@ final class SubtitleLane: Lane {
     /// time; marked where a caption would otherwise start before its first character
     /// (`CaptionScreenWatch`).
     private func decodeCaptions(_ triplets: [UInt8], at time: Int64, duration: Int64 = 0, muxer: Muxer) throws(KilnError) {
+        if let number = dtvccService {
+            let ms = rescale(time, from: input.pointee.time_base, to: SubtitleLane.timeBase)
+            for block in dtvccPackets.read(triplets) where block.service == number {
+                try show(dtvcc.read(block.data, at: ms), muxer: muxer)
+            }
+            return
+        }
         let kept = channel.kept(triplets)
         guard !kept.isEmpty else { return }
         try decodeCaptionPacket(screen.marked(kept), at: time, duration: duration, muxer: muxer)
@@ -171,6 +180,27 @@ final class SubtitleLane: Lane {
     private lazy var channel = CaptionChannel(field: captionField)
     private lazy var screen = CaptionScreenWatch(field: captionField)
     private var captionField: UInt8 { plan.captionService == "CC3" ? 1 : 0 }
+    /// The CEA-708 service the lane reads ("SERVICE2": 2), nil for CEA-608's.
+    private lazy var dtvccService: Int? = plan.captionService.flatMap { $0.hasPrefix("SERVICE") ? Int($0.dropFirst(7)) : nil }
+    private var dtvccPackets = DTVCCPackets()
+    private var dtvcc = DTVCCService()
+    private var dtvccCues = 0
+
+    /// CEA-708 screens (times in milliseconds) as cues: each lasts until the next, a blank
+    /// one ends the one before. Backslashes would read as ASS line breaks or tags.
+    private func show(_ screens: [DTVCCService.Screen], muxer: Muxer) throws(KilnError) {
+        for screen in screens {
+            var events: [String] = []
+            if !screen.lines.isEmpty {
+                events = ["\(dtvccCues),0,Default,,0,0,0,," + screen.lines.map { $0.replacingBackslashes }.joined(separator: "\\N")]
+                dtvccCues += 1
+                stats.framesDecoded += 1
+            }
+            for sample in schedule.add(start: max(0, screen.time), end: nil, events: events, reach: milliseconds(picturesAndSoundReach)) {
+                try write(sample, muxer: muxer)
+            }
+        }
+    }
 
     private func decodeCaptionPacket(_ triplets: [UInt8], at time: Int64, duration: Int64, muxer: Muxer) throws(KilnError) {
         let packet = try Packet()
@@ -223,7 +253,9 @@ final class SubtitleLane: Lane {
         if let waiting = captions?.drain() {
             for picture in waiting { try decodeCaptions(picture.item, at: picture.time, muxer: muxer) }
         }
-        if captionDecoder {
+        if dtvccService != nil {
+            try show(dtvcc.finish(), muxer: muxer)
+        } else if captionDecoder {
             // The caption decoder gives a screen once the next replaces it; the last one
             // (roll-up captions stay up to the end) is given by erasing it where the
             // pictures and sound end: EDM, in field 1 and field 2.
@@ -362,4 +394,9 @@ struct CaptionReader {
     /// CEA-608's erase displayed memory (0x14 0x2C with odd parity) for data channel 1 of
     /// field 1 and of field 2, as triplets.
     static let eraseDisplayed: [UInt8] = [0xFC, 0x94, 0x2C, 0xFD, 0x94, 0x2C]
+}
+
+private extension String {
+    /// The string with each backslash as a full-width one (U+FF3C).
+    var replacingBackslashes: String { contains("\\") ? String(map { $0 == "\\" ? "\u{FF3C}" : $0 }) : self }
 }

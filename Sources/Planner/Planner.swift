@@ -453,19 +453,21 @@ struct PlanContext {
         // sound's (the default, else the first), whichever sound the device asked for
         // (Spanish from the second audio programme leaves English captions English). CC3,
         // where a station fills it, carries a second language, the second audio
-        // programme's: the first sound in another language, if there is one. A caption
-        // track of the file's own (QuickTime's c608) is those captions already.
+        // programme's: the first sound in another language, if there is one. CEA-708's
+        // services (where the pictures carry no CEA-608 text) are read the same way: SERVICE1
+        // is the programme's, the others a second language. A caption track of the file's
+        // own (QuickTime's c608) is those captions already.
         let captionTrack = plans.contains { $0.action == .convert && $0.codec == "mov_text"
             && source.stream($0.sourceIndex)?.codec.lowercased() == "eia_608" }
         if let v = video, v.closedCaptions == true, !captionTrack {
             let main = source.audioStreams.first { $0.disposition.isDefault } ?? source.audioStreams.first
             let mainLanguage = language(v) ?? main.flatMap(language)
             for service in v.captionServices ?? ["CC1"] {
-                let cc1 = service == "CC1"
+                let cc1 = service == "CC1" || service == "SERVICE1"
                 let second = source.audioStreams.lazy.compactMap(language).first { $0 != mainLanguage }
                 plans.append(SubtitlePlan(sourceIndex: v.index, action: .convert, codec: "mov_text",
                                           language: cc1 ? mainLanguage : second, closedCaptions: true,
-                                          captionService: cc1 ? nil : service))
+                                          captionService: service == "CC1" ? nil : service))
             }
             reasons.append("closed_captions_converted")
         }

@@ -24,7 +24,7 @@ public enum PlanTable {
             if let v = plan.video, v.sourceIndex == s.index, s.type == .video {
                 rows.append([label, describe(s), v.action.rawValue, describe(v), videoWhy.joined(separator: " ")])
                 for cc in plan.subtitles where cc.closedCaptions == true && cc.sourceIndex == s.index {
-                    rows.append(["captions #\(s.index)", "closed captions (CEA-608 \(cc.captionService ?? "CC1"))", cc.action.rawValue,
+                    rows.append(["captions #\(s.index)", "closed captions (\(cc.captionService?.hasPrefix("SERVICE") == true ? "CEA-708" : "CEA-608") \(cc.captionService ?? "CC1"))", cc.action.rawValue,
                                  [cc.codec, cc.language].compactMap { $0 }.joined(separator: " "), "closed_captions_converted"])
                 }
             } else if let a = plan.audio, a.sourceIndex == s.index, s.type == .audio {

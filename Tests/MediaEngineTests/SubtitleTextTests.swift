@@ -328,3 +328,83 @@ struct ClosedCaptionReadingTests {
         #expect(out == decode.sorted())
     }
 }
+
+@Suite("CEA-708 captions: packets, services, windows")
+struct DTVCCTests {
+    typealias Screen = DTVCCService.Screen
+
+    /// `service`'s bytes at each time, read whole; every screen given, and the last ones.
+    static func screens(_ runs: [(Int64, [UInt8])]) -> [Screen] {
+        var service = DTVCCService()
+        var out: [Screen] = []
+        for (time, bytes) in runs { out += service.read(bytes[...], at: time) }
+        return out + service.finish()
+    }
+
+    @Test("packets are put together across pictures and give each service its blocks; a packet cut short by the next start gives what it holds; triplets not valid, and data before any start, are not read")
+    func packets() {
+        // Service 1 (three bytes) and service 9 (extended header) in one packet.
+        let packet: [UInt8] = [0x03 << 6 | 4, 1 << 5 | 3, 0x41, 0x42, 0x43, 7 << 5 | 1, 9, 0x44]
+        let triplets = DTVCCSample.triplets(of: packet)
+        var reader = DTVCCPackets()
+        #expect(reader.read([0xFE, 0x41, 0x41]).isEmpty, "data before a start")
+        #expect(reader.read(Array(triplets[0..<6]) + [0xFA, 0x00, 0x00]).isEmpty, "half a packet, and padding")
+        let blocks = reader.read(Array(triplets[6...]))
+        #expect(blocks.map(\.service) == [1, 9] && blocks.map { Array($0.data) } == [[0x41, 0x42, 0x43], [0x44]])
+        // A start before the rest of a packet came: the blocks it had whole, then the new one.
+        let cut = DTVCCSample.triplets(of: DTVCCSample.packet(service: 2, [0x45, 0x46], sequence: 1))
+        let early = reader.read(Array(triplets[0..<9]) + cut)
+        #expect(early.map(\.service) == [1, 2] && early.map { Array($0.data) } == [[0x41, 0x42, 0x43], [0x45, 0x46]])
+    }
+
+    @Test("pop-on: a hidden window's text shows when the window is shown and goes when it is deleted; styling parameters are not text; Latin-1, the music note and G2's marks are read")
+    func popOn() {
+        let spa: [UInt8] = [0x90, 0x05, 0x41], spc: [UInt8] = [0x91, 0x2A, 0x41, 0x42]
+        let out = Self.screens([
+            (0, DTVCCSample.window(1, visible: false, rows: 2, top: 80) + spa + spc + DTVCCSample.text("CAFÉ ♪") + [0x0D] + DTVCCSample.text("“HI” •")),
+            (1000, [0x89, 0x02]),
+            (3000, [0x8C, 0x02]),
+        ])
+        #expect(out == [Screen(time: 1000, lines: ["CAFÉ ♪", "“HI” •"]), Screen(time: 3000, lines: [])])
+    }
+
+    @Test("roll-up: a line shows from its first character once it is complete, the rows roll up at a carriage return on the last")
+    func rollUp() {
+        let out = Self.screens([
+            (8000, DTVCCSample.window(0, visible: true, rows: 2, top: 90) + DTVCCSample.text("ONE")),
+            (9000, [0x0D] + DTVCCSample.text("TWO")),
+            (10000, [0x0D]),
+            (10500, DTVCCSample.text("THREE")),
+        ])
+        #expect(out == [Screen(time: 8000, lines: ["ONE"]), Screen(time: 9000, lines: ["ONE", "TWO"]), Screen(time: 10000, lines: ["TWO"]),
+                        Screen(time: 10500, lines: ["TWO", "THREE"])])
+    }
+
+    @Test("a command cut between two blocks is read whole; backspace, a row's erase and a form feed take text away at once; windows show top to bottom")
+    func edits() {
+        let window = DTVCCSample.window(0, visible: true, rows: 1, top: 50)
+        var out = Self.screens([(0, Array(window[0..<3])), (100, Array(window[3...]) + DTVCCSample.text("ABX") + [0x08] + DTVCCSample.text("C") + [0x03]),
+                                (200, DTVCCSample.text("D") + [0x08, 0x08] + [0x03])])
+        #expect(out == [Screen(time: 100, lines: ["ABC"]), Screen(time: 200, lines: ["AB"])])
+        out = Self.screens([(0, window + DTVCCSample.text("LINE") + [0x03]), (500, [0x0E]), (600, DTVCCSample.text("NEW") + [0x0C])])
+        #expect(out == [Screen(time: 0, lines: ["LINE"]), Screen(time: 500, lines: []), Screen(time: 600, lines: [])])
+        // Window 1 defined higher on the screen than window 0: its line first.
+        out = Self.screens([(0, window + DTVCCSample.text("LOW") + DTVCCSample.window(1, visible: true, rows: 1, top: 10) + DTVCCSample.text("HIGH") + [0x03])])
+        #expect(out.last?.lines == ["HIGH", "LOW"])
+    }
+
+    @Test("damaged caption data never traps and never shows more than a screen's worth")
+    func damage() {
+        var random = SplitMix(seed: 708)
+        for _ in 0..<2000 {
+            var reader = DTVCCPackets()
+            var service = DTVCCService()
+            for picture in 0..<30 {
+                let triplets = (0..<(3 * Int.random(in: 0...10, using: &random))).map { _ in UInt8.random(in: 0...255, using: &random) }
+                for block in reader.read(triplets) {
+                    for screen in service.read(block.data, at: Int64(picture)) { #expect(screen.lines.count <= 8 * DTVCCService.maxRows) }
+                }
+            }
+        }
+    }
+}

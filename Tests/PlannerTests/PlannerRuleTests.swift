@@ -465,6 +465,8 @@ let subtitleCases: [Case] = [
          Expect(subtitles: [.convert, .convert], subtitleLanguages: ["eng", "spa"], reasons: ["closed_captions_converted"])),
     Case("closed captions: CC3 alone is a track in the second audio programme's language, or none named", media("ts", kbps: 8000, captioned(h1080, services: ["CC3"]), aacEng), .mbps5, ios,
          Expect(subtitles: [.convert], subtitleLanguages: [nil], reasons: ["closed_captions_converted"])),
+    Case("closed captions: CEA-708's SERVICE1 in the main sound's language, SERVICE2 in the second audio programme's, each a track", media("ts", kbps: 8000, captioned(h1080, services: ["SERVICE1", "SERVICE2"]), aacEng, audio("ac3", ch: 2, index: 2, lang: "spa")), .mbps5, ios,
+         Expect(subtitles: [.convert, .convert], subtitleLanguages: ["eng", "spa"], reasons: ["closed_captions_converted"])),
     Case("closed captions go with a remux too", media("ts", kbps: 3000, captioned(h1080), aacEng), .original, ios,
          Expect(delivery: .remux, video: .copy, subtitles: [.convert], reasons: ["closed_captions_converted"])),
     Case("closed captions stay in a file delivered as it is", media("mp4", kbps: 3000, captioned(h1080), aacEng), .original, ios,

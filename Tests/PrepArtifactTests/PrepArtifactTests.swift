@@ -229,6 +229,32 @@ struct CommandLineTests {
         }
     }
 
+    @Test("CEA-708 captions only (no CEA-608 text, which libavcodec cannot read): a track for each service with text, with its captions at their times; a service of spaces and commands gives none")
+    func dtvccCaptions() throws {
+        let source = try ClosedCaptionSample.recording(.h264, dtvcc: true)
+        // ffmpeg's reading finds no CEA-608 captions in it.
+        #expect(try Command.cues(source, filter: "movie=\(source)[out0+subcc]").isEmpty)
+        let video = try #require(try Command.probedStreams(source).first)
+        #expect(video["closed_captions"] == .bool(true) && video["caption_services"] == .array([.string("SERVICE1"), .string("SERVICE2")]), "\(video)")
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "cli-cc-dtvcc") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+            guard case .array(let planned)? = try Command.json(r)["plan"]?["subtitles"] else { Issue.record("no subtitles planned: \(r.stdout)"); return }
+            #expect(planned.map { $0["caption_service"]?.string } == ["SERVICE1", "SERVICE2"])
+            let subs = try FFprobe(out).streams("subtitle")
+            #expect(subs.map { $0["tags"]?["handler_name"]?.string } == ["Closed captions", "Closed captions (SERVICE2)"])
+            let first = try FFprobe.packetTimes(out, "v:0").min() ?? 0
+            let end = try #require(FFprobe(out).duration("video"))
+            let picture = { (t: Double) in first + (t * 30000 / 1001).rounded() * 1001 / 30000 }
+            for (k, expected) in [DTVCCSample.service1, DTVCCSample.service2].enumerated() {
+                let cues = try Command.cues(out, "0:s:\(k)")
+                #expect(cues.map(\.text) == expected.map(\.text))
+                for (cue, shown) in zip(cues, expected) {
+                    #expect(abs(cue.start - picture(shown.start)) < 0.02 && abs(cue.end - (shown.end.map(picture) ?? end)) < 0.05, "\(cue) against \(shown)")
+                }
+            }
+        }
+    }
+
     @Test("paint-on captions show from their first character, not from the erase before them: ffmpeg's own reading has them seconds early")
     func paintOnCaptions() throws {
         let source = try ClosedCaptionSample.recording(.h264, paintOn: true)

@@ -36,11 +36,12 @@ public enum ClosedCaptionSample {
     /// `paintOn`: the captions are `paintOn`'s instead, painted on the screen as they come.
     /// `crowded`: field 1 also carries data channel 2's captions and channel 1's text
     /// service between the captions (`crowding`), and field 2 extended data.
+    /// `dtvcc`: CEA-708 captions only (`DTVCCSample`), CEA-608's pairs all marked not valid.
     public static func recording(_ video: Video, delay: Double = 0, captioned: Bool = true, cea708First: Bool = false,
-                                 paintOn: Bool = false, crowded: Bool = false) throws -> String {
+                                 paintOn: Bool = false, crowded: Bool = false, dtvcc: Bool = false) throws -> String {
         let seconds = Self.seconds + delay
         let name = "cc-\(video.rawValue)" + (delay > 0 ? "-late\(Int(delay))" : "") + (captioned ? "" : "-padding") + (cea708First ? "-708" : "")
-            + (paintOn ? "-painton" : "") + (crowded ? "-crowded" : "")
+            + (paintOn ? "-painton" : "") + (crowded ? "-crowded" : "") + (dtvcc ? "-dtvcc" : "")
         return try Media.generated("\(name).ts") { tmp in
             let scratch = Media.scratch(name)
             defer { try? FileManager.default.removeItem(at: scratch) }
@@ -64,7 +65,8 @@ public enum ClosedCaptionSample {
                 : paintOn ? paintOnPairs(pictures: shown.count) : bytePairs(pictures: shown.count, delay: delay)
             var field2 = [(UInt8, UInt8)?](repeating: nil, count: shown.count)
             if crowded { crowd(&pairs, &field2) }
-            let cc = shown.map { ccData(pairs[$0], field2: field2[$0], cea708First: cea708First) }
+            let packets = dtvcc ? DTVCCSample.triplets(pictures: shown.count) : []
+            let cc = shown.map { dtvcc ? DTVCCSample.ccData(packets[$0]) : ccData(pairs[$0], field2: field2[$0], cea708First: cea708First) }
             let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
             let withCaptions: [UInt8]
             switch video {
@@ -310,5 +312,106 @@ public enum ClosedCaptionSample {
             zeros = b == 0 ? zeros + 1 : 0
         }
         return out
+    }
+}
+
+/// CEA-708 captions (`ClosedCaptionSample.recording(dtvcc: true)`), as a caption encoder
+/// writes them: service 1 in English with pop-on captions (a hidden window written, then
+/// shown, then deleted), styling commands whose parameters look like text, Latin-1 and G2
+/// characters, and roll-up lines in a visible two-row window; service 2 in Spanish with
+/// pop-on captions; service 3 with nothing but spaces and commands.
+public enum DTVCCSample {
+    /// What each service shows (nil end: up to the recording's end), lines joined by a space.
+    public static let service1: [(start: Double, end: Double?, text: String)] = [
+        (1, 3, "HELLO FROM 708"), (4, 6.5, "CAFÉ ♪ “QUOTED” • DONE"),
+        (8, 9, "ROLL ONE"), (9, 10, "ROLL ONE ROLL TWO"), (10, nil, "ROLL TWO ROLL THREE"),
+    ]
+    public static let service2: [(start: Double, end: Double?, text: String)] = [(2, 5, "HOLA"), (5.5, 7, "¿QUÉ TAL?")]
+
+    /// Each command or run of text, by service, acting at its time (its packet's last
+    /// triplet is in the picture shown then).
+    public static var events: [(seconds: Double, service: UInt8, bytes: [UInt8])] {
+        let spa: [UInt8] = [0x90, 0x05, 0x41], spc: [UInt8] = [0x91, 0x2A, 0x41, 0x42], swa: [UInt8] = [0x97, 0x20, 0x41, 0x42, 0x43]
+        let c2: [UInt8] = [0x10, 0x08, 0x41], c3: [UInt8] = [0x10, 0x90, 0x03, 0x41, 0x42, 0x43]
+        return [
+            (0.5, 1, window(1, visible: false, rows: 2, top: 80) + spa + spc + [0x92, 0, 0] + text("HELLO FROM 708") + [0x03]),
+            (1, 1, [0x89, 0x02]),
+            (1.8, 2, window(0, visible: false, rows: 1, top: 80) + text("HOLA")),
+            (2, 2, [0x89, 0x01]),
+            (2.5, 3, window(0, visible: true, rows: 1, top: 10) + text("   ") + spa),
+            (3, 1, [0x8C, 0x02]),
+            (3.5, 1, window(2, visible: false, rows: 2, top: 80) + swa + text("CAFÉ ♪") + [0x0D] + c2 + text("“QUOTED” • DONE") + c3),
+            (4, 1, [0x89, 0x04]),
+            (5, 2, [0x88, 0x01]),
+            (5.3, 2, window(0, visible: false, rows: 1, top: 80) + text("¿QUÉ TAL?")),
+            (5.5, 2, [0x89, 0x01]),
+            (6.5, 1, [0x8C, 0x04]),
+            (7, 2, [0x8C, 0x01]),
+            (8, 1, window(0, visible: true, rows: 2, top: 90) + text("ROLL ONE")),
+            (9, 1, [0x0D] + text("ROLL TWO")),
+            (10, 1, [0x0D] + text("ROLL THREE")),
+        ]
+    }
+
+    /// DefineWindow n: visibility, relative vertical anchor `top` (percent), row count, 32 columns.
+    public static func window(_ n: UInt8, visible: Bool, rows: UInt8, top: UInt8) -> [UInt8] {
+        [0x98 | n, visible ? 0x20 : 0, 0x80 | top, 0, rows - 1, 31, 0]
+    }
+
+    /// Text in CEA-708's sets: ASCII (G0), Latin-1 (G1), the music note (0x7F), and G2's
+    /// quotes and bullet behind EXT1.
+    public static func text(_ s: String) -> [UInt8] {
+        s.unicodeScalars.flatMap { c -> [UInt8] in
+            switch c {
+            case "♪": return [0x7F]
+            case "“": return [0x10, 0x33]
+            case "”": return [0x10, 0x34]
+            case "•": return [0x10, 0x35]
+            default: return [UInt8(c.value)]
+            }
+        }
+    }
+
+    /// A caption channel packet holding `bytes` for `service`, in blocks of at most 31
+    /// bytes (a command may be cut between two), padded to its even length.
+    public static func packet(service: UInt8, _ bytes: [UInt8], sequence: UInt8) -> [UInt8] {
+        var body: [UInt8] = []
+        for start in stride(from: 0, to: bytes.count, by: 31) {
+            let chunk = bytes[start..<min(bytes.count, start + 31)]
+            body += [service << 5 | UInt8(chunk.count)] + chunk
+        }
+        if body.count % 2 == 0 { body.append(0) }
+        precondition(body.count < 128)
+        let size = body.count + 1
+        return [sequence << 6 | UInt8(size == 128 ? 0 : size / 2)] + body
+    }
+
+    /// A packet as cc_data triplets: its start (cc_type 3), then its data (2).
+    public static func triplets(of packet: [UInt8]) -> [UInt8] {
+        stride(from: 0, to: packet.count, by: 2).flatMap { i in [i == 0 ? 0xFF : 0xFE, packet[i], packet[i + 1]] as [UInt8] }
+    }
+
+    /// Each picture's CEA-708 triplets (display order), at most eight.
+    static func triplets(pictures: Int) -> [[UInt8]] {
+        var out = [[UInt8]](repeating: [], count: pictures)
+        let perPicture = 8
+        for (k, event) in events.enumerated() {
+            let all = triplets(of: packet(service: event.service, event.bytes, sequence: UInt8(k % 4)))
+            let count = all.count / 3
+            let first = ClosedCaptionSample.frame(event.seconds) - (count - 1) / perPicture
+            for i in 0..<count {
+                let picture = first + i / perPicture
+                precondition(out[picture].count < perPicture * 3, "packets overlap at picture \(picture)")
+                out[picture] += all[(i * 3)..<(i * 3 + 3)]
+            }
+        }
+        return out
+    }
+
+    /// A/53 `cc_data`: CEA-608's two pairs marked not valid, the picture's CEA-708 triplets,
+    /// and padding (not valid) to the same count in every picture.
+    static func ccData(_ triplets: [UInt8]) -> [UInt8] {
+        let padding = Array(repeating: [0xFA, 0x00, 0x00] as [UInt8], count: 8 - triplets.count / 3).flatMap { $0 }
+        return [0xC0 | 10, 0xFF, 0xF8, 0x80, 0x80, 0xF9, 0x80, 0x80] + triplets + padding + [0xFF]
     }
 }
