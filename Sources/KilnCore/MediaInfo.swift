@@ -4,7 +4,8 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// Which probe described a file; raised when the probe learns something plans depend
     /// on (2: codec tags; 3: reordered pictures without presentation times, encryption; 4:
     /// FairPlay and Windows Media DRM; 5: closed captions in the video, teletext subtitle
-    /// pages; 7: CEA-708 caption services), so a description cached by an older one is not
+    /// pages; 7: CEA-708 caption services, sound bitrates measured where the container
+    /// gives none), so a description cached by an older one is not
     /// planned from.
     public static let describerVersion = 7
 

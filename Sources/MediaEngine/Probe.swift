@@ -326,6 +326,7 @@ public enum Prober {
         var longest: (pts: [Int64], dts: [Int64]) = ([], [])
         var rpu = false, el = false, reads = 0, scanned = 0, decodeTimesOnly = 0
         var first = FirstPackets()
+        defer { first.measureBitRates(&streams) }
         // Closed captions in the pictures (`ClosedCaptions`): looked for until some text is
         // found. Their bytes alone are not enough: stations send padding all along, through
         // programmes no one captioned, and a track of nothing would only disappoint.
@@ -461,11 +462,20 @@ public enum Prober {
         private var tries: [Int: Int] = [:]
         private var layerRead: Set<Int> = []
         static let formatTries = 16
+        /// Each sound stream's packets read: their bytes and the time they span (seconds).
+        private var read: [Int: (bytes: Int, packets: Int, first: Double, end: Double)] = [:]
 
         mutating func observe(_ packet: Packet, _ demuxer: Demuxer, _ streams: inout [StreamInfo]) {
             guard let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) }) else { return }
             if packet.isEncrypted { streams[i].encrypted = true }
             guard streams[i].type == .audio else { return }
+            let st = demuxer.stream(Int(packet.streamIndex))
+            let p = packet.pointer.pointee
+            if packet.time != noPTS, let t = seconds(packet.time, st.pointee.time_base) {
+                let end = t + max(0, seconds(p.duration, st.pointee.time_base) ?? 0)
+                let sofar = read[i] ?? (0, 0, t, end)
+                read[i] = (sofar.bytes + Int(p.size), sofar.packets + 1, min(sofar.first, t), max(sofar.end, end))
+            }
             if streams[i].sampleRate == nil, tries[i, default: 0] < Self.formatTries {
                 tries[i, default: 0] += 1
                 if let learnt = CodecParameters.audioFormat(of: demuxer.stream(Int(packet.streamIndex)), from: packet) {
@@ -475,6 +485,16 @@ public enum Prober {
             if streams[i].codec == "mp3", !layerRead.contains(i) {
                 layerRead.insert(i)
                 if let codec = Prober.mpegAudioLayer(packet) { streams[i].codec = codec }
+            }
+        }
+
+        /// A bitrate for each sound stream whose container and headers give none (Matroska
+        /// and MPEG-TS carry no bitrate for AAC, Opus or Vorbis, whose frames vary), from
+        /// the packets the scan read: at least two seconds of them. Without one the planner
+        /// cannot tell whether the sound fits a rung, and re-encodes it.
+        func measureBitRates(_ streams: inout [StreamInfo]) {
+            for (i, r) in read where streams[i].bitRate == nil && r.packets >= 20 && r.end - r.first >= 2 {
+                streams[i].bitRate = Int((Double(r.bytes) * 8 / (r.end - r.first)).rounded())
             }
         }
 

@@ -3,11 +3,16 @@ import KilnCore
 /// Picks the one audio track that goes out.
 enum AudioSelection {
     /// The requested language if present, else the default track's language, else the
-    /// first track's; among tracks of that language the first the device plays without
-    /// re-encoding wins, then the default, then the lowest index. Commentary and audio
-    /// description tracks are only chosen when there is nothing else.
+    /// first track's; among tracks of that language the best `fit` wins (0 best: a track
+    /// the device plays without re-encoding, within the rung's budget where there is one),
+    /// then the default, then the one whose channels are nearest the
+    /// default's (else the first's), then the lowest index. Commentary and audio
+    /// description tracks are only chosen when there is nothing else. The channels: a
+    /// film's main sound the device cannot play (TrueHD or DTS-HD 5.1) comes with a
+    /// compatible copy of the same mix (AC-3 5.1) and often a stereo one; the same mix is
+    /// the one to stand in for it, whatever order the tracks are in.
     static func choose(from source: MediaInfo, language: String?,
-                       playsWithoutReencode: (StreamInfo) -> Bool) -> (stream: StreamInfo, reasons: [String])? {
+                       fit: (StreamInfo) -> Int) -> (stream: StreamInfo, reasons: [String])? {
         let all = source.audioStreams
         guard !all.isEmpty else { return nil }
         let main = all.filter { !isSecondary($0) }
@@ -23,11 +28,11 @@ enum AudioSelection {
             let leadLanguage = LanguageCode.terminologic(lead.language)
             group = pool.filter { LanguageCode.terminologic($0.language) == leadLanguage }
         }
-        let best = group.enumerated().min { a, b in
-            let ka = (playsWithoutReencode(a.element) ? 0 : 1, a.element.disposition.isDefault ? 0 : 1, a.offset)
-            let kb = (playsWithoutReencode(b.element) ? 0 : 1, b.element.disposition.isDefault ? 0 : 1, b.offset)
-            return ka < kb
-        }!.element
+        let reference = (group.first { $0.disposition.isDefault } ?? group[0]).channels ?? 2
+        let ranked = group.enumerated().map { offset, s in
+            (key: (fit(s), s.disposition.isDefault ? 0 : 1, abs((s.channels ?? 2) - reference), offset), stream: s)
+        }
+        let best = ranked.min { $0.key < $1.key }!.stream
         return (best, reasons)
     }
 

@@ -112,21 +112,22 @@ struct PlanContext {
     func planOriginal() throws(KilnError) -> Plan {
         try requireStreams()
         guard caps != nil else {
-            let audio = AudioSelection.choose(from: source, language: audioLanguage) { _ in true }
+            let audio = AudioSelection.choose(from: source, language: audioLanguage) { _ in 0 }
             return asIs(.original, audio: audio, reasons: ["source_as_is"] + (audio?.reasons ?? []))
         }
-        let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) }
+        let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) ? 0 : 1 }
         let videoProblems = video.map(device.videoProblems) ?? []
         let audioPlays = asIsAudio.map { device.playsAudio($0.stream.codec) } ?? true
         let containerPlays = containerProblems.isEmpty
-        if videoProblems.isEmpty && audioPlays && containerPlays {
+        let trackProblems = asIsAudio.map { audioTrackProblems($0.stream) } ?? []
+        if videoProblems.isEmpty && audioPlays && containerPlays && trackProblems.isEmpty {
             return asIs(.original, audio: asIsAudio, reasons: ["source_playable"] + (asIsAudio?.reasons ?? []))
         }
         try refuseEncrypted("this device cannot play it as it is")
         var reasons = device.playsContainer(source.container) ? [] : ["container_unsupported"]
         let copyProblem = video.flatMap(mp4CopyProblem)
         if videoProblems.isEmpty, copyProblem == nil {
-            return try remux(.original, reasons: containerProblems, audioTarget: nil)
+            return try remux(.original, reasons: containerProblems + trackProblems, audioTarget: nil)
         }
         reasons += videoProblems.isEmpty ? copyProblem.map { [$0] } ?? [] : videoProblems
         if !audioPlays { reasons.append("audio_codec_unsupported") }
@@ -163,11 +164,13 @@ struct PlanContext {
                 problems.append("resolution_above_target")
             }
         }
+        var trackProblems: [String] = []
         if problems.isEmpty {
-            let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) }
+            let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) ? 0 : 1 }
             let audioPlays = asIsAudio.map { device.playsAudio($0.stream.codec) } ?? true
             let containerPlays = containerProblems.isEmpty
-            if overallFits && containerPlays && audioPlays {
+            trackProblems = asIsAudio.map { audioTrackProblems($0.stream) } ?? []
+            if overallFits && containerPlays && audioPlays && trackProblems.isEmpty {
                 return asIs(quality, audio: asIsAudio, reasons: ["source_fits_target"] + (asIsAudio?.reasons ?? []))
             }
         }
@@ -179,7 +182,7 @@ struct PlanContext {
                 // A remux keeps the picture and one audio track: it fits when the whole file
                 // does, or when the picture plus the audio that goes out does (a 4 Mbps film
                 // carrying three DTS tracks fits 5 Mbps once two are left behind).
-                let remuxAudio = chooseAudio(forMP4: true)
+                let remuxAudio = chooseAudio(rung: rung)
                 let copies = remuxAudio.map { copiesIntoMP4($0.stream) } ?? true
                 let audioOut: Int? = remuxAudio.map { a in
                     copies ? a.stream.bitRate.map(PlanContext.kbps) : audioBudget(a.stream, rung)
@@ -189,7 +192,7 @@ struct PlanContext {
                 // An audio-only source whose audio must be re-encoded is an encode shaped by
                 // the rung: a transcode, not a remux.
                 if (overallFits && copies) || (partsFit && (copies || video != nil)) {
-                    var reasons = ["source_fits_target"] + containerProblems
+                    var reasons = ["source_fits_target"] + containerProblems + trackProblems
                     if !overallFits { reasons.append("tracks_dropped_to_fit") }
                     return try remux(quality, reasons: reasons, audioTarget: rung)
                 }
@@ -224,7 +227,7 @@ struct PlanContext {
         }
         var reasons = reasons
         var audioPlan: AudioPlan?
-        if let chosen = chooseAudio(forMP4: true) {
+        if let chosen = chooseAudio(rung: rung) {
             reasons += chosen.reasons
             // The whole source already fits (rung) or plays (original): a track the device
             // plays from MP4 is copied whatever its bitrate.
@@ -264,7 +267,7 @@ struct PlanContext {
             reasons += why
         }
         var audioPlan: AudioPlan?
-        if let chosen = chooseAudio(forMP4: true) {
+        if let chosen = chooseAudio(rung: rung) {
             reasons += chosen.reasons
             let (plan, why) = try rungAudio(chosen.stream, rung)
             audioPlan = plan
@@ -324,8 +327,26 @@ struct PlanContext {
                   height: v.height ?? 0, bitrateKbps: 0, toneMap: false, deinterlace: false, rotation: Codecs.rotation(v))
     }
 
-    func chooseAudio(forMP4: Bool) -> (stream: StreamInfo, reasons: [String])? {
-        AudioSelection.choose(from: source, language: audioLanguage) { forMP4 ? copiesIntoMP4($0) : device.playsAudio($0.codec) }
+    /// Why the file as it is would not play `chosen`: a player starts with the first audio
+    /// track marked default (MP4: enabled), else the first, and one that cannot play it
+    /// (a browser and AC-3) may stay silent rather than look for another; a language asked
+    /// for on another track would not be heard either. A remux makes `chosen` the only
+    /// one. Not where the device takes no MP4: the file as it is is all it can have.
+    func audioTrackProblems(_ chosen: StreamInfo) -> [String] {
+        let audio = source.audioStreams
+        let first = audio.first { $0.disposition.isDefault } ?? audio.first
+        return first?.index == chosen.index || !device.playsMP4 ? [] : ["audio_track_not_default"]
+    }
+
+    /// The audio track for an MP4 (`AudioSelection`): one that copies into it first, and at
+    /// a rung (nil: `original`), one that copies within the rung's audio budget before that
+    /// (a stereo AAC track beside a 640 kbit/s AC-3 5.1 one, at 5 Mbps).
+    func chooseAudio(rung: Rung?) -> (stream: StreamInfo, reasons: [String])? {
+        AudioSelection.choose(from: source, language: audioLanguage) { a in
+            guard copiesIntoMP4(a) else { return 2 }
+            guard let rung else { return 0 }
+            return (try? rungAudio(a, rung))?.0.action == .copy ? 0 : 1
+        }
     }
 
     /// Why a video stream's packets cannot be copied into MP4 and play as they do in the

@@ -24,6 +24,18 @@ struct ProbeFileTests {
         let size = try #require(try FileManager.default.attributesOfItem(atPath: target)[.size] as? Int)
         #expect(try Prober.probe(path: link, fingerprint: false).sizeBytes == Int64(size))
     }
+
+    @Test("sound whose container and headers give no bitrate (AAC and Opus in Matroska) is measured from the packets the scan reads: the planner can copy it instead of re-encoding it")
+    func measuredAudioBitrate() throws {
+        let source = try Media.generated("aac-opus-bitrates.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=12",
+                                                                   "-f", "lavfi", "-i", "anoisesrc=color=pink:sample_rate=48000:duration=12",
+                                                                   "-map", "0:v", "-map", "1:a", "-map", "1:a", "-c:v", "libx264", "-preset", "ultrafast",
+                                                                   "-c:a:0", "aac", "-b:a:0", "128k", "-c:a:1", "libopus", "-b:a:1", "96k"])
+        let info = try Prober.probe(path: source, fingerprint: false)
+        let rates = info.audioStreams.map { $0.bitRate ?? 0 }
+        // libavformat says nothing for either; the packets say about what they were made at.
+        #expect(rates.count == 2 && abs(Double(rates[0]) / 128_000 - 1) < 0.15 && abs(Double(rates[1]) / 96_000 - 1) < 0.15, "\(rates)")
+    }
 }
 
 @Suite("the probe's packet scan on decode-times-only video")
