@@ -541,6 +541,21 @@ struct SourceDamageTests {
         #expect(try FFprobe.packetCount(out, "v") > 40, "the pictures after the zeroed stretch are kept")
     }
 
+    @Test("sound re-encoded from a 96 kHz or 88.2 kHz master comes out at 48 or 44.1 kHz, the most every AAC decoder must take")
+    func highSampleRates() throws {
+        for rate in [96000, 88200] {
+            let source = try Media.generated("pcm-\(rate).mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+                                                                 "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=\(rate)", "-t", "3",
+                                                                 "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s24le"])
+            try Command.prepare(source, quality: "original", caps: "ios", scratch: "cli-\(rate)") { r, out in
+                #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+                let audio = try #require(try FFprobe(out).streams("audio").first)
+                #expect(audio["codec_name"]?.string == "aac" && audio["sample_rate"]?.string == (rate == 96000 ? "48000" : "44100"), "\(audio)")
+                #expect(abs((try FFprobe(out).duration("audio") ?? 0) - 3) < 0.1)
+            }
+        }
+    }
+
     static func source() throws -> String {
         try Media.generated("damage-src-10s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25",
                                                    "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "10",
