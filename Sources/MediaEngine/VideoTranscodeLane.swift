@@ -284,6 +284,9 @@ struct ColorTags {
 
     static let bt709 = ColorTags(primaries: AVCOL_PRI_BT709, transfer: AVCOL_TRC_BT709, matrix: AVCOL_SPC_BT709)
     static let bt601 = ColorTags(primaries: AVCOL_PRI_SMPTE170M, transfer: AVCOL_TRC_SMPTE170M, matrix: AVCOL_SPC_SMPTE170M)
+    /// BT.601's 625-line (PAL, SECAM) description: its own primaries (H.273 code 5), the
+    /// same transfer and matrix coefficients as 525-line.
+    static let bt601_625 = ColorTags(primaries: AVCOL_PRI_BT470BG, transfer: AVCOL_TRC_SMPTE170M, matrix: AVCOL_SPC_BT470BG)
 
     init(primaries: AVColorPrimaries, transfer: AVColorTransferCharacteristic, matrix: AVColorSpace) {
         self.primaries = primaries
@@ -292,12 +295,12 @@ struct ColorTags {
     }
 
     /// The source's tags; what is unspecified is filled with what players assume for the
-    /// source's size (BT.709 from 720 lines up, BT.601 below), written out explicitly so a
-    /// player does not guess differently for the smaller output. RGB sources are converted
-    /// to BT.709 YCbCr.
+    /// source's size (BT.709 from 720 lines up, BT.601 below: 625-line for 576 or 288
+    /// lines, PAL's, else 525-line), written out explicitly so a player does not guess
+    /// differently for the smaller output. RGB sources are converted to BT.709 YCbCr.
     init(par: UnsafeMutablePointer<AVCodecParameters>) {
         let p = par.pointee
-        let assumed: ColorTags = (p.height >= 720 || p.width >= 1280) ? .bt709 : .bt601
+        let assumed: ColorTags = (p.height >= 720 || p.width >= 1280) ? .bt709 : [576, 288].contains(p.height) ? .bt601_625 : .bt601
         primaries = p.color_primaries == AVCOL_PRI_UNSPECIFIED || p.color_primaries == AVCOL_PRI_RESERVED0 || p.color_primaries == AVCOL_PRI_RESERVED
             ? assumed.primaries : p.color_primaries
         transfer = p.color_trc == AVCOL_TRC_UNSPECIFIED || p.color_trc == AVCOL_TRC_RESERVED0 || p.color_trc == AVCOL_TRC_RESERVED

@@ -210,6 +210,23 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(padded == "scale=w=640:h=360:flags=bicubic:out_range=tv,pad=w=640:h=480:x=0:y=60:color=black,format=yuv420p,setsar=1")
     }
 
+    @Test("an untagged source's colours are written as players assume them for its size: BT.709 from 720 lines, PAL's BT.601 for 576 lines, NTSC's for 480; tags it has are kept")
+    func assumedColours() throws {
+        func tags(_ width: Int32, _ height: Int32, primaries: AVColorPrimaries = AVCOL_PRI_UNSPECIFIED) -> [UInt32] {
+            var par = avcodec_parameters_alloc()
+            defer { avcodec_parameters_free(&par) }
+            par!.pointee.width = width
+            par!.pointee.height = height
+            par!.pointee.color_primaries = primaries
+            let t = ColorTags(par: par!)
+            return [t.primaries.rawValue, t.transfer.rawValue, t.matrix.rawValue]
+        }
+        #expect(tags(720, 576) == [AVCOL_PRI_BT470BG.rawValue, AVCOL_TRC_SMPTE170M.rawValue, AVCOL_SPC_BT470BG.rawValue])
+        #expect(tags(720, 480) == [AVCOL_PRI_SMPTE170M.rawValue, AVCOL_TRC_SMPTE170M.rawValue, AVCOL_SPC_SMPTE170M.rawValue])
+        #expect(tags(1920, 1080) == [AVCOL_PRI_BT709.rawValue, AVCOL_TRC_BT709.rawValue, AVCOL_SPC_BT709.rawValue])
+        #expect(tags(720, 576, primaries: AVCOL_PRI_SMPTE170M)[0] == AVCOL_PRI_SMPTE170M.rawValue)
+    }
+
     @Test("HDR10 HEVC becomes 8-bit SDR BT.709 H.264 at a smaller size, with AAC audio")
     func hdr10ToSDR() throws {
         let dir = scratchDir()
