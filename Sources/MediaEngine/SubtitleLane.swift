@@ -123,6 +123,11 @@ final class SubtitleLane: Lane {
             enc.pointee.subtitle_header_size = Int32(size)
         }
         try check(avcodec_open2(enc, codec, nil), .encode, "cannot open the mov_text encoder")
+        // The encoder's extradata is the track's sample description, which begins with its
+        // display flags; Apple's players take a track as forced subtitles (shown when the
+        // sound's language is the viewer's) from "all samples are forced" and "some samples
+        // are forced" (0x80000000, 0x40000000), not from the track's disposition.
+        if plan.forced, let flags = enc.pointee.extradata, enc.pointee.extradata_size >= 4 { flags[0] |= 0xC0 }
         let out = try muxer.addStream()
         outputIndex = out.pointee.index
         try check(avcodec_parameters_from_context(out.pointee.codecpar, enc), .mux, "cannot set subtitle parameters")

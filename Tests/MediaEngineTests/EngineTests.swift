@@ -205,7 +205,16 @@ struct RemuxMetadataTests {
         #expect(abs((info.chapters.last?.startSeconds ?? 0) - 2) < 0.05)
     }
 
-    @Test("SubRip becomes mov_text with its language, title and forced flag; PGS is dropped and reported")
+    /// The display flags of the first `tx3g` sample description in an MP4: after its type,
+    /// six reserved bytes and a data reference index.
+    static func textDisplayFlags(_ path: String) throws -> UInt32? {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let tag = Array("tx3g".utf8)
+        guard let at = (0..<(bytes.count - 16)).first(where: { Array(bytes[$0..<($0 + 4)]) == tag }) else { return nil }
+        return bytes[(at + 12)..<(at + 16)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+    }
+
+    @Test("SubRip becomes mov_text with its language, title and forced flag (in the disposition, and as Apple's players read it: all samples forced); PGS is dropped and reported")
     func subtitles() throws {
         let (out, dir) = try remux("ax_sample_with_srt.mkv") { plan in plan.subtitles[0].forced = true }
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -214,6 +223,10 @@ struct RemuxMetadataTests {
         #expect(subs.first?["codec_name"]?.string == "mov_text")
         #expect(subs.first?["tags"]?["language"]?.string == "eng")
         #expect(subs.first?["disposition"]?["forced"]?.int == 1)
+        #expect(try Self.textDisplayFlags(out) == 0xC000_0000)
+        let (plain, plainDir) = try remux("ax_sample_with_srt.mkv") { _ in }
+        defer { try? FileManager.default.removeItem(at: plainDir) }
+        #expect(try Self.textDisplayFlags(plain) == 0)
         let text = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:s:0", "-f", "srt", "-"]).stdout
         #expect(!text.isEmpty, "the cues survive as text")
 
