@@ -5,7 +5,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// on (2: codec tags; 3: reordered pictures without presentation times, encryption; 4:
     /// FairPlay and Windows Media DRM; 5: closed captions in the video, teletext subtitle
     /// pages; 7: CEA-708 caption services, sound bitrates measured where the container
-    /// gives none), so a description cached by an older one is not
+    /// gives none, fragmented MP4), so a description cached by an older one is not
     /// planned from.
     public static let describerVersion = 7
 
@@ -28,6 +28,9 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     public var fingerprint: String?
     /// Things the probe noticed but could not settle (e.g. a truncated mdat).
     public var warnings: [String]
+    /// An MP4 or QuickTime file in fragments (movie fragments after a `moov` with `mvex`:
+    /// screen recorders, cameras writing as they go, DASH downloads); nil otherwise.
+    public var fragmented: Bool?
 
     public init(formatName: String, container: String, durationSeconds: Double, startSeconds: Double = 0,
                 bitRate: Int, sizeBytes: Int64, streams: [StreamInfo], chapters: [Chapter] = [],
@@ -47,7 +50,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case formatName = "format_name", container, durationSeconds = "duration_seconds"
         case startSeconds = "start_seconds", bitRate = "bit_rate", sizeBytes = "size_bytes"
-        case streams, chapters, fingerprint, warnings
+        case streams, chapters, fingerprint, warnings, fragmented
     }
 
     public var videoStreams: [StreamInfo] { streams.filter { $0.type == .video && !$0.disposition.attachedPicture } }

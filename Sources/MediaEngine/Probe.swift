@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CFFmpeg
 import KilnCore
 import Synchronization
@@ -125,9 +128,37 @@ public enum Prober {
                                     endSeconds: seconds(ch.pointee.end, ch.pointee.time_base) ?? 0,
                                     title: dictValue(ch.pointee.metadata, "title")))
         }
-        return MediaInfo(formatName: formatName, container: Container.name(formatName: formatName, fileExtension: ext),
-                         durationSeconds: duration, startSeconds: start, bitRate: bitRate, sizeBytes: size,
-                         streams: streams, chapters: chapters, warnings: warnings)
+        var info = MediaInfo(formatName: formatName, container: Container.name(formatName: formatName, fileExtension: ext),
+                             durationSeconds: duration, startSeconds: start, bitRate: bitRate, sizeBytes: size,
+                             streams: streams, chapters: chapters, warnings: warnings)
+        if formatName.hasPrefix("mov,"), isFragmented(demuxer.path) { info.fragmented = true }
+        return info
+    }
+
+    /// Whether an MP4 or QuickTime file is in movie fragments: its `moov` holds an `mvex`
+    /// (which announces them), or a `moof` follows at the top level. Only box headers are
+    /// read, 16 bytes each, top level and `moov`'s children, at most 64 boxes each.
+    static func isFragmented(_ path: String) -> Bool {
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY), let size = FileIO.size(atPath: path) else { return false }
+        /// (type, start of its payload, end) of the boxes from `start` to `end`.
+        func boxes(from start: Int64, to end: Int64) -> [(type: String, payload: Int64, end: Int64)] {
+            var out: [(type: String, payload: Int64, end: Int64)] = []
+            var at = start
+            while at + 8 <= end, out.count < 64, let h = try? file.read(upTo: 16, at: at), h.count >= 8 {
+                var length = Int64(h[0..<4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+                var header: Int64 = 8
+                if length == 1, h.count == 16 { length = Int64(bitPattern: h[8..<16].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }); header = 16 }
+                if length == 0 { length = end - at }
+                guard length >= header, at + length <= end else { break }
+                out.append((String(decoding: h[4..<8], as: UTF8.self), at + header, at + length))
+                at += length
+            }
+            return out
+        }
+        let top = boxes(from: 0, to: size)
+        if top.contains(where: { $0.type == "moof" }) { return true }
+        guard let moov = top.first(where: { $0.type == "moov" }) else { return false }
+        return boxes(from: moov.payload, to: moov.end).contains { $0.type == "mvex" }
     }
 
     /// An audio stream's channels, layout and sample rate; none when its parameters do not

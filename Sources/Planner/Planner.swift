@@ -75,9 +75,13 @@ struct PlanContext {
     }
 
     /// Why the source's file cannot go to the device as it is although its streams play:
-    /// its container, or its video track's sample entry (`videoTagProblem`).
+    /// its container, or its video track's sample entry (`videoTagProblem`), or an MP4 in
+    /// fragments (`MediaInfo.fragmented`), which carries no index of the whole file unless it
+    /// adds a segment index, as few do: ExoPlayer then cannot seek in it, nor always tell its
+    /// length. The remux writes one index, at the front.
     var containerProblems: [String] {
         (device.playsContainer(source.container) ? [] : ["container_unsupported"]) + (videoTagProblem.map { [$0] } ?? [])
+            + (source.fragmented == true ? ["container_fragmented"] : [])
     }
 
     /// HEVC in MP4/MOV tagged `hev1` (Dolby Vision: `dvhe`) keeps its parameter sets in the

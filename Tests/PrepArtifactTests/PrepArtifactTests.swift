@@ -229,6 +229,20 @@ struct CommandLineTests {
         }
     }
 
+    @Test("a fragmented MP4 (ExoPlayer cannot seek in one without a segment index) is remuxed into one index at the front, even where the device plays it as it is")
+    func fragmentedMP4() throws {
+        let source = Media.shared("mb_rotate-buck-bunny.mp4")
+        #expect(try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))["fragmented"] == .bool(true))
+        try Command.prepare(source, quality: "original", caps: "android", scratch: "cli-fragmented") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+            let plan = try Command.json(r)["plan"]
+            #expect(plan?["delivery_format"]?.string == "remux" && plan?["reasons"] == .array([.string("container_fragmented")]), "\(r.stdout)")
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: out))
+            #expect(try FFprobe.moovBeforeMdat(out) && bytes.range(of: Data("moof".utf8)) == nil && bytes.range(of: Data("mvex".utf8)) == nil)
+            #expect(try FFprobe.decodeErrors(out) == "")
+        }
+    }
+
     @Test("CEA-708 captions only (no CEA-608 text, which libavcodec cannot read): a track for each service with text, with its captions at their times; a service of spaces and commands gives none")
     func dtvccCaptions() throws {
         let source = try ClosedCaptionSample.recording(.h264, dtvcc: true)
