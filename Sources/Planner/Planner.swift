@@ -78,10 +78,13 @@ struct PlanContext {
     /// its container, or its video track's sample entry (`videoTagProblem`), or an MP4 in
     /// fragments (`MediaInfo.fragmented`), which carries no index of the whole file unless it
     /// adds a segment index, as few do: ExoPlayer then cannot seek in it, nor always tell its
-    /// length. The remux writes one index, at the front.
+    /// length. The remux writes one index, at the front. Dolby Vision profile 7 (a UHD
+    /// Blu-ray's base and enhancement layers in one track) plays on no phone, TV box or
+    /// browser, in MP4 or otherwise: the remux keeps its HDR10 base layer.
     var containerProblems: [String] {
         (device.playsContainer(source.container) ? [] : ["container_unsupported"]) + (videoTagProblem.map { [$0] } ?? [])
             + (source.fragmented == true ? ["container_fragmented"] : [])
+            + (video?.dolbyVision?.profile == 7 ? ["dolby_vision_base_layer_only"] : [])
     }
 
     /// HEVC in MP4/MOV tagged `hev1` (Dolby Vision: `dvhe`) keeps its parameter sets in the
@@ -246,7 +249,7 @@ struct PlanContext {
         }
         // MP4 carries profile 7's base layer only (the engine leaves its record, enhancement
         // layer and RPUs out).
-        if video?.dolbyVision?.profile == 7 { reasons.append("dolby_vision_base_layer_only") }
+        if video?.dolbyVision?.profile == 7, !reasons.contains("dolby_vision_base_layer_only") { reasons.append("dolby_vision_base_layer_only") }
         let (subs, subReasons) = subtitlePlans()
         var plan = Plan(quality: quality, effectiveQuality: .original, deliveryFormat: .remux, targetBitrateKbps: 0,
                         container: "mp4", video: video.map(copyVideo), audio: audioPlan, subtitles: subs,

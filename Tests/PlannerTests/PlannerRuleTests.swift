@@ -613,6 +613,9 @@ let dolbyVision7Cases: [Case] = [
     Case("original: Dolby Vision 7 in Matroska to Apple TV is remuxed as its HDR10 base layer, and says so",
          media("mkv", kbps: 40000, dolbyVision(profile: 7, compat: 6, w: 3840, h: 2160), aacEng), .original, atv,
          Expect(delivery: .remux, video: .copy, reasons: ["dolby_vision_base_layer_only"])),
+    Case("original: Dolby Vision 7 in MP4, whose container the device plays, is remuxed as its base layer too, not sent as it is",
+         media("mp4", kbps: 40000, dolbyVision(profile: 7, compat: 6, w: 3840, h: 2160), aacEng), .original, atv,
+         Expect(delivery: .remux, video: .copy, reasons: ["dolby_vision_base_layer_only"])),
     Case("original: Dolby Vision 8.1 in Matroska keeps its record", media("mkv", kbps: 40000, dolbyVision(profile: 8, compat: 1, w: 3840, h: 2160), aacEng),
          .original, atv, Expect(delivery: .remux, video: .copy, notReasons: ["dolby_vision_base_layer_only"])),
 ]
