@@ -257,15 +257,33 @@ final class VideoTranscodeLane: Lane {
     }
 
     /// The output frame rate and so the encoder's time base (1/fps): the container's
-    /// average when sane, else libavformat's guess, else the probe's, else 25.
+    /// average when sane, else libavformat's guess, else the probe's, else 25. A variable
+    /// rate's average is no rate its frames come at: a phone clip at 30 fps that slows to
+    /// 24 in the dark averages 27, and on a 27 fps grid one 30 fps frame in ten found its
+    /// slot taken and was dropped (a stutter three times a second). Its frames are timed on
+    /// the grid of the rate most of them come at (the probe's median step) instead, where a
+    /// slower stretch only leaves slots empty.
     static func frameRate(demuxer: Demuxer, stream: UnsafeMutablePointer<AVStream>, source: StreamInfo) -> AVRational {
         func sane(_ r: AVRational) -> Bool { r.num > 0 && r.den > 0 && r.seconds >= 1 && r.seconds <= 240 }
         let avg = stream.pointee.avg_frame_rate
+        if source.variableFrameRate == true, let fps = source.frameRate, fps >= 1, fps <= 240, !sane(avg) || fps > avg.seconds * 1.01 {
+            return standardRate(fps)
+        }
         if sane(avg) { return reduce(avg) }
         let guess = av_guess_frame_rate(demuxer.context, stream, nil)
         if sane(guess) { return reduce(guess) }
         if let fps = source.frameRate, fps >= 1, fps <= 240 { return av_d2q(fps, 100_000) }
         return AVRational(num: 25, den: 1)
+    }
+
+    /// `fps` as the nearest standard rate, if within 0.2 % of it (29.97 is 30000/1001), else as it is.
+    static func standardRate(_ fps: Double) -> AVRational {
+        let standard = [(24000, 1001), (24, 1), (25, 1), (30000, 1001), (30, 1), (48, 1), (50, 1), (60000, 1001), (60, 1), (120, 1), (240, 1)]
+        let off = { (r: (Int, Int)) in abs(Double(r.0) / Double(r.1) / fps - 1) }
+        if let (num, den) = standard.min(by: { off($0) < off($1) }), off((num, den)) < 0.002 {
+            return AVRational(num: Int32(num), den: Int32(den))
+        }
+        return av_d2q(fps, 100_000)
     }
 
     /// Averages of variable-rate streams come out as large fractions; keep the time base sane.

@@ -37,6 +37,15 @@ enum Generated {
             "-c:v", "libx264", "-preset", "ultrafast", "-bf", "3", "-c:a", "aac"])
     }
 
+    /// A phone's clip: 30 fps for 3 s, then 24 fps for 3 s (low light), in QuickTime, whose
+    /// average (27 fps) is no rate any of its frames come at.
+    static func phoneVFR() throws -> String {
+        try Media.generated("phone-vfr-30-24.mov", [
+            "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30:duration=3", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=24:duration=3",
+            "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=6", "-filter_complex", "[0:v][1:v]concat=n=2:v=1:a=0[v]",
+            "-map", "[v]", "-map", "2:a", "-fps_mode", "vfr", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+    }
+
     /// MPEG-TS whose timestamps wrap past 2^33 (90 kHz) in the middle.
     static func wrappingTS() throws -> String {
         try Media.generated("pts-wrap.ts", [
@@ -251,6 +260,19 @@ struct GeneratedMediaTests {
         let (_, _, out, dir) = try roundTrip(path, EnginePlans.remux)
         defer { try? FileManager.default.removeItem(at: dir) }
         #expect(try FFprobe.packetCount(out, "v:0") == FFprobe.packetCount(path, "v:0"), "every frame kept")
+    }
+
+    @Test("a phone clip whose rate varies (30 fps, then 24) is transcoded with every frame, on the 30 fps grid: on its 27 fps average one frame in ten of the 30 fps part was dropped")
+    func vfrTranscode() throws {
+        let path = try Generated.phoneVFR()
+        let (info, _, out, dir) = try roundTrip(path) { EnginePlans.transcode($0) }
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(info.videoStreams.first?.variableFrameRate == true)
+        #expect(try FFprobe.packetCount(out, "v:0") == FFprobe.packetCount(path, "v:0"), "every frame kept")
+        let times = try FFprobe.packetTimes(out, "v:0").sorted()
+        let steps = zip(times, times.dropFirst()).map { $1 - $0 }
+        // 33 ms steps in the first half, 33 or 67 ms (24 fps on a 30 fps grid) in the second.
+        #expect(steps.prefix(80).allSatisfy { abs($0 - 1.0 / 30) < 0.002 } && steps.suffix(60).allSatisfy { $0 < 0.07 }, "\(steps)")
     }
 
     @Test("MPEG-TS timestamps wrapping past 2^33 come out continuous, starting at zero, A/V offset kept")
