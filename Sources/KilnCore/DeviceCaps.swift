@@ -23,6 +23,14 @@ public enum ResolutionClass: String, Codable, Sendable, CaseIterable, Comparable
         return long <= box.width && short <= box.height
     }
 
+    /// The class a client names: its raw value, in any case, or 4K's other names (2160p,
+    /// uhd), which the contract's "4k" stands for.
+    public init?(name: String) {
+        let s = name.trimmingWhitespace.lowercased()
+        guard let r = ResolutionClass(rawValue: ["2160p": "4k", "uhd": "4k"][s] ?? s) else { return nil }
+        self = r
+    }
+
     public static func < (a: ResolutionClass, b: ResolutionClass) -> Bool {
         allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
     }
@@ -80,10 +88,11 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
             }
             var out: [String] = []
             for item in items {
-                guard case .string(let s) = item, !s.isEmpty else {
+                // (Names as clients write them: " H264 " is h264.)
+                guard case .string(let s) = item, case let name = s.trimmingWhitespace.lowercased(), !name.isEmpty else {
                     throw KilnError(.invalidCaps, stage: .request, field: key, "caps.\(key) must be an array of strings")
                 }
-                out.append(s.lowercased())
+                out.append(name)
             }
             return out
         }
@@ -93,7 +102,7 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         caps.audioPassthroughCodecs = try list("audio_passthrough_codecs")
         caps.containers = try list("containers")
         if let v = o["max_resolution"], v != .null {
-            guard case .string(let s) = v, let r = ResolutionClass(rawValue: s.lowercased()) else {
+            guard case .string(let s) = v, let r = ResolutionClass(name: s) else {
                 throw KilnError(.invalidCaps, stage: .request, field: "max_resolution",
                                 "caps.max_resolution must be one of \(ResolutionClass.allCases.map(\.rawValue).joined(separator: ", "))")
             }
@@ -109,5 +118,14 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         caps.hdr = try flag("hdr")
         caps.interlaced = try flag("interlaced")
         return caps
+    }
+}
+
+private extension String {
+    /// The string without leading and trailing spaces, tabs and line breaks.
+    var trimmingWhitespace: String {
+        let isSpace = { (c: Character) in c == " " || c == "\t" || c == "\n" || c == "\r" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first...last])
     }
 }

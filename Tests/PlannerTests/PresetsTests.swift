@@ -39,6 +39,18 @@ struct PresetsTests {
         #expect(caps.maxResolution == .p1080 && caps.hdr == false)
     }
 
+    @Test("caps as clients write them: names in any case with stray spaces, 4K as 2160p or uhd; an empty name or an unknown size names the field")
+    func lenientCaps() throws {
+        let caps = try DeviceCaps.parse(Array(#"{"codecs_video": [" H264 ", "hevc\n"], "containers": ["MP4"], "max_resolution": " 2160P"}"#.utf8))
+        #expect(caps.codecsVideo == ["h264", "hevc"] && caps.containers == ["mp4"] && caps.maxResolution == .uhd4k)
+        #expect(try DeviceCaps.parse(Array(#"{"max_resolution": "UHD"}"#.utf8)).maxResolution == .uhd4k)
+        for bad in [#"{"codecs_audio": ["  "]}"#, #"{"max_resolution": "8k"}"#] {
+            do { _ = try DeviceCaps.parse(Array(bad.utf8)); Issue.record("parsed \(bad)") } catch {
+                #expect(error.code == .invalidCaps && error.field != nil, "\(bad)")
+            }
+        }
+    }
+
     @Test("caps say whether interlaced video plays: a boolean or absent (no), anything else names the field")
     func interlacedCap() throws {
         #expect(try DeviceCaps.parse(Array(#"{"interlaced": true}"#.utf8)).interlaced == true)
