@@ -83,7 +83,7 @@ struct PlanContext {
     /// browser, in MP4 or otherwise: the remux keeps its HDR10 base layer.
     var containerProblems: [String] {
         (device.playsContainer(source.container) ? [] : ["container_unsupported"]) + (videoTagProblem.map { [$0] } ?? [])
-            + (source.fragmented == true ? ["container_fragmented"] : [])
+            + (source.fragmented == true && !encrypted ? ["container_fragmented"] : [])
             + (video?.dolbyVision?.profile == 7 ? ["dolby_vision_base_layer_only"] : [])
     }
 
@@ -103,10 +103,12 @@ struct PlanContext {
     /// Encrypted samples (DRM) cannot be decoded, and copied into a new file they lose the
     /// boxes that say how to decrypt them: only the source itself can go.
     func refuseEncrypted(_ why: String) throws(KilnError) {
-        guard source.streams.contains(where: { ($0.type == .video || $0.type == .audio) && $0.encrypted == true }) else { return }
+        guard encrypted else { return }
         throw KilnError(.sourceUnsupported, stage: .plan,
                         "the source is encrypted (DRM) and can only be delivered as the file it is, but \(why)")
     }
+
+    var encrypted: Bool { source.streams.contains { ($0.type == .video || $0.type == .audio) && $0.encrypted == true } }
 
     func requireStreams() throws(KilnError) {
         if video == nil && source.audioStreams.isEmpty {
@@ -338,11 +340,12 @@ struct PlanContext {
     /// track marked default (MP4: enabled), else the first, and one that cannot play it
     /// (a browser and AC-3) may stay silent rather than look for another; a language asked
     /// for on another track would not be heard either. A remux makes `chosen` the only
-    /// one. Not where the device takes no MP4: the file as it is is all it can have.
+    /// one. Not where the device takes no MP4, nor for an encrypted source: the file as it
+    /// is is all it can have. (Nor is a fragmented one remuxed, `containerProblems`.)
     func audioTrackProblems(_ chosen: StreamInfo) -> [String] {
         let audio = source.audioStreams
         let first = audio.first { $0.disposition.isDefault } ?? audio.first
-        return first?.index == chosen.index || !device.playsMP4 ? [] : ["audio_track_not_default"]
+        return first?.index == chosen.index || !device.playsMP4 || encrypted ? [] : ["audio_track_not_default"]
     }
 
     /// The audio track for an MP4 (`AudioSelection`): one that copies into it first, and at
