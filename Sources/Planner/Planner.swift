@@ -295,7 +295,10 @@ struct PlanContext {
         }
         var reasons: [String] = []
         let highRate = (Codecs.frameRate(v) ?? 0) > FrameSize.highFrameRate
-        if highRate && frameClass(rung, highFrameRate: true) < frameClass(rung, highFrameRate: false) {
+        // Said only where the smaller class makes a smaller picture (a 360p source fits both).
+        if highRate && frameClass(rung, highFrameRate: true) < frameClass(rung, highFrameRate: false),
+           let stepped = FrameSize.fit(v, into: frameClass(rung, highFrameRate: true)),
+           let full = FrameSize.fit(v, into: frameClass(rung, highFrameRate: false)), stepped.width * stepped.height < full.width * full.height {
             reasons.append("frame_rate_above_30")
         }
         let cls = frameClass(rung, highFrameRate: highRate)

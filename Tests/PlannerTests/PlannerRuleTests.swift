@@ -487,6 +487,8 @@ let subtitleCases: [Case] = [
     Case("an encrypted fragmented MP4 still goes as it is: a remux would lose how to decrypt it",
          { var m = media("mp4", kbps: 3000, encrypted(h1080), encrypted(aacEng)); m.fragmented = true; return m }(), .original, android,
          Expect(delivery: .original, notReasons: ["container_fragmented"])),
+    Case("a 60 fps picture smaller than the stepped-down class is not said to be made smaller for its rate", media("mkv", kbps: 40000, video("h264", 640, 360, fps: 60), aacEng), .mbps20, ios,
+         Expect(delivery: .transcode, size: [640, 360], notReasons: ["frame_rate_above_30"])),
     Case("closed captions go with a remux too", media("ts", kbps: 3000, captioned(h1080), aacEng), .original, ios,
          Expect(delivery: .remux, video: .copy, subtitles: [.convert], reasons: ["closed_captions_converted"])),
     Case("closed captions stay in a file delivered as it is", media("mp4", kbps: 3000, captioned(h1080), aacEng), .original, ios,
