@@ -122,10 +122,9 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
 }
 
 private extension String {
-    /// The string without leading and trailing spaces, tabs and line breaks.
+    /// The string without leading and trailing white space (spaces, tabs, line breaks, "\r\n").
     var trimmingWhitespace: String {
-        let isSpace = { (c: Character) in c == " " || c == "\t" || c == "\n" || c == "\r" }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        guard let first = firstIndex(where: { !$0.isWhitespace }), let last = lastIndex(where: { !$0.isWhitespace }) else { return "" }
         return String(self[first...last])
     }
 }

@@ -225,10 +225,23 @@ struct CaptionSurvey {
     var complete: Bool { seen.count == services.count }
     private var dtvcc = DTVCCPackets()
     private var dtvccServices: [Int: DTVCCService] = [:]
+    /// CEA-708's packets run across pictures, so they are read in display order, as the
+    /// lane reads them (`CaptionReader`), not in the stream's decode order.
+    private var order = PresentationOrder<[UInt8]>()
 
-    /// Reads one picture's triplets.
-    mutating func read(_ triplets: [UInt8]) {
+    /// Reads one picture's triplets, shown at `time` (nil: read as they come).
+    mutating func read(_ triplets: [UInt8], at time: Int64?) {
         guard !triplets.isEmpty else { return }
+        guard let time else { return survey(triplets) }
+        for picture in order.add(triplets, at: time) { survey(picture.item) }
+    }
+
+    /// Reads the pictures still waiting for their turn.
+    mutating func finish() {
+        for picture in order.drain() { survey(picture.item) }
+    }
+
+    private mutating func survey(_ triplets: [UInt8]) {
         for k in services.indices where !seen.contains(services[k].0) {
             if ClosedCaptions.carryText(services[k].1.kept(triplets)) { seen.insert(services[k].0) }
         }

@@ -149,8 +149,8 @@ struct DTVCCService {
         while i < bytes.count {
             guard let length = DTVCCService.codeLength(bytes, at: i) else {
                 // A command longer than what is left: the rest comes in the next block
-                // (at most a command's worth; anything longer is damage).
-                if bytes.count - i < 72 { carry = Array(bytes[i...]) }
+                // (at most a command's worth, 34 bytes; anything longer is damage).
+                if bytes.count - i < 36 { carry = Array(bytes[i...]) }
                 break
             }
             run(bytes[i..<(i + length)], at: time, &screens)
@@ -183,9 +183,10 @@ struct DTVCCService {
             case 0x80...0x87: length = 6
             case 0x88...0x8F: length = 7
             case 0x90...0x9F:
-                // Variable length: the next byte's low six bits say how many follow.
+                // Variable length: the next byte's low five bits say how many follow (its
+                // top two are a type, then a zero bit).
                 guard i + 2 < bytes.count else { return nil }
-                length = 3 + Int(bytes[i + 2] & 0x3F)
+                length = 3 + Int(bytes[i + 2] & 0x1F)
             default: length = 2
             }
         case 0x11...0x17: length = 2
@@ -331,7 +332,7 @@ struct DTVCCService {
         guard lines != shown else { return }
         shown = lines
         if screens.last?.time == time { screens.removeLast() }
-        screens.append(Screen(time: time, lines: lines))
+        if screens.last?.lines != lines { screens.append(Screen(time: time, lines: lines)) }
     }
 
     /// The visible windows' lines, the highest window first.

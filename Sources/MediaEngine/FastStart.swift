@@ -169,18 +169,19 @@ enum FastStart {
     // MARK: Boxes
 
     /// The file's top-level boxes in order (also what verification reads to find the
-    /// index in front).
-    static func topLevelBoxes(_ file: FileDescriptor, from start: Int64 = 0, fileSize: Int64) throws(KilnError) -> [Box] {
-        try topLevelBoxes(from: start, size: fileSize) { (offset, count) throws(KilnError) in try read(file, at: offset, count: count) }
+    /// index in front), the first `limit` of them; from `start` to `fileSize`, which for a
+    /// box's children is its payload and its end.
+    static func topLevelBoxes(_ file: FileDescriptor, from start: Int64 = 0, fileSize: Int64, limit: Int = .max) throws(KilnError) -> [Box] {
+        try topLevelBoxes(from: start, size: fileSize, limit: limit) { (offset, count) throws(KilnError) in try read(file, at: offset, count: count) }
     }
 
     /// The same over any `size` bytes that `read(offset, count)` returns (the index
     /// forecast's recorder, which kept only some of them, throws for the rest).
-    static func topLevelBoxes(from start: Int64 = 0, size fileSize: Int64,
+    static func topLevelBoxes(from start: Int64 = 0, size fileSize: Int64, limit: Int = .max,
                               read: (Int64, Int) throws(KilnError) -> [UInt8]) throws(KilnError) -> [Box] {
         var boxes: [Box] = []
         var offset = start
-        while offset + 8 <= fileSize {
+        while offset + 8 <= fileSize, boxes.count < limit {
             let head = try read(offset, Int(min(16, fileSize - offset)))
             var size = Int64(be32(head, 0))
             let type = String(decoding: head[4..<8], as: UTF8.self)
@@ -190,7 +191,8 @@ enum FastStart {
             } else if size == 0 {
                 size = fileSize - offset
             }
-            guard size >= 8, offset + size <= fileSize else {
+            // (Compared as what is left: a damaged 64-bit size near 2^63 would overflow a sum.)
+            guard size >= 8, size <= fileSize - offset else {
                 throw KilnError(.internalError, stage: .mux, "the output's \(type) box at \(offset) is malformed")
             }
             boxes.append(Box(type: type, offset: offset, size: size))

@@ -135,30 +135,18 @@ public enum Prober {
         return info
     }
 
-    /// Whether an MP4 or QuickTime file is in movie fragments: its `moov` holds an `mvex`
-    /// (which announces them), or a `moof` follows at the top level. Only box headers are
-    /// read, 16 bytes each, top level and `moov`'s children, at most 64 boxes each.
+    /// Whether an MP4 or QuickTime file is in movie fragments with no segment index: its
+    /// `moov` holds an `mvex` (which announces fragments), or a `moof` follows, and no
+    /// top-level `sidx` says where they are. Only box headers are read, of the first 64
+    /// top-level boxes and of `moov`'s children; a damaged box ends the walk (not fragmented).
     static func isFragmented(_ path: String) -> Bool {
-        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY), let size = FileIO.size(atPath: path) else { return false }
-        /// (type, start of its payload, end) of the boxes from `start` to `end`.
-        func boxes(from start: Int64, to end: Int64) -> [(type: String, payload: Int64, end: Int64)] {
-            var out: [(type: String, payload: Int64, end: Int64)] = []
-            var at = start
-            while at + 8 <= end, out.count < 64, let h = try? file.read(upTo: 16, at: at), h.count >= 8 {
-                var length = Int64(h[0..<4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
-                var header: Int64 = 8
-                if length == 1, h.count == 16 { length = Int64(bitPattern: h[8..<16].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }); header = 16 }
-                if length == 0 { length = end - at }
-                guard length >= header, at + length <= end else { break }
-                out.append((String(decoding: h[4..<8], as: UTF8.self), at + header, at + length))
-                at += length
-            }
-            return out
-        }
-        let top = boxes(from: 0, to: size)
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY), let size = FileIO.size(atPath: path),
+              let top = try? FastStart.topLevelBoxes(file, fileSize: size, limit: 64) else { return false }
+        if top.contains(where: { $0.type == "sidx" }) { return false }
         if top.contains(where: { $0.type == "moof" }) { return true }
-        guard let moov = top.first(where: { $0.type == "moov" }) else { return false }
-        return boxes(from: moov.payload, to: moov.end).contains { $0.type == "mvex" }
+        guard let moov = top.first(where: { $0.type == "moov" }),
+              let children = try? FastStart.topLevelBoxes(file, from: moov.offset + 8, fileSize: moov.offset + moov.size, limit: 64) else { return false }
+        return children.contains { $0.type == "mvex" }
     }
 
     /// An audio stream's channels, layout and sample rate; none when its parameters do not
@@ -424,7 +412,7 @@ public enum Prober {
                 if let order { streams[vi].fieldOrder = order }
                 fieldDecoder = nil
             }
-            if captions?.complete == false { captions?.read(captionsIn(p)) }
+            if captions?.complete == false { captions?.read(captionsIn(p), at: p.pts != noPTS ? p.pts : nil) }
             if scanDV, let data = p.data {
                 let types = NALScanner.nalTypes(UnsafeBufferPointer(start: data, count: Int(p.size)), lengthSize: lengthSize)
                 if types.contains(62) { rpu = true }
@@ -434,6 +422,7 @@ public enum Prober {
         // Caption padding and no text yet (a programme that opens on music): the pictures
         // are read on for the first caption, and nothing else, up to `captionScanLimit`.
         // (Only for a first caption: a second service found late is not worth reading on for.)
+        captions?.finish()
         if let survey = captions, survey.found.isEmpty, survey.padding {
             var more = 0
             while more < Prober.captionScanLimit, reads < Prober.captionScanLimit * 32 {
@@ -442,9 +431,11 @@ public enum Prober {
                 defer { packet.unref() }
                 guard packet.streamIndex == target else { continue }
                 more += 1
-                captions?.read(captionsIn(packet.pointer.pointee))
+                let p = packet.pointer.pointee
+                captions?.read(captionsIn(p), at: p.pts != noPTS ? p.pts : nil)
                 if captions?.found.isEmpty == false { break }
             }
+            captions?.finish()
         }
         if let found = captions?.found, !found.isEmpty {
             streams[vi].closedCaptions = true

@@ -6,9 +6,10 @@ import KilnCore
 /// The rules, in the order they are tried:
 /// - `original` without caps: the source as it is (`source_as_is`).
 /// - `original` with caps: as-is when container, picture (codec, bit depth, chroma,
-///   resolution, HDR) and the chosen audio track all play (`source_playable`); picture
-///   fine but container or audio not: remux into MP4, re-encoding only the audio if need
-///   be; otherwise a transcode on the lowest rung that carries the source's bitrate at
+///   resolution, HDR) and the chosen audio track all play (`source_playable`) and a remux
+///   has nothing to put right (`remuxFixes`: fragments, Dolby Vision 7 in MP4, a chosen
+///   track that is not the one players start with); picture fine but container or audio
+///   not: remux into MP4, re-encoding only the audio if need be; otherwise a transcode on the lowest rung that carries the source's bitrate at
 ///   its frame size (20 Mbps when the bitrate is unknown). `effective_quality` says which.
 /// - a bitrate rung: when the source already fits (bitrate, frame class, codecs, HDR) it
 ///   is delivered as original or remux (`source_fits_target`, effective quality
@@ -75,16 +76,27 @@ struct PlanContext {
     }
 
     /// Why the source's file cannot go to the device as it is although its streams play:
-    /// its container, or its video track's sample entry (`videoTagProblem`), or an MP4 in
-    /// fragments (`MediaInfo.fragmented`), which carries no index of the whole file unless it
-    /// adds a segment index, as few do: ExoPlayer then cannot seek in it, nor always tell its
-    /// length. The remux writes one index, at the front. Dolby Vision profile 7 (a UHD
-    /// Blu-ray's base and enhancement layers in one track) plays on no phone, TV box or
-    /// browser, in MP4 or otherwise: the remux keeps its HDR10 base layer.
+    /// its container, or its video track's sample entry (`videoTagProblem`).
     var containerProblems: [String] {
         (device.playsContainer(source.container) ? [] : ["container_unsupported"]) + (videoTagProblem.map { [$0] } ?? [])
-            + (source.fragmented == true && !encrypted ? ["container_fragmented"] : [])
-            + (video?.dolbyVision?.profile == 7 ? ["dolby_vision_base_layer_only"] : [])
+    }
+
+    /// What a remux would put right in a file the device could otherwise take as it is,
+    /// with `chosen` the audio track going out; nothing where a remux is not possible (the
+    /// device takes no MP4, the picture does not copy into MP4, the source is encrypted):
+    /// the file as it is is then better than a transcode.
+    /// - An MP4 in fragments without a segment index (`MediaInfo.fragmented`): ExoPlayer
+    ///   cannot seek in it, nor always tell its length. The remux writes one index, in front.
+    /// - Dolby Vision profile 7 in MP4 (a UHD Blu-ray's two layers in one track): no MP4
+    ///   player decodes it; the remux keeps its HDR10 base layer. (In Matroska a TV box
+    ///   that lists it may play it.)
+    /// - `chosen` is not the track a player starts with (`audioTrackProblems`).
+    func remuxFixes(_ chosen: StreamInfo?) -> [String] {
+        guard device.playsMP4, !encrypted, video.flatMap(mp4CopyProblem) == nil else { return [] }
+        var fixes: [String] = []
+        if source.fragmented == true { fixes.append("container_fragmented") }
+        if video?.dolbyVision?.profile == 7, ["mp4", "mov", "m4v"].contains(source.container) { fixes.append("dolby_vision_base_layer_only") }
+        return fixes + (chosen.map(audioTrackProblems) ?? [])
     }
 
     /// HEVC in MP4/MOV tagged `hev1` (Dolby Vision: `dvhe`) keeps its parameter sets in the
@@ -128,15 +140,15 @@ struct PlanContext {
         let videoProblems = video.map(device.videoProblems) ?? []
         let audioPlays = asIsAudio.map { device.playsAudio($0.stream.codec) } ?? true
         let containerPlays = containerProblems.isEmpty
-        let trackProblems = asIsAudio.map { audioTrackProblems($0.stream) } ?? []
-        if videoProblems.isEmpty && audioPlays && containerPlays && trackProblems.isEmpty {
+        let fixes = remuxFixes(asIsAudio?.stream)
+        if videoProblems.isEmpty && audioPlays && containerPlays && fixes.isEmpty {
             return asIs(.original, audio: asIsAudio, reasons: ["source_playable"] + (asIsAudio?.reasons ?? []))
         }
         try refuseEncrypted("this device cannot play it as it is")
         var reasons = device.playsContainer(source.container) ? [] : ["container_unsupported"]
         let copyProblem = video.flatMap(mp4CopyProblem)
         if videoProblems.isEmpty, copyProblem == nil {
-            return try remux(.original, reasons: containerProblems + trackProblems, audioTarget: nil)
+            return try remux(.original, reasons: containerProblems + fixes, audioTarget: nil)
         }
         reasons += videoProblems.isEmpty ? copyProblem.map { [$0] } ?? [] : videoProblems
         if !audioPlays { reasons.append("audio_codec_unsupported") }
@@ -173,14 +185,19 @@ struct PlanContext {
                 problems.append("resolution_above_target")
             }
         }
-        var trackProblems: [String] = []
+        var fixes: [String] = []
+        // The file as it is, where only a remux's fixes stand in its way and the remux
+        // turns out not to fit: better than a transcode.
+        var asItIs: Plan?
         if problems.isEmpty {
             let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) ? 0 : 1 }
             let audioPlays = asIsAudio.map { device.playsAudio($0.stream.codec) } ?? true
             let containerPlays = containerProblems.isEmpty
-            trackProblems = asIsAudio.map { audioTrackProblems($0.stream) } ?? []
-            if overallFits && containerPlays && audioPlays && trackProblems.isEmpty {
-                return asIs(quality, audio: asIsAudio, reasons: ["source_fits_target"] + (asIsAudio?.reasons ?? []))
+            fixes = remuxFixes(asIsAudio?.stream)
+            if overallFits && containerPlays && audioPlays {
+                let plan = asIs(quality, audio: asIsAudio, reasons: ["source_fits_target"] + (asIsAudio?.reasons ?? []))
+                if fixes.isEmpty { return plan }
+                asItIs = plan
             }
         }
         try refuseEncrypted("it does not fit \(quality.rawValue) as it is, or this device cannot play it as it is")
@@ -201,13 +218,14 @@ struct PlanContext {
                 // An audio-only source whose audio must be re-encoded is an encode shaped by
                 // the rung: a transcode, not a remux.
                 if (overallFits && copies) || (partsFit && (copies || video != nil)) {
-                    var reasons = ["source_fits_target"] + containerProblems + trackProblems
+                    var reasons = ["source_fits_target"] + containerProblems + fixes
                     if !overallFits { reasons.append("tracks_dropped_to_fit") }
                     return try remux(quality, reasons: reasons, audioTarget: rung)
                 }
                 if video == nil && !copies && overallFits { problems.append("audio_codec_unsupported") }
             }
         }
+        if let asItIs { return asItIs }
         var why: [String] = []
         if let kbps = sourceKbps {
             if kbps > cap { why.append("bitrate_above_target") }
@@ -343,12 +361,11 @@ struct PlanContext {
     /// track marked default (MP4: enabled), else the first, and one that cannot play it
     /// (a browser and AC-3) may stay silent rather than look for another; a language asked
     /// for on another track would not be heard either. A remux makes `chosen` the only
-    /// one. Not where the device takes no MP4, nor for an encrypted source: the file as it
-    /// is is all it can have. (Nor is a fragmented one remuxed, `containerProblems`.)
+    /// one (`remuxFixes`).
     func audioTrackProblems(_ chosen: StreamInfo) -> [String] {
         let audio = source.audioStreams
         let first = audio.first { $0.disposition.isDefault } ?? audio.first
-        return first?.index == chosen.index || !device.playsMP4 || encrypted ? [] : ["audio_track_not_default"]
+        return first?.index == chosen.index ? [] : ["audio_track_not_default"]
     }
 
     /// The audio track for an MP4 (`AudioSelection`): one that copies into it first, and at

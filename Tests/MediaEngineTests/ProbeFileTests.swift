@@ -25,6 +25,24 @@ struct ProbeFileTests {
         #expect(try Prober.probe(path: link, fingerprint: false).sizeBytes == Int64(size))
     }
 
+    @Test("an MP4 in movie fragments is told apart: without a segment index (ExoPlayer cannot seek in it) it is fragmented; with one, or flat, it is not; a box claiming 2^63 bytes ends the walk without a trap")
+    func fragments() throws {
+        let v = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4", "-c:v", "libx264", "-preset", "ultrafast", "-g", "25"]
+        let fragmented = try Media.generated("frag-no-sidx.mp4", v + ["-movflags", "frag_keyframe+empty_moov"])
+        let indexed = try Media.generated("frag-sidx.mp4", v + ["-movflags", "frag_keyframe+empty_moov+global_sidx"])
+        let flat = try Media.generated("flat-320.mp4", v)
+        #expect(try Prober.probe(path: fragmented, fingerprint: false).fragmented == true)
+        #expect(try Prober.probe(path: indexed, fingerprint: false).fragmented == nil)
+        #expect(try Prober.probe(path: flat, fingerprint: false).fragmented == nil)
+        let dir = Media.scratch("probe-hostile-box")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let hostile = dir.appendingPathComponent("hostile.mp4")
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: flat))
+        bytes += Data([0, 0, 0, 1] + Array("free".utf8) + [0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+        try bytes.write(to: hostile)
+        #expect(try Prober.probe(path: hostile.path, fingerprint: false).fragmented == nil)
+    }
+
     @Test("sound whose container and headers give no bitrate (AAC and Opus in Matroska) is measured from the packets the scan reads: the planner can copy it instead of re-encoding it")
     func measuredAudioBitrate() throws {
         let source = try Media.generated("aac-opus-bitrates.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=12",

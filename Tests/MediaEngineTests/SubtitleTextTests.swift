@@ -393,18 +393,35 @@ struct DTVCCTests {
         #expect(out.last?.lines == ["HIGH", "LOW"])
     }
 
-    @Test("damaged caption data never traps and never shows more than a screen's worth")
+    @Test("the probe reads CEA-708 in display order: a packet across three pictures that come in decode order (B-frames) is still whole")
+    func surveyOrder() {
+        let packet = DTVCCSample.packet(service: 1, DTVCCSample.window(0, visible: true, rows: 1, top: 90) + DTVCCSample.text("CAPTIONS READ IN DISPLAY ORDER"), sequence: 0)
+        let all = DTVCCSample.triplets(of: packet)
+        let pictures = stride(from: 0, to: all.count, by: 24).map { Array(all[$0..<min(all.count, $0 + 24)]) }
+        #expect(pictures.count == 3)
+        var survey = CaptionSurvey()
+        // Decode order: the picture shown second comes first (a reference), then the first.
+        for k in [1, 0, 2] { survey.read(pictures[k], at: Int64(k)) }
+        survey.finish()
+        #expect(survey.found == ["SERVICE1"])
+    }
+
+    @Test("damaged caption data never traps, and its screens still come in time order, each different from the one before")
     func damage() {
         var random = SplitMix(seed: 708)
         for _ in 0..<2000 {
             var reader = DTVCCPackets()
             var service = DTVCCService()
+            var screens: [Screen] = []
             for picture in 0..<30 {
-                let triplets = (0..<(3 * Int.random(in: 0...10, using: &random))).map { _ in UInt8.random(in: 0...255, using: &random) }
-                for block in reader.read(triplets) {
-                    for screen in service.read(block.data, at: Int64(picture)) { #expect(screen.lines.count <= 8 * DTVCCService.maxRows) }
+                // Valid packet starts and data more often than not, so that blocks get through.
+                let triplets = (0..<Int.random(in: 0...10, using: &random)).flatMap { _ in
+                    [0xFC | UInt8.random(in: 2...3, using: &random), UInt8.random(in: 0...255, using: &random), UInt8.random(in: 0...255, using: &random)]
                 }
+                for block in reader.read(triplets) { screens += service.read(block.data, at: Int64(picture)) }
             }
+            screens += service.finish()
+            #expect(zip(screens, screens.dropFirst()).allSatisfy { $0.time <= $1.time && $0.lines != $1.lines })
         }
     }
 }

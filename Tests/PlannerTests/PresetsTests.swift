@@ -41,7 +41,7 @@ struct PresetsTests {
 
     @Test("caps as clients write them: names in any case with stray spaces, 4K as 2160p or uhd; an empty name or an unknown size names the field")
     func lenientCaps() throws {
-        let caps = try DeviceCaps.parse(Array(#"{"codecs_video": [" H264 ", "hevc\n"], "containers": ["MP4"], "max_resolution": " 2160P"}"#.utf8))
+        let caps = try DeviceCaps.parse(Array(#"{"codecs_video": [" H264 ", "hevc\r\n"], "containers": ["MP4"], "max_resolution": " 2160P"}"#.utf8))
         #expect(caps.codecsVideo == ["h264", "hevc"] && caps.containers == ["mp4"] && caps.maxResolution == .uhd4k)
         #expect(try DeviceCaps.parse(Array(#"{"max_resolution": "UHD"}"#.utf8)).maxResolution == .uhd4k)
         for bad in [#"{"codecs_audio": ["  "]}"#, #"{"max_resolution": "8k"}"#] {
