@@ -320,16 +320,17 @@ public enum Prober {
             // No pictures (a radio recording, an album): only what the sound streams' first
             // packets tell, read until each has told it.
             var first = FirstPackets()
-            guard !first.settled(streams) else { return }
+            guard !first.settled(streams) || !first.measured(streams) else { return }
             let packet = try Packet()
             defer { _ = try? demuxer.rewind() }
             var reads = 0
-            while !first.settled(streams), reads < scanPacketLimit * 4 {
+            while !first.settled(streams) || !first.measured(streams), reads < scanPacketLimit * 4 {
                 reads += 1
                 guard try demuxer.read(into: packet) else { break }
                 defer { packet.unref() }
                 first.observe(packet, demuxer, &streams)
             }
+            first.measureBitRates(&streams)
             return
         }
         let target = Int32(streams[vi].index)
@@ -515,9 +516,19 @@ public enum Prober {
         /// the packets the scan read: at least two seconds of them. Without one the planner
         /// cannot tell whether the sound fits a rung, and re-encodes it.
         func measureBitRates(_ streams: inout [StreamInfo]) {
-            for (i, r) in read where streams[i].bitRate == nil && r.packets >= 20 && r.end - r.first >= 2 {
+            for (i, r) in read where streams[i].bitRate == nil && Self.enough(r) {
                 streams[i].bitRate = Int((Double(r.bytes) * 8 / (r.end - r.first)).rounded())
             }
+        }
+
+        /// Whether every sound stream without a bitrate has had enough packets read to
+        /// measure one (a file of sound only is read on for them, within the scan's cap).
+        func measured(_ streams: [StreamInfo]) -> Bool {
+            streams.indices.allSatisfy { i in streams[i].type != .audio || streams[i].bitRate != nil || read[i].map(Self.enough) == true }
+        }
+
+        private static func enough(_ r: (bytes: Int, packets: Int, first: Double, end: Double)) -> Bool {
+            r.packets >= 20 && r.end - r.first >= 2
         }
 
         /// Whether every sound stream has told what it can.

@@ -43,7 +43,7 @@ struct ProbeFileTests {
         #expect(try Prober.probe(path: hostile.path, fingerprint: false).fragmented == nil)
     }
 
-    @Test("sound whose container and headers give no bitrate (AAC and Opus in Matroska) is measured from the packets the scan reads: the planner can copy it instead of re-encoding it")
+    @Test("sound whose container and headers give no bitrate (AAC and Opus in Matroska, beside pictures or alone) is measured from the packets the scan reads: the planner can copy it instead of re-encoding it")
     func measuredAudioBitrate() throws {
         let source = try Media.generated("aac-opus-bitrates.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=12",
                                                                    "-f", "lavfi", "-i", "anoisesrc=color=pink:sample_rate=48000:duration=12",
@@ -53,6 +53,11 @@ struct ProbeFileTests {
         let rates = info.audioStreams.map { $0.bitRate ?? 0 }
         // libavformat says nothing for either; the packets say about what they were made at.
         #expect(rates.count == 2 && abs(Double(rates[0]) / 128_000 - 1) < 0.15 && abs(Double(rates[1]) / 96_000 - 1) < 0.15, "\(rates)")
+        // Sound alone is read on for it too.
+        let soundOnly = try Media.generated("opus-only.mka", ["-f", "lavfi", "-i", "anoisesrc=color=pink:sample_rate=48000:duration=12",
+                                                             "-c:a", "libopus", "-b:a", "96k"])
+        let rate = try Prober.probe(path: soundOnly, fingerprint: false).audioStreams.first?.bitRate ?? 0
+        #expect(abs(Double(rate) / 96_000 - 1) < 0.15, "\(rate)")
     }
 }
 
