@@ -9,11 +9,13 @@ import KilnCore
 ///   resolution, HDR) and the chosen audio track all play (`source_playable`) and a remux
 ///   has nothing to put right (`remuxFixes`: fragments, Dolby Vision 7 in MP4, a chosen
 ///   track that is not the one players start with); picture fine but container or audio
-///   not: remux into MP4, re-encoding only the audio if need be; otherwise a transcode on the lowest rung that carries the source's bitrate at
-///   its frame size (20 Mbps when the bitrate is unknown). `effective_quality` says which.
+///   not: remux into MP4, re-encoding only the audio if need be; otherwise a transcode on
+///   the lowest rung that carries the source's bitrate at its frame size (20 Mbps when the
+///   bitrate is unknown). `effective_quality` says which.
 /// - a bitrate rung: when the source already fits (bitrate, frame class, codecs, HDR) it
 ///   is delivered as original or remux (`source_fits_target`, effective quality
-///   `original`); otherwise a transcode on that rung.
+///   `original`; a remux too where it has something to put right, `remuxFixes`);
+///   otherwise a transcode on that rung.
 /// - An audio-only source that must be re-encoded at a rung is a transcode on that rung
 ///   (AAC at the rung's audio bitrate); at `original` it is a remux with compatibility audio.
 /// - No video and no audio stream: `quality_unavailable`. So is a device that cannot play
