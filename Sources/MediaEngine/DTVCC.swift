@@ -86,15 +86,12 @@ struct DTVCCService {
     struct Window {
         var visible = false
         var rows: [[Character]]
-        var rowCount: Int
+        var rowCount: Int { rows.count }
         /// Where the window sits: its vertical anchor as a fraction of the screen's height.
         var top = 0.0
         var penRow = 0, penColumn = 0
 
-        init(rowCount: Int) {
-            self.rowCount = rowCount
-            rows = Array(repeating: [], count: rowCount)
-        }
+        init(rowCount: Int) { rows = Array(repeating: [], count: rowCount) }
 
         var lines: [String] {
             rows.map { String($0).trimmingSpaces }.filter { !$0.isEmpty }
@@ -282,7 +279,6 @@ struct DTVCCService {
         if w.rowCount != rowCount {
             // Fewer rows keep the last ones (roll-up text stays at the bottom).
             w.rows = rowCount < w.rowCount ? Array(w.rows.suffix(rowCount)) : w.rows + Array(repeating: [], count: rowCount - w.rowCount)
-            w.rowCount = rowCount
             w.penRow = min(w.penRow, rowCount - 1)
         }
         w.visible = p[0] & 0x20 != 0

@@ -485,8 +485,14 @@ public enum Prober {
         private var tries: [Int: Int] = [:]
         private var layerRead: Set<Int> = []
         static let formatTries = 16
-        /// Each sound stream's packets read: their bytes and the time they span (seconds).
-        private var read: [Int: (bytes: Int, packets: Int, first: Double, end: Double)] = [:]
+        /// A sound stream's packets read: their bytes and the time they span (seconds).
+        private struct Heard {
+            var bytes = 0, packets = 0
+            var first: Double, end: Double
+            /// Enough to measure a bitrate by: at least two seconds.
+            var enough: Bool { packets >= 20 && end - first >= 2 }
+        }
+        private var read: [Int: Heard] = [:]
 
         mutating func observe(_ packet: Packet, _ demuxer: Demuxer, _ streams: inout [StreamInfo]) {
             guard let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) }) else { return }
@@ -496,12 +502,16 @@ public enum Prober {
             let p = packet.pointer.pointee
             if packet.time != noPTS, let t = seconds(packet.time, st.pointee.time_base) {
                 let end = t + max(0, seconds(p.duration, st.pointee.time_base) ?? 0)
-                let sofar = read[i] ?? (0, 0, t, end)
-                read[i] = (sofar.bytes + Int(p.size), sofar.packets + 1, min(sofar.first, t), max(sofar.end, end))
+                var heard = read[i] ?? Heard(first: t, end: end)
+                heard.bytes += Int(p.size)
+                heard.packets += 1
+                heard.first = min(heard.first, t)
+                heard.end = max(heard.end, end)
+                read[i] = heard
             }
             if streams[i].sampleRate == nil, tries[i, default: 0] < Self.formatTries {
                 tries[i, default: 0] += 1
-                if let learnt = CodecParameters.audioFormat(of: demuxer.stream(Int(packet.streamIndex)), from: packet) {
+                if let learnt = CodecParameters.audioFormat(of: st, from: packet) {
                     Prober.describeFormat(learnt.pointer.pointee, into: &streams[i])
                 }
             }
@@ -516,7 +526,7 @@ public enum Prober {
         /// the packets the scan read: at least two seconds of them. Without one the planner
         /// cannot tell whether the sound fits a rung, and re-encodes it.
         func measureBitRates(_ streams: inout [StreamInfo]) {
-            for (i, r) in read where streams[i].bitRate == nil && Self.enough(r) {
+            for (i, r) in read where streams[i].bitRate == nil && r.enough {
                 streams[i].bitRate = Int((Double(r.bytes) * 8 / (r.end - r.first)).rounded())
             }
         }
@@ -524,11 +534,7 @@ public enum Prober {
         /// Whether every sound stream without a bitrate has had enough packets read to
         /// measure one (a file of sound only is read on for them, within the scan's cap).
         func measured(_ streams: [StreamInfo]) -> Bool {
-            streams.indices.allSatisfy { i in streams[i].type != .audio || streams[i].bitRate != nil || read[i].map(Self.enough) == true }
-        }
-
-        private static func enough(_ r: (bytes: Int, packets: Int, first: Double, end: Double)) -> Bool {
-            r.packets >= 20 && r.end - r.first >= 2
+            streams.indices.allSatisfy { i in streams[i].type != .audio || streams[i].bitRate != nil || read[i]?.enough == true }
         }
 
         /// Whether every sound stream has told what it can.

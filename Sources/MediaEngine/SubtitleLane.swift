@@ -201,9 +201,7 @@ final class SubtitleLane: Lane {
                 dtvccCues += 1
                 stats.framesDecoded += 1
             }
-            for sample in schedule.add(start: max(0, screen.time), end: nil, events: events, reach: milliseconds(picturesAndSoundReach)) {
-                try write(sample, muxer: muxer)
-            }
+            try addCue(start: max(0, screen.time), end: nil, events: events, muxer: muxer)
         }
     }
 
@@ -247,10 +245,15 @@ final class SubtitleLane: Lane {
                   let event = AssEvent.readable(ass) else { continue }
             events.append(event)
         }
+        try addCue(start: start, end: end, events: events, muxer: muxer)
+        return true
+    }
+
+    /// A cue to the schedule (`CueSchedule`), and the samples that are then final written.
+    private func addCue(start: Int64, end: Int64?, events: [String], muxer: Muxer) throws(KilnError) {
         for sample in schedule.add(start: start, end: end, events: events, reach: milliseconds(picturesAndSoundReach)) {
             try write(sample, muxer: muxer)
         }
-        return true
     }
 
     func finish(muxer: Muxer) throws(KilnError) {
