@@ -10,10 +10,12 @@
 /// characters (`DTVCCService`) that draws text in up to eight windows, shown or hidden. What
 /// a viewer reads is the text of the visible windows, top to bottom.
 ///
-/// Left out: pen and window styling (colours, fonts, justification: a text track shows
-/// none), print directions other than left to right (used for no language ATSC serves),
-/// and the delay command (DLY), which holds a service's commands back by tenths of a
-/// second and which caption encoders do not use.
+/// The pen's italics and underline are kept (as ASS tags, which the `mov_text` encoder turns
+/// into style records, as it does CEA-608's from libavcodec's decoder). Left out: the rest
+/// of pen and window styling (colours, fonts, justification: a text track shows none),
+/// print directions other than left to right (used for no language ATSC serves), and the
+/// delay command (DLY), which holds a service's commands back by tenths of a second and
+/// which caption encoders do not use.
 
 /// Caption channel packets from a stream of `cc_data` triplets, as their service blocks.
 struct DTVCCPackets {
@@ -78,29 +80,87 @@ struct DTVCCPackets {
 /// end of text or display command, timed from its first character.
 struct DTVCCService {
     /// What the visible windows show from `time` on: lines top to bottom, none when blank.
+    /// `lines` is their text; `marked`, the same lines with their italics and underline as
+    /// ASS override tags (and backslashes, which ASS reads as tags, made full-width ones).
     struct Screen: Equatable {
         var time: Int64
         var lines: [String]
+        var marked: [String]
+
+        init(time: Int64, lines: [String], marked: [String]? = nil) {
+            self.time = time
+            self.lines = lines
+            self.marked = marked ?? lines
+        }
+
+        init(time: Int64, rows: [[Cell]]) {
+            self.init(time: time, lines: rows.map { String($0.map(\.character)) }, marked: rows.map(Cell.marked))
+        }
+    }
+
+    /// The pen's attributes that a text track can show.
+    struct Style: OptionSet, Equatable {
+        let rawValue: UInt8
+        static let italic = Style(rawValue: 1)
+        static let underline = Style(rawValue: 2)
+    }
+
+    struct Cell: Equatable {
+        var character: Character
+        var style: Style
+
+        static let blank = Cell(character: " ", style: [])
+
+        /// A row as ASS text: each style change as a tag, every tag closed at the row's end.
+        static func marked(_ row: [Cell]) -> String {
+            var text = "", style: Style = []
+            func change(to next: Style) {
+                if next.contains(.italic) != style.contains(.italic) { text += next.contains(.italic) ? "{\\i1}" : "{\\i0}" }
+                if next.contains(.underline) != style.contains(.underline) { text += next.contains(.underline) ? "{\\u1}" : "{\\u0}" }
+                style = next
+            }
+            for (i, cell) in row.enumerated() {
+                var next = cell.style
+                if cell.character == " " {
+                    // A space's underline shows; its italics do not: it is italic only between
+                    // italic words, so that tags do not split a run or close after it.
+                    let following = row[(i + 1)...].first { $0.character != " " }?.style ?? []
+                    next.remove(.italic)
+                    if style.contains(.italic) && following.contains(.italic) { next.insert(.italic) }
+                }
+                change(to: next)
+                text.append(cell.character == "\\" ? "\u{FF3C}" : cell.character)
+            }
+            change(to: [])
+            return text
+        }
     }
 
     struct Window {
         var visible = false
-        var rows: [[Character]]
+        var rows: [[Cell]]
         var rowCount: Int { rows.count }
         /// Where the window sits: its vertical anchor as a fraction of the screen's height.
         var top = 0.0
         var penRow = 0, penColumn = 0
+        /// The style characters are written in (SPA, set pen attributes).
+        var pen: Style = []
 
         init(rowCount: Int) { rows = Array(repeating: [], count: rowCount) }
 
-        var lines: [String] {
-            rows.map { String($0).trimmingSpaces }.filter { !$0.isEmpty }
+        /// The rows that hold text, without the spaces around it.
+        var shownRows: [[Cell]] {
+            rows.compactMap { row in
+                guard let first = row.firstIndex(where: { $0.character != " " }),
+                      let last = row.lastIndex(where: { $0.character != " " }) else { return nil }
+                return Array(row[first...last])
+            }
         }
 
         mutating func put(_ c: Character) {
             guard penRow < rows.count, penColumn < DTVCCService.maxColumns else { return }
-            if rows[penRow].count <= penColumn { rows[penRow] += Array(repeating: " ", count: penColumn + 1 - rows[penRow].count) }
-            rows[penRow][penColumn] = c
+            if rows[penRow].count <= penColumn { rows[penRow] += Array(repeating: .blank, count: penColumn + 1 - rows[penRow].count) }
+            rows[penRow][penColumn] = Cell(character: c, style: pen)
             penColumn += 1
         }
 
@@ -208,7 +268,7 @@ struct DTVCCService {
             edit(at: time, &screens) { w in
                 guard w.penColumn > 0 else { return }
                 w.penColumn -= 1
-                if w.penColumn < w.rows[w.penRow].count { w.rows[w.penRow][w.penColumn] = " " }
+                if w.penColumn < w.rows[w.penRow].count { w.rows[w.penRow][w.penColumn] = .blank }
             }
         case 0x0C:  // FF: form feed, the window cleared and the pen at its start
             edit(at: time, &screens) { $0.clear() }
@@ -254,6 +314,10 @@ struct DTVCCService {
             windows = Array(repeating: nil, count: 8)
             current = nil
             commit(at: time, &screens)
+        case 0x90:  // SPA: pen attributes; the second byte's top bits are italics and underline
+            if let n = current, windows[n] != nil {
+                windows[n]!.pen = Style(rawValue: (p[1] & 0x80 != 0 ? Style.italic.rawValue : 0) | (p[1] & 0x40 != 0 ? Style.underline.rawValue : 0))
+            }
         case 0x92:  // SPL: the pen's row and column
             if let n = current, var w = windows[n] {
                 w.penRow = min(Int(p[0] & 0x0F), w.rowCount - 1)
@@ -271,7 +335,7 @@ struct DTVCCService {
     /// DFn: defines window `n` (or changes it, its text kept) and makes it current.
     /// Parameters: visible (bit 5 of the first), relative positioning and vertical anchor,
     /// horizontal anchor, anchor point and row count (less one), column count (less one),
-    /// styles.
+    /// window and pen style numbers.
     private mutating func define(_ n: Int, _ p: [UInt8], at time: Int64, _ screens: inout [Screen]) {
         flush(&screens)
         let rowCount = min(Int(p[3] & 0x0F) + 1, DTVCCService.maxRows)
@@ -282,6 +346,9 @@ struct DTVCCService {
             w.penRow = min(w.penRow, rowCount - 1)
         }
         w.visible = p[0] & 0x20 != 0
+        // A predefined pen style (1–7, none of them italic or underlined) replaces the pen's
+        // attributes; 0 keeps those of a window defined before.
+        if p[5] & 0x07 != 0 { w.pen = [] }
         let relative = p[1] & 0x80 != 0
         let vertical = Double(p[1] & 0x7F)
         w.top = relative ? vertical / 100 : vertical / 75
@@ -324,18 +391,18 @@ struct DTVCCService {
     /// the same time: a character written and taken back in one picture was never seen).
     private mutating func commit(at time: Int64, _ screens: inout [Screen]) {
         writtenSince = nil
-        let lines = self.lines
-        guard lines != shown else { return }
-        shown = lines
+        let screen = Screen(time: time, rows: rows)
+        guard screen.marked != shown else { return }
+        shown = screen.marked
         if screens.last?.time == time { screens.removeLast() }
-        if screens.last?.lines != lines { screens.append(Screen(time: time, lines: lines)) }
+        if screens.last?.marked != screen.marked { screens.append(screen) }
     }
 
-    /// The visible windows' lines, the highest window first.
-    var lines: [String] {
+    /// The visible windows' rows of text, the highest window first.
+    var rows: [[Cell]] {
         windows.indices.compactMap { n in windows[n].flatMap { $0.visible ? (n, $0) : nil } }
             .sorted { ($0.1.top, $0.0) < ($1.1.top, $1.0) }
-            .flatMap { $0.1.lines }
+            .flatMap { $0.1.shownRows }
     }
 
     /// The G2 set: spaces (transparent ones too), typographic marks and box drawing.
@@ -368,12 +435,5 @@ struct DTVCCService {
         case 0x7F: return "┌"
         default: return "_"
         }
-    }
-}
-
-private extension String {
-    var trimmingSpaces: String {
-        guard let first = firstIndex(where: { $0 != " " }), let last = lastIndex(where: { $0 != " " }) else { return "" }
-        return String(self[first...last])
     }
 }

@@ -192,12 +192,12 @@ final class SubtitleLane: Lane {
     private var dtvccCues = 0
 
     /// CEA-708 screens (times in milliseconds) as cues: each lasts until the next, a blank
-    /// one ends the one before. Backslashes would read as ASS line breaks or tags.
+    /// one ends the one before. Their lines come as ASS text, styles as tags.
     private func show(_ screens: [DTVCCService.Screen], muxer: Muxer) throws(KilnError) {
         for screen in screens {
             var events: [String] = []
             if !screen.lines.isEmpty {
-                events = ["\(dtvccCues),0,Default,,0,0,0,," + screen.lines.map { $0.replacingBackslashes }.joined(separator: "\\N")]
+                events = ["\(dtvccCues),0,Default,,0,0,0,," + screen.marked.joined(separator: "\\N")]
                 dtvccCues += 1
                 stats.framesDecoded += 1
             }
@@ -404,7 +404,3 @@ struct CaptionReader {
     static let eraseDisplayed: [UInt8] = [0xFC, 0x94, 0x2C, 0xFD, 0x94, 0x2C]
 }
 
-private extension String {
-    /// The string with each backslash as a full-width one (U+FF3C).
-    var replacingBackslashes: String { contains("\\") ? String(map { $0 == "\\" ? "\u{FF3C}" : $0 }) : self }
-}

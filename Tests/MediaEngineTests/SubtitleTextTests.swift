@@ -365,7 +365,24 @@ struct DTVCCTests {
             (1000, [0x89, 0x02]),
             (3000, [0x8C, 0x02]),
         ])
-        #expect(out == [Screen(time: 1000, lines: ["CAFÉ ♪", "“HI” •"]), Screen(time: 3000, lines: [])])
+        // The pen attributes (0x41) underline what follows.
+        #expect(out == [Screen(time: 1000, lines: ["CAFÉ ♪", "“HI” •"], marked: ["{\\u1}CAFÉ ♪{\\u0}", "{\\u1}“HI” •{\\u0}"]), Screen(time: 3000, lines: [])])
+    }
+
+    @Test("the pen's italics and underline come out as ASS tags, italics running on across spaces between italic words, every tag closed at the line's end; a backslash is not read as a tag")
+    func penStyles() {
+        let italic: [UInt8] = [0x90, 0x05, 0x80], underline: [UInt8] = [0x90, 0x05, 0x40], plain: [UInt8] = [0x90, 0x05, 0x00]
+        let out = Self.screens([(0, DTVCCSample.window(0, visible: false, rows: 2, top: 80) + DTVCCSample.text("SHE SAID ") + italic
+                                    + DTVCCSample.text("NOT NOW") + plain + DTVCCSample.text(" OK") + [0x0D] + underline + DTVCCSample.text("A\\B") + italic
+                                    + DTVCCSample.text(" ♪")),
+                                (1000, [0x89, 0x01])])
+        #expect(out.map(\.lines) == [["SHE SAID NOT NOW OK", "A\\B ♪"]])
+        #expect(out.map(\.marked) == [["SHE SAID {\\i1}NOT NOW{\\i0} OK", "{\\u1}A\u{FF3C}B{\\u0} {\\i1}♪{\\i0}"]])
+        // Defined again, with pen style 0 the pen stays italic; a predefined style (1) resets it.
+        let again = DTVCCSample.window(0, visible: true, rows: 1, top: 80), reset = Array(again.dropLast()) + [0x01]
+        let restyled = Self.screens([(0, again + italic + DTVCCSample.text("X") + [0x03]), (500, again + [0x0C] + DTVCCSample.text("Y") + [0x03]),
+                                     (1000, reset + [0x0C] + DTVCCSample.text("Z") + [0x03])])
+        #expect(restyled.map(\.marked) == [["{\\i1}X{\\i0}"], ["{\\i1}Y{\\i0}"], ["Z"]])
     }
 
     @Test("roll-up: a line shows from its first character once it is complete, the rows roll up at a carriage return on the last")

@@ -266,6 +266,9 @@ struct CommandLineTests {
                     #expect(abs(cue.start - picture(shown.start)) < 0.02 && abs(cue.end - (shown.end.map(picture) ?? end)) < 0.05, "\(cue) against \(shown)")
                 }
             }
+            // The first caption's pen is underlined (and only its): the style reaches the track.
+            let srt = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:s:0", "-f", "srt", "-"]).stdout
+            #expect(srt.components(separatedBy: "<u>").count == 2 && srt.contains("<u>HELLO FROM 708</u>"), "\(srt)")
         }
     }
 
