@@ -585,7 +585,10 @@ public enum Prober {
         let median = steps.sorted()[steps.count / 2]
         let seconds = Double(median) * timeBase.seconds
         guard seconds > 0 else { return nil }
-        let stray = steps.filter { abs(Double($0 - median)) > 0.1 * Double(median) }.count
+        // A step is off the rate when it differs by more than a tenth, or than the time
+        // base's own rounding (one tick): 120 fps in milliseconds is steps of 8, 8 and 9,
+        // which is constant, not a third of its frames astray.
+        let stray = steps.filter { abs(Double($0 - median)) > max(0.1 * Double(median), 1) }.count
         let variable = Double(stray) / Double(steps.count) > 0.1
         // A constant rate is the mean step, which averages away timestamps rounded to
         // milliseconds (MKV's 33/34 ms steps are 29.97 fps, not 30.3). A time less than half

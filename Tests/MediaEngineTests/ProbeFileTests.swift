@@ -116,6 +116,15 @@ struct FrameRateTests {
         #expect(!variable)
     }
 
+    @Test("120 and 240 fps in milliseconds (steps of 8 and 9, 4 and 5 ms) are constant 120 and 240, not variable 125 and 250")
+    func fastRoundedSteps() throws {
+        for rate in [120.0, 240.0] {
+            let pts = (0..<240).map { Int64((Double($0) * 1000 / rate).rounded()) }
+            let (fps, variable) = try #require(Prober.frameRate(pts: pts, timeBase: ms))
+            #expect(abs(fps - rate) < 0.1 && !variable, "\(rate): \(fps) \(variable)")
+        }
+    }
+
     @Test("one damaged timestamp hours away does not drag the rate down")
     func damagedTimestamp() throws {
         var pts = (0..<240).map { Int64($0) * 40 }
