@@ -229,26 +229,32 @@ final class AudioTranscodeLane: Lane {
     }
 
     /// The source's layout when it has the planned channel count (and the encoder takes
-    /// it), else one the encoder lists with that count, else libavutil's default for it.
+    /// it), else the layout of that count (of those the encoder lists, or libavutil's
+    /// standard ones) that keeps the most of the source's channels (`ChannelLayouts.best`).
     private static func channelLayout(_ codec: UnsafePointer<AVCodec>, channels: Int32,
                                       source: inout AVChannelLayout, into out: inout AVChannelLayout) throws(KilnError) {
-        var candidates: [AVChannelLayout] = []
+        var listed: [AVChannelLayout] = []
         if let list = codec.pointee.ch_layouts {
             var i = 0
-            while list[i].nb_channels != 0 { candidates.append(list[i]); i += 1 }
+            while list[i].nb_channels != 0 { listed.append(list[i]); i += 1 }
         }
         let sourceUsable = source.nb_channels == channels && source.order == AV_CHANNEL_ORDER_NATIVE
-        if sourceUsable && (candidates.isEmpty || candidates.contains(where: { var c = $0; return av_channel_layout_compare(&c, &source) == 0 })) {
+        if sourceUsable && (listed.isEmpty || listed.contains(where: { var c = $0; return av_channel_layout_compare(&c, &source) == 0 })) {
             try check(av_channel_layout_copy(&out, &source), .encode, "cannot copy the channel layout")
             return
         }
+        // libavutil's default for the count first, so that it wins among equals.
         var fallback = AVChannelLayout()
-        av_channel_layout_default(&fallback, channels)
-        if candidates.isEmpty || candidates.contains(where: { var c = $0; return av_channel_layout_compare(&c, &fallback) == 0 }) {
-            out = fallback
-            return
+        ChannelLayouts.assumed(channels, into: &fallback)
+        defer { av_channel_layout_uninit(&fallback) }
+        var candidates = [fallback].filter { f in listed.isEmpty || listed.contains { var c = $0, f = f; return av_channel_layout_compare(&c, &f) == 0 } }
+        if listed.isEmpty {
+            var opaque: UnsafeMutableRawPointer?
+            while let standard = av_channel_layout_standard(&opaque) { candidates.append(standard.pointee) }
+        } else {
+            candidates += listed
         }
-        if var match = candidates.first(where: { $0.nb_channels == channels }) {
+        if var match = ChannelLayouts.best(of: candidates.filter { $0.nb_channels == channels && $0.order == AV_CHANNEL_ORDER_NATIVE }, for: &source) {
             try check(av_channel_layout_copy(&out, &match), .encode, "cannot copy the channel layout")
             return
         }

@@ -148,8 +148,7 @@ final class CopyLane: Lane {
         let par = out.pointee.codecpar!
         if unstated, let probedFormat {
             par.pointee.sample_rate = probedFormat.sampleRate
-            av_channel_layout_uninit(&par.pointee.ch_layout)
-            av_channel_layout_default(&par.pointee.ch_layout, probedFormat.channels)
+            ChannelLayouts.assumed(probedFormat.channels, into: &par.pointee.ch_layout)
         }
         // The source container's tag means nothing in MP4; let the muxer choose, except
         // HEVC, which Apple players only accept as hvc1 (parameter sets in the sample entry).

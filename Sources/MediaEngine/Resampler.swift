@@ -8,6 +8,44 @@ struct AudioFormat {
     var layout: AVChannelLayout
 }
 
+/// Channel layouts where a stream states none, and for a re-encode's output.
+enum ChannelLayouts {
+    /// The layout assumed for `channels` channels in no stated order (AVI, some MPEG-TS,
+    /// PCM in Matroska): libavutil's default, except that three are left, right and centre
+    /// (3.0) rather than 2.1. Mixed down to stereo, a centre taken for LFE is dropped, and
+    /// with it the dialogue; an LFE taken for a centre is only heard a little.
+    static func assumed(_ channels: Int32, into layout: inout AVChannelLayout) {
+        av_channel_layout_uninit(&layout)
+        if channels == 3, av_channel_layout_from_string(&layout, "3.0") == 0 { return }
+        av_channel_layout_default(&layout, channels)
+    }
+
+    /// Which of `candidates` (layouts of the same count) a source in `source` is best
+    /// re-encoded into: the one that keeps the most of its channels; among equals, one
+    /// with side surrounds where the source has them, then the first. A 7.1 source (front,
+    /// centre, LFE, back and side pairs) keeps its side pair in 5.1: BS.775's surrounds
+    /// sit where 7.1's sides do, and the back pair folds into them at −3 dB, as the ffmpeg
+    /// command does. libavutil's default 5.1 has back surrounds, into which the side pair
+    /// was folded at −3 dB and the back pair kept whole.
+    static func best(of candidates: [AVChannelLayout], for source: inout AVChannelLayout) -> AVChannelLayout? {
+        var guess = AVChannelLayout()
+        defer { av_channel_layout_uninit(&guess) }
+        if source.order != AV_CHANNEL_ORDER_NATIVE { assumed(source.nb_channels, into: &guess) }
+        let mask = source.order == AV_CHANNEL_ORDER_NATIVE ? source.u.mask : guess.u.mask
+        // AV_CH_SIDE_LEFT and _RIGHT (macros Swift does not import): their channels' bits.
+        let sides: UInt64 = 1 << AV_CHAN_SIDE_LEFT.rawValue | 1 << AV_CHAN_SIDE_RIGHT.rawValue
+        func score(_ c: AVChannelLayout) -> (Int, Int) {
+            var layout = c
+            let kept = av_channel_layout_subset(&layout, mask).nonzeroBitCount
+            let side = mask & sides == sides && av_channel_layout_subset(&layout, sides) == sides ? 1 : 0
+            return (kept, side)
+        }
+        var best: (layout: AVChannelLayout, score: (Int, Int))?
+        for c in candidates where best == nil || score(c) > best!.score { best = (c, score(c)) }
+        return best?.layout
+    }
+}
+
 /// Converts decoded audio to the encoder's format with libswresample (sample format,
 /// rate, and a downmix such as 5.1 → stereo with libswresample's standard matrix), and
 /// re-cuts it into frames of the encoder's frame size through an `AVAudioFifo`.
@@ -49,7 +87,7 @@ final class Resampler {
         var layout = AVChannelLayout()
         if f.pointee.ch_layout.order == AV_CHANNEL_ORDER_UNSPEC || f.pointee.ch_layout.nb_channels == 0 {
             // Containers that only give a count (AVI, some TS): assume the usual layout.
-            av_channel_layout_default(&layout, max(1, f.pointee.ch_layout.nb_channels))
+            ChannelLayouts.assumed(max(1, f.pointee.ch_layout.nb_channels), into: &layout)
         } else {
             try check(av_channel_layout_copy(&layout, &f.pointee.ch_layout), .filter, "cannot read the channel layout")
         }

@@ -65,6 +65,28 @@ private func probe(_ path: String, countFrames: Bool = false) throws -> [ProbedS
     return ((json?["streams"] as? [[String: Any]]) ?? []).map(ProbedStream.init)
 }
 
+/// The level (dB against the sources' 0.25 amplitude) of each tone in each channel of
+/// `path`'s first audio stream as the ffmpeg command decodes it, over one second from 1 s
+/// on (a whole number of cycles of every whole-hertz tone), by Goertzel's algorithm.
+private func toneLevels(_ path: String, channels: Int, tones: [Int]) throws -> [[Double]] {
+    let pcm = URL(fileURLWithPath: path + ".f32")
+    defer { try? FileManager.default.removeItem(at: pcm) }
+    let r = try run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", path, "-map", "0:a:0", "-ar", "48000", "-f", "f32le", pcm.path])
+    guard r.status == 0 else { throw TestFailure("ffmpeg cannot decode \(path): \(r.err)") }
+    let samples = try Data(contentsOf: pcm).withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+    let n = 48000, start = 48000 * channels
+    guard samples.count >= start + n * channels else { throw TestFailure("\(path) holds less than two seconds of sound") }
+    return (0..<channels).map { c in
+        tones.map { f in
+            let w = 2 * Double.pi * Double(f) / 48000, k = 2 * cos(w)
+            var s1 = 0.0, s2 = 0.0
+            for i in 0..<n { let s0 = Double(samples[start + i * channels + c]) + k * s1 - s2; s2 = s1; s1 = s0 }
+            let amplitude = 2 * (s1 * s1 + s2 * s2 - k * s1 * s2).squareRoot() / Double(n)
+            return 20 * log10(max(amplitude, 1e-9) / 0.25)
+        }
+    }
+}
+
 /// A full decode with an independent decoder: no error may be logged.
 private func decodesCleanly(_ path: String) throws -> String {
     let r = try run("ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-f", "null", "-"])
@@ -348,6 +370,29 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
             #expect(abs(duration(s) - 2.0) < 0.1)
             #expect(try decodesCleanly(out.path) == "")
         }
+    }
+
+    @Test("surround channels go to the speakers nearest them: 7.1's side pair is 5.1's surrounds and its back pair folds in at −3 dB; three channels in no stated order are left, right and centre, the centre heard in both sides of a stereo mix")
+    func surroundLayouts() throws {
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // A tone of its own in each channel: FL FR FC LFE BL BR SL SR.
+        let tones = [300, 500, 700, 80, 1100, 1300, 1700, 1900]
+        let sevenOne = try Media.generated("tones-7.1.mkv", ["-f", "lavfi", "-i",
+            "aevalsrc=" + tones.map { "0.25*sin(2*PI*\($0)*t)" }.joined(separator: "|") + ":c=7.1:s=48000:d=4", "-c:a", "pcm_s16le"])
+        let out = try transcode(sevenOne, audio: audioPlan(0, codec: "eac3", channels: 6, kbps: 640), to: dir)
+        #expect(try probe(out.path).first?["channel_layout"] == "5.1(side)")
+        let surround = try toneLevels(out.path, channels: 6, tones: tones)
+        // Surround left: SL whole, BL at −3 dB; surround right likewise; the front as it was.
+        #expect(abs(surround[4][6]) < 0.5 && abs(surround[4][4] + 3) < 0.5, "\(surround[4])")
+        #expect(abs(surround[5][7]) < 0.5 && abs(surround[5][5] + 3) < 0.5, "\(surround[5])")
+        #expect((0..<3).allSatisfy { abs(surround[$0][$0]) < 0.5 }, "\(surround)")
+
+        let three = try Media.generated("tones-3ch-unstated.mkv", ["-f", "lavfi", "-i",
+            "aevalsrc=" + tones.prefix(3).map { "0.25*sin(2*PI*\($0)*t)" }.joined(separator: "|") + ":s=48000:d=4", "-c:a", "pcm_s16le"])
+        #expect(try probe(three).first?["channel_layout"] == nil, "the generated source must state no layout")
+        let stereo = try toneLevels(try transcode(three, audio: audioPlan(0), to: dir).path, channels: 2, tones: tones)
+        #expect(abs(stereo[0][0]) < 0.5 && abs(stereo[1][1]) < 0.5 && abs(stereo[0][2] + 3) < 0.5 && abs(stereo[1][2] + 3) < 0.5, "\(stereo)")
     }
 
     @Test("interlaced frames are deinterlaced even when the plan did not ask")
