@@ -102,7 +102,10 @@ final class Decoder {
     /// question: does it decode?). An HEVC open-GOP keyframe (CRA) is decoded as the IDR
     /// picture it is to a decoder that starts there (`kiln_hevc_keyframe_as_idr`): the same
     /// slice data and pictures, without inventing the references of leading pictures that
-    /// are not decoded.
+    /// are not decoded. A keyframe an edit list hides (a clip cut between keyframes: MP4
+    /// keeps the pictures from the keyframe before the cut, marked to be decoded and not
+    /// shown, `AV_PKT_FLAG_DISCARD`) is decoded all the same: libavcodec drops what such a
+    /// packet gives, and the question is whether it decodes, not whether it is shown.
     func decodeKeyframeAlone(_ packet: Packet, _ body: (Frame) throws(KilnError) -> Void) throws(KilnError) {
         let par = context.pointee
         var sent = packet
@@ -110,6 +113,9 @@ final class Decoder {
            kiln_hevc_keyframe_as_idr(par.extradata, par.extradata_size, packet.pointer, rewritten.pointer) == 1 {
             sent = rewritten
         }
+        let flags = sent.pointer.pointee.flags
+        sent.pointer.pointee.flags &= ~AV_PKT_FLAG_DISCARD
+        defer { sent.pointer.pointee.flags = flags }
         try decode(sent, body)
         try decode(nil, body)
     }

@@ -46,6 +46,23 @@ enum Generated {
             "-map", "[v]", "-map", "2:a", "-fps_mode", "vfr", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
     }
 
+    /// A clip trimmed between keyframes without re-encoding, as a phone's trim or
+    /// `ffmpeg -ss 3.3 -c copy` writes it: the pictures from the keyframe before the cut
+    /// (2 s, a 50-frame GOP at 25 fps) are kept, and an edit list hides them. AC-3 sound.
+    static func trimmedMP4() throws -> String {
+        try Media.generated("trimmed-editlist-ac3.mp4") { tmp in
+            let scratch = Media.scratch("trim")
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let full = scratch.appendingPathComponent("full.mp4").path
+            for args in [["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"] + tone + ["-t", "12", "-c:v", "libx264", "-preset", "ultrafast", "-g", "50",
+                          "-bf", "2", "-c:a", "ac3", full],
+                         ["-ss", "3.3", "-i", full, "-c", "copy", tmp]] {
+                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + args)
+                guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+            }
+        }
+    }
+
     /// MPEG-TS whose timestamps wrap past 2^33 (90 kHz) in the middle.
     static func wrappingTS() throws -> String {
         try Media.generated("pts-wrap.ts", [
@@ -273,6 +290,28 @@ struct GeneratedMediaTests {
         let steps = zip(times, times.dropFirst()).map { $1 - $0 }
         // 33 ms steps in the first half, 33 or 67 ms (24 fps on a 30 fps grid) in the second.
         #expect(steps.prefix(80).allSatisfy { abs($0 - 1.0 / 30) < 0.002 } && steps.suffix(60).allSatisfy { $0 < 0.07 }, "\(steps)")
+    }
+
+    @Test("a clip trimmed between keyframes (an edit list hides the pictures before the cut) remuxes with them still hidden: the source's first pictures and frame count, its sound re-encoded from the cut; it failed as source_corrupt")
+    func trimmedBetweenKeyframes() throws {
+        let path = try Generated.trimmedMP4()
+        func shown(_ file: String) throws -> (first: [String], count: Int) {
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", file, "-map", "0:v", "-f", "framemd5", "-"])
+            let lines = r.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }
+            return (lines.prefix(3).map { String($0.split(separator: ",").last ?? "") }, lines.count)
+        }
+        let source = try shown(path)
+        let stored = try FFprobe.packetCount(path, "v:0")
+        #expect(source.count == 217 && stored == 250, "the source must hide pictures: \(source.count) of \(stored)")
+        let (_, _, out, dir) = try roundTrip(path) { info in
+            var plan = EnginePlans.remux(info)
+            plan?.audio = EnginePlans.audio(info, forceTranscode: true)
+            return plan
+        }
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let output = try shown(out)
+        #expect(output.first == source.first && output.count == source.count, "\(output) against \(source)")
+        #expect(abs(try FFprobe(out).formatDuration - 8.7) < 0.1)
     }
 
     @Test("MPEG-TS timestamps wrapping past 2^33 come out continuous, starting at zero, A/V offset kept")
