@@ -69,10 +69,22 @@ final class AudioTranscodeLane: Lane {
         return s
     }
 
+    /// The ffmpeg command's options for this stream: its mix to the encoder's layout and
+    /// rate, then the limiter (`PeakLimiter`; alimiter is its nearest equivalent there, the
+    /// same ceiling, look-ahead and release, its delay compensated).
     var ffmpegEquivalent: [String] {
         let o = outputIndex
-        return ["-map", "0:\(inputIndex)", "-c:\(o)", plan.codec, "-b:\(o)", "\(plan.bitrateKbps)k", "-ac:\(o)", String(plan.channels)]
-            + (encoder.map { ["-ar:\(o)", String($0.context.pointee.sample_rate)] } ?? [])
+        var mix: [String] = []
+        if let context = encoder?.context {
+            var buf = [CChar](repeating: 0, count: 64), layout = context.pointee.ch_layout
+            let name = av_channel_layout_describe(&layout, &buf, buf.count) > 0 ? cString(buf) : nil
+            mix = ["-ar:\(o)", String(context.pointee.sample_rate)]
+            if let name, context.pointee.sample_fmt == AV_SAMPLE_FMT_FLTP {
+                mix += ["-filter:\(o)", "aformat=sample_rates=\(context.pointee.sample_rate):channel_layouts=\(name),"
+                        + "alimiter=limit=\(PeakLimiter.ceiling):attack=5:release=100:level=false:latency=true"]
+            }
+        }
+        return ["-map", "0:\(inputIndex)", "-c:\(o)", plan.codec, "-b:\(o)", "\(plan.bitrateKbps)k", "-ac:\(o)", String(plan.channels)] + mix
     }
 
     func prepare(muxer: Muxer) throws(KilnError) {

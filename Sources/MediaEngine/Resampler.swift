@@ -56,6 +56,9 @@ final class Resampler {
     /// The input format the current `SwrContext` was made for; a change rebuilds it.
     private var inputKey: (format: Int32, rate: Int32, layout: AVChannelLayout)?
     private let scratch: Frame
+    /// Between libswresample and the FIFO, for float planar output (which every encoder
+    /// Kiln re-encodes with takes).
+    private var limiter: PeakLimiter?
 
     /// The resampler keeps its own copy of `output.layout`.
     init(output: AudioFormat) throws(KilnError) {
@@ -63,6 +66,9 @@ final class Resampler {
         own.layout = AVChannelLayout()
         try check(av_channel_layout_copy(&own.layout, &source), .filter, "cannot copy the channel layout")
         self.output = own
+        if output.sampleFormat == AV_SAMPLE_FMT_FLTP {
+            limiter = PeakLimiter(channels: Int(output.layout.nb_channels), sampleRate: output.sampleRate)
+        }
         guard let fifo = av_audio_fifo_alloc(output.sampleFormat, output.layout.nb_channels, 4096) else {
             throw KilnError(.resourceLimit, stage: .filter, "out of memory for the audio FIFO")
         }
@@ -111,20 +117,40 @@ final class Resampler {
             try allocate(scratch, samples: Int32(n))
             let s = scratch.pointer
             av_samples_set_silence(s.pointee.extended_data, 0, Int32(n), output.layout.nb_channels, output.sampleFormat)
-            let planes = UnsafeMutablePointer<UnsafeMutableRawPointer?>(OpaquePointer(s.pointee.extended_data))
-            try check(av_audio_fifo_write(fifo, planes, Int32(n)), .filter, "cannot write the audio FIFO")
+            // Through the limiter, behind the sound it still holds.
+            try store(limit(n) { limiter, planes in limiter.process(planes, count: n) })
             scratch.unref()
             left -= n
         }
     }
 
-    /// Samples libswresample holds back (its filter delay), at the output rate.
-    var held: Int { swr.map { Int(swr_get_delay($0, Int64(output.sampleRate))) } ?? 0 }
+    /// Samples libswresample (its filter delay) and the limiter (its look-ahead) hold back,
+    /// at the output rate.
+    var held: Int { (swr.map { Int(swr_get_delay($0, Int64(output.sampleRate))) } ?? 0) + (limiter?.held ?? 0) }
 
-    /// Drains what libswresample still holds (its filter delay) into the FIFO.
+    /// Drains what libswresample and the limiter still hold into the FIFO.
     func flush() throws(KilnError) {
-        guard swr != nil else { return }
-        try convert(nil, count: 0)
+        if swr != nil { try convert(nil, count: 0) }
+        guard let room = limiter?.lookAhead, room > 0 else { return }
+        try allocate(scratch, samples: Int32(room))
+        try store(limit(0) { limiter, planes in limiter.drain(into: planes) })
+        scratch.unref()
+    }
+
+    /// Runs the limiter (if any) over `scratch`'s planes; how many samples they then hold
+    /// (`count` without one).
+    private func limit(_ count: Int, _ body: (inout PeakLimiter, [UnsafeMutablePointer<Float>]) -> Int) -> Int {
+        guard limiter != nil else { return count }
+        let data = scratch.pointer.pointee.extended_data!
+        let planes = (0..<Int(output.layout.nb_channels)).map { UnsafeMutableRawPointer(data[$0]!).assumingMemoryBound(to: Float.self) }
+        return body(&limiter!, planes)
+    }
+
+    /// Appends `scratch`'s first `count` samples to the FIFO.
+    private func store(_ count: Int) throws(KilnError) {
+        guard count > 0 else { return }
+        let planes = UnsafeMutablePointer<UnsafeMutableRawPointer?>(OpaquePointer(scratch.pointer.pointee.extended_data))
+        try check(av_audio_fifo_write(fifo, planes, Int32(count)), .filter, "cannot write the audio FIFO")
     }
 
     /// Takes `count` samples from the FIFO into `frame` (allocated here); with `padTo` the
@@ -180,13 +206,9 @@ final class Resampler {
         try check(capacity, .filter, "the audio resampler failed")
         guard capacity > 0 else { return }
         try allocate(scratch, samples: capacity)
-        let s = scratch.pointer
-        let converted = swr_convert(swr, s.pointee.extended_data, capacity, input, count)
+        let converted = swr_convert(swr, scratch.pointer.pointee.extended_data, capacity, input, count)
         try check(converted, .filter, "the audio resampler failed")
-        if converted > 0 {
-            let planes = UnsafeMutablePointer<UnsafeMutableRawPointer?>(OpaquePointer(s.pointee.extended_data))
-            try check(av_audio_fifo_write(fifo, planes, converted), .filter, "cannot write the audio FIFO")
-        }
+        if converted > 0 { try store(limit(Int(converted)) { limiter, planes in limiter.process(planes, count: Int(converted)) }) }
         scratch.unref()
     }
 }

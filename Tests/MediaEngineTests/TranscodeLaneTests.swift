@@ -65,17 +65,23 @@ private func probe(_ path: String, countFrames: Bool = false) throws -> [ProbedS
     return ((json?["streams"] as? [[String: Any]]) ?? []).map(ProbedStream.init)
 }
 
-/// The level (dB against the sources' 0.25 amplitude) of each tone in each channel of
-/// `path`'s first audio stream as the ffmpeg command decodes it, over one second from 1 s
-/// on (a whole number of cycles of every whole-hertz tone), by Goertzel's algorithm.
-private func toneLevels(_ path: String, channels: Int, tones: [Int]) throws -> [[Double]] {
+/// `path`'s first audio stream as the ffmpeg command decodes it: 48 kHz float samples,
+/// channels interleaved.
+private func decodedSound(_ path: String) throws -> [Float] {
     let pcm = URL(fileURLWithPath: path + ".f32")
     defer { try? FileManager.default.removeItem(at: pcm) }
     let r = try run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", path, "-map", "0:a:0", "-ar", "48000", "-f", "f32le", pcm.path])
     guard r.status == 0 else { throw TestFailure("ffmpeg cannot decode \(path): \(r.err)") }
-    let samples = try Data(contentsOf: pcm).withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
-    let n = 48000, start = 48000 * channels
-    guard samples.count >= start + n * channels else { throw TestFailure("\(path) holds less than two seconds of sound") }
+    return try Data(contentsOf: pcm).withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+}
+
+/// The level (dB against the sources' 0.25 amplitude) of each tone in each channel of
+/// `path`'s first audio stream, over one second from `from` (a whole number of cycles of
+/// every whole-hertz tone), by Goertzel's algorithm.
+private func toneLevels(_ path: String, channels: Int, tones: [Int], from: Int = 1) throws -> [[Double]] {
+    let samples = try decodedSound(path)
+    let n = 48000, start = 48000 * from * channels
+    guard samples.count >= start + n * channels else { throw TestFailure("\(path) holds less than \(from + 1) seconds of sound") }
     return (0..<channels).map { c in
         tones.map { f in
             let w = 2 * Double.pi * Double(f) / 48000, k = 2 * cos(w)
@@ -393,6 +399,29 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(try probe(three).first?["channel_layout"] == nil, "the generated source must state no layout")
         let stereo = try toneLevels(try transcode(three, audio: audioPlan(0), to: dir).path, channels: 2, tones: tones)
         #expect(abs(stereo[0][0]) < 0.5 && abs(stereo[1][1]) < 0.5 && abs(stereo[0][2] + 3) < 0.5 && abs(stereo[1][2] + 3) < 0.5, "\(stereo)")
+    }
+
+    @Test("a loud 5.1 passage mixed down to stereo stays below full scale (BS.775's mix reaches 2.4 times it with the channels in phase; the ffmpeg command's output clips), and after it the mix is back at its full level")
+    func downmixPeaks() throws {
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // 1 kHz in phase on the five main channels, at 0.89 for two seconds, then at 0.1.
+        let tone = "if(lt(t\\,2)\\,0.89\\,0.1)*sin(2*PI*1000*t)"
+        let loud = try Media.generated("loud-5.1.mkv", ["-f", "lavfi", "-i",
+            "aevalsrc=\(tone)|\(tone)|\(tone)|0.5*sin(2*PI*60*t)|\(tone)|\(tone):c=5.1:s=48000:d=5", "-c:a", "pcm_s16le"])
+        let transcoded = try transcode(loud, audio: audioPlan(0, kbps: 192), to: dir)
+        // The ffmpeg command Kiln names as its equivalent does the same (the benchmark runs it).
+        let theirs = dir.appendingPathComponent("ffmpeg.mp4").path
+        let r = try run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", loud] + (transcoded.audio?.ffmpegEquivalent ?? []) + [theirs])
+        #expect(r.status == 0, "\(r.err)")
+        for out in [transcoded.path, theirs] {
+            let peak = try decodedSound(out).map(abs).max() ?? 0
+            #expect(peak < 1, "\(out): peak \(peak)")
+            // Limited to −1 dBFS while loud (0.89 is +11 dB on the 0.25 scale); then
+            // 0.1 × (1 + 2 × 0.707) = 0.24, −0.3 dB, within a second of the loud part's end.
+            let during = try toneLevels(out, channels: 2, tones: [1000], from: 1), after = try toneLevels(out, channels: 2, tones: [1000], from: 3)
+            #expect(during.allSatisfy { abs($0[0] - 11) < 0.6 } && after.allSatisfy { abs($0[0] + 0.3) < 0.3 }, "\(out): \(during) then \(after)")
+        }
     }
 
     @Test("interlaced frames are deinterlaced even when the plan did not ask")
