@@ -315,17 +315,21 @@ struct ColorTags {
     /// The source's tags; what is unspecified is filled with what players assume for the
     /// source's size (BT.709 from 720 lines up, BT.601 below: 625-line for 576 or 288
     /// lines, PAL's, else 525-line), written out explicitly so a player does not guess
-    /// differently for the smaller output. RGB sources are converted to BT.709 YCbCr.
+    /// differently for the smaller output. RGB sources (screen captures, animation, image
+    /// sequences: sRGB, whose primaries are BT.709's) are converted to BT.709 YCbCr and
+    /// described as BT.709 whatever their size; an SD-sized one was tagged with BT.601's
+    /// primaries and transfer beside the BT.709 matrix it was converted with.
     init(par: UnsafeMutablePointer<AVCodecParameters>) {
         let p = par.pointee
-        let assumed: ColorTags = (p.height >= 720 || p.width >= 1280) ? .bt709 : [576, 288].contains(p.height) ? .bt601_625 : .bt601
+        let rgb = p.color_space == AVCOL_SPC_RGB
+            || (av_pix_fmt_desc_get(AVPixelFormat(rawValue: p.format)).map { $0.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB) != 0 } ?? false)
+        let assumed: ColorTags = rgb || p.height >= 720 || p.width >= 1280 ? .bt709 : [576, 288].contains(p.height) ? .bt601_625 : .bt601
         primaries = p.color_primaries == AVCOL_PRI_UNSPECIFIED || p.color_primaries == AVCOL_PRI_RESERVED0 || p.color_primaries == AVCOL_PRI_RESERVED
             ? assumed.primaries : p.color_primaries
         transfer = p.color_trc == AVCOL_TRC_UNSPECIFIED || p.color_trc == AVCOL_TRC_RESERVED0 || p.color_trc == AVCOL_TRC_RESERVED
             ? assumed.transfer : p.color_trc
         switch p.color_space {
-        case AVCOL_SPC_UNSPECIFIED, AVCOL_SPC_RESERVED: matrix = assumed.matrix
-        case AVCOL_SPC_RGB: matrix = AVCOL_SPC_BT709
+        case AVCOL_SPC_UNSPECIFIED, AVCOL_SPC_RESERVED, AVCOL_SPC_RGB: matrix = assumed.matrix
         default: matrix = p.color_space
         }
     }

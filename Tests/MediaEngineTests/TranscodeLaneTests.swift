@@ -238,14 +238,17 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(padded == "scale=w=640:h=360:flags=bicubic:out_range=tv,pad=w=640:h=480:x=0:y=60:color=black,format=yuv420p,setsar=1")
     }
 
-    @Test("an untagged source's colours are written as players assume them for its size: BT.709 from 720 lines, PAL's BT.601 for 576 lines, NTSC's for 480; tags it has are kept")
+    @Test("an untagged source's colours are written as players assume them for its size: BT.709 from 720 lines, PAL's BT.601 for 576 lines, NTSC's for 480, BT.709 for RGB at any size; tags it has are kept")
     func assumedColours() throws {
-        func tags(_ width: Int32, _ height: Int32, primaries: AVColorPrimaries = AVCOL_PRI_UNSPECIFIED) -> [UInt32] {
+        func tags(_ width: Int32, _ height: Int32, primaries: AVColorPrimaries = AVCOL_PRI_UNSPECIFIED,
+                  format: AVPixelFormat = AV_PIX_FMT_YUV420P, space: AVColorSpace = AVCOL_SPC_UNSPECIFIED) -> [UInt32] {
             var par = avcodec_parameters_alloc()
             defer { avcodec_parameters_free(&par) }
             par!.pointee.width = width
             par!.pointee.height = height
             par!.pointee.color_primaries = primaries
+            par!.pointee.format = format.rawValue
+            par!.pointee.color_space = space
             let t = ColorTags(par: par!)
             return [t.primaries.rawValue, t.transfer.rawValue, t.matrix.rawValue]
         }
@@ -253,6 +256,9 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(tags(720, 480) == [AVCOL_PRI_SMPTE170M.rawValue, AVCOL_TRC_SMPTE170M.rawValue, AVCOL_SPC_SMPTE170M.rawValue])
         #expect(tags(1920, 1080) == [AVCOL_PRI_BT709.rawValue, AVCOL_TRC_BT709.rawValue, AVCOL_SPC_BT709.rawValue])
         #expect(tags(720, 576, primaries: AVCOL_PRI_SMPTE170M)[0] == AVCOL_PRI_SMPTE170M.rawValue)
+        // RGB (sRGB: BT.709's primaries), converted with BT.709's matrix, is BT.709 at any size.
+        let bt709 = [AVCOL_PRI_BT709.rawValue, AVCOL_TRC_BT709.rawValue, AVCOL_SPC_BT709.rawValue]
+        #expect(tags(640, 480, format: AV_PIX_FMT_BGR0) == bt709 && tags(640, 480, format: AV_PIX_FMT_GBRP, space: AVCOL_SPC_RGB) == bt709)
     }
 
     @Test("HDR10 HEVC becomes 8-bit SDR BT.709 H.264 at a smaller size, with AAC audio")
