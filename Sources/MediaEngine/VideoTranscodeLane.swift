@@ -269,9 +269,9 @@ final class VideoTranscodeLane: Lane {
         if source.variableFrameRate == true, let fps = source.frameRate, fps >= 1, fps <= 240, !sane(avg) || fps > avg.seconds * 1.01 {
             return standardRate(fps)
         }
-        if sane(avg) { return reduce(avg) }
+        if sane(avg) { return standard(reduce(avg)) }
         let guess = av_guess_frame_rate(demuxer.context, stream, nil)
-        if sane(guess) { return reduce(guess) }
+        if sane(guess) { return standard(reduce(guess)) }
         if let fps = source.frameRate, fps >= 1, fps <= 240 { return av_d2q(fps, 100_000) }
         return AVRational(num: 25, den: 1)
     }
@@ -284,6 +284,18 @@ final class VideoTranscodeLane: Lane {
             return AVRational(num: Int32(num), den: Int32(den))
         }
         return av_d2q(fps, 100_000)
+    }
+
+    /// A rate within a millionth of a standard one is that one: libavformat's average of
+    /// 59.94 fps timed in milliseconds is 19001/317, which became the track's time scale.
+    /// (So close, the two grids drift a frame apart only after a million frames.)
+    static func standard(_ r: AVRational) -> AVRational {
+        let fps = r.seconds
+        let standard = [(24000, 1001), (30000, 1001), (60000, 1001), (120000, 1001)]
+        if let (num, den) = standard.first(where: { abs(Double($0.0) / Double($0.1) / fps - 1) < 1e-6 }) {
+            return AVRational(num: Int32(num), den: Int32(den))
+        }
+        return r
     }
 
     /// Averages of variable-rate streams come out as large fractions; keep the time base sane.

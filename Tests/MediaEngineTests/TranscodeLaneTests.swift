@@ -218,6 +218,13 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(sdr == "bwdif=mode=send_frame:parity=auto:deint=interlaced,scale=w=1920:h=1080:flags=bicubic:out_range=tv,format=yuv420p,setsar=1")
     }
 
+    @Test("a frame rate a millionth away from an NTSC rate (libavformat's 19001/317 for 59.94 in milliseconds) is that rate; others stay as they are")
+    func ntscRates() {
+        func rate(_ num: Int32, _ den: Int32) -> [Int32] { let r = VideoTranscodeLane.standard(AVRational(num: num, den: den)); return [r.num, r.den] }
+        #expect(rate(19001, 317) == [60000, 1001] && rate(30000, 1001) == [30000, 1001])
+        #expect(rate(25, 1) == [25, 1] && rate(24, 1) == [24, 1] && rate(60, 1) == [60, 1])
+    }
+
     @Test("a picture whose shape changes mid-stream is fitted inside the plan's frame, not stretched to it")
     func pictureFit() {
         // 4:3 SD recording planned at 640x480; a 16:9 programme follows: letterboxed.
