@@ -377,6 +377,9 @@ final class Demuxer {
     /// Whether the container's timestamps may jump (MPEG-TS and friends).
     var hasDiscontinuousTimestamps: Bool { Demuxer.discontinuous(context) }
 
+    /// Whether the container is Matroska (or WebM, which libavformat reads as one).
+    var isMatroska: Bool { String(cString: context.pointee.iformat.pointee.name).hasPrefix("matroska") }
+
     static func discontinuous(_ context: UnsafeMutablePointer<AVFormatContext>) -> Bool {
         (context.pointee.iformat.pointee.flags & AVFMT_TS_DISCONT) != 0
     }

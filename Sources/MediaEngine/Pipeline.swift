@@ -141,7 +141,7 @@ final class Pipeline {
         // Matroska's declared length counts subtitle tracks, the dropped ones too (a bitmap
         // track whose last picture outlasts the film): their packets' times are read, for
         // `cueReach`, and nothing else.
-        let matroska = String(cString: demuxer.context.pointee.iformat.pointee.name).hasPrefix("matroska")
+        let matroska = demuxer.isMatroska
         let timesOnly: Set<Int32> = matroska ? Set((0..<Int32(demuxer.streamCount)).filter {
             laneFor[$0] == nil && demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_SUBTITLE
         }) : []

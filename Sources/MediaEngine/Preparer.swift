@@ -315,11 +315,12 @@ public enum Preparer {
                 if pipeline.splices > 0 || pipeline.outliers > 0, let end = delivered.values.map(\.endSeconds).filter(\.isFinite).max() {
                     verifiedLength = end
                 }
+                startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
                 if let end = pipeline.picturesAndSoundEnd,
-                   lengthExplained(declared: verifiedLength, picturesAndSoundEnd: end, cueReach: pipeline.cueReach, lanes: lanes, demuxer: demuxer) {
+                   lengthExplained(declared: verifiedLength, picturesAndSoundEnd: end, start: startOffset, cueReach: pipeline.cueReach,
+                                   lanes: lanes, demuxer: demuxer) {
                     verifiedLength = end
                 }
-                startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
                 recoded = lanes.compactMap { lane in
                     (lane as? SubtitleLane).flatMap { sub in
                         sub.charset.map {
@@ -463,12 +464,17 @@ public enum Preparer {
     /// source's subtitle cues (`Pipeline.cueReach`) reach the declared length, or the
     /// muxer's own statistics for the kept audio and video (`Prober.statedDuration`) put
     /// their end where it was found. A file cut short has neither: its cues stop where
-    /// everything stops, and its tags, if any, state the whole length.
-    static func lengthExplained(declared: Double, picturesAndSoundEnd end: Double, cueReach: Double?,
+    /// everything stops, and its tags, if any, state the whole length. And the ffmpeg
+    /// command's Matroska muxer writes the segment's duration as its last time, not its
+    /// length: a recording saved with its own clock (`-copyts`, times from 1.4 s on)
+    /// declares its start more than it lasts, so an end at the declared time (`start`, the
+    /// source's time at the output's zero, added back) is the whole file.
+    static func lengthExplained(declared: Double, picturesAndSoundEnd end: Double, start: Double, cueReach: Double?,
                                 lanes: [Lane], demuxer: Demuxer) -> Bool {
         let tolerance = Verifier.durationTolerance(declared)
         guard declared - end > tolerance else { return false }
-        if let cueReach, cueReach >= declared - tolerance { return true }
+        let lengths = [declared] + (demuxer.isMatroska && start > tolerance ? [declared - start] : [])
+        for length in lengths where length - end <= tolerance || cueReach.map({ $0 >= length - tolerance }) == true { return true }
         let stated = lanes.filter { !($0 is SubtitleLane) }.map { Prober.statedDuration(demuxer.stream(Int($0.inputIndex))) }
         return !stated.isEmpty && stated.allSatisfy { $0.map { $0 <= end + tolerance } ?? false }
     }

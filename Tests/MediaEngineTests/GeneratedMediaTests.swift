@@ -63,6 +63,23 @@ enum Generated {
         }
     }
 
+    /// A TV recording saved to Matroska with its own clock (`ffmpeg -copyts`): times from
+    /// the TS's 1.4 s on, and a segment duration that is the last time (7.4 s), not the
+    /// length (6 s).
+    static func copytsMKV() throws -> String {
+        try Media.generated("copyts-recording.mkv") { tmp in
+            let scratch = Media.scratch("copyts")
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let ts = scratch.appendingPathComponent("rec.ts").path
+            for args in [["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"] + tone + ["-t", "6", "-c:v", "libx264", "-preset", "ultrafast",
+                          "-c:a", "ac3", ts],
+                         ["-copyts", "-i", ts, "-map", "0", "-c", "copy", tmp]] {
+                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + args)
+                guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+            }
+        }
+    }
+
     /// MPEG-TS whose timestamps wrap past 2^33 (90 kHz) in the middle.
     static func wrappingTS() throws -> String {
         try Media.generated("pts-wrap.ts", [
@@ -312,6 +329,19 @@ struct GeneratedMediaTests {
         let output = try shown(out)
         #expect(output.first == source.first && output.count == source.count, "\(output) against \(source)")
         #expect(abs(try FFprobe(out).formatDuration - 8.7) < 0.1)
+    }
+
+    @Test("a Matroska recording saved with its own clock (times from 1.4 s, its declared duration the last time) remuxes whole from zero: it failed as cut short")
+    func copytsMatroska() throws {
+        let path = try Generated.copytsMKV()
+        let info = try Prober.probe(path: path)
+        #expect(info.startSeconds > 1 && info.durationSeconds > 7, "the source must declare its end time: \(info.startSeconds) \(info.durationSeconds)")
+        let plan = try #require(EnginePlans.remux(info))
+        let dir = Media.scratch("copyts")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+        try checkOutput(out, plan: plan, source: info, sourcePath: path, lasting: 6)
     }
 
     @Test("MPEG-TS timestamps wrapping past 2^33 come out continuous, starting at zero, A/V offset kept")
