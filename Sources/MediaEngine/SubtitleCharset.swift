@@ -84,6 +84,15 @@ final class SubtitleCharset {
                 }
             }
         }
+        // The end of the cue: what the converter holds back goes out. glibc's CP1255 and
+        // CP1258 keep each letter until they see whether a combining mark follows, so
+        // without this every cue ending in a letter lost it (Hebrew, Vietnamese).
+        chunk.withUnsafeMutableBufferPointer { buf in
+            var output: UnsafeMutablePointer<CChar>? = buf.baseAddress
+            var outLeft = buf.count
+            _ = iconv(converter, nil, nil, &output, &outLeft)
+            out += buf[0..<(buf.count - outLeft)].map { UInt8(bitPattern: $0) }
+        }
         return out
     }
 }

@@ -136,6 +136,16 @@ struct CueScheduleTests {
         let western = try #require(SubtitleCharset(language: "fre"))
         let odd: [UInt8] = [0x43, 0x61, 0x66, 0xE9, 0x81, 0x21]
         #expect(String(decoding: odd.withUnsafeBufferPointer { western.utf8($0) }, as: UTF8.self) == "Café\u{FFFD}!")
+        // Code pages whose converter holds a letter back for a combining mark that may
+        // follow: the cue's last letter still comes out, and the next cue starts afresh.
+        let hebrew: [UInt8] = [0xF9, 0xEC, 0xE5, 0xED, 0x20, 0xF2, 0xE5, 0xEC, 0xED]   // Windows-1255
+        let vietnamese: [UInt8] = [0x58, 0x69, 0x6E, 0x20, 0x63, 0x68, 0xE0, 0x6F]       // Windows-1258
+        for (language, bytes, text) in [("heb", hebrew, "שלום עולם"), ("vie", vietnamese, "Xin chào")] {
+            let charset = try #require(SubtitleCharset(language: language))
+            for _ in 0..<2 {
+                #expect(String(decoding: bytes.withUnsafeBufferPointer { charset.utf8($0) }, as: UTF8.self) == text)
+            }
+        }
     }
 }
 
