@@ -5,30 +5,45 @@
 /// "ger" carried a code the format does not define.
 public enum LanguageCode {
     /// The ISO 639-2/T code for `tag` ("en", "eng", "en-US", "ger" all give "eng" or
-    /// "deu"); nil for absent or undetermined. A code it does not know is returned as it is.
+    /// "deu"); nil for absent or undetermined, and for a code that is not three letters once
+    /// mapped (a two-letter one no table knows would be "und" in MP4 anyway). Other
+    /// three-letter codes (ISO 639-3's "yue", "fil") are kept as they are.
     public static func terminologic(_ tag: String?) -> String? {
         guard let tag else { return nil }
         let base = tag.lowercased().split(whereSeparator: { $0 == "-" || $0 == "_" }).first.map(String.init) ?? ""
         if base.isEmpty || base == "und" || base == "mis" || base == "zxx" || base == "mul" { return nil }
-        if let t = iso639_1[base] { return t }
+        if let t = iso639_1[base] ?? withdrawn[base] { return t }
         if let t = bibliographic[base] { return t }
-        return base
+        return base.count == 3 && base.allSatisfy({ $0 >= "a" && $0 <= "z" }) ? base : nil
     }
 
+    /// Every ISO 639-1 code (184, "bh" included) with its ISO 639-2/T one.
     private static let iso639_1: [String: String] = [
-        "en": "eng", "fr": "fra", "de": "deu", "es": "spa", "it": "ita", "pt": "por", "nl": "nld",
-        "sv": "swe", "no": "nor", "nb": "nob", "nn": "nno", "da": "dan", "fi": "fin", "is": "isl",
-        "pl": "pol", "cs": "ces", "sk": "slk", "sl": "slv", "hr": "hrv", "sr": "srp", "bs": "bos",
-        "hu": "hun", "ro": "ron", "bg": "bul", "el": "ell", "tr": "tur", "ru": "rus", "uk": "ukr",
-        "be": "bel", "et": "est", "lv": "lav", "lt": "lit", "ja": "jpn", "zh": "zho", "ko": "kor",
-        "hi": "hin", "bn": "ben", "ta": "tam", "te": "tel", "th": "tha", "vi": "vie", "id": "ind",
-        "ms": "msa", "tl": "tgl", "ar": "ara", "he": "heb", "fa": "fas", "ur": "urd", "ca": "cat",
-        "eu": "eus", "gl": "glg", "ga": "gle", "cy": "cym", "sq": "sqi", "mk": "mkd", "ka": "kat",
-        "hy": "hye", "af": "afr", "sw": "swa",
+        "aa": "aar", "ab": "abk", "ae": "ave", "af": "afr", "ak": "aka", "am": "amh", "an": "arg", "ar": "ara", "as": "asm", "av": "ava",
+        "ay": "aym", "az": "aze", "ba": "bak", "be": "bel", "bg": "bul", "bh": "bih", "bi": "bis", "bm": "bam", "bn": "ben", "bo": "bod",
+        "br": "bre", "bs": "bos", "ca": "cat", "ce": "che", "ch": "cha", "co": "cos", "cr": "cre", "cs": "ces", "cu": "chu", "cv": "chv",
+        "cy": "cym", "da": "dan", "de": "deu", "dv": "div", "dz": "dzo", "ee": "ewe", "el": "ell", "en": "eng", "eo": "epo", "es": "spa",
+        "et": "est", "eu": "eus", "fa": "fas", "ff": "ful", "fi": "fin", "fj": "fij", "fo": "fao", "fr": "fra", "fy": "fry", "ga": "gle",
+        "gd": "gla", "gl": "glg", "gn": "grn", "gu": "guj", "gv": "glv", "ha": "hau", "he": "heb", "hi": "hin", "ho": "hmo", "hr": "hrv",
+        "ht": "hat", "hu": "hun", "hy": "hye", "hz": "her", "ia": "ina", "id": "ind", "ie": "ile", "ig": "ibo", "ii": "iii", "ik": "ipk",
+        "io": "ido", "is": "isl", "it": "ita", "iu": "iku", "ja": "jpn", "jv": "jav", "ka": "kat", "kg": "kon", "ki": "kik", "kj": "kua",
+        "kk": "kaz", "kl": "kal", "km": "khm", "kn": "kan", "ko": "kor", "kr": "kau", "ks": "kas", "ku": "kur", "kv": "kom", "kw": "cor",
+        "ky": "kir", "la": "lat", "lb": "ltz", "lg": "lug", "li": "lim", "ln": "lin", "lo": "lao", "lt": "lit", "lu": "lub", "lv": "lav",
+        "mg": "mlg", "mh": "mah", "mi": "mri", "mk": "mkd", "ml": "mal", "mn": "mon", "mr": "mar", "ms": "msa", "mt": "mlt", "my": "mya",
+        "na": "nau", "nb": "nob", "nd": "nde", "ne": "nep", "ng": "ndo", "nl": "nld", "nn": "nno", "no": "nor", "nr": "nbl", "nv": "nav",
+        "ny": "nya", "oc": "oci", "oj": "oji", "om": "orm", "or": "ori", "os": "oss", "pa": "pan", "pi": "pli", "pl": "pol", "ps": "pus",
+        "pt": "por", "qu": "que", "rm": "roh", "rn": "run", "ro": "ron", "ru": "rus", "rw": "kin", "sa": "san", "sc": "srd", "sd": "snd",
+        "se": "sme", "sg": "sag", "si": "sin", "sk": "slk", "sl": "slv", "sm": "smo", "sn": "sna", "so": "som", "sq": "sqi", "sr": "srp",
+        "ss": "ssw", "st": "sot", "su": "sun", "sv": "swe", "sw": "swa", "ta": "tam", "te": "tel", "tg": "tgk", "th": "tha", "ti": "tir",
+        "tk": "tuk", "tl": "tgl", "tn": "tsn", "to": "ton", "tr": "tur", "ts": "tso", "tt": "tat", "tw": "twi", "ty": "tah", "ug": "uig",
+        "uk": "ukr", "ur": "urd", "uz": "uzb", "ve": "ven", "vi": "vie", "vo": "vol", "wa": "wln", "wo": "wol", "xh": "xho", "yi": "yid",
+        "yo": "yor", "za": "zha", "zh": "zho", "zu": "zul",
     ]
+    /// Two-letter codes ISO 639-1 withdrew, which old files and Android (Java's Locale) still write.
+    private static let withdrawn: [String: String] = ["iw": "heb", "in": "ind", "ji": "yid", "jw": "jav", "mo": "ron", "sh": "hbs"]
+    /// ISO 639-2's twenty bibliographic codes (what mkvmerge writes) with their terminologic twins.
     private static let bibliographic: [String: String] = [
-        "ger": "deu", "fre": "fra", "dut": "nld", "cze": "ces", "slo": "slk", "gre": "ell", "chi": "zho",
-        "per": "fas", "rum": "ron", "ice": "isl", "mac": "mkd", "may": "msa", "wel": "cym", "arm": "hye",
-        "baq": "eus", "bur": "mya", "geo": "kat", "alb": "sqi", "tib": "bod",
+        "alb": "sqi", "arm": "hye", "baq": "eus", "bur": "mya", "chi": "zho", "cze": "ces", "dut": "nld", "fre": "fra", "geo": "kat", "ger": "deu",
+        "gre": "ell", "ice": "isl", "mac": "mkd", "mao": "mri", "may": "msa", "per": "fas", "rum": "ron", "slo": "slk", "tib": "bod", "wel": "cym",
     ]
 }
