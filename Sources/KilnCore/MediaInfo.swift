@@ -6,7 +6,8 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// FairPlay and Windows Media DRM; 5: closed captions in the video, teletext subtitle
     /// pages; 7: CEA-708 caption services, sound bitrates measured where the container
     /// gives none, fragmented MP4; 8: 120 and 240 fps in millisecond time bases are
-    /// constant), so a description cached by an older one is not planned from.
+    /// constant, QuickTime text tracks forced by their display flags, track names from MP4
+    /// handler names), so a description cached by an older one is not planned from.
     public static let describerVersion = 8
 
     /// The key a description of the file with this fingerprint is cached under.

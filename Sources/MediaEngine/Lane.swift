@@ -63,14 +63,31 @@ public struct LaneStats: Sendable, Codable, Equatable {
     }
 }
 
-/// Copies the stream metadata a player shows (language, title) and the dispositions we
+/// Copies the stream metadata a player shows (language, name) and the dispositions we
 /// keep (default, forced, hearing impaired, commentary) from an input to an output stream.
+/// MP4 keeps no track title (movenc writes a `udta` name few players read): a sound's or a
+/// subtitle's name also becomes its handler name, which players that name tracks show.
 func copyStreamMetadata(from input: UnsafeMutablePointer<AVStream>, to output: UnsafeMutablePointer<AVStream>) {
-    if let v = dictValue(input.pointee.metadata, "title") { av_dict_set(&output.pointee.metadata, "title", v, 0) }
+    if let v = trackTitle(input) {
+        av_dict_set(&output.pointee.metadata, "title", v, 0)
+        if [AVMEDIA_TYPE_AUDIO, AVMEDIA_TYPE_SUBTITLE].contains(input.pointee.codecpar.pointee.codec_type) {
+            av_dict_set(&output.pointee.metadata, "handler_name", v, 0)
+        }
+    }
     setLanguage(dictValue(input.pointee.metadata, "language"), of: output)
     let keep = AV_DISPOSITION_DEFAULT | AV_DISPOSITION_FORCED | AV_DISPOSITION_HEARING_IMPAIRED
         | AV_DISPOSITION_VISUAL_IMPAIRED | AV_DISPOSITION_COMMENT
     output.pointee.disposition = input.pointee.disposition & keep
+}
+
+/// A stream's name as a player shows it: its title; in an MP4 or QuickTime source, where a
+/// track's name is its handler name, that name unless it is a muxer's own for any track of
+/// its kind ("SoundHandler", "Core Media Audio", "GPAC ISO Audio Handler", …).
+func trackTitle(_ stream: UnsafeMutablePointer<AVStream>) -> String? {
+    if let title = dictValue(stream.pointee.metadata, "title"), !title.isEmpty { return title }
+    guard let handler = dictValue(stream.pointee.metadata, "handler_name")?.trimmingSpaces, !handler.isEmpty else { return nil }
+    let generic = handler.lowercased()
+    return generic.hasSuffix("handler") || generic.hasPrefix("core media") || generic.hasPrefix("iso media") ? nil : handler
 }
 
 /// Tags an output stream with `tag` as MP4 defines languages (`LanguageCode`), or with

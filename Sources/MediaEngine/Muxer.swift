@@ -114,6 +114,17 @@ final class Muxer {
         // the next one has started: `CueSchedule`), so at the default 10 s a 30 Mb/s remux
         // held 40 MB of pictures. A second keeps the file's interleaving and its memory.
         context.pointee.max_interleave_delta = Int64(kiln_time_base())
+        // One default track of a kind, the first: the MP4 muxer enables every default track
+        // and, where a kind has two, gives each track an alternate group of its own, so a
+        // player shows both at once and lists them apart (a Blu-ray remux's English and
+        // English forced subtitles, both marked default).
+        var defaults = Set<Int32>()
+        for i in 0..<Int(context.pointee.nb_streams) {
+            let st = context.pointee.streams[i]!
+            if st.pointee.disposition & AV_DISPOSITION_DEFAULT != 0, !defaults.insert(st.pointee.codecpar.pointee.codec_type.rawValue).inserted {
+                st.pointee.disposition &= ~AV_DISPOSITION_DEFAULT
+            }
+        }
         let ret = avformat_write_header(context, &options.dict)
         // EINVAL here is libavformat refusing what the streams say (a codec or framing MP4
         // has no sample entry for): the same file fails the same way again, so it is not a

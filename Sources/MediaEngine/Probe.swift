@@ -173,8 +173,13 @@ public enum Prober {
         default: type = .unknown
         }
         let d = st.pointee.disposition
+        // A QuickTime text track says it is forced in its sample description, whose display
+        // flags (its first four bytes) have "all samples are forced" (0x80000000, beside
+        // "some are", 0x40000000): how HandBrake and Apple mark foreign-dialogue tracks.
+        // libavformat 5.1 reads no disposition from it.
+        let forcedText = par.codec_id == AV_CODEC_ID_MOV_TEXT && par.extradata_size >= 4 && par.extradata[0] & 0x80 != 0
         let disposition = Disposition(
-            isDefault: d & AV_DISPOSITION_DEFAULT != 0, forced: d & AV_DISPOSITION_FORCED != 0,
+            isDefault: d & AV_DISPOSITION_DEFAULT != 0, forced: d & AV_DISPOSITION_FORCED != 0 || forcedText,
             hearingImpaired: d & AV_DISPOSITION_HEARING_IMPAIRED != 0,
             visualImpaired: d & AV_DISPOSITION_VISUAL_IMPAIRED != 0,
             commentary: d & AV_DISPOSITION_COMMENT != 0 || isCommentaryTitle(dictValue(st.pointee.metadata, "title")),
@@ -191,7 +196,7 @@ public enum Prober {
         if par.bit_rate > 0 { info.bitRate = Int(par.bit_rate) }
         info.durationSeconds = seconds(st.pointee.duration, st.pointee.time_base)
         info.language = dictValue(st.pointee.metadata, "language").flatMap { $0 == "und" ? nil : $0 }
-        info.title = dictValue(st.pointee.metadata, "title")
+        info.title = trackTitle(st)
 
         switch type {
         case .video:

@@ -146,7 +146,7 @@ final class SubtitleLane: Lane {
         if plan.forced { out.pointee.disposition |= AV_DISPOSITION_FORCED } else { out.pointee.disposition &= ~AV_DISPOSITION_FORCED }
         if hearingImpaired { out.pointee.disposition |= AV_DISPOSITION_HEARING_IMPAIRED }
         // MP4 keeps no track title; its handler name is what players that name tracks show.
-        if let title = dictValue(out.pointee.metadata, "title") { av_dict_set(&out.pointee.metadata, "handler_name", title, 0) }
+        if captions != nil, let title = dictValue(out.pointee.metadata, "title") { av_dict_set(&out.pointee.metadata, "handler_name", title, 0) }
     }
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {

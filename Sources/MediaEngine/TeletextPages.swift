@@ -40,6 +40,7 @@ enum TeletextPages {
     }
 }
 
-private extension String {
+extension String {
+    /// The string without the spaces at its ends (a fixed-width field's padding).
     var trimmingSpaces: String { String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed()) }
 }

@@ -1631,6 +1631,54 @@ struct FormatChangeTests {
         #expect(equivalent.contains(.string("filter_units=remove_types=62|63")), "\(equivalent)")
     }
 
+    @Test("an MP4's subtitle tracks (HandBrake's) keep their names and the forced flag of their sample description; of two default subtitle tracks only the first stays default, so players keep them as one choice")
+    func subtitleTrackMetadata() throws {
+        let dir = Media.scratch("cli-subtitle-meta")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var inputs: [String] = []
+        for (k, text) in ["Hello", "Bonjour"].enumerated() {
+            let srt = dir.appendingPathComponent("\(k).srt")
+            try Data("1\n00:00:01,000 --> 00:00:02,500\n\(text)\n".utf8).write(to: srt)
+            inputs += ["-i", srt.path]
+        }
+        let av = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4", "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=4"]
+        let maps = ["-map", "0:v", "-map", "1:a", "-map", "2:s", "-map", "3:s", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "ac3"]
+        // An MP4 whose track names are handler names, its French track forced only in its
+        // sample description's display flags (0xC0000000), as HandBrake writes it.
+        let mp4 = dir.appendingPathComponent("hb.mp4").path
+        var r = try Run.command("ffmpeg", ["-nostdin", "-v", "error"] + av + inputs + maps + ["-c:s", "mov_text",
+            "-metadata:s:a:0", "handler_name=Stereo mix", "-metadata:s:s:0", "handler_name=English (styled)", "-metadata:s:s:1", "handler_name=Français forcé",
+            "-metadata:s:s:1", "language=fra", mp4])
+        #expect(r.status == 0, "\(r.stderr)")
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: mp4)))
+        let tx3g = Array("tx3g".utf8)
+        let entries = (0..<(bytes.count - 4)).filter { Array(bytes[$0..<($0 + 4)]) == tx3g }
+        try #require(entries.count == 2)
+        bytes[entries[1] + 12] = 0xC0   // after the type: six reserved bytes, the data reference index, then the flags
+        try Data(bytes).write(to: URL(fileURLWithPath: mp4))
+        // A Matroska file whose English and English forced tracks are both marked default.
+        let mkv = dir.appendingPathComponent("twodefaults.mkv").path
+        r = try Run.command("ffmpeg", ["-nostdin", "-v", "error"] + av + inputs + maps + ["-c:s", "srt", "-disposition:s:0", "default",
+            "-disposition:s:1", "default+forced", mkv])
+        #expect(r.status == 0, "\(r.stderr)")
+
+        for (source, names, forced) in [(mp4, ["Stereo mix", "English (styled)", "Français forcé"], [false, true]),
+                                        (mkv, ["SoundHandler", "SubtitleHandler", "SubtitleHandler"], [false, true])] {
+            let out = dir.appendingPathComponent("out.mp4").path
+            r = try Command.run(["prepare", source, "--quality", "original", "--caps", "web", "--output", out, "--json"])
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+            guard case .array(let planned)? = try Command.json(r)["plan"]?["subtitles"] else { Issue.record("no subtitles: \(r.stdout)"); continue }
+            #expect(planned.map { $0["forced"] } == forced.map { .bool($0) }, "\(source)")
+            let probe = try FFprobe(out)
+            let tracks = probe.streams("audio") + probe.streams("subtitle")
+            #expect(tracks.map { $0["tags"]?["handler_name"]?.string } == names.map { Optional($0) }, "\(source)")
+            let subtitles = probe.streams("subtitle")
+            #expect(subtitles.map { $0["disposition"]?["forced"] } == forced.map { .number($0 ? 1 : 0) }, "\(source)")
+            #expect(subtitles.map { $0["disposition"]?["default"] } == [.number(1), .number(0)], "one default (enabled) subtitle track: \(source)")
+            try? FileManager.default.removeItem(atPath: out)
+        }
+    }
+
     @Test("AAC in LATM framing (DVB, ISDB-Tb recordings) is re-encoded into the MP4 (its copy failed at the MP4 header as a retryable io_error)")
     func latmAudio() throws {
         let source = try Media.generated("latm-aac.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
