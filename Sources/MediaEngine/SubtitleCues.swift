@@ -128,7 +128,10 @@ enum AssEvent {
 
     /// The event without its vector drawings (`{\p1}m 0 0 l 100 0 …{\p0}`: shapes a
     /// renderer draws, which `mov_text` would show as their coordinates), or nil when
-    /// nothing is left to read (only drawings, tags or blank lines).
+    /// nothing is left to read (only drawings, tags or blank lines). A hard space (`\h`)
+    /// becomes a no-break space, which the `mov_text` encoder would otherwise write as the
+    /// letters "\h"; a soft break (`\n`, a break only in wrapping style 2, which a text
+    /// track has not) becomes a space, which it would otherwise write as a new line.
     static func readable(_ event: String) -> String? {
         guard let range = textRange(event) else { return nil }
         let text = event[range]
@@ -147,7 +150,13 @@ enum AssEvent {
             if text[i] == "\\", let next = text.index(i, offsetBy: 1, limitedBy: text.endIndex), next < text.endIndex,
                "Nnh".contains(text[next]) {
                 // Line breaks and hard spaces are not something to read on their own.
-                if !drawing { kept += text[i...next] }
+                if !drawing {
+                    switch text[next] {
+                    case "h": kept.append("\u{00A0}")
+                    case "n": kept.append(" ")
+                    default: kept += text[i...next]
+                    }
+                }
                 i = text.index(after: next)
                 continue
             }

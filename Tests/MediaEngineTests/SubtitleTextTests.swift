@@ -107,7 +107,7 @@ struct CueScheduleTests {
         #expect(schedule.lateCues == 2)
     }
 
-    @Test("ASS drawings are left out; positioned signs, karaoke and styles stay")
+    @Test("ASS drawings are left out; positioned signs, karaoke and styles stay; a hard space is a no-break space and a soft break a space, not the letters \\h or a new line")
     func drawings() {
         let head = "3,0,Default,,0,0,0,,"
         #expect(AssEvent.readable(head + "{\\p1}m 0 0 l 100 0 100 100 0 100{\\p0}") == nil)
@@ -116,6 +116,7 @@ struct CueScheduleTests {
         #expect(AssEvent.readable(head + "{\\k20}ka{\\k20}ra") == head + "{\\k20}ka{\\k20}ra")
         #expect(AssEvent.readable(head + "Hello, world\\Nline two") == head + "Hello, world\\Nline two")
         #expect(AssEvent.readable(head + "{\\i1}\\N \\h{\\i0}") == nil)
+        #expect(AssEvent.readable(head + "Soft\\nbreak, hard\\Nbreak and\\hhard space") == head + "Soft break, hard\\Nbreak and\u{00A0}hard space")
         #expect(AssEvent.readable("not an event") == nil)
         #expect(AssEvent.stacked(["a", "b", "c"]) == ["a\\N", "b\\N", "c"])
     }
