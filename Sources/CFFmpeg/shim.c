@@ -152,6 +152,22 @@ int kiln_copy_chapters(AVFormatContext *out, const AVFormatContext *in, int64_t 
     return 0;
 }
 
+void kiln_trim_chapters(AVFormatContext *s, int64_t end) {
+    unsigned n = 0;
+    for (unsigned i = 0; i < s->nb_chapters; i++) {
+        AVChapter *c = s->chapters[i];
+        int64_t last = av_rescale_q(end, AV_TIME_BASE_Q, c->time_base);
+        if (c->start >= last) {
+            av_dict_free(&c->metadata);
+            av_freep(&s->chapters[i]);
+            continue;
+        }
+        if (c->end > last) c->end = last;
+        s->chapters[n++] = c;
+    }
+    s->nb_chapters = n;
+}
+
 int kiln_copy_stream_side_data(AVStream *out, const AVStream *in, int skip_type) {
     for (int i = 0; i < in->nb_side_data; i++) {
         const AVPacketSideData *sd = &in->side_data[i];

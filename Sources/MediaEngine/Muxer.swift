@@ -24,6 +24,10 @@ final class Muxer {
     /// Each stream's last packet duration: where the next packet goes when it comes with
     /// no time at all (an elementary stream, which only knows its frame rate).
     private var lastDuration: [Int64] = []
+    /// Where the pictures and sound written so far end (AV_TIME_BASE units).
+    private var mediaEnd = Int64.min
+    /// The chapters, held back from the header until the end is known (`finish`).
+    private var heldChapters: (list: UnsafeMutablePointer<UnsafeMutablePointer<AVChapter>?>?, count: UInt32)?
     /// Bytes of packets written, for progress and the result.
     private(set) var payloadBytes: Int64 = 0
     /// Packets whose timestamps had to be repaired (missing or non-monotonic DTS).
@@ -82,6 +86,7 @@ final class Muxer {
     }
 
     deinit {
+        restoreChapters()
         if !finished, headerWritten { av_write_trailer(context) }
         if recorder == nil { avio_closep(&context.pointee.pb) } else { context.pointee.pb = nil }  // the recorder owns it
         avformat_free_context(context)
@@ -118,6 +123,14 @@ final class Muxer {
         // and, where a kind has two, gives each track an alternate group of its own, so a
         // player shows both at once and lists them apart (a Blu-ray remux's English and
         // English forced subtitles, both marked default).
+        // The chapter track is made at the header if there are chapters then, else at the
+        // trailer: held back, the chapters can first be cut to where the pictures and sound
+        // end (a chapter they do not reach would be a menu entry that leads nowhere).
+        if context.pointee.nb_chapters > 0 {
+            heldChapters = (context.pointee.chapters, context.pointee.nb_chapters)
+            context.pointee.chapters = nil
+            context.pointee.nb_chapters = 0
+        }
         var defaults = Set<Int32>()
         for i in 0..<Int(context.pointee.nb_streams) {
             let st = context.pointee.streams[i]!
@@ -165,6 +178,10 @@ final class Muxer {
         if p.pointee.pts == noPTS { p.pointee.pts = p.pointee.dts }
         lastDTS[index] = p.pointee.dts
         lastDuration[index] = max(0, p.pointee.duration)
+        let type = st.pointee.codecpar.pointee.codec_type
+        if type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO {
+            mediaEnd = max(mediaEnd, rescale(p.pointee.pts + max(0, p.pointee.duration), from: st.pointee.time_base, to: kiln_time_base_q()))
+        }
         payloadBytes += Int64(p.pointee.size)
         unsentBytes += Int64(p.pointee.size)
         if unsentBytes >= Muxer.writebackBytes, let writeback {
@@ -172,6 +189,14 @@ final class Muxer {
             _ = kiln_start_writeback(writeback.rawValue)
         }
         try Muxer.refuse(av_interleaved_write_frame(context, p), "cannot write to the output")
+    }
+
+    /// Gives the held chapters back to the context (which frees them with itself).
+    private func restoreChapters() {
+        guard let held = heldChapters else { return }
+        context.pointee.chapters = held.list
+        context.pointee.nb_chapters = held.count
+        heldChapters = nil
     }
 
     /// Throws for a muxer call that failed. The MP4 muxer parses some packets (E-AC-3
@@ -197,6 +222,8 @@ final class Muxer {
             try Muxer.refuse(av_interleaved_write_frame(context, nil), "cannot write to the output")
             recorder.keepFromEnd()
         }
+        restoreChapters()
+        if mediaEnd > Int64.min { kiln_trim_chapters(context, mediaEnd) }
         try Muxer.refuse(av_write_trailer(context), "cannot finish the MP4")
         if let pb = context.pointee.pb {
             avio_flush(pb)

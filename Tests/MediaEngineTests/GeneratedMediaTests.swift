@@ -344,6 +344,28 @@ struct GeneratedMediaTests {
         try checkOutput(out, plan: plan, source: info, sourcePath: path, lasting: 6)
     }
 
+    @Test("chapters the pictures and sound do not reach are left out, and the last one they reach ends with them")
+    func chaptersPastTheEnd() throws {
+        let path = try Media.generated("chapters-past-end.mkv") { tmp in
+            let meta = tmp + ".txt"
+            defer { try? FileManager.default.removeItem(atPath: meta) }
+            let chapters = [(0, 2000, "One"), (2000, 6000, "Two"), (5000, 8000, "Past the end")]
+            try Data((";FFMETADATA1\n" + chapters.map { "[CHAPTER]\nTIMEBASE=1/1000\nSTART=\($0.0)\nEND=\($0.1)\ntitle=\($0.2)\n" }.joined()).utf8)
+                .write(to: URL(fileURLWithPath: meta))
+            // No -t: the ffmpeg command would cut the chapters itself.
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                               "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=4", "-i", meta, "-map", "0:v", "-map", "1:a",
+                                               "-map_chapters", "2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+        }
+        #expect(try Prober.probe(path: path).chapters.count == 3)
+        let (_, _, out, dir) = try roundTrip(path, EnginePlans.remux)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let chapters = try Prober.probe(path: out).chapters
+        #expect(chapters.map(\.title) == ["One", "Two"])
+        #expect(abs((chapters.last?.endSeconds ?? 0) - 4) < 0.1, "\(chapters)")
+    }
+
     @Test("MPEG-TS timestamps wrapping past 2^33 come out continuous, starting at zero, A/V offset kept")
     func ptsWrap() throws {
         let path = try Generated.wrappingTS()

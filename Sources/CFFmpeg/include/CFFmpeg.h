@@ -263,6 +263,9 @@ void kiln_skim_reader_free(KilnSkimReader **r);
 /// Copies the input's chapters to the output, shifted by `offset` (AV_TIME_BASE units)
 /// and clipped at zero. Returns 0 or a negative AVERROR.
 int kiln_copy_chapters(AVFormatContext *out, const AVFormatContext *in, int64_t offset);
+/// Leaves out the chapters that start at or after `end` (AV_TIME_BASE units: where the
+/// output's pictures and sound end) and ends the others there at the latest.
+void kiln_trim_chapters(AVFormatContext *s, int64_t end);
 /// Copies a stream's side data (display matrix, Dolby Vision configuration, mastering
 /// display and content light metadata) to another stream, except entries of `skip_type`
 /// (an AVPacketSideDataType; -1 skips none).
