@@ -169,6 +169,52 @@ enum AssEvent {
         return visible ? String(event[..<range.lowerBound]) + kept : nil
     }
 
+    /// The event with its bold, italic and underline stated in full at every change, as
+    /// libavcodec 5.1's `mov_text` encoder needs them: it keeps one style at a time, so a
+    /// style begun inside another ended the outer one (`{\b1}bold {\i1}both{\i0} bold`
+    /// came out with only "both" styled, and italic, not bold), `{\r}` (a reset, which its
+    /// own decoder writes: every styled MP4 source) ended nothing, and colour only reached
+    /// it spelt `\1c`, not `\c`. Each block that changes them ends with all three off and
+    /// then those on; an event still styled at its end closes them, since the events of a
+    /// sample run together.
+    static func forMovText(_ event: String) -> String {
+        guard let range = textRange(event), event[range].contains("{") else { return event }
+        let text = event[range]
+        var out = String(event[..<range.lowerBound])
+        var state: Set<Character> = [], i = text.startIndex
+        func full(_ s: Set<Character>) -> String { "\\b0\\i0\\u0" + ["b", "i", "u"].filter(s.contains).map { "\\\($0)1" }.joined() }
+        while i < text.endIndex {
+            guard text[i] == "{", let close = text[i...].firstIndex(of: "}") else {
+                out.append(text[i])
+                i = text.index(after: i)
+                continue
+            }
+            var kept = "", next = state
+            for tag in text[text.index(after: i)..<close].split(separator: "\\", omittingEmptySubsequences: true) {
+                let name = tag.first!, rest = tag.dropFirst()
+                let number = rest.isEmpty || !rest.allSatisfy(\.isASCII) ? nil : Int(rest)
+                switch name {
+                case "b" where number != nil:
+                    if number! == 1 || number! >= 600 { next.insert("b") } else { next.remove("b") }
+                case "i" where number != nil, "u" where number != nil:
+                    if number! != 0 { next.insert(name) } else { next.remove(name) }
+                case "r":
+                    next = []
+                case "c" where rest.isEmpty || rest.hasPrefix("&"):
+                    kept += "\\1c" + rest
+                default:
+                    kept += "\\" + tag
+                }
+            }
+            if next != state { kept += full(next) }
+            state = next
+            if !kept.isEmpty { out += "{" + kept + "}" }
+            i = text.index(after: close)
+        }
+        if !state.isEmpty { out += "{" + full([]) + "}" }
+        return out
+    }
+
     /// The last `\p<n>` in an override block: a drawing's scale, 0 to end it.
     private static func drawingScale(_ block: Substring) -> Int? {
         var scale: Int?
@@ -189,6 +235,6 @@ enum AssEvent {
     /// Events shown together, one under the other: `mov_text`'s encoder runs the events of
     /// a sample together, so each but the last ends with a line break.
     static func stacked(_ events: [String]) -> [String] {
-        events.enumerated().map { i, event in i < events.count - 1 ? event + "\\N" : event }
+        events.enumerated().map { i, event in i < events.count - 1 ? forMovText(event) + "\\N" : forMovText(event) }
     }
 }
