@@ -37,8 +37,9 @@ struct MHD_Daemon *kiln_mhd_start(struct kiln_mhd_options *options) {
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, options->connection_timeout_seconds, NULL };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)options->connection_memory_limit, NULL };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, options->connection_limit, NULL };
-    // A restarted daemon can bind its port again at once, even with connections in TIME_WAIT.
-    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL };
+    // No MHD_OPTION_LISTENING_ADDRESS_REUSE: its default (SO_REUSEADDR) lets a restarted
+    // daemon bind its port again with connections in TIME_WAIT; 1 would add SO_REUSEPORT,
+    // under which a second process binds the same port and takes half the connections.
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)options->request_completed, options->request_completed_cls };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)options->uri_log, options->uri_log_cls };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };

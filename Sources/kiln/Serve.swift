@@ -10,6 +10,28 @@ import Store
 /// down gracefully (stop claiming, let running jobs finish within the grace period, then
 /// stop them and queue them again, attempt not spent).
 enum Serve {
+    /// One daemon per data directory, held for the process's life by an exclusive lock on
+    /// `kiln.lock` (closed on exec, so children do not keep it). A second daemon on the
+    /// same folder would take the first one's running attempts for a crash's leftovers and
+    /// delete their temporary files at start-up, then claim and run jobs beside it, past
+    /// its transcode limit; the port is no guard (another one may be configured, or the
+    /// same one shared).
+    static func lockDataDir(_ dataDir: String) throws(KilnError) {
+        let path = dataDir + "/kiln.lock"
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw KilnError(.ioError, stage: .request, "cannot open \(path): \(String(cString: strerror(errno)))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let holder = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            close(fd)
+            throw KilnError(.ioError, stage: .request,
+                            "another kiln (pid \(holder.isEmpty ? "unknown" : holder)) is serving the data directory \(dataDir): stop it first")
+        }
+        let pid = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        // The descriptor stays open until the process ends: that is the lock.
+    }
+
     static func run(_ config: DaemonConfig) throws(KilnError) -> Int32 {
         guard config.isLoopback || config.token != nil else {
             throw KilnError(.usage, stage: .request, field: "KILN_TOKEN",
@@ -21,6 +43,7 @@ enum Serve {
         } catch {
             throw KilnError(.ioError, stage: .request, "cannot create the data directory \(dataDir): \(error.localizedDescription)")
         }
+        try lockDataDir(dataDir)
         let store = try SQLiteStore(path: dataDir + "/kiln.db", durability: config.durability)
         let presetsDir = config.farm.presetsDir ?? Presets.locate()
         guard let presetsDir else { throw KilnError(.internalError, stage: .request, "cannot find the Presets folder; set KILN_PRESETS_DIR") }

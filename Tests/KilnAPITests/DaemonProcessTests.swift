@@ -86,6 +86,44 @@ struct DaemonProcessTests {
         #expect(String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).contains("KILN_TOKEN"))
     }
 
+    @Test("a second daemon on the same data directory exits at once with a line that says so (it deleted the first one's running attempts and ran jobs beside it); once the first has stopped, it starts")
+    func oneDaemonPerDataDirectory() throws {
+        let data = Media.scratch("lock-data")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let first = try DaemonProcess(dataDir: data, mediaRoot: data.path)
+        // An attempt's temporary file, as a running job has one.
+        let artifacts = data.appendingPathComponent("artifacts")
+        let working = artifacts.appendingPathComponent(".a_0.mp4.kiln-tmp-job1-attempt1.kiln-tmp-1-1")
+        FileManager.default.createFile(atPath: working.path, contents: Data("x".utf8))
+        let second = Process()
+        second.executableURL = URL(fileURLWithPath: Binaries.path("kiln"))
+        second.arguments = ["serve"]
+        var env = ProcessInfo.processInfo.environment
+        env["KILN_DATA_DIR"] = data.path
+        env["KILN_LISTEN"] = "127.0.0.1:\(try DaemonProcess.freePort())"
+        env["KILN_MEDIA_ROOTS"] = data.path
+        env["KILN_PRESETS_DIR"] = Media.repoRoot.appendingPathComponent("Presets").path
+        second.environment = env
+        let err = Pipe()
+        second.standardError = err
+        second.standardOutput = FileHandle.nullDevice
+        try second.run()
+        let deadline = Date(timeIntervalSinceNow: 20)
+        while second.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        if second.isRunning {
+            Issue.record("the second daemon kept running")
+            second.terminate()
+        }
+        second.waitUntilExit()
+        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(second.terminationStatus == 4 && message.contains("another kiln (pid \(first.process.processIdentifier))"), "\(message)")
+        #expect(FileManager.default.fileExists(atPath: working.path), "the first daemon's work is left alone")
+        #expect(try RawHTTP.request(port: first.port, "GET", "/healthz").status == 200)
+        first.terminate()
+        let third = try DaemonProcess(dataDir: data, mediaRoot: data.path)
+        third.terminate()
+    }
+
     @Test("SIGKILLed mid-transcode, the daemon restarts and finishes the job: one artifact, no orphan child, no temporary file")
     func crashMidTranscode() throws {
         let media = Media.scratch("crash-media")
