@@ -269,8 +269,13 @@ public final class Farm: @unchecked Sendable {
             if let i = index, let b = source.stream(i)?.bitRate, b > 0 { return Double(b) / 1000 }
             return 0
         }
-        var total = kbps(plan.video?.bitrateKbps ?? 0, plan.video?.sourceIndex) + kbps(plan.audio?.bitrateKbps ?? 0, plan.audio?.sourceIndex)
-        if total == 0 { total = Double(source.bitRate) / 1000 }   // stream bitrates unknown: the whole file's
+        let video = kbps(plan.video?.bitrateKbps ?? 0, plan.video?.sourceIndex), audio = kbps(plan.audio?.bitrateKbps ?? 0, plan.audio?.sourceIndex)
+        var total = video + audio
+        // A copied stream whose bitrate nobody states (Matroska gives none per stream): the
+        // whole file's, an upper bound. A 36 MB remux of an MKV was counted as its 80 kbit/s
+        // of re-encoded sound, admitted on 30 MB free, and failed three times as disk_full.
+        let unknownCopy = (plan.video.map { $0.action == .copy && video == 0 } ?? false) || (plan.audio.map { $0.action == .copy && audio == 0 } ?? false)
+        if total == 0 || unknownCopy { total = max(total, Double(source.bitRate) / 1000) }
         let bytes = total * 1000 / 8 * max(0, source.durationSeconds) * 1.1
         return Int64(bytes.isFinite ? bytes : 0) + 16 << 20
     }
@@ -392,10 +397,16 @@ public final class Farm: @unchecked Sendable {
         }
     }
 
-    /// Disk admission: the job's estimated output must leave `minFreeBytes` free.
+    /// Disk admission: the job's estimated output must leave `minFreeBytes` free, after
+    /// what the jobs already running have still to write (two transcodes admitted on the
+    /// same free space together needed twice it).
     private func admitted(_ claimed: ClaimedJob) -> Bool {
         guard let free = space.freeBytes(at: config.absoluteDataDir) else { return true }
-        return free - claimed.estimatedBytes >= config.minFreeBytes
+        state.lock()
+        let running = runners.values.filter { $0.jobID != claimed.job.id }
+        state.unlock()
+        let reserved = running.reduce(Int64(0)) { $0 + $1.bytesToCome }
+        return free - reserved - claimed.estimatedBytes >= config.minFreeBytes
     }
 
     // MARK: Maintenance

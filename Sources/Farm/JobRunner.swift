@@ -56,6 +56,14 @@ final class JobRunner: @unchecked Sendable {
 
     private var currentStopReason: StopReason? { lock.lock(); defer { lock.unlock() }; return stopReason }
 
+    /// Of its estimated output, what the job has still to write (by its progress so far):
+    /// space the disk admission keeps for it.
+    var bytesToCome: Int64 {
+        lock.lock()
+        defer { lock.unlock() }
+        return Int64(Double(claimed.estimatedBytes) * (1 - (lastProgress?.fraction ?? 0)))
+    }
+
     /// Called on the child's reader thread: keeps the progress for the next heartbeat and
     /// announces it live, at most every half second.
     private func noteProgress(_ p: JobProgress) {

@@ -302,6 +302,44 @@ struct FarmTests {
         #expect(try h.artifact(id)?.job?.attempt == 1)
     }
 
+    @Test("disk admission keeps what running jobs have still to write: a second job that fits the free space alone, not beside the first, waits")
+    func diskAdmissionCountsRunningJobs() throws {
+        let gate = Gate()
+        let h = try Harness("disk-running", launcher: FakeLauncher([.gated(gate, then: .succeed(bytes: 5)), .succeed(bytes: 5)])) {
+            $0.maxTranscodes = 2
+            $0.diskRecheckSeconds = 5
+        }
+        defer { gate.release(); h.cleanUp() }
+        h.space.free = 1 << 40
+        try h.farm.start()
+        let first = try h.farm.prepare(h.request("one", try h.source())).artifact.id
+        #expect(try eventually { h.fake.launches.count == 1 })
+        let estimate = try #require(try h.artifact(first)).estimatedBytes
+        // Room for one more output beside the floor, not for two.
+        h.space.free = h.config.minFreeBytes + estimate * 3 / 2
+        let second = try h.farm.prepare(h.request("two", try h.source())).artifact.id
+        #expect(try eventually { try h.artifact(second)?.job?.waitingReason == "waiting_for_disk" })
+        #expect(h.fake.launches.count == 1)
+        gate.release()
+        #expect(try eventually { try h.artifact(first)?.state == .ready })
+        h.clock.advance(seconds: 6)
+        h.farm.wake()
+        #expect(try eventually { try h.artifact(second)?.state == .ready })
+    }
+
+    @Test("a copied stream whose bitrate nobody states (Matroska) is estimated at the whole file's, not as nothing")
+    func estimateWithoutStreamBitrates() {
+        let source = MediaInfo(formatName: "matroska,webm", container: "mkv", durationSeconds: 90, bitRate: 3_200_000, sizeBytes: 36_000_000, streams: [
+            StreamInfo(index: 0, type: .video, codec: "h264", width: 1280, height: 720),
+            StreamInfo(index: 1, type: .audio, codec: "ac3", channels: 2, sampleRate: 48000),
+        ])
+        let plan = Plan(quality: .mbps5, effectiveQuality: .mbps5, deliveryFormat: .remux, targetBitrateKbps: 5000, container: "mp4",
+                        video: VideoPlan(sourceIndex: 0, action: .copy, codec: "h264", width: 1280, height: 720, bitrateKbps: 0),
+                        audio: AudioPlan(sourceIndex: 1, action: .transcode, codec: "aac", channels: 2, bitrateKbps: 80),
+                        subtitles: [], reasons: [], artifactKey: "k")
+        #expect(Farm.estimatedBytes(plan: plan, source: source) >= 36_000_000)
+    }
+
     @Test("subscribers hear persisted events in order and live progress")
     func events() throws {
         let gate = Gate()
