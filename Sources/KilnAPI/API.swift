@@ -83,7 +83,9 @@ public final class API: Sendable {
         server.route(method, pattern) { [self] req, params in
             if let token {
                 let presented = req.headers["Authorization"] ?? ""
-                guard presented.hasPrefix("Bearer "), tokensMatch(String(presented.dropFirst(7)), token) else {
+                // The scheme's name is case-insensitive (RFC 7235): "bearer" is "Bearer".
+                guard presented.count > 7, presented.prefix(7).lowercased() == "bearer ",
+                      tokensMatch(String(presented.dropFirst(7)), token) else {
                     var r = API.fail(.unauthorized)
                     r.headers.set("WWW-Authenticate", "Bearer")
                     return r

@@ -82,7 +82,7 @@ function render(q) {
 let last = null;
 async function refresh() {
   try {
-    const r = await fetch("/v1/queue", { headers: headers() });
+    const r = await fetch("v1/queue", { headers: headers() });
     if (r.status === 401) return needToken();
     last = await r.json(); render(last);
   } catch (e) { $("updated").textContent = "cannot reach Kiln"; }
@@ -90,7 +90,7 @@ async function refresh() {
 async function listen() {
   // EventSource cannot send a bearer token, so read the stream with fetch.
   try {
-    const r = await fetch("/v1/events", { headers: headers() });
+    const r = await fetch("v1/events", { headers: headers() });
     if (r.status === 401) return needToken();
     const reader = r.body.getReader(), dec = new TextDecoder();
     let buf = "";

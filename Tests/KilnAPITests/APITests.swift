@@ -135,7 +135,7 @@ struct APITests {
         #expect(try RawHTTP.request(port: d.port, "GET", "/v1/events?after=-3").status == 400)
     }
 
-    @Test("a token guards every route but /healthz, and a wrong one is refused")
+    @Test("a token guards every route but /healthz (and the page, which holds no data and asks for it), a wrong one is refused, the scheme's name in any case")
     func auth() throws {
         let d = try Daemon(token: "s3cret-token")
         defer { d.stop() }
@@ -147,6 +147,10 @@ struct APITests {
             #expect(try RawHTTP.request(port: d.port, "GET", path, headers: ["Authorization": "Bearer s3cret-tokeN"]).status == 401)
         }
         #expect(try RawHTTP.request(port: d.port, "GET", "/v1/queue", headers: ["Authorization": "Bearer s3cret-token"]).status == 200)
+        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/queue", headers: ["Authorization": "bearer s3cret-token"]).status == 200)
+        for wrong in ["Bearer", "Bearer ", "Basic s3cret-token", "s3cret-token", "Bearers3cret-token"] {
+            #expect(try RawHTTP.request(port: d.port, "GET", "/v1/queue", headers: ["Authorization": wrong]).status == 401, "\(wrong)")
+        }
         #expect(try d.prepare("x", "sp_bear-flac.mp4").status == 401)
     }
 
