@@ -22,7 +22,9 @@ public struct ReferenceView: Encodable, Sendable {
     public init(reference: ReferenceRecord, artifact: ArtifactRecord) {
         self.reference = reference.request.reference
         artifactID = artifact.id
-        status = artifact.state.status
+        // The contract's answer is ready, preparing or failed: a job an operator canceled
+        // failed for this caller (asking again queues it again), with the reason.
+        status = artifact.state == .canceled ? "failed" : artifact.state.status
         quality = reference.request.quality.rawValue
         effectiveQuality = artifact.plan.effectiveQuality.rawValue
         deliveryFormat = artifact.plan.deliveryFormat.rawValue
@@ -33,7 +35,32 @@ public struct ReferenceView: Encodable, Sendable {
         self.plan = plan
         file = artifact.state == .ready ? artifact.file.map { File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) } : nil
         progress = artifact.state == .pending ? artifact.job?.progress : nil
-        error = artifact.state == .failed ? artifact.errors.last : nil
+        switch artifact.state {
+        case .failed: error = artifact.errors.last
+        case .canceled:
+            error = artifact.errors.last.flatMap { $0.code == "canceled" ? $0 : nil }
+                ?? AttemptError(attempt: artifact.job?.attempt ?? 0, code: "canceled", stage: "request",
+                                message: "the job was canceled before it finished; ask again to prepare it", at: artifact.updatedAt)
+        default: error = nil
+        }
+    }
+
+    /// Every key of the contract's answer, `file`, `progress` and `error` as null when
+    /// there is none (a client reading `answer["file"]` must find the key).
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(reference, forKey: .reference)
+        try c.encode(artifactID, forKey: .artifactID)
+        try c.encode(status, forKey: .status)
+        try c.encode(quality, forKey: .quality)
+        try c.encode(effectiveQuality, forKey: .effectiveQuality)
+        try c.encode(deliveryFormat, forKey: .deliveryFormat)
+        try c.encode(targetBitrateKbps, forKey: .targetBitrateKbps)
+        try c.encode(revision, forKey: .revision)
+        try c.encode(plan, forKey: .plan)
+        if let file { try c.encode(file, forKey: .file) } else { try c.encodeNil(forKey: .file) }
+        if let progress { try c.encode(progress, forKey: .progress) } else { try c.encodeNil(forKey: .progress) }
+        if let error { try c.encode(error, forKey: .error) } else { try c.encodeNil(forKey: .error) }
     }
 
     /// 200 when the file can be fetched now (ready, every original), 202 while preparing.

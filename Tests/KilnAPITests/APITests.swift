@@ -78,6 +78,8 @@ struct APITests {
         #expect(first.status == 202)
         let answer = try JSONValue.parse(first.body)
         #expect(answer["status"] == .string("preparing"))
+        // Every key of the contract's answer is there, null when empty.
+        #expect(answer["file"] == .null && answer["error"] == .null && answer["progress"] != nil, "\(answer)")
         let id = try #require(answer["artifact_id"]?.string)
 
         var ready: SSEEvent?
@@ -115,6 +117,19 @@ struct APITests {
         #expect(deleted != nil)
         #expect(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)/file").status == 404)
         #expect(!FileManager.default.fileExists(atPath: file["path"]?.string ?? "/"))
+    }
+
+    @Test("a job an operator canceled answers its references as failed, with the reason, as the contract's three states allow; asking again queues it again")
+    func canceledReference() throws {
+        let d = try Daemon { $0.maxTranscodes = 0 }   // nothing runs: the job waits in the queue
+        defer { d.stop() }
+        let answer = try JSONValue.parse(try d.prepare("c-1", "sp_bear-640x360-ec3.mp4", quality: "1mbps").body)
+        let id = try #require(answer["artifact_id"]?.string)
+        #expect(try RawHTTP.request(port: d.port, "POST", "/v1/artifacts/\(id)/cancel").status / 100 == 2)
+        let after = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/references/c-1").body)
+        #expect(after["status"] == .string("failed") && after["error"]?["code"] == .string("canceled") && after["file"] == .null, "\(after)")
+        let again = try JSONValue.parse(try d.prepare("c-1", "sp_bear-640x360-ec3.mp4", quality: "1mbps").body)
+        #expect(again["status"] == .string("preparing"), "\(again)")
     }
 
     @Test("the event stream resumes after a disconnect with Last-Event-ID, and ?after=")
