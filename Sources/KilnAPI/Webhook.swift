@@ -29,7 +29,8 @@ public final class WebhookDeliverer: @unchecked Sendable {
     public private(set) var delivered = 0
 
     public init(url: URL, secret: String?, store: any ArtifactStore, hub: EventHub, batchLimit: Int = 100,
-                firstDelay: Double = 1, maxDelay: Double = 60) {
+                firstDelay: Double = 1, maxDelay: Double = 60, postTimeout: Double = 15) {
+        self.postTimeout = postTimeout
         self.url = url
         self.secret = Array((secret ?? "").utf8)
         self.store = store
@@ -100,10 +101,15 @@ public final class WebhookDeliverer: @unchecked Sendable {
 
     struct Batch: Encodable { let events: [EventView] }
 
-    /// One signed POST; true on a 2xx answer.
+    /// How long one POST may take, answer included. FoundationNetworking's request timeout
+    /// is an idle one that a receiver which accepts and never answers did not end before a
+    /// minute, holding every later event back.
+    let postTimeout: Double
+
+    /// One signed POST; true on a 2xx answer within `postTimeout`.
     func post(_ events: [EventRecord]) -> Bool {
         guard let body = try? Data(JSON.encode(Batch(events: events.map(EventView.init)))) else { return false }
-        var request = URLRequest(url: url, timeoutInterval: 15)
+        var request = URLRequest(url: url, timeoutInterval: postTimeout)
         request.httpMethod = "POST"
         request.httpBody = body
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
@@ -116,7 +122,11 @@ public final class WebhookDeliverer: @unchecked Sendable {
             done.signal()
         }
         task.resume()
-        done.wait()
+        guard done.wait(timeout: .now() + postTimeout) == .success else {
+            task.cancel()
+            _ = done.wait(timeout: .now() + 5)   // the handler runs once, canceled
+            return false
+        }
         return outcome.ok
     }
 }

@@ -335,6 +335,32 @@ struct WebhookTests {
         #expect(after.count == before + 1 && after == after.sorted() && Set(after).count == after.count, "\(after)")
     }
 
+    @Test("a receiver that takes the connection and never answers costs one timeout per try, not a minute: the deliverer gives up and tries again")
+    func hangingReceiver() throws {
+        // A listening socket nobody accepts from: the kernel completes the connection, the
+        // request is sent, no answer ever comes.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        #expect(listen(fd, 16) == 0)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        let d = try Daemon()
+        defer { d.stop() }
+        let url = URL(string: "http://127.0.0.1:\(UInt16(bigEndian: addr.sin_port))/hook")!
+        let hook = WebhookDeliverer(url: url, secret: "shh", store: d.store, hub: d.farm.events, firstDelay: 0.05, maxDelay: 0.1, postTimeout: 1)
+        hook.start()
+        defer { hook.stop() }
+        _ = try d.prepare("h0", "sp_bear-640x360-ec3.mp4", quality: "1mbps")
+        _ = try d.settle("h0")
+        let deadline = Date(timeIntervalSinceNow: 20)
+        while hook.failures < 2 && Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        #expect(hook.failures >= 2 && hook.delivered == 0, "\(hook.failures) failures")
+    }
+
     @Test("HMAC-SHA256 matches RFC 4231 test case 2")
     func hmac() {
         #expect(HMACSHA256.hex(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8))
