@@ -91,8 +91,11 @@ public final class Farm: @unchecked Sendable {
     // MARK: Lifecycle
 
     /// Start-up recovery, then the scheduler and the maintenance thread (rescuer, collector).
+    /// `soleFarm`: no other farm uses the store (the daemon holds its data directory's
+    /// lock), so a job still marked running was left by one that stopped, and is rescued at
+    /// once rather than when its lease runs out, up to a minute later.
     @discardableResult
-    public func start() throws(KilnError) -> RecoveryReport {
+    public func start(soleFarm: Bool = false) throws(KilnError) -> RecoveryReport {
         state.lock()
         guard !started else { state.unlock(); return RecoveryReport() }
         started = true
@@ -103,7 +106,7 @@ public final class Farm: @unchecked Sendable {
         let now = clock.nowMillis()
         report.finishedDeletions = try collector.finishInterrupted(now: now)
         report.removedTemporaries = folder.removeStaleTemporaries()
-        report.rescuedJobs = try store.rescueExpiredLeases(now: now)
+        report.rescuedJobs = try soleFarm ? store.rescueInterruptedJobs(now: now) : store.rescueExpiredLeases(now: now)
         // Leases of a previous run that have not lapsed yet: rescue right after they do.
         let held = try store.queueSnapshot(recentFailures: 0, queuedLimit: 0).running.compactMap(\.leaseExpiresAt)
         if !report.finishedDeletions.isEmpty || report.rescuedJobs > 0 { events.notify() }
@@ -123,7 +126,7 @@ public final class Farm: @unchecked Sendable {
         var lines: [String] = []
         if !r.finishedDeletions.isEmpty { lines.append("start-up: finished deleting \(r.finishedDeletions.joined(separator: ", "))") }
         if !r.removedTemporaries.isEmpty { lines.append("start-up: removed \(r.removedTemporaries.count) stale temporary file(s)") }
-        if r.rescuedJobs > 0 { lines.append("start-up: rescued \(r.rescuedJobs) job(s) with expired leases") }
+        if r.rescuedJobs > 0 { lines.append("start-up: rescued \(r.rescuedJobs) job(s) a stopped daemon left running") }
         return lines
     }
 

@@ -72,6 +72,11 @@ public protocol ArtifactStore: AnyObject, Sendable {
     /// the last attempt. Returns the number rescued.
     func rescueExpiredLeases(now: Int64) throws(KilnError) -> Int
 
+    /// Every running job, whatever its lease, as `rescueExpiredLeases` does with expired
+    /// ones but with an `interrupted` error: for a daemon starting on a data directory it
+    /// alone serves, whose running jobs were left by one that stopped.
+    func rescueInterruptedJobs(now: Int64) throws(KilnError) -> Int
+
     /// Records why a claimable job waits (nil clears it), e.g. "waiting_for_disk".
     func setWaiting(jobID: Int64, reason: String?) throws(KilnError)
 

@@ -451,19 +451,33 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     }
 
     public func rescueExpiredLeases(now: Int64) throws(KilnError) -> Int {
+        try rescue(leasesBefore: now, now: now) { owner, expiredAt in
+            ("lease_expired", "the lease of \(owner) expired at \(expiredAt) without a heartbeat")
+        }
+    }
+
+    public func rescueInterruptedJobs(now: Int64) throws(KilnError) -> Int {
+        try rescue(leasesBefore: Int64.max, now: now) { owner, _ in
+            ("interrupted", "the daemon running it (\(owner)) stopped before it finished")
+        }
+    }
+
+    /// Running jobs whose lease ends before `cutoff` become `retrying` due now, or `failed`
+    /// after their last attempt, each with the error `describe` gives (code, message).
+    private func rescue(leasesBefore cutoff: Int64, now: Int64,
+                        _ describe: (_ owner: String, _ expiredAt: Int64) -> (String, String)) throws(KilnError) -> Int {
         try write { db throws(KilnError) -> Int in
             let expired = try db.query("""
                 SELECT id, artifact_id, attempt, max_attempts, lease_owner, lease_expires_at FROM jobs
                 WHERE state = 'running' AND lease_expires_at < ?
                 ORDER BY id
-                """, now) { row in
+                """, cutoff) { row in
                 (id: row.int64(0), artifactID: row.string(1), attempt: row.int(2), maxAttempts: row.int(3),
                  owner: row.string(4), expiredAt: row.int64(5))
             }
             for job in expired {
-                let error = AttemptError(attempt: job.attempt, code: "lease_expired", stage: "run",
-                                         message: "the lease of \(job.owner) expired at \(job.expiredAt) without a heartbeat",
-                                         at: now)
+                let (code, message) = describe(job.owner, job.expiredAt)
+                let error = AttemptError(attempt: job.attempt, code: code, stage: "run", message: message, at: now)
                 try insertError(db, jobID: job.id, error: error)
                 if job.attempt >= job.maxAttempts {
                     try failJob(db, jobID: job.id, artifactID: job.artifactID, error: error, now: now)

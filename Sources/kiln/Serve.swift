@@ -49,7 +49,7 @@ enum Serve {
         guard let presetsDir else { throw KilnError(.internalError, stage: .request, "cannot find the Presets folder; set KILN_PRESETS_DIR") }
         let presets = try Presets.load(directory: presetsDir)
         let farm = Farm(config: config.farm, store: store, presets: presets, policy: .standard)
-        let report = try farm.start()
+        let report = try farm.start(soleFarm: true)   // the data directory's lock is ours
         log("recovered: \(report.finishedDeletions.count) deletions finished, \(report.removedTemporaries.count) temporary files removed, \(report.rescuedJobs) jobs rescued")
 
         let metrics = Metrics()

@@ -283,6 +283,24 @@ struct FarmTests {
         #expect(h.fake.allHandles.first?.wasTerminated == true)
     }
 
+    @Test("a farm that alone uses its store (the daemon, holding its data directory) rescues a stopped daemon's running job at start, not when its lease runs out")
+    func interruptedJobsAtStart() throws {
+        let gate = Gate()
+        let h = try Harness("interrupted", launcher: FakeLauncher([.gated(gate, then: .succeed(bytes: 5)), .succeed(bytes: 7)])) {
+            $0.leaseSeconds = 3600
+        }
+        defer { gate.release(); h.cleanUp() }
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("i", try h.source())).artifact.id
+        #expect(try eventually { h.fake.launches.count == 1 })
+        // The daemon is gone (its runner never reports again): a new farm on the same store.
+        h.restart()
+        let report = try h.farm.start(soleFarm: true)
+        #expect(report.rescuedJobs == 1)
+        #expect(try h.artifact(id)?.errors.map(\.code) == ["interrupted"])
+        #expect(try eventually { try h.artifact(id)?.state == .ready })
+    }
+
     @Test("a job that would eat into the free-space floor waits for disk, then runs when space returns")
     func diskAdmission() throws {
         let h = try Harness("disk") { $0.diskRecheckSeconds = 5 }
