@@ -298,11 +298,12 @@ final class Pipeline {
         onProgress(pacer.final(position: durationSeconds, duration: durationSeconds))
     }
 
-    /// Carries the source's descriptive tags (title, show, episode, date, …), not the
-    /// ones that describe the old file (brands, encoder).
+    /// Carries the source's descriptive tags (title, show, episode, date, …) and its
+    /// creation time (a phone video's "date taken", which the MP4 muxer writes into the
+    /// movie and track headers), not the ones that describe the old file (brands, encoder).
     private func copyGlobalMetadata() {
         var e: UnsafeMutablePointer<AVDictionaryEntry>? = nil
-        let skip: Set<String> = ["major_brand", "minor_version", "compatible_brands", "encoder", "creation_time", "duration"]
+        let skip: Set<String> = ["major_brand", "minor_version", "compatible_brands", "encoder", "duration"]
         while let entry = av_dict_get(demuxer.context.pointee.metadata, "", e, AV_DICT_IGNORE_SUFFIX) {
             e = entry
             guard let key = string(entry.pointee.key), !skip.contains(key.lowercased()) else { continue }

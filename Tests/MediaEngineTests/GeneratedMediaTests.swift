@@ -366,6 +366,18 @@ struct GeneratedMediaTests {
         #expect(abs((chapters.last?.endSeconds ?? 0) - 4) < 0.1, "\(chapters)")
     }
 
+    @Test("a phone video's creation time (its date taken) and title are carried")
+    func creationTime() throws {
+        let path = try Media.generated("phone-dated.mov", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30:duration=2",
+                                                            "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=2", "-c:v", "libx264",
+                                                            "-preset", "ultrafast", "-c:a", "aac", "-metadata", "creation_time=2020-05-06T10:11:12.000000Z",
+                                                            "-metadata", "title=Holiday"])
+        let (_, _, out, dir) = try roundTrip(path, EnginePlans.remux)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let tags = try FFprobe(out).json["format"]?["tags"]
+        #expect(tags?["creation_time"]?.string == "2020-05-06T10:11:12.000000Z" && tags?["title"]?.string == "Holiday", "\(String(describing: tags))")
+    }
+
     @Test("MPEG-TS timestamps wrapping past 2^33 come out continuous, starting at zero, A/V offset kept")
     func ptsWrap() throws {
         let path = try Generated.wrappingTS()
