@@ -41,6 +41,14 @@ public struct APIError: Error, Sendable, Equatable, Encodable {
         case .canceled, .sourceChanged: status = 409
         case .internalError: status = 500
         }
-        self.init(status, e.code == .usage ? "bad_request" : e.code.rawValue, e.message, field: e.field)
+        // The request field at fault, where the error names none: what a caller fixes.
+        let field: String?
+        switch e.code {
+        case .invalidQuality: field = "quality"
+        case .invalidCaps: field = "caps"
+        case .sourceNotFound, .sourceUnreadable, .sourceUnsupported, .sourceCorrupt, .sourceChanged: field = "source.path"
+        default: field = nil
+        }
+        self.init(status, e.code == .usage ? "bad_request" : e.code.rawValue, e.message, field: e.field ?? field)
     }
 }

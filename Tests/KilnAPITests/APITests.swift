@@ -205,7 +205,7 @@ struct APITests {
             (#"{"source":{"path":"/x"}}"#, 400, "reference"),
             (#"{"reference":"a"}"#, 400, "source"),
             (#"{"reference":"a","source":{"path":7}}"#, 400, "source.path"),
-            (#"{"reference":"a","source":{"path":"/x"},"quality":"4k"}"#, 400, nil),
+            (#"{"reference":"a","source":{"path":"/x"},"quality":"4k"}"#, 400, "quality"),
             (#"{"reference":"a","source":{"path":"/x"},"caps":{"hdr":"yes"}}"#, 400, "hdr"),
             (#"{"reference":"a","source":{"path":"/x"},"priority":"urgent"}"#, 400, "priority"),
             (#"{"reference":"a","source":{"path":"/x"},"audio_language":12}"#, 400, "audio_language"),
@@ -217,6 +217,17 @@ struct APITests {
             #expect(j["error"]?.string != nil && j["message"]?.string != nil, "envelope for \(body)")
             if let field { #expect(j["field"]?.string == field || (j["message"]?.string ?? "").contains(field), "\(body)") }
         }
+        // Errors of the request's values name their field too: the quality, the source file.
+        let quality = try JSONValue.parse(try RawHTTP.json(port: d.port, "POST", "/v1/prepare",
+                                                           #"{"reference":"q","source":{"path":"/x"},"quality":"4k"}"#).body)
+        #expect(quality["error"] == .string("invalid_quality") && quality["field"] == .string("quality"), "\(quality)")
+        let media = Media.scratch("not-media")
+        defer { try? FileManager.default.removeItem(at: media) }
+        try Data("not a film".utf8).write(to: media.appendingPathComponent("notes.mkv"))
+        let text = try Daemon(mediaRoot: media)
+        defer { text.stop() }
+        let notMedia = try JSONValue.parse(try text.prepare("n", "notes.mkv").body)
+        #expect(notMedia["error"]?.string?.hasPrefix("source_") == true && notMedia["field"] == .string("source.path"), "\(notMedia)")
         // A body announced over the limit is refused on its headers, before a byte of it is
         // read, and the connection closed: a client still sending the megabyte may find the
         // socket reset under it (a race the test lost on a busy machine), so this one sends
