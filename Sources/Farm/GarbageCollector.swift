@@ -31,6 +31,22 @@ struct GarbageCollector: Sendable {
     let log: any FarmLog
     /// Shared with runners moving files into place.
     let fileLock: NSLock
+    /// What a pass has already said: a condition that lasts (a budget referenced artifacts
+    /// exceed, a file no row knows) is logged when it begins, not on every pass.
+    private let said = Said()
+
+    final class Said: @unchecked Sendable {
+        private let lock = NSLock()
+        private var lines: Set<String> = []
+        /// `now` (the lines a pass would log) less those the last pass logged.
+        func new(_ now: [String]) -> [String] {
+            lock.lock()
+            defer { lock.unlock() }
+            let fresh = now.filter { !lines.contains($0) }
+            lines = Set(now)
+            return fresh
+        }
+    }
 
     func collect(now: Int64) throws(KilnError) -> GarbageReport {
         var report = GarbageReport()
@@ -57,12 +73,13 @@ struct GarbageCollector: Sendable {
                 free = free.map { $0 + bytes }
             }
         }
+        var lines: [String] = []
         if pressed(), let budget = config.storageBudgetBytes, total > budget {
-            log.write("storage: \(total) bytes held by referenced artifacts exceed the budget of \(budget); nothing more may be deleted")
+            lines.append("storage: referenced artifacts exceed the budget of \(budget) bytes; nothing more may be deleted")
         }
-
         report.unknownFiles = try unknownFiles()
-        for f in report.unknownFiles { log.write("unknown file in the artifact folder (left alone): \(f)") }
+        lines += report.unknownFiles.map { "unknown file in the artifact folder (left alone): \($0)" }
+        for line in said.new(lines) { log.write(line) }
         return report
     }
 

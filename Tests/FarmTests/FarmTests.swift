@@ -447,6 +447,24 @@ struct GarbageCollectionTests {
         #expect(FileManager.default.fileExists(atPath: h.config.artifactPath(held)))
     }
 
+    @Test("a lasting condition is logged when it begins, not on every collection pass: a file no row knows, held artifacts over the budget")
+    func collectorLogsOnce() throws {
+        let h = try Harness("gc-log") { $0.retentionSeconds = 1_000_000; $0.gcIntervalSeconds = 3600; $0.storageBudgetBytes = 10 }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        _ = try ready(h, "held")
+        FileManager.default.createFile(atPath: h.config.artifactsDir + "/stray.bin", contents: Data("x".utf8))
+        for _ in 0..<3 { _ = try h.farm.collectGarbage() }
+        let lines = h.log.lines
+        #expect(lines.filter { $0.contains("stray.bin") }.count == 1 && lines.filter { $0.contains("exceed the budget") }.count == 1, "\(lines)")
+        // Gone, then back: said again.
+        try FileManager.default.removeItem(atPath: h.config.artifactsDir + "/stray.bin")
+        _ = try h.farm.collectGarbage()
+        FileManager.default.createFile(atPath: h.config.artifactsDir + "/stray.bin", contents: Data("x".utf8))
+        _ = try h.farm.collectGarbage()
+        #expect(h.log.lines.filter { $0.contains("stray.bin") }.count == 2)
+    }
+
     @Test("an original delivery's file is the user's source and is never deleted")
     func originalNeverDeleted() throws {
         let h = try Harness("gc-original") { $0.retentionSeconds = 0 }
