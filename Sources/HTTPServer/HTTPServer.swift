@@ -58,8 +58,9 @@ public final class HTTPServer: Sendable {
     public enum StartError: Error, Equatable {
         case invalidHost(String)
         case alreadyStarted
-        /// libmicrohttpd could not start (port in use, no permission, too many threads).
-        case couldNotListen(host: String, port: UInt16)
+        /// libmicrohttpd could not start (port in use, no permission, too many threads);
+        /// `reason` is the system's word for it, when it left one.
+        case couldNotListen(host: String, port: UInt16, reason: String)
     }
 
     let core: ServerCore
@@ -167,10 +168,13 @@ private struct Daemon: @unchecked Sendable {
             }
             options.pointee.logger_cls = cls
         }
+        errno = 0
         guard let handle = kiln_mhd_start(options) else {
+            // The bind's or listen's errno (EADDRINUSE: the port is taken) survives the failed start.
+            let reason = errno != 0 ? String(cString: strerror(errno)) : "libmicrohttpd could not start"
             options.deallocate()
             address.deallocate()
-            throw HTTPServer.StartError.couldNotListen(host: configuration.host, port: configuration.port)
+            throw HTTPServer.StartError.couldNotListen(host: configuration.host, port: configuration.port, reason: reason)
         }
         self.handle = handle
         self.options = options

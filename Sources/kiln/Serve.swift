@@ -66,7 +66,9 @@ enum Serve {
         API(farm: farm, mediaRoots: config.mediaRoots, token: config.token, metrics: metrics).register(on: server)
         do { try server.start() } catch {
             farm.shutdown(grace: 0)
-            throw KilnError(.ioError, stage: .request, "cannot listen on \(config.host):\(config.port): \(error)")
+            let reason: String
+            if case .couldNotListen(_, _, let r) = error as? HTTPServer.StartError { reason = r } else { reason = "\(error)" }
+            throw KilnError(.ioError, stage: .request, "cannot listen on \(config.host):\(config.port): \(reason)")
         }
         log("listening on http://\(config.host.contains(":") ? "[\(config.host)]" : config.host):\(server.port) (data in \(dataDir), media roots \(config.mediaRoots.joined(separator: ":")))")
         if config.mediaRoots.isEmpty { log("warning: KILN_MEDIA_ROOTS is empty, every prepare request will be refused") }

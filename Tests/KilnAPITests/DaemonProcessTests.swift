@@ -124,6 +124,39 @@ struct DaemonProcessTests {
         third.terminate()
     }
 
+    @Test("a port another program holds: exit 4 with the system's reason, not a second listener on it")
+    func portInUse() throws {
+        let data = Media.scratch("port-data")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        #expect(listen(fd, 4) == 0)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Binaries.path("kiln"))
+        p.arguments = ["serve"]
+        var env = ProcessInfo.processInfo.environment
+        env["KILN_DATA_DIR"] = data.path
+        env["KILN_LISTEN"] = "127.0.0.1:\(UInt16(bigEndian: addr.sin_port))"
+        env["KILN_PRESETS_DIR"] = Media.repoRoot.appendingPathComponent("Presets").path
+        p.environment = env
+        let err = Pipe()
+        p.standardError = err
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        let deadline = Date(timeIntervalSinceNow: 20)
+        while p.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        if p.isRunning { Issue.record("kiln serve kept running on a taken port"); p.terminate() }
+        p.waitUntilExit()
+        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(p.terminationStatus == 4 && message.contains("Address already in use"), "\(message)")
+    }
+
     @Test("SIGKILLed mid-transcode, the daemon restarts and finishes the job: one artifact, no orphan child, no temporary file")
     func crashMidTranscode() throws {
         let media = Media.scratch("crash-media")
