@@ -278,6 +278,11 @@ struct GeneratedMediaTests {
         let rv = try FFprobe(remuxed).streams("video")[0]
         #expect(rv["codec_tag_string"]?.string == "hvc1")
         #expect(rv["color_transfer"]?.string == "smpte2084")
+        // The result reports the copy's rate, 24 fps, not the MP4's average over a track
+        // whose duration holds the B-frames' reorder delay (23.36).
+        let again = d1.appendingPathComponent("again.mp4").path
+        let result = try Preparer.prepare(source: path, plan: try #require(EnginePlans.remux(info)), info: info, output: again)
+        #expect(result.output.video?.frameRate == 24, "\(String(describing: result.output.video))")
         let (_, _, transcoded, d2) = try roundTrip(path) { EnginePlans.transcode($0, height: 360) }
         defer { try? FileManager.default.removeItem(at: d2) }
         let tv = try FFprobe(transcoded).streams("video")[0]
