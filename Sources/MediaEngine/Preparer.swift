@@ -131,7 +131,7 @@ public enum Preparer {
                         awaitForecast: Bool, room fixedRoom: Int64? = nil, cancellation: Cancellation = Cancellation(),
                         progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
         try refuseOverwritingSource(opened.path, output: output)
-        if plan.deliveryFormat != .original { try refuseImplausibleDuration(opened.info) }
+        if plan.deliveryFormat != .original { try refuseImplausibleDuration(opened.info, plan: plan, demuxer: opened.demuxer) }
         var change: FormatChange?
         var current = plan
         var adjustments: [String] = []
@@ -213,12 +213,19 @@ public enum Preparer {
     /// that length: a damaged audio time within it was filled with days of silence, a job
     /// that never ended. Under 1 kbit/s over more than a minute no real file goes (a cover
     /// image's video and speech audio are several times that), so it is refused at once.
-    static func refuseImplausibleDuration(_ info: MediaInfo) throws(KilnError) {
-        guard info.durationSeconds > 60, info.sizeBytes > 0 else { return }
-        let bitsPerSecond = Double(info.sizeBytes) * 8 / info.durationSeconds
+    /// The length judged is the kept pictures' and sound's where the muxer stated theirs
+    /// (Matroska's DURATION tags) and the container declares more: a subtitle track the
+    /// copy leaves out can carry the damage (the ffmpeg command's VobSub from PGS gives a
+    /// packet 49 days long, and the segment that length).
+    static func refuseImplausibleDuration(_ info: MediaInfo, plan: Plan, demuxer: Demuxer) throws(KilnError) {
+        let kept = [plan.video?.sourceIndex, plan.audio?.sourceIndex].compactMap { $0 }.filter { $0 < demuxer.streamCount }
+        let stated = kept.compactMap { Prober.statedDuration(demuxer.stream($0)) }
+        let seconds = !kept.isEmpty && stated.count == kept.count ? min(info.durationSeconds, stated.max() ?? 0) : info.durationSeconds
+        guard seconds > 60, info.sizeBytes > 0 else { return }
+        let bitsPerSecond = Double(info.sizeBytes) * 8 / seconds
         guard bitsPerSecond < 1000 else { return }
         throw KilnError(.sourceCorrupt, stage: .probe,
-                        "the source declares \(Format.fixed(info.durationSeconds, decimals: 0)) s for \(info.sizeBytes) bytes "
+                        "the source declares \(Format.fixed(seconds, decimals: 0)) s for \(info.sizeBytes) bytes "
                         + "(\(Format.fixed(bitsPerSecond, decimals: 0)) bit/s): its header's duration is damaged")
     }
 

@@ -720,6 +720,24 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("a Matroska file whose VobSub track (the ffmpeg command's, from PGS) makes the segment 49 days long prepares from its pictures' and sound's own stated lengths: that track is left out anyway")
+    func implausibleSubtitleDuration() throws {
+        let dir = Media.scratch("vobsub-duration")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("vobsub.mkv").path
+        let made = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", Media.sharedFolder.appendingPathComponent("ax_sample_with_pgs_subtitles.mkv").path,
+                                              "-map", "0", "-c:v", "copy", "-c:a", "copy", "-c:s", "dvdsub", source])
+        #expect(made.status == 0, "\(made.stderr)")
+        #expect(try FFprobe(source).formatDuration > 1_000_000, "the source must declare the subtitle's length")
+        for (quality, caps) in [("original", "web"), ("1mbps", "ios")] {
+            try Command.prepare(source, quality: quality, caps: caps, scratch: "vobsub-\(quality)") { r, out in
+                #expect(r.status == 0, "\(quality): \(r.stdout)")
+                let length = try FFprobe(out).formatDuration, errors = try FFprobe.decodeErrors(out)
+                #expect(length < 2 && errors == "", "\(length) s, \(errors)")
+            }
+        }
+    }
+
     @Test("an AVI whose video header claims 4 kB of codec data (its strf size damaged) copies into an MP4 that does not decode, where the source does: the video is re-encoded from the source, with the reason (it was verify_failed, retried in vain)")
     func copyThatDoesNotDecode() throws {
         let dir = Media.scratch("undecodable-copy")
