@@ -272,13 +272,18 @@ public final class Farm: @unchecked Sendable {
             if let i = index, let b = source.stream(i)?.bitRate, b > 0 { return Double(b) / 1000 }
             return 0
         }
-        let video = kbps(plan.video?.bitrateKbps ?? 0, plan.video?.sourceIndex), audio = kbps(plan.audio?.bitrateKbps ?? 0, plan.audio?.sourceIndex)
+        let file = Double(source.bitRate) / 1000
+        let video = kbps(plan.video?.bitrateKbps ?? 0, plan.video?.sourceIndex)
+        var audio = kbps(plan.audio?.bitrateKbps ?? 0, plan.audio?.sourceIndex)
+        // Copied sound whose bitrate nobody states (the probe measures most): a generous
+        // sound's, within the file's.
+        if plan.audio?.action == .copy, audio == 0 { audio = min(file, 1536) }
         var total = video + audio
-        // A copied stream whose bitrate nobody states (Matroska gives none per stream): the
-        // whole file's, an upper bound. A 36 MB remux of an MKV was counted as its 80 kbit/s
-        // of re-encoded sound, admitted on 30 MB free, and failed three times as disk_full.
-        let unknownCopy = (plan.video.map { $0.action == .copy && video == 0 } ?? false) || (plan.audio.map { $0.action == .copy && audio == 0 } ?? false)
-        if total == 0 || unknownCopy { total = max(total, Double(source.bitRate) / 1000) }
+        // A copied picture whose bitrate nobody states (Matroska gives none per stream): the
+        // whole file's, an upper bound the picture comes near. A 36 MB remux of an MKV was
+        // counted as its 80 kbit/s of re-encoded sound, admitted on 30 MB free, and failed
+        // three times as disk_full.
+        if total == 0 || (plan.video?.action == .copy && video == 0) { total = max(total, file) }
         let bytes = total * 1000 / 8 * max(0, source.durationSeconds) * 1.1
         return Int64(bytes.isFinite ? bytes : 0) + 16 << 20
     }

@@ -39,7 +39,8 @@ public enum LanguageCode {
         "uk": "ukr", "ur": "urd", "uz": "uzb", "ve": "ven", "vi": "vie", "vo": "vol", "wa": "wln", "wo": "wol", "xh": "xho", "yi": "yid",
         "yo": "yor", "za": "zha", "zh": "zho", "zu": "zul",
     ]
-    /// Two-letter codes ISO 639-1 withdrew, which old files and Android (Java's Locale) still write.
+    /// Two-letter codes ISO 639-1 withdrew, which old files and Android (Java's Locale) still
+    /// write. Serbo-Croatian has no ISO 639-2 code: ISO 639-3's "hbs" (MP4 packs any three letters).
     private static let withdrawn: [String: String] = ["iw": "heb", "in": "ind", "ji": "yid", "jw": "jav", "mo": "ron", "sh": "hbs"]
     /// ISO 639-2's twenty bibliographic codes (what mkvmerge writes) with their terminologic twins.
     private static let bibliographic: [String: String] = [

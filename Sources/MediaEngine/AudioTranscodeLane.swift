@@ -241,8 +241,8 @@ final class AudioTranscodeLane: Lane {
     }
 
     /// The source's layout when it has the planned channel count (and the encoder takes
-    /// it), else the layout of that count (of those the encoder lists, or libavutil's
-    /// standard ones) that keeps the most of the source's channels (`ChannelLayouts.best`).
+    /// it), else the layout of that count the encoder lists that keeps the most of the
+    /// source's channels (`ChannelLayouts.best`), else libavutil's default for the count.
     private static func channelLayout(_ codec: UnsafePointer<AVCodec>, channels: Int32,
                                       source: inout AVChannelLayout, into out: inout AVChannelLayout) throws(KilnError) {
         var listed: [AVChannelLayout] = []
@@ -260,12 +260,10 @@ final class AudioTranscodeLane: Lane {
         ChannelLayouts.assumed(channels, into: &fallback)
         defer { av_channel_layout_uninit(&fallback) }
         var candidates = [fallback].filter { f in listed.isEmpty || listed.contains { var c = $0, f = f; return av_channel_layout_compare(&c, &f) == 0 } }
-        if listed.isEmpty {
-            var opaque: UnsafeMutableRawPointer?
-            while let standard = av_channel_layout_standard(&opaque) { candidates.append(standard.pointee) }
-        } else {
-            candidates += listed
-        }
+        // An encoder that lists none (AAC) gets libavutil's default for the count: the AAC
+        // encoder writes other layouts (5.1 with side surrounds) with a program config
+        // element, which some decoders mishandle.
+        candidates += listed
         if var match = ChannelLayouts.best(of: candidates.filter { $0.nb_channels == channels && $0.order == AV_CHANNEL_ORDER_NATIVE }, for: &source) {
             try check(av_channel_layout_copy(&out, &match), .encode, "cannot copy the channel layout")
             return

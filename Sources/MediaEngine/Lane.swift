@@ -82,12 +82,13 @@ func copyStreamMetadata(from input: UnsafeMutablePointer<AVStream>, to output: U
 
 /// A stream's name as a player shows it: its title; in an MP4 or QuickTime source, where a
 /// track's name is its handler name, that name unless it is a muxer's own for any track of
-/// its kind ("SoundHandler", "Core Media Audio", "GPAC ISO Audio Handler", …).
+/// its kind ("SoundHandler", "Core Media Audio", "GPAC ISO Audio Handler", Android's
+/// "SoundHandle", …).
 func trackTitle(_ stream: UnsafeMutablePointer<AVStream>) -> String? {
     if let title = dictValue(stream.pointee.metadata, "title"), !title.isEmpty { return title }
     guard let handler = dictValue(stream.pointee.metadata, "handler_name")?.trimmingSpaces, !handler.isEmpty else { return nil }
     let generic = handler.lowercased()
-    return generic.hasSuffix("handler") || generic.hasPrefix("core media") || generic.hasPrefix("iso media") ? nil : handler
+    return generic.hasSuffix("handler") || generic.hasSuffix("handle") || generic.hasPrefix("core media") || generic.hasPrefix("iso media") ? nil : handler
 }
 
 /// Tags an output stream with `tag` as MP4 defines languages (`LanguageCode`), or with

@@ -480,7 +480,7 @@ public enum Preparer {
                                 lanes: [Lane], demuxer: Demuxer) -> Bool {
         let tolerance = Verifier.durationTolerance(declared)
         guard declared - end > tolerance else { return false }
-        let lengths = [declared] + (demuxer.isMatroska && start > tolerance ? [declared - start] : [])
+        let lengths = [declared] + (demuxer.isMatroska && start > tolerance && declared - start > tolerance ? [declared - start] : [])
         for length in lengths where length - end <= tolerance || cueReach.map({ $0 >= length - tolerance }) == true { return true }
         let stated = lanes.filter { !($0 is SubtitleLane) }.map { Prober.statedDuration(demuxer.stream(Int($0.inputIndex))) }
         return !stated.isEmpty && stated.allSatisfy { $0.map { $0 <= end + tolerance } ?? false }

@@ -595,10 +595,12 @@ public enum Prober {
         let median = steps.sorted()[steps.count / 2]
         let seconds = Double(median) * timeBase.seconds
         guard seconds > 0 else { return nil }
-        // A step is off the rate when it differs by more than a tenth, or than the time
-        // base's own rounding (one tick): 120 fps in milliseconds is steps of 8, 8 and 9,
-        // which is constant, not a third of its frames astray.
-        let stray = steps.filter { abs(Double($0 - median)) > max(0.1 * Double(median), 1) }.count
+        // A step is off the rate when it differs by more than a tenth, or, in a time base
+        // coarse for the rate (4 to 10 ticks a frame), than its own rounding (one tick):
+        // 120 fps in milliseconds is steps of 8, 8 and 9, which is constant, not a third of
+        // its frames astray. (Where a frame is a tick or two, one tick is a real change.)
+        let rounding = median >= 4 ? 1.0 : 0
+        let stray = steps.filter { abs(Double($0 - median)) > max(0.1 * Double(median), rounding) }.count
         let variable = Double(stray) / Double(steps.count) > 0.1
         // A constant rate is the mean step, which averages away timestamps rounded to
         // milliseconds (MKV's 33/34 ms steps are 29.97 fps, not 30.3). A time less than half

@@ -186,8 +186,10 @@ final class Resampler {
             var a = key.layout, b = layout
             if av_channel_layout_compare(&a, &b) == 0 { return }
         }
-        // A change of input format mid-stream: what the old context holds is flushed first.
-        if swr != nil { try flush() }
+        // A change of input format mid-stream: what the old context holds is flushed first
+        // (libswresample's alone: the limiter's look-ahead carries on across the change;
+        // drained here, it put its delay's worth of silence mid-stream and lost the end).
+        if swr != nil { try convert(nil, count: 0) }
         swr_free(&swr)
         if var old = inputKey?.layout { av_channel_layout_uninit(&old) }
         inputKey = nil

@@ -356,6 +356,16 @@ struct FarmTests {
                         audio: AudioPlan(sourceIndex: 1, action: .transcode, codec: "aac", channels: 2, bitrateKbps: 80),
                         subtitles: [], reasons: [], artifactKey: "k")
         #expect(Farm.estimatedBytes(plan: plan, source: source) >= 36_000_000)
+        // A 40 Mb/s film re-encoded at 6 Mb/s with its sound copied (rate unknown): about the
+        // encode and a generous sound, not the whole file's 40.
+        let film = MediaInfo(formatName: "matroska,webm", container: "mkv", durationSeconds: 100, bitRate: 40_000_000, sizeBytes: 500_000_000,
+                             streams: source.streams)
+        let encode = Plan(quality: .mbps5, effectiveQuality: .mbps5, deliveryFormat: .transcode, targetBitrateKbps: 6000, container: "mp4",
+                          video: VideoPlan(sourceIndex: 0, action: .transcode, codec: "h264", width: 1920, height: 1080, bitrateKbps: 6000),
+                          audio: AudioPlan(sourceIndex: 1, action: .copy, codec: "ac3", channels: 2, bitrateKbps: 0),
+                          subtitles: [], reasons: [], artifactKey: "k")
+        let bytes = Farm.estimatedBytes(plan: encode, source: film)
+        #expect(bytes > 75_000_000 && bytes < 150_000_000, "\(bytes)")
     }
 
     @Test("subscribers hear persisted events in order and live progress")

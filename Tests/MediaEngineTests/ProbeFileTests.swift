@@ -125,6 +125,14 @@ struct FrameRateTests {
         }
     }
 
+    @Test("where a frame is a tick or two (AVI's 1/25 time base), a one-tick step is a real change: 25 fps with stretches at 12.5 is variable")
+    func coarseTicks() throws {
+        var t: Int64 = 0
+        let pts = (0..<240).map { i -> Int64 in t += (i / 20) % 2 == 0 ? 1 : 2; return t }
+        let (_, variable) = try #require(Prober.frameRate(pts: pts, timeBase: AVRational(num: 1, den: 25)))
+        #expect(variable)
+    }
+
     @Test("one damaged timestamp hours away does not drag the rate down")
     func damagedTimestamp() throws {
         var pts = (0..<240).map { Int64($0) * 40 }
@@ -149,5 +157,26 @@ struct FrameRateTests {
         let pts = (0..<240).map { i -> Int64 in t += [33, 50, 40, 66, 33][i % 5]; return t }
         let (_, variable) = try #require(Prober.frameRate(pts: pts, timeBase: ms))
         #expect(variable)
+    }
+}
+
+@Suite("track names")
+struct TrackTitleTests {
+    @Test("a track's title, else its MP4 handler name unless a muxer's own for any track (SoundHandler, Android's SoundHandle, Core Media Audio)")
+    func names() throws {
+        var context = avformat_alloc_context()
+        defer { avformat_free_context(context) }
+        let st = try #require(avformat_new_stream(context, nil))
+        func title(_ tags: [(String, String)]) -> String? {
+            av_dict_free(&st.pointee.metadata)
+            for (k, v) in tags { av_dict_set(&st.pointee.metadata, k, v, 0) }
+            return trackTitle(st)
+        }
+        #expect(title([("title", "Commentary"), ("handler_name", "Stereo mix")]) == "Commentary")
+        #expect(title([("handler_name", "Stereo mix")]) == "Stereo mix")
+        for generic in ["SoundHandler", "SoundHandle", "VideoHandle", "Core Media Audio", "GPAC ISO Audio Handler", "  ", "ISO Media file produced by Google Inc."] {
+            #expect(title([("handler_name", generic)]) == nil, "\(generic)")
+        }
+        _ = context
     }
 }

@@ -406,12 +406,47 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(abs(surround[4][6]) < 0.5 && abs(surround[4][4] + 3) < 0.5, "\(surround[4])")
         #expect(abs(surround[5][7]) < 0.5 && abs(surround[5][5] + 3) < 0.5, "\(surround[5])")
         #expect((0..<3).allSatisfy { abs(surround[$0][$0]) < 0.5 }, "\(surround)")
+        // AAC lists no layouts: libavutil's default 5.1, which AAC signals without a
+        // program config element (5.1 with side surrounds needs one).
+        #expect(try probe(try transcode(sevenOne, audio: audioPlan(0, channels: 6, kbps: 384), to: dir).path).first?["channel_layout"] == "5.1")
 
         let three = try Media.generated("tones-3ch-unstated.mkv", ["-f", "lavfi", "-i",
             "aevalsrc=" + tones.prefix(3).map { "0.25*sin(2*PI*\($0)*t)" }.joined(separator: "|") + ":s=48000:d=4", "-c:a", "pcm_s16le"])
         #expect(try probe(three).first?["channel_layout"] == nil, "the generated source must state no layout")
         let stereo = try toneLevels(try transcode(three, audio: audioPlan(0), to: dir).path, channels: 2, tones: tones)
         #expect(abs(stereo[0][0]) < 0.5 && abs(stereo[1][1]) < 0.5 && abs(stereo[0][2] + 3) < 0.5 && abs(stereo[1][2] + 3) < 0.5, "\(stereo)")
+    }
+
+    @Test("the sound's format changing mid-stream (mono, then stereo, as at a programme change) goes through the limiter without a gap: every sample once, in order, none lost at the end")
+    func formatChangeThroughLimiter() throws {
+        var layout = AVChannelLayout()
+        ChannelLayouts.assumed(2, into: &layout)
+        defer { av_channel_layout_uninit(&layout) }
+        let resampler = try Resampler(output: AudioFormat(sampleFormat: AV_SAMPLE_FMT_FLTP, sampleRate: 48000, layout: layout))
+        // 2400 samples of mono, then 2400 of stereo, each sample's value its number.
+        for (channels, first) in [(Int32(1), 0), (Int32(2), 2400)] {
+            let frame = try Frame()
+            let f = frame.pointer
+            f.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
+            f.pointee.sample_rate = 48000
+            f.pointee.nb_samples = 2400
+            ChannelLayouts.assumed(channels, into: &f.pointee.ch_layout)
+            #expect(av_frame_get_buffer(f, 0) == 0)
+            for c in 0..<Int(channels) {
+                let plane = UnsafeMutableRawPointer(f.pointee.extended_data[c]!).assumingMemoryBound(to: Float.self)
+                for i in 0..<2400 { plane[i] = Float(first + i + 1) / 100_000 }
+            }
+            try resampler.push(frame)
+        }
+        try resampler.flush()
+        let out = try Frame()
+        let total = resampler.buffered
+        try resampler.pull(total, into: out)
+        let left = UnsafeMutableRawPointer(out.pointer.pointee.extended_data[0]!).assumingMemoryBound(to: Float.self)
+        let values = (0..<total).map { left[$0] }
+        #expect(total == 4800)
+        // No silence inserted; the last sample is the last one in.
+        #expect(values.allSatisfy { $0 > 0 } && abs(values[total - 1] - 4800.0 / 100_000) < 1e-4, "\(values.suffix(3))")
     }
 
     @Test("a loud 5.1 passage mixed down to stereo stays below full scale (BS.775's mix reaches 2.4 times it with the channels in phase; the ffmpeg command's output clips), and after it the mix is back at its full level")
