@@ -8,18 +8,38 @@ import Glibc
 /// text"), so every cue with an accented letter vanished from the output. A cue that is
 /// valid UTF-8 is never touched: only the ones that are not are converted, from the code
 /// page of the stream's language (Windows-1252 when it names none or one without its own).
+///
+/// Chinese has two: GB18030 (simplified, the mainland's) and Big5 (traditional, Taiwan's and
+/// Hong Kong's), and a track tagged `chi` says which of neither. Each cue is read in both
+/// and the reading that makes sense is kept: fewer bytes neither can read, then more of
+/// the most common characters (read in the wrong one, Chinese is rare characters and
+/// kana: 我們今天 in Big5 read as GB18030 is "иさぱ").
 final class SubtitleCharset {
-    /// The iconv name of the code page the cues are read in.
-    let name: String
-    private let converter: iconv_t
+    private let converters: [(name: String, cd: iconv_t)]
+    /// Cues read in each code page.
+    private var used: [Int]
+
+    /// The iconv name of the code page the cues are read in (the one most of them were).
+    var name: String { converters[used.indices.max { used[$0] < used[$1] } ?? 0].name }
 
     init?(language: String?) {
-        name = SubtitleCharset.codePage(language: language)
-        guard let cd = iconv_open("UTF-8", name), Int(bitPattern: cd) != -1 else { return nil }
-        converter = cd
+        var opened: [(name: String, cd: iconv_t)] = []
+        for page in SubtitleCharset.codePages(language: language) {
+            guard let cd = iconv_open("UTF-8", page), Int(bitPattern: cd) != -1 else { continue }
+            opened.append((page, cd))
+        }
+        guard !opened.isEmpty else { return nil }
+        converters = opened
+        used = Array(repeating: 0, count: opened.count)
     }
 
-    deinit { iconv_close(converter) }
+    deinit { for c in converters { iconv_close(c.cd) } }
+
+    /// The code pages text in `language` may have been written in, the likelier first.
+    static func codePages(language: String?) -> [String] {
+        let page = codePage(language: language)
+        return page == "GB18030" ? ["GB18030", "BIG5-HKSCS"] : [page]
+    }
 
     /// The legacy code page text in `language` (ISO 639-1 or -2, as streams tag it) was
     /// most likely written in.
@@ -59,6 +79,28 @@ final class SubtitleCharset {
 
     /// `bytes` in UTF-8. A byte the code page has no character for becomes U+FFFD.
     func utf8(_ bytes: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        guard converters.count > 1 else {
+            used[0] += 1
+            return convert(bytes, with: converters[0].cd).text
+        }
+        let readings = converters.map { convert(bytes, with: $0.cd) }
+        func score(_ i: Int) -> (Int, Int) { (-readings[i].unreadable, SubtitleCharset.commonness(readings[i].text)) }
+        var best = 0   // among equals, the likelier code page
+        for i in readings.indices.dropFirst() where score(i) > score(best) { best = i }
+        used[best] += 1
+        return readings[best].text
+    }
+
+    /// How many of Chinese's most common characters (simplified and traditional) `utf8` holds.
+    static func commonness(_ utf8: [UInt8]) -> Int {
+        String(decoding: utf8, as: UTF8.self).unicodeScalars.reduce(0) { $0 + (common.contains($1) ? 1 : 0) }
+    }
+
+    private static let common = Set("的一是不了人我在有他这這中大来來上国國个個到说說们們为為子和你地出道也时時年得就那要下以生会會自着著去之过過家学學对對可她里裡后後小么麼心多天而能好都然没沒日于於起还還发發成事只作当當想看文无無开開手十用主行方又如前所本见見经經头頭面公同三已老从從动動两兩长長知民样樣现現分将將外但身些与與高意进進把法此实實回二理美点點月明其种種声聲全工己话話儿兒者向情部正名定女问問力机機给給等几幾很业業最间間新什打便位因重被走电電四第门門相次东東政海口使教西再平真听聽世气氣信北少关關并並内內加化由却卻代军軍产產入先山五太水万萬市眼体體别別处處总總才场場师師书書比住员員九笑性通目华華报報立马馬命张張活难難神数數件安表原车車白应應路期叫死常提感金何更反合放做系计計或司利受光王果亲親界及今京务務制解各任至清物台象记記边邊共风風战戰干接它许許八特觉覺望直服毛林题題建南度统統色字请請交爱愛让讓认認算论論百吃义義科怎元社术術结結六功指思非流每青管夫连連远遠资資队隊跟带帶花快条條院变變联聯言权權往展该該领領传傳近留红紅治决決周保达達办辦运運武半候七必城父强強步完革深区區即求品士转轉量空甚众眾技轻輕程告江语語英基派满滿式李息写寫呢识識极極令黄黃德收脸臉钱錢党黨倒未持取设設始版双雙历歷越史商千片容研像找友孩站广廣改议議形委早房音火际際则則首单單据據导導影失拿网網香似斯专專石若兵弟谁誰校读讀志飞飛观觀争爭究包组組造落视視济濟喜离離虽雖坐集编編宝寶谈談府拉黑且随隨格尽盡剑劍讲講布杀殺微怕母调調局根曾准準团團段终終乐樂切级級克精哪官示冷域吗嗎啊吧呀哦嗯".unicodeScalars)
+
+    /// `bytes` read with `converter`, and how many of them it could not read.
+    private func convert(_ bytes: UnsafeBufferPointer<UInt8>, with converter: iconv_t) -> (text: [UInt8], unreadable: Int) {
+        var unreadable = 0
         iconv(converter, nil, nil, nil, nil)   // a fresh shift state for each cue
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count * 2)
@@ -79,6 +121,7 @@ final class SubtitleCharset {
                 default:
                     // EILSEQ or EINVAL (a sequence cut short at the end): one byte it cannot read.
                     out += [0xEF, 0xBF, 0xBD]
+                    unreadable += 1
                     input = input.map { $0 + 1 }
                     inLeft -= 1
                 }
@@ -93,6 +136,6 @@ final class SubtitleCharset {
             _ = iconv(converter, nil, nil, &output, &outLeft)
             out += buf[0..<(buf.count - outLeft)].map { UInt8(bitPattern: $0) }
         }
-        return out
+        return (out, unreadable)
     }
 }

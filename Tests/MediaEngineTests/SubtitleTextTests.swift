@@ -153,6 +153,16 @@ struct CueScheduleTests {
         #expect(String(decoding: odd.withUnsafeBufferPointer { western.utf8($0) }, as: UTF8.self) == "Café\u{FFFD}!")
         // Code pages whose converter holds a letter back for a combining mark that may
         // follow: the cue's last letter still comes out, and the next cue starts afresh.
+        // Chinese is read in GB18030 or Big5, whichever makes sense, cue by cue.
+        let big5: [UInt8] = [167, 218, 173, 204, 164, 181, 164, 209, 165, 104, 172, 221, 185, 113, 188, 118, 161, 65, 167, 65, 173, 110, 164, 163,
+                             173, 110, 164, 64, 176, 95, 168, 211, 161, 72]
+        let gb: [UInt8] = [206, 210, 195, 199, 189, 241, 204, 236, 200, 165, 191, 180, 181, 231, 211, 176, 163, 172, 196, 227, 210, 170, 178, 187,
+                           210, 170, 210, 187, 198, 240, 192, 180, 163, 191]
+        let chinese = try #require(SubtitleCharset(language: "chi"))
+        #expect(String(decoding: big5.withUnsafeBufferPointer { chinese.utf8($0) }, as: UTF8.self) == "我們今天去看電影，你要不要一起來？")
+        #expect(String(decoding: gb.withUnsafeBufferPointer { chinese.utf8($0) }, as: UTF8.self) == "我们今天去看电影，你要不要一起来？")
+        #expect(String(decoding: big5.withUnsafeBufferPointer { chinese.utf8($0) }, as: UTF8.self) == "我們今天去看電影，你要不要一起來？")
+        #expect(chinese.name == "BIG5-HKSCS", "the code page most cues were read in")
         let hebrew: [UInt8] = [0xF9, 0xEC, 0xE5, 0xED, 0x20, 0xF2, 0xE5, 0xEC, 0xED]   // Windows-1255
         let vietnamese: [UInt8] = [0x58, 0x69, 0x6E, 0x20, 0x63, 0x68, 0xE0, 0x6F]       // Windows-1258
         for (language, bytes, text) in [("heb", hebrew, "שלום עולם"), ("vie", vietnamese, "Xin chào")] {
