@@ -82,11 +82,16 @@ public final class Farm: @unchecked Sendable {
     }
 
     /// The farm with the real child: `prep-artifact` from the config for jobs and probes.
-    public convenience init(config: FarmConfig, store: any ArtifactStore, presets: Presets, policy: ServerPolicy = .standard) {
+    public convenience init(config: FarmConfig, store: any ArtifactStore, presets: Presets, policy: ServerPolicy = .standard,
+                            space: any DiskSpace = FileSystemSpace()) {
         self.init(config: config, store: store, presets: presets, policy: policy,
                   launcher: ChildProcessLauncher(config: config),
-                  prober: ChildProcessProber(executable: config.prepArtifactPath))
+                  prober: ChildProcessProber(executable: config.prepArtifactPath), space: space)
     }
+
+    /// Whether the data directory's file system has room for the store to write (a
+    /// request's commit needs a few pages): below a megabyte every prepare fails.
+    public var canWrite: Bool { (space.freeBytes(at: config.absoluteDataDir) ?? Int64.max) >= 1 << 20 }
 
     // MARK: Lifecycle
 

@@ -35,6 +35,8 @@ public final class API: Sendable {
         server.route("GET", "/healthz") { _, _ in .json(["ok": true]) }
         route(server, "GET", "/readyz") { [self] _, _ in
             do { _ = try store.lastEventSeq() } catch { return API.fail(APIError(503, "unavailable", "The store is not answering.")) }
+            // Reading is not enough: with its disk full, every request that writes fails.
+            guard farm.canWrite else { return API.fail(APIError(503, "disk_full", "The data directory's disk is full: requests cannot be recorded.")) }
             return .json(["ready": true])
         }
         route(server, "POST", "/v1/prepare") { [self] req, _ in try prepare(req) }

@@ -18,7 +18,7 @@ final class Daemon: @unchecked Sendable {
     let media: URL
     var port: UInt16 { server.port }
 
-    init(token: String? = nil, retentionSeconds: Int64 = 259_200, mediaRoot: URL? = nil,
+    init(token: String? = nil, retentionSeconds: Int64 = 259_200, mediaRoot: URL? = nil, space: any DiskSpace = FileSystemSpace(),
          adjust: (inout FarmConfig) -> Void = { _ in }) throws {
         dir = Media.scratch("daemon")
         media = mediaRoot ?? Media.sharedFolder
@@ -30,7 +30,7 @@ final class Daemon: @unchecked Sendable {
         adjust(&config)
         store = try SQLiteStore(path: dir.appendingPathComponent("kiln.db").path)
         let presets = try Presets.load(directory: Media.repoRoot.appendingPathComponent("Presets").path)
-        farm = Farm(config: config, store: store, presets: presets)
+        farm = Farm(config: config, store: store, presets: presets, space: space)
         _ = try farm.start()
         var http = HTTPServer.Configuration(host: "127.0.0.1", port: 0)
         http.errorResponse = API.errorResponse
@@ -130,6 +130,25 @@ struct APITests {
         #expect(after["status"] == .string("failed") && after["error"]?["code"] == .string("canceled") && after["file"] == .null, "\(after)")
         let again = try JSONValue.parse(try d.prepare("c-1", "sp_bear-640x360-ec3.mp4", quality: "1mbps").body)
         #expect(again["status"] == .string("preparing"), "\(again)")
+    }
+
+    @Test("/readyz says not ready while the data directory's disk is full (every prepare would fail), and ready again when there is room")
+    func readyWhenWritable() throws {
+        final class Space: DiskSpace, @unchecked Sendable {
+            let lock = NSLock()
+            var free: Int64 = 1 << 40
+            func freeBytes(at path: String) -> Int64? { lock.lock(); defer { lock.unlock() }; return free }
+        }
+        let space = Space()
+        let d = try Daemon(space: space)
+        defer { d.stop() }
+        #expect(try RawHTTP.request(port: d.port, "GET", "/readyz").status == 200)
+        space.lock.lock(); space.free = 4096; space.lock.unlock()
+        let full = try RawHTTP.request(port: d.port, "GET", "/readyz")
+        let answer = try JSONValue.parse(full.body)
+        #expect(full.status == 503 && answer["error"] == .string("disk_full"), "\(answer)")
+        space.lock.lock(); space.free = 1 << 40; space.lock.unlock()
+        #expect(try RawHTTP.request(port: d.port, "GET", "/readyz").status == 200)
     }
 
     @Test("the event stream resumes after a disconnect with Last-Event-ID, and ?after=")
