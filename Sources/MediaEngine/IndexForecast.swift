@@ -57,9 +57,8 @@ final class IndexForecast: @unchecked Sendable {
     /// small packets through the buffer, which a skimming reader's small one would only
     /// refill more often.
     static func skimming(_ demuxer: Demuxer) -> Demuxer.Skim? {
-        let format = String(cString: demuxer.context.pointee.iformat.pointee.name)
-        if format.hasPrefix("mov,") { return .all }
-        return format.hasPrefix("matroska") ? .unlacedMatroskaBlocks : nil
+        if String(cString: demuxer.context.pointee.iformat.pointee.name).hasPrefix("mov,") { return .all }
+        return demuxer.isMatroska ? .unlacedMatroskaBlocks : nil
     }
 
     /// What the forecast's reader may skim for these lanes, nil for nothing: every lane must

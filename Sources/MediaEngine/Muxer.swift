@@ -119,10 +119,6 @@ final class Muxer {
         // the next one has started: `CueSchedule`), so at the default 10 s a 30 Mb/s remux
         // held 40 MB of pictures. A second keeps the file's interleaving and its memory.
         context.pointee.max_interleave_delta = Int64(kiln_time_base())
-        // One default track of a kind, the first: the MP4 muxer enables every default track
-        // and, where a kind has two, gives each track an alternate group of its own, so a
-        // player shows both at once and lists them apart (a Blu-ray remux's English and
-        // English forced subtitles, both marked default).
         // The chapter track is made at the header if there are chapters then, else at the
         // trailer: held back, the chapters can first be cut to where the pictures and sound
         // end (a chapter they do not reach would be a menu entry that leads nowhere).
@@ -131,6 +127,10 @@ final class Muxer {
             context.pointee.chapters = nil
             context.pointee.nb_chapters = 0
         }
+        // One default track of a kind, the first: the MP4 muxer enables every default track
+        // and, where a kind has two, gives each track an alternate group of its own, so a
+        // player shows both at once and lists them apart (a Blu-ray remux's English and
+        // English forced subtitles, both marked default).
         var defaults = Set<Int32>()
         for i in 0..<Int(context.pointee.nb_streams) {
             let st = context.pointee.streams[i]!

@@ -137,16 +137,18 @@ final class SubtitleLane: Lane {
         } else {
             // Not the video stream's tags: the track is named for what it is.
             // The programme's captions (CC1, SERVICE1) are the closed captions; others name their service.
+            // MP4 keeps no track title; its handler name is what players that name tracks
+            // show (`copyStreamMetadata` does the same for other tracks).
             let main = plan.captionService == nil || plan.captionService == "SERVICE1"
-            av_dict_set(&out.pointee.metadata, "title", main ? "Closed captions" : "Closed captions (\(plan.captionService!))", 0)
+            let title = main ? "Closed captions" : "Closed captions (\(plan.captionService!))"
+            av_dict_set(&out.pointee.metadata, "title", title, 0)
+            av_dict_set(&out.pointee.metadata, "handler_name", title, 0)
             out.pointee.disposition |= AV_DISPOSITION_CAPTIONS
         }
         // The plan has the last word on what a player shows in its subtitle menu.
         if let language { setLanguage(language, of: out) }
         if plan.forced { out.pointee.disposition |= AV_DISPOSITION_FORCED } else { out.pointee.disposition &= ~AV_DISPOSITION_FORCED }
         if hearingImpaired { out.pointee.disposition |= AV_DISPOSITION_HEARING_IMPAIRED }
-        // MP4 keeps no track title; its handler name is what players that name tracks show.
-        if captions != nil, let title = dictValue(out.pointee.metadata, "title") { av_dict_set(&out.pointee.metadata, "handler_name", title, 0) }
     }
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {

@@ -369,18 +369,11 @@ struct WebhookTests {
     func hangingReceiver() throws {
         // A listening socket nobody accepts from: the kernel completes the connection, the
         // request is sent, no answer ever comes.
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        #expect(listen(fd, 16) == 0)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        let silent = DaemonProcess.loopbackSocket(listening: true)
+        defer { close(silent.fd) }
         let d = try Daemon()
         defer { d.stop() }
-        let url = URL(string: "http://127.0.0.1:\(UInt16(bigEndian: addr.sin_port))/hook")!
+        let url = URL(string: "http://127.0.0.1:\(silent.port)/hook")!
         let hook = WebhookDeliverer(url: url, secret: "shh", store: d.store, hub: d.farm.events, firstDelay: 0.05, maxDelay: 0.1, postTimeout: 1)
         hook.start()
         defer { hook.stop() }

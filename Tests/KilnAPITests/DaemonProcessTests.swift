@@ -11,15 +11,48 @@ final class DaemonProcess: @unchecked Sendable {
     let log: URL
 
     static func freePort() throws -> UInt16 {
+        let socket = loopbackSocket()
+        close(socket.fd)
+        return socket.port
+    }
+
+    /// A TCP socket bound to a free loopback port, and listening when `listening` (a
+    /// connection then waits in its backlog, never accepted): its descriptor, which the
+    /// caller closes, and its port.
+    static func loopbackSocket(listening: Bool = false) -> (fd: Int32, port: UInt16) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        if listening, listen(fd, 16) != 0 { Issue.record("cannot listen on a loopback socket") }
         _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return UInt16(bigEndian: addr.sin_port)
+        return (fd, UInt16(bigEndian: addr.sin_port))
+    }
+
+    /// `kiln serve` with `environment` over this process's (nil removes a variable),
+    /// expected to exit: its status and standard error. One still running after `seconds`
+    /// is recorded as an issue and stopped.
+    static func serveExpectingExit(_ environment: [String: String?], within seconds: Double = 20) throws -> (status: Int32, stderr: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Binaries.path("kiln"))
+        p.arguments = ["serve"]
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in environment { env[k] = v }
+        p.environment = env
+        let err = Pipe()
+        p.standardError = err
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while p.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        if p.isRunning {
+            Issue.record("kiln serve kept running")
+            p.terminate()
+        }
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
     }
 
     init(dataDir: URL, mediaRoot: String, port: UInt16? = nil, extra: [String: String] = [:]) throws {
@@ -68,22 +101,11 @@ func processes(matching needle: String) -> [Int32] {
 struct DaemonProcessTests {
     @Test("refuses a non-loopback listen address without a token")
     func refusesOpenListen() throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Binaries.path("kiln"))
-        p.arguments = ["serve"]
-        var env = ProcessInfo.processInfo.environment
-        env["KILN_LISTEN"] = "0.0.0.0:0"
-        env["KILN_TOKEN"] = nil
         let dir = Media.scratch("open")
         defer { try? FileManager.default.removeItem(at: dir) }
-        env["KILN_DATA_DIR"] = dir.path
-        p.environment = env
-        let err = Pipe()
-        p.standardError = err
-        try p.run()
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 2)
-        #expect(String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).contains("KILN_TOKEN"))
+        let r = try DaemonProcess.serveExpectingExit(["KILN_LISTEN": "0.0.0.0:0", "KILN_TOKEN": nil, "KILN_DATA_DIR": dir.path])
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("KILN_TOKEN"))
     }
 
     @Test("a second daemon on the same data directory exits at once with a line that says so (it deleted the first one's running attempts and ran jobs beside it); once the first has stopped, it starts")
@@ -95,28 +117,11 @@ struct DaemonProcessTests {
         let artifacts = data.appendingPathComponent("artifacts")
         let working = artifacts.appendingPathComponent(".a_0.mp4.kiln-tmp-job1-attempt1.kiln-tmp-1-1")
         FileManager.default.createFile(atPath: working.path, contents: Data("x".utf8))
-        let second = Process()
-        second.executableURL = URL(fileURLWithPath: Binaries.path("kiln"))
-        second.arguments = ["serve"]
-        var env = ProcessInfo.processInfo.environment
-        env["KILN_DATA_DIR"] = data.path
-        env["KILN_LISTEN"] = "127.0.0.1:\(try DaemonProcess.freePort())"
-        env["KILN_MEDIA_ROOTS"] = data.path
-        env["KILN_PRESETS_DIR"] = Media.repoRoot.appendingPathComponent("Presets").path
-        second.environment = env
-        let err = Pipe()
-        second.standardError = err
-        second.standardOutput = FileHandle.nullDevice
-        try second.run()
-        let deadline = Date(timeIntervalSinceNow: 20)
-        while second.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-        if second.isRunning {
-            Issue.record("the second daemon kept running")
-            second.terminate()
-        }
-        second.waitUntilExit()
-        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(second.terminationStatus == 4 && message.contains("another kiln (pid \(first.process.processIdentifier))"), "\(message)")
+        let second = try DaemonProcess.serveExpectingExit([
+            "KILN_DATA_DIR": data.path, "KILN_LISTEN": "127.0.0.1:\(try DaemonProcess.freePort())", "KILN_MEDIA_ROOTS": data.path,
+            "KILN_PRESETS_DIR": Media.repoRoot.appendingPathComponent("Presets").path,
+        ])
+        #expect(second.status == 4 && second.stderr.contains("another kiln (pid \(first.process.processIdentifier))"), "\(second.stderr)")
         #expect(FileManager.default.fileExists(atPath: working.path), "the first daemon's work is left alone")
         #expect(try RawHTTP.request(port: first.port, "GET", "/healthz").status == 200)
         first.terminate()
@@ -128,33 +133,13 @@ struct DaemonProcessTests {
     func portInUse() throws {
         let data = Media.scratch("port-data")
         defer { try? FileManager.default.removeItem(at: data) }
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        #expect(listen(fd, 4) == 0)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Binaries.path("kiln"))
-        p.arguments = ["serve"]
-        var env = ProcessInfo.processInfo.environment
-        env["KILN_DATA_DIR"] = data.path
-        env["KILN_LISTEN"] = "127.0.0.1:\(UInt16(bigEndian: addr.sin_port))"
-        env["KILN_PRESETS_DIR"] = Media.repoRoot.appendingPathComponent("Presets").path
-        p.environment = env
-        let err = Pipe()
-        p.standardError = err
-        p.standardOutput = FileHandle.nullDevice
-        try p.run()
-        let deadline = Date(timeIntervalSinceNow: 20)
-        while p.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-        if p.isRunning { Issue.record("kiln serve kept running on a taken port"); p.terminate() }
-        p.waitUntilExit()
-        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(p.terminationStatus == 4 && message.contains("Address already in use"), "\(message)")
+        let taken = DaemonProcess.loopbackSocket(listening: true)
+        defer { close(taken.fd) }
+        let r = try DaemonProcess.serveExpectingExit([
+            "KILN_DATA_DIR": data.path, "KILN_LISTEN": "127.0.0.1:\(taken.port)",
+            "KILN_PRESETS_DIR": Media.repoRoot.appendingPathComponent("Presets").path,
+        ])
+        #expect(r.status == 4 && r.stderr.contains("Address already in use"), "\(r.stderr)")
     }
 
     @Test("SIGKILLed mid-transcode, the daemon restarts and finishes the job: one artifact, no orphan child, no temporary file")
