@@ -82,6 +82,13 @@ struct ArtifactFolder: Sendable {
 public protocol DiskSpace: Sendable {
     /// Bytes an unprivileged writer can still use on the file system holding `path`; nil if unknown.
     func freeBytes(at path: String) -> Int64?
+    /// Bytes an unprivileged writer could use were the file system empty (its size less
+    /// the blocks reserved for root); nil if unknown.
+    func capacityBytes(at path: String) -> Int64?
+}
+
+extension DiskSpace {
+    public func capacityBytes(at path: String) -> Int64? { nil }
 }
 
 /// statvfs(3): available blocks × fragment size.
@@ -91,6 +98,11 @@ public struct FileSystemSpace: DiskSpace {
         var s = statvfs()
         guard statvfs(path, &s) == 0 else { return nil }
         return Int64(s.f_bavail) * Int64(s.f_frsize)
+    }
+    public func capacityBytes(at path: String) -> Int64? {
+        var s = statvfs()
+        guard statvfs(path, &s) == 0 else { return nil }
+        return (Int64(s.f_blocks) - (Int64(s.f_bfree) - Int64(s.f_bavail))) * Int64(s.f_frsize)
     }
 }
 

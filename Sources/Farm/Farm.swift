@@ -321,9 +321,12 @@ public final class Farm: @unchecked Sendable {
         state.unlock()
     }
 
+    /// A live progress event names the references holding the artifact, as stored events
+    /// do: a media server maps events to its download rows by reference.
     func publishProgress(artifactID: String, format: DeliveryFormat, progress: JobProgress) {
+        let references = (try? store.artifact(id: artifactID))??.references ?? []
         events.publishLive(EventRecord(seq: 0, type: .progress, artifactID: artifactID, status: ArtifactState.pending.status,
-                                       deliveryFormat: format, references: [], progress: progress, at: clock.nowMillis()))
+                                       deliveryFormat: format, references: references, progress: progress, at: clock.nowMillis()))
     }
 
     private func runnerEnded(_ runner: JobRunner) {
@@ -384,6 +387,15 @@ public final class Farm: @unchecked Sendable {
         let jobs = try store.claim(kind: kind, limit: limit, owner: owner,
                                    leaseUntil: now + Int64(config.leaseSeconds * 1000), now: now)
         for (i, claimed) in jobs.enumerated() {
+            if let refusal = neverFits(claimed, now: now) {
+                // Waiting would be forever (the caller would see "preparing" for good):
+                // the job fails now with the reason, and asking again queues it again.
+                if try store.fail(jobID: claimed.job.id, owner: owner, error: refusal, retryAt: nil, now: now) {
+                    log.write("job \(claimed.job.id): \(refusal.code) (\(refusal.message)) — failed")
+                }
+                events.notify()
+                continue
+            }
             if !admitted(claimed) {
                 // Keep the line's order: this and the rest go back and wait for space.
                 for later in jobs[i...] { _ = try? store.requeue(jobID: later.job.id, owner: owner, now: now) }
@@ -408,6 +420,17 @@ public final class Farm: @unchecked Sendable {
             t.name = "kiln-job-\(claimed.job.id)"
             t.start()
         }
+    }
+
+    /// A job whose estimated output is more than the data directory's file system could
+    /// hold were it empty (less `minFreeBytes`) can never be admitted: its refusal.
+    private func neverFits(_ claimed: ClaimedJob, now: Int64) -> AttemptError? {
+        guard let capacity = space.capacityBytes(at: config.absoluteDataDir),
+              claimed.estimatedBytes > capacity - config.minFreeBytes else { return nil }
+        func gb(_ bytes: Int64) -> String { Format.fixed(Double(bytes) / 1e9, decimals: 1) + " GB" }
+        return AttemptError(attempt: claimed.job.attempt, code: KilnError.Code.diskFull.rawValue, stage: KilnError.Stage.write.rawValue,
+                            message: "the output needs about \(gb(claimed.estimatedBytes)), more than the data directory's file system "
+                                + "holds (\(gb(capacity)), \(gb(config.minFreeBytes)) of it kept free)", at: now)
     }
 
     /// Disk admission: the job's estimated output must leave `minFreeBytes` free, after

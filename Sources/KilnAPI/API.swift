@@ -110,7 +110,7 @@ public final class API: Sendable {
         request.sourcePath = try gate.check(request.sourcePath)
         let binding = try farm.prepare(request)
         let view = ReferenceView(reference: binding.reference, artifact: binding.artifact)
-        metrics.countRequest(enqueued: binding.enqueued)
+        metrics.countRequest(enqueued: binding.enqueued, format: binding.artifact.plan.deliveryFormat)
         return .json(status: view.httpStatus, view)
     }
 
@@ -135,7 +135,9 @@ public final class API: Sendable {
             guard let n = Int64(resumeText), n >= 0 else {
                 throw APIError.badRequest("after / Last-Event-ID must be a non-negative event sequence number.", field: "after")
             }
-            after = n
+            // A position past the last event refers to another event log (the data
+            // directory was replaced or restored): every event of this one is news to it.
+            after = n > (try store.lastEventSeq()) ? 0 : n
         } else {
             after = try store.lastEventSeq()   // a new listener hears what happens from now on
         }
@@ -180,13 +182,13 @@ public final class API: Sendable {
             }
         }
         struct Failure: Encodable {
-            let artifactID: String, deliveryFormat: String, source: String, error: AttemptError?, at: String
+            let artifactID: String, deliveryFormat: String, source: String, error: AttemptErrorView?, at: String
             enum CodingKeys: String, CodingKey { case artifactID = "artifact_id", deliveryFormat = "delivery_format", source, error, at }
         }
         let counts: [String: Int]
         let artifacts: [String: Int]
-        let running: [JobRecord]
-        let queued: [JobRecord]
+        let running: [JobView]
+        let queued: [JobView]
         let recentFailures: [Failure]
         let slots: [String: Slot]
         let storage: Storage
@@ -201,10 +203,10 @@ public final class API: Sendable {
         var slots: [String: QueueView.Slot] = [:]
         for (kind, s) in farm.slots { slots[kind.rawValue] = .init(total: s.total, busy: s.busy) }
         return QueueView(
-            counts: snap.jobsByState, artifacts: snap.artifactsByState, running: snap.running, queued: snap.queued,
+            counts: snap.jobsByState, artifacts: snap.artifactsByState, running: snap.running.map(JobView.init), queued: snap.queued.map(JobView.init),
             recentFailures: snap.recentFailures.map {
                 .init(artifactID: $0.id, deliveryFormat: $0.plan.deliveryFormat.rawValue, source: $0.source.path,
-                      error: $0.errors.last, at: RFC3339.string(millis: $0.updatedAt))
+                      error: $0.errors.last.map(AttemptErrorView.init), at: RFC3339.string(millis: $0.updatedAt))
             },
             slots: slots,
             storage: .init(storedBytes: snap.storedBytes, unreferencedBytes: snap.unreferencedBytes, freeBytes: farm.freeBytes,

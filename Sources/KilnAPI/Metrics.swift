@@ -14,7 +14,8 @@ public final class Metrics: @unchecked Sendable {
     private var outputBytes: Int64 = 0
     private var completed: [String: Int] = [:]        // by delivery format
     private var failures: [String: Int] = [:]         // by error code
-    private var requests: [String: Int] = [:]         // enqueued / existing
+    private var requests: [RequestKind: Int] = [:]
+    struct RequestKind: Hashable { let result: String; let format: DeliveryFormat }
     private var sse = 0
     private var subscription: EventSubscription?
 
@@ -43,7 +44,9 @@ public final class Metrics: @unchecked Sendable {
 
     public func stop() { subscription?.cancel() }
 
-    func countRequest(enqueued: Bool) { lock.lock(); requests[enqueued ? "enqueued" : "existing", default: 0] += 1; lock.unlock() }
+    func countRequest(enqueued: Bool, format: DeliveryFormat) {
+        lock.lock(); requests[RequestKind(result: enqueued ? "enqueued" : "existing", format: format), default: 0] += 1; lock.unlock()
+    }
     func sseClients(_ delta: Int) { lock.lock(); sse += delta; lock.unlock() }
 
     public func render(farm: Farm) -> String {
@@ -73,10 +76,19 @@ public final class Metrics: @unchecked Sendable {
             sample("kiln_free_bytes", [], Double(free))
         }
         lock.lock(); defer { lock.unlock() }
-        family("kiln_prepare_requests_total", "counter", "Prepare requests, by whether they queued work.")
-        for k in ["enqueued", "existing"] { sample("kiln_prepare_requests_total", [("result", k)], Double(requests[k] ?? 0)) }
-        family("kiln_artifacts_completed_total", "counter", "Artifacts made ready, by delivery format.")
-        for f in DeliveryFormat.allCases { sample("kiln_artifacts_completed_total", [("delivery_format", f.rawValue)], Double(completed[f.rawValue] ?? 0)) }
+        family("kiln_prepare_requests_total", "counter",
+               "Prepare requests, by whether they queued work and by delivery format (an original is never queued: the file goes as it is).")
+        for result in ["enqueued", "existing"] {
+            for f in DeliveryFormat.allCases where !(result == "enqueued" && f == .original) {
+                sample("kiln_prepare_requests_total", [("result", result), ("delivery_format", f.rawValue)],
+                       Double(requests[RequestKind(result: result, format: f)] ?? 0))
+            }
+        }
+        // Only jobs make artifacts ready: an original is ready when asked for (counted above).
+        family("kiln_artifacts_completed_total", "counter", "Artifacts a job made ready, by delivery format (remux, transcode).")
+        for f in DeliveryFormat.allCases where f != .original {
+            sample("kiln_artifacts_completed_total", [("delivery_format", f.rawValue)], Double(completed[f.rawValue] ?? 0))
+        }
         family("kiln_output_bytes_total", "counter", "Bytes of artifacts made ready.")
         sample("kiln_output_bytes_total", [], Double(outputBytes))
         family("kiln_failures_total", "counter", "Artifacts that failed, by error code.")

@@ -17,7 +17,9 @@ public struct ReferenceView: Encodable, Sendable {
     let plan: Plan
     let file: File?
     let progress: JobProgress?
-    let error: AttemptError?
+    /// Why a queued job is not running yet (`waiting_for_disk`), so a caller can say why.
+    let waitingReason: String?
+    let error: AttemptErrorView?
 
     public init(reference: ReferenceRecord, artifact: ArtifactRecord) {
         self.reference = reference.request.reference
@@ -35,12 +37,13 @@ public struct ReferenceView: Encodable, Sendable {
         self.plan = plan
         file = artifact.state == .ready ? artifact.file.map { File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) } : nil
         progress = artifact.state == .pending ? artifact.job?.progress : nil
+        waitingReason = artifact.state == .pending ? artifact.job?.waitingReason : nil
         switch artifact.state {
-        case .failed: error = artifact.errors.last
+        case .failed: error = artifact.errors.last.map(AttemptErrorView.init)
         case .canceled:
-            error = artifact.errors.last.flatMap { $0.code == "canceled" ? $0 : nil }
+            error = AttemptErrorView(artifact.errors.last.flatMap { $0.code == "canceled" ? $0 : nil }
                 ?? AttemptError(attempt: artifact.job?.attempt ?? 0, code: "canceled", stage: "request",
-                                message: "the job was canceled before it finished; ask again to prepare it", at: artifact.updatedAt)
+                                message: "the job was canceled before it finished; ask again to prepare it", at: artifact.updatedAt))
         default: error = nil
         }
     }
@@ -60,6 +63,7 @@ public struct ReferenceView: Encodable, Sendable {
         try c.encode(plan, forKey: .plan)
         if let file { try c.encode(file, forKey: .file) } else { try c.encodeNil(forKey: .file) }
         if let progress { try c.encode(progress, forKey: .progress) } else { try c.encodeNil(forKey: .progress) }
+        if let waitingReason { try c.encode(waitingReason, forKey: .waitingReason) } else { try c.encodeNil(forKey: .waitingReason) }
         if let error { try c.encode(error, forKey: .error) } else { try c.encodeNil(forKey: .error) }
     }
 
@@ -68,7 +72,8 @@ public struct ReferenceView: Encodable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case reference, artifactID = "artifact_id", status, quality, effectiveQuality = "effective_quality"
-        case deliveryFormat = "delivery_format", targetBitrateKbps = "target_bitrate_kbps", revision, plan, file, progress, error
+        case deliveryFormat = "delivery_format", targetBitrateKbps = "target_bitrate_kbps", revision, plan, file, progress
+        case waitingReason = "waiting_reason", error
     }
 }
 
@@ -86,37 +91,13 @@ public struct ArtifactView: Encodable, Sendable {
     let references: [String]
     let job: JobView?
     let attempts: Int
-    let errors: [AttemptError]
+    let errors: [AttemptErrorView]
     let progress: JobProgress?
     let createdAt: String
     let updatedAt: String
     let readyAt: String?
     let lastUsedAt: String
     let unreferencedSince: String?
-
-    struct JobView: Encodable, Sendable {
-        let id: Int64
-        let kind: String
-        let state: String
-        let priority: String
-        let attempt: Int
-        let maxAttempts: Int
-        let runAfter: String
-        let waitingReason: String?
-        let queuedAt: String
-        let startedAt: String?
-        let finishedAt: String?
-        enum CodingKeys: String, CodingKey {
-            case id, kind, state, priority, attempt, maxAttempts = "max_attempts", runAfter = "run_after"
-            case waitingReason = "waiting_reason", queuedAt = "queued_at", startedAt = "started_at", finishedAt = "finished_at"
-        }
-        init(_ j: JobRecord) {
-            id = j.id; kind = j.kind.rawValue; state = j.state.rawValue; priority = j.priority.rawValue
-            attempt = j.attempt; maxAttempts = j.maxAttempts; runAfter = RFC3339.string(millis: j.runAfter)
-            waitingReason = j.waitingReason; queuedAt = RFC3339.string(millis: j.queuedAt)
-            startedAt = j.startedAt.map(RFC3339.string); finishedAt = j.finishedAt.map(RFC3339.string)
-        }
-    }
 
     public init(_ a: ArtifactRecord) {
         artifactID = a.id
@@ -131,7 +112,7 @@ public struct ArtifactView: Encodable, Sendable {
         references = a.references
         job = a.job.map(JobView.init)
         attempts = a.job?.attempt ?? 0
-        errors = a.errors
+        errors = a.errors.map(AttemptErrorView.init)
         progress = a.state == .pending ? a.job?.progress : nil
         createdAt = RFC3339.string(millis: a.createdAt)
         updatedAt = RFC3339.string(millis: a.updatedAt)
@@ -145,5 +126,61 @@ public struct ArtifactView: Encodable, Sendable {
         case referenceCount = "reference_count", references, job, attempts, errors, progress
         case createdAt = "created_at", updatedAt = "updated_at", readyAt = "ready_at", lastUsedAt = "last_used_at"
         case unreferencedSince = "unreferenced_since"
+    }
+}
+
+/// A job as the API shows it (the artifact's job, `/v1/queue`'s running and queued jobs),
+/// its times in RFC 3339 like every other time the API gives.
+public struct JobView: Encodable, Sendable {
+    let id: Int64
+    let artifactID: String
+    let kind: String
+    let state: String
+    let priority: String
+    let attempt: Int
+    let maxAttempts: Int
+    let runAfter: String
+    let leaseOwner: String?
+    let leaseExpiresAt: String?
+    let progress: JobProgress?
+    let waitingReason: String?
+    let queuedAt: String
+    let startedAt: String?
+    let finishedAt: String?
+
+    enum CodingKeys: String, CodingKey {
+        case id, artifactID = "artifact_id", kind, state, priority, attempt, maxAttempts = "max_attempts", runAfter = "run_after"
+        case leaseOwner = "lease_owner", leaseExpiresAt = "lease_expires_at", progress
+        case waitingReason = "waiting_reason", queuedAt = "queued_at", startedAt = "started_at", finishedAt = "finished_at"
+    }
+
+    init(_ j: JobRecord) {
+        id = j.id; artifactID = j.artifactID; kind = j.kind.rawValue; state = j.state.rawValue; priority = j.priority.rawValue
+        attempt = j.attempt; maxAttempts = j.maxAttempts; runAfter = RFC3339.string(millis: j.runAfter)
+        leaseOwner = j.leaseOwner; leaseExpiresAt = j.leaseExpiresAt.map(RFC3339.string); progress = j.progress
+        waitingReason = j.waitingReason; queuedAt = RFC3339.string(millis: j.queuedAt)
+        startedAt = j.startedAt.map(RFC3339.string); finishedAt = j.finishedAt.map(RFC3339.string)
+    }
+}
+
+/// A failed attempt as the API shows it: the stored record (whose time is epoch
+/// milliseconds, as the store keeps every time) with its time in RFC 3339.
+public struct AttemptErrorView: Encodable, Sendable, Equatable {
+    let attempt: Int
+    let code: String
+    let stage: String
+    let message: String
+    let exitStatus: Int32?
+    let signal: Int32?
+    let logTail: [String]
+    let at: String
+
+    enum CodingKeys: String, CodingKey {
+        case attempt, code, stage, message, exitStatus = "exit_status", signal, logTail = "log_tail", at
+    }
+
+    init(_ e: AttemptError) {
+        attempt = e.attempt; code = e.code; stage = e.stage; message = e.message
+        exitStatus = e.exitStatus; signal = e.signal; logTail = e.logTail; at = RFC3339.string(millis: e.at)
     }
 }

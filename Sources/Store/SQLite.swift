@@ -40,7 +40,7 @@ final class Database {
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close_v2(db)
-            throw Database.error(code: rc, message: message, sql: "open \(path)")
+            throw Database.error(code: rc, message: message, path: path, sql: "open")
         }
         handle = db
         self.path = path
@@ -58,7 +58,9 @@ final class Database {
     /// Maps a result code to Kiln's error vocabulary: a full disk is `disk_full`, lock
     /// contention and I/O trouble are worth retrying (`io_error`), anything else (a
     /// constraint, misuse) is a bug.
-    static func error(code: Int32, message: String, sql: String) -> KilnError {
+    /// The message names the database file (an operator must know which file is full,
+    /// locked or damaged) and the statement's first line.
+    static func error(code: Int32, message: String, path: String, sql: String) -> KilnError {
         let primary = code & 0xff
         let kind: KilnError.Code
         switch primary {
@@ -68,11 +70,12 @@ final class Database {
             kind = .ioError
         default: kind = .internalError
         }
-        return KilnError(kind, stage: .write, underlying: code, "SQLite error \(code) (\(message)) in: \(sql)")
+        let statement = String((sql.split(separator: "\n").first ?? "").drop(while: { $0 == " " }))
+        return KilnError(kind, stage: .write, underlying: code, "SQLite error \(code) (\(message)) on \(path) in: \(statement)")
     }
 
     func lastError(_ code: Int32, sql: String) -> KilnError {
-        Database.error(code: code, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+        Database.error(code: code, message: String(cString: sqlite3_errmsg(handle)), path: path, sql: sql)
     }
 
     /// A prepared statement for `sql`, reset with its parameters bound.
@@ -105,7 +108,7 @@ final class Database {
         if rc != SQLITE_OK {
             let text = message.map { String(cString: $0) } ?? "unknown"
             sqlite3_free(message)
-            throw Database.error(code: rc, message: text, sql: sql)
+            throw Database.error(code: rc, message: text, path: path, sql: sql)
         }
     }
 

@@ -29,7 +29,14 @@ final class TestSpace: DiskSpace, @unchecked Sendable {
         get { lock.lock(); defer { lock.unlock() }; return bytes }
         set { lock.lock(); bytes = newValue; lock.unlock() }
     }
+    private var size: Int64? = nil
+    /// What the file system could hold were it empty (nil: unknown, as before).
+    var capacity: Int64? {
+        get { lock.lock(); defer { lock.unlock() }; return size }
+        set { lock.lock(); size = newValue; lock.unlock() }
+    }
     func freeBytes(at path: String) -> Int64? { free }
+    func capacityBytes(at path: String) -> Int64? { capacity }
 }
 
 final class CollectingLog: FarmLog, @unchecked Sendable {

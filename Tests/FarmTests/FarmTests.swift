@@ -320,6 +320,23 @@ struct FarmTests {
         #expect(try h.artifact(id)?.job?.attempt == 1)
     }
 
+    @Test("a job whose output is larger than the whole file system could hold fails at once as disk_full instead of waiting for ever")
+    func neverFits() throws {
+        let h = try Harness("never-fits") { $0.diskRecheckSeconds = 5 }
+        defer { h.cleanUp() }
+        h.space.free = 1 << 20   // at the floor: it waits
+        try h.farm.start()
+        let big = try h.farm.prepare(h.request("big", try h.source())).artifact
+        #expect(try eventually { try h.artifact(big.id)?.job?.waitingReason == "waiting_for_disk" })
+        h.space.capacity = h.config.minFreeBytes + big.estimatedBytes - 1   // the file system is one byte too small
+        h.clock.advance(seconds: 6)
+        h.farm.wake()
+        #expect(try eventually { try h.artifact(big.id)?.state == .failed })
+        let error = try #require(try h.artifact(big.id)?.errors.last)
+        #expect(error.code == "disk_full" && error.message.contains("more than the data directory's file system holds"), "\(error)")
+        #expect(h.fake.launches.isEmpty)
+    }
+
     @Test("disk admission keeps what running jobs have still to write: a second job that fits the free space alone, not beside the first, waits")
     func diskAdmissionCountsRunningJobs() throws {
         let gate = Gate()
@@ -384,7 +401,7 @@ struct FarmTests {
         #expect(try eventually { heard.values.contains { $0.type == .ready } })
         let ready = try #require(heard.values.first { $0.type == .ready })
         #expect(ready.artifactID == id && ready.references == ["e"] && ready.deliveryFormat == .transcode && ready.seq > 0)
-        #expect(heard.values.contains { $0.type == .progress && $0.progress?.encodedSeconds == 5 && $0.seq == 0 })
+        #expect(heard.values.contains { $0.type == .progress && $0.progress?.encodedSeconds == 5 && $0.seq == 0 && $0.references == ["e"] })
 
         var got: [EventRecord] = []
         #expect(try eventually { got += try cursor.next(timeout: 0.1); return got.contains { $0.type == .ready } })

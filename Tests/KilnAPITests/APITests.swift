@@ -67,6 +67,14 @@ final class Daemon: @unchecked Sendable {
     }
 }
 
+/// Whether a JSON value is a time as the API writes them (RFC 3339, e.g. 2026-12-02T05:10:00.123Z).
+func isRFC3339(_ value: JSONValue?) -> Bool {
+    guard case .string(let text)? = value else { return false }
+    let f = ISO8601DateFormatter()
+    f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return f.date(from: text) != nil
+}
+
 @Suite("kiln HTTP API", .serialized)
 struct APITests {
     @Test("prepare → artifact.ready on the event stream → file with Range → release → GC → artifact.deleted")
@@ -128,6 +136,7 @@ struct APITests {
         #expect(try RawHTTP.request(port: d.port, "POST", "/v1/artifacts/\(id)/cancel").status / 100 == 2)
         let after = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/references/c-1").body)
         #expect(after["status"] == .string("failed") && after["error"]?["code"] == .string("canceled") && after["file"] == .null, "\(after)")
+        #expect(isRFC3339(after["error"]?["at"]), "an error's time is written like every other time: \(after)")
         let again = try JSONValue.parse(try d.prepare("c-1", "sp_bear-640x360-ec3.mp4", quality: "1mbps").body)
         #expect(again["status"] == .string("preparing"), "\(again)")
     }
@@ -167,6 +176,10 @@ struct APITests {
         let byQuery = try RawHTTP.eventStream(port: d.port, path: "/v1/events?after=\(e1.id ?? "")")
         #expect(byQuery.nextEvent()?.id == e2.id)
         #expect(try RawHTTP.request(port: d.port, "GET", "/v1/events?after=-3").status == 400)
+        // A position past the last event is another event log's (the data directory was
+        // replaced): every event of this one is news to that client.
+        let beyond = try RawHTTP.eventStream(port: d.port, path: "/v1/events", headers: ["Last-Event-ID": "99999"])
+        #expect(beyond.nextEvent()?.id == e1.id, "replays from the start")
     }
 
     @Test("a token guards every route but /healthz (and the page, which holds no data and asks for it), a wrong one is refused, the scheme's name in any case")
@@ -271,19 +284,33 @@ struct APITests {
         #expect(try RawHTTP.request(port: d.port, "PUT", "/v1/prepare").status == 405)
     }
 
-    @Test("the status endpoint, metrics and status page answer")
+    @Test("the status endpoint, metrics and status page answer; the queue's times are RFC 3339; metrics count originals as requests, not as jobs made")
     func statusAndMetrics() throws {
-        let d = try Daemon()
+        let d = try Daemon { $0.maxTranscodes = 0 }   // the transcode below stays queued
         defer { d.stop() }
         _ = try d.prepare("m1", "sp_bear-640x360-ec3.mp4", quality: "1mbps")
         _ = try d.settle("m1")
+        let original = try d.prepare("m0", "sp_bear-640x360-ec3.mp4", quality: "original",
+                                     caps: #"{"containers":["mp4"],"codecs_video":["h264"],"codecs_audio":["eac3"]}"#)
+        #expect(try JSONValue.parse(original.body)["delivery_format"] == .string("original"))
+        let transcode = try d.prepare("m2", "sp_bear-640x360-hevc-hdr10.mp4", quality: "1mbps")
+        #expect(try JSONValue.parse(transcode.body)["delivery_format"] == .string("transcode"))
         let q = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/queue").body)
         #expect(q["counts"]?["succeeded"]?.int == 1)
+        if case .array(let queued)? = q["queued"], let job = queued.first {
+            #expect(isRFC3339(job["queued_at"]) && isRFC3339(job["run_after"]) && job["artifact_id"]?.string != nil, "\(job)")
+        } else {
+            Issue.record("a queued job is listed: \(q)")
+        }
         #expect(q["slots"]?["transcode"]?["total"] != nil)
         #expect(q["storage"]?["stored_bytes"]?.int ?? 0 > 0)
         let metrics = try RawHTTP.request(port: d.port, "GET", "/metrics").text
         #expect(metrics.contains(#"kiln_jobs{state="succeeded"} 1"#))
         #expect(metrics.contains("kiln_job_duration_seconds_count"))
+        #expect(metrics.contains(#"kiln_artifacts_completed_total{delivery_format="remux"} 1"#))
+        #expect(!metrics.contains(#"kiln_artifacts_completed_total{delivery_format="original"}"#), "no job ever makes an original")
+        #expect(metrics.contains(#"kiln_prepare_requests_total{result="existing",delivery_format="original"} 1"#), "\(metrics)")
+        #expect(metrics.contains(#"kiln_prepare_requests_total{result="enqueued",delivery_format="remux"} 1"#), "\(metrics)")
         let page = try RawHTTP.request(port: d.port, "GET", "/")
         #expect(page.status == 200 && page.text.contains("<title>Kiln</title>"))
     }

@@ -35,6 +35,8 @@ struct StatusPageTests {
         #expect(live?.id == nil)
         let progress = try JSONValue.parse(Array((live?.data ?? "{}").utf8))
         #expect(progress["artifact_id"] == .string(id))
+        // It names who holds the artifact, as stored events do, and has no sequence number.
+        #expect(progress["references"] == .array([.string("page-1")]) && progress["seq"] == .null, "\(progress)")
         #expect((progress["progress"]?["encoded_seconds"]?.string).flatMap(Double.init) ?? 0 > 0)
 
         // The child is paused while the browser renders: a browser's first start on a fresh
