@@ -24,10 +24,16 @@ public enum ResolutionClass: String, Codable, Sendable, CaseIterable, Comparable
     }
 
     /// The class a client names: its raw value, in any case, or 4K's other names (2160p,
-    /// uhd), which the contract's "4k" stands for.
+    /// uhd), which the contract's "4k" stands for; or a height in lines ("1080", "1080i",
+    /// "4320p", "8k"), which means the largest class no taller (an 8K TV plays 4K). Below
+    /// 480 lines there is no class: Kiln makes nothing smaller.
     public init?(name: String) {
         let s = name.trimmingWhitespace.lowercased()
-        guard let r = ResolutionClass(rawValue: ["2160p": "4k", "uhd": "4k"][s] ?? s) else { return nil }
+        if let r = ResolutionClass(rawValue: ["2160p": "4k", "uhd": "4k"][s] ?? s) { self = r; return }
+        let digits = s == "8k" ? "4320" : s.hasSuffix("p") || s.hasSuffix("i") ? String(s.dropLast()) : s
+        guard let lines = Int(digits), lines >= 480, let r = ResolutionClass.allCases.last(where: { $0.box.height <= lines }) else {
+            return nil
+        }
         self = r
     }
 
@@ -102,9 +108,14 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         caps.audioPassthroughCodecs = try list("audio_passthrough_codecs")
         caps.containers = try list("containers")
         if let v = o["max_resolution"], v != .null {
-            guard case .string(let s) = v, let r = ResolutionClass(name: s) else {
+            let name: String? = switch v {
+            case .string(let s): s
+            case .number(let n) where n == n.rounded() && abs(n) < 1e6: String(Int(n))
+            default: nil
+            }
+            guard let name, let r = ResolutionClass(name: name) else {
                 throw KilnError(.invalidCaps, stage: .request, field: "max_resolution",
-                                "caps.max_resolution must be one of \(ResolutionClass.allCases.map(\.rawValue).joined(separator: ", "))")
+                                "caps.max_resolution must be one of \(ResolutionClass.allCases.map(\.rawValue).joined(separator: ", ")) or a height of at least 480 lines")
             }
             caps.maxResolution = r
         }

@@ -34,10 +34,13 @@ struct Device: Sendable {
     var dolbyVision: Bool { hdr && video.contains(Codecs.dolbyVision) }
     var playsMP4: Bool { containers.contains("mp4") }
     func playsContainer(_ name: String) -> Bool { containers.contains(Codecs.canonicalContainer(name)) }
-    /// Decoded on the device or passed through to a receiver: either way it plays.
+    /// Decoded on the device or passed through to a receiver: either way it plays. A device
+    /// that lists `pcm` (or `lpcm`) plays linear PCM, which libavcodec names by sample format
+    /// (pcm_s16le, pcm_s24be, …).
     func playsAudio(_ codec: String) -> Bool {
         let c = Codecs.canonical(codec)
-        return audioDecode.contains(c) || audioPassthrough.contains(c)
+        let pcm = c.hasPrefix("pcm_") && (audioDecode.contains("pcm") || audioPassthrough.contains("pcm"))
+        return pcm || audioDecode.contains(c) || audioPassthrough.contains(c)
     }
 
     /// Why this video stream cannot be shown as it is (empty when it can). Bit depth and

@@ -216,12 +216,15 @@ struct PlanContext {
                     copies ? a.stream.bitRate.map(PlanContext.kbps) : audioBudget(a.stream, rung)
                 } ?? 0
                 let videoPart: Int? = video == nil ? 0 : videoKbps
-                let partsFit = videoPart.flatMap { v in audioOut.map { v + $0 <= cap } } ?? false
+                // The MP4's own index and headers take 2 % or so beside the streams (ladder.json).
+                let partsFit = videoPart.flatMap { v in audioOut.map { Double(v + $0) * 1.02 <= Double(cap) } } ?? false
                 // An audio-only source whose audio must be re-encoded is an encode shaped by
                 // the rung: a transcode, not a remux.
                 if (overallFits && copies) || (partsFit && (copies || video != nil)) {
                     var reasons = ["source_fits_target"] + containerProblems + fixes
-                    if !overallFits { reasons.append("tracks_dropped_to_fit") }
+                    // Said where another audio track is left behind; a re-encoded track says
+                    // so itself (audio_bitrate_above_target).
+                    if !overallFits && source.audioStreams.count > 1 { reasons.append("tracks_dropped_to_fit") }
                     return try remux(quality, reasons: reasons, audioTarget: rung)
                 }
                 if video == nil && !copies && overallFits { problems.append("audio_codec_unsupported") }
@@ -289,23 +292,41 @@ struct PlanContext {
             throw unavailable("the device lists no container Kiln writes (mp4) and the source must be transcoded")
         }
         var reasons = reasons
+        var rung = rung
+        var audio: (plan: AudioPlan, reasons: [String])?
+        if requested == .original, let kept = originalSound(within: rung) {
+            audio = (kept.plan, kept.reasons)
+            rung.bufsizeKbps = rung.bufsizeKbps * kept.videoKbps / max(1, rung.videoKbps)
+            rung.videoKbps = kept.videoKbps
+        } else if let chosen = chooseAudio(rung: rung) {
+            let (plan, why) = try rungAudio(chosen.stream, rung)
+            audio = (plan, chosen.reasons + why)
+        }
         var videoPlan: VideoPlan?
         if let v = video {
             let (plan, why) = try encodeVideo(v, rung)
             videoPlan = plan
             reasons += why
         }
-        var audioPlan: AudioPlan?
-        if let chosen = chooseAudio(rung: rung) {
-            reasons += chosen.reasons
-            let (plan, why) = try rungAudio(chosen.stream, rung)
-            audioPlan = plan
-            reasons += why
-        }
+        let audioPlan = audio?.plan
+        reasons += audio?.reasons ?? []
         let (subs, subReasons) = subtitlePlans()
         return Plan(quality: requested, effectiveQuality: rung.quality, deliveryFormat: .transcode,
                     targetBitrateKbps: rung.capKbps, container: "mp4", video: videoPlan, audio: audioPlan,
                     subtitles: subs, reasons: reasons + subReasons, artifactKey: "")
+    }
+
+    /// `original` re-encodes the picture only because the device cannot show it: its sound
+    /// keeps what `original` promises (copied where the device plays it from MP4, else the
+    /// compatibility target, surround kept where the device plays a surround codec), and
+    /// the picture takes what the rung's cap leaves. Nil, so the rung's audio is used, where
+    /// the sound's bitrate is unknown or would leave the picture less than half its budget.
+    func originalSound(within rung: Rung) -> (plan: AudioPlan, reasons: [String], videoKbps: Int)? {
+        guard let chosen = chooseAudio(rung: nil), let (plan, why) = try? compatibilityAudio(chosen.stream),
+              let kbps = plan.action == .copy ? chosen.stream.bitRate.map(PlanContext.kbps) : plan.bitrateKbps else { return nil }
+        let videoKbps = min(rung.videoKbps, rung.capKbps - kbps)
+        guard video == nil || videoKbps >= rung.videoKbps / 2 else { return nil }
+        return (plan, chosen.reasons + why, videoKbps)
     }
 
     /// The picture re-encoded to H.264 at `rung`, and the reasons that says.

@@ -39,12 +39,18 @@ struct PresetsTests {
         #expect(caps.maxResolution == .p1080 && caps.hdr == false)
     }
 
-    @Test("caps as clients write them: names in any case with stray spaces, 4K as 2160p or uhd; an empty name or an unknown size names the field")
+    @Test("caps as clients write them: names in any case with stray spaces, 4K as 2160p or uhd, a height; an empty name or an unknown size names the field")
     func lenientCaps() throws {
         let caps = try DeviceCaps.parse(Array(#"{"codecs_video": [" H264 ", "hevc\r\n"], "containers": ["MP4"], "max_resolution": " 2160P"}"#.utf8))
         #expect(caps.codecsVideo == ["h264", "hevc"] && caps.containers == ["mp4"] && caps.maxResolution == .uhd4k)
         #expect(try DeviceCaps.parse(Array(#"{"max_resolution": "UHD"}"#.utf8)).maxResolution == .uhd4k)
-        for bad in [#"{"codecs_audio": ["  "]}"#, #"{"max_resolution": "8k"}"#] {
+        // A height means the largest class no taller: an 8K TV plays 4K, a 1080i set 1080p.
+        for (text, cls) in [(#""8k""#, ResolutionClass.uhd4k), (#""4320p""#, .uhd4k), (#""1080i""#, .p1080), ("1080", .p1080),
+                            (#""1200""#, .p1080), ("480", .p480)] {
+            #expect(try DeviceCaps.parse(Array(#"{"max_resolution": \#(text)}"#.utf8)).maxResolution == cls, "\(text)")
+        }
+        for bad in [#"{"codecs_audio": ["  "]}"#, #"{"max_resolution": "360p"}"#, #"{"max_resolution": "fourk"}"#,
+                    #"{"max_resolution": ""}"#, #"{"max_resolution": 1080.5}"#] {
             do { _ = try DeviceCaps.parse(Array(bad.utf8)); Issue.record("parsed \(bad)") } catch {
                 #expect(error.code == .invalidCaps && error.field != nil, "\(bad)")
             }
