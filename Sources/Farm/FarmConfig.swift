@@ -20,6 +20,12 @@ public struct FarmConfig: Sendable, Equatable {
     /// How long a ready artifact no reference holds is kept (0: collected at the next pass).
     public var retentionSeconds: Int64 = 259_200
     public var gcIntervalSeconds: Double = 300
+    /// How long stored events are kept for `?after=`/`Last-Event-ID` resumes (30 days);
+    /// the collector removes older ones, so the database does not grow for ever.
+    public var eventRetentionSeconds: Int64 = 2_592_000
+    /// A webhook delivers from the store: events it has not delivered are kept whatever
+    /// their age (`kiln serve` sets this when `KILN_WEBHOOK_URL` is set).
+    public var eventsHeldForWebhook = false
     /// Total bytes of owned artifact files above which unreferenced ones are collected early.
     public var storageBudgetBytes: Int64? = nil
     /// Free space on the data directory's file system that jobs must not eat into.
@@ -92,6 +98,7 @@ public struct FarmConfig: Sendable, Equatable {
         if let v = try reader.int("KILN_MAX_ATTEMPTS", min: 1) { c.maxAttempts = v }
         if let v = try reader.int("KILN_RETENTION_SECONDS", min: 0) { c.retentionSeconds = Int64(v) }
         if let v = try reader.seconds("KILN_GC_INTERVAL_SECONDS") { c.gcIntervalSeconds = v }
+        if let v = try reader.int("KILN_EVENT_RETENTION_SECONDS", min: 60) { c.eventRetentionSeconds = Int64(v) }
         if let v = try reader.int("KILN_STORAGE_BUDGET_BYTES", min: 1) { c.storageBudgetBytes = Int64(v) }
         if let v = try reader.int("KILN_MIN_FREE_BYTES", min: 0) { c.minFreeBytes = Int64(v) }
         if let v = try reader.seconds("KILN_LEASE_SECONDS") { c.leaseSeconds = v }

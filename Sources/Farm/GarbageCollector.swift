@@ -7,6 +7,8 @@ public struct GarbageReport: Sendable, Equatable {
     /// Artifacts deleted, in the order they went.
     public var deleted: [String] = []
     public var freedBytes: Int64 = 0
+    /// Stored events older than `eventRetentionSeconds` removed.
+    public var prunedEvents = 0
     /// Files in the artifact folder that no row knows: reported, never deleted (they may
     /// be an operator's, or evidence of a bug worth looking at).
     public var unknownFiles: [String] = []
@@ -77,6 +79,8 @@ struct GarbageCollector: Sendable {
         if pressed(), let budget = config.storageBudgetBytes, total > budget {
             lines.append("storage: referenced artifacts exceed the budget of \(budget) bytes; nothing more may be deleted")
         }
+        let held = config.eventsHeldForWebhook ? try store.webhookPosition() : nil
+        report.prunedEvents = try store.pruneEvents(before: now - config.eventRetentionSeconds * 1000, deliveredUpTo: held)
         report.unknownFiles = try unknownFiles()
         lines += report.unknownFiles.map { "unknown file in the artifact folder (left alone): \($0)" }
         for line in said.new(lines) { log.write(line) }

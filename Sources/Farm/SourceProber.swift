@@ -36,6 +36,11 @@ public struct ChildProcessProber: SourceProber {
         }
         if let failure = try? JSONDecoder().decode(FailureReport.self, from: ended.stdout) { throw failure.error }
         let tail = ended.logTail.suffix(3).joined(separator: " / ")
+        // SIGKILL is sent from outside (the kernel's out-of-memory killer, an operator): the
+        // machine's trouble, worth asking again, not a bug in Kiln.
+        if ended.termination == .signaled(SIGKILL) {
+            throw KilnError(.resourceLimit, stage: .probe, "the probe child was killed (out of memory, or by an operator); try again")
+        }
         throw KilnError(.internalError, stage: .probe, "the probe child ended with \(ended.termination)\(tail.isEmpty ? "" : ": \(tail)")")
     }
 }

@@ -40,6 +40,15 @@ final class ServerCore: Sendable {
             context.method = method.map { String(cString: $0) } ?? "GET"
             context.version = version.map { String(cString: $0) } ?? "HTTP/1.1"
             context.headers = Self.headers(of: connection)
+            // Two lengths that disagree, or one that is no length, make the body's end
+            // uncertain: behind a proxy that reads the other one, what is left over would be
+            // taken as another request (RFC 9112 section 6.3: refuse, and close).
+            let lengths = Set(context.headers.filter { HTTPHeaders.same($0.name, "Content-Length") }.map { $0.value.trimmingWhitespace })
+            if lengths.count > 1 || lengths.contains(where: { $0.isEmpty || !$0.allSatisfy(\.isASCIIDigit) }) {
+                context.answered = true
+                return queue(configuration.errorResponse(400, "bad_request", "The request's Content-Length is not one length in digits."),
+                             on: connection, context: context)
+            }
             if let length = context.headers["Content-Length"].flatMap({ Int($0.trimmingWhitespace) }),
                length > configuration.maxBodyBytes {
                 // Refuse before reading: libmicrohttpd then skips the body and closes.

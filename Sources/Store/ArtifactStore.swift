@@ -98,6 +98,11 @@ public protocol ArtifactStore: AnyObject, Sendable {
 
     // MARK: Garbage collection
 
+    /// Removes stored events older than `before` (epoch ms) and, when `deliveredUpTo` is
+    /// given, only those up to it (a webhook's position); returns how many went. Sequence
+    /// numbers are never reused.
+    func pruneEvents(before: Int64, deliveredUpTo: Int64?) throws(KilnError) -> Int
+
     /// Ready artifacts with files Kiln owns that no reference holds, least recently used
     /// first (the candidates for retention expiry and storage pressure).
     func unreferencedArtifacts(limit: Int) throws(KilnError) -> [ArtifactRecord]

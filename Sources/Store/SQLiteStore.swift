@@ -429,7 +429,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
             try insertError(db, jobID: jobID, error: error)
             if let retryAt {
                 try db.execute("""
-                    UPDATE jobs SET state = 'retrying', run_after = ?, lease_owner = NULL, lease_expires_at = NULL
+                    UPDATE jobs SET state = 'retrying', run_after = ?, lease_owner = NULL, lease_expires_at = NULL, progress = NULL
                     WHERE id = ?
                     """, retryAt, jobID)
             } else {
@@ -441,10 +441,12 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
 
     public func requeue(jobID: Int64, owner: String, now: Int64) throws(KilnError) -> Bool {
         try write { db throws(KilnError) -> Bool in
-            // queued_at is kept: the job goes back to its old place in line.
+            // queued_at is kept: the job goes back to its old place in line. Its next attempt
+            // starts from nothing, so the last one's progress goes (a caller saw 28 % while
+            // it waited).
             try db.execute("""
                 UPDATE jobs SET state = 'queued', attempt = MAX(attempt - 1, 0), lease_owner = NULL, lease_expires_at = NULL,
-                    started_at = NULL, run_after = ?, waiting_reason = NULL
+                    started_at = NULL, run_after = ?, waiting_reason = NULL, progress = NULL
                 WHERE id = ? AND state = 'running' AND lease_owner = ?
                 """, now, jobID, owner) > 0
         }
@@ -483,7 +485,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                     try failJob(db, jobID: job.id, artifactID: job.artifactID, error: error, now: now)
                 } else {
                     try db.execute("""
-                        UPDATE jobs SET state = 'retrying', run_after = ?, lease_owner = NULL, lease_expires_at = NULL
+                        UPDATE jobs SET state = 'retrying', run_after = ?, lease_owner = NULL, lease_expires_at = NULL, progress = NULL
                         WHERE id = ?
                         """, now, job.id)
                 }
@@ -535,6 +537,12 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                             error: try row.optionalString(6).map { t throws(KilnError) in try decodeJSON(AttemptError.self, t) },
                             at: row.int64(7))
             }
+        }
+    }
+
+    public func pruneEvents(before: Int64, deliveredUpTo: Int64?) throws(KilnError) -> Int {
+        try write { db throws(KilnError) -> Int in
+            try db.execute("DELETE FROM events WHERE at < ? AND seq <= ?", before, deliveredUpTo ?? Int64.max)
         }
     }
 

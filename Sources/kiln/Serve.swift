@@ -48,7 +48,9 @@ enum Serve {
         let presetsDir = config.farm.presetsDir ?? Presets.locate()
         guard let presetsDir else { throw KilnError(.internalError, stage: .request, "cannot find the Presets folder; set KILN_PRESETS_DIR") }
         let presets = try Presets.load(directory: presetsDir)
-        let farm = Farm(config: config.farm, store: store, presets: presets, policy: .standard)
+        var farmConfig = config.farm
+        farmConfig.eventsHeldForWebhook = config.webhookURL != nil
+        let farm = Farm(config: farmConfig, store: store, presets: presets, policy: .standard)
         let report = try farm.start(soleFarm: true)   // the data directory's lock is ours
         log("recovered: \(report.finishedDeletions.count) deletions finished, \(report.removedTemporaries.count) temporary files removed, \(report.rescuedJobs) jobs rescued")
 

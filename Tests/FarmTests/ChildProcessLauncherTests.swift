@@ -95,6 +95,20 @@ struct ChildProcessLauncherTests {
         #expect(outcome.termination == .signaled(SIGTERM))
     }
 
+    @Test("a probe child killed from outside (out of memory) is a retryable resource_limit, not an internal error; one that crashes is still a bug")
+    func killedProbe() throws {
+        let (killed, dir) = try script("kill -9 $$\n")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do { _ = try ChildProcessProber(executable: killed).probe(path: "/nonexistent"); Issue.record("probed") } catch {
+            #expect(error.code == .resourceLimit && error.retryable, "\(error)")
+        }
+        let (crashed, dir2) = try script("kill -SEGV $$\n")
+        defer { try? FileManager.default.removeItem(at: dir2) }
+        do { _ = try ChildProcessProber(executable: crashed).probe(path: "/nonexistent"); Issue.record("probed") } catch {
+            #expect(error.code == .internalError, "\(error)")
+        }
+    }
+
     @Test("a missing child binary is an error at launch, not a hang")
     func missingBinary() {
         let dir = Media.scratch("missing")

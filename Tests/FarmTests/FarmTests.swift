@@ -420,6 +420,32 @@ struct GarbageCollectionTests {
         return id
     }
 
+    @Test("stored events are removed after their retention (the database does not grow for ever), sequence numbers go on; a webhook's undelivered ones stay")
+    func eventRetention() throws {
+        for held in [false, true] {
+            let h = try Harness("event-retention") { $0.eventRetentionSeconds = 3600; $0.gcIntervalSeconds = 3600; $0.eventsHeldForWebhook = held }
+            defer { h.cleanUp() }
+            try h.farm.start()
+            _ = try ready(h, "e1")
+            let first = try h.store.events(after: 0, limit: 10)
+            #expect(first.count == 1)
+            h.clock.advance(seconds: 1800)
+            #expect(try h.farm.collectGarbage().prunedEvents == 0, "within retention")
+            h.clock.advance(seconds: 1801)
+            _ = try ready(h, "e2")   // a fresh event beside the old one
+            let report = try h.farm.collectGarbage()
+            let left = try h.store.events(after: 0, limit: 10).map(\.seq)
+            if held {
+                #expect(report.prunedEvents == 0 && left.count == 2, "not yet delivered to the webhook: \(left)")
+                try h.store.setWebhookPosition(first[0].seq)
+                #expect(try h.farm.collectGarbage().prunedEvents == 1)
+            } else {
+                #expect(report.prunedEvents == 1 && left.count == 1 && left[0] > first[0].seq, "\(left)")
+            }
+            #expect(try h.store.lastEventSeq() > first[0].seq)
+        }
+    }
+
     @Test("an unreferenced ready artifact is kept for the retention time, then deleted")
     func retention() throws {
         let h = try Harness("gc-retention") { $0.retentionSeconds = 3600; $0.gcIntervalSeconds = 3600 }
