@@ -7,6 +7,9 @@ public struct GarbageReport: Sendable, Equatable {
     /// Artifacts deleted, in the order they went.
     public var deleted: [String] = []
     public var freedBytes: Int64 = 0
+    /// Rows of unheld artifacts without a file of Kiln's (original, failed, canceled) removed
+    /// after the retention time, so the database does not grow with every request ever made.
+    public var forgottenArtifacts = 0
     /// Stored events older than `eventRetentionSeconds` removed.
     public var prunedEvents = 0
     /// Files in the artifact folder that no row knows: reported, never deleted (they may
@@ -22,6 +25,8 @@ public struct GarbageReport: Sendable, Equatable {
 ///   `minFreeBytes`) unreferenced artifacts least recently used first, retention or not.
 /// A referenced artifact is never deleted (the store re-checks in `beginDeleting`), nor a
 /// file Kiln does not own (an `original` delivery is the user's source).
+/// It also forgets, after the same retention, the rows of unheld artifacts that have no
+/// file to delete (originals, failures, cancels), and events past their own retention.
 ///
 /// Deleting is three steps that survive a crash between any two: mark the row
 /// `deleting`, unlink the file, remove the row; start-up finishes marked rows.
@@ -79,6 +84,7 @@ struct GarbageCollector: Sendable {
         if pressed(), let budget = config.storageBudgetBytes, total > budget {
             lines.append("storage: referenced artifacts exceed the budget of \(budget) bytes; nothing more may be deleted")
         }
+        report.forgottenArtifacts = try store.forgetUnheldArtifacts(before: now - retention)
         let held = config.eventsHeldForWebhook ? try store.webhookPosition() : nil
         report.prunedEvents = try store.pruneEvents(before: now - config.eventRetentionSeconds * 1000, deliveredUpTo: held)
         report.unknownFiles = try unknownFiles()

@@ -98,6 +98,12 @@ public protocol ArtifactStore: AnyObject, Sendable {
 
     // MARK: Garbage collection
 
+    /// Removes the rows of artifacts that have no file of Kiln's to collect (an original,
+    /// a failed or canceled one) once no reference has held them since `before` (epoch
+    /// ms): nothing a caller holds changes, and asked for again they are made anew. Returns
+    /// how many went.
+    func forgetUnheldArtifacts(before: Int64) throws(KilnError) -> Int
+
     /// Removes stored events older than `before` (epoch ms) and, when `deliveredUpTo` is
     /// given, only those up to it (a webhook's position); returns how many went. Sequence
     /// numbers are never reused.

@@ -540,6 +540,18 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         }
     }
 
+    public func forgetUnheldArtifacts(before: Int64) throws(KilnError) -> Int {
+        try write { db throws(KilnError) -> Int in
+            // Their jobs and job errors go with them (ON DELETE CASCADE).
+            try db.execute("""
+                DELETE FROM artifacts
+                WHERE (state IN ('failed', 'canceled') OR (state = 'ready' AND file_owned = 0))
+                  AND COALESCE(unreferenced_since, last_used_at) < ?
+                  AND NOT EXISTS (SELECT 1 FROM artifact_references r WHERE r.artifact_id = artifacts.id)
+                """, before)
+        }
+    }
+
     public func pruneEvents(before: Int64, deliveredUpTo: Int64?) throws(KilnError) -> Int {
         try write { db throws(KilnError) -> Int in
             try db.execute("DELETE FROM events WHERE at < ? AND seq <= ?", before, deliveredUpTo ?? Int64.max)

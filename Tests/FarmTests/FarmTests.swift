@@ -530,8 +530,31 @@ struct GarbageCollectionTests {
         try h.farm.release(reference: "o")
         h.space.free = 0
         h.clock.advance(seconds: 10)
-        #expect(try h.farm.collectGarbage().deleted.isEmpty)
+        let report = try h.farm.collectGarbage()
+        #expect(report.deleted.isEmpty)
         #expect(FileManager.default.fileExists(atPath: source))
+        // Its row goes (nothing holds it, nothing to delete): asked for again, it is answered anew.
+        #expect(report.forgottenArtifacts == 1)
+        #expect(try h.artifact(b.artifact.id) == nil)
+        #expect(try h.farm.prepare(h.request("o", source, .original)).artifact.state == .ready)
+    }
+
+    @Test("a failed artifact nobody holds is forgotten after the retention time, a held one kept")
+    func failedForgotten() throws {
+        let h = try Harness("gc-failed", launcher: FakeLauncher([.exit(3, code: "source_corrupt"), .exit(3, code: "source_corrupt")])) {
+            $0.retentionSeconds = 3600
+        }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let gone = try h.farm.prepare(h.request("f1", try h.source())).artifact.id
+        let held = try h.farm.prepare(h.request("f2", try h.source())).artifact.id
+        #expect(try eventually { try h.artifact(gone)?.state == .failed && (try h.artifact(held)?.state) == .failed })
+        try h.farm.release(reference: "f1")
+        #expect(try h.farm.collectGarbage().forgottenArtifacts == 0, "within retention")
+        h.clock.advance(seconds: 3601)
+        #expect(try h.farm.collectGarbage().forgottenArtifacts == 1)
+        #expect(try h.artifact(gone) == nil)
+        #expect(try h.artifact(held)?.state == .failed)
     }
 
     @Test("files in the artifact folder that no row knows are reported, not deleted")
