@@ -419,10 +419,13 @@ struct PlanContext {
     }
 
     /// The surround target when the rung has one, the source has more than two channels
-    /// and the device plays one of its codecs (the preset's order decides, never the caps').
+    /// and the device plays one of its codecs (the preset's order decides, never the caps'),
+    /// one it decodes itself before one it can only pass through to a receiver: a
+    /// download is often played where there is none.
     func surround(_ target: SurroundTarget?, for a: StreamInfo) -> (codec: String, target: SurroundTarget)? {
         guard let target, (a.channels ?? 2) > 2 else { return nil }
-        guard let codec = target.codecs.map(Codecs.canonical).first(where: device.playsAudio) else { return nil }
+        let codecs = target.codecs.map(Codecs.canonical)
+        guard let codec = codecs.first(where: device.audioDecode.contains) ?? codecs.first(where: device.playsAudio) else { return nil }
         return (codec, target)
     }
 
