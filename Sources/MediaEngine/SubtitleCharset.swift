@@ -35,10 +35,14 @@ final class SubtitleCharset {
 
     deinit { for c in converters { iconv_close(c.cd) } }
 
-    /// The code pages text in `language` may have been written in, the likelier first.
+    /// The code pages text in `language` may have been written in, the likelier first. A
+    /// track that names no language (`und`, none) may be Western or, as often, Cyrillic
+    /// (Russian releases' SubRip files were Windows-1251): both are tried.
     static func codePages(language: String?) -> [String] {
         let page = codePage(language: language)
-        return page == "GB18030" ? ["GB18030", "BIG5-HKSCS"] : [page]
+        if page == "GB18030" { return ["GB18030", "BIG5-HKSCS"] }
+        let code = language.map { String($0.lowercased().prefix { $0.isLetter }) } ?? ""
+        return ["", "und", "mul", "mis", "zxx"].contains(code) ? ["CP1252", "CP1251"] : [page]
     }
 
     /// The legacy code page text in `language` (ISO 639-1 or -2, as streams tag it) was
@@ -84,11 +88,39 @@ final class SubtitleCharset {
             return convert(bytes, with: converters[0].cd).text
         }
         let readings = converters.map { convert(bytes, with: $0.cd) }
-        func score(_ i: Int) -> (Int, Int) { (-readings[i].unreadable, SubtitleCharset.commonness(readings[i].text)) }
-        var best = 0   // among equals, the likelier code page
+        func score(_ i: Int) -> (Int, Int, Int, Int) {
+            (-readings[i].unreadable, -SubtitleCharset.implausibleWords(readings[i].text), SubtitleCharset.commonness(readings[i].text),
+             used[i])
+        }
+        // Among equals, the code page most cues were read in so far (a cue that reads alike
+        // in both follows its track), then the likelier one.
+        var best = 0
         for i in readings.indices.dropFirst() where score(i) > score(best) { best = i }
         used[best] += 1
         return readings[best].text
+    }
+
+    /// Words no language writes: Latin and Cyrillic letters mixed in one word (Western
+    /// text read as Windows-1251: "Cafй"), or two letters and more all accented Latin ones
+    /// (Cyrillic read as Windows-1252: "Ïðèâåò"; a Western word has plain letters beside
+    /// its accents).
+    static func implausibleWords(_ utf8: [UInt8]) -> Int {
+        var count = 0
+        var latin = 0, accented = 0, cyrillic = 0
+        func endWord() {
+            if (latin > 0 && cyrillic > 0) || (accented >= 2 && accented == latin) { count += 1 }
+            latin = 0; accented = 0; cyrillic = 0
+        }
+        for scalar in String(decoding: utf8, as: UTF8.self).unicodeScalars {
+            switch scalar.value {
+            case 0x41...0x5A, 0x61...0x7A: latin += 1
+            case 0xC0...0xD6, 0xD8...0xF6, 0xF8...0xFF: latin += 1; accented += 1
+            case 0x400...0x4FF: cyrillic += 1
+            default: if !scalar.properties.isAlphabetic { endWord() }
+            }
+        }
+        endWord()
+        return count
     }
 
     /// How many of Chinese's most common characters (simplified and traditional) `utf8` holds.

@@ -163,6 +163,25 @@ struct CueScheduleTests {
         #expect(String(decoding: gb.withUnsafeBufferPointer { chinese.utf8($0) }, as: UTF8.self) == "我们今天去看电影，你要不要一起来？")
         #expect(String(decoding: big5.withUnsafeBufferPointer { chinese.utf8($0) }, as: UTF8.self) == "我們今天去看電影，你要不要一起來？")
         #expect(chinese.name == "BIG5-HKSCS", "the code page most cues were read in")
+        // A track that names no language is read in Windows-1252 or -1251, whichever makes
+        // words: Cyrillic read as Western is all accents ("Ïðèâåò"), Western read as
+        // Cyrillic mixes scripts in a word ("Cafй"). A cue that reads alike follows the track.
+        for language in [nil, "und"] as [String?] {
+            func read(_ text: String, _ page: String.Encoding, _ track: SubtitleCharset) -> String {
+                let bytes = Array(text.data(using: page)!)
+                return String(decoding: bytes.withUnsafeBufferPointer { track.utf8($0) }, as: UTF8.self)
+            }
+            let russianTrack = try #require(SubtitleCharset(language: language))
+            #expect(read("Привет, как дела?", .windowsCP1251, russianTrack) == "Привет, как дела?")
+            #expect(read("Да.", .windowsCP1251, russianTrack) == "Да.")
+            #expect(read("Я", .windowsCP1251, russianTrack) == "Я", "one letter reads alike: the track's page")
+            #expect(russianTrack.name == "CP1251")
+            let frenchTrack = try #require(SubtitleCharset(language: language))
+            #expect(read("Où? Ça va, très bien.", .windowsCP1252, frenchTrack) == "Où? Ça va, très bien.")
+            #expect(read("Señor Müller", .windowsCP1252, frenchTrack) == "Señor Müller")
+            #expect(read("À", .windowsCP1252, frenchTrack) == "À", "one letter reads alike: the track's page")
+            #expect(frenchTrack.name == "CP1252")
+        }
         let hebrew: [UInt8] = [0xF9, 0xEC, 0xE5, 0xED, 0x20, 0xF2, 0xE5, 0xEC, 0xED]   // Windows-1255
         let vietnamese: [UInt8] = [0x58, 0x69, 0x6E, 0x20, 0x63, 0x68, 0xE0, 0x6F]       // Windows-1258
         for (language, bytes, text) in [("heb", hebrew, "שלום עולם"), ("vie", vietnamese, "Xin chào")] {
