@@ -324,7 +324,7 @@ public final class Farm: @unchecked Sendable {
     /// A live progress event names the references holding the artifact, as stored events
     /// do: a media server maps events to its download rows by reference.
     func publishProgress(artifactID: String, format: DeliveryFormat, progress: JobProgress) {
-        let references = (try? store.artifact(id: artifactID))??.references ?? []
+        let references = (try? store.references(of: artifactID)) ?? []
         events.publishLive(EventRecord(seq: 0, type: .progress, artifactID: artifactID, status: ArtifactState.pending.status,
                                        deliveryFormat: format, references: references, progress: progress, at: clock.nowMillis()))
     }
@@ -428,7 +428,9 @@ public final class Farm: @unchecked Sendable {
         guard let capacity = space.capacityBytes(at: config.absoluteDataDir),
               claimed.estimatedBytes > capacity - config.minFreeBytes else { return nil }
         func gb(_ bytes: Int64) -> String { Format.fixed(Double(bytes) / 1e9, decimals: 1) + " GB" }
-        return AttemptError(attempt: claimed.job.attempt, code: KilnError.Code.diskFull.rawValue, stage: KilnError.Stage.write.rawValue,
+        // Not disk_full, which says "worth retrying": asked again, it would fail again until
+        // the file system grows. Permanent for the request; asking again queues it again.
+        return AttemptError(attempt: claimed.job.attempt, code: KilnError.Code.qualityUnavailable.rawValue, stage: KilnError.Stage.write.rawValue,
                             message: "the output needs about \(gb(claimed.estimatedBytes)), more than the data directory's file system "
                                 + "holds (\(gb(capacity)), \(gb(config.minFreeBytes)) of it kept free)", at: now)
     }

@@ -157,7 +157,8 @@ public struct JobView: Encodable, Sendable {
     init(_ j: JobRecord) {
         id = j.id; artifactID = j.artifactID; kind = j.kind.rawValue; state = j.state.rawValue; priority = j.priority.rawValue
         attempt = j.attempt; maxAttempts = j.maxAttempts; runAfter = RFC3339.string(millis: j.runAfter)
-        leaseOwner = j.leaseOwner; leaseExpiresAt = j.leaseExpiresAt.map(RFC3339.string); progress = j.progress
+        // A finished job's last report is not progress (a ready artifact at "97 %").
+        leaseOwner = j.leaseOwner; leaseExpiresAt = j.leaseExpiresAt.map(RFC3339.string); progress = j.state == .running ? j.progress : nil
         waitingReason = j.waitingReason; queuedAt = RFC3339.string(millis: j.queuedAt)
         startedAt = j.startedAt.map(RFC3339.string); finishedAt = j.finishedAt.map(RFC3339.string)
     }

@@ -278,11 +278,7 @@ final class VideoTranscodeLane: Lane {
 
     /// `fps` as the nearest standard rate, if within 0.2 % of it (29.97 is 30000/1001), else as it is.
     static func standardRate(_ fps: Double) -> AVRational {
-        let standard = [(24000, 1001), (24, 1), (25, 1), (30000, 1001), (30, 1), (48, 1), (50, 1), (60000, 1001), (60, 1), (120, 1), (240, 1)]
-        let off = { (r: (Int, Int)) in abs(Double(r.0) / Double(r.1) / fps - 1) }
-        if let (num, den) = standard.min(by: { off($0) < off($1) }), off((num, den)) < 0.002 {
-            return AVRational(num: Int32(num), den: Int32(den))
-        }
+        if let (num, den) = StandardFrameRate.nearest(fps) { return AVRational(num: Int32(num), den: Int32(den)) }
         return av_d2q(fps, 100_000)
     }
 

@@ -131,14 +131,12 @@ enum Codecs {
 
     /// The frame rate when it is believable. Matroska and WebM often report their 1 ms
     /// timebase (1000 fps) or a field rate; above 240 fps the number says nothing about the
-    /// picture, so it is treated as unknown (no step-down, levels sized for 30 fps).
-    /// The stream's frame rate, a measured one within 0.2 % of a standard rate taken as that
-    /// rate: Matroska's millisecond times make 30 fps read as 30.001, which would need the
-    /// next H.264 level up for the same pictures the encoder makes at 30.
+    /// picture, so it is treated as unknown (no step-down, levels sized for 30 fps). A rate
+    /// near a standard one is that one (`StandardFrameRate`): 30.001 from Matroska's
+    /// milliseconds would need the next H.264 level up for the pictures the encoder makes at 30.
     static func frameRate(_ s: StreamInfo) -> Double? {
         guard let r = s.frameRate, r.isFinite, r > 0, r <= 240 else { return nil }
-        let standard = [24000.0 / 1001, 24, 25, 30000.0 / 1001, 30, 48, 50, 60000.0 / 1001, 60, 120, 240]
-        return standard.first { abs(r / $0 - 1) < 0.002 } ?? r
+        return StandardFrameRate.nearest(r).map { Double($0.num) / Double($0.den) } ?? r
     }
 
     /// Clockwise rotation folded into 0, 90, 180 or 270.

@@ -222,8 +222,8 @@ struct PlanContext {
                 // the rung: a transcode, not a remux.
                 if (overallFits && copies) || (partsFit && (copies || video != nil)) {
                     var reasons = ["source_fits_target"] + containerProblems + fixes
-                    // Said where another audio track is left behind; a re-encoded track says
-                    // so itself (audio_bitrate_above_target).
+                    // Said where another audio track is left behind; a track re-encoded to fit
+                    // says why itself (audio_bitrate_above_target, audio_codec_unsupported).
                     if !overallFits && source.audioStreams.count > 1 { reasons.append("tracks_dropped_to_fit") }
                     return try remux(quality, reasons: reasons, audioTarget: rung)
                 }
@@ -296,8 +296,7 @@ struct PlanContext {
         var audio: (plan: AudioPlan, reasons: [String])?
         if requested == .original, let kept = originalSound(within: rung) {
             audio = (kept.plan, kept.reasons)
-            rung.bufsizeKbps = rung.bufsizeKbps * kept.videoKbps / max(1, rung.videoKbps)
-            rung.videoKbps = kept.videoKbps
+            rung = kept.rung
         } else if let chosen = chooseAudio(rung: rung) {
             let (plan, why) = try rungAudio(chosen.stream, rung)
             audio = (plan, chosen.reasons + why)
@@ -319,14 +318,19 @@ struct PlanContext {
     /// `original` re-encodes the picture only because the device cannot show it: its sound
     /// keeps what `original` promises (copied where the device plays it from MP4, else the
     /// compatibility target, surround kept where the device plays a surround codec), and
-    /// the picture takes what the rung's cap leaves. Nil, so the rung's audio is used, where
-    /// the sound's bitrate is unknown or would leave the picture less than half its budget.
-    func originalSound(within rung: Rung) -> (plan: AudioPlan, reasons: [String], videoKbps: Int)? {
+    /// the picture takes what the rung's largest sound would have left it (the rung's own
+    /// room for MP4's index stays). Nil, so the rung's audio is used, where the sound's
+    /// bitrate is unknown or would leave the picture less than half its budget. `rung` comes
+    /// back with the picture's budget (maxrate, and the buffer in proportion).
+    func originalSound(within rung: Rung) -> (plan: AudioPlan, reasons: [String], rung: Rung)? {
         guard let chosen = chooseAudio(rung: nil), let (plan, why) = try? compatibilityAudio(chosen.stream),
               let kbps = plan.action == .copy ? chosen.stream.bitRate.map(PlanContext.kbps) : plan.bitrateKbps else { return nil }
-        let videoKbps = min(rung.videoKbps, rung.capKbps - kbps)
+        let videoKbps = min(rung.videoKbps, rung.videoKbps + rung.maxAudioKbps - kbps)
         guard video == nil || videoKbps >= rung.videoKbps / 2 else { return nil }
-        return (plan, chosen.reasons + why, videoKbps)
+        var spent = rung
+        spent.bufsizeKbps = rung.bufsizeKbps * videoKbps / max(1, rung.videoKbps)
+        spent.videoKbps = videoKbps
+        return (plan, chosen.reasons + why, spent)
     }
 
     /// The picture re-encoded to H.264 at `rung`, and the reasons that says.
@@ -368,8 +372,9 @@ struct PlanContext {
     /// at `rung` (the requested one, or `original`'s fallback rung), when the server and the
     /// device allow one; nil otherwise (the copy then goes on as it is, or fails).
     func videoFallback(_ rung: Rung?) -> VideoPlan? {
-        guard let v = video, policy.transcodingAllowed,
-              let rung = rung ?? (try? fallbackRung()) else { return nil }
+        guard let v = video, policy.transcodingAllowed else { return nil }
+        // At `original` the remux's sound is `originalSound`'s: the picture gets what it leaves.
+        guard let rung = rung ?? (try? fallbackRung()).map({ originalSound(within: $0)?.rung ?? $0 }) else { return nil }
         return try? encodeVideo(v, rung).0
     }
 

@@ -36,6 +36,8 @@ public protocol ArtifactStore: AnyObject, Sendable {
     func release(reference: String, now: Int64) throws(KilnError) -> Bool
 
     func artifact(id: String) throws(KilnError) -> ArtifactRecord?
+    /// The references holding an artifact (in name order), without the rest of its record.
+    func references(of artifactID: String) throws(KilnError) -> [String]
 
     /// Marks an artifact used (a caller read it), for least-recently-used collection.
     func touch(artifactID: String, now: Int64) throws(KilnError)

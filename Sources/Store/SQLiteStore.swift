@@ -328,6 +328,10 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         try read { db throws(KilnError) in try loadArtifact(db, id: id) }
     }
 
+    public func references(of artifactID: String) throws(KilnError) -> [String] {
+        try read { db throws(KilnError) in try currentReferences(db, artifactID) }
+    }
+
     public func touch(artifactID: String, now: Int64) throws(KilnError) {
         try write { db throws(KilnError) in
             try db.execute("UPDATE artifacts SET last_used_at = MAX(last_used_at, ?) WHERE id = ?", now, artifactID)
@@ -540,23 +544,44 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         }
     }
 
+    // Both remove in batches, each its own transaction: the first pass after an upgrade
+    // may find years of rows, and one long write would hold back every bind and heartbeat.
+
     public func forgetUnheldArtifacts(before: Int64) throws(KilnError) -> Int {
-        try write { db throws(KilnError) -> Int in
+        var total = 0
+        while true {
             // Their jobs and job errors go with them (ON DELETE CASCADE).
-            try db.execute("""
-                DELETE FROM artifacts
-                WHERE (state IN ('failed', 'canceled') OR (state = 'ready' AND file_owned = 0))
-                  AND COALESCE(unreferenced_since, last_used_at) < ?
-                  AND NOT EXISTS (SELECT 1 FROM artifact_references r WHERE r.artifact_id = artifacts.id)
-                """, before)
+            let n = try write { db throws(KilnError) -> Int in
+                try db.execute("""
+                    DELETE FROM artifacts WHERE id IN (
+                        SELECT id FROM artifacts a
+                        WHERE (state IN ('failed', 'canceled') OR (state = 'ready' AND file_owned = 0))
+                          AND MAX(COALESCE(unreferenced_since, last_used_at), updated_at) < ?
+                          AND NOT EXISTS (SELECT 1 FROM artifact_references r WHERE r.artifact_id = a.id)
+                        LIMIT ?)
+                    """, before, Self.pruneBatch)
+            }
+            total += n
+            if n < Self.pruneBatch { return total }
         }
     }
 
     public func pruneEvents(before: Int64, deliveredUpTo: Int64?) throws(KilnError) -> Int {
-        try write { db throws(KilnError) -> Int in
-            try db.execute("DELETE FROM events WHERE at < ? AND seq <= ?", before, deliveredUpTo ?? Int64.max)
+        var total = 0
+        while true {
+            // Events are written in time order, so the old ones are the first by seq: each
+            // batch reads at most a batch of the primary key, never the whole table.
+            let n = try write { db throws(KilnError) -> Int in
+                try db.execute("""
+                    DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE seq <= ? ORDER BY seq LIMIT ?) AND at < ?
+                    """, deliveredUpTo ?? Int64.max, Self.pruneBatch, before)
+            }
+            total += n
+            if n < Self.pruneBatch { return total }
         }
     }
+
+    static let pruneBatch = 5_000
 
     public func lastEventSeq() throws(KilnError) -> Int64 {
         try read { db throws(KilnError) -> Int64 in

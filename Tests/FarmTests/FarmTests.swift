@@ -320,20 +320,26 @@ struct FarmTests {
         #expect(try h.artifact(id)?.job?.attempt == 1)
     }
 
-    @Test("a job whose output is larger than the whole file system could hold fails at once as disk_full instead of waiting for ever")
+    @Test("a job that fits the file system but not its free space waits; one larger than the whole file system fails at once instead of waiting for ever")
     func neverFits() throws {
         let h = try Harness("never-fits") { $0.diskRecheckSeconds = 5 }
         defer { h.cleanUp() }
         h.space.free = 1 << 20   // at the floor: it waits
+        h.space.capacity = 1 << 40   // on a file system that could hold it
         try h.farm.start()
         let big = try h.farm.prepare(h.request("big", try h.source())).artifact
         #expect(try eventually { try h.artifact(big.id)?.job?.waitingReason == "waiting_for_disk" })
+        h.clock.advance(seconds: 6)
+        h.farm.wake()
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(try h.artifact(big.id)?.state == .pending, "it fits once space is freed: it waits")
         h.space.capacity = h.config.minFreeBytes + big.estimatedBytes - 1   // the file system is one byte too small
         h.clock.advance(seconds: 6)
         h.farm.wake()
         #expect(try eventually { try h.artifact(big.id)?.state == .failed })
         let error = try #require(try h.artifact(big.id)?.errors.last)
-        #expect(error.code == "disk_full" && error.message.contains("more than the data directory's file system holds"), "\(error)")
+        // Not disk_full, which says "worth retrying": it would fail again until the disk grows.
+        #expect(error.code == "quality_unavailable" && error.message.contains("more than the data directory's file system holds"), "\(error)")
         #expect(h.fake.launches.isEmpty)
     }
 
@@ -555,6 +561,31 @@ struct GarbageCollectionTests {
         #expect(try h.farm.collectGarbage().forgottenArtifacts == 1)
         #expect(try h.artifact(gone) == nil)
         #expect(try h.artifact(held)?.state == .failed)
+    }
+
+    @Test("an unheld artifact an operator retried or canceled long after its release is kept for the retention time from then (its errors are what they look at)")
+    func retriedKeptForRetention() throws {
+        let gate = Gate()
+        let h = try Harness("gc-retried", launcher: FakeLauncher([.exit(3, code: "source_corrupt"), .exit(3, code: "source_corrupt"),
+                                                                 .gated(gate, then: .succeed(bytes: 5))])) {
+            $0.retentionSeconds = 3600
+        }
+        defer { gate.release(); h.cleanUp() }
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("r", try h.source())).artifact.id
+        #expect(try eventually { try h.artifact(id)?.state == .failed })
+        try h.farm.release(reference: "r")
+        h.clock.advance(seconds: 7200)   // released two hours ago
+        #expect(try h.farm.retry(artifactID: id))
+        #expect(try eventually { try h.artifact(id)?.state == .failed && (try h.artifact(id)?.errors.count) == 2 })
+        #expect(try h.farm.collectGarbage().forgottenArtifacts == 0, "failed again just now")
+        let canceled = try h.farm.prepare(h.request("c", try h.source())).artifact.id
+        #expect(try eventually { h.fake.launches.count == 3 })
+        try h.farm.release(reference: "c")   // the running job is canceled
+        #expect(try eventually { try h.artifact(canceled)?.state == .canceled })
+        #expect(try h.farm.collectGarbage().forgottenArtifacts == 0)
+        h.clock.advance(seconds: 3601)
+        #expect(try h.farm.collectGarbage().forgottenArtifacts == 2)
     }
 
     @Test("files in the artifact folder that no row knows are reported, not deleted")

@@ -86,6 +86,11 @@ func checkInvariants(_ plan: Plan, source: MediaInfo, quality: Quality, caps: De
         }
         #expect(videoKbps + audioKbps <= cap, sourceLocation: sourceLocation)
         if let e = plan.video?.encoder { #expect(e.maxrateKbps == videoKbps, sourceLocation: sourceLocation) }
+        // An encode keeps the room the rung leaves for MP4's index (its largest sound beside
+        // its picture), whatever sound it carries.
+        if plan.deliveryFormat == .transcode, let rung = presets.rung(for: plan.effectiveQuality) {
+            #expect(videoKbps + audioKbps <= rung.videoKbps + rung.maxAudioKbps, "\(plan.reasons)", sourceLocation: sourceLocation)
+        }
     }
     if let cap = quality.capKbps, plan.deliveryFormat == .original {
         // Delivered untouched at a rung: the source's own bitrate fits the rung.
