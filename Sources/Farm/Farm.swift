@@ -185,9 +185,15 @@ public final class Farm: @unchecked Sendable {
             try store.cacheProbe(probed, fingerprint: MediaInfo.cacheKey(fingerprint: fingerprint), now: clock.nowMillis())
             info = probed
         }
-        let plan = try plans.plan(fingerprint: fingerprint, request: request) { () throws(KilnError) -> Plan in
+        var plan = try plans.plan(fingerprint: fingerprint, request: request) { () throws(KilnError) -> Plan in
             try Planner.plan(source: info, quality: request.quality, caps: request.caps, policy: policy,
                              audioLanguage: request.audioLanguage, presets: presets)
+        }
+        if plan.deliveryFormat == .original {
+            // An original is the file at this path, not any file with its content: two copies
+            // of a film in a library are two artifacts (the first one's path was answered for
+            // both, and its bytes served for the second once it changed or went).
+            plan.artifactKey = SHA256.hex(plan.artifactKey + "path=" + path + "\n")
         }
         let size = Self.fileSize(path) ?? info.sizeBytes
         let source = SourceRecord(path: path, fingerprint: fingerprint, durationSeconds: info.durationSeconds, sizeBytes: size)

@@ -125,7 +125,16 @@ public final class API: Sendable {
         guard a.state == .ready, let f = a.file else { throw APIError.notReady(id) }
         try? store.touch(artifactID: id, now: SystemClock().nowMillis())
         let type = a.plan.container == "mp4" ? "video/mp4" : "application/octet-stream"
-        return .file(path: f.path, contentType: type, etag: f.sha256.map { "\"\($0)\"" }, request: req)
+        return .file(path: f.path, contentType: type, etag: f.sha256.map { "\"\($0)\"" } ?? Self.identityTag(f.path), request: req)
+    }
+
+    /// An original is the user's file, hashed by nobody: its tag is the file's identity
+    /// (inode, size, modification time to the nanosecond), which changes whenever its bytes
+    /// may have. Without a validator a phone's interrupted download cannot resume (If-Range).
+    static func identityTag(_ path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return "\"i\(st.st_ino)-\(st.st_size)-\(st.st_mtim.tv_sec)\(Format.zeroPadded(Int(st.st_mtim.tv_nsec), width: 9))\""
     }
 
     func events(_ req: HTTPRequest) throws -> HTTPResponse {

@@ -259,6 +259,9 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                     UPDATE jobs SET priority = ?, priority_rank = ?
                     WHERE artifact_id = ? AND state IN ('queued', 'retrying') AND priority_rank > ?
                     """, request.priority.rawValue, request.priority.rank, artifactID, request.priority.rank)
+                // The job reads the source where it was last asked for (the same content: the
+                // key says so): the first caller's copy may have been renamed or deleted since.
+                try db.execute("UPDATE artifacts SET source = ? WHERE id = ?", sourceJSON, artifactID)
             case .ready?:
                 break
             case .failed?, .canceled?, .deleting?:
@@ -287,7 +290,10 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                         WHERE reference = ?
                         """, artifactID, requestJSON, now, request.reference)
                     movedFrom = previous.0
-                    try lastReferenceMayBeGone(db, artifactID: previous.0, released: request.reference, now: now)
+                    // The reference lives on, on the new artifact: the old one's cancel
+                    // event names nobody (a caller mapping events to its rows by reference
+                    // would mark a row failed that is preparing).
+                    try lastReferenceMayBeGone(db, artifactID: previous.0, released: nil, now: now)
                 } else if previous.1 != requestJSON {
                     try db.execute("UPDATE artifact_references SET request = ?, updated_at = ? WHERE reference = ?",
                                    requestJSON, now, request.reference)
@@ -721,11 +727,12 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     }
 
     /// After a reference left `artifactID`: if none is left, an unfinished job is canceled
-    /// (its event names `released`, the holder it concerned) and retention starts.
-    private func lastReferenceMayBeGone(_ db: Database, artifactID: String, released: String, now: Int64) throws(KilnError) {
+    /// (its event names `released`, the holder that let go, when it is gone; nobody when it
+    /// moved to another artifact) and retention starts.
+    private func lastReferenceMayBeGone(_ db: Database, artifactID: String, released: String?, now: Int64) throws(KilnError) {
         let remaining = try db.queryOne("SELECT COUNT(*) FROM artifact_references WHERE artifact_id = ?", artifactID) { $0.int(0) } ?? 0
         guard remaining == 0 else { return }
-        _ = try cancelUnfinished(db, artifactID: artifactID, eventReferences: [released], now: now)
+        _ = try cancelUnfinished(db, artifactID: artifactID, eventReferences: released.map { [$0] } ?? [], now: now)
         try db.execute("UPDATE artifacts SET unreferenced_since = ? WHERE id = ? AND unreferenced_since IS NULL", now, artifactID)
     }
 

@@ -52,7 +52,27 @@ struct FarmTests {
         let events = try h.store.events(after: 0, limit: 10)
         #expect(events.map(\.type) == [.canceled])
         #expect(events.first?.artifactID == first.artifact.id)
+        #expect(events.first?.references == [], "dl-7 lives on, on the new artifact: the cancel names nobody")
         #expect((h.prober as! FakeProber).probes == 1, "the probe is cached by the source's fingerprint")
+    }
+
+    @Test("two copies of one film at two paths: each original is its own file; a queued job reads the copy last asked for")
+    func copiesAtTwoPaths() throws {
+        let h = try Harness("copies") { $0.maxTranscodes = 1 }
+        defer { h.cleanUp() }
+        let a = try h.source("a.mkv")
+        let b = h.dir.appendingPathComponent("b.mkv").path
+        try FileManager.default.copyItem(atPath: a, toPath: b)
+        let fromA = try h.farm.prepare(h.request("o-a", a, .original)).artifact
+        let fromB = try h.farm.prepare(h.request("o-b", b, .original)).artifact
+        #expect(fromA.id != fromB.id)
+        #expect(fromA.file?.path == a && fromB.file?.path == b, "each answer names its own file")
+        // The farm is not started: the transcode waits in the queue while A goes away.
+        let queued = try h.farm.prepare(h.request("t-a", a, .mbps1)).artifact
+        try FileManager.default.removeItem(atPath: a)
+        let same = try h.farm.prepare(h.request("t-b", b, .mbps1)).artifact
+        #expect(same.id == queued.id, "the same content at either path is one artifact")
+        #expect(try h.artifact(queued.id)?.source.path == b, "the job will read the copy that is there")
     }
 
     @Test("a description cached by an older probe is not planned from: the source is probed again")

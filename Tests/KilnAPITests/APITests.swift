@@ -293,6 +293,12 @@ struct APITests {
         let original = try d.prepare("m0", "sp_bear-640x360-ec3.mp4", quality: "original",
                                      caps: #"{"containers":["mp4"],"codecs_video":["h264"],"codecs_audio":["eac3"]}"#)
         #expect(try JSONValue.parse(original.body)["delivery_format"] == .string("original"))
+        // The user's file has a validator too, so an interrupted download resumes (If-Range).
+        let originalID = try #require(try JSONValue.parse(original.body)["artifact_id"]?.string)
+        let head = try RawHTTP.request(port: d.port, "HEAD", "/v1/artifacts/\(originalID)/file")
+        let tag = try #require(head.headers["etag"], "\(head.headers)")
+        let resumed = try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(originalID)/file", headers: ["Range": "bytes=10-19", "If-Range": tag])
+        #expect(resumed.status == 206 && resumed.body.count == 10)
         let transcode = try d.prepare("m2", "sp_bear-640x360-hevc-hdr10.mp4", quality: "1mbps")
         #expect(try JSONValue.parse(transcode.body)["delivery_format"] == .string("transcode"))
         let q = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/queue").body)
