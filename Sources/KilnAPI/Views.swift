@@ -32,8 +32,10 @@ public struct ReferenceView: Encodable, Sendable {
         deliveryFormat = artifact.plan.deliveryFormat.rawValue
         targetBitrateKbps = artifact.plan.targetBitrateKbps
         revision = reference.revision
-        var plan = artifact.plan
-        plan.quality = reference.request.quality   // the plan as this caller asked for it
+        // The plan as this caller asked for it: its own (its audio pick, its reasons) for the
+        // artifact's output; the artifact's with its quality for rows from before it was kept.
+        var plan = reference.plan.flatMap { $0.artifactKey == artifact.plan.artifactKey ? $0 : nil } ?? artifact.plan
+        plan.quality = reference.request.quality
         self.plan = plan
         file = artifact.state == .ready ? artifact.file.map { File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) } : nil
         progress = artifact.state == .pending ? artifact.job?.progress : nil

@@ -248,17 +248,21 @@ public struct ReferenceRecord: Codable, Sendable, Equatable {
     public var revision: Int
     public var createdAt: Int64
     public var updatedAt: Int64
+    /// The plan this reference's own request made (the same output as the artifact's, but
+    /// its own audio pick and reasons); nil for rows written before it was kept.
+    public var plan: Plan?
 
-    public init(request: PrepareRequest, artifactID: String, revision: Int, createdAt: Int64, updatedAt: Int64) {
+    public init(request: PrepareRequest, artifactID: String, revision: Int, createdAt: Int64, updatedAt: Int64, plan: Plan? = nil) {
         self.request = request
         self.artifactID = artifactID
         self.revision = revision
         self.createdAt = createdAt
         self.updatedAt = updatedAt
+        self.plan = plan
     }
 
     enum CodingKeys: String, CodingKey {
-        case request, artifactID = "artifact_id", revision, createdAt = "created_at", updatedAt = "updated_at"
+        case request, artifactID = "artifact_id", revision, createdAt = "created_at", updatedAt = "updated_at", plan
     }
 }
 

@@ -286,23 +286,23 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
             if let previous {
                 if previous.0 != artifactID {
                     try db.execute("""
-                        UPDATE artifact_references SET artifact_id = ?, request = ?, revision = revision + 1, updated_at = ?
+                        UPDATE artifact_references SET artifact_id = ?, request = ?, plan = ?, revision = revision + 1, updated_at = ?
                         WHERE reference = ?
-                        """, artifactID, requestJSON, now, request.reference)
+                        """, artifactID, requestJSON, planJSON, now, request.reference)
                     movedFrom = previous.0
                     // The reference lives on, on the new artifact: the old one's cancel
                     // event names nobody (a caller mapping events to its rows by reference
                     // would mark a row failed that is preparing).
                     try lastReferenceMayBeGone(db, artifactID: previous.0, released: nil, now: now)
                 } else if previous.1 != requestJSON {
-                    try db.execute("UPDATE artifact_references SET request = ?, updated_at = ? WHERE reference = ?",
-                                   requestJSON, now, request.reference)
+                    try db.execute("UPDATE artifact_references SET request = ?, plan = ?, updated_at = ? WHERE reference = ?",
+                                   requestJSON, planJSON, now, request.reference)
                 }
             } else {
                 try db.execute("""
-                    INSERT INTO artifact_references (reference, artifact_id, request, revision, created_at, updated_at)
-                    VALUES (?, ?, ?, 1, ?, ?)
-                    """, request.reference, artifactID, requestJSON, now, now)
+                    INSERT INTO artifact_references (reference, artifact_id, request, plan, revision, created_at, updated_at)
+                    VALUES (?, ?, ?, ?, 1, ?, ?)
+                    """, request.reference, artifactID, requestJSON, planJSON, now, now)
             }
             try db.execute("""
                 UPDATE artifacts SET last_used_at = MAX(last_used_at, ?), unreferenced_since = NULL WHERE id = ?
@@ -805,10 +805,11 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
 
     private func loadReference(_ db: Database, _ reference: String) throws(KilnError) -> ReferenceRecord? {
         try db.queryOne("""
-            SELECT request, artifact_id, revision, created_at, updated_at FROM artifact_references WHERE reference = ?
+            SELECT request, artifact_id, revision, created_at, updated_at, plan FROM artifact_references WHERE reference = ?
             """, reference) { row throws(KilnError) -> ReferenceRecord in
             ReferenceRecord(request: try requests.decode(row.string(0)), artifactID: row.string(1),
-                            revision: row.int(2), createdAt: row.int64(3), updatedAt: row.int64(4))
+                            revision: row.int(2), createdAt: row.int64(3), updatedAt: row.int64(4),
+                            plan: try row.optionalString(5).map { json throws(KilnError) in try plans.decode(json) })
         }
     }
 

@@ -10,7 +10,7 @@ enum Schema {
         case code(@Sendable (Database) throws(KilnError) -> Void)
     }
 
-    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3), .sql(v4)]
+    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3), .sql(v4), .sql(v5)]
 
     static func migrate(_ db: Database) throws(KilnError) {
         let current = try db.queryOne("PRAGMA user_version") { row in row.int(0) } ?? 0
@@ -197,5 +197,13 @@ enum Schema {
     // jobs, on a page operators open, not on the request path.
     static let v4 = """
     DROP INDEX jobs_by_state;
+    """
+
+    // Each reference's own plan: requests that make one artifact can differ in what the
+    // plan says beside the output (the audio track a player should pick in an original,
+    // the reasons), and a caller must get the plan of what it asked for. NULL in rows
+    // written before: the artifact's plan stands in.
+    static let v5 = """
+    ALTER TABLE artifact_references ADD COLUMN plan TEXT;
     """
 }

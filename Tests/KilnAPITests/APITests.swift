@@ -141,6 +141,28 @@ struct APITests {
         #expect(again["status"] == .string("preparing"), "\(again)")
     }
 
+    @Test("two callers of one artifact each get the plan of what they asked for (the audio track a player should pick in the original)")
+    func ownPlan() throws {
+        let media = Media.scratch("own-plan-media")
+        defer { try? FileManager.default.removeItem(at: media) }
+        try FileManager.default.copyItem(atPath: try Media.generated("two-languages.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-f", "lavfi", "-i", "sine=frequency=440", "-f", "lavfi", "-i", "sine=frequency=880",
+            "-t", "2", "-map", "0", "-map", "1", "-map", "2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac",
+            "-metadata:s:a:0", "language=fra", "-metadata:s:a:1", "language=eng"]), toPath: media.appendingPathComponent("film.mkv").path)
+        let d = try Daemon(mediaRoot: media)
+        defer { d.stop() }
+        func ask(_ reference: String, _ language: String) throws -> JSONValue {
+            let path = media.appendingPathComponent("film.mkv").path
+            return try JSONValue.parse(try RawHTTP.json(port: d.port, "POST", "/v1/prepare",
+                #"{"reference":"\#(reference)","source":{"path":"\#(path)"},"quality":"original","audio_language":"\#(language)"}"#).body)
+        }
+        let french = try ask("fr", "fra"), english = try ask("en", "eng")
+        #expect(french["artifact_id"] == english["artifact_id"], "the file as it is: one artifact")
+        #expect(french["plan"]?["audio"]?["language"] == .string("fra") && english["plan"]?["audio"]?["language"] == .string("eng"), "\(english)")
+        let again = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/references/en").body)
+        #expect(again["plan"]?["audio"]?["language"] == .string("eng"))
+    }
+
     @Test("/readyz says not ready while the data directory's disk is full (every prepare would fail), and ready again when there is room")
     func readyWhenWritable() throws {
         final class Space: DiskSpace, @unchecked Sendable {

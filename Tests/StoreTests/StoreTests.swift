@@ -631,7 +631,7 @@ struct StoreTests {
         let t = try TempStore()
         #expect(FileManager.default.fileExists(atPath: t.path + "-wal"))
         let out = try sqlite3CLI(t.path, "PRAGMA journal_mode; PRAGMA user_version;")
-        #expect(out == "wal\n4\n")
+        #expect(out == "wal\n5\n")
     }
 
     @Test("the database refuses a state no one defined")
