@@ -58,12 +58,18 @@ public struct ChildReport: Decodable, Sendable, Equatable {
             self.code = code; self.stage = stage; self.message = message; self.retryable = retryable
         }
     }
+    public struct Stats: Decodable, Sendable, Equatable {
+        /// What the engine changed from the plan to finish it (`video_reencoded: …`).
+        public var adjustments: [String]?
+        public init(adjustments: [String]?) { self.adjustments = adjustments }
+    }
     public var ok: Bool
     public var output: Output?
     public var error: Failure?
+    public var stats: Stats?
 
-    public init(ok: Bool, output: Output? = nil, error: Failure? = nil) {
-        self.ok = ok; self.output = output; self.error = error
+    public init(ok: Bool, output: Output? = nil, error: Failure? = nil, stats: Stats? = nil) {
+        self.ok = ok; self.output = output; self.error = error; self.stats = stats
     }
 }
 

@@ -140,7 +140,8 @@ final class JobRunner: @unchecked Sendable {
         let now = farm.clock.nowMillis()
         if outcome.termination == .exited(0), stopReason != .canceled,
            let bytes = fileSize(attemptPath) {
-            deliver(attemptPath: attemptPath, bytes: bytes, sha256: outcome.report?.output?.sha256)
+            deliver(attemptPath: attemptPath, bytes: bytes, sha256: outcome.report?.output?.sha256,
+                    deliveredPlan: deliveredPlan(adjustments: outcome.report?.stats?.adjustments ?? []))
             return
         }
         switch stopReason {
@@ -163,7 +164,28 @@ final class JobRunner: @unchecked Sendable {
     /// Moves the finished file into place and marks the artifact ready, under the farm's
     /// file lock (the collector takes it too) and only after a heartbeat confirms the job is
     /// still ours, so a rescued attempt's late child cannot replace a newer attempt's file.
-    private func deliver(attemptPath: String, bytes: Int64, sha256: String?) {
+    /// The plan the output answers to when the engine had to re-encode a copied picture
+    /// (its size changed mid-stream, no keyframe to start on): the plan's fallback encode,
+    /// so a transcode at the rung that encode belongs to, not a remux "as the source".
+    /// Nil when the output is what the plan said.
+    func deliveredPlan(adjustments: [String]) -> Plan? {
+        let plan = claimed.plan
+        guard adjustments.contains(where: { $0.hasPrefix("video_reencoded") }), let fallback = plan.videoFallback,
+              plan.video?.action == .copy else { return nil }
+        let rung = farm.presets.rungs.filter { $0.videoKbps >= fallback.bitrateKbps }.min { $0.videoKbps < $1.videoKbps }
+        var delivered = plan
+        delivered.video = fallback
+        delivered.videoFallback = nil
+        delivered.deliveryFormat = .transcode
+        if let rung {
+            delivered.effectiveQuality = rung.quality
+            delivered.targetBitrateKbps = rung.capKbps
+        }
+        delivered.reasons.append("video_reencoded")
+        return delivered
+    }
+
+    private func deliver(attemptPath: String, bytes: Int64, sha256: String?, deliveredPlan: Plan?) {
         let store = farm.store
         let finalPath = farm.folder.finalPath(artifactID)
         farm.fileLock.lock()
@@ -177,7 +199,7 @@ final class JobRunner: @unchecked Sendable {
             }
             try farm.folder.moveIntoPlace(attemptPath, finalPath)
             let file = FileRecord(path: finalPath, bytes: bytes, sha256: sha256, owned: true)
-            if try !store.complete(jobID: jobID, owner: owner, file: file, now: now) {
+            if try !store.complete(jobID: jobID, owner: owner, file: file, deliveredPlan: deliveredPlan, now: now) {
                 try? farm.folder.remove(finalPath)
                 farm.log.write("job \(jobID): the store refused the result; the file is discarded")
             }

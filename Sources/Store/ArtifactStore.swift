@@ -60,7 +60,7 @@ public protocol ArtifactStore: AnyObject, Sendable {
 
     /// The job succeeded: the artifact is ready with `file` (event `artifact.ready`).
     /// False when the lease was lost (the file must then be discarded by the caller).
-    func complete(jobID: Int64, owner: String, file: FileRecord, now: Int64) throws(KilnError) -> Bool
+    func complete(jobID: Int64, owner: String, file: FileRecord, deliveredPlan: Plan?, now: Int64) throws(KilnError) -> Bool
 
     /// The attempt failed: kept in the job's errors; with `retryAt` the job waits in
     /// `retrying`, without it the job and artifact are `failed` (event `artifact.failed`).
@@ -134,4 +134,11 @@ public protocol ArtifactStore: AnyObject, Sendable {
     // MARK: Status
 
     func queueSnapshot(recentFailures: Int, queuedLimit: Int) throws(KilnError) -> QueueSnapshot
+}
+
+extension ArtifactStore {
+    /// A job whose output is what its plan said.
+    public func complete(jobID: Int64, owner: String, file: FileRecord, now: Int64) throws(KilnError) -> Bool {
+        try complete(jobID: jobID, owner: owner, file: file, deliveredPlan: nil, now: now)
+    }
 }

@@ -405,8 +405,9 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         }
     }
 
-    public func complete(jobID: Int64, owner: String, file: FileRecord, now: Int64) throws(KilnError) -> Bool {
-        try write(durable: false) { db throws(KilnError) -> Bool in
+    public func complete(jobID: Int64, owner: String, file: FileRecord, deliveredPlan: Plan?, now: Int64) throws(KilnError) -> Bool {
+        let deliveredJSON = try deliveredPlan.map { p throws(KilnError) in try encodeJSON(p) }
+        return try write(durable: false) { db throws(KilnError) -> Bool in
             guard let artifactID = try db.queryOne("""
                 UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL, finished_at = ?,
                     waiting_reason = NULL
@@ -423,6 +424,13 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                 """, file.path, file.bytes, file.sha256, file.owned, now, now, now, now, artifactID)
             guard changed == 1 else {
                 throw KilnError(.internalError, stage: .finalize, "job \(jobID) succeeded but its artifact \(artifactID) is not pending")
+            }
+            if let deliveredJSON {
+                // The output is not what the plan said (a copy the engine had to re-encode):
+                // the artifact says what it is, and its references answer with it.
+                try db.execute("UPDATE artifacts SET plan = ?, delivery_format = ? WHERE id = ?",
+                               deliveredJSON, deliveredPlan!.deliveryFormat.rawValue, artifactID)
+                try db.execute("UPDATE artifact_references SET plan = NULL WHERE artifact_id = ?", artifactID)
             }
             try insertEvent(db, .ready, artifactID: artifactID, references: nil, error: nil, now: now)
             return true

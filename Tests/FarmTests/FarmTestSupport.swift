@@ -74,6 +74,8 @@ indirect enum FakeScript: Sendable {
     case hang
     /// Waits for the gate (or a stop), then does `then`.
     case gated(Gate, then: FakeScript)
+    /// Succeeds as `succeed` does, reporting that the copied picture had to be re-encoded.
+    case succeedReencodingVideo(bytes: Int)
 }
 
 /// A launcher with scripted attempts, no media: each launch takes the next script (or
@@ -133,6 +135,12 @@ final class FakeHandle: JobHandle, @unchecked Sendable {
             let ok = FileManager.default.createFile(atPath: spec.outputPath, contents: Data(repeating: 7, count: bytes))
             end(JobOutcome(termination: .exited(ok ? 0 : 4),
                            report: ChildReport(ok: ok, output: .init(path: spec.outputPath, bytes: Int64(bytes), sha256: "fake")),
+                           logTail: []))
+        case .succeedReencodingVideo(let bytes):
+            let ok = FileManager.default.createFile(atPath: spec.outputPath, contents: Data(repeating: 7, count: bytes))
+            end(JobOutcome(termination: .exited(ok ? 0 : 4),
+                           report: ChildReport(ok: ok, output: .init(path: spec.outputPath, bytes: Int64(bytes), sha256: "fake"),
+                                               stats: .init(adjustments: ["video_reencoded: the source's picture changes size"])),
                            logTail: []))
         case .exit(let status, let code):
             end(JobOutcome(termination: .exited(status),

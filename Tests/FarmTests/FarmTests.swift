@@ -56,6 +56,23 @@ struct FarmTests {
         #expect((h.prober as! FakeProber).probes == 1, "the probe is cached by the source's fingerprint")
     }
 
+    @Test("a remux whose copied picture the engine had to re-encode is delivered as the transcode it is, at its encode's rung, not as a remux")
+    func reencodedRemuxSaysSo() throws {
+        let h = try Harness("reencoded", launcher: FakeLauncher([.succeedReencodingVideo(bytes: 5)]))
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let ios = try #require(TestPresets.shared.deviceCaps(named: "ios"))
+        let asked = try h.farm.prepare(h.request("r", try h.source(), .original, caps: ios)).artifact
+        #expect(asked.plan.deliveryFormat == .remux && asked.plan.videoFallback != nil, "a Matroska for iOS: a remux")
+        #expect(try eventually { try h.artifact(asked.id)?.state == .ready })
+        let made = try #require(try h.artifact(asked.id))
+        #expect(made.plan.deliveryFormat == .transcode && made.plan.video?.action == .transcode, "\(made.plan)")
+        #expect(made.plan.effectiveQuality != .original && made.plan.targetBitrateKbps == made.plan.effectiveQuality.capKbps)
+        #expect(made.plan.reasons.contains("video_reencoded") && made.plan.videoFallback == nil)
+        #expect(try h.store.reference("r")?.plan == nil, "the reference answers with what was delivered")
+        #expect(made.plan.artifactKey == asked.plan.artifactKey, "the same artifact")
+    }
+
     @Test("two copies of one film at two paths: each original is its own file; a queued job reads the copy last asked for")
     func copiesAtTwoPaths() throws {
         let h = try Harness("copies") { $0.maxTranscodes = 1 }
