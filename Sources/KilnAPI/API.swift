@@ -124,9 +124,14 @@ public final class API: Sendable {
         let a = try artifact(id)
         guard a.state == .ready, let f = a.file else { throw APIError.notReady(id) }
         try? store.touch(artifactID: id, now: SystemClock().nowMillis())
-        let type = a.plan.container == "mp4" ? "video/mp4" : "application/octet-stream"
+        let type = Self.mediaTypes[a.plan.container] ?? "application/octet-stream"
         return .file(path: f.path, contentType: type, etag: f.sha256.map { "\"\($0)\"" } ?? Self.identityTag(f.path), request: req)
     }
+
+    /// What a browser or a phone's download manager needs to know the file by (an original
+    /// is in its source's container).
+    static let mediaTypes = ["mp4": "video/mp4", "mov": "video/quicktime", "mkv": "video/x-matroska", "webm": "video/webm",
+                             "ts": "video/mp2t", "avi": "video/x-msvideo", "m4a": "audio/mp4", "mp3": "audio/mpeg"]
 
     /// An original is the user's file, hashed by nobody: its tag is the file's identity
     /// (inode, size, modification time to the nanosecond), which changes whenever its bytes

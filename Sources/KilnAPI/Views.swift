@@ -19,6 +19,9 @@ public struct ReferenceView: Encodable, Sendable {
     let progress: JobProgress?
     /// Why a queued job is not running yet (`waiting_for_disk`), so a caller can say why.
     let waitingReason: String?
+    /// While preparing, the output's expected size (what disk admission reserves), so a
+    /// caller can show a size before there is a file.
+    let estimatedBytes: Int64?
     let error: AttemptErrorView?
 
     public init(reference: ReferenceRecord, artifact: ArtifactRecord) {
@@ -40,6 +43,7 @@ public struct ReferenceView: Encodable, Sendable {
         file = artifact.state == .ready ? artifact.file.map { File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) } : nil
         progress = artifact.state == .pending ? artifact.job?.progress : nil
         waitingReason = artifact.state == .pending ? artifact.job?.waitingReason : nil
+        estimatedBytes = artifact.state == .pending ? artifact.estimatedBytes : nil
         switch artifact.state {
         case .failed: error = artifact.errors.last.map(AttemptErrorView.init)
         case .canceled:
@@ -66,6 +70,7 @@ public struct ReferenceView: Encodable, Sendable {
         if let file { try c.encode(file, forKey: .file) } else { try c.encodeNil(forKey: .file) }
         if let progress { try c.encode(progress, forKey: .progress) } else { try c.encodeNil(forKey: .progress) }
         if let waitingReason { try c.encode(waitingReason, forKey: .waitingReason) } else { try c.encodeNil(forKey: .waitingReason) }
+        if let estimatedBytes { try c.encode(estimatedBytes, forKey: .estimatedBytes) } else { try c.encodeNil(forKey: .estimatedBytes) }
         if let error { try c.encode(error, forKey: .error) } else { try c.encodeNil(forKey: .error) }
     }
 
@@ -75,7 +80,7 @@ public struct ReferenceView: Encodable, Sendable {
     enum CodingKeys: String, CodingKey {
         case reference, artifactID = "artifact_id", status, quality, effectiveQuality = "effective_quality"
         case deliveryFormat = "delivery_format", targetBitrateKbps = "target_bitrate_kbps", revision, plan, file, progress
-        case waitingReason = "waiting_reason", error
+        case waitingReason = "waiting_reason", estimatedBytes = "estimated_bytes", error
     }
 }
 

@@ -255,10 +255,12 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                 }
             case .pending?:
                 // A person now waits for a job a background sync asked for: serve it first.
+                // It joins the line of its new priority at the back: people who asked before
+                // it was promoted are not passed by a job queued long ago in the background.
                 try db.execute("""
-                    UPDATE jobs SET priority = ?, priority_rank = ?
+                    UPDATE jobs SET priority = ?, priority_rank = ?, queued_at = MAX(queued_at, ?)
                     WHERE artifact_id = ? AND state IN ('queued', 'retrying') AND priority_rank > ?
-                    """, request.priority.rawValue, request.priority.rank, artifactID, request.priority.rank)
+                    """, request.priority.rawValue, request.priority.rank, now, artifactID, request.priority.rank)
                 // The job reads the source where it was last asked for (the same content: the
                 // key says so): the first caller's copy may have been renamed or deleted since.
                 try db.execute("UPDATE artifacts SET source = ? WHERE id = ?", sourceJSON, artifactID)

@@ -161,6 +161,9 @@ struct APITests {
         #expect(french["plan"]?["audio"]?["language"] == .string("fra") && english["plan"]?["audio"]?["language"] == .string("eng"), "\(english)")
         let again = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/references/en").body)
         #expect(again["plan"]?["audio"]?["language"] == .string("eng"))
+        // The Matroska goes as what it is.
+        let id = try #require(english["artifact_id"]?.string)
+        #expect(try RawHTTP.request(port: d.port, "HEAD", "/v1/artifacts/\(id)/file").headers["content-type"] == "video/x-matroska")
     }
 
     @Test("/readyz says not ready while the data directory's disk is full (every prepare would fail), and ready again when there is room")
@@ -323,6 +326,8 @@ struct APITests {
         #expect(resumed.status == 206 && resumed.body.count == 10)
         let transcode = try d.prepare("m2", "sp_bear-640x360-hevc-hdr10.mp4", quality: "1mbps")
         #expect(try JSONValue.parse(transcode.body)["delivery_format"] == .string("transcode"))
+        // While it waits, the answer gives the size to expect.
+        #expect(try JSONValue.parse(transcode.body)["estimated_bytes"]?.int ?? 0 > 0, "\(transcode.text)")
         let q = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/queue").body)
         #expect(q["counts"]?["succeeded"]?.int == 1)
         if case .array(let queued)? = q["queued"], let job = queued.first {

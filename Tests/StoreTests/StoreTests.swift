@@ -201,6 +201,16 @@ struct StoreTests {
         #expect(first.job.priority == .interactive)
     }
 
+    @Test("a background job raised to interactive joins that line at the back: it does not pass people who asked before")
+    func raisedJoinsAtTheBack() throws {
+        let t = try TempStore()
+        try t.store.bind("sync", to: "old", priority: .background, now: 1_000)
+        try t.store.bind("phone-1", to: "asked", priority: .interactive, now: 2_000)
+        try t.store.bind("phone-2", to: "old", priority: .interactive, now: 3_000)
+        let order = [try t.store.claimOne(leaseUntil: 9_000, now: 3_001), try t.store.claimOne(leaseUntil: 9_000, now: 3_002)]
+        #expect(order.map { $0?.plan.artifactKey } == [Fixture.key("asked"), Fixture.key("old")])
+    }
+
     @Test("release: the last reference gone cancels an unfinished job and names the released reference")
     func releaseCancels() throws {
         let t = try TempStore()
