@@ -186,8 +186,10 @@ public final class Farm: @unchecked Sendable {
             info = probed
         }
         var plan = try plans.plan(fingerprint: fingerprint, request: request) { () throws(KilnError) -> Plan in
-            try Planner.plan(source: info, quality: request.quality, caps: request.caps, policy: policy,
-                             audioLanguage: request.audioLanguage, presets: presets)
+            var policy = policy
+            if request.transcodeAllowed == false { policy.transcodingAllowed = false }   // this caller's user may not
+            return try Planner.plan(source: info, quality: request.quality, caps: request.caps, policy: policy,
+                                    audioLanguage: request.audioLanguage, presets: presets)
         }
         if plan.deliveryFormat == .original {
             // An original is the file at this path, not any file with its content: two copies

@@ -1,6 +1,7 @@
 import Foundation
 import Farm
 import KilnCore
+import Planner
 import Store
 
 /// `kiln serve`'s settings: every one an environment variable (CONTRACT.md section 3),
@@ -18,6 +19,10 @@ public struct DaemonConfig: Sendable {
     /// (commits survive a killed process; a power cut may lose the last few).
     public var durability: SQLiteStore.Durability = .full
     public var farm = FarmConfig()
+    /// `KILN_TRANSCODING` (`on`/`off`: the server's transcode-to-file gate) and
+    /// `KILN_ALLOW_4K_OUTPUT` (`true`/`false`): what every plan may do. A request may still
+    /// forbid a transcode for its user (`transcode_allowed: false`).
+    public var policy = ServerPolicy.standard
 
     public init() {}
 
@@ -62,6 +67,14 @@ public struct DaemonConfig: Sendable {
             }
             c.httpThreads = n
         }
+        func flag(_ name: String, yes: Set<String>, no: Set<String>) throws(KilnError) -> Bool? {
+            guard let v = env[name]?.lowercased(), !v.isEmpty else { return nil }
+            if yes.contains(v) { return true }
+            if no.contains(v) { return false }
+            throw KilnError(.usage, stage: .request, field: name, "\(name) must be one of \((yes.sorted() + no.sorted()).joined(separator: ", "))")
+        }
+        if let on = try flag("KILN_TRANSCODING", yes: ["on", "true", "1"], no: ["off", "false", "0"]) { c.policy.transcodingAllowed = on }
+        if let on = try flag("KILN_ALLOW_4K_OUTPUT", yes: ["on", "true", "1"], no: ["off", "false", "0"]) { c.policy.allow4KOutput = on }
         switch env["KILN_SQLITE_SYNC"]?.lowercased() {
         case nil, "", "full": c.durability = .full
         case "normal": c.durability = .processCrash

@@ -52,7 +52,14 @@ public enum PrepareBody {
         if let language, language.isEmpty || language.count > 16 || !language.allSatisfy({ $0.isLetter || $0 == "-" }) {
             throw APIError.badRequest("audio_language must be a language code such as \"eng\" or \"fr\".", field: "audio_language")
         }
+        var transcodeAllowed: Bool?
+        if let t = o["transcode_allowed"], t != .null {
+            guard case .bool(let allowed) = t else {
+                throw APIError.badRequest("transcode_allowed must be true or false.", field: "transcode_allowed")
+            }
+            transcodeAllowed = allowed
+        }
         return PrepareRequest(reference: reference, sourcePath: path, quality: quality, caps: caps, priority: priority,
-                              audioLanguage: language?.lowercased())
+                              audioLanguage: language?.lowercased(), transcodeAllowed: transcodeAllowed)
     }
 }

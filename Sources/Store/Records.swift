@@ -61,19 +61,25 @@ public struct PrepareRequest: Codable, Sendable, Equatable {
     public var caps: DeviceCaps?
     public var priority: Priority
     public var audioLanguage: String?
+    /// False when the caller's user may not have files transcoded (the media server's
+    /// per-user permission): a plan that needs one is refused as `transcode_disabled`.
+    /// Nil (absent) allows what the server allows.
+    public var transcodeAllowed: Bool?
 
     public init(reference: String, sourcePath: String, quality: Quality, caps: DeviceCaps? = nil,
-                priority: Priority = .interactive, audioLanguage: String? = nil) {
+                priority: Priority = .interactive, audioLanguage: String? = nil, transcodeAllowed: Bool? = nil) {
         self.reference = reference
         self.sourcePath = sourcePath
         self.quality = quality
         self.caps = caps
         self.priority = priority
         self.audioLanguage = audioLanguage
+        self.transcodeAllowed = transcodeAllowed
     }
 
     enum CodingKeys: String, CodingKey {
         case reference, sourcePath = "source_path", quality, caps, priority, audioLanguage = "audio_language"
+        case transcodeAllowed = "transcode_allowed"
     }
 }
 

@@ -50,7 +50,7 @@ enum Serve {
         let presets = try Presets.load(directory: presetsDir)
         var farmConfig = config.farm
         farmConfig.eventsHeldForWebhook = config.webhookURL != nil
-        let farm = Farm(config: farmConfig, store: store, presets: presets, policy: .standard)
+        let farm = Farm(config: farmConfig, store: store, presets: presets, policy: config.policy)
         let report = try farm.start(soleFarm: true)   // the data directory's lock is ours
         log("recovered: \(report.finishedDeletions.count) deletions finished, \(report.removedTemporaries.count) temporary files removed, \(report.rescuedJobs) jobs rescued")
 

@@ -166,6 +166,32 @@ struct APITests {
         #expect(try RawHTTP.request(port: d.port, "HEAD", "/v1/artifacts/\(id)/file").headers["content-type"] == "video/x-matroska")
     }
 
+    @Test("a caller whose user may not have files transcoded says so: a plan that needs one is 403 transcode_disabled, a remux still goes; the server's gate is a setting")
+    func transcodePermission() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        func ask(_ reference: String, _ file: String, _ quality: String, allowed: String) throws -> RawHTTP.Response {
+            let path = d.media.appendingPathComponent(file).path
+            return try RawHTTP.json(port: d.port, "POST", "/v1/prepare",
+                #"{"reference":"\#(reference)","source":{"path":"\#(path)"},"quality":"\#(quality)","transcode_allowed":\#(allowed),"caps":{"codecs_video":["h264"],"codecs_audio":["aac"],"containers":["mp4"]}}"#)
+        }
+        let refused = try ask("t-1", "sp_bear-640x360-hevc-hdr10.mp4", "1mbps", allowed: "false")
+        let refusal = try JSONValue.parse(refused.body)
+        #expect(refused.status == 403 && refusal["error"] == .string("transcode_disabled"), "\(refused.text)")
+        let remux = try ask("t-2", "sp_bear-640x360-ec3.mp4", "original", allowed: "false")
+        let remuxAnswer = try JSONValue.parse(remux.body)
+        #expect(remux.status == 202 && remuxAnswer["delivery_format"] == .string("remux"), "\(remux.text)")
+        #expect(try ask("t-3", "sp_bear-640x360-hevc-hdr10.mp4", "1mbps", allowed: "true").status == 202)
+        let bad = try ask("t-4", "sp_bear-640x360-ec3.mp4", "1mbps", allowed: "\"no\"")
+        let badAnswer = try JSONValue.parse(bad.body)
+        #expect(bad.status == 400 && badAnswer["field"] == .string("transcode_allowed"))
+
+        let config = try DaemonConfig.load(environment: ["KILN_TRANSCODING": "off", "KILN_ALLOW_4K_OUTPUT": "true"], file: nil)
+        #expect(!config.policy.transcodingAllowed && config.policy.allow4KOutput)
+        #expect(try DaemonConfig.load(environment: [:], file: nil).policy == .standard)
+        #expect(throws: KilnError.self) { _ = try DaemonConfig.load(environment: ["KILN_TRANSCODING": "maybe"], file: nil) }
+    }
+
     @Test("/readyz says not ready while the data directory's disk is full (every prepare would fail), and ready again when there is room")
     func readyWhenWritable() throws {
         final class Space: DiskSpace, @unchecked Sendable {
