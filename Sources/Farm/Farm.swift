@@ -186,16 +186,21 @@ public final class Farm: @unchecked Sendable {
             info = probed
         }
         var plan = try plans.plan(fingerprint: fingerprint, request: request) { () throws(KilnError) -> Plan in
-            var policy = policy
-            if request.transcodeAllowed == false { policy.transcodingAllowed = false }   // this caller's user may not
-            return try Planner.plan(source: info, quality: request.quality, caps: request.caps, policy: policy,
-                                    audioLanguage: request.audioLanguage, presets: presets)
+            try Planner.plan(source: info, quality: request.quality, caps: request.caps, policy: policy,
+                             audioLanguage: request.audioLanguage, presets: presets)
+        }
+        // A user who may not have files transcoded is refused a transcode; the plan itself is
+        // the server's, the same for every caller of the artifact (a remux keeps its
+        // fallback encode for a picture the copy cannot carry on, whoever asked first).
+        if request.transcodeAllowed == false, plan.deliveryFormat == .transcode {
+            throw KilnError(.transcodeDisabled, stage: .plan,
+                            "the source needs a transcode (\(plan.reasons.joined(separator: ", "))) and this user may not have files transcoded")
         }
         if plan.deliveryFormat == .original {
             // An original is the file at this path, not any file with its content: two copies
             // of a film in a library are two artifacts (the first one's path was answered for
             // both, and its bytes served for the second once it changed or went).
-            plan.artifactKey = SHA256.hex(plan.artifactKey + "path=" + path + "\n")
+            plan.artifactKey = Plan.originalKey(plan.artifactKey, path: path)
         }
         let size = Self.fileSize(path) ?? info.sizeBytes
         let source = SourceRecord(path: path, fingerprint: fingerprint, durationSeconds: info.durationSeconds, sizeBytes: size)

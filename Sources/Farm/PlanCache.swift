@@ -18,7 +18,7 @@ final class PlanCache: Sendable {
     func plan(fingerprint: String, request: PrepareRequest, make: () throws(KilnError) -> Plan) throws(KilnError) -> Plan {
         // Caps as canonical JSON (sorted keys): equal caps, equal key.
         let caps = request.caps.flatMap { try? CompactJSON.string($0) } ?? "null"
-        let key = "\(fingerprint)|\(request.quality.rawValue)|\(request.audioLanguage ?? "")|\(request.transcodeAllowed == false)|\(caps)"
+        let key = "\(fingerprint)|\(request.quality.rawValue)|\(request.audioLanguage ?? "")|\(caps)"
         if let known = entries.withLock({ $0[key] }) { return known }
         let plan = try make()
         entries.withLock { e in

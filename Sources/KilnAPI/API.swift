@@ -130,8 +130,9 @@ public final class API: Sendable {
 
     /// What a browser or a phone's download manager needs to know the file by (an original
     /// is in its source's container).
-    static let mediaTypes = ["mp4": "video/mp4", "mov": "video/quicktime", "mkv": "video/x-matroska", "webm": "video/webm",
-                             "ts": "video/mp2t", "avi": "video/x-msvideo", "m4a": "audio/mp4", "mp3": "audio/mpeg"]
+    static let mediaTypes = ["mp4": "video/mp4", "m4v": "video/mp4", "mov": "video/quicktime", "3gp": "video/3gpp",
+                             "mkv": "video/x-matroska", "webm": "video/webm", "ts": "video/mp2t", "avi": "video/x-msvideo",
+                             "mp3": "audio/mpeg"]
 
     /// An original is the user's file, hashed by nobody: its tag is the file's identity
     /// (inode, size, modification time to the nanosecond), which changes whenever its bytes

@@ -37,7 +37,12 @@ public struct ReferenceView: Encodable, Sendable {
         revision = reference.revision
         // The plan as this caller asked for it: its own (its audio pick, its reasons) for the
         // artifact's output; the artifact's with its quality for rows from before it was kept.
-        var plan = reference.plan.flatMap { $0.artifactKey == artifact.plan.artifactKey ? $0 : nil } ?? artifact.plan
+        // (Its own only while it describes the artifact's output: not once the engine had to
+        // deliver something else, a remux whose picture it re-encoded.)
+        var plan = reference.plan.flatMap { own in
+            own.artifactKey == artifact.plan.artifactKey && own.deliveryFormat == artifact.plan.deliveryFormat
+                && own.video?.action == artifact.plan.video?.action ? own : nil
+        } ?? artifact.plan
         plan.quality = reference.request.quality
         self.plan = plan
         file = artifact.state == .ready ? artifact.file.map { File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) } : nil

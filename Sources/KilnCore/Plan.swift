@@ -195,3 +195,12 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 public enum EngineRecipe {
     public static let version = 2
 }
+
+extension Plan {
+    /// An original is the file at its path, not any file with its content: the daemon keys
+    /// it with the planner's key (content and delivery) and the path, so two copies of a film
+    /// in a library are two artifacts, each served from its own file.
+    public static func originalKey(_ key: String, path: String) -> String {
+        SHA256.hex(key + "path=" + path + "\n")
+    }
+}

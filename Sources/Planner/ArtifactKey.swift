@@ -11,6 +11,10 @@ import KilnCore
 /// Caps never enter directly, only through the plan they shaped, so the order of caps
 /// lists and caps fields the plan did not use cannot move the key.
 ///
+/// An `original` is the file itself: the daemon keys it with its path as well
+/// (`Plan.originalKey`), so the `artifact_key` `prep-artifact plan` prints for an original is
+/// the content's, not the daemon's.
+///
 /// Source identity is `MediaInfo.fingerprint` (see `SourceFingerprint`: survives renames,
 /// changes with content, reads at most ~6 MiB of a 60 GB file). A MediaInfo without one
 /// (a caller that skipped fingerprinting) falls back to a hash of format name, size and

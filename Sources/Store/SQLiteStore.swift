@@ -25,15 +25,16 @@ import KilnCore
 ///   delete exactly the file path it read before `beginDeleting`, and the farm should not
 ///   write a remade artifact to that same path before the collector is done with it.
 /// - Binding an interactive request to an artifact whose job still waits as background
-///   raises the job to interactive (a person is now waiting for it); its place in time is kept.
+///   raises the job to interactive (a person is now waiting for it); it joins that line at
+///   the back (its `queued_at` becomes the time it was raised, if later).
 /// - `fail` records the error under the job's current attempt number, whatever the
 ///   caller put in `error.attempt`.
 public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     private let db: Database
     private let lock = NSLock()
-    /// Plans and sources never change once stored, and decoding their JSON is most of the
-    /// CPU a claim or an answer costs; both are kept decoded, keyed by their text (guarded
-    /// by `lock`, like the connection).
+    /// Decoding plans' and sources' JSON is most of the CPU a claim or an answer costs;
+    /// both are kept decoded, keyed by their text (a plan rewritten on delivery is another
+    /// text), guarded by `lock` like the connection.
     private var plans = DecodedJSONCache<Plan>(capacity: 2048)
     private var sources = DecodedJSONCache<SourceRecord>(capacity: 2048)
     /// Requests as bound: `bind` answers with the reference it just wrote.
@@ -269,12 +270,12 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
             case .failed?, .canceled?, .deleting?:
                 // Made again from the request at hand (the source may have moved since).
                 try db.execute("""
-                    UPDATE artifacts SET plan = ?, source = ?, source_fingerprint = ?, estimated_bytes = ?,
+                    UPDATE artifacts SET plan = ?, delivery_format = ?, source = ?, source_fingerprint = ?, estimated_bytes = ?,
                         file_path = ?, file_bytes = ?, file_sha256 = ?, file_owned = ?, ready_at = ?,
                         state = ?, updated_at = ?
                     WHERE id = ?
-                    """, planJSON, sourceJSON, source.fingerprint, estimatedBytes, file?.path, file?.bytes, file?.sha256,
-                    file?.owned ?? false, isOriginal ? now : nil, isOriginal ? "ready" : "pending", now, artifactID)
+                    """, planJSON, plan.deliveryFormat.rawValue, sourceJSON, source.fingerprint, estimatedBytes, file?.path, file?.bytes,
+                    file?.sha256, file?.owned ?? false, isOriginal ? now : nil, isOriginal ? "ready" : "pending", now, artifactID)
                 if !isOriginal {
                     try requeueFresh(db, artifactID: artifactID, kind: JobKind(deliveryFormat: plan.deliveryFormat),
                                      priority: request.priority, maxAttempts: maxAttempts, now: now)

@@ -10,7 +10,7 @@ enum Schema {
         case code(@Sendable (Database) throws(KilnError) -> Void)
     }
 
-    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3), .sql(v4), .sql(v5)]
+    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3), .sql(v4), .code(v5)]
 
     static func migrate(_ db: Database) throws(KilnError) {
         let current = try db.queryOne("PRAGMA user_version") { row in row.int(0) } ?? 0
@@ -203,7 +203,18 @@ enum Schema {
     // plan says beside the output (the audio track a player should pick in an original,
     // the reasons), and a caller must get the plan of what it asked for. NULL in rows
     // written before: the artifact's plan stands in.
-    static let v5 = """
-    ALTER TABLE artifact_references ADD COLUMN plan TEXT;
-    """
+    // And an original's key now names its path (`Farm.prepare`): the originals already
+    // stored are keyed so, keeping their ids, or every holder's next request would find
+    // no row, make a new artifact and count as a move (a higher revision tells a device
+    // to download the whole file again).
+    static func v5(_ db: Database) throws(KilnError) {
+        try db.executeScript("ALTER TABLE artifact_references ADD COLUMN plan TEXT")
+        let originals = try db.query(
+            "SELECT id, key, file_path FROM artifacts WHERE delivery_format = 'original' AND file_path IS NOT NULL") { row in
+            (id: row.string(0), key: row.string(1), path: row.string(2))
+        }
+        for o in originals {
+            try db.execute("UPDATE artifacts SET key = ? WHERE id = ?", Plan.originalKey(o.key, path: o.path), o.id)
+        }
+    }
 }

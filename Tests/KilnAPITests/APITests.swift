@@ -182,6 +182,8 @@ struct APITests {
         let remuxAnswer = try JSONValue.parse(remux.body)
         #expect(remux.status == 202 && remuxAnswer["delivery_format"] == .string("remux"), "\(remux.text)")
         #expect(try ask("t-3", "sp_bear-640x360-hevc-hdr10.mp4", "1mbps", allowed: "true").status == 202)
+        // The plan an allowed user made is known now; a user who may not is refused all the same.
+        #expect(try ask("t-5", "sp_bear-640x360-hevc-hdr10.mp4", "1mbps", allowed: "false").status == 403)
         let bad = try ask("t-4", "sp_bear-640x360-ec3.mp4", "1mbps", allowed: "\"no\"")
         let badAnswer = try JSONValue.parse(bad.body)
         #expect(bad.status == 400 && badAnswer["field"] == .string("transcode_allowed"))

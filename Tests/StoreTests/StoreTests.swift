@@ -201,6 +201,24 @@ struct StoreTests {
         #expect(first.job.priority == .interactive)
     }
 
+    @Test("an artifact delivered as something else than planned (a re-encoded remux), collected and asked for again, is its plan's again everywhere: job kind and events")
+    func deliveredThenRemade() throws {
+        let t = try TempStore()
+        let first = try t.store.bind("r", to: "x", format: .remux, now: 1_000)
+        let job = try #require(try t.store.claimOne(.remux, leaseUntil: 9_000, now: 1_001))
+        var delivered = Fixture.plan("x", format: .transcode)
+        delivered.reasons = ["video_reencoded"]
+        #expect(try t.store.complete(jobID: job.job.id, owner: "runner-1", file: FileRecord(path: "/a/x.mp4", bytes: 5, sha256: "s", owned: true),
+                                     deliveredPlan: delivered, now: 1_100))
+        #expect(try t.store.artifact(id: first.artifact.id)?.plan.deliveryFormat == .transcode)
+        #expect(try t.store.release(reference: "r", now: 1_200))
+        #expect(try t.store.beginDeleting(artifactID: first.artifact.id, now: 1_300))
+        _ = try t.store.bind("r", to: "x", format: .remux, now: 1_400)   // asked again while it was being deleted
+        #expect(try t.store.claimOne(.remux, leaseUntil: 9_000, now: 1_500) != nil, "a remux job, in the remux slot")
+        #expect(try t.store.release(reference: "r", now: 1_600))
+        #expect(try t.store.events(after: 0, limit: 10).last?.deliveryFormat == .remux, "events say what it is now")
+    }
+
     @Test("a background job raised to interactive joins that line at the back: it does not pass people who asked before")
     func raisedJoinsAtTheBack() throws {
         let t = try TempStore()
@@ -642,6 +660,23 @@ struct StoreTests {
         #expect(FileManager.default.fileExists(atPath: t.path + "-wal"))
         let out = try sqlite3CLI(t.path, "PRAGMA journal_mode; PRAGMA user_version;")
         #expect(out == "wal\n5\n")
+    }
+
+    @Test("upgrading to schema 5 keys the originals already stored by their path as well, keeping their ids: their holders' next requests find them (no move, no new revision)")
+    func originalsRekeyed() throws {
+        let t = try TempStore()
+        let held = try t.store.bind("o", to: "film", format: .original, now: 1_000)
+        // As a schema-4 Kiln left it: no plan column, the original keyed by content alone.
+        _ = try sqlite3CLI(t.path, "ALTER TABLE artifact_references DROP COLUMN plan; PRAGMA user_version = 4;")
+        t.store = try t.reopen()
+        let key = try sqlite3CLI(t.path, "SELECT key FROM artifacts WHERE id = '\(held.artifact.id)'")
+        #expect(key == Plan.originalKey(Fixture.key("film"), path: "/media/movie.mkv") + "\n")
+        var plan = Fixture.plan("film", format: .original)
+        plan.artifactKey = Plan.originalKey(plan.artifactKey, path: "/media/movie.mkv")   // what the farm now binds
+        let again = try t.store.bind(request: Fixture.request("o", quality: .original, priority: .interactive), plan: plan, source: Fixture.source(),
+                                     estimatedBytes: 0, maxAttempts: 4,
+                                     originalFile: FileRecord(path: "/media/movie.mkv", bytes: 61_000_000, sha256: nil, owned: false), now: 2_000)
+        #expect(again.artifact.id == held.artifact.id && again.movedFrom == nil && again.reference.revision == 1)
     }
 
     @Test("the database refuses a state no one defined")
