@@ -147,17 +147,18 @@ public struct AudioPlan: Codable, Sendable, Equatable {
 }
 
 public enum SubtitleAction: String, Codable, Sendable {
-    case convert, drop
+    /// `burn`: painted into the re-encoded picture (a forced bitmap track: `Planner`).
+    case convert, drop, burn
 }
 
 public struct SubtitlePlan: Codable, Sendable, Equatable {
     public var sourceIndex: Int
     public var action: SubtitleAction
-    /// "mov_text" when converted; the source codec when dropped.
+    /// "mov_text" when converted; the source codec when dropped or burnt in.
     public var codec: String
     public var language: String?
     public var forced: Bool
-    /// Why it is dropped (`subtitle_bitmap`), nil when converted.
+    /// Why it is dropped (`subtitle_bitmap`) or burnt in (`forced_subtitles_burned_in`), nil when converted.
     public var reason: String?
     /// true when the text comes from the closed captions inside the video stream
     /// `sourceIndex` (`StreamInfo.closedCaptions`), not from a subtitle stream; nil otherwise.

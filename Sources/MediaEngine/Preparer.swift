@@ -444,7 +444,8 @@ public enum Preparer {
             lanes.append(v.action == .copy ? CopyLane(demuxer: demuxer, index: v.sourceIndex, witness: witness,
                                                       watchPictureSize: watchingPictureSize && plan.videoFallback != nil,
                                                       derivePresentationTimes: s.presentationTimesMissing == true)
-                                           : try VideoTranscodeLane(demuxer: demuxer, plan: v, source: s))
+                                           : try VideoTranscodeLane(demuxer: demuxer, plan: v, source: s,
+                                                                    burning: plan.subtitles.first { $0.action == .burn }))
         }
         if let a = plan.audio {
             guard let s = info.stream(a.sourceIndex), a.sourceIndex < demuxer.streamCount else {

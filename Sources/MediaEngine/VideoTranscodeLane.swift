@@ -35,7 +35,10 @@ final class VideoTranscodeLane: Lane {
     /// Frames dropped because their timestamp did not advance in the encoder's time base.
     private(set) var droppedFrames = 0
 
-    init(demuxer: Demuxer, plan: VideoPlan, source: StreamInfo) throws(KilnError) {
+    /// Paints the forced bitmap subtitles the plan burns in (`SubtitleBurner`); nil without.
+    private let burner: SubtitleBurner?
+
+    init(demuxer: Demuxer, plan: VideoPlan, source: StreamInfo, burning: SubtitlePlan? = nil) throws(KilnError) {
         guard let settings = plan.encoder else {
             throw KilnError(.planUnsupported, stage: .plan, "the video plan has no encoder settings")
         }
@@ -62,6 +65,18 @@ final class VideoTranscodeLane: Lane {
         frameRate = Self.frameRate(demuxer: demuxer, stream: stream, source: source)
         decoder = try Decoder(stream: stream)
         filtered = try Frame()
+        if let burning {
+            guard burning.sourceIndex >= 0, burning.sourceIndex < demuxer.streamCount,
+                  demuxer.stream(burning.sourceIndex).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_SUBTITLE else {
+                throw KilnError(.planUnsupported, stage: .plan, "the plan's subtitle stream \(burning.sourceIndex) to burn in is not a subtitle stream of the source")
+            }
+            let bt601 = color.matrix == AVCOL_SPC_SMPTE170M || color.matrix == AVCOL_SPC_BT470BG
+            burner = try SubtitleBurner(path: demuxer.path, cancellation: demuxer.cancellation,
+                                        source: demuxer.stream(burning.sourceIndex), picture: stream,
+                                        width: Int32(even.width), height: Int32(even.height), bt601: bt601)
+        } else {
+            burner = nil
+        }
     }
 
     var stats: LaneStats {
@@ -197,9 +212,13 @@ final class VideoTranscodeLane: Lane {
         while try graph.pull(into: filtered) {
             defer { filtered.unref() }
             let p = filtered.pointer
-            guard let pts = outputPTS(p.pointee.pts, from: graph.outputTimeBase, to: encoder.timeBase) else {
+            let sourceTime = p.pointee.pts
+            guard let pts = outputPTS(sourceTime, from: graph.outputTimeBase, to: encoder.timeBase) else {
                 droppedFrames += 1
                 continue
+            }
+            if let burner, sourceTime != noPTS {
+                try burner.paint(filtered, at: rescale(sourceTime, from: graph.outputTimeBase, to: kiln_time_base_q()))
             }
             lastPTS = pts
             p.pointee.pts = pts

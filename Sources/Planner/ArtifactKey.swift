@@ -69,6 +69,9 @@ public enum ArtifactKey {
         for s in plan.subtitles where s.action == .convert {
             lines.append("subtitle=\(s.sourceIndex),\(field(s.codec)),lang=\(field(s.language ?? "")),forced=\(s.forced ? 1 : 0)")
         }
+        for s in plan.subtitles where s.action == .burn {
+            lines.append("burn=\(s.sourceIndex),\(field(s.codec))")
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 

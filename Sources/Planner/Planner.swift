@@ -309,7 +309,7 @@ struct PlanContext {
         }
         let audioPlan = audio?.plan
         reasons += audio?.reasons ?? []
-        let (subs, subReasons) = subtitlePlans()
+        let (subs, subReasons) = subtitlePlans(burning: videoPlan == nil ? nil : forcedBitmapSubtitle(sound: audioPlan))
         return Plan(quality: requested, effectiveQuality: rung.quality, deliveryFormat: .transcode,
                     targetBitrateKbps: rung.capKbps, container: "mp4", video: videoPlan, audio: audioPlan,
                     subtitles: subs, reasons: reasons + subReasons, artifactKey: "")
@@ -496,9 +496,32 @@ struct PlanContext {
                          bitrateKbps: stereoKbps(t, channels: channels), language: language(a))
     }
 
+    /// Bitmap subtitles the media engine paints into a picture it re-encodes (the planes
+    /// libavcodec decodes them into: palette pictures on a canvas).
+    static let burnableSubtitles: Set<String> = ["hdmv_pgs_subtitle", "dvd_subtitle", "dvb_subtitle", "xsub"]
+
+    /// The forced bitmap track to paint into a re-encoded picture, if there is one. Forced
+    /// subtitles are part of the film (the lines spoken in another language, signs, a
+    /// letter read out): without them a scene is not understood, and a bitmap track cannot
+    /// go into MP4 as text. The track for the sound's language: flagged forced, or titled
+    /// so (rips often leave the flag unset); an untagged one is taken as the film's. A
+    /// rotated picture is left alone (its canvas would not be upright).
+    func forcedBitmapSubtitle(sound: AudioPlan?) -> StreamInfo? {
+        guard let v = video, Codecs.rotation(v) == 0 else { return nil }
+        let forced = source.subtitleStreams.filter {
+            Codecs.isTextSubtitle($0) == false && Self.burnableSubtitles.contains($0.codec.lowercased())
+                && ($0.disposition.forced || $0.title?.lowercased().includes("forced") == true)
+        }
+        let wanted = sound?.language
+        if let wanted, let match = forced.first(where: { language($0) == wanted }) { return match }
+        if let untagged = forced.first(where: { language($0) == nil }) { return untagged }
+        return wanted == nil ? forced.first : nil
+    }
+
     /// Text subtitles become `mov_text` (language and forced flag kept); bitmaps cannot
-    /// live in MP4 as text and are dropped.
-    func subtitlePlans() -> ([SubtitlePlan], [String]) {
+    /// live in MP4 as text and are dropped, except the forced track `burning`, painted into
+    /// the re-encoded picture.
+    func subtitlePlans(burning: StreamInfo? = nil) -> ([SubtitlePlan], [String]) {
         var plans: [SubtitlePlan] = []
         var reasons: [String] = []
         for s in source.subtitleStreams {
@@ -519,6 +542,10 @@ struct PlanContext {
             case true?:
                 plans.append(SubtitlePlan(sourceIndex: s.index, action: .convert, codec: "mov_text", language: language(s),
                                           forced: s.disposition.forced))
+            case false? where s.index == burning?.index:
+                plans.append(SubtitlePlan(sourceIndex: s.index, action: .burn, codec: s.codec, language: language(s), forced: true,
+                                          reason: "forced_subtitles_burned_in"))
+                reasons.append("forced_subtitles_burned_in")
             case false?:
                 plans.append(SubtitlePlan(sourceIndex: s.index, action: .drop, codec: s.codec, language: language(s),
                                           forced: s.disposition.forced, reason: "subtitle_bitmap"))

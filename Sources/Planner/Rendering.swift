@@ -32,8 +32,11 @@ public enum PlanTable {
             } else if plan.subtitles.contains(where: { $0.sourceIndex == s.index && $0.closedCaptions != true }) {
                 // A teletext stream makes a track of each of its subtitle pages.
                 for sub in plan.subtitles where sub.sourceIndex == s.index && sub.closedCaptions != true {
-                    let output = sub.action == .convert
-                        ? [sub.codec, sub.language, sub.forced ? "forced" : nil, sub.teletextPage.map { "page \($0)" }].compactMap { $0 }.joined(separator: " ") : "-"
+                    let output = switch sub.action {
+                    case .convert: [sub.codec, sub.language, sub.forced ? "forced" : nil, sub.teletextPage.map { "page \($0)" }].compactMap { $0 }.joined(separator: " ")
+                    case .burn: "into the picture"
+                    case .drop: "-"
+                    }
                     rows.append([label, describe(s), sub.action.rawValue, output, sub.reason ?? ""])
                 }
             } else if plan.deliveryFormat == .original {

@@ -43,8 +43,8 @@ func audio(_ codec: String = "aac", ch: Int = 2, index: Int = 1, lang: String? =
                channels: ch, sampleRate: 48000)
 }
 
-func subtitle(_ codec: String, index: Int, lang: String? = "eng", forced: Bool = false, text: Bool? = nil) -> StreamInfo {
-    StreamInfo(index: index, type: .subtitle, codec: codec, language: lang, disposition: Disposition(forced: forced),
+func subtitle(_ codec: String, index: Int, lang: String? = "eng", forced: Bool = false, text: Bool? = nil, title: String? = nil) -> StreamInfo {
+    StreamInfo(index: index, type: .subtitle, codec: codec, language: lang, title: title, disposition: Disposition(forced: forced),
                textSubtitle: text)
 }
 
@@ -151,6 +151,9 @@ func checkInvariants(_ plan: Plan, source: MediaInfo, quality: Quality, caps: De
     for s in plan.subtitles {
         if s.action == .convert { #expect(s.codec == "mov_text" && s.reason == nil, sourceLocation: sourceLocation) }
         else { #expect(s.reason != nil, sourceLocation: sourceLocation) }
+        // Painted into pictures only where they are re-encoded, one track at most.
+        if s.action == .burn { #expect(plan.video?.action == .transcode, sourceLocation: sourceLocation) }
     }
+    #expect(plan.subtitles.filter { $0.action == .burn }.count <= 1, sourceLocation: sourceLocation)
     #expect(Set(plan.reasons).count == plan.reasons.count, "reasons are not repeated", sourceLocation: sourceLocation)
 }

@@ -1,0 +1,184 @@
+// Bitmap subtitles painted into 8-bit 4:2:0 pictures (burnt-in forced subtitles).
+//
+// A decoded bitmap subtitle (PGS, DVD, DVB, XSUB) is a few palette pictures placed on a
+// canvas (the disc's 1920x1080 or 720x576, which need not be the video's size). The canvas
+// is fitted into the picture as players show it (see kiln_overlay_new); each output pixel
+// is the mean of the canvas area it covers (bilinear samples on a grid as fine as the
+// whole part of the reduction), so strokes one pixel wide on a 4K canvas still show at
+// 480 lines. The overlay keeps premultiplied Y'CbCr in the
+// output's matrix and limited range; chroma is the 2x2 mean of its luma positions.
+#include "CFFmpeg.h"
+#include <math.h>
+
+struct KilnOverlay {
+    int x, y, width, height;  // in the picture, all even
+    uint8_t *luma;            // width x height, premultiplied Y'
+    uint8_t *alpha;           // width x height
+    uint8_t *cb, *cr;         // (width/2) x (height/2), premultiplied
+    uint8_t *chroma_alpha;    // (width/2) x (height/2)
+};
+
+typedef struct { float r, g, b, a; } Premultiplied;
+
+// A palette entry (libavcodec's AV_PIX_FMT_RGB32: 0xAARRGGBB in a native uint32) premultiplied.
+static Premultiplied entry(const uint32_t *palette, uint8_t index) {
+    uint32_t c = palette[index];
+    float a = (float)(c >> 24) / 255.0f;
+    return (Premultiplied){ a * (float)((c >> 16) & 0xff), a * (float)((c >> 8) & 0xff), a * (float)(c & 0xff), a };
+}
+
+// The rectangle's premultiplied colour at canvas point (cx, cy) (pixel centres at +0.5),
+// bilinear; outside the rectangle it is transparent.
+static Premultiplied sample(const AVSubtitleRect *r, float cx, float cy) {
+    Premultiplied out = { 0, 0, 0, 0 };
+    float fx = cx - (float)r->x - 0.5f, fy = cy - (float)r->y - 0.5f;
+    if (fx <= -1.0f || fy <= -1.0f || fx >= (float)r->w || fy >= (float)r->h) return out;
+    int x0 = (int)floorf(fx), y0 = (int)floorf(fy);
+    float wx = fx - (float)x0, wy = fy - (float)y0;
+    const uint32_t *palette = (const uint32_t *)r->data[1];
+    for (int j = 0; j < 2; j++) {
+        int py = y0 + j;
+        if (py < 0 || py >= r->h) continue;
+        float w_y = j ? wy : 1.0f - wy;
+        for (int i = 0; i < 2; i++) {
+            int px = x0 + i;
+            if (px < 0 || px >= r->w) continue;
+            float w = w_y * (i ? wx : 1.0f - wx);
+            Premultiplied p = entry(palette, r->data[0][(size_t)py * (size_t)r->linesize[0] + (size_t)px]);
+            out.r += w * p.r; out.g += w * p.g; out.b += w * p.b; out.a += w * p.a;
+        }
+    }
+    return out;
+}
+
+static uint8_t byte(float v) { return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)(v + 0.5f); }
+
+void kiln_overlay_free(KilnOverlay **o) {
+    if (!o || !*o) return;
+    av_freep(&(*o)->luma);
+    av_freep(&(*o)->alpha);
+    av_freep(&(*o)->cb);
+    av_freep(&(*o)->cr);
+    av_freep(&(*o)->chroma_alpha);
+    av_freep(o);
+}
+
+KilnOverlay *kiln_overlay_new(AVSubtitleRect *const *rects, int count, int canvas_width, int canvas_height,
+                              int width, int height, int bt601, int *error) {
+    *error = 0;
+    if (canvas_width <= 0 || canvas_height <= 0 || width < 2 || height < 2) { *error = AVERROR(EINVAL); return NULL; }
+    // The canvas fitted into the picture at one scale, centred (as mpv shows it): a disc's
+    // 1920x1080 canvas over a rip cropped to 1920x800 keeps its letters' shape, and its
+    // lines, placed in the disc's black bars, stay inside the picture.
+    float scale = fminf((float)width / (float)canvas_width, (float)height / (float)canvas_height);
+    float ox = ((float)width - (float)canvas_width * scale) / 2.0f, oy = ((float)height - (float)canvas_height * scale) / 2.0f;
+    // The rectangles' bounds in the picture, widened to even positions and clipped.
+    int x0 = width, y0 = height, x1 = 0, y1 = 0;
+    for (int i = 0; i < count; i++) {
+        const AVSubtitleRect *r = rects[i];
+        if (r->type != SUBTITLE_BITMAP || r->w <= 0 || r->h <= 0 || !r->data[0] || !r->data[1]) continue;
+        int rx0 = (int)floorf(ox + (float)r->x * scale) - 1, ry0 = (int)floorf(oy + (float)r->y * scale) - 1;
+        int rx1 = (int)ceilf(ox + (float)(r->x + r->w) * scale) + 1, ry1 = (int)ceilf(oy + (float)(r->y + r->h) * scale) + 1;
+        if (rx0 < x0) x0 = rx0;
+        if (ry0 < y0) y0 = ry0;
+        if (rx1 > x1) x1 = rx1;
+        if (ry1 > y1) y1 = ry1;
+    }
+    x0 = x0 < 0 ? 0 : x0 & ~1;
+    y0 = y0 < 0 ? 0 : y0 & ~1;
+    x1 = x1 > width ? width & ~1 : (x1 + 1) & ~1;
+    y1 = y1 > height ? height & ~1 : (y1 + 1) & ~1;
+    if (x1 <= x0 || y1 <= y0) return NULL;  // nothing on the picture: no overlay, no error
+
+    KilnOverlay *o = av_mallocz(sizeof(*o));
+    if (!o) { *error = AVERROR(ENOMEM); return NULL; }
+    o->x = x0; o->y = y0; o->width = x1 - x0; o->height = y1 - y0;
+    size_t n = (size_t)o->width * (size_t)o->height, nc = n / 4;
+    o->luma = av_malloc(n); o->alpha = av_malloc(n);
+    o->cb = av_malloc(nc); o->cr = av_malloc(nc); o->chroma_alpha = av_malloc(nc);
+    float *cb = av_malloc(n * sizeof(float)), *cr = av_malloc(n * sizeof(float)), *al = av_malloc(n * sizeof(float));
+    if (!o->luma || !o->alpha || !o->cb || !o->cr || !o->chroma_alpha || !cb || !cr || !al) {
+        av_free(cb); av_free(cr); av_free(al);
+        kiln_overlay_free(&o);
+        *error = AVERROR(ENOMEM);
+        return NULL;
+    }
+    const float kr = bt601 ? 0.299f : 0.2126f, kb = bt601 ? 0.114f : 0.0722f, kg = 1.0f - kr - kb;
+    // Samples per output pixel on each axis: as many as whole canvas pixels it covers (at most 8).
+    int k = (int)floorf(1.0f / scale + 0.01f);
+    k = k < 1 ? 1 : k > 8 ? 8 : k;
+    for (int y = 0; y < o->height; y++) {
+        for (int x = 0; x < o->width; x++) {
+            Premultiplied acc = { 0, 0, 0, 0 };
+            for (int j = 0; j < k; j++) {
+                float cy = ((float)(y0 + y) + ((float)j + 0.5f) / (float)k - oy) / scale;
+                for (int i = 0; i < k; i++) {
+                    float cx = ((float)(x0 + x) + ((float)i + 0.5f) / (float)k - ox) / scale;
+                    // Later rectangles over earlier ones ("over", premultiplied).
+                    Premultiplied p = { 0, 0, 0, 0 };
+                    for (int m = 0; m < count; m++) {
+                        const AVSubtitleRect *r = rects[m];
+                        if (r->type != SUBTITLE_BITMAP || r->w <= 0 || r->h <= 0 || !r->data[0] || !r->data[1]) continue;
+                        Premultiplied q = sample(r, cx, cy);
+                        float keep = 1.0f - q.a;
+                        p.r = q.r + keep * p.r; p.g = q.g + keep * p.g; p.b = q.b + keep * p.b; p.a = q.a + keep * p.a;
+                    }
+                    acc.r += p.r; acc.g += p.g; acc.b += p.b; acc.a += p.a;
+                }
+            }
+            float s = 1.0f / (float)(k * k);
+            acc.r *= s; acc.g *= s; acc.b *= s; acc.a *= s;
+            float luma = kr * acc.r + kg * acc.g + kb * acc.b;  // premultiplied, 0…255·a
+            size_t at = (size_t)y * (size_t)o->width + (size_t)x;
+            o->luma[at] = byte(16.0f * acc.a + luma * (219.0f / 255.0f));
+            o->alpha[at] = byte(acc.a * 255.0f);
+            cb[at] = 128.0f * acc.a + (acc.b - luma) * (224.0f / 255.0f) / (2.0f * (1.0f - kb));
+            cr[at] = 128.0f * acc.a + (acc.r - luma) * (224.0f / 255.0f) / (2.0f * (1.0f - kr));
+            al[at] = acc.a;
+        }
+    }
+    int cw = o->width / 2;
+    for (int y = 0; y < o->height / 2; y++) {
+        for (int x = 0; x < cw; x++) {
+            size_t a = (size_t)(2 * y) * (size_t)o->width + (size_t)(2 * x), b = a + (size_t)o->width;
+            size_t c = (size_t)y * (size_t)cw + (size_t)x;
+            o->cb[c] = byte((cb[a] + cb[a + 1] + cb[b] + cb[b + 1]) / 4.0f);
+            o->cr[c] = byte((cr[a] + cr[a + 1] + cr[b] + cr[b + 1]) / 4.0f);
+            o->chroma_alpha[c] = byte((al[a] + al[a + 1] + al[b] + al[b + 1]) * (255.0f / 4.0f));
+        }
+    }
+    av_free(cb); av_free(cr); av_free(al);
+    return o;
+}
+
+// dst·(1 − α) + premultiplied source, in 8 bits.
+static void blend_plane(uint8_t *dst, int dst_stride, const uint8_t *src, const uint8_t *alpha, int width, int height) {
+    for (int y = 0; y < height; y++) {
+        uint8_t *d = dst + (size_t)y * (size_t)dst_stride;
+        const uint8_t *s = src + (size_t)y * (size_t)width, *a = alpha + (size_t)y * (size_t)width;
+        for (int x = 0; x < width; x++) {
+            if (!a[x]) continue;
+            int v = (d[x] * (255 - a[x]) + 127) / 255 + s[x];
+            d[x] = (uint8_t)(v > 255 ? 255 : v);
+        }
+    }
+}
+
+int kiln_overlay_blend(const KilnOverlay *o, AVFrame *frame) {
+    if (!o) return 0;
+    if (frame->format != AV_PIX_FMT_YUV420P) return AVERROR(EINVAL);
+    if (o->x + o->width > frame->width || o->y + o->height > frame->height) return AVERROR(EINVAL);
+    blend_plane(frame->data[0] + (size_t)o->y * (size_t)frame->linesize[0] + (size_t)o->x, frame->linesize[0],
+                o->luma, o->alpha, o->width, o->height);
+    size_t off1 = (size_t)(o->y / 2) * (size_t)frame->linesize[1] + (size_t)(o->x / 2);
+    size_t off2 = (size_t)(o->y / 2) * (size_t)frame->linesize[2] + (size_t)(o->x / 2);
+    blend_plane(frame->data[1] + off1, frame->linesize[1], o->cb, o->chroma_alpha, o->width / 2, o->height / 2);
+    blend_plane(frame->data[2] + off2, frame->linesize[2], o->cr, o->chroma_alpha, o->width / 2, o->height / 2);
+    return 0;
+}
+
+int kiln_overlay_bounds(const KilnOverlay *o, int *x, int *y, int *width, int *height) {
+    if (!o) return 0;
+    *x = o->x; *y = o->y; *width = o->width; *height = o->height;
+    return 1;
+}

@@ -1,0 +1,103 @@
+import Foundation
+import Testing
+import KilnCore
+import KilnTestSupport
+
+/// Forced bitmap subtitles (the lines spoken in another language, signs) painted into a
+/// transcode's pictures, judged on the pictures ffmpeg decodes from the output.
+@Suite("forced bitmap subtitles burnt in")
+struct BurnInTests {
+    /// Black 960x540 (16:9, as the canvas) for 5 s with a tone, and the shared PGS sample's one display set ("This
+    /// is the first subtitle.", white on a 1280x720 canvas) from 2.02 s to 3.26 s: its
+    /// subtitle track `forced`, in PGS or (converted by ffmpeg, with its end time) DVD pictures.
+    /// `size` is the picture's: a rip cropped to 2.4:1 is 960x400 under the same canvas.
+    static func source(codec: String, forced: Bool, size: String = "960x540") throws -> String {
+        try Media.generated("burn-\(codec)-\(forced ? "forced" : "plain")-\(size).mkv") { tmp in
+            let pgs = try Media.generated("burn-pgs-forced-base-\(size).mkv", [
+                "-f", "lavfi", "-i", "color=black:size=\(size):rate=24", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+                "-itsoffset", "2", "-i", Media.shared("ax_sample_with_pgs_subtitles.mkv"),
+                "-map", "0:v", "-map", "1:a", "-map", "2:s", "-t", "5", "-c:v", "libx264", "-preset", "ultrafast",
+                "-c:a", "aac", "-c:s", "copy", "-metadata:s:s:0", "language=eng"])
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-fix_sub_duration", "-i", pgs, "-map", "0",
+                                               "-c:v", "copy", "-c:a", "copy", "-c:s", codec == "pgs" ? "copy" : "dvdsub",
+                                               "-disposition:s:0", forced ? "forced" : "0", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+        }
+    }
+
+    /// The luma plane of the output's picture at `seconds`, as ffmpeg decodes it.
+    static func luma(_ path: String, at seconds: Double, in dir: URL) throws -> (width: Int, height: Int, pixels: [UInt8]) {
+        let raw = dir.appendingPathComponent("frame-\(seconds).gray").path
+        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-ss", String(seconds), "-i", path, "-frames:v", "1",
+                                           "-f", "rawvideo", "-pix_fmt", "gray", raw])
+        guard r.status == 0 else { throw TestFailure("ffmpeg cannot decode \(path) at \(seconds) s: \(r.stderr)") }
+        let size = try Command.probedStreams(path).first { $0["type"] == .string("video") }
+        let w = size?["width"]?.int ?? 0, h = size?["height"]?.int ?? 0
+        let pixels = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
+        guard w > 0, pixels.count == w * h else { throw TestFailure("a \(w)x\(h) picture, \(pixels.count) bytes") }
+        return (w, h, pixels)
+    }
+
+    /// The bounds (x0, y0, x1, y1) of the pixels brighter than `above`; nil when there are none.
+    static func bright(_ p: (width: Int, height: Int, pixels: [UInt8]), above: UInt8) -> (Int, Int, Int, Int)? {
+        var box: (Int, Int, Int, Int)?
+        for y in 0..<p.height {
+            for x in 0..<p.width where p.pixels[y * p.width + x] > above {
+                box = box.map { (min($0.0, x), min($0.1, y), max($0.2, x), max($0.3, y)) } ?? (x, y, x, y)
+            }
+        }
+        return box
+    }
+
+    @Test("a forced PGS or DVD track is painted into a transcode's pictures while it is on screen, where the disc puts it; an unforced one is not", arguments: [
+        ("pgs", true), ("dvd", true), ("pgs", false),
+    ])
+    func forcedSubtitlesBurnt(_ codec: String, _ forced: Bool) throws {
+        let source = try Self.source(codec: codec, forced: forced)
+        try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "burn-\(codec)") { run, out in
+            #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+            let plan = try Command.json(run)["plan"]
+            guard case .array(let subtitles)? = plan?["subtitles"] else { throw TestFailure("the plan lists no subtitles") }
+            #expect(subtitles.map { $0["action"] } == [.string(forced ? "burn" : "drop")])
+            // Painted in, not a track of its own: the MP4 has pictures and sound only.
+            #expect(try Command.probedStreams(out).map { $0["type"]?.string ?? "" } == ["video", "audio"])
+            let dir = URL(fileURLWithPath: out).deletingLastPathComponent()
+            for t in [1.0, 4.2] {
+                let picture = try Self.luma(out, at: t, in: dir)
+                #expect(Self.bright(picture, above: 40) == nil, "nothing is on screen at \(t) s")
+            }
+            let during = try Self.luma(out, at: 2.6, in: dir)
+            let box = Self.bright(during, above: 150)
+            guard forced else {
+                #expect(box == nil, "an unforced bitmap track is not painted")
+                return
+            }
+            let (x0, y0, x1, y1) = try #require(box, "the subtitle is on screen at 2.6 s")
+            // The disc's canvas (1280x720) stands for the whole picture: its line, centred
+            // low on the canvas, is centred low in the 854x480 output.
+            let w = Double(during.width), h = Double(during.height)
+            #expect(abs(Double(x0 + x1) / 2 - w / 2) < w * 0.03, "centred: \(x0)…\(x1) of \(during.width)")
+            #expect(Double(y0) > h * 0.8 && Double(y1) < h * 0.98, "low in the picture: \(y0)…\(y1) of \(during.height)")
+            #expect(Double(x1 - x0) > w * 0.45 && Double(x1 - x0) < w * 0.75, "as wide as on the canvas: \(x1 - x0)")
+        }
+    }
+
+    @Test("a disc's canvas over a picture cropped to another shape (a 2.4:1 rip of a 16:9 disc) is fitted at one scale: its letters keep their shape and its line stays in the picture")
+    func canvasFittedToCroppedPicture() throws {
+        var boxes: [(width: Double, height: Double)] = []
+        for size in ["960x540", "960x400"] {
+            try Command.prepare(try Self.source(codec: "pgs", forced: true, size: size), quality: "1mbps", caps: "ios", scratch: "burn-fit") { run, out in
+                #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+                let picture = try Self.luma(out, at: 2.6, in: URL(fileURLWithPath: out).deletingLastPathComponent())
+                let (x0, y0, x1, y1) = try #require(Self.bright(picture, above: 150), "the subtitle is on screen in the \(size) picture")
+                #expect(y0 > picture.height / 2 && y1 < picture.height - 2, "low in the picture and inside it: \(y0)…\(y1) of \(picture.height)")
+                boxes.append((Double(x1 - x0), Double(y1 - y0)))
+            }
+        }
+        try #require(boxes.count == 2)
+        // Stretched to the cropped picture the line would be 1.35 times as wide for its height.
+        let shape = (boxes[1].width / boxes[1].height) / (boxes[0].width / boxes[0].height)
+        #expect(shape > 0.85 && shape < 1.15, "the line's width over height in the cropped picture over the 16:9 one's: \(shape)")
+        #expect(boxes[1].width < boxes[0].width * 0.85, "smaller in the cropped picture: \(boxes)")
+    }
+}
