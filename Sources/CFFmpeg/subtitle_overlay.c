@@ -44,11 +44,18 @@ static Premultiplied sample(const AVSubtitleRect *r, float cx, float cy) {
             int px = x0 + i;
             if (px < 0 || px >= r->w) continue;
             float w = w_y * (i ? wx : 1.0f - wx);
-            Premultiplied p = entry(palette, r->data[0][(size_t)py * (size_t)r->linesize[0] + (size_t)px]);
+            uint8_t index = r->data[0][(size_t)py * (size_t)r->linesize[0] + (size_t)px];
+            if (index >= r->nb_colors) continue;  // past the palette: nothing there
+            Premultiplied p = entry(palette, index);
             out.r += w * p.r; out.g += w * p.g; out.b += w * p.b; out.a += w * p.a;
         }
     }
     return out;
+}
+
+// A rectangle with pictures to draw (a damaged stream's empty or text rectangles are not).
+static int drawable(const AVSubtitleRect *r) {
+    return r->type == SUBTITLE_BITMAP && r->w > 0 && r->h > 0 && r->linesize[0] >= r->w && r->nb_colors > 0 && r->data[0] && r->data[1];
 }
 
 static uint8_t byte(float v) { return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)(v + 0.5f); }
@@ -76,7 +83,7 @@ KilnOverlay *kiln_overlay_new(AVSubtitleRect *const *rects, int count, int canva
     int x0 = width, y0 = height, x1 = 0, y1 = 0;
     for (int i = 0; i < count; i++) {
         const AVSubtitleRect *r = rects[i];
-        if (r->type != SUBTITLE_BITMAP || r->w <= 0 || r->h <= 0 || !r->data[0] || !r->data[1]) continue;
+        if (!drawable(r)) continue;
         int rx0 = (int)floorf(ox + (float)r->x * scale) - 1, ry0 = (int)floorf(oy + (float)r->y * scale) - 1;
         int rx1 = (int)ceilf(ox + (float)(r->x + r->w) * scale) + 1, ry1 = (int)ceilf(oy + (float)(r->y + r->h) * scale) + 1;
         if (rx0 < x0) x0 = rx0;
@@ -96,58 +103,63 @@ KilnOverlay *kiln_overlay_new(AVSubtitleRect *const *rects, int count, int canva
     size_t n = (size_t)o->width * (size_t)o->height, nc = n / 4;
     o->luma = av_malloc(n); o->alpha = av_malloc(n);
     o->cb = av_malloc(nc); o->cr = av_malloc(nc); o->chroma_alpha = av_malloc(nc);
-    float *cb = av_malloc(n * sizeof(float)), *cr = av_malloc(n * sizeof(float)), *al = av_malloc(n * sizeof(float));
-    if (!o->luma || !o->alpha || !o->cb || !o->cr || !o->chroma_alpha || !cb || !cr || !al) {
-        av_free(cb); av_free(cr); av_free(al);
+    Premultiplied *px = av_calloc(n, sizeof(*px));
+    if (!o->luma || !o->alpha || !o->cb || !o->cr || !o->chroma_alpha || !px) {
+        av_free(px);
         kiln_overlay_free(&o);
         *error = AVERROR(ENOMEM);
         return NULL;
     }
-    const float kr = bt601 ? 0.299f : 0.2126f, kb = bt601 ? 0.114f : 0.0722f, kg = 1.0f - kr - kb;
     // Samples per output pixel on each axis: as many as whole canvas pixels it covers (at most 8).
     int k = (int)floorf(1.0f / scale + 0.01f);
     k = k < 1 ? 1 : k > 8 ? 8 : k;
-    for (int y = 0; y < o->height; y++) {
-        for (int x = 0; x < o->width; x++) {
-            Premultiplied acc = { 0, 0, 0, 0 };
-            for (int j = 0; j < k; j++) {
-                float cy = ((float)(y0 + y) + ((float)j + 0.5f) / (float)k - oy) / scale;
-                for (int i = 0; i < k; i++) {
-                    float cx = ((float)(x0 + x) + ((float)i + 0.5f) / (float)k - ox) / scale;
-                    // Later rectangles over earlier ones ("over", premultiplied).
-                    Premultiplied p = { 0, 0, 0, 0 };
-                    for (int m = 0; m < count; m++) {
-                        const AVSubtitleRect *r = rects[m];
-                        if (r->type != SUBTITLE_BITMAP || r->w <= 0 || r->h <= 0 || !r->data[0] || !r->data[1]) continue;
-                        Premultiplied q = sample(r, cx, cy);
-                        float keep = 1.0f - q.a;
-                        p.r = q.r + keep * p.r; p.g = q.g + keep * p.g; p.b = q.b + keep * p.b; p.a = q.a + keep * p.a;
+    // Each rectangle over the ones before ("over", premultiplied), each over its own area
+    // only: the work is the rectangles' area, however many a damaged stream lists.
+    for (int m = 0; m < count; m++) {
+        const AVSubtitleRect *r = rects[m];
+        if (!drawable(r)) continue;
+        int rx0 = (int)floorf(ox + (float)r->x * scale) - 1 - x0, ry0 = (int)floorf(oy + (float)r->y * scale) - 1 - y0;
+        int rx1 = (int)ceilf(ox + (float)(r->x + r->w) * scale) + 1 - x0, ry1 = (int)ceilf(oy + (float)(r->y + r->h) * scale) + 1 - y0;
+        rx0 = rx0 < 0 ? 0 : rx0; ry0 = ry0 < 0 ? 0 : ry0;
+        rx1 = rx1 > o->width ? o->width : rx1; ry1 = ry1 > o->height ? o->height : ry1;
+        for (int y = ry0; y < ry1; y++) {
+            for (int x = rx0; x < rx1; x++) {
+                Premultiplied q = { 0, 0, 0, 0 };
+                for (int j = 0; j < k; j++) {
+                    float cy = ((float)(y0 + y) + ((float)j + 0.5f) / (float)k - oy) / scale;
+                    for (int i = 0; i < k; i++) {
+                        Premultiplied v = sample(r, ((float)(x0 + x) + ((float)i + 0.5f) / (float)k - ox) / scale, cy);
+                        q.r += v.r; q.g += v.g; q.b += v.b; q.a += v.a;
                     }
-                    acc.r += p.r; acc.g += p.g; acc.b += p.b; acc.a += p.a;
                 }
+                float s = 1.0f / (float)(k * k);
+                Premultiplied *d = &px[(size_t)y * (size_t)o->width + (size_t)x];
+                float keep = 1.0f - q.a * s;
+                d->r = q.r * s + keep * d->r; d->g = q.g * s + keep * d->g; d->b = q.b * s + keep * d->b; d->a = q.a * s + keep * d->a;
             }
-            float s = 1.0f / (float)(k * k);
-            acc.r *= s; acc.g *= s; acc.b *= s; acc.a *= s;
-            float luma = kr * acc.r + kg * acc.g + kb * acc.b;  // premultiplied, 0…255·a
-            size_t at = (size_t)y * (size_t)o->width + (size_t)x;
-            o->luma[at] = byte(16.0f * acc.a + luma * (219.0f / 255.0f));
-            o->alpha[at] = byte(acc.a * 255.0f);
-            cb[at] = 128.0f * acc.a + (acc.b - luma) * (224.0f / 255.0f) / (2.0f * (1.0f - kb));
-            cr[at] = 128.0f * acc.a + (acc.r - luma) * (224.0f / 255.0f) / (2.0f * (1.0f - kr));
-            al[at] = acc.a;
         }
+    }
+    const float kr = bt601 ? 0.299f : 0.2126f, kb = bt601 ? 0.114f : 0.0722f, kg = 1.0f - kr - kb;
+    for (size_t at = 0; at < n; at++) {
+        Premultiplied c = px[at];
+        float luma = kr * c.r + kg * c.g + kb * c.b;  // premultiplied, 0…255·a
+        o->luma[at] = byte(16.0f * c.a + luma * (219.0f / 255.0f));
+        o->alpha[at] = byte(c.a * 255.0f);
+        // Cb and Cr (premultiplied) kept in place for the 2x2 means below.
+        px[at].r = 128.0f * c.a + (c.b - luma) * (224.0f / 255.0f) / (2.0f * (1.0f - kb));
+        px[at].g = 128.0f * c.a + (c.r - luma) * (224.0f / 255.0f) / (2.0f * (1.0f - kr));
     }
     int cw = o->width / 2;
     for (int y = 0; y < o->height / 2; y++) {
         for (int x = 0; x < cw; x++) {
             size_t a = (size_t)(2 * y) * (size_t)o->width + (size_t)(2 * x), b = a + (size_t)o->width;
             size_t c = (size_t)y * (size_t)cw + (size_t)x;
-            o->cb[c] = byte((cb[a] + cb[a + 1] + cb[b] + cb[b + 1]) / 4.0f);
-            o->cr[c] = byte((cr[a] + cr[a + 1] + cr[b] + cr[b + 1]) / 4.0f);
-            o->chroma_alpha[c] = byte((al[a] + al[a + 1] + al[b] + al[b + 1]) * (255.0f / 4.0f));
+            o->cb[c] = byte((px[a].r + px[a + 1].r + px[b].r + px[b + 1].r) / 4.0f);
+            o->cr[c] = byte((px[a].g + px[a + 1].g + px[b].g + px[b + 1].g) / 4.0f);
+            o->chroma_alpha[c] = byte((px[a].a + px[a + 1].a + px[b].a + px[b + 1].a) * (255.0f / 4.0f));
         }
     }
-    av_free(cb); av_free(cr); av_free(al);
+    av_free(px);
     return o;
 }
 

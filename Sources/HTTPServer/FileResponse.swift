@@ -45,10 +45,10 @@ extension HTTPResponse {
         }
         switch ByteRange.parse(rangeHeader, size: size) {
         case .whole:
-            return HTTPResponse(status: 200, headers: headers, body: size == 0 ? .bytes([]) : .file(path: path, offset: 0, length: size))
+            return HTTPResponse(status: 200, headers: headers, body: size == 0 ? .bytes([]) : .file(path: path, offset: 0, length: size, identity: FileIdentity(info)))
         case .part(let first, let last):
             headers.set("Content-Range", "bytes \(first)-\(last)/\(size)")
-            return HTTPResponse(status: 206, headers: headers, body: .file(path: path, offset: first, length: last - first + 1))
+            return HTTPResponse(status: 206, headers: headers, body: .file(path: path, offset: first, length: last - first + 1, identity: FileIdentity(info)))
         case .unsatisfiable:
             headers.set("Content-Range", "bytes */\(size)")
             headers.remove("Content-Type")

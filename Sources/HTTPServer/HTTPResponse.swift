@@ -7,12 +7,26 @@ public struct HTTPResponse: Sendable {
         /// Bytes held in memory (copied once into libmicrohttpd).
         case bytes([UInt8])
         /// `length` bytes of the file at `path` from `offset`, sent by libmicrohttpd
-        /// straight from the file descriptor. The file is opened when the response is sent.
-        case file(path: String, offset: UInt64, length: UInt64)
+        /// straight from the file descriptor. The file is opened when the response is sent;
+        /// with `identity` (the `stat` the headers were made from), a file replaced since
+        /// then is not sent under them (503 `file_changed`).
+        case file(path: String, offset: UInt64, length: UInt64, identity: FileIdentity? = nil)
         /// A response of unknown length (chunked) fed through a `ResponseStream`: the server
         /// creates the stream, then calls `start` on the worker thread; anyone may write to
         /// the stream from any thread until it is closed.
         case stream(start: @Sendable (ResponseStream) -> Void)
+    }
+
+    /// Which file a `stat` saw: device, inode, size and modification time to the nanosecond.
+    public struct FileIdentity: Sendable, Equatable {
+        let device: UInt64, inode: UInt64, size: Int64, seconds: Int, nanoseconds: Int
+        public init(_ info: stat) {
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+            size = Int64(info.st_size)
+            seconds = Int(info.st_mtim.tv_sec)
+            nanoseconds = Int(info.st_mtim.tv_nsec)
+        }
     }
 
     public var status: Int

@@ -124,9 +124,13 @@ final class ServerCore: Sendable {
             made = bytes.withUnsafeBytes { buffer in
                 MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
             }
-        case .file(let path, let offset, let length):
-            made = openFile(path: path, offset: offset, length: length)
-            if made == nil {
+        case .file(let path, let offset, let length, let identity):
+            switch openFile(path: path, offset: offset, length: length, identity: identity) {
+            case .opened(let response): made = response
+            case .changed:
+                return queue(configuration.errorResponse(503, "file_changed", "The file changed while it was being answered; ask again."),
+                             on: connection, context: context)
+            case .unavailable:
                 return queue(configuration.errorResponse(500, "file_unavailable", "The file could not be read."), on: connection, context: context)
             }
         case .stream:
@@ -170,18 +174,29 @@ final class ServerCore: Sendable {
     }
 
     /// A response that libmicrohttpd sends from the file descriptor (which it closes).
-    private func openFile(path: String, offset: UInt64, length: UInt64) -> OpaquePointer? {
+    private enum Opened { case opened(OpaquePointer), changed, unavailable }
+
+    /// The response for a file's bytes, from the descriptor opened here. The headers were
+    /// made from an earlier `stat` (`identity`): a file renamed over or rewritten since is
+    /// another representation, whose bytes must not go out under the old ETag and length.
+    private func openFile(path: String, offset: UInt64, length: UInt64, identity: HTTPResponse.FileIdentity?) -> Opened {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
+        guard fd >= 0 else { return identity == nil ? .unavailable : .changed }
         var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
-              UInt64(info.st_size) >= offset, UInt64(info.st_size) - offset >= length,
-              let response = MHD_create_response_from_fd_at_offset64(length, fd, offset)
-        else {
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             close(fd)
-            return nil
+            return .unavailable
         }
-        return response
+        if let identity, HTTPResponse.FileIdentity(info) != identity {
+            close(fd)
+            return .changed
+        }
+        guard UInt64(info.st_size) >= offset, UInt64(info.st_size) - offset >= length,
+              let response = MHD_create_response_from_fd_at_offset64(length, fd, offset) else {
+            close(fd)
+            return .unavailable
+        }
+        return .opened(response)
     }
 
     private static func headers(of connection: OpaquePointer) -> HTTPHeaders {

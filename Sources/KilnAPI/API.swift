@@ -138,18 +138,25 @@ public final class API: Sendable {
     func events(_ req: HTTPRequest) throws -> HTTPResponse {
         let resumeText = req.headers["Last-Event-ID"] ?? req.queryValue("after")
         let after: Int64
+        var gap: EventGap?
         if let resumeText {
             guard let n = Int64(resumeText), n >= 0 else {
                 throw APIError.badRequest("after / Last-Event-ID must be a non-negative event sequence number.", field: "after")
             }
             // A position past the last event refers to another event log (the data
             // directory was replaced or restored): every event of this one is news to it.
-            after = n > (try store.lastEventSeq()) ? 0 : n
+            let last = try store.lastEventSeq()
+            after = n > last ? 0 : n
+            // Events after it that retention removed cannot be replayed: the listener is
+            // told, so it asks for its references' state instead of waiting for news of them.
+            let next = try store.oldestEventSeq() ?? last + 1
+            if next > after + 1 { gap = EventGap(after: after, nextSeq: next) }
         } else {
             after = try store.lastEventSeq()   // a new listener hears what happens from now on
         }
         let hub = farm.events
         let heartbeat = heartbeatSeconds
+        let missed = gap
         let metrics = self.metrics
         return .eventStream { stream in
             let cursor = hub.cursor(after: after)
@@ -157,6 +164,7 @@ public final class API: Sendable {
                 metrics.sseClients(+1)
                 defer { metrics.sseClients(-1) }
                 _ = stream.sendComment("kiln events after \(after)")
+                if let missed, !stream.send(event: EventGap.type, data: JSON.string(missed)) { stream.close(); return }
                 while stream.isOpen && !hub.isClosed {
                     let batch: [EventRecord]
                     do { batch = try cursor.next(timeout: heartbeat) } catch { Thread.sleep(forTimeInterval: 1); continue }
@@ -177,6 +185,22 @@ public final class API: Sendable {
             thread.name = "kiln-sse"
             thread.start()
         }
+    }
+
+    /// Sent first to a listener resuming from a position whose next events are no longer
+    /// stored (`KILN_EVENT_RETENTION_SECONDS`): `after` its position, the events up to
+    /// `next_seq` were removed; what they said is in each reference's answer (`GET /v1/references/…`).
+    struct EventGap: Encodable {
+        static let type = "events.gap"
+        let after: Int64
+        let nextSeq: Int64
+        let missed: Int64
+        init(after: Int64, nextSeq: Int64) {
+            self.after = after
+            self.nextSeq = nextSeq
+            missed = nextSeq - after - 1
+        }
+        enum CodingKeys: String, CodingKey { case after, nextSeq = "next_seq", missed }
     }
 
     struct QueueView: Encodable {

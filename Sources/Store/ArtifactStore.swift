@@ -93,6 +93,8 @@ public protocol ArtifactStore: AnyObject, Sendable {
     /// Persisted events with `seq > after`, in order.
     func events(after: Int64, limit: Int) throws(KilnError) -> [EventRecord]
     func lastEventSeq() throws(KilnError) -> Int64
+    /// The oldest stored event's `seq`; nil when none is kept (retention removes old ones).
+    func oldestEventSeq() throws(KilnError) -> Int64?
 
     /// Where the webhook got to, so a restart neither skips nor repeats out of order.
     func webhookPosition() throws(KilnError) -> Int64

@@ -607,6 +607,12 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         }
     }
 
+    public func oldestEventSeq() throws(KilnError) -> Int64? {
+        try read { db throws(KilnError) -> Int64? in
+            try db.queryOne("SELECT seq FROM events ORDER BY seq LIMIT 1", map: { $0.int64(0) })
+        }
+    }
+
     public func webhookPosition() throws(KilnError) -> Int64 {
         try read { db throws(KilnError) -> Int64 in
             try db.queryOne("SELECT value FROM kv WHERE name = 'webhook_position'", map: { $0.int64(0) }) ?? 0

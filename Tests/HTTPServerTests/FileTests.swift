@@ -33,6 +33,29 @@ struct FileTests {
         #expect(try fetch("http://127.0.0.1:\(server.port)/missing").status == 404)
     }
 
+    @Test("a file replaced between the answer's headers and its bytes is not sent under the old ETag and length (503 file_changed; asked again, the new one)")
+    func replacedWhileAnswered() throws {
+        let path = try makeTemporaryFile(bytes: Array("old old old".utf8))
+        let newer = try makeTemporaryFile(bytes: Array("new content, longer".utf8))
+        defer { try? FileManager.default.removeItem(atPath: path); try? FileManager.default.removeItem(atPath: newer) }
+        let replaceOnce = Once()
+        let server = try startServer { server in
+            server.route("GET", "/file") { request, _ in
+                let answer = HTTPResponse.file(path: path, contentType: "video/mp4", etag: nil, request: request)
+                // What an operator's rename does after the stat and before the open.
+                if replaceOnce.first() { _ = rename(newer, path) }
+                return answer
+            }
+        }
+        defer { server.stop() }
+        let url = "http://127.0.0.1:\(server.port)/file"
+        let first = try fetch(url)
+        #expect(first.status == 503, "\(first.status) \(first.body)")
+        #expect(first.body.contains("file_changed"))
+        let again = try fetch(url)
+        #expect(again.status == 200 && again.body == "new content, longer", "\(again.status) \(again.body)")
+    }
+
     @Test("Range a-b, a- and -n answer 206 with Content-Range and exactly those bytes")
     func ranges() throws {
         let (server, path, url) = try Self.fileServer()
@@ -121,5 +144,17 @@ struct FileTests {
     ] as [(String, UInt64, ByteRange)])
     func rangeParsing(header: String, size: UInt64, expected: ByteRange) {
         #expect(ByteRange.parse(header, size: size) == expected)
+    }
+}
+
+/// true the first time it is asked, from any thread.
+final class Once: @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = false
+    func first() -> Bool {
+        lock.lock(); defer { lock.unlock() }
+        if done { return false }
+        done = true
+        return true
     }
 }

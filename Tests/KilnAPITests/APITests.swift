@@ -233,6 +233,23 @@ struct APITests {
         // replaced): every event of this one is news to that client.
         let beyond = try RawHTTP.eventStream(port: d.port, path: "/v1/events", headers: ["Last-Event-ID": "99999"])
         #expect(beyond.nextEvent()?.id == e1.id, "replays from the start")
+        // Retention removed both: a listener resuming before them is told what it missed
+        // (and so asks for its references' state); one that saw them all hears nothing of it.
+        let pruned = try d.store.pruneEvents(before: Int64(Date().timeIntervalSince1970 * 1000) + 60_000, deliveredUpTo: nil)
+        #expect(pruned == 2)
+        let last = try #require(Int64(e2.id ?? ""))
+        for (position, missed) in [(Int64(0), Int64(2)), (last - 1, 1)] {
+            let late = try RawHTTP.eventStream(port: d.port, path: "/v1/events?after=\(position)")
+            let gap = try #require(late.nextEvent(within: 15), "an events.gap first")
+            #expect(gap.event == "events.gap" && gap.id == nil, "\(gap)")
+            let body = try JSONValue.parse(Array(gap.data.utf8))
+            #expect(body["after"]?.int == Int(position) && body["next_seq"]?.int == Int(last + 1) && body["missed"]?.int == Int(missed), "\(gap.data)")
+        }
+        let upToDate = try RawHTTP.eventStream(port: d.port, path: "/v1/events", headers: ["Last-Event-ID": String(last)])
+        _ = try d.prepare("r9", "sp_bear-640x360-ec3.mp4", quality: "2mbps")
+        var next = upToDate.nextEvent()
+        while next?.event == "artifact.progress" { next = upToDate.nextEvent() }
+        #expect(next?.event == "artifact.ready", "no gap before the next event: \(String(describing: next))")
     }
 
     @Test("a token guards every route but /healthz (and the page, which holds no data and asks for it), a wrong one is refused, the scheme's name in any case")

@@ -146,11 +146,14 @@ extension RawHTTP {
         return c
     }
 
-    /// The next event (comments skipped), reading through chunked framing; nil at end.
-    public func nextEvent() -> SSEEvent? {
+    /// The next event (comments skipped), reading through chunked framing; nil at end, or
+    /// when none has come within `seconds` (heartbeats keep the socket's own timeout away).
+    public func nextEvent(within seconds: Double? = nil) -> SSEEvent? {
         var event = SSEEvent(id: nil, event: nil, data: "")
         var sawField = false
+        let deadline = seconds.map { Date(timeIntervalSinceNow: $0) }
         while let line = readLine() {
+            if let deadline, Date() > deadline { return nil }
             // Chunk-size lines and blank chunk trailers appear between event lines.
             if !line.isEmpty, line.allSatisfy({ $0.isHexDigit }), !line.contains(":") { continue }
             if line.isEmpty {
