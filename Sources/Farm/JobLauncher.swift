@@ -67,10 +67,14 @@ public struct ChildReport: Decodable, Sendable, Equatable {
     public var output: Output?
     public var error: Failure?
     public var stats: Stats?
+    /// The plan as the engine carried it out, where it had to change it.
+    public var executedPlan: Plan?
 
-    public init(ok: Bool, output: Output? = nil, error: Failure? = nil, stats: Stats? = nil) {
-        self.ok = ok; self.output = output; self.error = error; self.stats = stats
+    public init(ok: Bool, output: Output? = nil, error: Failure? = nil, stats: Stats? = nil, executedPlan: Plan? = nil) {
+        self.ok = ok; self.output = output; self.error = error; self.stats = stats; self.executedPlan = executedPlan
     }
+
+    enum CodingKeys: String, CodingKey { case ok, output, error, stats, executedPlan = "executed_plan" }
 }
 
 /// Everything an attempt left behind once its child is gone.

@@ -141,7 +141,7 @@ final class JobRunner: @unchecked Sendable {
         if outcome.termination == .exited(0), stopReason != .canceled,
            let bytes = fileSize(attemptPath) {
             deliver(attemptPath: attemptPath, bytes: bytes, sha256: outcome.report?.output?.sha256,
-                    deliveredPlan: deliveredPlan(adjustments: outcome.report?.stats?.adjustments ?? []))
+                    deliveredPlan: deliveredPlan(adjustments: outcome.report?.stats?.adjustments ?? [], executed: outcome.report?.executedPlan))
             return
         }
         switch stopReason {
@@ -161,19 +161,22 @@ final class JobRunner: @unchecked Sendable {
         record(failure: failure, permanent: permanent)
     }
 
-    /// Moves the finished file into place and marks the artifact ready, under the farm's
-    /// file lock (the collector takes it too) and only after a heartbeat confirms the job is
-    /// still ours, so a rescued attempt's late child cannot replace a newer attempt's file.
-    /// The plan the output answers to when the engine had to re-encode a copied picture
-    /// (its size changed mid-stream, no keyframe to start on): the plan's fallback encode,
-    /// so a transcode at the rung that encode belongs to, not a remux "as the source".
-    /// Nil when the output is what the plan said.
-    func deliveredPlan(adjustments: [String]) -> Plan? {
+    /// The plan the output answers to when the engine had to re-encode a copied stream.
+    /// A picture (its size changed mid-stream, no keyframe to start on): the plan's fallback
+    /// encode, so a transcode at the rung that encode belongs to, not a remux "as the
+    /// source". A sound (its format changed, the muxer refused a packet): the encode the
+    /// engine reports it made (`executed`). Nil when the output is what the plan said.
+    func deliveredPlan(adjustments: [String], executed: Plan?) -> Plan? {
         let plan = claimed.plan
-        guard adjustments.contains(where: { $0.hasPrefix("video_reencoded") }), let fallback = plan.videoFallback,
-              plan.video?.action == .copy else { return nil }
-        let rung = farm.presets.rungs.filter { $0.videoKbps >= fallback.bitrateKbps }.min { $0.videoKbps < $1.videoKbps }
         var delivered = plan
+        if adjustments.contains(where: { $0.hasPrefix("audio_reencoded") }), plan.audio?.action == .copy,
+           let sound = executed?.audio, sound.action == .transcode, sound.sourceIndex == plan.audio?.sourceIndex {
+            delivered.audio = sound
+            delivered.reasons.append("audio_reencoded")
+        }
+        guard adjustments.contains(where: { $0.hasPrefix("video_reencoded") }), let fallback = plan.videoFallback,
+              plan.video?.action == .copy else { return delivered == plan ? nil : delivered }
+        let rung = farm.presets.rungs.filter { $0.videoKbps >= fallback.bitrateKbps }.min { $0.videoKbps < $1.videoKbps }
         delivered.video = fallback
         delivered.videoFallback = nil
         delivered.deliveryFormat = .transcode
@@ -185,6 +188,9 @@ final class JobRunner: @unchecked Sendable {
         return delivered
     }
 
+    /// Moves the finished file into place and marks the artifact ready, under the farm's
+    /// file lock (the collector takes it too) and only after a heartbeat confirms the job is
+    /// still ours, so a rescued attempt's late child cannot replace a newer attempt's file.
     private func deliver(attemptPath: String, bytes: Int64, sha256: String?, deliveredPlan: Plan?) {
         let store = farm.store
         let finalPath = farm.folder.finalPath(artifactID)

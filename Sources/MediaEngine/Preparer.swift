@@ -99,6 +99,9 @@ public struct PrepareStats: Codable, Sendable, Equatable {
 public struct PrepareResult: Codable, Sendable, Equatable {
     public var output: OutputInfo
     public var stats: PrepareStats
+    /// The plan as carried out where the engine had to change it (`stats.adjustments`): a
+    /// copied picture or sound re-encoded. Nil when the output is what the plan said.
+    public var executedPlan: Plan?
 }
 
 /// Carries out a plan on a source: the media engine's one entry point.
@@ -142,7 +145,10 @@ public enum Preparer {
                 var result = try prepareOnce(source: source, plan: current, output: output, forecastFrom: forecastFrom,
                                              awaitForecast: awaitForecast, room: adjustments.isEmpty ? fixedRoom : nil,
                                              cancellation: cancellation, progress: progress, formatChange: &change)
-                if !adjustments.isEmpty { result.stats.adjustments = adjustments + (result.stats.adjustments ?? []) }
+                if !adjustments.isEmpty {
+                    result.stats.adjustments = adjustments + (result.stats.adjustments ?? [])
+                    result.executedPlan = current
+                }
                 return result
             } catch {
                 // A source that changed under the read looks damaged (packets past the length

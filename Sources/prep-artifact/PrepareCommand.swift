@@ -78,6 +78,10 @@ enum PrepareCommand {
         let plan: Plan
         let output: OutputInfo
         let stats: PrepareStats
+        /// What was carried out where the engine changed the plan (`stats.adjustments`); the
+        /// daemon answers with it.
+        let executedPlan: Plan?
+        enum CodingKeys: String, CodingKey { case ok, plan, output, stats, executedPlan = "executed_plan" }
     }
 
     static func run(_ args: Arguments) throws(KilnError) -> Int32 {
@@ -131,7 +135,7 @@ enum PrepareCommand {
         }
         reporter.clear()
         if args.flag("--json") {
-            print(JSON.string(Success(plan: plan, output: result.output, stats: result.stats)))
+            print(JSON.string(Success(plan: plan, output: result.output, stats: result.stats, executedPlan: result.executedPlan)))
         } else {
             let o = result.output
             print("\(plan.deliveryFormat.rawValue) → \(o.path)")

@@ -76,6 +76,8 @@ indirect enum FakeScript: Sendable {
     case gated(Gate, then: FakeScript)
     /// Succeeds as `succeed` does, reporting that the copied picture had to be re-encoded.
     case succeedReencodingVideo(bytes: Int)
+    /// Succeeds, reporting that the copied sound had to be re-encoded (AAC at 160 kbit/s).
+    case succeedReencodingAudio(bytes: Int)
 }
 
 /// A launcher with scripted attempts, no media: each launch takes the next script (or
@@ -141,6 +143,18 @@ final class FakeHandle: JobHandle, @unchecked Sendable {
             end(JobOutcome(termination: .exited(ok ? 0 : 4),
                            report: ChildReport(ok: ok, output: .init(path: spec.outputPath, bytes: Int64(bytes), sha256: "fake"),
                                                stats: .init(adjustments: ["video_reencoded: the source's picture changes size"])),
+                           logTail: []))
+        case .succeedReencodingAudio(let bytes):
+            let ok = FileManager.default.createFile(atPath: spec.outputPath, contents: Data(repeating: 7, count: bytes))
+            var executed = spec.plan
+            if let copied = executed.audio {
+                executed.audio = AudioPlan(sourceIndex: copied.sourceIndex, action: .transcode, codec: "aac", channels: 2,
+                                           bitrateKbps: 160, language: copied.language)
+            }
+            end(JobOutcome(termination: .exited(ok ? 0 : 4),
+                           report: ChildReport(ok: ok, output: .init(path: spec.outputPath, bytes: Int64(bytes), sha256: "fake"),
+                                               stats: .init(adjustments: ["audio_reencoded: the MP4 muxer refuses a packet"]),
+                                               executedPlan: executed),
                            logTail: []))
         case .exit(let status, let code):
             end(JobOutcome(termination: .exited(status),

@@ -73,6 +73,22 @@ struct FarmTests {
         #expect(made.plan.artifactKey == asked.plan.artifactKey, "the same artifact")
     }
 
+    @Test("a remux whose copied sound the engine had to re-encode answers with that encode (AAC), still a remux: the plan no longer says the sound was copied")
+    func reencodedSoundSaysSo() throws {
+        let h = try Harness("reencoded-sound", launcher: FakeLauncher([.succeedReencodingAudio(bytes: 5)]))
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let ios = try #require(TestPresets.shared.deviceCaps(named: "ios"))
+        let asked = try h.farm.prepare(h.request("r", try h.source(), .original, caps: ios)).artifact
+        #expect(asked.plan.deliveryFormat == .remux && asked.plan.audio?.action == .copy, "\(asked.plan)")
+        #expect(try eventually { try h.artifact(asked.id)?.state == .ready })
+        let made = try #require(try h.artifact(asked.id))
+        #expect(made.plan.deliveryFormat == .remux && made.plan.video?.action == .copy)
+        #expect(made.plan.audio?.action == .transcode && made.plan.audio?.codec == "aac" && made.plan.audio?.bitrateKbps == 160, "\(String(describing: made.plan.audio))")
+        #expect(made.plan.reasons.contains("audio_reencoded") && !made.plan.reasons.contains("video_reencoded"))
+        #expect(made.plan.artifactKey == asked.plan.artifactKey, "the same artifact")
+    }
+
     @Test("two copies of one film at two paths: each original is its own file; a queued job reads the copy last asked for")
     func copiesAtTwoPaths() throws {
         let h = try Harness("copies") { $0.maxTranscodes = 1 }

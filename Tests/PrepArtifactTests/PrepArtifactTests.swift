@@ -771,6 +771,10 @@ struct SourceDamageTests {
         #expect(adjustments.count == 1 && adjustments.first?.string?.hasPrefix("audio_reencoded: the MP4 muxer refuses") == true,
                 "\(adjustments)")
         #expect(json["output"]?["audio"]?["codec"] == .string("aac") && json["output"]?["video"]?["codec"] == .string("h264"))
+        // The plan asked for a copy; what was carried out says the sound was encoded (the daemon answers with it).
+        #expect(json["plan"]?["audio"]?["action"] == .string("copy"))
+        #expect(json["executed_plan"]?["audio"]?["action"] == .string("transcode") && json["executed_plan"]?["audio"]?["codec"] == .string("aac"))
+        #expect(json["executed_plan"]?["video"]?["action"] == .string("copy"))
         let decode = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-f", "null", "-"])
         #expect(decode.status == 0, "\(decode.stderr.prefix(300))")
     }
