@@ -55,10 +55,26 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
     /// deinterlaces them). Absent means no: phones, browsers and Apple's players show
     /// combing or fail, so interlaced sources are deinterlaced for them.
     public var interlaced: Bool?
+    /// The highest H.264 level the device decodes, as `level_idc` (41 for 4.1). Absent: any
+    /// (older TVs and sticks stop at 4.1; a source above it is re-encoded, an encode is
+    /// kept within it).
+    public var maxH264Level: Int?
+    /// The deepest picture the device decodes, in bits (8, 10, 12). Absent: 10 for HEVC,
+    /// VP9 and AV1, 8 for the rest (H.264 High 10 has almost no hardware decoder; a player
+    /// that decodes in software, such as Kodi or VLC, can say 10).
+    public var maxVideoBitDepth: Int?
+    /// The HDR formats the device shows (`hdr10`, `hlg`, `dolby_vision`) when `hdr` is
+    /// true. Absent: every one (Dolby Vision without a base layer still needs
+    /// `dolby_vision` here or in `codecs_video`); a source in another is tone-mapped.
+    public var hdrFormats: [String]?
+    /// The most channels the device plays of a sound it decodes itself (a codec it passes
+    /// through to a receiver is the receiver's business). Absent: any.
+    public var maxAudioChannels: Int?
 
     public init(codecsVideo: [String]? = nil, codecsAudio: [String]? = nil,
                 audioPassthroughCodecs: [String]? = nil, containers: [String]? = nil,
-                maxResolution: ResolutionClass? = nil, hdr: Bool? = nil, interlaced: Bool? = nil) {
+                maxResolution: ResolutionClass? = nil, hdr: Bool? = nil, interlaced: Bool? = nil,
+                maxH264Level: Int? = nil, maxVideoBitDepth: Int? = nil, hdrFormats: [String]? = nil, maxAudioChannels: Int? = nil) {
         self.codecsVideo = codecsVideo
         self.codecsAudio = codecsAudio
         self.audioPassthroughCodecs = audioPassthroughCodecs
@@ -66,12 +82,40 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         self.maxResolution = maxResolution
         self.hdr = hdr
         self.interlaced = interlaced
+        self.maxH264Level = maxH264Level
+        self.maxVideoBitDepth = maxVideoBitDepth
+        self.hdrFormats = hdrFormats
+        self.maxAudioChannels = maxAudioChannels
     }
 
     enum CodingKeys: String, CodingKey {
         case codecsVideo = "codecs_video", codecsAudio = "codecs_audio"
         case audioPassthroughCodecs = "audio_passthrough_codecs", containers
         case maxResolution = "max_resolution", hdr, interlaced
+        case maxH264Level = "max_h264_level", maxVideoBitDepth = "max_video_bit_depth", hdrFormats = "hdr_formats"
+        case maxAudioChannels = "max_audio_channels"
+    }
+
+    /// The HDR format words `hdr_formats` takes (HDR10+ is HDR10 to a display without it).
+    public static let hdrFormatNames: Set<String> = ["hdr10", "hlg", "dolby_vision"]
+
+    /// An H.264 level as clients write it: "4.1", 4.1 or level_idc 41 (also "41"); 1b is 1.1's
+    /// neighbour "1b" (idc 9). Nil for anything else.
+    public static func h264Level(_ value: JSONValue) -> Int? {
+        let text: String
+        switch value {
+        case .string(let s): text = s.trimmingWhitespace.lowercased()
+        case .number(let n) where n.isFinite: text = n == n.rounded() ? String(Int(n)) : String(n)
+        default: return nil
+        }
+        if text == "1b" { return 9 }
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        let idc: Int?
+        if parts.count == 2, let major = Int(parts[0]), let minor = Int(parts[1]), (0...9).contains(minor) { idc = major * 10 + minor }
+        else if parts.count == 1, let whole = Int(parts[0]) { idc = whole < 10 ? whole * 10 : whole }
+        else { idc = nil }
+        guard let idc, (9...62).contains(idc) else { return nil }
+        return idc
     }
 
     /// Decodes caps from JSON, naming the offending field in `invalid_caps`.
@@ -128,11 +172,37 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         }
         caps.hdr = try flag("hdr")
         caps.interlaced = try flag("interlaced")
+        if let v = o["max_h264_level"], v != .null {
+            guard let idc = h264Level(v) else {
+                throw KilnError(.invalidCaps, stage: .request, field: "max_h264_level",
+                                "caps.max_h264_level must be an H.264 level such as \"4.1\" (or its level_idc, 41)")
+            }
+            caps.maxH264Level = idc
+        }
+        func count(_ key: String, _ range: ClosedRange<Int>) throws(KilnError) -> Int? {
+            guard let v = o[key], v != .null else { return nil }
+            guard case .number(let n) = v, n == n.rounded(), n >= Double(range.lowerBound), n <= Double(range.upperBound) else {
+                throw KilnError(.invalidCaps, stage: .request, field: key,
+                                "caps.\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return Int(n)
+        }
+        caps.maxVideoBitDepth = try count("max_video_bit_depth", 8...16)
+        caps.maxAudioChannels = try count("max_audio_channels", 1...32)
+        let aliases = ["hdr10+": "hdr10", "hdr10plus": "hdr10", "dv": "dolby_vision", "dovi": "dolby_vision", "dolbyvision": "dolby_vision"]
+        caps.hdrFormats = try list("hdr_formats")?.map { aliases[$0] ?? $0.replacingDash }
+        if let unknown = caps.hdrFormats?.first(where: { !hdrFormatNames.contains($0) }) {
+            throw KilnError(.invalidCaps, stage: .request, field: "hdr_formats",
+                            "caps.hdr_formats names \"\(unknown)\"; known: \(hdrFormatNames.sorted().joined(separator: ", "))")
+        }
         return caps
     }
 }
 
 private extension String {
+    /// "dolby-vision" as "dolby_vision".
+    var replacingDash: String { String(map { $0 == "-" || $0 == " " ? "_" : $0 }) }
+
     /// The string without leading and trailing white space (spaces, tabs, line breaks, "\r\n").
     var trimmingWhitespace: String {
         guard let first = firstIndex(where: { !$0.isWhitespace }), let last = lastIndex(where: { !$0.isWhitespace }) else { return "" }

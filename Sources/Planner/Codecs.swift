@@ -117,6 +117,16 @@ enum Codecs {
         }
     }
 
+    /// The HDR format a display must show for an HDR picture (`DeviceCaps.hdrFormats`):
+    /// `hlg` for HLG (also a Dolby Vision base layer in HLG), `hdr10` for PQ (HDR10, HDR10+,
+    /// a Dolby Vision base layer in PQ), `dolby_vision` for Dolby Vision without a base
+    /// layer to fall back on.
+    static func hdrFormat(_ s: StreamInfo) -> String {
+        if s.dolbyVisionWithoutBaseLayer { return dolbyVision }
+        if s.colorTransfer?.lowercased() == "arib-std-b67" || s.hdr == .hlg || s.dolbyVision?.baseLayer == .hlg { return "hlg" }
+        return "hdr10"
+    }
+
     /// true: text `mov_text` can carry (`textSubtitles`); false: pictures; nil: neither, or
     /// text libavcodec has no decoder for here (Blu-ray TextST, TTML, ARIB captions), which a
     /// conversion would fail on, and with it the whole artifact.

@@ -17,6 +17,12 @@ struct Device: Sendable {
     let maxResolution: ResolutionClass?
     let hdr: Bool
     let interlaced: Bool
+    /// `caps.max_h264_level` as `level_idc`; nil: any.
+    let maxH264Level: Int?
+    let maxVideoBitDepth: Int?
+    /// nil: every HDR format (when `hdr`).
+    let hdrFormats: Set<String>?
+    let maxAudioChannels: Int?
 
     init(_ caps: DeviceCaps?) {
         known = caps != nil
@@ -29,9 +35,15 @@ struct Device: Sendable {
         maxResolution = c.maxResolution
         hdr = c.hdr ?? false
         interlaced = c.interlaced ?? false
+        maxH264Level = c.maxH264Level
+        maxVideoBitDepth = c.maxVideoBitDepth
+        hdrFormats = c.hdrFormats.map(Set.init)
+        maxAudioChannels = c.maxAudioChannels
     }
 
-    var dolbyVision: Bool { hdr && video.contains(Codecs.dolbyVision) }
+    var dolbyVision: Bool { hdr && (video.contains(Codecs.dolbyVision) || hdrFormats?.contains(Codecs.dolbyVision) == true) }
+    /// Whether the display shows HDR of this kind (`Codecs.hdrFormat`).
+    func showsHDR(_ format: String) -> Bool { hdr && (hdrFormats?.contains(format) ?? true) }
     var playsMP4: Bool { containers.contains("mp4") }
     func playsContainer(_ name: String) -> Bool { containers.contains(Codecs.canonicalContainer(name)) }
     /// Decoded on the device or passed through to a receiver: either way it plays. A device
@@ -41,6 +53,21 @@ struct Device: Sendable {
         let c = Codecs.canonical(codec)
         let pcm = c.hasPrefix("pcm_") && (audioDecode.contains("pcm") || audioPassthrough.contains("pcm"))
         return pcm || audioDecode.contains(c) || audioPassthrough.contains(c)
+    }
+
+    /// Whether this sound plays as it is: its codec (`playsAudio`), and no more channels
+    /// than the device plays of a sound it decodes itself; one it passes through to a
+    /// receiver has the receiver's.
+    func playsAudio(_ s: StreamInfo) -> Bool {
+        guard playsAudio(s.codec) else { return false }
+        guard let most = maxAudioChannels, (s.channels ?? 0) > most else { return true }
+        return audioPassthrough.contains(Codecs.canonical(s.codec))
+    }
+
+    /// The channels a sound the device decodes itself may have.
+    func channels(_ wanted: Int, decodedAs codec: String) -> Int {
+        guard let most = maxAudioChannels, !audioPassthrough.contains(Codecs.canonical(codec)) else { return wanted }
+        return max(1, min(wanted, most))
     }
 
     /// Why this video stream cannot be shown as it is (empty when it can). Bit depth and
@@ -53,8 +80,9 @@ struct Device: Sendable {
             problems.append("video_codec_unsupported")
         } else {
             let depth = Codecs.bitDepth(s), chroma = Codecs.chroma(s)
-            let maxDepth = ["hevc", "vp9", "av1"].contains(codec) ? 10 : 8
+            let maxDepth = maxVideoBitDepth ?? (["hevc", "vp9", "av1"].contains(codec) ? 10 : 8)
             if depth > maxDepth || chroma != 420 { problems.append("video_profile_unsupported") }
+            if codec == "h264", let most = maxH264Level, let level = s.level, level > most { problems.append("video_level_above_cap") }
         }
         if let cap = maxResolution, !FrameSize.codedFits(s, cap) {
             problems.append("resolution_above_cap")
@@ -62,7 +90,7 @@ struct Device: Sendable {
         if s.fieldOrder?.isInterlaced == true && !interlaced {
             problems.append("interlaced_unsupported")
         }
-        if Codecs.isHDR(s) && !hdr {
+        if Codecs.isHDR(s) && !showsHDR(Codecs.hdrFormat(s)) {
             problems.append("hdr_unsupported")
         } else if s.dolbyVisionWithoutBaseLayer && !dolbyVision {
             problems.append("dolby_vision_unsupported")

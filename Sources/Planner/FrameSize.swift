@@ -101,6 +101,8 @@ struct H264Level: Comparable {
     }
 
     private var index: Int { H264Level.table.firstIndex { $0.name == name }! }
+    /// As H.264's `level_idc` writes it: 41 for 4.1.
+    var idc: Int { Int(name.filter { $0 != "." }) ?? 0 }
     static func < (a: H264Level, b: H264Level) -> Bool { a.index < b.index }
 
     /// The lowest level at or above `floor` that holds the frame at the rate and bitrate;

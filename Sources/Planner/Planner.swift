@@ -138,9 +138,9 @@ struct PlanContext {
             let audio = AudioSelection.choose(from: source, language: audioLanguage) { _ in 0 }
             return asIs(.original, audio: audio, reasons: ["source_as_is"] + (audio?.reasons ?? []))
         }
-        let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) ? 0 : 1 }
+        let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0) ? 0 : 1 }
         let videoProblems = video.map(device.videoProblems) ?? []
-        let audioPlays = asIsAudio.map { device.playsAudio($0.stream.codec) } ?? true
+        let audioPlays = asIsAudio.map { device.playsAudio($0.stream) } ?? true
         let containerPlays = containerProblems.isEmpty
         let fixes = remuxFixes(asIsAudio?.stream)
         if videoProblems.isEmpty && audioPlays && containerPlays && fixes.isEmpty {
@@ -192,8 +192,8 @@ struct PlanContext {
         // turns out not to fit: better than a transcode.
         var asItIs: Plan?
         if problems.isEmpty {
-            let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0.codec) ? 0 : 1 }
-            let audioPlays = asIsAudio.map { device.playsAudio($0.stream.codec) } ?? true
+            let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0) ? 0 : 1 }
+            let audioPlays = asIsAudio.map { device.playsAudio($0.stream) } ?? true
             let containerPlays = containerProblems.isEmpty
             fixes = remuxFixes(asIsAudio?.stream)
             if overallFits && containerPlays && audioPlays {
@@ -346,15 +346,35 @@ struct PlanContext {
            let full = FrameSize.fit(v, into: frameClass(rung, highFrameRate: false)), stepped.width * stepped.height < full.width * full.height {
             reasons.append("frame_rate_above_30")
         }
-        let cls = frameClass(rung, highFrameRate: highRate)
-        guard let size = FrameSize.fit(v, into: cls) else {
+        var cls = frameClass(rung, highFrameRate: highRate)
+        guard var size = FrameSize.fit(v, into: cls) else {
             throw unavailable("the video stream's frame size is unknown, so it cannot be transcoded")
         }
-        let floor = H264Level(rung.level) ?? H264Level.table[0]
-        let level = H264Level.required(width: size.width, height: size.height, fps: Codecs.frameRate(v) ?? 30,
-                                       maxrateKbps: rung.videoKbps, floor: floor)
-        let encoder = EncoderSettings(name: "libx264", preset: rung.preset, crf: rung.crf, maxrateKbps: rung.videoKbps,
-                                      bufsizeKbps: rung.bufsizeKbps, profile: rung.profile, level: level.name,
+        let fps = Codecs.frameRate(v) ?? 30
+        var floor = H264Level(rung.level) ?? H264Level.table[0]
+        var maxrate = rung.videoKbps, bufsize = rung.bufsizeKbps
+        if let most = device.maxH264Level {
+            // Within the device's level: its bitrate, then smaller pictures until the level holds them.
+            guard let cap = H264Level.table.last(where: { $0.idc <= most }) else {
+                throw unavailable("caps.max_h264_level is below 3.0, the level the smallest picture Kiln makes (480p) needs")
+            }
+            floor = min(floor, cap)
+            if maxrate > cap.maxHighBitrateKbps {
+                bufsize = bufsize * cap.maxHighBitrateKbps / maxrate
+                maxrate = cap.maxHighBitrateKbps
+            }
+            while H264Level.required(width: size.width, height: size.height, fps: fps, maxrateKbps: maxrate, floor: floor) > cap {
+                guard let smaller = ResolutionClass.allCases.last(where: { $0 < cls }), let fitted = FrameSize.fit(v, into: smaller) else {
+                    throw unavailable("a \(size.width)x\(size.height) picture at \(Int(fps.rounded())) fps needs more than caps.max_h264_level \(cap.name), and 480p is the smallest Kiln makes")
+                }
+                cls = smaller
+                size = fitted
+                if !reasons.contains("resolution_reduced_for_level") { reasons.append("resolution_reduced_for_level") }
+            }
+        }
+        let level = H264Level.required(width: size.width, height: size.height, fps: fps, maxrateKbps: maxrate, floor: floor)
+        let encoder = EncoderSettings(name: "libx264", preset: rung.preset, crf: rung.crf, maxrateKbps: maxrate,
+                                      bufsizeKbps: bufsize, profile: rung.profile, level: level.name,
                                       gopSeconds: rung.gopSeconds, pixFmt: "yuv420p")
         let toneMap = Codecs.isHDR(v)
         let deinterlace = v.fieldOrder?.isInterlaced ?? false
@@ -363,7 +383,7 @@ struct PlanContext {
         if let sar = v.sampleAspectRatio, sar.num > 0, sar.den > 0, sar.num != sar.den { reasons.append("anamorphic_made_square") }
         if Codecs.rotation(v) != 0 { reasons.append("rotation_applied") }
         return (VideoPlan(sourceIndex: v.index, action: .transcode, codec: "h264", width: size.width, height: size.height,
-                          bitrateKbps: rung.videoKbps, toneMap: toneMap, deinterlace: deinterlace,
+                          bitrateKbps: maxrate, toneMap: toneMap, deinterlace: deinterlace,
                           rotation: Codecs.rotation(v), encoder: encoder), reasons)
     }
 
@@ -420,7 +440,7 @@ struct PlanContext {
     }
 
     func copiesIntoMP4(_ a: StreamInfo) -> Bool {
-        device.playsAudio(a.codec) && Codecs.copiesIntoMP4(a.codec) && a.formatKnown
+        device.playsAudio(a) && Codecs.copiesIntoMP4(a.codec) && a.formatKnown
     }
 
     /// The surround target when the rung has one, the source has more than two channels
@@ -430,7 +450,11 @@ struct PlanContext {
     func surround(_ target: SurroundTarget?, for a: StreamInfo) -> (codec: String, target: SurroundTarget)? {
         guard let target, (a.channels ?? 2) > 2 else { return nil }
         let codecs = target.codecs.map(Codecs.canonical)
-        guard let codec = codecs.first(where: device.audioDecode.contains) ?? codecs.first(where: device.playsAudio) else { return nil }
+        // A device that plays two channels at most of what it decodes gets surround only
+        // in a codec it passes through.
+        let decodes = (device.maxAudioChannels ?? .max) > 2
+        guard let codec = codecs.first(where: { decodes && device.audioDecode.contains($0) }) ?? codecs.first(where: device.audioPassthrough.contains)
+        else { return nil }
         return (codec, target)
     }
 
@@ -449,10 +473,11 @@ struct PlanContext {
         let channels = a.channels ?? 2
         let sur = surround(rung.surround, for: a)
         let budget = sur?.target.bitrateKbps ?? stereoKbps(rung.audio, channels: channels)
-        let maxChannels = sur?.target.channels ?? rung.audio.channels
+        let maxChannels = sur.map { device.channels($0.target.channels, decodedAs: $0.codec) } ?? device.channels(rung.audio.channels, decodedAs: rung.audio.codec)
         let kbps = a.bitRate.map(PlanContext.kbps)
         var why: [String] = []
         if !device.playsAudio(a.codec) { why.append("audio_codec_unsupported") }
+        else if !device.playsAudio(a) { why.append("audio_channels_above_cap") }
         else if !Codecs.copiesIntoMP4(a.codec) { why.append("audio_codec_unsupported_in_mp4") }
         else if !a.formatKnown { why.append("audio_format_unknown") }
         if let kbps, kbps > budget { why.append("audio_bitrate_above_target") }
@@ -463,7 +488,7 @@ struct PlanContext {
                               bitrateKbps: 0, language: language(a)), [])
         }
         if let sur {
-            return (AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec, channels: min(channels, sur.target.channels),
+            return (AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec, channels: min(channels, maxChannels),
                               bitrateKbps: sur.target.bitrateKbps, language: language(a)), why)
         }
         return (try encodeStereo(a, rung.audio), why)
@@ -477,10 +502,11 @@ struct PlanContext {
                               bitrateKbps: 0, language: language(a)), [])
         }
         let why = [!device.playsAudio(a.codec) ? "audio_codec_unsupported"
+                   : !device.playsAudio(a) ? "audio_channels_above_cap"
                    : Codecs.copiesIntoMP4(a.codec) ? "audio_format_unknown" : "audio_codec_unsupported_in_mp4"]
         if let sur = surround(presets.compatibilityAudio.surround, for: a) {
             return (AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec,
-                              channels: min(a.channels ?? 2, sur.target.channels), bitrateKbps: sur.target.bitrateKbps,
+                              channels: min(a.channels ?? 2, device.channels(sur.target.channels, decodedAs: sur.codec)), bitrateKbps: sur.target.bitrateKbps,
                               language: language(a)), why)
         }
         return (try encodeStereo(a, presets.compatibilityAudio.stereo), why)
@@ -491,7 +517,7 @@ struct PlanContext {
         guard device.playsAudio(codec) else {
             throw unavailable("the audio must be re-encoded and caps.codecs_audio does not list \(codec), the codec Kiln encodes")
         }
-        let channels = min(a.channels ?? 2, t.channels)
+        let channels = min(a.channels ?? 2, device.channels(t.channels, decodedAs: codec))
         return AudioPlan(sourceIndex: a.index, action: .transcode, codec: codec, channels: max(1, channels),
                          bitrateKbps: stereoKbps(t, channels: channels), language: language(a))
     }

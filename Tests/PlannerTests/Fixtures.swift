@@ -16,10 +16,10 @@ func device(_ name: String) -> DeviceCaps { presets.deviceCaps(named: name)! }
 // MARK: synthetic sources
 
 func video(_ codec: String = "h264", _ w: Int, _ h: Int, index: Int = 0, fps: Double = 24, pix: String = "yuv420p",
-           profile: String? = nil, sar: Rational? = nil, rotation: Int? = nil, field: FieldOrder = .progressive,
+           profile: String? = nil, level: Int? = nil, sar: Rational? = nil, rotation: Int? = nil, field: FieldOrder = .progressive,
            kbps: Int? = nil, transfer: String? = nil, hdr: HDRKind? = nil, dv: DolbyVision? = nil,
            isDefault: Bool = true, attached: Bool = false) -> StreamInfo {
-    StreamInfo(index: index, type: .video, codec: codec, profile: profile, bitRate: kbps.map { $0 * 1000 },
+    StreamInfo(index: index, type: .video, codec: codec, profile: profile, level: level, bitRate: kbps.map { $0 * 1000 },
                disposition: Disposition(isDefault: isDefault, attachedPicture: attached), width: w, height: h,
                pixelFormat: pix, sampleAspectRatio: sar, frameRate: fps, fieldOrder: field, rotation: rotation,
                colorTransfer: transfer, hdr: hdr, dolbyVision: dv)
@@ -147,6 +147,13 @@ func checkInvariants(_ plan: Plan, source: MediaInfo, quality: Quality, caps: De
         if let v = plan.video, v.action == .copy { #expect(Codecs.mp4Video.contains(v.codec), sourceLocation: sourceLocation) }
     } else if caps != nil {
         #expect(dev.playsContainer(source.container), sourceLocation: sourceLocation)
+    }
+    // Within the finer caps: the encode's level, the decoded sound's channels.
+    if let most = caps?.maxH264Level, let level = plan.video?.encoder?.level {
+        #expect((H264Level(level)?.idc ?? 99) <= most, "level \(level) for a device of \(most)", sourceLocation: sourceLocation)
+    }
+    if let most = caps?.maxAudioChannels, let a = plan.audio, a.action == .transcode, !dev.audioPassthrough.contains(a.codec) {
+        #expect(a.channels <= most, "\(a.channels) channels for a device of \(most)", sourceLocation: sourceLocation)
     }
     for s in plan.subtitles {
         if s.action == .convert { #expect(s.codec == "mov_text" && s.reason == nil, sourceLocation: sourceLocation) }

@@ -709,7 +709,59 @@ let unknownFormatCases: [Case] = [
          Expect(audioIndex: 2, audio: .transcode, channels: 2, reasons: ["audio_format_unknown"])),
 ]
 
-let allCases = originalCases + rungCases + audioOnlyCases + audioCases + subtitleCases + sampleEntryCases + interlacedCases + latmCases
+// MARK: the finer caps (H.264 level, bit depth, HDR formats, channels)
+
+let level41 = DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxH264Level: 41)
+let finerCapsCases: [Case] = [
+    Case("caps.max_h264_level: an H.264 source above the device's level is re-encoded within it",
+         media("mp4", kbps: 12000, video("h264", 1920, 1080, profile: "High", level: 51), aacEng), .original, level41,
+         Expect(delivery: .transcode, video: .transcode, level: "4.1", reasons: ["video_level_above_cap"])),
+    Case("caps.max_h264_level: a source at the device's level plays as it is",
+         media("mp4", kbps: 12000, video("h264", 1920, 1080, profile: "High", level: 41), aacEng), .original, level41,
+         Expect(delivery: .original)),
+    Case("caps.max_h264_level 3.1 (an old phone): a 1080p encode is made 720p, which 3.1 holds",
+         media("mkv", kbps: 12000, h1080, aacEng), .mbps5,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxH264Level: 31),
+         Expect(delivery: .transcode, size: [1280, 720], level: "3.1", reasons: ["resolution_reduced_for_level"])),
+    Case("caps.max_h264_level 3.0: the 20 Mbps rung's bitrate comes down to what the level allows, and the picture to 480p",
+         media("mkv", kbps: 40000, h1080, aacEng), .mbps20,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxH264Level: 30),
+         Expect(delivery: .transcode, size: [854, 480], level: "3.0", reasons: ["resolution_reduced_for_level"])),
+    Case("caps.max_video_bit_depth 8: HEVC Main 10 is re-encoded for an 8-bit HEVC decoder",
+         media("mp4", kbps: 6000, video("hevc", 1920, 1080, pix: "yuv420p10le", profile: "Main 10"), aacEng), .original,
+         DeviceCaps(codecsVideo: ["h264", "hevc"], codecsAudio: ["aac"], containers: ["mp4"], maxVideoBitDepth: 8),
+         Expect(delivery: .transcode, reasons: ["video_profile_unsupported"])),
+    Case("caps.max_video_bit_depth 10: a software player (Kodi, VLC) gets H.264 High 10 as it is",
+         media("mp4", kbps: 6000, video("h264", 1920, 1080, pix: "yuv420p10le", profile: "High 10"), aacEng), .original,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxVideoBitDepth: 10),
+         Expect(delivery: .original)),
+    Case("caps.hdr_formats [hdr10]: HLG is tone-mapped for a display that shows HDR10 only",
+         media("mp4", kbps: 6000, hlg(), aacEng), .original,
+         DeviceCaps(codecsVideo: ["h264", "hevc"], codecsAudio: ["aac"], containers: ["mp4"], hdr: true, hdrFormats: ["hdr10"]),
+         Expect(delivery: .transcode, toneMap: true, reasons: ["hdr_unsupported"])),
+    Case("caps.hdr_formats [hdr10]: HDR10 plays as it is",
+         media("mp4", kbps: 6000, hdr10(), aacEng), .original,
+         DeviceCaps(codecsVideo: ["h264", "hevc"], codecsAudio: ["aac"], containers: ["mp4"], hdr: true, hdrFormats: ["hdr10"]),
+         Expect(delivery: .original)),
+    Case("caps.hdr_formats with dolby_vision: profile 5 (no base layer) plays on the device that lists it there",
+         media("mp4", kbps: 6000, dolbyVision(profile: 5, compat: 0), aacEng), .original,
+         DeviceCaps(codecsVideo: ["hevc"], codecsAudio: ["aac"], containers: ["mp4"], hdr: true, hdrFormats: ["hdr10", "dolby_vision"]),
+         Expect(delivery: .original)),
+    Case("caps.max_audio_channels 2: AAC 5.1 is made stereo for a device that decodes it itself",
+         media("mp4", kbps: 4000, h1080, audio("aac", ch: 6, index: 1, lang: "eng", isDefault: true, kbps: 384)), .original,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac", "ac3"], containers: ["mp4"], maxAudioChannels: 2),
+         Expect(delivery: .remux, video: .copy, audio: .transcode, audioCodec: "aac", channels: 2, reasons: ["audio_channels_above_cap"])),
+    Case("caps.max_audio_channels 2: E-AC-3 5.1 a device passes through to a receiver is copied",
+         media("mp4", kbps: 4000, h1080, audio("eac3", ch: 6, index: 1, lang: "eng", isDefault: true, kbps: 640)), .original,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac", "eac3"], audioPassthroughCodecs: ["eac3"], containers: ["mp4"], maxAudioChannels: 2),
+         Expect(delivery: .original)),
+    Case("caps.max_audio_channels 2 at a rung: 5.1 becomes stereo, not the rung's decoded surround",
+         media("mkv", kbps: 12000, h1080, audio("ac3", ch: 6, index: 1, lang: "eng", isDefault: true, kbps: 448)), .mbps10,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac", "ac3", "eac3"], containers: ["mp4"], maxAudioChannels: 2),
+         Expect(delivery: .transcode, audio: .transcode, audioCodec: "aac", channels: 2)),
+]
+
+let allCases = finerCapsCases + originalCases + rungCases + audioOnlyCases + audioCases + subtitleCases + sampleEntryCases + interlacedCases + latmCases
     + timestampCases + encryptedCases + dolbyVision7Cases + unknownFormatCases
 
 @Suite("planner rules")

@@ -1,0 +1,34 @@
+import Foundation
+import Testing
+import KilnCore
+import KilnTestSupport
+
+/// The caps a device can add beside the contract's (`max_h264_level`, `max_audio_channels`,
+/// …), judged on what ffprobe reads from the output.
+@Suite("finer device caps")
+struct FinerCapsTests {
+    @Test("an old TV's caps (H.264 up to level 4.0, stereo): a level 5.1 film with 5.1 AAC comes out at a level it decodes, in two channels")
+    func levelAndChannels() throws {
+        let source = try Media.generated("level51-aac51.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=24", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+            "-t", "2", "-c:v", "libx264", "-preset", "ultrafast", "-level", "5.1", "-af", "pan=5.1|FL=c0|FR=c0|FC=c0|LFE=c0|BL=c0|BR=c0",
+            "-c:a", "aac", "-b:a", "384k"])
+        let dir = Media.scratch("finer-caps")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let caps = dir.appendingPathComponent("tv.json").path
+        try #"{"codecs_video": ["h264"], "codecs_audio": ["aac"], "containers": ["mp4"], "max_h264_level": "4.0", "max_audio_channels": 2}"#
+            .write(toFile: caps, atomically: true, encoding: .utf8)
+        let before = try Command.probedStreams(source)
+        #expect(before.first?["level"]?.int == 51 && before.last?["channels"]?.int == 6, "the source is what the test needs")
+        try Command.prepare(source, quality: "original", caps: caps, scratch: "finer-caps-out") { run, out in
+            #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+            let reasons = "\(try Command.json(run)["plan"]?["reasons"] ?? .null)"
+            #expect(reasons.contains("video_level_above_cap") && reasons.contains("audio_channels_above_cap"), "\(reasons)")
+            let r = try Run.command("ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,level,channels", "-of", "json", out])
+            let streams = try JSONValue.parse(Array(r.stdout.utf8))["streams"]
+            guard case .array(let s)? = streams, s.count == 2 else { throw TestFailure("streams: \(r.stdout)") }
+            #expect(s[0]["codec_name"] == .string("h264") && (s[0]["level"]?.int ?? 99) <= 40, "\(s[0])")
+            #expect(s[1]["codec_name"] == .string("aac") && s[1]["channels"]?.int == 2, "\(s[1])")
+        }
+    }
+}
