@@ -71,21 +71,34 @@ void kiln_overlay_free(KilnOverlay **o) {
 }
 
 KilnOverlay *kiln_overlay_new(AVSubtitleRect *const *rects, int count, int canvas_width, int canvas_height,
-                              int width, int height, int bt601, int *error) {
+                              double canvas_pixel_aspect, int width, int height, int bt601, int *error) {
     *error = 0;
-    if (canvas_width <= 0 || canvas_height <= 0 || width < 2 || height < 2) { *error = AVERROR(EINVAL); return NULL; }
-    // The canvas fitted into the picture at one scale, centred (as mpv shows it): a disc's
+    if (canvas_width <= 0 || canvas_height <= 0 || width < 2 || height < 2 || !(canvas_pixel_aspect >= 0)) {
+        *error = AVERROR(EINVAL);
+        return NULL;
+    }
+    // The canvas's pixels take their shape (`canvas_pixel_aspect`, width over height) and the
+    // canvas is fitted into the picture at that shape, centred (as mpv shows it): a disc's
     // 1920x1080 canvas over a rip cropped to 1920x800 keeps its letters' shape, and its
-    // lines, placed in the disc's black bars, stay inside the picture.
-    float scale = fminf((float)width / (float)canvas_width, (float)height / (float)canvas_height);
-    float ox = ((float)width - (float)canvas_width * scale) / 2.0f, oy = ((float)height - (float)canvas_height * scale) / 2.0f;
+    // lines, placed in the disc's black bars, stay inside the picture; a DVD's 720x480 over
+    // its anamorphic picture is as wide as the picture. 0: the canvas is the whole picture.
+    float sx, sy;
+    if (canvas_pixel_aspect == 0) {
+        sx = (float)width / (float)canvas_width;
+        sy = (float)height / (float)canvas_height;
+    } else {
+        float pa = (float)canvas_pixel_aspect;
+        sy = fminf((float)width / ((float)canvas_width * pa), (float)height / (float)canvas_height);
+        sx = sy * pa;
+    }
+    float ox = ((float)width - (float)canvas_width * sx) / 2.0f, oy = ((float)height - (float)canvas_height * sy) / 2.0f;
     // The rectangles' bounds in the picture, widened to even positions and clipped.
     int x0 = width, y0 = height, x1 = 0, y1 = 0;
     for (int i = 0; i < count; i++) {
         const AVSubtitleRect *r = rects[i];
         if (!drawable(r)) continue;
-        int rx0 = (int)floorf(ox + (float)r->x * scale) - 1, ry0 = (int)floorf(oy + (float)r->y * scale) - 1;
-        int rx1 = (int)ceilf(ox + (float)(r->x + r->w) * scale) + 1, ry1 = (int)ceilf(oy + (float)(r->y + r->h) * scale) + 1;
+        int rx0 = (int)floorf(ox + (float)r->x * sx) - 1, ry0 = (int)floorf(oy + (float)r->y * sy) - 1;
+        int rx1 = (int)ceilf(ox + (float)(r->x + r->w) * sx) + 1, ry1 = (int)ceilf(oy + (float)(r->y + r->h) * sy) + 1;
         if (rx0 < x0) x0 = rx0;
         if (ry0 < y0) y0 = ry0;
         if (rx1 > x1) x1 = rx1;
@@ -111,24 +124,24 @@ KilnOverlay *kiln_overlay_new(AVSubtitleRect *const *rects, int count, int canva
         return NULL;
     }
     // Samples per output pixel on each axis: as many as whole canvas pixels it covers (at most 8).
-    int k = (int)floorf(1.0f / scale + 0.01f);
+    int k = (int)floorf(1.0f / fminf(sx, sy) + 0.01f);
     k = k < 1 ? 1 : k > 8 ? 8 : k;
     // Each rectangle over the ones before ("over", premultiplied), each over its own area
     // only: the work is the rectangles' area, however many a damaged stream lists.
     for (int m = 0; m < count; m++) {
         const AVSubtitleRect *r = rects[m];
         if (!drawable(r)) continue;
-        int rx0 = (int)floorf(ox + (float)r->x * scale) - 1 - x0, ry0 = (int)floorf(oy + (float)r->y * scale) - 1 - y0;
-        int rx1 = (int)ceilf(ox + (float)(r->x + r->w) * scale) + 1 - x0, ry1 = (int)ceilf(oy + (float)(r->y + r->h) * scale) + 1 - y0;
+        int rx0 = (int)floorf(ox + (float)r->x * sx) - 1 - x0, ry0 = (int)floorf(oy + (float)r->y * sy) - 1 - y0;
+        int rx1 = (int)ceilf(ox + (float)(r->x + r->w) * sx) + 1 - x0, ry1 = (int)ceilf(oy + (float)(r->y + r->h) * sy) + 1 - y0;
         rx0 = rx0 < 0 ? 0 : rx0; ry0 = ry0 < 0 ? 0 : ry0;
         rx1 = rx1 > o->width ? o->width : rx1; ry1 = ry1 > o->height ? o->height : ry1;
         for (int y = ry0; y < ry1; y++) {
             for (int x = rx0; x < rx1; x++) {
                 Premultiplied q = { 0, 0, 0, 0 };
                 for (int j = 0; j < k; j++) {
-                    float cy = ((float)(y0 + y) + ((float)j + 0.5f) / (float)k - oy) / scale;
+                    float cy = ((float)(y0 + y) + ((float)j + 0.5f) / (float)k - oy) / sy;
                     for (int i = 0; i < k; i++) {
-                        Premultiplied v = sample(r, ((float)(x0 + x) + ((float)i + 0.5f) / (float)k - ox) / scale, cy);
+                        Premultiplied v = sample(r, ((float)(x0 + x) + ((float)i + 0.5f) / (float)k - ox) / sx, cy);
                         q.r += v.r; q.g += v.g; q.b += v.b; q.a += v.a;
                     }
                 }

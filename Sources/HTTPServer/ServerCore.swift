@@ -181,7 +181,9 @@ final class ServerCore: Sendable {
     /// another representation, whose bytes must not go out under the old ETag and length.
     private func openFile(path: String, offset: UInt64, length: UInt64, identity: HTTPResponse.FileIdentity?) -> Opened {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return identity == nil ? .unavailable : .changed }
+        // Gone since the stat (removed, or renamed over on a network file system): changed.
+        // Anything else (no permission, no descriptors left) is no change.
+        guard fd >= 0 else { return identity != nil && (errno == ENOENT || errno == ESTALE) ? .changed : .unavailable }
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             close(fd)

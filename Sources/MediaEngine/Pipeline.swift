@@ -163,7 +163,8 @@ final class Pipeline {
         let packet = try Packet()
         let timed = Set(timedInputs)
         let sounds = Set(owners.map(\.inputIndex).filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO })
-        let texts = Set(owners.filter { $0 is SubtitleLane }.map(\.inputIndex))
+        // The kept subtitle streams (converted or burnt in): where their cues end.
+        let texts = Set(owners.map(\.inputIndex).filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_SUBTITLE })
         /// How far the kept audio and video have come (seconds, output time).
         func reach() -> Double? { timed.compactMap { delivered[$0]?.endSeconds }.filter(\.isFinite).max() }
         let reader = TimelineOutliers(demuxer: demuxer, judged: timed)

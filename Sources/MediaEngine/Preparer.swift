@@ -443,15 +443,31 @@ public enum Preparer {
                             "the source's stream \(index) is encrypted (DRM): it can only be delivered as the file it is")
         }
         var lanes: [Lane] = []
+        var burnLane: BurnLane?
         if let v = plan.video {
             guard let s = info.stream(v.sourceIndex), v.sourceIndex < demuxer.streamCount else {
                 throw KilnError(.planUnsupported, stage: .plan, "the plan's video stream \(v.sourceIndex) is not in the source")
             }
-            lanes.append(v.action == .copy ? CopyLane(demuxer: demuxer, index: v.sourceIndex, witness: witness,
-                                                      watchPictureSize: watchingPictureSize && plan.videoFallback != nil,
-                                                      derivePresentationTimes: s.presentationTimesMissing == true)
-                                           : try VideoTranscodeLane(demuxer: demuxer, plan: v, source: s,
-                                                                    burning: plan.subtitles.first { $0.action == .burn }))
+            if v.action == .copy {
+                lanes.append(CopyLane(demuxer: demuxer, index: v.sourceIndex, witness: witness,
+                                      watchPictureSize: watchingPictureSize && plan.videoFallback != nil,
+                                      derivePresentationTimes: s.presentationTimesMissing == true))
+            } else {
+                let lane = try VideoTranscodeLane(demuxer: demuxer, plan: v, source: s)
+                // A forced bitmap track to paint into the pictures: its packets reach the
+                // burner through a lane of their own, on the output's timeline.
+                if let burn = plan.subtitles.first(where: { $0.action == .burn }) {
+                    guard burn.sourceIndex >= 0, burn.sourceIndex < demuxer.streamCount,
+                          demuxer.stream(burn.sourceIndex).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_SUBTITLE else {
+                        throw KilnError(.planUnsupported, stage: .plan, "the plan's subtitle stream \(burn.sourceIndex) to burn in is not a subtitle stream of the source")
+                    }
+                    let burner = try SubtitleBurner(source: demuxer.stream(burn.sourceIndex), picture: demuxer.stream(v.sourceIndex),
+                                                    width: lane.size.width, height: lane.size.height, bt601: lane.bt601)
+                    lane.burner = burner
+                    burnLane = BurnLane(burner)
+                }
+                lanes.append(lane)
+            }
         }
         if let a = plan.audio {
             guard let s = info.stream(a.sourceIndex), a.sourceIndex < demuxer.streamCount else {
@@ -469,7 +485,7 @@ public enum Preparer {
         guard !lanes.isEmpty else {
             throw KilnError(.planUnsupported, stage: .plan, "the plan keeps no stream")
         }
-        return lanes
+        return lanes + [burnLane].compactMap { $0 }
     }
 
     /// Whether a source whose pictures and sound end well before the length it declares is
@@ -489,7 +505,8 @@ public enum Preparer {
         guard declared - end > tolerance else { return false }
         let lengths = [declared] + (demuxer.isMatroska && start > tolerance && declared - start > tolerance ? [declared - start] : [])
         for length in lengths where length - end <= tolerance || cueReach.map({ $0 >= length - tolerance }) == true { return true }
-        let stated = lanes.filter { !($0 is SubtitleLane) }.map { Prober.statedDuration(demuxer.stream(Int($0.inputIndex))) }
+        let stated = lanes.filter { demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type != AVMEDIA_TYPE_SUBTITLE }
+            .map { Prober.statedDuration(demuxer.stream(Int($0.inputIndex))) }
         return !stated.isEmpty && stated.allSatisfy { $0.map { $0 <= end + tolerance } ?? false }
     }
 

@@ -35,10 +35,11 @@ final class VideoTranscodeLane: Lane {
     /// Frames dropped because their timestamp did not advance in the encoder's time base.
     private(set) var droppedFrames = 0
 
-    /// Paints the forced bitmap subtitles the plan burns in (`SubtitleBurner`); nil without.
-    private let burner: SubtitleBurner?
+    /// Paints the forced bitmap subtitles the plan burns in (`SubtitleBurner`, fed by a
+    /// `BurnLane`); nil without.
+    var burner: SubtitleBurner?
 
-    init(demuxer: Demuxer, plan: VideoPlan, source: StreamInfo, burning: SubtitlePlan? = nil) throws(KilnError) {
+    init(demuxer: Demuxer, plan: VideoPlan, source: StreamInfo) throws(KilnError) {
         guard let settings = plan.encoder else {
             throw KilnError(.planUnsupported, stage: .plan, "the video plan has no encoder settings")
         }
@@ -65,19 +66,12 @@ final class VideoTranscodeLane: Lane {
         frameRate = Self.frameRate(demuxer: demuxer, stream: stream, source: source)
         decoder = try Decoder(stream: stream)
         filtered = try Frame()
-        if let burning {
-            guard burning.sourceIndex >= 0, burning.sourceIndex < demuxer.streamCount,
-                  demuxer.stream(burning.sourceIndex).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_SUBTITLE else {
-                throw KilnError(.planUnsupported, stage: .plan, "the plan's subtitle stream \(burning.sourceIndex) to burn in is not a subtitle stream of the source")
-            }
-            let bt601 = color.matrix == AVCOL_SPC_SMPTE170M || color.matrix == AVCOL_SPC_BT470BG
-            burner = try SubtitleBurner(path: demuxer.path, cancellation: demuxer.cancellation,
-                                        source: demuxer.stream(burning.sourceIndex), picture: stream,
-                                        width: Int32(even.width), height: Int32(even.height), bt601: bt601)
-        } else {
-            burner = nil
-        }
     }
+
+    /// Whether the output's matrix is BT.601's (a burner draws its overlays in it).
+    var bt601: Bool { color.matrix == AVCOL_SPC_SMPTE170M || color.matrix == AVCOL_SPC_BT470BG }
+    /// The encoded pictures' size.
+    var size: (width: Int32, height: Int32) { (Int32(plan.width), Int32(plan.height)) }
 
     var stats: LaneStats {
         var s = counters
@@ -212,13 +206,13 @@ final class VideoTranscodeLane: Lane {
         while try graph.pull(into: filtered) {
             defer { filtered.unref() }
             let p = filtered.pointer
-            let sourceTime = p.pointee.pts
-            guard let pts = outputPTS(sourceTime, from: graph.outputTimeBase, to: encoder.timeBase) else {
+            let time = p.pointee.pts
+            guard let pts = outputPTS(time, from: graph.outputTimeBase, to: encoder.timeBase) else {
                 droppedFrames += 1
                 continue
             }
-            if let burner, sourceTime != noPTS {
-                try burner.paint(filtered, at: rescale(sourceTime, from: graph.outputTimeBase, to: kiln_time_base_q()))
+            if let burner, time != noPTS {
+                try burner.paint(filtered, at: rescale(time, from: graph.outputTimeBase, to: kiln_time_base_q()))
             }
             lastPTS = pts
             p.pointee.pts = pts

@@ -534,14 +534,30 @@ struct PlanContext {
     /// rotated picture is left alone (its canvas would not be upright).
     func forcedBitmapSubtitle(sound: AudioPlan?) -> StreamInfo? {
         guard let v = video, Codecs.rotation(v) == 0 else { return nil }
-        let forced = source.subtitleStreams.filter {
-            Codecs.isTextSubtitle($0) == false && Self.burnableSubtitles.contains($0.codec.lowercased())
-                && ($0.disposition.forced || $0.title?.lowercased().includes("forced") == true)
-        }
+        let bitmaps = source.subtitleStreams.filter { Codecs.isTextSubtitle($0) == false && Self.burnableSubtitles.contains($0.codec.lowercased()) }
+        // The flag where a track has it; a title only where none does.
+        var forced = bitmaps.filter(\.disposition.forced)
+        if forced.isEmpty { forced = bitmaps.filter { Self.titledForced($0.title) } }
+        // The sound's language, else a track naming none; a sound naming none takes the
+        // only forced track there is (with several, it cannot tell which is its own).
         let wanted = sound?.language
-        if let wanted, let match = forced.first(where: { language($0) == wanted }) { return match }
-        if let untagged = forced.first(where: { language($0) == nil }) { return untagged }
-        return wanted == nil ? forced.first : nil
+        let chosen = wanted.flatMap { w in forced.first { language($0) == w } } ?? forced.first { language($0) == nil }
+            ?? (wanted == nil && forced.count == 1 ? forced.first : nil)
+        // A forced text track in that language is kept as one already: painted too, its
+        // lines would show twice.
+        if let chosen, source.subtitleStreams.contains(where: {
+            $0.disposition.forced && Codecs.isTextSubtitle($0) == true && language($0) == language(chosen)
+        }) { return nil }
+        return chosen
+    }
+
+    /// Whether a track's title says it holds forced subtitles: "Forced", "English (forced)",
+    /// not "Non-Forced" or "not forced".
+    static func titledForced(_ title: String?) -> Bool {
+        guard let t = title?.lowercased() else { return false }
+        let words = t.split(whereSeparator: { !$0.isLetter && $0 != "-" }).map(String.init)
+        return words.contains { $0 == "forced" || $0.hasPrefix("forced-") } && !words.contains("non-forced") && !words.contains("unforced")
+            && !t.includes("not forced") && !t.includes("non forced")
     }
 
     /// Text subtitles become `mov_text` (language and forced flag kept); bitmaps cannot

@@ -11,16 +11,17 @@ struct BurnInTests {
     /// is the first subtitle.", white on a 1280x720 canvas) from 2.02 s to 3.26 s: its
     /// subtitle track `forced`, in PGS or (converted by ffmpeg, with its end time) DVD pictures.
     /// `size` is the picture's: a rip cropped to 2.4:1 is 960x400 under the same canvas.
-    static func source(codec: String, forced: Bool, size: String = "960x540") throws -> String {
-        try Media.generated("burn-\(codec)-\(forced ? "forced" : "plain")-\(size).mkv") { tmp in
-            let pgs = try Media.generated("burn-pgs-forced-base-\(size).mkv", [
+    /// `offset`: the whole file's times start that many seconds late (a recording's clock).
+    static func source(codec: String, forced: Bool, size: String = "960x540", offset: Int = 0) throws -> String {
+        try Media.generated("burn-\(codec)-\(forced ? "forced" : "plain")-eng-\(size)-at\(offset).mkv") { tmp in
+            let pgs = try Media.generated("burn-pgs-base-eng-\(size).mkv", [
                 "-f", "lavfi", "-i", "color=black:size=\(size):rate=24", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
                 "-itsoffset", "2", "-i", Media.shared("ax_sample_with_pgs_subtitles.mkv"),
                 "-map", "0:v", "-map", "1:a", "-map", "2:s", "-t", "5", "-c:v", "libx264", "-preset", "ultrafast",
-                "-c:a", "aac", "-c:s", "copy", "-metadata:s:s:0", "language=eng"])
+                "-c:a", "aac", "-c:s", "copy", "-metadata:s:a:0", "language=eng", "-metadata:s:s:0", "language=eng"])
             let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-fix_sub_duration", "-i", pgs, "-map", "0",
                                                "-c:v", "copy", "-c:a", "copy", "-c:s", codec == "pgs" ? "copy" : "dvdsub",
-                                               "-disposition:s:0", forced ? "forced" : "0", tmp])
+                                               "-disposition:s:0", forced ? "forced" : "0", "-output_ts_offset", String(offset), tmp])
             guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
         }
     }
@@ -49,11 +50,11 @@ struct BurnInTests {
         return box
     }
 
-    @Test("a forced PGS or DVD track is painted into a transcode's pictures while it is on screen, where the disc puts it; an unforced one is not", arguments: [
-        ("pgs", true), ("dvd", true), ("pgs", false),
+    @Test("a forced PGS or DVD track is painted into a transcode's pictures while it is on screen, where the disc puts it (also in a file whose times start at 10 s); an unforced one is not", arguments: [
+        ("pgs", true, 0), ("dvd", true, 0), ("pgs", true, 10), ("pgs", false, 0),
     ])
-    func forcedSubtitlesBurnt(_ codec: String, _ forced: Bool) throws {
-        let source = try Self.source(codec: codec, forced: forced)
+    func forcedSubtitlesBurnt(_ codec: String, _ forced: Bool, _ offset: Int) throws {
+        let source = try Self.source(codec: codec, forced: forced, offset: offset)
         try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "burn-\(codec)") { run, out in
             #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
             let plan = try Command.json(run)["plan"]
@@ -63,8 +64,8 @@ struct BurnInTests {
             #expect(try Command.probedStreams(out).map { $0["type"]?.string ?? "" } == ["video", "audio"])
             let dir = URL(fileURLWithPath: out).deletingLastPathComponent()
             for t in [1.0, 4.2] {
-                let picture = try Self.luma(out, at: t, in: dir)
-                #expect(Self.bright(picture, above: 40) == nil, "nothing is on screen at \(t) s")
+                let lit = Self.bright(try Self.luma(out, at: t, in: dir), above: 40)
+                #expect(lit == nil, "nothing is on screen at \(t) s")
             }
             let during = try Self.luma(out, at: 2.6, in: dir)
             let box = Self.bright(during, above: 150)
@@ -89,7 +90,8 @@ struct BurnInTests {
             try Command.prepare(try Self.source(codec: "pgs", forced: true, size: size), quality: "1mbps", caps: "ios", scratch: "burn-fit") { run, out in
                 #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
                 let picture = try Self.luma(out, at: 2.6, in: URL(fileURLWithPath: out).deletingLastPathComponent())
-                let (x0, y0, x1, y1) = try #require(Self.bright(picture, above: 150), "the subtitle is on screen in the \(size) picture")
+                let box = Self.bright(picture, above: 150)
+                let (x0, y0, x1, y1) = try #require(box, "the subtitle is on screen in the \(size) picture")
                 #expect(y0 > picture.height / 2 && y1 < picture.height - 2, "low in the picture and inside it: \(y0)…\(y1) of \(picture.height)")
                 boxes.append((Double(x1 - x0), Double(y1 - y0)))
             }

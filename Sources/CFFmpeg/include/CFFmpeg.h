@@ -261,13 +261,15 @@ void kiln_skim_reader_free(KilnSkimReader **r);
 
 // ---- bitmap subtitles painted into pictures (subtitle_overlay.c) ----
 /// One decoded bitmap subtitle (its SUBTITLE_BITMAP rectangles on a canvas of
-/// `canvas_width` x `canvas_height`, fitted into the picture at one scale and centred)
-/// drawn for a `width` x `height` picture, ready to blend: premultiplied Y'CbCr 4:2:0,
-/// limited range, BT.601 coefficients when `bt601`, else BT.709's.
+/// `canvas_width` x `canvas_height` whose pixels are `canvas_pixel_aspect` wide for their
+/// height, fitted into the picture at that shape and centred; 0 stretches the canvas over
+/// the whole picture) drawn for a `width` x `height` picture of square pixels, ready to
+/// blend: premultiplied Y'CbCr 4:2:0, limited range, BT.601 coefficients when `bt601`,
+/// else BT.709's.
 typedef struct KilnOverlay KilnOverlay;
 /// NULL with `*error` 0 when nothing lands on the picture, with a negative AVERROR otherwise.
 KilnOverlay *kiln_overlay_new(AVSubtitleRect *const *rects, int count, int canvas_width, int canvas_height,
-                              int width, int height, int bt601, int *error);
+                              double canvas_pixel_aspect, int width, int height, int bt601, int *error);
 /// Blends the overlay into an 8-bit 4:2:0 (AV_PIX_FMT_YUV420P) picture of the size it was
 /// made for; the frame must be writable. 0 or a negative AVERROR.
 int kiln_overlay_blend(const KilnOverlay *o, AVFrame *frame);
