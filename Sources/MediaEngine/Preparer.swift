@@ -86,13 +86,27 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     /// (`StreamSuccession`); `subtitle_recoded` where text cues that are not UTF-8 were
     /// read in their language's code page (`SubtitleCharset`).
     public var adjustments: [String]?
+    /// A burnt-in forced subtitle track's work (nil without one).
+    public var burnedSubtitles: BurnedSubtitles?
     /// Bytes of the source the index forecast skimmed instead of reading (not reported:
     /// tests check that it skims).
     var forecastSkippedBytes: Int64 = 0
     enum CodingKeys: String, CodingKey {
         case wallSeconds = "wall_seconds", speed, corruptPackets = "corrupt_packets", repairedTimestamps = "repaired_timestamps"
         case ffmpegEquivalent = "ffmpeg_equivalent", phases, hashedWhileWriting = "hashed_while_writing"
-        case audioGapsFilled = "audio_gaps_filled", adjustments
+        case audioGapsFilled = "audio_gaps_filled", adjustments, burnedSubtitles = "burned_subtitles"
+    }
+}
+
+/// What painting a forced subtitle track into the pictures came to (`SubtitleBurner`).
+public struct BurnedSubtitles: Codable, Sendable, Equatable {
+    /// Display sets decoded (a PGS "clear" counts), pictures painted, and display sets a
+    /// damaged track piled up past `SubtitleBurner.pendingLimit` and lost.
+    public var displaySets: Int
+    public var pictures: Int
+    public var droppedDisplaySets: Int
+    enum CodingKeys: String, CodingKey {
+        case displaySets = "display_sets", pictures, droppedDisplaySets = "dropped_display_sets"
     }
 }
 
@@ -260,6 +274,7 @@ public enum Preparer {
         var equivalent: [String]? = nil
         var continued: [String] = []
         var recoded: [String] = []
+        var burned: BurnedSubtitles?
         var phases: [String: Double] = [:]
         var mark = started
         func phase(_ name: String) {
@@ -333,6 +348,9 @@ public enum Preparer {
                    lengthExplained(declared: verifiedLength, picturesAndSoundEnd: end, start: startOffset, cueReach: pipeline.cueReach,
                                    lanes: lanes, demuxer: demuxer) {
                     verifiedLength = end
+                }
+                burned = lanes.lazy.compactMap { ($0 as? BurnLane)?.burner }.first.map {
+                    BurnedSubtitles(displaySets: $0.stats.framesDecoded, pictures: $0.stats.framesEncoded, droppedDisplaySets: $0.droppedSets)
                 }
                 recoded = lanes.compactMap { lane in
                     (lane as? SubtitleLane).flatMap { sub in
@@ -426,7 +444,7 @@ public enum Preparer {
                                 corruptPackets: corrupt, repairedTimestamps: repaired, audioGapsFilled: gaps > 0 ? gaps : nil,
                                 ffmpegEquivalent: equivalent, phases: phases,
                                 hashedWhileWriting: hashedWhileWriting, adjustments: continued.isEmpty && recoded.isEmpty ? nil : continued + recoded,
-                                forecastSkippedBytes: forecast?.skippedBytes ?? 0))
+                                burnedSubtitles: burned, forecastSkippedBytes: forecast?.skippedBytes ?? 0))
     }
 
     /// The pipeline's lanes for `plan`, reading `demuxer`: one per kept stream, in output

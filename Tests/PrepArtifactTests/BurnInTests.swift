@@ -57,7 +57,11 @@ struct BurnInTests {
         let source = try Self.source(codec: codec, forced: forced, offset: offset)
         try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "burn-\(codec)") { run, out in
             #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
-            let plan = try Command.json(run)["plan"]
+            let json = try Command.json(run)
+            let plan = json["plan"]
+            // 2.02 s to 3.26 s at 24 fps: 30 pictures painted.
+            let painted = json["stats"]?["burned_subtitles"]?["pictures"]?.int
+            #expect(forced ? painted == 30 : painted == nil, "\(String(describing: json["stats"]?["burned_subtitles"]))")
             guard case .array(let subtitles)? = plan?["subtitles"] else { throw TestFailure("the plan lists no subtitles") }
             #expect(subtitles.map { $0["action"] } == [.string(forced ? "burn" : "drop")])
             // Painted in, not a track of its own: the MP4 has pictures and sound only.
