@@ -37,7 +37,8 @@ public final class Metrics: @unchecked Sendable {
             }
             if let job = artifact?.job, let started = job.startedAt {
                 if let finished = job.finishedAt { self.durations.observe(Double(finished - started) / 1000) }
-                self.queueWait.observe(Double(max(0, started - job.queuedAt)) / 1000)
+                // From when the work was asked for: a promoted job's place in line moved, its wait did not start again.
+                self.queueWait.observe(Double(max(0, started - job.askedAt)) / 1000)
             }
         }
     }

@@ -215,13 +215,18 @@ public struct JobRecord: Codable, Sendable, Equatable {
     public var progress: JobProgress?
     /// Why a claimable job is not running (e.g. "waiting_for_disk"), for the status endpoint.
     public var waitingReason: String?
+    /// Its place in line: when it was queued, or raised to a higher priority (then at that
+    /// line's back).
     public var queuedAt: Int64
     public var startedAt: Int64?
     public var finishedAt: Int64?
+    /// When its work was asked for (queued afresh); a promotion leaves it.
+    public var askedAt: Int64
 
     public init(id: Int64, artifactID: String, kind: JobKind, state: JobState, priority: Priority, attempt: Int,
                 maxAttempts: Int, runAfter: Int64, leaseOwner: String?, leaseExpiresAt: Int64?, progress: JobProgress?,
-                waitingReason: String?, queuedAt: Int64, startedAt: Int64?, finishedAt: Int64?) {
+                waitingReason: String?, queuedAt: Int64, startedAt: Int64?, finishedAt: Int64?, askedAt: Int64? = nil) {
+        self.askedAt = askedAt ?? queuedAt
         self.id = id
         self.artifactID = artifactID
         self.kind = kind
@@ -243,6 +248,7 @@ public struct JobRecord: Codable, Sendable, Equatable {
         case id, artifactID = "artifact_id", kind, state, priority, attempt, maxAttempts = "max_attempts"
         case runAfter = "run_after", leaseOwner = "lease_owner", leaseExpiresAt = "lease_expires_at", progress
         case waitingReason = "waiting_reason", queuedAt = "queued_at", startedAt = "started_at", finishedAt = "finished_at"
+        case askedAt = "asked_at"
     }
 }
 

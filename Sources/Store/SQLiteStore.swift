@@ -732,14 +732,14 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         let changed = try db.execute("""
             UPDATE jobs SET kind = ?, state = 'queued', priority = ?, priority_rank = ?, attempt = 0, max_attempts = ?,
                 run_after = ?, lease_owner = NULL, lease_expires_at = NULL, progress = NULL, waiting_reason = NULL,
-                queued_at = ?, started_at = NULL, finished_at = NULL
+                queued_at = ?, asked_at = ?, started_at = NULL, finished_at = NULL
             WHERE artifact_id = ?
-            """, kind.rawValue, priority.rawValue, priority.rank, maxAttempts, now, now, artifactID)
+            """, kind.rawValue, priority.rawValue, priority.rank, maxAttempts, now, now, now, artifactID)
         if changed == 0 {
             try db.execute("""
-                INSERT INTO jobs (artifact_id, kind, state, priority, priority_rank, attempt, max_attempts, run_after, queued_at)
-                VALUES (?, ?, 'queued', ?, ?, 0, ?, ?, ?)
-                """, artifactID, kind.rawValue, priority.rawValue, priority.rank, maxAttempts, now, now)
+                INSERT INTO jobs (artifact_id, kind, state, priority, priority_rank, attempt, max_attempts, run_after, queued_at, asked_at)
+                VALUES (?, ?, 'queued', ?, ?, 0, ?, ?, ?, ?)
+                """, artifactID, kind.rawValue, priority.rawValue, priority.rank, maxAttempts, now, now, now)
         }
     }
 
@@ -813,7 +813,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
 
     static let jobColumns = """
         id, artifact_id, kind, state, priority, attempt, max_attempts, run_after, lease_owner, lease_expires_at, \
-        progress, waiting_reason, queued_at, started_at, finished_at
+        progress, waiting_reason, queued_at, started_at, finished_at, COALESCE(asked_at, queued_at)
         """
 
     private func currentReferences(_ db: Database, _ artifactID: String) throws(KilnError) -> [String] {
@@ -882,7 +882,7 @@ private func jobRecord(_ row: Row) throws(KilnError) -> JobRecord {
               leaseExpiresAt: row.optionalInt64(9),
               progress: try row.optionalString(10).map { t throws(KilnError) in try decodeJSON(JobProgress.self, t) },
               waitingReason: row.optionalString(11), queuedAt: row.int64(12), startedAt: row.optionalInt64(13),
-              finishedAt: row.optionalInt64(14))
+              finishedAt: row.optionalInt64(14), askedAt: row.int64(15))
 }
 
 private func parse<T: RawRepresentable>(_ type: T.Type, _ text: String) throws(KilnError) -> T where T.RawValue == String {

@@ -227,6 +227,18 @@ struct StoreTests {
         try t.store.bind("phone-2", to: "old", priority: .interactive, now: 3_000)
         let order = [try t.store.claimOne(leaseUntil: 9_000, now: 3_001), try t.store.claimOne(leaseUntil: 9_000, now: 3_002)]
         #expect(order.map { $0?.plan.artifactKey } == [Fixture.key("asked"), Fixture.key("old")])
+        // Its place in line moved; its work was asked for at 1,000 all the same (the queue-wait metric).
+        #expect(order[1]?.job.queuedAt == 3_000 && order[1]?.job.askedAt == 1_000)
+    }
+
+    @Test("upgrading to schema 6: jobs already queued were asked for when they were queued")
+    func askedAtUpgrade() throws {
+        let t = try TempStore()
+        let b = try t.store.bind("dl-1", to: "x", now: 1_000)
+        _ = try sqlite3CLI(t.path, "ALTER TABLE jobs DROP COLUMN asked_at; PRAGMA user_version = 5;")
+        t.store = try t.reopen()
+        let job = try #require(try t.store.artifact(id: b.artifact.id)?.job)
+        #expect(job.askedAt == 1_000 && job.queuedAt == 1_000)
     }
 
     @Test("release: the last reference gone cancels an unfinished job and names the released reference")
@@ -659,7 +671,7 @@ struct StoreTests {
         let t = try TempStore()
         #expect(FileManager.default.fileExists(atPath: t.path + "-wal"))
         let out = try sqlite3CLI(t.path, "PRAGMA journal_mode; PRAGMA user_version;")
-        #expect(out == "wal\n5\n")
+        #expect(out == "wal\n6\n")
     }
 
     @Test("upgrading to schema 5 keys the originals already stored by their path as well, keeping their ids: their holders' next requests find them (no move, no new revision)")
@@ -667,7 +679,7 @@ struct StoreTests {
         let t = try TempStore()
         let held = try t.store.bind("o", to: "film", format: .original, now: 1_000)
         // As a schema-4 Kiln left it: no plan column, the original keyed by content alone.
-        _ = try sqlite3CLI(t.path, "ALTER TABLE artifact_references DROP COLUMN plan; PRAGMA user_version = 4;")
+        _ = try sqlite3CLI(t.path, "ALTER TABLE artifact_references DROP COLUMN plan; ALTER TABLE jobs DROP COLUMN asked_at; PRAGMA user_version = 4;")
         t.store = try t.reopen()
         let key = try sqlite3CLI(t.path, "SELECT key FROM artifacts WHERE id = '\(held.artifact.id)'")
         #expect(key == Plan.originalKey(Fixture.key("film"), path: "/media/movie.mkv") + "\n")
