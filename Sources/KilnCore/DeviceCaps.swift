@@ -105,7 +105,7 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         let text: String
         switch value {
         case .string(let s): text = s.trimmingWhitespace.lowercased()
-        case .number(let n) where n.isFinite: text = n == n.rounded() ? String(Int(n)) : String(n)
+        case .number(let n) where n.isFinite && abs(n) < 1000: text = n == n.rounded() ? String(Int(n)) : String(n)
         default: return nil
         }
         if text == "1b" { return 9 }

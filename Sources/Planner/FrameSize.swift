@@ -44,6 +44,19 @@ enum FrameSize {
         return (even(w, limit: limitW), even(h, limit: limitH))
     }
 
+    /// `size` made smaller at its shape (even sides) until it has at most `limit` macroblocks;
+    /// nil when nothing of at least 16x16 does.
+    static func shrunk(_ size: (width: Int, height: Int), toMacroblocks limit: Int) -> (width: Int, height: Int)? {
+        var (w, h) = size
+        let aspect = Double(size.width) / Double(size.height)
+        while H264Level.macroblocks(width: w, height: h) > limit {
+            if w <= 16 || h <= 16 { return nil }
+            if w >= h { w -= 2; h = max(2, Int((Double(w) / aspect / 2).rounded()) * 2) }
+            else { h -= 2; w = max(2, Int((Double(h) * aspect / 2).rounded()) * 2) }
+        }
+        return (w, h)
+    }
+
     /// Whether the coded frame fits a class: the coded size is what a decoder must hold.
     /// Unknown sizes fit (nothing says they do not).
     static func codedFits(_ s: StreamInfo, _ cls: ResolutionClass) -> Bool {
@@ -75,17 +88,19 @@ struct H264Level: Comparable {
     let maxFrameMacroblocks: Int
     /// kbit/s for High profile (Table A-1 value x 1.25).
     let maxHighBitrateKbps: Int
+    /// The VBV buffer, kbit, for High profile (Table A-1's MaxCPB x 1.25).
+    let maxHighBufferKbps: Int
 
     static let table: [H264Level] = [
-        H264Level(name: "3.0", maxMacroblocksPerSecond: 40_500, maxFrameMacroblocks: 1_620, maxHighBitrateKbps: 12_500),
-        H264Level(name: "3.1", maxMacroblocksPerSecond: 108_000, maxFrameMacroblocks: 3_600, maxHighBitrateKbps: 17_500),
-        H264Level(name: "3.2", maxMacroblocksPerSecond: 216_000, maxFrameMacroblocks: 5_120, maxHighBitrateKbps: 25_000),
-        H264Level(name: "4.0", maxMacroblocksPerSecond: 245_760, maxFrameMacroblocks: 8_192, maxHighBitrateKbps: 25_000),
-        H264Level(name: "4.1", maxMacroblocksPerSecond: 245_760, maxFrameMacroblocks: 8_192, maxHighBitrateKbps: 62_500),
-        H264Level(name: "4.2", maxMacroblocksPerSecond: 522_240, maxFrameMacroblocks: 8_704, maxHighBitrateKbps: 62_500),
-        H264Level(name: "5.0", maxMacroblocksPerSecond: 589_824, maxFrameMacroblocks: 22_080, maxHighBitrateKbps: 168_750),
-        H264Level(name: "5.1", maxMacroblocksPerSecond: 983_040, maxFrameMacroblocks: 36_864, maxHighBitrateKbps: 300_000),
-        H264Level(name: "5.2", maxMacroblocksPerSecond: 2_073_600, maxFrameMacroblocks: 36_864, maxHighBitrateKbps: 300_000),
+        H264Level(name: "3.0", maxMacroblocksPerSecond: 40_500, maxFrameMacroblocks: 1_620, maxHighBitrateKbps: 12_500, maxHighBufferKbps: 12_500),
+        H264Level(name: "3.1", maxMacroblocksPerSecond: 108_000, maxFrameMacroblocks: 3_600, maxHighBitrateKbps: 17_500, maxHighBufferKbps: 17_500),
+        H264Level(name: "3.2", maxMacroblocksPerSecond: 216_000, maxFrameMacroblocks: 5_120, maxHighBitrateKbps: 25_000, maxHighBufferKbps: 25_000),
+        H264Level(name: "4.0", maxMacroblocksPerSecond: 245_760, maxFrameMacroblocks: 8_192, maxHighBitrateKbps: 25_000, maxHighBufferKbps: 31_250),
+        H264Level(name: "4.1", maxMacroblocksPerSecond: 245_760, maxFrameMacroblocks: 8_192, maxHighBitrateKbps: 62_500, maxHighBufferKbps: 78_125),
+        H264Level(name: "4.2", maxMacroblocksPerSecond: 522_240, maxFrameMacroblocks: 8_704, maxHighBitrateKbps: 62_500, maxHighBufferKbps: 78_125),
+        H264Level(name: "5.0", maxMacroblocksPerSecond: 589_824, maxFrameMacroblocks: 22_080, maxHighBitrateKbps: 168_750, maxHighBufferKbps: 168_750),
+        H264Level(name: "5.1", maxMacroblocksPerSecond: 983_040, maxFrameMacroblocks: 36_864, maxHighBitrateKbps: 300_000, maxHighBufferKbps: 300_000),
+        H264Level(name: "5.2", maxMacroblocksPerSecond: 2_073_600, maxFrameMacroblocks: 36_864, maxHighBitrateKbps: 300_000, maxHighBufferKbps: 300_000),
     ]
 
     init?(_ name: String) {
@@ -93,30 +108,32 @@ struct H264Level: Comparable {
         self = l
     }
 
-    private init(name: String, maxMacroblocksPerSecond: Int, maxFrameMacroblocks: Int, maxHighBitrateKbps: Int) {
+    private init(name: String, maxMacroblocksPerSecond: Int, maxFrameMacroblocks: Int, maxHighBitrateKbps: Int, maxHighBufferKbps: Int) {
         self.name = name
         self.maxMacroblocksPerSecond = maxMacroblocksPerSecond
         self.maxFrameMacroblocks = maxFrameMacroblocks
         self.maxHighBitrateKbps = maxHighBitrateKbps
+        self.maxHighBufferKbps = maxHighBufferKbps
     }
+
+    /// Whether a picture at a rate, bitrate and buffer is within the level.
+    func holds(width: Int, height: Int, fps: Double, maxrateKbps: Int, bufsizeKbps: Int) -> Bool {
+        let mbs = H264Level.macroblocks(width: width, height: height)
+        return mbs <= maxFrameMacroblocks && Double(mbs) * (fps > 0 ? fps : 30) <= Double(maxMacroblocksPerSecond)
+            && maxrateKbps <= maxHighBitrateKbps && bufsizeKbps <= maxHighBufferKbps
+    }
+
+    static func macroblocks(width: Int, height: Int) -> Int { ((width + 15) / 16) * ((height + 15) / 16) }
 
     private var index: Int { H264Level.table.firstIndex { $0.name == name }! }
     /// As H.264's `level_idc` writes it: 41 for 4.1.
     var idc: Int { Int(name.filter { $0 != "." }) ?? 0 }
     static func < (a: H264Level, b: H264Level) -> Bool { a.index < b.index }
 
-    /// The lowest level at or above `floor` that holds the frame at the rate and bitrate;
-    /// 5.2 when nothing does (x264 then signals 5.2 and players that care will say so).
-    static func required(width: Int, height: Int, fps: Double, maxrateKbps: Int, floor: H264Level) -> H264Level {
-        let mbs = ((width + 15) / 16) * ((height + 15) / 16)
-        let rate = fps > 0 ? fps : 30
-        for level in table where level >= floor {
-            if mbs <= level.maxFrameMacroblocks,
-               Double(mbs) * rate <= Double(level.maxMacroblocksPerSecond),
-               maxrateKbps <= level.maxHighBitrateKbps {
-                return level
-            }
-        }
-        return table.last!
+    /// The lowest level at or above `floor` that holds the frame at the rate, bitrate and
+    /// buffer; 5.2 when nothing does (x264 then signals 5.2 and players that care will say so).
+    static func required(width: Int, height: Int, fps: Double, maxrateKbps: Int, bufsizeKbps: Int, floor: H264Level) -> H264Level {
+        table.first { $0 >= floor && $0.holds(width: width, height: height, fps: fps, maxrateKbps: maxrateKbps, bufsizeKbps: bufsizeKbps) }
+            ?? table.last!
     }
 }

@@ -363,16 +363,24 @@ struct PlanContext {
                 bufsize = bufsize * cap.maxHighBitrateKbps / maxrate
                 maxrate = cap.maxHighBitrateKbps
             }
-            while H264Level.required(width: size.width, height: size.height, fps: fps, maxrateKbps: maxrate, floor: floor) > cap {
-                guard let smaller = ResolutionClass.allCases.last(where: { $0 < cls }), let fitted = FrameSize.fit(v, into: smaller) else {
-                    throw unavailable("a \(size.width)x\(size.height) picture at \(Int(fps.rounded())) fps needs more than caps.max_h264_level \(cap.name), and 480p is the smallest Kiln makes")
+            bufsize = min(bufsize, cap.maxHighBufferKbps)
+            let before = size
+            while !cap.holds(width: size.width, height: size.height, fps: fps, maxrateKbps: maxrate, bufsizeKbps: bufsize) {
+                if let smaller = ResolutionClass.allCases.last(where: { $0 < cls }), let fitted = FrameSize.fit(v, into: smaller) {
+                    cls = smaller
+                    size = fitted
+                } else {
+                    // Below 480p's class: smaller at the same shape until the level holds it
+                    // (480p30 is 48,600 macroblocks a second, 3.0 takes 40,500: 770x432).
+                    guard let smaller = FrameSize.shrunk(size, toMacroblocks: min(cap.maxFrameMacroblocks, Int(Double(cap.maxMacroblocksPerSecond) / (fps > 0 ? fps : 30)))) else {
+                        throw unavailable("no picture at \(Int(fps.rounded())) fps fits caps.max_h264_level \(cap.name)")
+                    }
+                    size = smaller
                 }
-                cls = smaller
-                size = fitted
-                if !reasons.contains("resolution_reduced_for_level") { reasons.append("resolution_reduced_for_level") }
             }
+            if size != before { reasons.append("resolution_reduced_for_level") }
         }
-        let level = H264Level.required(width: size.width, height: size.height, fps: fps, maxrateKbps: maxrate, floor: floor)
+        let level = H264Level.required(width: size.width, height: size.height, fps: fps, maxrateKbps: maxrate, bufsizeKbps: bufsize, floor: floor)
         let encoder = EncoderSettings(name: "libx264", preset: rung.preset, crf: rung.crf, maxrateKbps: maxrate,
                                       bufsizeKbps: bufsize, profile: rung.profile, level: level.name,
                                       gopSeconds: rung.gopSeconds, pixFmt: "yuv420p")
@@ -450,11 +458,10 @@ struct PlanContext {
     func surround(_ target: SurroundTarget?, for a: StreamInfo) -> (codec: String, target: SurroundTarget)? {
         guard let target, (a.channels ?? 2) > 2 else { return nil }
         let codecs = target.codecs.map(Codecs.canonical)
-        // A device that plays two channels at most of what it decodes gets surround only
-        // in a codec it passes through.
-        let decodes = (device.maxAudioChannels ?? .max) > 2
-        guard let codec = codecs.first(where: { decodes && device.audioDecode.contains($0) }) ?? codecs.first(where: device.audioPassthrough.contains)
-        else { return nil }
+        // A device that plays two channels at most of what it decodes gets stereo: a surround
+        // encode only it passes through needs a receiver a download is often played without.
+        guard (device.maxAudioChannels ?? .max) > 2,
+              let codec = codecs.first(where: device.audioDecode.contains) ?? codecs.first(where: device.playsAudio) else { return nil }
         return (codec, target)
     }
 

@@ -148,6 +148,10 @@ func checkInvariants(_ plan: Plan, source: MediaInfo, quality: Quality, caps: De
     } else if caps != nil {
         #expect(dev.playsContainer(source.container), sourceLocation: sourceLocation)
     }
+    // The encode's buffer and bitrate within the level it signals (x264 warns, players may refuse).
+    if let e = plan.video?.encoder, let level = H264Level(e.level) {
+        #expect(e.bufsizeKbps <= level.maxHighBufferKbps && e.maxrateKbps <= level.maxHighBitrateKbps, "\(e)", sourceLocation: sourceLocation)
+    }
     // Within the finer caps: the encode's level, the decoded sound's channels.
     if let most = caps?.maxH264Level, let level = plan.video?.encoder?.level {
         #expect((H264Level(level)?.idc ?? 99) <= most, "level \(level) for a device of \(most)", sourceLocation: sourceLocation)
