@@ -16,6 +16,11 @@ public struct Plan: Codable, Sendable, Equatable {
     /// rest of the plan, so not part of its key.
     public var videoFallback: VideoPlan?
     public var audio: AudioPlan?
+    /// For a copied sound: the encode that replaces the copy if the copy stops (its format
+    /// changes mid-stream, damage the muxer cannot take), made by the device's rules (its
+    /// codecs, its channels). Not part of the key, as `videoFallback`; nil where the
+    /// engine's own (AAC at the copy's channels) is the device's too.
+    public var audioFallback: AudioPlan?
     public var subtitles: [SubtitlePlan]
     /// Stable machine words saying why (e.g. `container_unsupported`, `source_fits_target`).
     public var reasons: [String]
@@ -39,7 +44,7 @@ public struct Plan: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case quality, effectiveQuality = "effective_quality", deliveryFormat = "delivery_format"
         case targetBitrateKbps = "target_bitrate_kbps", container, video, audio, subtitles, reasons
-        case artifactKey = "artifact_key", videoFallback = "video_fallback"
+        case artifactKey = "artifact_key", videoFallback = "video_fallback", audioFallback = "audio_fallback"
     }
 }
 

@@ -182,7 +182,8 @@ public enum Preparer {
                     // The audio's format changed: re-encoded (decoders follow the change; the
                     // resampler keeps one format).
                     guard let audio = current.audio, audio.action == .copy else { throw error }
-                    current.audio = reencoded(audio, source: opened.info)
+                    current.audio = current.audioFallback ?? reencoded(audio, source: opened.info)
+                    current.audioFallback = nil
                     adjustments.append("audio_reencoded: \(what.description)")
                 }
                 source = ProbedSource(demuxer: try Demuxer(path: opened.path, cancellation: cancellation), info: opened.info,

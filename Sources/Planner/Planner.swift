@@ -280,6 +280,7 @@ struct PlanContext {
                         container: "mp4", video: video.map(copyVideo), audio: audioPlan, subtitles: subs,
                         reasons: reasons + subReasons, artifactKey: "")
         plan.videoFallback = videoFallback(rung)
+        plan.audioFallback = audioFallback(audioPlan, rung: rung)
         return plan
     }
 
@@ -310,9 +311,28 @@ struct PlanContext {
         let audioPlan = audio?.plan
         reasons += audio?.reasons ?? []
         let (subs, subReasons) = subtitlePlans(burning: videoPlan == nil ? nil : forcedBitmapSubtitle(sound: audioPlan))
-        return Plan(quality: requested, effectiveQuality: rung.quality, deliveryFormat: .transcode,
-                    targetBitrateKbps: rung.capKbps, container: "mp4", video: videoPlan, audio: audioPlan,
-                    subtitles: subs, reasons: reasons + subReasons, artifactKey: "")
+        var plan = Plan(quality: requested, effectiveQuality: rung.quality, deliveryFormat: .transcode,
+                        targetBitrateKbps: rung.capKbps, container: "mp4", video: videoPlan, audio: audioPlan,
+                        subtitles: subs, reasons: reasons + subReasons, artifactKey: "")
+        plan.audioFallback = audioFallback(audioPlan, rung: requested == .original ? nil : rung)
+        return plan
+    }
+
+    /// What replaces a copied sound whose copy stops: the encode the device would get had
+    /// it not played the sound as it is (the rung's, or `original`'s compatibility audio),
+    /// only where the engine's own would not do (a device that cannot decode that many
+    /// channels, or AAC at all). Nil for an encoded sound, or where none can be made.
+    func audioFallback(_ sound: AudioPlan?, rung: Rung?) -> AudioPlan? {
+        guard let sound, sound.action == .copy, let a = source.stream(sound.sourceIndex) else { return nil }
+        let channels = max(1, min(sound.channels > 0 ? sound.channels : 2, 8))
+        if device.audioDecode.contains("aac") && device.channels(channels, decodedAs: "aac") == channels { return nil }
+        let targets = rung.map { ($0.surround, $0.audio) } ?? (presets.compatibilityAudio.surround, presets.compatibilityAudio.stereo)
+        if let sur = surround(targets.0, for: a) {
+            return AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec,
+                             channels: min(a.channels ?? 2, device.channels(sur.target.channels, decodedAs: sur.codec)),
+                             bitrateKbps: sur.target.bitrateKbps, language: language(a))
+        }
+        return try? encodeStereo(a, targets.1)
     }
 
     /// `original` re-encodes the picture only because the device cannot show it: its sound

@@ -156,8 +156,10 @@ func checkInvariants(_ plan: Plan, source: MediaInfo, quality: Quality, caps: De
     if let most = caps?.maxH264Level, let level = plan.video?.encoder?.level {
         #expect((H264Level(level)?.idc ?? 99) <= most, "level \(level) for a device of \(most)", sourceLocation: sourceLocation)
     }
-    if let most = caps?.maxAudioChannels, let a = plan.audio, a.action == .transcode, !dev.audioPassthrough.contains(a.codec) {
-        #expect(a.channels <= most, "\(a.channels) channels for a device of \(most)", sourceLocation: sourceLocation)
+    for a in [plan.audio, plan.audioFallback].compactMap({ $0 }) where a.action == .transcode {
+        if let most = caps?.maxAudioChannels, !dev.audioPassthrough.contains(a.codec) {
+            #expect(a.channels <= most, "\(a.channels) channels for a device of \(most)", sourceLocation: sourceLocation)
+        }
     }
     for s in plan.subtitles {
         if s.action == .convert { #expect(s.codec == "mov_text" && s.reason == nil, sourceLocation: sourceLocation) }

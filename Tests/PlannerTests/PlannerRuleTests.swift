@@ -23,6 +23,8 @@ struct Expect: Sendable {
     var audioKbps: Int? = nil
     var subtitles: [SubtitleAction]? = nil
     var subtitleLanguages: [String?]? = nil
+    /// The channels of the plan's audio fallback; [] for none.
+    var audioFallback: [Int]? = nil
     var reasons: [String] = []
     var notReasons: [String] = []
 }
@@ -784,6 +786,14 @@ let finerCapsCases: [Case] = [
          media("mp4", kbps: 4000, h1080, audio("aac", ch: 6, index: 1, lang: "eng", isDefault: true, kbps: 384)), .original,
          DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac", "ac3", "eac3"], audioPassthroughCodecs: ["ac3", "eac3"], containers: ["mp4"], maxAudioChannels: 2),
          Expect(delivery: .remux, audio: .transcode, audioCodec: "aac", channels: 2, reasons: ["audio_channels_above_cap"])),
+    Case("caps.max_audio_channels 2: E-AC-3 5.1 passed through is copied, and were the copy to stop, its encode is stereo (the engine's own would be AAC 5.1)",
+         media("mkv", kbps: 4000, h1080, audio("eac3", ch: 6, index: 1, lang: "eng", isDefault: true, kbps: 640)), .original,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac", "eac3"], audioPassthroughCodecs: ["eac3"], containers: ["mp4"], maxAudioChannels: 2),
+         Expect(delivery: .remux, audio: .copy, audioFallback: [2])),
+    Case("a copied sound the device could decode as AAC at its channels needs no fallback of the plan's (the engine's own is that)",
+         media("mkv", kbps: 4000, h1080, audio("eac3", ch: 6, index: 1, lang: "eng", isDefault: true, kbps: 640)), .original,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac", "eac3"], containers: ["mp4"]),
+         Expect(delivery: .remux, audio: .copy, audioFallback: [])),
     Case("caps.max_audio_channels 2 at a rung: 5.1 becomes stereo, not the rung's decoded surround",
          media("mkv", kbps: 12000, h1080, audio("ac3", ch: 6, index: 1, lang: "eng", isDefault: true, kbps: 448)), .mbps10,
          DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac", "ac3", "eac3"], containers: ["mp4"], maxAudioChannels: 2),
@@ -829,6 +839,7 @@ struct PlannerRuleTests {
         if e.noVideo { #expect(plan.video == nil) }
         if let subs = e.subtitles { #expect(plan.subtitles.map(\.action) == subs) }
         if let languages = e.subtitleLanguages { #expect(plan.subtitles.map(\.language) == languages) }
+        if let fallback = e.audioFallback { #expect((plan.audioFallback.map { [$0.channels] } ?? []) == fallback, "\(String(describing: plan.audioFallback))") }
         for r in e.reasons { #expect(plan.reasons.contains(r), "missing reason \(r) in \(plan.reasons)") }
         for r in e.notReasons { #expect(!plan.reasons.contains(r), "unexpected reason \(r) in \(plan.reasons)") }
     }

@@ -779,6 +779,29 @@ struct SourceDamageTests {
         #expect(decode.status == 0, "\(decode.stderr.prefix(300))")
     }
 
+    @Test("a copy the MP4 muxer refuses is replaced by the plan's audio fallback (the device's rules) where the plan has one, not the engine's own AAC")
+    func refusedAudioTakesThePlansFallback() throws {
+        let dir = Media.scratch("refused-audio-fallback")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try Self.hrdAVI(in: dir, audioChunk: 100, sizeByte: 2, to: 0xe9)
+        let planned = try Command.run(["plan", source, "--quality", "original", "--caps", "ios", "--json"])
+        guard case .object(var plan) = try JSONValue.parse(Array(planned.stdout.utf8)), case .object(let audio)? = plan["audio"],
+              audio["action"] == .string("copy") else { throw TestFailure("no copied sound in \(planned.stdout.prefix(400))") }
+        // The engine's own would be AAC at 96 kbit/s; the plan's says 40.
+        plan["audio_fallback"] = .object(["source_index": audio["source_index"] ?? .null, "action": .string("transcode"), "codec": .string("aac"),
+                                          "channels": .number(1), "bitrate_kbps": .number(40)])
+        let planFile = dir.appendingPathComponent("plan.json").path
+        try JSON.string(JSONValue.object(plan)).write(toFile: planFile, atomically: true, encoding: .utf8)
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["run", source, "--plan", planFile, "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout.prefix(400))")
+        let executed = try Command.json(r)["executed_plan"]?["audio"]
+        #expect(executed?["codec"] == .string("aac") && executed?["bitrate_kbps"]?.int == 40, "\(String(describing: executed))")
+        let probe = try Run.command("ffprobe", ["-v", "error", "-select_streams", "a", "-show_entries", "stream=codec_name,bit_rate", "-of", "csv=p=0", out])
+        let kbps = (Int(probe.stdout.split(separator: ",").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0) / 1000
+        #expect(probe.stdout.hasPrefix("aac") && kbps > 20 && kbps < 60, "\(probe.stdout)")
+    }
+
     @Test("a damaged sample size that libavformat cannot allocate (ENOMEM) ends the readable data, not the job as out of memory")
     func impossibleSampleSize() throws {
         // One byte of an MP4 sample table changed (found by fuzzing): reading that sample
