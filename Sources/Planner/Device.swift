@@ -90,7 +90,8 @@ struct Device: Sendable {
         if s.fieldOrder?.isInterlaced == true && !interlaced {
             problems.append("interlaced_unsupported")
         }
-        if Codecs.isHDR(s) && !showsHDR(Codecs.hdrFormat(s)) {
+        // A display that shows Dolby Vision shows a Dolby Vision stream whatever its base layer.
+        if Codecs.isHDR(s) && !showsHDR(Codecs.hdrFormat(s)) && !(s.dolbyVision != nil && dolbyVision) {
             problems.append("hdr_unsupported")
         } else if s.dolbyVisionWithoutBaseLayer && !dolbyVision {
             problems.append("dolby_vision_unsupported")
