@@ -240,9 +240,12 @@ final class AudioTranscodeLane: Lane {
         return rates[0]
     }
 
-    /// The source's layout when it has the planned channel count (and the encoder takes
-    /// it), else the layout of that count the encoder lists that keeps the most of the
-    /// source's channels (`ChannelLayouts.best`), else libavutil's default for the count.
+    /// The source's layout when it has the planned channel count and the encoder lists it,
+    /// else the layout of that count the encoder lists that keeps the most of the source's
+    /// channels (`ChannelLayouts.best`), else libavutil's default for the count (an encoder
+    /// that lists none: AAC, which writes a 5.1 with side surrounds, AC-3's and DTS's 5.1,
+    /// with a program config element that MP4's sample entry cannot say: 0 channels to a
+    /// reader of the index, and to some decoders).
     private static func channelLayout(_ codec: UnsafePointer<AVCodec>, channels: Int32,
                                       source: inout AVChannelLayout, into out: inout AVChannelLayout) throws(KilnError) {
         var listed: [AVChannelLayout] = []
@@ -251,7 +254,7 @@ final class AudioTranscodeLane: Lane {
             while list[i].nb_channels != 0 { listed.append(list[i]); i += 1 }
         }
         let sourceUsable = source.nb_channels == channels && source.order == AV_CHANNEL_ORDER_NATIVE
-        if sourceUsable && (listed.isEmpty || listed.contains(where: { var c = $0; return av_channel_layout_compare(&c, &source) == 0 })) {
+        if sourceUsable && listed.contains(where: { var c = $0; return av_channel_layout_compare(&c, &source) == 0 }) {
             try check(av_channel_layout_copy(&out, &source), .encode, "cannot copy the channel layout")
             return
         }

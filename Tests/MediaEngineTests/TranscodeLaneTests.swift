@@ -372,7 +372,7 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(try decodesCleanly(out.path) == "")
     }
 
-    @Test("E-AC-3 5.1 is downmixed to stereo AAC, or re-encoded as 5.1 AC-3 and E-AC-3")
+    @Test("E-AC-3 5.1 is downmixed to stereo AAC, or re-encoded as 5.1 AC-3, E-AC-3 and AAC (whose 5.1 the MP4 index says)")
     func surroundAudio() throws {
         let dir = scratchDir()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -382,10 +382,16 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(a["codec_name"] == "aac" && a.int("channels") == 2 && a.int("sample_rate") == 48000)
         #expect(abs(duration(a) - 2.0) < 0.1)
         #expect(try decodesCleanly(stereo.path) == "")
-        for codec in ["ac3", "eac3"] {
+        // AAC 5.1 too (the engine's re-encode of a copied 5.1 whose copy stops): written with
+        // AAC's own 5.1, whose channel configuration MP4's sample entry says; the source's
+        // 5.1 with side surrounds needs a program config element, and the MP4 said 0 channels.
+        for codec in ["ac3", "eac3", "aac"] {
             let out = try transcode(source, audio: audioPlan(0, codec: codec, channels: 6, kbps: 384), to: dir)
             let s = try #require(try probe(out.path).first)
             #expect(s["codec_name"] == codec && s.int("channels") == 6)
+            // As verification reads the MP4: its index alone, no decoding.
+            let indexed = try Prober.describe(try Demuxer(path: out.path, cancellation: Cancellation(), analyze: false), scan: false)
+            #expect(indexed.audioStreams.first?.channels == 6, "\(codec): \(String(describing: indexed.audioStreams.first?.channels))")
             #expect(abs(duration(s) - 2.0) < 0.1)
             #expect(try decodesCleanly(out.path) == "")
         }
