@@ -114,9 +114,12 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         if parts.count == 2, let major = Int(parts[0]), let minor = Int(parts[1]), (0...9).contains(minor) { idc = major * 10 + minor }
         else if parts.count == 1, let whole = Int(parts[0]) { idc = whole < 10 ? whole * 10 : whole }
         else { idc = nil }
-        guard let idc, (9...62).contains(idc) else { return nil }
+        guard let idc, h264LevelIDCs.contains(idc) else { return nil }
         return idc
     }
+
+    /// The levels H.264 defines (Table A-1), as `level_idc`; 9 is 1b.
+    static let h264LevelIDCs: Set<Int> = [9, 10, 11, 12, 13, 20, 21, 22, 30, 31, 32, 40, 41, 42, 50, 51, 52, 60, 61, 62]
 
     /// Decodes caps from JSON, naming the offending field in `invalid_caps`.
     public static func parse(_ data: [UInt8]) throws(KilnError) -> DeviceCaps {
@@ -181,7 +184,13 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         }
         func count(_ key: String, _ range: ClosedRange<Int>) throws(KilnError) -> Int? {
             guard let v = o[key], v != .null else { return nil }
-            guard case .number(let n) = v, n == n.rounded(), n >= Double(range.lowerBound), n <= Double(range.upperBound) else {
+            // A number, or one written as a string ("2"), as clients write the level.
+            let number: Double? = switch v {
+            case .number(let n): n
+            case .string(let s): Int(s.trimmingWhitespace).map(Double.init)
+            default: nil
+            }
+            guard let n = number, n == n.rounded(), n >= Double(range.lowerBound), n <= Double(range.upperBound) else {
                 throw KilnError(.invalidCaps, stage: .request, field: key,
                                 "caps.\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound)")
             }

@@ -62,9 +62,9 @@ struct PresetsTests {
         for (text, idc) in [(#""4.1""#, 41), ("4.1", 41), ("41", 41), (#""41""#, 41), ("5", 50), (#""3.0""#, 30), (#""1b""#, 9)] {
             #expect(try DeviceCaps.parse(Array(#"{"max_h264_level": \#(text)}"#.utf8)).maxH264Level == idc, "\(text)")
         }
-        let caps = try DeviceCaps.parse(Array(#"{"max_video_bit_depth": 10, "hdr_formats": ["HDR10+", "Dolby-Vision", "hlg"], "max_audio_channels": 2}"#.utf8))
+        let caps = try DeviceCaps.parse(Array(#"{"max_video_bit_depth": 10, "hdr_formats": ["HDR10+", "Dolby-Vision", "hlg"], "max_audio_channels": "2"}"#.utf8))
         #expect(caps.maxVideoBitDepth == 10 && caps.hdrFormats == ["hdr10", "dolby_vision", "hlg"] && caps.maxAudioChannels == 2)
-        for (bad, field) in [(#"{"max_h264_level": "high"}"#, "max_h264_level"), (#"{"max_h264_level": 7.5}"#, "max_h264_level"), (#"{"max_h264_level": 1e300}"#, "max_h264_level"),
+        for (bad, field) in [(#"{"max_h264_level": "high"}"#, "max_h264_level"), (#"{"max_h264_level": 7.5}"#, "max_h264_level"), (#"{"max_h264_level": 1e300}"#, "max_h264_level"), (#"{"max_h264_level": 35}"#, "max_h264_level"),
                              (#"{"max_video_bit_depth": 9.5}"#, "max_video_bit_depth"), (#"{"max_audio_channels": 0}"#, "max_audio_channels"),
                              (#"{"hdr_formats": ["hdr11"]}"#, "hdr_formats"), (#"{"hdr_formats": "hdr10"}"#, "hdr_formats")] {
             do { _ = try DeviceCaps.parse(Array(bad.utf8)); Issue.record("parsed \(bad)") } catch {
