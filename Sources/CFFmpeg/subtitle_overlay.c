@@ -58,6 +58,18 @@ static int drawable(const AVSubtitleRect *r) {
     return r->type == SUBTITLE_BITMAP && r->w > 0 && r->h > 0 && r->linesize[0] >= r->w && r->nb_colors > 0 && r->data[0] && r->data[1];
 }
 
+// Where the canvas sits in the picture: canvas x lands at ox + x·sx, y at oy + y·sy.
+typedef struct { float sx, sy, ox, oy; } Placement;
+
+// A rectangle's pixels in the picture, a pixel wider on each side for the filter:
+// [x0, x1) x [y0, y1), not clipped.
+static void place(const AVSubtitleRect *r, Placement p, int *x0, int *y0, int *x1, int *y1) {
+    *x0 = (int)floorf(p.ox + (float)r->x * p.sx) - 1;
+    *y0 = (int)floorf(p.oy + (float)r->y * p.sy) - 1;
+    *x1 = (int)ceilf(p.ox + (float)(r->x + r->w) * p.sx) + 1;
+    *y1 = (int)ceilf(p.oy + (float)(r->y + r->h) * p.sy) + 1;
+}
+
 static uint8_t byte(float v) { return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)(v + 0.5f); }
 
 void kiln_overlay_free(KilnOverlay **o) {
@@ -92,13 +104,14 @@ KilnOverlay *kiln_overlay_new(AVSubtitleRect *const *rects, int count, int canva
         sx = sy * pa;
     }
     float ox = ((float)width - (float)canvas_width * sx) / 2.0f, oy = ((float)height - (float)canvas_height * sy) / 2.0f;
+    Placement fit = { sx, sy, ox, oy };
     // The rectangles' bounds in the picture, widened to even positions and clipped.
     int x0 = width, y0 = height, x1 = 0, y1 = 0;
     for (int i = 0; i < count; i++) {
         const AVSubtitleRect *r = rects[i];
         if (!drawable(r)) continue;
-        int rx0 = (int)floorf(ox + (float)r->x * sx) - 1, ry0 = (int)floorf(oy + (float)r->y * sy) - 1;
-        int rx1 = (int)ceilf(ox + (float)(r->x + r->w) * sx) + 1, ry1 = (int)ceilf(oy + (float)(r->y + r->h) * sy) + 1;
+        int rx0, ry0, rx1, ry1;
+        place(r, fit, &rx0, &ry0, &rx1, &ry1);
         if (rx0 < x0) x0 = rx0;
         if (ry0 < y0) y0 = ry0;
         if (rx1 > x1) x1 = rx1;
@@ -131,8 +144,10 @@ KilnOverlay *kiln_overlay_new(AVSubtitleRect *const *rects, int count, int canva
     for (int m = 0; m < count; m++) {
         const AVSubtitleRect *r = rects[m];
         if (!drawable(r)) continue;
-        int rx0 = (int)floorf(ox + (float)r->x * sx) - 1 - x0, ry0 = (int)floorf(oy + (float)r->y * sy) - 1 - y0;
-        int rx1 = (int)ceilf(ox + (float)(r->x + r->w) * sx) + 1 - x0, ry1 = (int)ceilf(oy + (float)(r->y + r->h) * sy) + 1 - y0;
+        int rx0, ry0, rx1, ry1;
+        place(r, fit, &rx0, &ry0, &rx1, &ry1);
+        // In the overlay's own coordinates, clipped to it.
+        rx0 -= x0; ry0 -= y0; rx1 -= x0; ry1 -= y0;
         rx0 = rx0 < 0 ? 0 : rx0; ry0 = ry0 < 0 ? 0 : ry0;
         rx1 = rx1 > o->width ? o->width : rx1; ry1 = ry1 > o->height ? o->height : ry1;
         for (int y = ry0; y < ry1; y++) {
@@ -200,10 +215,4 @@ int kiln_overlay_blend(const KilnOverlay *o, AVFrame *frame) {
     blend_plane(frame->data[1] + off1, frame->linesize[1], o->cb, o->chroma_alpha, o->width / 2, o->height / 2);
     blend_plane(frame->data[2] + off2, frame->linesize[2], o->cr, o->chroma_alpha, o->width / 2, o->height / 2);
     return 0;
-}
-
-int kiln_overlay_bounds(const KilnOverlay *o, int *x, int *y, int *width, int *height) {
-    if (!o) return 0;
-    *x = o->x; *y = o->y; *width = o->width; *height = o->height;
-    return 1;
 }

@@ -28,7 +28,9 @@ extension HTTPResponse {
         var headers = headers
         headers.set("Accept-Ranges", "bytes")
         headers.set("Content-Type", contentType)
-        let tag = etag.map(EntityTag.quoted) ?? EntityTag.identity(of: info)
+        // One identity for the untagged file's ETag and for the open that sends it.
+        let identity = FileIdentity(info)
+        let tag = etag.map(EntityTag.quoted) ?? EntityTag.identity(of: identity)
         headers.set("ETag", tag)
 
         let isRead = request.method == "GET" || request.method == "HEAD"
@@ -45,10 +47,10 @@ extension HTTPResponse {
         }
         switch ByteRange.parse(rangeHeader, size: size) {
         case .whole:
-            return HTTPResponse(status: 200, headers: headers, body: size == 0 ? .bytes([]) : .file(path: path, offset: 0, length: size, identity: FileIdentity(info)))
+            return HTTPResponse(status: 200, headers: headers, body: size == 0 ? .bytes([]) : .file(path: path, offset: 0, length: size, identity: identity))
         case .part(let first, let last):
             headers.set("Content-Range", "bytes \(first)-\(last)/\(size)")
-            return HTTPResponse(status: 206, headers: headers, body: .file(path: path, offset: first, length: last - first + 1, identity: FileIdentity(info)))
+            return HTTPResponse(status: 206, headers: headers, body: .file(path: path, offset: first, length: last - first + 1, identity: identity))
         case .unsatisfiable:
             headers.set("Content-Range", "bytes */\(size)")
             headers.remove("Content-Type")
@@ -94,9 +96,9 @@ enum ByteRange: Equatable {
 enum EntityTag {
     /// A file's identity as a tag: inode, size and modification time to the nanosecond
     /// (it changes whenever the bytes may have).
-    static func identity(of info: stat) -> String {
-        let nanoseconds = String(info.st_mtim.tv_nsec)
-        return "\"i\(info.st_ino)-\(info.st_size)-\(info.st_mtim.tv_sec)\(String(repeating: "0", count: max(0, 9 - nanoseconds.count)))\(nanoseconds)\""
+    static func identity(of file: HTTPResponse.FileIdentity) -> String {
+        let nanoseconds = String(file.nanoseconds)
+        return "\"i\(file.inode)-\(file.size)-\(file.seconds)\(String(repeating: "0", count: max(0, 9 - nanoseconds.count)))\(nanoseconds)\""
     }
 
     static func quoted(_ tag: String) -> String {

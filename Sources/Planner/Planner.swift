@@ -327,12 +327,7 @@ struct PlanContext {
         let channels = max(1, min(sound.channels > 0 ? sound.channels : 2, 8))
         if device.audioDecode.contains("aac") && device.channels(channels, decodedAs: "aac") == channels { return nil }
         let targets = rung.map { ($0.surround, $0.audio) } ?? (presets.compatibilityAudio.surround, presets.compatibilityAudio.stereo)
-        if let sur = surround(targets.0, for: a) {
-            return AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec,
-                             channels: min(a.channels ?? 2, device.channels(sur.target.channels, decodedAs: sur.codec)),
-                             bitrateKbps: sur.target.bitrateKbps, language: language(a))
-        }
-        return try? encodeStereo(a, targets.1)
+        return try? encode(a, surround: targets.0, stereo: targets.1)
     }
 
     /// `original` re-encodes the picture only because the device cannot show it: its sound
@@ -392,7 +387,7 @@ struct PlanContext {
                 } else {
                     // Below 480p's class: smaller at the same shape until the level holds it
                     // (480p30 is 48,600 macroblocks a second, 3.0 takes 40,500: 770x432).
-                    guard let smaller = FrameSize.shrunk(size, toMacroblocks: min(cap.maxFrameMacroblocks, Int(Double(cap.maxMacroblocksPerSecond) / (fps > 0 ? fps : 30)))) else {
+                    guard let smaller = FrameSize.shrunk(size, toMacroblocks: min(cap.maxFrameMacroblocks, Int(Double(cap.maxMacroblocksPerSecond) / fps))) else {
                         throw unavailable("no picture at \(Int(fps.rounded())) fps fits caps.max_h264_level \(cap.name)")
                     }
                     size = smaller
@@ -514,11 +509,7 @@ struct PlanContext {
             return (AudioPlan(sourceIndex: a.index, action: .copy, codec: Codecs.canonical(a.codec), channels: channels,
                               bitrateKbps: 0, language: language(a)), [])
         }
-        if let sur {
-            return (AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec, channels: min(channels, maxChannels),
-                              bitrateKbps: sur.target.bitrateKbps, language: language(a)), why)
-        }
-        return (try encodeStereo(a, rung.audio), why)
+        return (try encode(a, surround: rung.surround, stereo: rung.audio), why)
     }
 
     /// For a remux at `original`: the picture is untouched, so the audio gets a generous
@@ -531,12 +522,16 @@ struct PlanContext {
         let why = [!device.playsAudio(a.codec) ? "audio_codec_unsupported"
                    : !device.playsAudio(a) ? "audio_channels_above_cap"
                    : Codecs.copiesIntoMP4(a.codec) ? "audio_format_unknown" : "audio_codec_unsupported_in_mp4"]
-        if let sur = surround(presets.compatibilityAudio.surround, for: a) {
-            return (AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec,
-                              channels: min(a.channels ?? 2, device.channels(sur.target.channels, decodedAs: sur.codec)), bitrateKbps: sur.target.bitrateKbps,
-                              language: language(a)), why)
-        }
-        return (try encodeStereo(a, presets.compatibilityAudio.stereo), why)
+        return (try encode(a, surround: presets.compatibilityAudio.surround, stereo: presets.compatibilityAudio.stereo), why)
+    }
+
+    /// The sound re-encoded for the device: the surround target where it applies
+    /// (`surround`), within the channels the device decodes; else stereo (`encodeStereo`).
+    func encode(_ a: StreamInfo, surround target: SurroundTarget?, stereo: AudioTarget) throws(KilnError) -> AudioPlan {
+        guard let sur = surround(target, for: a) else { return try encodeStereo(a, stereo) }
+        return AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec,
+                         channels: min(a.channels ?? 2, device.channels(sur.target.channels, decodedAs: sur.codec)),
+                         bitrateKbps: sur.target.bitrateKbps, language: language(a))
     }
 
     func encodeStereo(_ a: StreamInfo, _ t: AudioTarget) throws(KilnError) -> AudioPlan {
@@ -556,9 +551,7 @@ struct PlanContext {
     /// The forced bitmap track to paint into a re-encoded picture, if there is one. Forced
     /// subtitles are part of the film (the lines spoken in another language, signs, a
     /// letter read out): without them a scene is not understood, and a bitmap track cannot
-    /// go into MP4 as text. The track for the sound's language: flagged forced, or titled
-    /// so (rips often leave the flag unset); an untagged one is taken as the film's. A
-    /// rotated picture is left alone (its canvas would not be upright).
+    /// go into MP4 as text. A rotated picture is left alone (its canvas would not be upright).
     func forcedBitmapSubtitle(sound: AudioPlan?) -> StreamInfo? {
         guard let v = video, Codecs.rotation(v) == 0 else { return nil }
         let bitmaps = source.subtitleStreams.filter { Codecs.isTextSubtitle($0) == false && Self.burnableSubtitles.contains($0.codec.lowercased()) }

@@ -130,32 +130,30 @@ final class FakeHandle: JobHandle, @unchecked Sendable {
                    message: "canceled by SIGTERM; nothing was written", retryable: false)), logTail: ["stopping"])
     }
 
+    /// Writes `bytes` bytes as the artifact and exits as the real child does, reporting
+    /// where the engine departed from the plan (`adjustment`, `executed`), if it did.
+    private func succeed(_ bytes: Int, _ spec: JobSpec, adjustment: String? = nil, executed: Plan? = nil) {
+        let ok = FileManager.default.createFile(atPath: spec.outputPath, contents: Data(repeating: 7, count: bytes))
+        end(JobOutcome(termination: .exited(ok ? 0 : 4),
+                       report: ChildReport(ok: ok, output: .init(path: spec.outputPath, bytes: Int64(bytes), sha256: "fake"),
+                                           stats: adjustment.map { .init(adjustments: [$0]) }, executedPlan: executed),
+                       logTail: []))
+    }
+
     func perform(_ script: FakeScript, spec: JobSpec, onProgress: @Sendable (JobProgress) -> Void) {
         switch script {
         case .succeed(let bytes):
             onProgress(JobProgress(encodedSeconds: 5, durationSeconds: 10, speed: 2))
-            let ok = FileManager.default.createFile(atPath: spec.outputPath, contents: Data(repeating: 7, count: bytes))
-            end(JobOutcome(termination: .exited(ok ? 0 : 4),
-                           report: ChildReport(ok: ok, output: .init(path: spec.outputPath, bytes: Int64(bytes), sha256: "fake")),
-                           logTail: []))
+            succeed(bytes, spec)
         case .succeedReencodingVideo(let bytes):
-            let ok = FileManager.default.createFile(atPath: spec.outputPath, contents: Data(repeating: 7, count: bytes))
-            end(JobOutcome(termination: .exited(ok ? 0 : 4),
-                           report: ChildReport(ok: ok, output: .init(path: spec.outputPath, bytes: Int64(bytes), sha256: "fake"),
-                                               stats: .init(adjustments: ["video_reencoded: the source's picture changes size"])),
-                           logTail: []))
+            succeed(bytes, spec, adjustment: "video_reencoded: the source's picture changes size")
         case .succeedReencodingAudio(let bytes):
-            let ok = FileManager.default.createFile(atPath: spec.outputPath, contents: Data(repeating: 7, count: bytes))
             var executed = spec.plan
             if let copied = executed.audio {
                 executed.audio = AudioPlan(sourceIndex: copied.sourceIndex, action: .transcode, codec: "aac", channels: 2,
                                            bitrateKbps: 160, language: copied.language)
             }
-            end(JobOutcome(termination: .exited(ok ? 0 : 4),
-                           report: ChildReport(ok: ok, output: .init(path: spec.outputPath, bytes: Int64(bytes), sha256: "fake"),
-                                               stats: .init(adjustments: ["audio_reencoded: the MP4 muxer refuses a packet"]),
-                                               executedPlan: executed),
-                           logTail: []))
+            succeed(bytes, spec, adjustment: "audio_reencoded: the MP4 muxer refuses a packet", executed: executed)
         case .exit(let status, let code):
             end(JobOutcome(termination: .exited(status),
                            report: ChildReport(ok: false, error: .init(code: code, stage: "decode", message: "scripted \(code)",

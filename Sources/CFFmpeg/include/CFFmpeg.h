@@ -273,8 +273,6 @@ KilnOverlay *kiln_overlay_new(AVSubtitleRect *const *rects, int count, int canva
 /// Blends the overlay into an 8-bit 4:2:0 (AV_PIX_FMT_YUV420P) picture of the size it was
 /// made for; the frame must be writable. 0 or a negative AVERROR.
 int kiln_overlay_blend(const KilnOverlay *o, AVFrame *frame);
-/// The overlay's place in the picture; 0 for NULL.
-int kiln_overlay_bounds(const KilnOverlay *o, int *x, int *y, int *width, int *height);
 void kiln_overlay_free(KilnOverlay **o);
 
 // ---- chapters and metadata for the output ----
