@@ -152,7 +152,8 @@ public struct AudioPlan: Codable, Sendable, Equatable {
 }
 
 public enum SubtitleAction: String, Codable, Sendable {
-    /// `burn`: painted into the re-encoded picture (a forced bitmap track: `Planner`).
+    /// `burn`: painted into the re-encoded picture (a forced bitmap track, or a full one's
+    /// forced display sets: `Planner`).
     case convert, drop, burn
 }
 
@@ -174,11 +175,16 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
     /// The page of the DVB teletext stream `sourceIndex` this track is made of ("888"); nil
     /// for other streams.
     public var teletextPage: String?
+    /// true when a full track is burnt in for the display sets its disc flags forced (PGS
+    /// composition objects, DVD forced-start commands: the lines spoken in another
+    /// language inside the film's subtitles); the rest of it is not painted. nil otherwise.
+    public var forcedOnly: Bool?
 
     public init(sourceIndex: Int, action: SubtitleAction, codec: String, language: String? = nil,
                 forced: Bool = false, reason: String? = nil, closedCaptions: Bool? = nil, captionService: String? = nil,
-                teletextPage: String? = nil) {
+                teletextPage: String? = nil, forcedOnly: Bool? = nil) {
         self.captionService = captionService
+        self.forcedOnly = forcedOnly
         self.sourceIndex = sourceIndex
         self.action = action
         self.codec = codec
@@ -191,7 +197,7 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case sourceIndex = "source_index", action, codec, language, forced, reason, closedCaptions = "closed_captions"
-        case teletextPage = "teletext_page", captionService = "caption_service"
+        case teletextPage = "teletext_page", captionService = "caption_service", forcedOnly = "forced_only"
     }
 }
 

@@ -481,7 +481,8 @@ public enum Preparer {
                         throw KilnError(.planUnsupported, stage: .plan, "the plan's subtitle stream \(burn.sourceIndex) to burn in is not a subtitle stream of the source")
                     }
                     let burner = try SubtitleBurner(source: demuxer.stream(burn.sourceIndex), picture: demuxer.stream(v.sourceIndex),
-                                                    width: lane.size.width, height: lane.size.height, bt601: lane.bt601)
+                                                    width: lane.size.width, height: lane.size.height, bt601: lane.bt601,
+                                                    forcedOnly: burn.forcedOnly == true)
                     lane.burner = burner
                     burnLane = BurnLane(burner)
                 }

@@ -10,7 +10,9 @@ import KilnCore
 /// and the filters' delay. Each display set is decoded when it comes and drawn at the
 /// output size (`kiln_overlay_new`) only when a picture shows it, then blended into each
 /// picture it covers just before the encoder. A display set lasts until the next one (PGS
-/// has no end time) or its own end (DVD, DVB).
+/// has no end time) or its own end (DVD, DVB). With `forcedOnly` (a full track burnt for
+/// its forced lines) only the rectangles the decoder flags forced are shown, and a set with
+/// none clears the screen as an empty one does.
 final class SubtitleBurner {
     /// Display sets held that no picture has reached yet, at most: a legitimate track has
     /// one or two within the pipeline's delay; a damaged one piling up hundreds of
@@ -22,6 +24,7 @@ final class SubtitleBurner {
     private let timeBase: AVRational
     private let width: Int32, height: Int32
     private let bt601: Bool
+    private let forcedOnly: Bool
     /// The source picture's stored size and pixel aspect, for a canvas that does not say
     /// its own (`canvas`) and for the shape of its pixels (`canvasPixelAspect`).
     private let picture: Size
@@ -34,8 +37,9 @@ final class SubtitleBurner {
     /// - Parameters:
     ///   - source: the subtitle stream; `picture` the video stream whose pictures it is painted on.
     ///   - width, height: the encoded pictures' size (square pixels). `bt601`: their matrix is BT.601's.
+    ///   - forcedOnly: paint only the display sets' rectangles flagged forced.
     init(source: UnsafeMutablePointer<AVStream>, picture: UnsafeMutablePointer<AVStream>,
-         width: Int32, height: Int32, bt601: Bool) throws(KilnError) {
+         width: Int32, height: Int32, bt601: Bool, forcedOnly: Bool = false) throws(KilnError) {
         inputIndex = source.pointee.index
         timeBase = source.pointee.time_base
         let par = source.pointee.codecpar!
@@ -50,6 +54,7 @@ final class SubtitleBurner {
         self.width = width
         self.height = height
         self.bt601 = bt601
+        self.forcedOnly = forcedOnly
         let p = picture.pointee.codecpar.pointee
         self.picture = (p.width, p.height)
         let sar = p.sample_aspect_ratio
@@ -71,6 +76,7 @@ final class SubtitleBurner {
         guard got != 0 else { return }
         let set = DisplaySet(sub)
         stats.framesDecoded += 1
+        let shown = shownRects(sub).count
         // The decoder's time for the set: its own (pts, µs) is the packet's, moved with it.
         let at: Int64
         if packet.time != noPTS { at = rescale(packet.time, from: timeBase, to: kiln_time_base_q()) }
@@ -79,7 +85,7 @@ final class SubtitleBurner {
         let start = at + Int64(sub.start_display_time) * 1000
         // A new display set ends the ones before it (a PGS "clear" is one without pictures).
         for s in sets where s.start <= start && (s.end ?? .max) > start { s.end = start }
-        guard sub.num_rects > 0 else { return }
+        guard shown > 0 else { return }
         set.start = start
         if sub.end_display_time != UInt32.max, sub.end_display_time > sub.start_display_time {
             set.end = at + Int64(sub.end_display_time) * 1000
@@ -111,19 +117,30 @@ final class SubtitleBurner {
         stats.framesEncoded += 1
     }
 
+    /// The rectangles of a display set to paint: all, or with `forcedOnly` those flagged forced.
+    private func shownRects(_ sub: AVSubtitle) -> [UnsafeMutablePointer<AVSubtitleRect>?] {
+        guard let rects = sub.rects else { return [] }
+        return (0..<Int(sub.num_rects)).map { rects[$0] }.filter {
+            guard let r = $0 else { return false }
+            return !forcedOnly || r.pointee.flags & Int32(AV_SUBTITLE_FLAG_FORCED) != 0
+        }
+    }
+
     private func draw(_ sub: AVSubtitle) throws(KilnError) -> Overlay? {
-        guard let rects = sub.rects else { return nil }
+        let rects = shownRects(sub)
+        guard !rects.isEmpty else { return nil }
         var reach = (width: Int32(0), height: Int32(0))
-        for i in 0..<Int(sub.num_rects) {
-            guard let r = rects[i]?.pointee else { continue }
+        for r in rects.compactMap({ $0?.pointee }) {
             reach = (max(reach.width, r.x + r.w), max(reach.height, r.y + r.h))
         }
         let canvas = Self.canvas(declared: (decoder.pointee.width, decoder.pointee.height), codec: decoder.pointee.codec_id,
                                  picture: picture, reach: reach)
         let aspect = Self.canvasPixelAspect(canvas: canvas, picture: picture, pictureSAR: pictureSAR)
         var error: Int32 = 0
-        let made = kiln_overlay_new(rects, Int32(sub.num_rects), canvas.width, canvas.height, aspect,
-                                    width, height, bt601 ? 1 : 0, &error)
+        let count = Int32(rects.count)
+        let made = rects.withUnsafeBufferPointer {
+            kiln_overlay_new($0.baseAddress, count, canvas.width, canvas.height, aspect, width, height, bt601 ? 1 : 0, &error)
+        }
         try check(error, .decode, "cannot draw the forced subtitles", as: .resourceLimit)
         return made.map(Overlay.init)
     }

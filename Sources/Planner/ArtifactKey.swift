@@ -70,7 +70,8 @@ public enum ArtifactKey {
             lines.append("subtitle=\(s.sourceIndex),\(field(s.codec)),lang=\(field(s.language ?? "")),forced=\(s.forced ? 1 : 0)")
         }
         for s in plan.subtitles where s.action == .burn {
-            lines.append("burn=\(s.sourceIndex),\(field(s.codec))")
+            // A full track's forced display sets only: other pictures than the whole track's.
+            lines.append("burn=\(s.sourceIndex),\(field(s.codec))" + (s.forcedOnly == true ? ",forced-only" : ""))
         }
         return lines.joined(separator: "\n") + "\n"
     }

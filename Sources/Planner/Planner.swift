@@ -310,7 +310,7 @@ struct PlanContext {
         }
         let audioPlan = audio?.plan
         reasons += audio?.reasons ?? []
-        let (subs, subReasons) = subtitlePlans(burning: videoPlan == nil ? nil : forcedBitmapSubtitle(sound: audioPlan))
+        let (subs, subReasons) = subtitlePlans(burning: videoPlan == nil ? nil : burntSubtitle(sound: audioPlan))
         var plan = Plan(quality: requested, effectiveQuality: rung.quality, deliveryFormat: .transcode,
                         targetBitrateKbps: rung.capKbps, container: "mp4", video: videoPlan, audio: audioPlan,
                         subtitles: subs, reasons: reasons + subReasons, artifactKey: "")
@@ -548,27 +548,58 @@ struct PlanContext {
     /// libavcodec decodes them into: palette pictures on a canvas).
     static let burnableSubtitles: Set<String> = ["hdmv_pgs_subtitle", "dvd_subtitle", "dvb_subtitle", "xsub"]
 
-    /// The forced bitmap track to paint into a re-encoded picture, if there is one. Forced
+    /// A bitmap track to paint into a re-encoded picture, whole or only its forced display sets.
+    struct Burn {
+        var stream: StreamInfo
+        var forcedOnly: Bool
+    }
+
+    /// Formats whose display sets can say they are forced (a PGS composition object's flag,
+    /// a DVD subpicture's forced-start command), so that a full track carries its forced
+    /// lines inside it.
+    static let forcedDisplaySetSubtitles: Set<String> = ["hdmv_pgs_subtitle", "dvd_subtitle"]
+
+    /// The forced subtitles to paint into a re-encoded picture, if there are any. Forced
     /// subtitles are part of the film (the lines spoken in another language, signs, a
     /// letter read out): without them a scene is not understood, and a bitmap track cannot
-    /// go into MP4 as text. A rotated picture is left alone (its canvas would not be upright).
-    func forcedBitmapSubtitle(sound: AudioPlan?) -> StreamInfo? {
+    /// go into MP4 as text. A disc gives them as a track of their own, or only as display
+    /// sets flagged forced inside its full track (most Blu-ray and DVD rips keep just that
+    /// one): then that track is burnt in for those sets alone, the rest left out. Which
+    /// sets are forced is known only by reading the whole track, so the plan names the
+    /// track and the engine paints what is flagged (none, often). A rotated picture is left
+    /// alone (its canvas would not be upright).
+    func burntSubtitle(sound: AudioPlan?) -> Burn? {
         guard let v = video, Codecs.rotation(v) == 0 else { return nil }
         let bitmaps = source.subtitleStreams.filter { Codecs.isTextSubtitle($0) == false && Self.burnableSubtitles.contains($0.codec.lowercased()) }
         // The flag where a track has it; a title only where none does.
         var forced = bitmaps.filter(\.disposition.forced)
         if forced.isEmpty { forced = bitmaps.filter { Self.titledForced($0.title) } }
-        // The sound's language, else a track naming none; a sound naming none takes the
-        // only forced track there is (with several, it cannot tell which is its own).
         let wanted = sound?.language
-        let chosen = wanted.flatMap { w in forced.first { language($0) == w } } ?? forced.first { language($0) == nil }
-            ?? (wanted == nil && forced.count == 1 ? forced.first : nil)
+        var burn = ownTrack(forced, language: wanted).map { Burn(stream: $0, forcedOnly: false) }
+        if burn == nil {
+            // Full tracks, the film's own before its hearing-impaired one (the same forced
+            // sets, and SDH's extras are not flagged); never a commentary.
+            let full = bitmaps.filter {
+                !forced.contains($0) && !Self.titledForced($0.title) && !$0.disposition.commentary
+                    && Self.forcedDisplaySetSubtitles.contains($0.codec.lowercased())
+            }
+            let ordered = full.filter { !$0.disposition.hearingImpaired } + full.filter(\.disposition.hearingImpaired)
+            burn = ownTrack(ordered, language: wanted).map { Burn(stream: $0, forcedOnly: true) }
+        }
         // A forced text track in that language is kept as one already: painted too, its
         // lines would show twice.
-        if let chosen, source.subtitleStreams.contains(where: {
+        if let chosen = burn?.stream, source.subtitleStreams.contains(where: {
             $0.disposition.forced && Codecs.isTextSubtitle($0) == true && language($0) == language(chosen)
         }) { return nil }
-        return chosen
+        return burn
+    }
+
+    /// The track among `tracks` that goes with a sound in `language`: one in that language,
+    /// else one naming none; a sound naming none takes the only track there is (with
+    /// several, it cannot tell which is its own).
+    private func ownTrack(_ tracks: [StreamInfo], language wanted: String?) -> StreamInfo? {
+        wanted.flatMap { w in tracks.first { language($0) == w } } ?? tracks.first { language($0) == nil }
+            ?? (wanted == nil && tracks.count == 1 ? tracks.first : nil)
     }
 
     /// Whether a track's title says it holds forced subtitles: "Forced", "English (forced)",
@@ -581,9 +612,9 @@ struct PlanContext {
     }
 
     /// Text subtitles become `mov_text` (language and forced flag kept); bitmaps cannot
-    /// live in MP4 as text and are dropped, except the forced track `burning`, painted into
-    /// the re-encoded picture.
-    func subtitlePlans(burning: StreamInfo? = nil) -> ([SubtitlePlan], [String]) {
+    /// live in MP4 as text and are dropped, except the track `burning`, painted into the
+    /// re-encoded picture (whole, or its forced display sets).
+    func subtitlePlans(burning: Burn? = nil) -> ([SubtitlePlan], [String]) {
         var plans: [SubtitlePlan] = []
         var reasons: [String] = []
         for s in source.subtitleStreams {
@@ -604,9 +635,10 @@ struct PlanContext {
             case true?:
                 plans.append(SubtitlePlan(sourceIndex: s.index, action: .convert, codec: "mov_text", language: language(s),
                                           forced: s.disposition.forced))
-            case false? where s.index == burning?.index:
-                plans.append(SubtitlePlan(sourceIndex: s.index, action: .burn, codec: s.codec, language: language(s), forced: true,
-                                          reason: "forced_subtitles_burned_in"))
+            case false? where s.index == burning?.stream.index:
+                let only = burning?.forcedOnly == true
+                plans.append(SubtitlePlan(sourceIndex: s.index, action: .burn, codec: s.codec, language: language(s), forced: !only || s.disposition.forced,
+                                          reason: "forced_subtitles_burned_in", forcedOnly: only ? true : nil))
                 reasons.append("forced_subtitles_burned_in")
             case false?:
                 plans.append(SubtitlePlan(sourceIndex: s.index, action: .drop, codec: s.codec, language: language(s),

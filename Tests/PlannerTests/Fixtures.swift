@@ -43,9 +43,10 @@ func audio(_ codec: String = "aac", ch: Int = 2, index: Int = 1, lang: String? =
                channels: ch, sampleRate: 48000)
 }
 
-func subtitle(_ codec: String, index: Int, lang: String? = "eng", forced: Bool = false, text: Bool? = nil, title: String? = nil) -> StreamInfo {
-    StreamInfo(index: index, type: .subtitle, codec: codec, language: lang, title: title, disposition: Disposition(forced: forced),
-               textSubtitle: text)
+func subtitle(_ codec: String, index: Int, lang: String? = "eng", forced: Bool = false, text: Bool? = nil, title: String? = nil,
+              hearingImpaired: Bool = false, commentary: Bool = false) -> StreamInfo {
+    StreamInfo(index: index, type: .subtitle, codec: codec, language: lang, title: title,
+               disposition: Disposition(forced: forced, hearingImpaired: hearingImpaired, commentary: commentary), textSubtitle: text)
 }
 
 func media(_ container: String = "mp4", kbps: Int = 4000, seconds: Double = 3600, _ streams: StreamInfo...) -> MediaInfo {

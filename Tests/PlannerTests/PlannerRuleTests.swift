@@ -23,6 +23,8 @@ struct Expect: Sendable {
     var audioKbps: Int? = nil
     var subtitles: [SubtitleAction]? = nil
     var subtitleLanguages: [String?]? = nil
+    /// Whether the track burnt in is burnt for its forced display sets only (`forced_only`).
+    var burnsForcedOnly: Bool? = nil
     /// The channels of the plan's audio fallback; [] for none.
     var audioFallback: [Int]? = nil
     var reasons: [String] = []
@@ -479,13 +481,13 @@ let audioCases: [Case] = [
 // MARK: subtitles
 
 let subtitleCases: [Case] = [
-    Case("subtitles: SRT is converted, PGS dropped", media("mkv", kbps: 8000, h1080, aacEng, subtitle("subrip", index: 2), subtitle("hdmv_pgs_subtitle", index: 3)), .mbps5, ios,
+    Case("subtitles: SRT is converted, PGS (in another language than the sound) dropped", media("mkv", kbps: 8000, h1080, aacEng, subtitle("subrip", index: 2), subtitle("hdmv_pgs_subtitle", index: 3, lang: "ger")), .mbps5, ios,
          Expect(subtitles: [.convert, .drop], reasons: ["subtitle_bitmap"])),
     Case("subtitles: forced flag and language are kept", media("mkv", kbps: 8000, h1080, aacEng, subtitle("ass", index: 2, lang: "jpn", forced: true)), .mbps5, ios,
          Expect(subtitles: [.convert])),
     Case("subtitles: mov_text stays text in a remux", media("mov", kbps: 3000, h1080, aacEng, subtitle("mov_text", index: 2)), .mbps5, ios,
          Expect(delivery: .original)),
-    Case("subtitles: text flag from the probe wins over the codec name", media("mkv", kbps: 8000, h1080, aacEng, subtitle("webvtt", index: 2, text: true), subtitle("dvd_subtitle", index: 3, text: false)), .mbps5, ios,
+    Case("subtitles: text flag from the probe wins over the codec name", media("mkv", kbps: 8000, h1080, aacEng, subtitle("webvtt", index: 2, text: true), subtitle("dvd_subtitle", index: 3, lang: "ger", text: false)), .mbps5, ios,
          Expect(subtitles: [.convert, .drop])),
     Case("subtitles: an unknown codec is dropped as unsupported", media("mkv", kbps: 8000, h1080, aacEng, subtitle("arib_caption", index: 2)), .mbps5, ios,
          Expect(subtitles: [.drop], reasons: ["subtitle_unsupported"])),
@@ -501,7 +503,7 @@ let subtitleCases: [Case] = [
          Expect(subtitles: [.drop], reasons: ["teletext_without_subtitles"])),
     Case("forced bitmap subtitles (dialogue in another language, signs) are burnt into a re-encoded picture; the full track is still dropped",
          media("mkv", kbps: 8000, h1080, aacEng, subtitle("hdmv_pgs_subtitle", index: 2), subtitle("hdmv_pgs_subtitle", index: 3, forced: true)), .mbps5, ios,
-         Expect(delivery: .transcode, subtitles: [.drop, .burn], reasons: ["forced_subtitles_burned_in", "subtitle_bitmap"])),
+         Expect(delivery: .transcode, subtitles: [.drop, .burn], burnsForcedOnly: false, reasons: ["forced_subtitles_burned_in", "subtitle_bitmap"])),
     Case("forced bitmap subtitles: a track titled Forced counts (rips leave the flag unset); DVD and DVB pictures too",
          media("mkv", kbps: 8000, h1080, aacEng, subtitle("dvd_subtitle", index: 2, title: "English (Forced)")), .mbps5, ios,
          Expect(subtitles: [.burn], reasons: ["forced_subtitles_burned_in"])),
@@ -518,9 +520,32 @@ let subtitleCases: [Case] = [
     Case("forced bitmap subtitles are not burnt into a rotated picture (its canvas is not upright)",
          media("mp4", kbps: 8000, video("h264", 1920, 1080, rotation: 90), aacEng, subtitle("dvb_subtitle", index: 2, forced: true)), .mbps5, ios,
          Expect(delivery: .transcode, subtitles: [.drop])),
-    Case("forced bitmap subtitles: a full track titled Non-Forced is not taken for a forced one",
+    Case("forced bitmap subtitles: a full track titled Non-Forced is not taken for a forced one (only its forced display sets are painted)",
          media("mkv", kbps: 8000, h1080, aacEng, subtitle("hdmv_pgs_subtitle", index: 2, title: "English (Non-Forced)")), .mbps5, ios,
-         Expect(subtitles: [.drop], notReasons: ["forced_subtitles_burned_in"])),
+         Expect(subtitles: [.burn], burnsForcedOnly: true)),
+    Case("forced display sets: a full PGS track in the sound's language is burnt in for the display sets the disc flags forced (most rips keep no forced track of their own)",
+         media("mkv", kbps: 8000, h1080, aacEng, subtitle("hdmv_pgs_subtitle", index: 2)), .mbps5, ios,
+         Expect(delivery: .transcode, subtitles: [.burn], burnsForcedOnly: true, reasons: ["forced_subtitles_burned_in"], notReasons: ["subtitle_bitmap"])),
+    Case("forced display sets: a forced track in another language does not stand in the way of the sound's own full DVD track",
+         media("mkv", kbps: 8000, h1080, aacEng, subtitle("dvd_subtitle", index: 2, lang: "ger", forced: true), subtitle("dvd_subtitle", index: 3)), .mbps5, ios,
+         Expect(subtitles: [.drop, .burn], burnsForcedOnly: true)),
+    Case("forced display sets: the film's own full track before its hearing-impaired one, never a commentary",
+         media("mkv", kbps: 8000, h1080, aacEng, subtitle("hdmv_pgs_subtitle", index: 2, commentary: true),
+               subtitle("hdmv_pgs_subtitle", index: 3, hearingImpaired: true), subtitle("hdmv_pgs_subtitle", index: 4)), .mbps5, ios,
+         Expect(subtitles: [.drop, .drop, .burn], burnsForcedOnly: true)),
+    Case("forced display sets: a hearing-impaired track when it is the only one, but not a commentary",
+         media("mkv", kbps: 8000, h1080, aacEng, subtitle("hdmv_pgs_subtitle", index: 2, commentary: true),
+               subtitle("hdmv_pgs_subtitle", index: 3, hearingImpaired: true)), .mbps5, ios,
+         Expect(subtitles: [.drop, .burn], burnsForcedOnly: true)),
+    Case("forced display sets: a full track in another language than the sound is left out (its forced lines translate another dub)",
+         media("mkv", kbps: 8000, h1080, aacEng, subtitle("hdmv_pgs_subtitle", index: 2, lang: "ger")), .mbps5, ios,
+         Expect(subtitles: [.drop], reasons: ["subtitle_bitmap"], notReasons: ["forced_subtitles_burned_in"])),
+    Case("forced display sets: DVB and XSUB display sets cannot say they are forced, so their full tracks are left out",
+         media("mkv", kbps: 8000, h1080, aacEng, subtitle("dvb_subtitle", index: 2), subtitle("xsub", index: 3)), .mbps5, ios,
+         Expect(subtitles: [.drop, .drop], notReasons: ["forced_subtitles_burned_in"])),
+    Case("forced display sets: nothing is burnt into a remux",
+         media("mkv", kbps: 3000, h1080, aacEng, subtitle("hdmv_pgs_subtitle", index: 2)), .mbps5, ios,
+         Expect(delivery: .remux, subtitles: [.drop], reasons: ["subtitle_bitmap"])),
     Case("forced bitmap subtitles: a flagged track wins over one only titled so",
          media("mkv", kbps: 8000, h1080, aacEng, subtitle("hdmv_pgs_subtitle", index: 2, title: "Forced"), subtitle("hdmv_pgs_subtitle", index: 3, forced: true)), .mbps5, ios,
          Expect(subtitles: [.drop, .burn])),
@@ -843,6 +868,7 @@ struct PlannerRuleTests {
         if e.noVideo { #expect(plan.video == nil) }
         if let subs = e.subtitles { #expect(plan.subtitles.map(\.action) == subs) }
         if let languages = e.subtitleLanguages { #expect(plan.subtitles.map(\.language) == languages) }
+        if let only = e.burnsForcedOnly { #expect(plan.subtitles.first { $0.action == .burn }.map { $0.forcedOnly == true } == only) }
         if let fallback = e.audioFallback { #expect((plan.audioFallback.map { [$0.channels] } ?? []) == fallback, "\(String(describing: plan.audioFallback))") }
         for r in e.reasons { #expect(plan.reasons.contains(r), "missing reason \(r) in \(plan.reasons)") }
         for r in e.notReasons { #expect(!plan.reasons.contains(r), "unexpected reason \(r) in \(plan.reasons)") }

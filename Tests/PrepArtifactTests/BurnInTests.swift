@@ -50,7 +50,7 @@ struct BurnInTests {
         return box
     }
 
-    @Test("a forced PGS or DVD track is painted into a transcode's pictures while it is on screen, where the disc puts it (also in a file whose times start at 10 s); an unforced one is not", arguments: [
+    @Test("a forced PGS or DVD track is painted into a transcode's pictures while it is on screen, where the disc puts it (also in a file whose times start at 10 s); an unforced one, whose display set is not flagged forced, is not", arguments: [
         ("pgs", true, 0), ("dvd", true, 0), ("pgs", true, 10), ("pgs", false, 0),
     ])
     func forcedSubtitlesBurnt(_ codec: String, _ forced: Bool, _ offset: Int) throws {
@@ -60,10 +60,13 @@ struct BurnInTests {
             let json = try Command.json(run)
             let plan = json["plan"]
             // 2.02 s to 3.26 s at 24 fps: 30 pictures painted.
+            // The unforced track is the sound's full one: burnt for its forced display sets,
+            // of which it has none.
             let painted = json["stats"]?["burned_subtitles"]?["pictures"]?.int
-            #expect(forced ? painted == 30 : painted == nil, "\(String(describing: json["stats"]?["burned_subtitles"]))")
+            #expect(painted == (forced ? 30 : 0), "\(String(describing: json["stats"]?["burned_subtitles"]))")
             guard case .array(let subtitles)? = plan?["subtitles"] else { throw TestFailure("the plan lists no subtitles") }
-            #expect(subtitles.map { $0["action"] } == [.string(forced ? "burn" : "drop")])
+            #expect(subtitles.map { $0["action"] } == [.string("burn")])
+            #expect(subtitles.map { $0["forced_only"] } == [forced ? nil : .bool(true)])
             // Painted in, not a track of its own: the MP4 has pictures and sound only.
             #expect(try Command.probedStreams(out).map { $0["type"]?.string ?? "" } == ["video", "audio"])
             let dir = URL(fileURLWithPath: out).deletingLastPathComponent()
@@ -105,5 +108,100 @@ struct BurnInTests {
         let shape = (boxes[1].width / boxes[1].height) / (boxes[0].width / boxes[0].height)
         #expect(shape > 0.85 && shape < 1.15, "the line's width over height in the cropped picture over the 16:9 one's: \(shape)")
         #expect(boxes[1].width < boxes[0].width * 0.85, "smaller in the cropped picture: \(boxes)")
+    }
+
+    /// A full subtitle track as discs make them: the shared sample's display set twice, at
+    /// 1.0 s to 1.8 s not flagged forced, at 2.5 s to 3.5 s flagged forced (its composition
+    /// object's forced-on-screen bit), over black 960x540 with a tone, English, in PGS or
+    /// (converted by ffmpeg, which keeps the flag as a forced-start command) DVD pictures.
+    static func fullTrackWithForcedLines(codec: String) throws -> String {
+        try Media.generated("burn-full-\(codec)-forced-lines.mkv") { tmp in
+            let sup = try Media.generated("burn-full-forced-lines.sup") { sup in
+                let base = try Media.generated("burn-sample.sup", ["-i", Media.shared("ax_sample_with_pgs_subtitles.mkv"), "-map", "0:s",
+                                                                   "-c", "copy", "-f", "sup"])
+                let segments = try PGS.segments(Data(contentsOf: URL(fileURLWithPath: base)))
+                // The sample: its display set (PCS, window, palette, object, end), then a clear.
+                let show = Array(segments.prefix(5)), clear = Array(segments.dropFirst(5))
+                guard show.first?.type == 0x16, clear.first?.type == 0x16 else { throw TestFailure("the sample's PGS is not a set and a clear") }
+                var out = Data()
+                for (group, at, forced) in [(show, 0.0, false), (clear, 0.8, false), (show, 1.5, true), (clear, 2.5, false)] {
+                    for segment in group { out += segment.moved(to: at, forced: forced) }
+                }
+                try out.write(to: URL(fileURLWithPath: sup))
+            }
+            let pgs = try Media.generated("burn-full-pgs-base.mkv", [
+                "-f", "lavfi", "-i", "color=black:size=960x540:rate=24", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+                "-itsoffset", "1", "-i", sup, "-map", "0:v", "-map", "1:a", "-map", "2:s", "-t", "5", "-c:v", "libx264", "-preset", "ultrafast",
+                "-c:a", "aac", "-c:s", "copy", "-metadata:s:a:0", "language=eng", "-metadata:s:s:0", "language=eng"])
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-fix_sub_duration", "-i", pgs, "-map", "0",
+                                               "-c:v", "copy", "-c:a", "copy", "-c:s", codec == "pgs" ? "copy" : "dvdsub", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+        }
+    }
+
+    @Test("a full PGS or DVD track (no forced track beside it) is burnt in for the display sets the disc flags forced, and only those", arguments: ["pgs", "dvd"])
+    func forcedDisplaySetsOfFullTrack(_ codec: String) throws {
+        try Command.prepare(try Self.fullTrackWithForcedLines(codec: codec), quality: "1mbps", caps: "ios", scratch: "burn-full-\(codec)") { run, out in
+            #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+            let json = try Command.json(run)
+            guard case .array(let subtitles)? = json["plan"]?["subtitles"] else { throw TestFailure("the plan lists no subtitles") }
+            #expect(subtitles.map { $0["action"] } == [.string("burn")])
+            #expect(subtitles.map { $0["forced_only"] } == [.bool(true)])
+            // 2.5 s to 3.5 s at 24 fps: 24 pictures; none of the unforced set's 19.
+            let painted = json["stats"]?["burned_subtitles"]?["pictures"]?.int
+            #expect(painted == 24, "\(String(describing: json["stats"]?["burned_subtitles"]))")
+            let dir = URL(fileURLWithPath: out).deletingLastPathComponent()
+            let unforced = Self.bright(try Self.luma(out, at: 1.4, in: dir), above: 40)
+            #expect(unforced == nil, "the unforced display set is not painted")
+            let forced = Self.bright(try Self.luma(out, at: 3.0, in: dir), above: 150)
+            #expect(forced != nil, "the forced display set is on screen at 3.0 s")
+            let after = Self.bright(try Self.luma(out, at: 4.0, in: dir), above: 40)
+            #expect(after == nil, "nothing is on screen after the forced set ends")
+        }
+    }
+}
+
+/// Presentation Graphic Stream segments as a .sup file holds them ("PG", PTS, DTS, type, size).
+enum PGS {
+    struct Segment {
+        var type: UInt8
+        var payload: Data
+        /// The segment at `seconds`; a composition's objects flagged forced or not (its
+        /// number kept distinct by the time, as a disc's increase).
+        func moved(to seconds: Double, forced: Bool) -> Data {
+            var p = payload
+            if type == 0x16, p.count >= 7 {
+                let number = UInt16(seconds * 10)
+                p[p.startIndex + 5] = UInt8(number >> 8); p[p.startIndex + 6] = UInt8(number & 0xff)
+                // Each composition object: id (2), window (1), flags (0x40 forced on screen), x, y.
+                var o = 11
+                while p.count >= o + 8 {
+                    let flags = p[p.startIndex + o + 3]
+                    p[p.startIndex + o + 3] = forced ? flags | 0x40 : flags & ~0x40
+                    o += flags & 0x80 != 0 ? 16 : 8
+                }
+            }
+            let pts = UInt32(seconds * 90000)
+            var d = Data("PG".utf8)
+            for shift in stride(from: 24, through: 0, by: -8) { d.append(UInt8((pts >> UInt32(shift)) & 0xff)) }
+            d += Data(repeating: 0, count: 4)
+            d.append(type)
+            d.append(UInt8(p.count >> 8)); d.append(UInt8(p.count & 0xff))
+            return d + p
+        }
+    }
+
+    static func segments(_ data: Data) throws -> [Segment] {
+        let b = [UInt8](data)
+        var out: [Segment] = []
+        var i = 0
+        while i + 13 <= b.count {
+            guard b[i] == 0x50, b[i + 1] == 0x47 else { throw TestFailure("not a .sup segment at byte \(i)") }
+            let size = Int(b[i + 11]) << 8 | Int(b[i + 12])
+            guard i + 13 + size <= b.count else { throw TestFailure("a .sup segment past the end") }
+            out.append(Segment(type: b[i + 10], payload: Data(b[(i + 13)..<(i + 13 + size)])))
+            i += 13 + size
+        }
+        return out
     }
 }
