@@ -59,10 +59,11 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
     /// (older TVs and sticks stop at 4.1; a source above it is re-encoded, an encode is
     /// kept within it).
     public var maxH264Level: Int?
-    /// The deepest picture the device decodes, in bits (8, 10, 12). Absent: 10 for HEVC,
-    /// VP9 and AV1, 8 for the rest (H.264 High 10 has almost no hardware decoder; a player
-    /// that decodes in software, such as Kodi or VLC, can say 10).
-    public var maxVideoBitDepth: Int?
+    /// The deepest picture the device decodes, in bits (8, 10, 12), for every codec or for
+    /// each it names (`BitDepthCap`). Absent: 10 for HEVC, VP9 and AV1, 8 for the rest
+    /// (H.264 High 10 has almost no hardware decoder; a player that decodes in software,
+    /// such as Kodi or VLC, can say 10).
+    public var maxVideoBitDepth: BitDepthCap?
     /// The HDR formats the device shows (`hdr10`, `hlg`, `dolby_vision`) when `hdr` is
     /// true. Absent: every one (Dolby Vision without a base layer still needs
     /// `dolby_vision` here or in `codecs_video`); a source in another is tone-mapped.
@@ -74,7 +75,7 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
     public init(codecsVideo: [String]? = nil, codecsAudio: [String]? = nil,
                 audioPassthroughCodecs: [String]? = nil, containers: [String]? = nil,
                 maxResolution: ResolutionClass? = nil, hdr: Bool? = nil, interlaced: Bool? = nil,
-                maxH264Level: Int? = nil, maxVideoBitDepth: Int? = nil, hdrFormats: [String]? = nil, maxAudioChannels: Int? = nil) {
+                maxH264Level: Int? = nil, maxVideoBitDepth: BitDepthCap? = nil, hdrFormats: [String]? = nil, maxAudioChannels: Int? = nil) {
         self.codecsVideo = codecsVideo
         self.codecsAudio = codecsAudio
         self.audioPassthroughCodecs = audioPassthroughCodecs
@@ -196,7 +197,22 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
             }
             return Int(n)
         }
-        caps.maxVideoBitDepth = try count("max_video_bit_depth", 8...16)
+        if case .object(let byCodec)? = o["max_video_bit_depth"] {
+            // Each codec its own: {"h264": 8, "hevc": 10} (an HEVC Main 10 TV whose H.264
+            // decoder is 8-bit, as nearly all are).
+            var depths: [String: Int] = [:]
+            for (name, v) in byCodec {
+                let codec = name.trimmingWhitespace.lowercased()
+                guard !codec.isEmpty, let depth = BitDepthCap.depth(v) else {
+                    throw KilnError(.invalidCaps, stage: .request, field: "max_video_bit_depth",
+                                    "caps.max_video_bit_depth must be a whole number from 8 to 16, or an object of them by codec")
+                }
+                depths[codec] = depth
+            }
+            caps.maxVideoBitDepth = BitDepthCap(byCodec: depths)
+        } else {
+            caps.maxVideoBitDepth = try count("max_video_bit_depth", BitDepthCap.range).map { BitDepthCap(every: $0) }
+        }
         caps.maxAudioChannels = try count("max_audio_channels", 1...32)
         let aliases = ["hdr10+": "hdr10", "hdr10plus": "hdr10", "dv": "dolby_vision", "dovi": "dolby_vision", "dolbyvision": "dolby_vision"]
         caps.hdrFormats = try list("hdr_formats")?.map { aliases[$0] ?? $0.replacingDash }
@@ -205,6 +221,42 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
                             "caps.hdr_formats names \"\(unknown)\"; known: \(hdrFormatNames.sorted().joined(separator: ", "))")
         }
         return caps
+    }
+}
+
+/// `caps.max_video_bit_depth`: one depth for every codec (`10`), or a depth for each codec
+/// named (`{"h264": 8, "hevc": 10}`); a codec not named keeps the default.
+public struct BitDepthCap: Codable, Sendable, Equatable, ExpressibleByIntegerLiteral {
+    public var every: Int?
+    /// Depths by codec name as the client wrote it, lowercased (the planner canonicalises).
+    public var byCodec: [String: Int]
+
+    static let range = 8...16
+
+    public init(every: Int) { self.every = every; byCodec = [:] }
+    public init(byCodec: [String: Int]) { every = nil; self.byCodec = byCodec }
+    public init(integerLiteral value: Int) { self.init(every: value) }
+
+    /// A depth as clients write it: 10 or "10".
+    static func depth(_ v: JSONValue) -> Int? {
+        let n: Double? = switch v {
+        case .number(let n): n
+        case .string(let s): Int(s.trimmingWhitespace).map(Double.init)
+        default: nil
+        }
+        guard let n, n == n.rounded(), n >= Double(range.lowerBound), n <= Double(range.upperBound) else { return nil }
+        return Int(n)
+    }
+
+    /// Written back as it was given: a number, or an object.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if let n = try? c.decode(Int.self) { self.init(every: n) } else { self.init(byCodec: try c.decode([String: Int].self)) }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        if let every { try c.encode(every) } else { try c.encode(byCodec) }
     }
 }
 

@@ -19,7 +19,9 @@ struct Device: Sendable {
     let interlaced: Bool
     /// `caps.max_h264_level` as `level_idc`; nil: any.
     let maxH264Level: Int?
+    /// `caps.max_video_bit_depth`: for every codec, and by canonical codec name.
     let maxVideoBitDepth: Int?
+    let maxVideoBitDepthByCodec: [String: Int]
     /// nil: every HDR format (when `hdr`).
     let hdrFormats: Set<String>?
     let maxAudioChannels: Int?
@@ -36,7 +38,9 @@ struct Device: Sendable {
         hdr = c.hdr ?? false
         interlaced = c.interlaced ?? false
         maxH264Level = c.maxH264Level
-        maxVideoBitDepth = c.maxVideoBitDepth
+        maxVideoBitDepth = c.maxVideoBitDepth?.every
+        maxVideoBitDepthByCodec = Dictionary((c.maxVideoBitDepth?.byCodec ?? [:]).map { (Codecs.canonical($0.key), $0.value) },
+                                             uniquingKeysWith: { min($0, $1) })
         hdrFormats = c.hdrFormats.map(Set.init)
         maxAudioChannels = c.maxAudioChannels
     }
@@ -80,7 +84,7 @@ struct Device: Sendable {
             problems.append("video_codec_unsupported")
         } else {
             let depth = Codecs.bitDepth(s), chroma = Codecs.chroma(s)
-            let maxDepth = maxVideoBitDepth ?? (["hevc", "vp9", "av1"].contains(codec) ? 10 : 8)
+            let maxDepth = maxVideoBitDepthByCodec[codec] ?? maxVideoBitDepth ?? (["hevc", "vp9", "av1"].contains(codec) ? 10 : 8)
             if depth > maxDepth || chroma != 420 { problems.append("video_profile_unsupported") }
             if codec == "h264", let most = maxH264Level, let level = s.level, level > most { problems.append("video_level_above_cap") }
         }

@@ -57,15 +57,24 @@ struct PresetsTests {
         }
     }
 
-    @Test("the finer caps: an H.264 level as \"4.1\", 4.1 or 41; a bit depth; HDR formats by their usual names; a channel count; anything else names the field")
+    @Test("the finer caps: an H.264 level as \"4.1\", 4.1 or 41; a bit depth, for every codec or by codec; HDR formats by their usual names; a channel count; anything else names the field")
     func finerCaps() throws {
         for (text, idc) in [(#""4.1""#, 41), ("4.1", 41), ("41", 41), (#""41""#, 41), ("5", 50), (#""3.0""#, 30), (#""1b""#, 9)] {
             #expect(try DeviceCaps.parse(Array(#"{"max_h264_level": \#(text)}"#.utf8)).maxH264Level == idc, "\(text)")
         }
         let caps = try DeviceCaps.parse(Array(#"{"max_video_bit_depth": 10, "hdr_formats": ["HDR10+", "Dolby-Vision", "hlg"], "max_audio_channels": "2"}"#.utf8))
         #expect(caps.maxVideoBitDepth == 10 && caps.hdrFormats == ["hdr10", "dolby_vision", "hlg"] && caps.maxAudioChannels == 2)
+        // A depth for each codec, kept as an object when the caps are stored and read back.
+        let byCodec = try DeviceCaps.parse(Array(#"{"max_video_bit_depth": {"H264": 8, "hevc": "10"}}"#.utf8))
+        #expect(byCodec.maxVideoBitDepth == BitDepthCap(byCodec: ["h264": 8, "hevc": 10]))
+        let stored = try JSONEncoder().encode(byCodec)
+        #expect(String(decoding: stored, as: UTF8.self).contains(#""max_video_bit_depth":{"#))
+        #expect(try JSONDecoder().decode(DeviceCaps.self, from: stored) == byCodec)
+        #expect(try JSONDecoder().decode(DeviceCaps.self, from: JSONEncoder().encode(caps)) == caps)
         for (bad, field) in [(#"{"max_h264_level": "high"}"#, "max_h264_level"), (#"{"max_h264_level": 7.5}"#, "max_h264_level"), (#"{"max_h264_level": 1e300}"#, "max_h264_level"), (#"{"max_h264_level": 35}"#, "max_h264_level"),
-                             (#"{"max_video_bit_depth": 9.5}"#, "max_video_bit_depth"), (#"{"max_audio_channels": 0}"#, "max_audio_channels"),
+                             (#"{"max_video_bit_depth": 9.5}"#, "max_video_bit_depth"), (#"{"max_video_bit_depth": {"hevc": 7}}"#, "max_video_bit_depth"),
+                             (#"{"max_video_bit_depth": {"hevc": true}}"#, "max_video_bit_depth"), (#"{"max_video_bit_depth": [10]}"#, "max_video_bit_depth"),
+                             (#"{"max_audio_channels": 0}"#, "max_audio_channels"),
                              (#"{"hdr_formats": ["hdr11"]}"#, "hdr_formats"), (#"{"hdr_formats": "hdr10"}"#, "hdr_formats")] {
             do { _ = try DeviceCaps.parse(Array(bad.utf8)); Issue.record("parsed \(bad)") } catch {
                 #expect(error.code == .invalidCaps && error.field == field, "\(bad)")
