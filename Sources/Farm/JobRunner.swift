@@ -1,5 +1,6 @@
 import Foundation
 import KilnCore
+import Planner
 import Store
 
 /// Why the farm stopped a child before it ended by itself.
@@ -161,31 +162,10 @@ final class JobRunner: @unchecked Sendable {
         record(failure: failure, permanent: permanent)
     }
 
-    /// The plan the output answers to when the engine had to re-encode a copied stream.
-    /// A picture (its size changed mid-stream, no keyframe to start on): the plan's fallback
-    /// encode, so a transcode at the rung that encode belongs to, not a remux "as the
-    /// source". A sound (its format changed, the muxer refused a packet): the encode the
-    /// engine reports it made (`executed`). Nil when the output is what the plan said.
+    /// The plan the output answers to when the engine had to re-encode a copied stream
+    /// (`Planner.delivered`, at this farm's rungs); nil when it is what the plan said.
     func deliveredPlan(adjustments: [String], executed: Plan?) -> Plan? {
-        let plan = claimed.plan
-        var delivered = plan
-        if adjustments.contains(where: { $0.hasPrefix("audio_reencoded") }), plan.audio?.action == .copy,
-           let sound = executed?.audio, sound.action == .transcode, sound.sourceIndex == plan.audio?.sourceIndex {
-            delivered.audio = sound
-            delivered.reasons.append("audio_reencoded")
-        }
-        guard adjustments.contains(where: { $0.hasPrefix("video_reencoded") }), let fallback = plan.videoFallback,
-              plan.video?.action == .copy else { return delivered == plan ? nil : delivered }
-        let rung = farm.presets.rungs.filter { $0.videoKbps >= fallback.bitrateKbps }.min { $0.videoKbps < $1.videoKbps }
-        delivered.video = fallback
-        delivered.videoFallback = nil
-        delivered.deliveryFormat = .transcode
-        if let rung {
-            delivered.effectiveQuality = rung.quality
-            delivered.targetBitrateKbps = rung.capKbps
-        }
-        delivered.reasons.append("video_reencoded")
-        return delivered
+        Planner.delivered(claimed.plan, executed: executed, adjustments: adjustments, rungs: farm.presets.rungs)
     }
 
     /// Moves the finished file into place and marks the artifact ready, under the farm's

@@ -91,7 +91,7 @@ enum PrepareCommand {
         defer { signals.stop() }
         let inputs = try PlanInputs(args, cancellation: cancellation, preparing: true)
         return try execute(source: inputs.source, plan: inputs.plan, output: output, args: args,
-                           cancellation: cancellation, signals: signals)
+                           cancellation: cancellation, signals: signals, rungs: inputs.presets.rungs)
     }
 
     /// `prep-artifact run FILE --plan FILE|- --output OUT [--fingerprint F]`: carries out a
@@ -119,8 +119,11 @@ enum PrepareCommand {
         return try execute(source: source, plan: plan, output: output, args: args, cancellation: cancellation, signals: signals)
     }
 
+    /// `rungs`: the ladder the plan was made on, to say which rung a picture the engine had
+    /// to re-encode belongs to (`Planner.delivered`); nil for a plan made elsewhere, whose
+    /// maker knows its own (the daemon's `run`: the engine's plan as carried out goes back).
     static func execute(source: ProbedSource, plan: Plan, output: String, args: Arguments, cancellation: Cancellation,
-                        signals: SignalWatcher) throws(KilnError) -> Int32 {
+                        signals: SignalWatcher, rungs: [Rung]? = nil) throws(KilnError) -> Int32 {
         let reporter = ProgressReporter(terminal: isatty(2) != 0 && !args.flag("--json"), jsonLines: args.flag("--progress-json"))
         let result: PrepareResult
         do {
@@ -135,7 +138,9 @@ enum PrepareCommand {
         }
         reporter.clear()
         if args.flag("--json") {
-            print(JSON.string(Success(plan: plan, output: result.output, stats: result.stats, executedPlan: result.executedPlan)))
+            let executed = rungs.map { Planner.delivered(plan, executed: result.executedPlan, adjustments: result.stats.adjustments ?? [], rungs: $0) }
+                ?? result.executedPlan
+            print(JSON.string(Success(plan: plan, output: result.output, stats: result.stats, executedPlan: executed)))
         } else {
             let o = result.output
             print("\(plan.deliveryFormat.rawValue) → \(o.path)")

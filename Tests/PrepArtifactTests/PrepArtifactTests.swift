@@ -1815,6 +1815,16 @@ struct FormatChangeTests {
         #expect(adjustments.first?.string?.hasPrefix("audio_reencoded:") == true, "\(adjustments)")
         #expect(adjustments.contains { $0.string?.hasPrefix("video_reencoded: the source's picture changes from 640x480 to 1280x720") == true },
                 "\(adjustments)")
+        // The plan as carried out, as the daemon stores it: a transcode at the rung of the
+        // picture's encode, with the sound's encode, both said in its reasons.
+        let executed = try #require(json["executed_plan"], "no executed_plan: \(r.stdout.suffix(400))")
+        #expect(executed["delivery_format"] == .string("transcode"))
+        #expect(executed["video"]?["action"] == .string("transcode") && executed["video_fallback"] == nil)
+        #expect(executed["video"]?["bitrate_kbps"]?.int ?? .max <= executed["target_bitrate_kbps"]?.int ?? 0, "\(executed)")
+        #expect(executed["effective_quality"] != json["plan"]?["effective_quality"], "a rung of the ladder, not original: \(executed)")
+        #expect(executed["audio"]?["action"] == .string("transcode"))
+        let reasons = executed["reasons"].map { "\($0)" } ?? ""
+        #expect(reasons.contains("video_reencoded") && reasons.contains("audio_reencoded"), "\(reasons)")
         #expect(json["output"]?["audio"]?["codec"] == .string("aac") && json["output"]?["audio"]?["channels"]?.int == 2)
         let decodeAudio = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:a", "-f", "null", "-"])
         #expect(decodeAudio.status == 0 && decodeAudio.stderr.isEmpty, "the sound decodes to the end: \(decodeAudio.stderr.prefix(300))")

@@ -1,0 +1,33 @@
+import KilnCore
+
+extension Planner {
+    /// The plan an output answers to when the engine had to re-encode a stream the plan
+    /// copied (`PrepareResult.executedPlan`, `stats.adjustments`); nil when the output is
+    /// what the plan said. `prep-artifact prepare` answers with it, and the daemon stores
+    /// it for the artifact.
+    /// - A sound (its format changed, the muxer refused a packet): the encode the engine
+    ///   made (`executed.audio`), reason `audio_reencoded`.
+    /// - A picture (its size changed mid-stream, no keyframe to start on): the plan's
+    ///   fallback encode, so a transcode at the rung that encode belongs to (the lowest
+    ///   whose video budget holds it), not a remux "as the source"; reason `video_reencoded`.
+    public static func delivered(_ plan: Plan, executed: Plan?, adjustments: [String], rungs: [Rung]) -> Plan? {
+        var delivered = plan
+        if adjustments.contains(where: { $0.hasPrefix("audio_reencoded") }), plan.audio?.action == .copy,
+           let sound = executed?.audio, sound.action == .transcode, sound.sourceIndex == plan.audio?.sourceIndex {
+            delivered.audio = sound
+            delivered.audioFallback = nil
+            delivered.reasons.append("audio_reencoded")
+        }
+        if adjustments.contains(where: { $0.hasPrefix("video_reencoded") }), let fallback = plan.videoFallback, plan.video?.action == .copy {
+            delivered.video = fallback
+            delivered.videoFallback = nil
+            delivered.deliveryFormat = .transcode
+            if let rung = rungs.filter({ $0.videoKbps >= fallback.bitrateKbps }).min(by: { $0.videoKbps < $1.videoKbps }) {
+                delivered.effectiveQuality = rung.quality
+                delivered.targetBitrateKbps = rung.capKbps
+            }
+            delivered.reasons.append("video_reencoded")
+        }
+        return delivered == plan ? nil : delivered
+    }
+}
