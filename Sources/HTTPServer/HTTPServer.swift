@@ -31,6 +31,12 @@ public final class HTTPServer: Sendable {
         /// A connection with no traffic for this long is closed (keep-alive included; a
         /// stream waiting for data is not idle in this sense and stays open).
         public var idleTimeoutSeconds: Int = 60
+        /// A request's head, then its body, must each arrive within this long (the head
+        /// counted from the connection's start or the previous response's end), or the
+        /// connection is closed: the idle timeout restarts with every byte, so a client
+        /// trickling its headers would hold a connection for ever, and a thousand of them
+        /// every slot. nginx's `client_header_timeout` default. 0: no deadline.
+        public var requestDeadlineSeconds: Int = 60
         /// libmicrohttpd's per-connection memory pool. The request line and headers must
         /// fit in it (with room for the reply's headers); bigger requests get 431.
         public var connectionMemoryLimit: Int = 32 * 1024
@@ -97,6 +103,12 @@ public final class HTTPServer: Sendable {
     /// Streams currently held by a connection.
     public var openStreamCount: Int { core.streams.count }
 
+    /// Connections closed for sending a request's head or body past
+    /// `Configuration.requestDeadlineSeconds`, since the server started; 0 when stopped.
+    public var deadlineCuts: Int {
+        daemon.withLock { $0.map { Int(kiln_mhd_deadline_cuts($0.options)) } ?? 0 }
+    }
+
     /// Ends every stream (their clients see the connection end), waits for libmicrohttpd to
     /// let go of them, then stops its threads and closes the listening socket and every
     /// connection. Requests already inside a handler finish first. Idempotent; a stopped
@@ -139,6 +151,7 @@ private struct Daemon: @unchecked Sendable {
         options.pointee.connection_timeout_seconds = UInt32(clamping: max(0, configuration.idleTimeoutSeconds))
         options.pointee.connection_memory_limit = max(4096, configuration.connectionMemoryLimit)
         options.pointee.connection_limit = UInt32(clamping: max(1, configuration.maxConnections))
+        options.pointee.request_deadline_seconds = UInt32(clamping: max(0, configuration.requestDeadlineSeconds))
         options.pointee.access_handler = { cls, connection, _, method, version, upload, uploadSize, slot in
             guard let cls, let connection, let uploadSize, let slot else { return .NO }
             return Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().access(
@@ -182,7 +195,7 @@ private struct Daemon: @unchecked Sendable {
     }
 
     func stop() {
-        MHD_stop_daemon(handle)
+        kiln_mhd_stop(handle, options)
         options.deallocate()
         address.deallocate()
     }

@@ -31,11 +31,23 @@ struct kiln_mhd_options {
     void *uri_log_cls;
     kiln_mhd_log_fn logger;              // NULL: libmicrohttpd stays silent
     void *logger_cls;
+    // A request's head, and then its body, must each arrive within this many seconds
+    // (the head counted from the connection's start or the previous response's end);
+    // 0: no deadline. libmicrohttpd's idle timeout restarts with every byte, so without
+    // it a client trickling a header a byte at a time holds its connection for ever.
+    unsigned int request_deadline_seconds;
+    void *watch;                         // kiln_mhd_start's; kiln_mhd_stop frees it
 };
 
 // Internal polling threads (a pool of thread_pool_size), suspend/resume allowed (the
 // event streams park idle connections), IPv6 when the address is IPv6.
 struct MHD_Daemon *kiln_mhd_start(struct kiln_mhd_options *options);
+
+// Stops the request-deadline watch, then the daemon (MHD_stop_daemon).
+void kiln_mhd_stop(struct MHD_Daemon *daemon, struct kiln_mhd_options *options);
+
+// Connections the deadline watch has cut since the daemon started.
+unsigned long kiln_mhd_deadline_cuts(struct kiln_mhd_options *options);
 
 // The port the daemon's listening socket is bound to (the real one after port 0), or 0.
 uint16_t kiln_mhd_bound_port(struct MHD_Daemon *daemon);
