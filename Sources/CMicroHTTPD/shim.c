@@ -69,7 +69,8 @@ static void *kiln_watch_run(void *arg) {
         struct timespec now = kiln_now();
         for (struct kiln_connection *c = w->head; c != NULL; c = c->next) {
             if (c->phase == KILN_ANSWERING || c->cut) continue;
-            if (now.tv_sec - c->since.tv_sec >= (time_t)w->deadline) {
+            long long elapsed_ms = (long long)(now.tv_sec - c->since.tv_sec) * 1000 + (now.tv_nsec - c->since.tv_nsec) / 1000000;
+            if (elapsed_ms >= (long long)w->deadline * 1000) {
                 shutdown(c->fd, SHUT_RDWR);
                 c->cut = 1;
                 w->cuts++;

@@ -15,6 +15,9 @@ public struct DaemonConfig: Sendable {
     public var webhookURL: URL?
     public var webhookSecret: String?
     public var httpThreads = 8
+    /// `KILN_HTTP_REQUEST_DEADLINE_SECONDS`: how long a client may take to send a request's
+    /// head, then its body (`HTTPServer.Configuration.requestDeadlineSeconds`); 0: no limit.
+    public var httpRequestDeadlineSeconds = 60
     /// `KILN_SQLITE_SYNC`: `full` (default; every commit survives a power cut) or `normal`
     /// (commits survive a killed process; a power cut may lose the last few).
     public var durability: SQLiteStore.Durability = .full
@@ -66,6 +69,13 @@ public struct DaemonConfig: Sendable {
                 throw KilnError(.usage, stage: .request, field: "KILN_HTTP_THREADS", "KILN_HTTP_THREADS must be 1–256")
             }
             c.httpThreads = n
+        }
+        if let t = env["KILN_HTTP_REQUEST_DEADLINE_SECONDS"] {
+            guard let n = Int(t), (0...86_400).contains(n) else {
+                throw KilnError(.usage, stage: .request, field: "KILN_HTTP_REQUEST_DEADLINE_SECONDS",
+                                "KILN_HTTP_REQUEST_DEADLINE_SECONDS must be a number of seconds, 0 (no limit) to 86400")
+            }
+            c.httpRequestDeadlineSeconds = n
         }
         func flag(_ name: String, yes: Set<String>, no: Set<String>) throws(KilnError) -> Bool? {
             guard let v = env[name]?.lowercased(), !v.isEmpty else { return nil }

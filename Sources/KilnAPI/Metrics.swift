@@ -18,6 +18,13 @@ public final class Metrics: @unchecked Sendable {
     struct RequestKind: Hashable { let result: String; let format: DeliveryFormat }
     private var sse = 0
     private var subscription: EventSubscription?
+    /// The HTTP server's connections cut for a request not sent in time
+    /// (`HTTPServer.deadlineCuts`); set once the server exists.
+    public var connectionsCut: (@Sendable () -> Int)? {
+        get { lock.lock(); defer { lock.unlock() }; return cutCounter }
+        set { lock.lock(); cutCounter = newValue; lock.unlock() }
+    }
+    private var cutCounter: (@Sendable () -> Int)?
 
     public init() {}
 
@@ -75,6 +82,11 @@ public final class Metrics: @unchecked Sendable {
         if let free = farm.freeBytes {
             family("kiln_free_bytes", "gauge", "Free bytes on the data directory's file system.")
             sample("kiln_free_bytes", [], Double(free))
+        }
+        if let cut = connectionsCut {
+            family("kiln_http_connections_cut_total", "counter",
+                   "Connections closed because a request's head or body did not arrive within KILN_HTTP_REQUEST_DEADLINE_SECONDS.")
+            sample("kiln_http_connections_cut_total", [], Double(cut()))
         }
         lock.lock(); defer { lock.unlock() }
         family("kiln_prepare_requests_total", "counter",

@@ -63,8 +63,10 @@ enum Serve {
         }
         var http = HTTPServer.Configuration(host: config.host, port: config.port)
         http.threads = config.httpThreads
+        http.requestDeadlineSeconds = config.httpRequestDeadlineSeconds
         http.errorResponse = API.errorResponse
         let server = HTTPServer(configuration: http)
+        metrics.connectionsCut = { [weak server] in server?.deadlineCuts ?? 0 }
         API(farm: farm, mediaRoots: config.mediaRoots, token: config.token, metrics: metrics).register(on: server)
         do { try server.start() } catch {
             farm.shutdown(grace: 0)

@@ -192,6 +192,9 @@ struct APITests {
         #expect(!config.policy.transcodingAllowed && config.policy.allow4KOutput)
         #expect(try DaemonConfig.load(environment: [:], file: nil).policy == .standard)
         #expect(throws: KilnError.self) { _ = try DaemonConfig.load(environment: ["KILN_TRANSCODING": "maybe"], file: nil) }
+        #expect(try DaemonConfig.load(environment: [:], file: nil).httpRequestDeadlineSeconds == 60)
+        #expect(try DaemonConfig.load(environment: ["KILN_HTTP_REQUEST_DEADLINE_SECONDS": "0"], file: nil).httpRequestDeadlineSeconds == 0)
+        #expect(throws: KilnError.self) { _ = try DaemonConfig.load(environment: ["KILN_HTTP_REQUEST_DEADLINE_SECONDS": "soon"], file: nil) }
     }
 
     @Test("/readyz says not ready while the data directory's disk is full (every prepare would fail), and ready again when there is room")

@@ -99,6 +99,40 @@ func processes(matching needle: String) -> [Int32] {
 
 @Suite("kiln serve as a process", .serialized)
 struct DaemonProcessTests {
+    @Test("a client trickling its request's headers is cut off at KILN_HTTP_REQUEST_DEADLINE_SECONDS though it never goes idle, and /metrics counts it; others are answered meanwhile")
+    func requestDeadline() throws {
+        let data = Media.scratch("deadline-data")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let d = try DaemonProcess(dataDir: data, mediaRoot: data.path, extra: ["KILN_HTTP_REQUEST_DEADLINE_SECONDS": "1"])
+        defer { d.terminate() }
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = d.port.bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        try #require(connected == 0)
+        func send(_ text: String) -> Bool { Array(text.utf8).withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } > 0 }
+        _ = send("GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        var closed = false
+        let start = Date()
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        while !closed, Date().timeIntervalSince(start) < 20 {
+            if !send("X-Slow: a\r\n") { closed = true; break }
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&ready, 1, 300) > 0 {
+                let n = recv(fd, &buffer, buffer.count, 0)
+                closed = n == 0 || (n < 0 && errno == ECONNRESET)
+            }
+            // Trickling, it holds its slot; the daemon answers everyone else.
+            if Date().timeIntervalSince(start) < 0.5 { #expect(try RawHTTP.request(port: d.port, "GET", "/healthz").status == 200) }
+        }
+        #expect(closed, "the headers trickled on for 20 s and the connection stayed open")
+        let metrics = try RawHTTP.request(port: d.port, "GET", "/metrics").text
+        #expect(metrics.contains("kiln_http_connections_cut_total 1"), "\(metrics)")
+    }
+
     @Test("refuses a non-loopback listen address without a token")
     func refusesOpenListen() throws {
         let dir = Media.scratch("open")
