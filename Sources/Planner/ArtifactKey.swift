@@ -11,9 +11,8 @@ import KilnCore
 /// Caps never enter directly, only through the plan they shaped, so the order of caps
 /// lists and caps fields the plan did not use cannot move the key.
 ///
-/// An `original` is the file itself: the daemon keys it with its path as well
-/// (`Plan.originalKey`), so the `artifact_key` `prep-artifact plan` prints for an original is
-/// the content's, not the daemon's.
+/// An `original` is the file itself: the daemon and `prep-artifact` key it with its real
+/// path as well (`Plan.originalKey`), so two copies of a film are two artifacts.
 ///
 /// Source identity is `MediaInfo.fingerprint` (see `SourceFingerprint`: survives renames,
 /// changes with content, reads at most ~6 MiB of a 60 GB file). A MediaInfo without one

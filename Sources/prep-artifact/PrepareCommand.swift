@@ -9,7 +9,7 @@ struct PlanInputs {
     let source: ProbedSource
     var info: MediaInfo { source.info }
     let presets: Presets
-    let plan: Plan
+    var plan: Plan
 
     /// - Parameter preparing: the source will be prepared (the probe may then open the
     ///   index forecast's reader too).
@@ -23,6 +23,12 @@ struct PlanInputs {
                                  preparing: preparing)
         plan = try Planner.plan(source: source.info, quality: quality, caps: caps, policy: .standard,
                                 audioLanguage: args.values["--audio-language"], presets: presets)
+        // An original is the file at its path: keyed as the daemon keys it (its real path,
+        // symlinks followed), so the key printed here is the one the daemon answers with.
+        if plan.deliveryFormat == .original, let real = realpath(file, nil) {
+            plan.artifactKey = Plan.originalKey(plan.artifactKey, path: String(cString: real))
+            free(real)
+        }
     }
 }
 

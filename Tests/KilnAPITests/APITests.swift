@@ -363,9 +363,15 @@ struct APITests {
         defer { d.stop() }
         _ = try d.prepare("m1", "sp_bear-640x360-ec3.mp4", quality: "1mbps")
         _ = try d.settle("m1")
-        let original = try d.prepare("m0", "sp_bear-640x360-ec3.mp4", quality: "original",
-                                     caps: #"{"containers":["mp4"],"codecs_video":["h264"],"codecs_audio":["eac3"]}"#)
+        let originalCaps = #"{"containers":["mp4"],"codecs_video":["h264"],"codecs_audio":["eac3"]}"#
+        let original = try d.prepare("m0", "sp_bear-640x360-ec3.mp4", quality: "original", caps: originalCaps)
         #expect(try JSONValue.parse(original.body)["delivery_format"] == .string("original"))
+        // The key prep-artifact prints for an original is the daemon's (the file's path in it).
+        let cli = try Run.command(Binaries.path("prep-artifact"), ["plan", Media.shared("sp_bear-640x360-ec3.mp4"), "--quality", "original",
+                                                                  "--caps", originalCaps, "--json"])
+        let cliKey = try JSONValue.parse(Array(cli.stdout.utf8))["artifact_key"]
+        let daemonKey = try JSONValue.parse(original.body)["plan"]?["artifact_key"]
+        #expect(cliKey != nil && cliKey == daemonKey, "\(cli.stdout) \(original.text)")
         // The user's file has a validator too, so an interrupted download resumes (If-Range).
         let originalID = try #require(try JSONValue.parse(original.body)["artifact_id"]?.string)
         let head = try RawHTTP.request(port: d.port, "HEAD", "/v1/artifacts/\(originalID)/file")
