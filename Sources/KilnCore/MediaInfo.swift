@@ -159,6 +159,9 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     public var level: Int?
     public var bitRate: Int?
     public var durationSeconds: Double?
+    /// When the stream's first packet is presented, in the file's time (a stream may start
+    /// later than the others: a recording's pictures half a second after its sound).
+    public var startSeconds: Double?
     public var language: String?
     public var title: String?
     public var disposition: Disposition
@@ -253,7 +256,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case index, type, codec, codecTag = "codec_tag", profile, level, bitRate = "bit_rate", durationSeconds = "duration_seconds"
-        case language, title, disposition, width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
+        case startSeconds = "start_seconds", language, title, disposition, width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
         case chroma, sampleAspectRatio = "sample_aspect_ratio", frameRate = "frame_rate"
         case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", rotation
         case presentationTimesMissing = "presentation_times_missing", encrypted

@@ -620,8 +620,15 @@ public enum Preparer {
     /// The duration the output must have: the longest of the kept audio and video
     /// streams of the source, or the container's duration when streams do not say.
     static func expectedDuration(info: MediaInfo, plan: Plan) -> Double {
-        let kept = [plan.video?.sourceIndex, plan.audio?.sourceIndex].compactMap { $0 }
-        let durations = kept.compactMap { info.stream($0)?.durationSeconds }.filter { $0 > 0 }
+        let kept = [plan.video?.sourceIndex, plan.audio?.sourceIndex].compactMap { $0 }.compactMap { info.stream($0) }
+        let durations = kept.compactMap(\.durationSeconds).filter { $0 > 0 }
+        // From the first kept stream's start to the last one's end: the output starts where
+        // the first starts, and a stream that starts late (pictures half a second after the
+        // sound) lasts less than the whole.
+        if !durations.isEmpty, durations.count == kept.count, kept.allSatisfy({ $0.startSeconds != nil }) {
+            let first = kept.map { $0.startSeconds! }.min()!
+            return kept.map { $0.startSeconds! + $0.durationSeconds! }.max()! - first
+        }
         return durations.max() ?? info.durationSeconds
     }
 

@@ -195,6 +195,7 @@ public enum Prober {
         if par.level > 0 { info.level = Int(par.level) }
         if par.bit_rate > 0 { info.bitRate = Int(par.bit_rate) }
         info.durationSeconds = seconds(st.pointee.duration, st.pointee.time_base)
+        info.startSeconds = seconds(st.pointee.start_time, st.pointee.time_base)
         info.language = dictValue(st.pointee.metadata, "language").flatMap { $0 == "und" ? nil : $0 }
         info.title = trackTitle(st)
 

@@ -58,19 +58,22 @@ enum Verifier {
         guard subtitles.count == converted, subtitles.allSatisfy({ $0.codec == "mov_text" }) else {
             throw fail("expected \(converted) mov_text subtitle streams, found \(subtitles.map(\.codec))")
         }
-        let avDuration = (video + audio).compactMap(\.durationSeconds).max() ?? info.durationSeconds
+        // Each stream from its start (the output starts at zero; a stream may start later,
+        // as the source's did) to its end.
+        func start(_ s: StreamInfo) -> Double { max(0, seconds(demuxer.stream(s.index).pointee.start_time, demuxer.stream(s.index).pointee.time_base) ?? 0) }
+        let avDuration = (video + audio).compactMap { s in s.durationSeconds.map { start(s) + $0 } }.max() ?? info.durationSeconds
         if expectedDuration > 0, abs(avDuration - expectedDuration) > durationTolerance(expectedDuration) {
             throw fail("the output lasts \(Format.fixed(avDuration, decimals: 2)) s but the source \(Format.fixed(expectedDuration, decimals: 2)) s")
         }
         // Audio first: a witness still decoding the video's last keyframe gets the time.
         for s in audio + video {
-            let streamEnd = s.durationSeconds ?? avDuration
+            let streamEnd = s.durationSeconds.map { start(s) + $0 } ?? avDuration
             let trusted = s.type == .video ? witness.flatMap { sameParameters(demuxer.stream(s.index), $0) ? $0 : nil } : nil
             let format: Int32
             do throws(KilnError) {
-                format = try decodes(demuxer, stream: s.index, from: 0, streamEnd: streamEnd, cancellation: cancellation,
+                format = try decodes(demuxer, stream: s.index, from: start(s), streamEnd: streamEnd, cancellation: cancellation,
                                      witness: trusted, sourceDamaged: sourceDamaged)
-                try decodes(demuxer, stream: s.index, from: max(0, streamEnd - 1), streamEnd: streamEnd, cancellation: cancellation,
+                try decodes(demuxer, stream: s.index, from: max(start(s), streamEnd - 1), streamEnd: streamEnd, cancellation: cancellation,
                             witness: trusted, sourceDamaged: sourceDamaged)
             } catch {
                 if error.code == .verifyFailed { undecodable?(s.index) }
