@@ -650,12 +650,16 @@ public enum Preparer {
                 }
             }
         }
+        // A copied sound has the source's channels. The MP4 sample entry of an MP3 says 2
+        // whatever the frames hold (nothing else in the index says it), and the output is
+        // read without decoding.
+        let copiedChannels = plan.audio.flatMap { $0.action == .copy ? source.stream($0.sourceIndex)?.channels : nil }.flatMap { $0 > 0 ? $0 : nil }
         return OutputInfo(
             path: path, bytes: digest.bytes, sha256: digest.sha256, durationSeconds: m.durationSeconds,
             container: plan.deliveryFormat == .original ? source.container : "mp4",
             video: v.map { .init(codec: $0.codec, width: $0.width ?? 0, height: $0.height ?? 0, pixelFormat: $0.pixelFormat,
                                  frameRate: $0.frameRate, rotation: $0.rotation ?? 0, hdr: $0.hdr ?? .sdr) },
-            audio: a.map { .init(codec: $0.codec, channels: $0.channels ?? 0, sampleRate: $0.sampleRate ?? 0, bitRate: $0.bitRate,
+            audio: a.map { .init(codec: $0.codec, channels: copiedChannels ?? $0.channels ?? 0, sampleRate: $0.sampleRate ?? 0, bitRate: $0.bitRate,
                                  language: $0.language) },
             subtitles: m.subtitleStreams.map { .init(codec: $0.codec, language: $0.language, forced: $0.disposition.forced) },
             chapters: m.chapters.count, dropped: dropped)

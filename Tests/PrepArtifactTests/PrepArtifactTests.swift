@@ -1352,7 +1352,19 @@ struct FormatChangeTests {
                 #expect(audio?["action"] == .string(probed == "mp2" ? "transcode" : "copy"))
                 #expect(try FFprobe(out).streams("audio").first?["codec_name"]?.string == (probed == "mp2" ? "aac" : "mp3"))
                 #expect(try FFprobe.decodeErrors(out) == "")
+                // The tone is mono, and the answer says so (an MP3's MP4 sample entry says 2).
+                let channels = try Command.json(r)["output"]?["audio"]?["channels"]?.int
+                let probedChannels = try FFprobe(out).streams("audio").first?["channels"]?.int
+                #expect(channels == 1 && probedChannels == 1, "\(String(describing: channels))")
             }
+        }
+        // A mono MP3 file copied into MP4 is said to be mono (the MP4 index says 2).
+        let mono = try Media.generated("mono-8k.mp3", ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=8000", "-t", "3", "-c:a", "libmp3lame"])
+        try Command.prepare(mono, quality: "original", caps: "ios", scratch: "mono-mp3") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout)")
+            let channels = try Command.json(r)["output"]?["audio"]?["channels"]?.int
+            let probedChannels = try FFprobe(out).streams("audio").first?["channels"]?.int
+            #expect(channels == 1 && probedChannels == 1, "\(String(describing: channels))")
         }
         // Without pictures too (the probe's packet scan was the video's).
         let sound = try Media.generated("mpeg-audio-mp2-only.m4a", [
