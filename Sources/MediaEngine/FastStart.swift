@@ -171,13 +171,18 @@ enum FastStart {
     /// The file's top-level boxes in order (also what verification reads to find the
     /// index in front), the first `limit` of them; from `start` to `fileSize`, which for a
     /// box's children is its payload and its end.
-    static func topLevelBoxes(_ file: FileDescriptor, from start: Int64 = 0, fileSize: Int64, limit: Int = .max) throws(KilnError) -> [Box] {
-        try topLevelBoxes(from: start, size: fileSize, limit: limit) { (offset, count) throws(KilnError) in try read(file, at: offset, count: count) }
+    /// `upToDamage`: a box that runs past the end (a file cut short) ends the list instead
+    /// of failing it.
+    static func topLevelBoxes(_ file: FileDescriptor, from start: Int64 = 0, fileSize: Int64, limit: Int = .max,
+                              upToDamage: Bool = false) throws(KilnError) -> [Box] {
+        try topLevelBoxes(from: start, size: fileSize, limit: limit, upToDamage: upToDamage) { (offset, count) throws(KilnError) in
+            try read(file, at: offset, count: count)
+        }
     }
 
     /// The same over any `size` bytes that `read(offset, count)` returns (the index
     /// forecast's recorder, which kept only some of them, throws for the rest).
-    static func topLevelBoxes(from start: Int64 = 0, size fileSize: Int64, limit: Int = .max,
+    static func topLevelBoxes(from start: Int64 = 0, size fileSize: Int64, limit: Int = .max, upToDamage: Bool = false,
                               read: (Int64, Int) throws(KilnError) -> [UInt8]) throws(KilnError) -> [Box] {
         var boxes: [Box] = []
         var offset = start
@@ -193,6 +198,7 @@ enum FastStart {
             }
             // (Compared as what is left: a damaged 64-bit size near 2^63 would overflow a sum.)
             guard size >= 8, size <= fileSize - offset else {
+                if upToDamage { break }
                 throw KilnError(.internalError, stage: .mux, "the output's \(type) box at \(offset) is malformed")
             }
             boxes.append(Box(type: type, offset: offset, size: size))

@@ -141,7 +141,8 @@ public enum Prober {
     /// top-level boxes and of `moov`'s children; a damaged box ends the walk (not fragmented).
     static func isFragmented(_ path: String) -> Bool {
         guard let file = try? FileDescriptor(path: path, flags: O_RDONLY), let size = FileIO.size(atPath: path),
-              let top = try? FastStart.topLevelBoxes(file, fileSize: size, limit: 64) else { return false }
+              // (A file cut short in its last fragment is fragmented all the same.)
+              let top = try? FastStart.topLevelBoxes(file, fileSize: size, limit: 64, upToDamage: true) else { return false }
         if top.contains(where: { $0.type == "sidx" }) { return false }
         if top.contains(where: { $0.type == "moof" }) { return true }
         guard let moov = top.first(where: { $0.type == "moov" }),

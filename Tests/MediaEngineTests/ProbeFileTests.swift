@@ -25,7 +25,7 @@ struct ProbeFileTests {
         #expect(try Prober.probe(path: link, fingerprint: false).sizeBytes == Int64(size))
     }
 
-    @Test("an MP4 in movie fragments is told apart: without a segment index (ExoPlayer cannot seek in it) it is fragmented; with one, or flat, it is not; a box claiming 2^63 bytes ends the walk without a trap")
+    @Test("an MP4 in movie fragments is told apart: without a segment index (ExoPlayer cannot seek in it) it is fragmented, cut short too; with one, or flat, it is not; a box claiming 2^63 bytes ends the walk without a trap")
     func fragments() throws {
         let v = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4", "-c:v", "libx264", "-preset", "ultrafast", "-g", "25"]
         let fragmented = try Media.generated("frag-no-sidx.mp4", v + ["-movflags", "frag_keyframe+empty_moov"])
@@ -41,6 +41,13 @@ struct ProbeFileTests {
         bytes += Data([0, 0, 0, 1] + Array("free".utf8) + [0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
         try bytes.write(to: hostile)
         #expect(try Prober.probe(path: hostile.path, fingerprint: false).fragmented == nil)
+        // Cut short inside its last fragment (a download that stopped), it is fragmented
+        // still: the box that runs past the end ends the walk (it read as flat, and was
+        // handed out as it was).
+        let cut = dir.appendingPathComponent("frag-cut.mp4")
+        let whole = try Data(contentsOf: URL(fileURLWithPath: fragmented))
+        try whole.prefix(whole.count * 9 / 10).write(to: cut)
+        #expect(try Prober.probe(path: cut.path, fingerprint: false).fragmented == true)
     }
 
     @Test("sound whose container and headers give no bitrate (AAC and Opus in Matroska, beside pictures or alone) is measured from the packets the scan reads: the planner can copy it instead of re-encoding it")
