@@ -84,7 +84,8 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     /// the source does; `audio_continued` (`video_continued`) where the sound (the
     /// pictures) went on in another of the source's streams when the chosen one ended
     /// (`StreamSuccession`); `subtitle_recoded` where text cues that are not UTF-8 were
-    /// read in their language's code page (`SubtitleCharset`).
+    /// read in their language's code page (`SubtitleCharset`); `video_starts_late` where a
+    /// copied picture's first keyframe comes more than the length tolerance in.
     public var adjustments: [String]?
     /// A burnt-in forced subtitle track's work (nil without one).
     public var burnedSubtitles: BurnedSubtitles?
@@ -364,6 +365,14 @@ public enum Preparer {
                 continued = pipeline.continued.map { h, at in
                     (h.video ? "video_continued: the pictures go on" : "audio_continued: the sound goes on") + " in the source's stream \(h.to)"
                         + (at.map { " at \(Format.fixed($0, decimals: 2)) s" } ?? "") + ", where stream \(h.from) ends"
+                }
+                // A copy starts at a keyframe: pictures before the first one (a recording cut
+                // mid-GOP, damaged first keyframes) cannot be shown, and the output's start later.
+                continued += lanes.compactMap { lane in
+                    guard let copy = lane as? CopyLane, let late = copy.startsLate,
+                          late.seconds > Verifier.durationTolerance(expected) else { return nil }
+                    return "video_starts_late: the source's stream \(copy.inputIndex) has no keyframe in its first "
+                        + "\(Format.fixed(late.seconds, decimals: 2)) s (\(late.packets) packets); the pictures start there"
                 }
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
                     + lanes.reduce(0) { $0 + $1.stats.repairedTimestamps }

@@ -640,7 +640,7 @@ struct SourceDamageTests {
         try Self.expectSourceCorrupt(damaged.path, in: dir, saying: "past")
     }
 
-    @Test("a video-only recording cut in the middle of a 4-second GOP (its first keyframe 1.6 s in) exits 3, source_corrupt, saying so (the copy starts at that keyframe; it was verify_failed, retried in vain)")
+    @Test("a video-only recording cut in the middle of a 4-second GOP (its first keyframe 1.4 s in) is remuxed with its pictures starting at that keyframe, and says so (video_starts_late), as one with sound is (it was source_corrupt, and before that verify_failed, retried in vain)")
     func lateFirstKeyframe() throws {
         let whole = try Media.generated("h264-gop4s-8s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8",
                                                              "-c:v", "libx264", "-preset", "ultrafast", "-g", "100",
@@ -651,8 +651,15 @@ struct SourceDamageTests {
         let cut = dir.appendingPathComponent("cut.ts")
         // 30 % in, on a TS packet boundary: 2.4 s into the first GOP.
         try bytes.suffix(from: bytes.count * 3 / 10 / 188 * 188).write(to: cut)
-        try Self.expectSourceCorrupt(cut.path, in: dir, saying: "no keyframe in its first")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["cut.ts"], "nothing written")
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", cut.path, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout)")
+        let adjustments = "\(try Command.json(r)["stats"]?["adjustments"] ?? .null)"
+        #expect(adjustments.contains("video_starts_late") && adjustments.contains("no keyframe in its first 1."), "\(adjustments)")
+        // (1.44 s from the first packet's time, the first pictures in display order.)
+        let start = try #require(try FFprobe(out).startTime("video"))
+        #expect(start > 1.3 && start < 1.7, "the pictures start at the first keyframe: \(start) s")
+        #expect(try FFprobe.decodeErrors(out).isEmpty)
     }
 
     /// Four seconds of 320x240 H.264 without B-frames and `audio` in AVI, with one byte of it
