@@ -199,7 +199,10 @@ enum AssEvent {
                 case "i" where number != nil, "u" where number != nil:
                     if number! != 0 { next.insert(name) } else { next.remove(name) }
                 case "r":
+                    // The encoder's reset puts back the style's colour, alpha and size;
+                    // bold, italic and underline are stated in full below all the same.
                     next = []
+                    kept += "\\" + tag
                 case "c" where rest.isEmpty || rest.hasPrefix("&"):
                     kept += "\\1c" + rest
                 default:

@@ -121,12 +121,14 @@ struct CueScheduleTests {
         #expect(AssEvent.stacked(["a", "b", "c"]) == ["a\\N", "b\\N", "c"])
     }
 
-    @Test("bold, italic and underline are stated in full at every change (mov_text's encoder keeps one style at a time), a reset ends them, \\c is spelt \\1c, and an event still styled at its end closes them")
+    @Test("bold, italic and underline are stated in full at every change (mov_text's encoder keeps one style at a time), a reset ends them and the colour, \\c is spelt \\1c, and an event still styled at its end closes them")
     func stylesForMovText() {
         let head = "3,0,Default,,0,0,0,,", off = "\\b0\\i0\\u0"
         #expect(AssEvent.forMovText(head + "{\\b1}bold {\\i1}both{\\i0} bold{\\b0} plain")
                 == head + "{\(off)\\b1}bold {\(off)\\b1\\i1}both{\(off)\\b1} bold{\(off)} plain")
-        #expect(AssEvent.forMovText(head + "{\\i1}Italic{\\r} then") == head + "{\(off)\\i1}Italic{\(off)} then")
+        #expect(AssEvent.forMovText(head + "{\\i1}Italic{\\r} then") == head + "{\(off)\\i1}Italic{\\r\(off)} then")
+        // The reset reaches the encoder, which puts back the style's colour.
+        #expect(AssEvent.forMovText(head + "{\\c&H0000FF&}red{\\r} plain") == head + "{\\1c&H0000FF&}red{\\r} plain")
         #expect(AssEvent.forMovText(head + "{\\c&H0000FF&\\an8}red{\\c}") == head + "{\\1c&H0000FF&\\an8}red{\\1c}")
         #expect(AssEvent.forMovText(head + "{\\u1}open") == head + "{\(off)\\u1}open{\(off)}")
         #expect(AssEvent.forMovText(head + "{\\b700}heavy{\\b400} normal") == head + "{\(off)\\b1}heavy{\(off)} normal")

@@ -1743,7 +1743,7 @@ struct FormatChangeTests {
         }
     }
 
-    @Test("styles inside styles, resets and colours reach the mov_text track as the source has them (libavcodec's encoder alone ended the outer style, ignored resets and \\c)")
+    @Test("styles inside styles, resets and colours reach the mov_text track as the source has them (libavcodec's encoder alone ended the outer style, ignored resets and \\c; a reset left the colour on)")
     func nestedStyles() throws {
         let dir = Media.scratch("cli-styles")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -1752,7 +1752,8 @@ struct FormatChangeTests {
                   + "Style: Default,Arial,20,&H00FFFFFF,0,0,0\n\n[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n"
                   + "Dialogue: 0,0:00:01.00,0:00:02.00,Default,,0,0,0,,{\\b1}bold {\\i1}both{\\i0} bold{\\b0} plain\n"
                   + "Dialogue: 0,0:00:03.00,0:00:04.00,Default,,0,0,0,,{\\i1}Italic{\\r} then normal\n"
-                  + "Dialogue: 0,0:00:05.00,0:00:06.00,Default,,0,0,0,,{\\c&H0000FF&}red{\\c} plain\n").utf8).write(to: ass)
+                  + "Dialogue: 0,0:00:05.00,0:00:06.00,Default,,0,0,0,,{\\c&H0000FF&}red{\\c} plain\n"
+                  + "Dialogue: 0,0:00:06.20,0:00:06.80,Default,,0,0,0,,{\\c&H0000FF&}rouge{\\r} normal\n").utf8).write(to: ass)
         let source = dir.appendingPathComponent("styles.mkv").path
         var r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=7", "-f", "lavfi",
                                            "-i", "sine=sample_rate=48000:duration=7", "-i", ass.path, "-c:v", "libx264", "-preset", "ultrafast",
@@ -1765,7 +1766,7 @@ struct FormatChangeTests {
         let text = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:s:0", "-f", "ass", "-"]).stdout
         let lines = text.split(whereSeparator: \.isNewline).filter { $0.hasPrefix("Dialogue:") }.map { String($0.split(separator: ",", maxSplits: 9).last ?? "") }
         #expect(lines == ["{\\b1}bold {\\r}{\\b1}{\\i1}both{\\r}{\\b1} bold{\\r} plain", "{\\i1}Italic{\\r} then normal",
-                          "{\\1c&HFF&}red{\\r} plain"], "\(lines) \(text)")
+                          "{\\1c&HFF&}red{\\r} plain", "{\\1c&HFF&}rouge{\\r} normal"], "\(lines) \(text)")
     }
 
     @Test("AAC in LATM framing (DVB, ISDB-Tb recordings) is re-encoded into the MP4 (its copy failed at the MP4 header as a retryable io_error)")
