@@ -31,8 +31,11 @@ final class Decoder {
          threads: Int = 0, sharedPicture: Bool = false) throws(KilnError) {
         let codecName = string(avcodec_get_name(par.pointee.codec_id)) ?? "unknown"
         guard let codec = avcodec_find_decoder(par.pointee.codec_id) else {
-            throw KilnError(.sourceUnsupported, stage: .decode,
-                            "no decoder for \(codecName) (stream \(streamIndex))")
+            // No codec at all: the container names none libavformat knows, or its header
+            // was lost (an MP4 cut inside its index).
+            throw KilnError(.sourceUnsupported, stage: .decode, par.pointee.codec_id == AV_CODEC_ID_NONE
+                            ? "the source's stream \(streamIndex) names no codec Kiln knows (an unknown format, or a damaged header)"
+                            : "no decoder for \(codecName) (stream \(streamIndex))")
         }
         guard let ctx = avcodec_alloc_context3(codec) else {
             throw KilnError(.resourceLimit, stage: .decode, "out of memory for a \(codecName) decoder")
