@@ -200,6 +200,10 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         if case .object(let byCodec)? = o["max_video_bit_depth"] {
             // Each codec its own: {"h264": 8, "hevc": 10} (an HEVC Main 10 TV whose H.264
             // decoder is 8-bit, as nearly all are).
+            guard byCodec.count <= BitDepthCap.mostCodecs else {
+                throw KilnError(.invalidCaps, stage: .request, field: "max_video_bit_depth",
+                                "caps.max_video_bit_depth names \(byCodec.count) codecs; at most \(BitDepthCap.mostCodecs)")
+            }
             var depths: [String: Int] = [:]
             for (name, v) in byCodec {
                 let codec = name.trimmingWhitespace.lowercased()
@@ -232,6 +236,8 @@ public struct BitDepthCap: Codable, Sendable, Equatable, ExpressibleByIntegerLit
     public var byCodec: [String: Int]
 
     static let range = 8...16
+    /// More codecs than any device decodes (a request's body may hold 60,000 of them).
+    static let mostCodecs = 64
 
     public init(every: Int) { self.every = every; byCodec = [:] }
     public init(byCodec: [String: Int]) { every = nil; self.byCodec = byCodec }

@@ -110,6 +110,8 @@ struct JSONReaderTests {
         try same(Self.awkward)
         try same(["key \"quoted\" {x}: [y], z": Self.awkward])
         try same([Int64.max, Int64.min, 0, -1])
+        // A large object's keys (a request's caps may hold tens of thousands) in Foundation's order.
+        try same(Dictionary(uniqueKeysWithValues: (0..<5000).map { ("\($0 * 7919 % 5000)-é\($0 % 3)", $0) }))
         try same([UInt64.max, 0])
         try same([Int8.min, Int8.max])
         try same([UInt8.max])

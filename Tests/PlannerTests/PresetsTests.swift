@@ -74,6 +74,7 @@ struct PresetsTests {
         for (bad, field) in [(#"{"max_h264_level": "high"}"#, "max_h264_level"), (#"{"max_h264_level": 7.5}"#, "max_h264_level"), (#"{"max_h264_level": 1e300}"#, "max_h264_level"), (#"{"max_h264_level": 35}"#, "max_h264_level"),
                              (#"{"max_video_bit_depth": 9.5}"#, "max_video_bit_depth"), (#"{"max_video_bit_depth": {"hevc": 7}}"#, "max_video_bit_depth"),
                              (#"{"max_video_bit_depth": {"hevc": true}}"#, "max_video_bit_depth"), (#"{"max_video_bit_depth": [10]}"#, "max_video_bit_depth"),
+                             ("{\"max_video_bit_depth\": {" + (0..<65).map { "\"c\($0)\": 8" }.joined(separator: ", ") + "}}", "max_video_bit_depth"),
                              (#"{"max_audio_channels": 0}"#, "max_audio_channels"),
                              (#"{"hdr_formats": ["hdr11"]}"#, "hdr_formats"), (#"{"hdr_formats": "hdr10"}"#, "hdr_formats")] {
             do { _ = try DeviceCaps.parse(Array(bad.utf8)); Issue.record("parsed \(bad)") } catch {
