@@ -116,13 +116,26 @@ public final class API: Sendable {
 
     func referenceAnswer(_ ref: String) throws -> HTTPResponse {
         guard let r = try store.reference(ref), let a = try store.artifact(id: r.artifactID) else { throw APIError.notFound }
-        let view = ReferenceView(reference: r, artifact: a)
+        let view = ReferenceView(reference: r, artifact: a, originalChanged: Self.originalChanged(a))
         return .json(status: view.httpStatus, view)
+    }
+
+    /// Whether a ready original's file is gone or no longer the size it was asked for at:
+    /// an original is the file at its path, keyed by its content then, and a file renamed
+    /// over it may need another plan (a codec the device does not play). A `stat`, cheap
+    /// enough for every answer; a same-size rewrite shows in the download's ETag.
+    static func originalChanged(_ a: ArtifactRecord) -> Bool {
+        guard a.plan.deliveryFormat == .original, a.state == .ready, let f = a.file else { return false }
+        var st = stat()
+        return stat(f.path, &st) != 0 || Int64(st.st_size) != f.bytes
     }
 
     func file(_ req: HTTPRequest, _ id: String) throws -> HTTPResponse {
         let a = try artifact(id)
         guard a.state == .ready, let f = a.file else { throw APIError.notReady(id) }
+        if Self.originalChanged(a) {
+            throw APIError(409, "source_changed", "The file changed since it was asked for; ask again for its new content.")
+        }
         try? store.touch(artifactID: id, now: SystemClock().nowMillis())
         let type = Self.mediaTypes[a.plan.container] ?? "application/octet-stream"
         // An original is the user's file, hashed by nobody: it is tagged by its identity.

@@ -24,12 +24,15 @@ public struct ReferenceView: Encodable, Sendable {
     let estimatedBytes: Int64?
     let error: AttemptErrorView?
 
-    public init(reference: ReferenceRecord, artifact: ArtifactRecord) {
+    /// `originalChanged`: an original whose file is no longer the one it was asked for
+    /// (`API.originalChanged`): failed with `source_changed`, so the caller asks again for
+    /// the new content, which may need another plan.
+    public init(reference: ReferenceRecord, artifact: ArtifactRecord, originalChanged: Bool = false) {
         self.reference = reference.request.reference
         artifactID = artifact.id
         // The contract's answer is ready, preparing or failed: a job an operator canceled
         // failed for this caller (asking again queues it again), with the reason.
-        status = artifact.state == .canceled ? "failed" : artifact.state.status
+        status = artifact.state == .canceled || originalChanged ? "failed" : artifact.state.status
         quality = reference.request.quality.rawValue
         effectiveQuality = artifact.plan.effectiveQuality.rawValue
         deliveryFormat = artifact.plan.deliveryFormat.rawValue
@@ -45,10 +48,16 @@ public struct ReferenceView: Encodable, Sendable {
         } ?? artifact.plan
         plan.quality = reference.request.quality
         self.plan = plan
-        file = artifact.state == .ready ? artifact.file.map { File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) } : nil
+        file = artifact.state == .ready && !originalChanged ? artifact.file.map { File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) } : nil
         progress = artifact.state == .pending ? artifact.job?.progress : nil
         waitingReason = artifact.state == .pending ? artifact.job?.waitingReason : nil
         estimatedBytes = artifact.state == .pending ? artifact.estimatedBytes : nil
+        if originalChanged {
+            error = AttemptErrorView(AttemptError(attempt: 0, code: "source_changed", stage: "open",
+                                                  message: "the file changed since it was asked for; ask again for its new content",
+                                                  at: artifact.updatedAt))
+            return
+        }
         switch artifact.state {
         case .failed: error = artifact.errors.last.map(AttemptErrorView.init)
         case .canceled:

@@ -357,6 +357,32 @@ struct APITests {
         #expect(try RawHTTP.request(port: d.port, "PUT", "/v1/prepare").status == 405)
     }
 
+    @Test("an original whose file is renamed over by another (one that needs a transcode) is answered failed with source_changed and its download refused, not ready with the old size and plan; asked again, it is planned anew")
+    func originalReplaced() throws {
+        let media = Media.scratch("original-replaced-media")
+        defer { try? FileManager.default.removeItem(at: media) }
+        let film = media.appendingPathComponent("film.mp4")
+        try FileManager.default.copyItem(atPath: Media.shared("sp_bear-640x360-ec3.mp4"), toPath: film.path)
+        let d = try Daemon(mediaRoot: media)
+        defer { d.stop() }
+        let caps = #"{"containers":["mp4"],"codecs_video":["h264"],"codecs_audio":["eac3"]}"#
+        let first = try JSONValue.parse(try d.prepare("o1", film.path, quality: "original", caps: caps).body)
+        #expect(first["status"] == .string("ready") && first["delivery_format"] == .string("original"), "\(first)")
+        let id = try #require(first["artifact_id"]?.string)
+        // H.264 4:4:4 (no device decodes it) renamed over the file, as a library tool does.
+        let other = try Media.generated("h264-444-2s.mp4", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=2",
+                                                           "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv444p"])
+        let staged = media.appendingPathComponent(".film.tmp")
+        try FileManager.default.copyItem(atPath: other, toPath: staged.path)
+        #expect(rename(staged.path, film.path) == 0)
+        let after = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/references/o1").body)
+        #expect(after["status"] == .string("failed") && after["error"]?["code"] == .string("source_changed") && after["file"] == .null, "\(after)")
+        let download = try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)/file")
+        #expect(download.status == 409 && download.text.contains("source_changed"), "\(download.status) \(download.text.prefix(200))")
+        let again = try JSONValue.parse(try d.prepare("o1", film.path, quality: "original", caps: caps).body)
+        #expect(again["artifact_id"] != first["artifact_id"] && again["delivery_format"] == .string("transcode"), "\(again)")
+    }
+
     @Test("the status endpoint, metrics and status page answer; the queue's times are RFC 3339; metrics count originals as requests, not as jobs made")
     func statusAndMetrics() throws {
         let d = try Daemon { $0.maxTranscodes = 0 }   // the transcode below stays queued
