@@ -168,17 +168,20 @@ unsigned long kiln_mhd_deadline_cuts(struct kiln_mhd_options *options) {
     return cuts;
 }
 
-void kiln_mhd_stop(struct MHD_Daemon *daemon, struct kiln_mhd_options *options) {
+// Frees a stopped watch; every connection's entry was freed when it closed.
+static void kiln_watch_free(struct kiln_mhd_options *options) {
     struct kiln_watch *w = options->watch;
-    kiln_watch_stop(w);
-    MHD_stop_daemon(daemon);
-    // Every connection was closed (and its entry freed) by MHD_stop_daemon.
-    if (w != NULL) {
-        pthread_cond_destroy(&w->wake);
-        pthread_mutex_destroy(&w->lock);
-        free(w);
-        options->watch = NULL;
-    }
+    if (w == NULL) return;
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+    options->watch = NULL;
+}
+
+void kiln_mhd_stop(struct MHD_Daemon *daemon, struct kiln_mhd_options *options) {
+    kiln_watch_stop(options->watch);
+    MHD_stop_daemon(daemon);  // closes every connection
+    kiln_watch_free(options);
 }
 
 static struct kiln_watch *kiln_watch_new(struct kiln_mhd_options *options) {
@@ -248,12 +251,7 @@ struct MHD_Daemon *kiln_mhd_start(struct kiln_mhd_options *options) {
             daemon = NULL;
             saved = EAGAIN;
         }
-        if (daemon == NULL) {
-            pthread_cond_destroy(&watch->wake);
-            pthread_mutex_destroy(&watch->lock);
-            free(watch);
-            options->watch = NULL;
-        }
+        if (daemon == NULL) kiln_watch_free(options);
         errno = saved;
     }
     return daemon;

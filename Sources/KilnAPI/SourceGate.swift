@@ -1,4 +1,5 @@
 import Foundation
+import KilnCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -40,11 +41,7 @@ public struct SourceGate: Sendable {
         roots.contains { root in path == root || path.hasPrefix(root == "/" ? "/" : root + "/") }
     }
 
-    static func resolve(_ path: String) -> String? {
-        guard let p = realpath(path, nil) else { return nil }
-        defer { free(p) }
-        return String(cString: p)
-    }
+    static func resolve(_ path: String) -> String? { Path.resolved(path) }
 
     /// `.` and `..` removed lexically, for paths that do not exist.
     static func normalize(_ path: String) -> String {

@@ -100,6 +100,18 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
     /// The HDR format words `hdr_formats` takes (HDR10+ is HDR10 to a display without it).
     public static let hdrFormatNames: Set<String> = ["hdr10", "hlg", "dolby_vision"]
 
+    /// A whole number in `range`, or one written as a string ("2"), as clients write counts
+    /// and levels; nil for anything else.
+    static func wholeNumber(_ value: JSONValue, in range: ClosedRange<Int>) -> Int? {
+        let number: Double? = switch value {
+        case .number(let n): n
+        case .string(let s): Int(s.trimmingWhitespace).map(Double.init)
+        default: nil
+        }
+        guard let n = number, n == n.rounded(), n >= Double(range.lowerBound), n <= Double(range.upperBound) else { return nil }
+        return Int(n)
+    }
+
     /// An H.264 level as clients write it: "4.1", 4.1 or level_idc 41 (also "41"); 1b is 1.1's
     /// neighbour "1b" (idc 9). Nil for anything else.
     public static func h264Level(_ value: JSONValue) -> Int? {
@@ -185,17 +197,11 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         }
         func count(_ key: String, _ range: ClosedRange<Int>) throws(KilnError) -> Int? {
             guard let v = o[key], v != .null else { return nil }
-            // A number, or one written as a string ("2"), as clients write the level.
-            let number: Double? = switch v {
-            case .number(let n): n
-            case .string(let s): Int(s.trimmingWhitespace).map(Double.init)
-            default: nil
-            }
-            guard let n = number, n == n.rounded(), n >= Double(range.lowerBound), n <= Double(range.upperBound) else {
+            guard let n = wholeNumber(v, in: range) else {
                 throw KilnError(.invalidCaps, stage: .request, field: key,
                                 "caps.\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound)")
             }
-            return Int(n)
+            return n
         }
         if case .object(let byCodec)? = o["max_video_bit_depth"] {
             // Each codec its own: {"h264": 8, "hevc": 10} (an HEVC Main 10 TV whose H.264
@@ -207,7 +213,7 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
             var depths: [String: Int] = [:]
             for (name, v) in byCodec {
                 let codec = name.trimmingWhitespace.lowercased()
-                guard !codec.isEmpty, let depth = BitDepthCap.depth(v) else {
+                guard !codec.isEmpty, let depth = wholeNumber(v, in: BitDepthCap.range) else {
                     throw KilnError(.invalidCaps, stage: .request, field: "max_video_bit_depth",
                                     "caps.max_video_bit_depth must be a whole number from 8 to 16, or an object of them by codec")
                 }
@@ -242,17 +248,6 @@ public struct BitDepthCap: Codable, Sendable, Equatable, ExpressibleByIntegerLit
     public init(every: Int) { self.every = every; byCodec = [:] }
     public init(byCodec: [String: Int]) { every = nil; self.byCodec = byCodec }
     public init(integerLiteral value: Int) { self.init(every: value) }
-
-    /// A depth as clients write it: 10 or "10".
-    static func depth(_ v: JSONValue) -> Int? {
-        let n: Double? = switch v {
-        case .number(let n): n
-        case .string(let s): Int(s.trimmingWhitespace).map(Double.init)
-        default: nil
-        }
-        guard let n, n == n.rounded(), n >= Double(range.lowerBound), n <= Double(range.upperBound) else { return nil }
-        return Int(n)
-    }
 
     /// Written back as it was given: a number, or an object.
     public init(from decoder: any Decoder) throws {

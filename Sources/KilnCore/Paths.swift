@@ -49,10 +49,14 @@ public enum Path {
     }
 
     /// The running executable's path, symbolic links resolved (nil where /proc is missing).
-    public static func executable() -> String? {
-        guard let resolved = realpath("/proc/self/exe", nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
+    public static func executable() -> String? { resolved("/proc/self/exe") }
+
+    /// The path with every symbolic link, `.` and `..` resolved (realpath(3)); nil when it
+    /// does not exist.
+    public static func resolved(_ path: String) -> String? {
+        guard let real = realpath(path, nil) else { return nil }
+        defer { free(real) }
+        return String(cString: real)
     }
 
     public static func isDirectory(_ path: String) -> Bool {

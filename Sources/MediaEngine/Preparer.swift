@@ -630,15 +630,15 @@ public enum Preparer {
     /// streams of the source, or the container's duration when streams do not say.
     static func expectedDuration(info: MediaInfo, plan: Plan) -> Double {
         let kept = [plan.video?.sourceIndex, plan.audio?.sourceIndex].compactMap { $0 }.compactMap { info.stream($0) }
-        let durations = kept.compactMap(\.durationSeconds).filter { $0 > 0 }
         // From the first kept stream's start to the last one's end: the output starts where
         // the first starts, and a stream that starts late (pictures half a second after the
         // sound) lasts less than the whole.
-        if !durations.isEmpty, durations.count == kept.count, kept.allSatisfy({ $0.startSeconds != nil }) {
-            let first = kept.map { $0.startSeconds! }.min()!
-            return kept.map { $0.startSeconds! + $0.durationSeconds! }.max()! - first
+        let spans = kept.compactMap { s -> (start: Double, end: Double)? in
+            guard let start = s.startSeconds, let length = s.durationSeconds, length > 0 else { return nil }
+            return (start, start + length)
         }
-        return durations.max() ?? info.durationSeconds
+        if let first = spans.map(\.start).min(), let last = spans.map(\.end).max(), spans.count == kept.count { return last - first }
+        return kept.compactMap(\.durationSeconds).filter { $0 > 0 }.max() ?? info.durationSeconds
     }
 
     static func describe(_ m: MediaInfo, path: String, digest: (sha256: String, bytes: Int64), plan: Plan, source: MediaInfo) -> OutputInfo {

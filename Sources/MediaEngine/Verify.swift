@@ -60,7 +60,7 @@ enum Verifier {
         }
         // Each stream from its start (the output starts at zero; a stream may start later,
         // as the source's did) to its end.
-        func start(_ s: StreamInfo) -> Double { max(0, seconds(demuxer.stream(s.index).pointee.start_time, demuxer.stream(s.index).pointee.time_base) ?? 0) }
+        func start(_ s: StreamInfo) -> Double { max(0, s.startSeconds ?? 0) }
         let avDuration = (video + audio).compactMap { s in s.durationSeconds.map { start(s) + $0 } }.max() ?? info.durationSeconds
         if expectedDuration > 0, abs(avDuration - expectedDuration) > durationTolerance(expectedDuration) {
             throw fail("the output lasts \(Format.fixed(avDuration, decimals: 2)) s but the source \(Format.fixed(expectedDuration, decimals: 2)) s")

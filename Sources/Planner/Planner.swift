@@ -580,7 +580,7 @@ struct PlanContext {
             // Full tracks, the film's own before its hearing-impaired one (the same forced
             // sets, and SDH's extras are not flagged); never a commentary.
             let full = bitmaps.filter {
-                !forced.contains($0) && !Self.titledForced($0.title) && !$0.disposition.commentary
+                !$0.disposition.forced && !Self.titledForced($0.title) && !$0.disposition.commentary
                     && Self.forcedDisplaySetSubtitles.contains($0.codec.lowercased())
             }
             let ordered = full.filter { !$0.disposition.hearingImpaired } + full.filter(\.disposition.hearingImpaired)

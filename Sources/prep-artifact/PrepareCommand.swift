@@ -25,9 +25,8 @@ struct PlanInputs {
                                 audioLanguage: args.values["--audio-language"], presets: presets)
         // An original is the file at its path: keyed as the daemon keys it (its real path,
         // symlinks followed), so the key printed here is the one the daemon answers with.
-        if plan.deliveryFormat == .original, let real = realpath(file, nil) {
-            plan.artifactKey = Plan.originalKey(plan.artifactKey, path: String(cString: real))
-            free(real)
+        if plan.deliveryFormat == .original, let real = Path.resolved(file) {
+            plan.artifactKey = Plan.originalKey(plan.artifactKey, path: real)
         }
     }
 }
