@@ -72,7 +72,8 @@ enum FastStart {
         guard moovIndex == boxes.count - 1, moovBox.size <= maxIndexBytes else {
             throw KilnError(.internalError, stage: .mux, "the output's index is not its last box: \(boxes.map(\.type))")
         }
-        let moov = try read(file, at: moovBox.offset, count: Int(moovBox.size))
+        // The index as it goes in front: the muxer's, with the track roles Apple's players read.
+        let moov = try TrackCharacteristics.tagged(moov: read(file, at: moovBox.offset, count: Int(moovBox.size)))
         let ftypBytes = try read(file, at: ftyp.offset, count: Int(ftyp.size))
         let head = try self.head(ftyp: ftypBytes, moov: moov, room: room, blockSize: blockSize(st))
         if head.inserted == 0 {
@@ -220,6 +221,30 @@ enum FastStart {
     private static func rewriteBoxes(_ bytes: ArraySlice<UInt8>, delta: Int64) throws(KilnError) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count + 64)
+        for child in try children(bytes) {
+            switch child.type {
+            case _ where containers.contains(child.type):
+                out += box(child.type, try rewriteBoxes(bytes[child.body], delta: delta))
+            case "stco", "co64":
+                out += try chunkOffsets(bytes[child.body], wide: child.type == "co64", delta: delta)
+            default:
+                out += bytes[child.box]
+            }
+        }
+        return out
+    }
+
+    /// One box inside an index: its type, where the whole box is and where its payload is.
+    struct Child {
+        var type: String
+        var box: Range<Int>
+        var body: Range<Int>
+    }
+
+    /// The boxes `bytes` holds one after the other (a box's payload, or a whole box),
+    /// each checked to lie inside them.
+    static func children(_ bytes: ArraySlice<UInt8>) throws(KilnError) -> [Child] {
+        var found: [Child] = []
         var i = bytes.startIndex
         while i < bytes.endIndex {
             guard bytes.endIndex - i >= 8 else { throw malformed("a box header is cut short") }
@@ -227,25 +252,20 @@ enum FastStart {
             var header = 8
             if size == 1 {
                 guard bytes.endIndex - i >= 16 else { throw malformed("a 64-bit box header is cut short") }
-                size = Int(be64(bytes, i + 8))
+                // (Compared as what is left: a damaged 64-bit size near 2^64 must not overflow a sum.)
+                let wide = be64(bytes, i + 8)
+                guard wide <= UInt64(bytes.endIndex - i) else { throw malformed("a box overruns its parent") }
+                size = Int(wide)
                 header = 16
             } else if size == 0 {
                 size = bytes.endIndex - i
             }
-            guard size >= header, i + size <= bytes.endIndex else { throw malformed("a box overruns its parent") }
-            let type = String(decoding: bytes[(i + 4)..<(i + 8)], as: UTF8.self)
-            let body = bytes[(i + header)..<(i + size)]
-            switch type {
-            case _ where containers.contains(type):
-                out += box(type, try rewriteBoxes(body, delta: delta))
-            case "stco", "co64":
-                out += try chunkOffsets(body, wide: type == "co64", delta: delta)
-            default:
-                out += bytes[i..<(i + size)]
-            }
+            guard size >= header, size <= bytes.endIndex - i else { throw malformed("a box overruns its parent") }
+            found.append(Child(type: String(decoding: bytes[(i + 4)..<(i + 8)], as: UTF8.self), box: i..<(i + size),
+                               body: (i + header)..<(i + size)))
             i += size
         }
-        return out
+        return found
     }
 
     private static func chunkOffsets(_ body: ArraySlice<UInt8>, wide: Bool, delta: Int64) throws(KilnError) -> [UInt8] {
@@ -271,7 +291,7 @@ enum FastStart {
 
     // MARK: Bytes
 
-    private static func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
+    static func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         let size = payload.count + 8
         if size <= Int(UInt32.max) {
@@ -295,7 +315,7 @@ enum FastStart {
         return out + Array("free".utf8)
     }
 
-    private static func be32<C: RandomAccessCollection>(_ b: C, _ i: C.Index) -> UInt32 where C.Element == UInt8, C.Index == Int {
+    static func be32<C: RandomAccessCollection>(_ b: C, _ i: C.Index) -> UInt32 where C.Element == UInt8, C.Index == Int {
         UInt32(b[i]) << 24 | UInt32(b[i + 1]) << 16 | UInt32(b[i + 2]) << 8 | UInt32(b[i + 3])
     }
 

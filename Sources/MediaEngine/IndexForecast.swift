@@ -26,6 +26,7 @@ final class IndexForecast: @unchecked Sendable {
     /// The finished file as the forecast's muxer wrote it.
     struct Layout: Sendable {
         var ftyp: [UInt8]
+        /// The index as it goes in front (with its tracks' roles, `TrackCharacteristics`).
         var moov: [UInt8]
         /// Where the muxer's bytes begin (`IndexRoom`).
         var room: Int64
@@ -267,8 +268,9 @@ final class IndexRecorder {
               boxes.dropLast().contains(where: { $0.type == "mdat" }), !boxes.dropLast().contains(where: { $0.type == "moov" }),
               let ftypBytes = bytes(ftyp.offset, ftyp.size), let moovBytes = bytes(moov.offset, moov.size),
               let prefix = bytes(room, min(Int64(IndexForecast.prefixBytes), moov.offset - room)),
-              kiln_recorder_lowest_rewrite(recorder) >= moov.offset else { return nil }
-        return IndexForecast.Layout(ftyp: ftypBytes, moov: moovBytes, room: room, prefix: prefix, moovOffset: moov.offset)
+              kiln_recorder_lowest_rewrite(recorder) >= moov.offset,
+              let index = try? TrackCharacteristics.tagged(moov: moovBytes) else { return nil }  // as `FastStart.apply` puts it in front
+        return IndexForecast.Layout(ftyp: ftypBytes, moov: index, room: room, prefix: prefix, moovOffset: moov.offset)
     }
 }
 

@@ -24,6 +24,8 @@ enum IndexRoom {
     static let fixedBytes: Int64 = 8 << 10
     /// The room is a whole number of these, so the media data starts page-aligned.
     static let granule: Int64 = 4096
+    /// A subtitle track's roles for Apple's players (`TrackCharacteristics`): two `tagc` boxes at most.
+    static let rolesBytes: Int64 = 128
 
     static func bytes(plan: Plan, demuxer: Demuxer, durationSeconds: Double) -> Int64 {
         let duration = durationSeconds.isFinite ? max(durationSeconds, 0) : 0
@@ -55,18 +57,20 @@ enum IndexRoom {
             fixed += Int64(par.extradata_size)
         }
         // A text cue is one sample and the gap before it another; where the source does not
-        // count its cues, a cue a second is plenty. A text track's own boxes take ~500 bytes.
+        // count its cues, a cue a second is plenty. A text track's own boxes take ~500 bytes, its roles more (a teletext page's are known once read).
         // Captions (from the pictures, whose count says nothing of theirs) change a line at
         // a time: two samples a second.
         for sub in plan.subtitles where sub.action == .convert {
             if sub.closedCaptions == true {
                 samples += 2 * duration
-                fixed += 512
+                fixed += 512 + rolesBytes
                 continue
             }
-            let cues = stream(sub.sourceIndex)?.pointee.nb_frames ?? 0
+            let st = stream(sub.sourceIndex)
+            let cues = st?.pointee.nb_frames ?? 0
             samples += cues > 0 ? Double(2 * cues + 1) : duration
-            fixed += 512
+            let hearingImpaired = (st?.pointee.disposition ?? 0) & (AV_DISPOSITION_HEARING_IMPAIRED | AV_DISPOSITION_CAPTIONS) != 0
+            fixed += 512 + (sub.forced || hearingImpaired || sub.teletextPage != nil ? rolesBytes : 0)
         }
         // Chapters ride in a text track of their own: a sample (and a title) each.
         fixed += Int64(demuxer.context.pointee.nb_chapters) * 256
