@@ -113,10 +113,7 @@ public struct FarmConfig: Sendable, Equatable {
         if let v = try reader.seconds("KILN_RETRY_CAP_SECONDS") { c.retry.capSeconds = v }
         if let v = reader.string("KILN_PREP_ARTIFACT") { c.prepArtifactPath = v }
         if let v = reader.string("KILN_PRESETS_DIR") { c.presetsDir = v }
-        if let v = try reader.int("KILN_CHILD_NICE", min: 0) {
-            guard v <= 19 else { throw KilnError(.usage, stage: .request, field: "KILN_CHILD_NICE", "KILN_CHILD_NICE must be 0…19") }
-            c.childNice = Int32(v)
-        }
+        if let v = try reader.int("KILN_CHILD_NICE", in: 0...19) { c.childNice = Int32(v) }
         if c.heartbeatSeconds >= c.leaseSeconds {
             throw KilnError(.usage, stage: .request, field: "KILN_HEARTBEAT_SECONDS",
                             "KILN_HEARTBEAT_SECONDS (\(c.heartbeatSeconds)) must be shorter than KILN_LEASE_SECONDS (\(c.leaseSeconds))")
@@ -126,32 +123,5 @@ public struct FarmConfig: Sendable, Equatable {
                             "KILN_RETRY_CAP_SECONDS must not be below KILN_RETRY_BASE_SECONDS")
         }
         return c
-    }
-}
-
-/// Parses one environment variable at a time, naming it in the error.
-private struct EnvironmentReader {
-    let env: [String: String]
-
-    func string(_ name: String) -> String? {
-        guard let v = env[name]?.trimmingCharacters(in: .whitespaces), !v.isEmpty else { return nil }
-        return v
-    }
-
-    func int(_ name: String, min: Int) throws(KilnError) -> Int? {
-        guard let text = string(name) else { return nil }
-        guard let v = Int(text), v >= min else {
-            throw KilnError(.usage, stage: .request, field: name, "\(name) must be a whole number ≥ \(min), got \"\(text)\"")
-        }
-        return v
-    }
-
-    func seconds(_ name: String, allowZero: Bool = false) throws(KilnError) -> Double? {
-        guard let text = string(name) else { return nil }
-        guard let v = Double(text), v.isFinite, allowZero ? v >= 0 : v > 0 else {
-            throw KilnError(.usage, stage: .request, field: name,
-                            "\(name) must be a number of seconds \(allowZero ? "≥ 0" : "> 0"), got \"\(text)\"")
-        }
-        return v
     }
 }

@@ -64,17 +64,9 @@ public struct DaemonConfig: Sendable {
             c.webhookURL = url
         }
         c.webhookSecret = env["KILN_WEBHOOK_SECRET"]
-        if let t = env["KILN_HTTP_THREADS"] {
-            guard let n = Int(t), (1...256).contains(n) else {
-                throw KilnError(.usage, stage: .request, field: "KILN_HTTP_THREADS", "KILN_HTTP_THREADS must be 1–256")
-            }
-            c.httpThreads = n
-        }
-        if let t = env["KILN_HTTP_REQUEST_DEADLINE_SECONDS"] {
-            guard let n = Int(t), (0...86_400).contains(n) else {
-                throw KilnError(.usage, stage: .request, field: "KILN_HTTP_REQUEST_DEADLINE_SECONDS",
-                                "KILN_HTTP_REQUEST_DEADLINE_SECONDS must be a number of seconds, 0 (no limit) to 86400")
-            }
+        let reader = EnvironmentReader(env: env)
+        if let n = try reader.int("KILN_HTTP_THREADS", in: 1...256, meaning: "a number of threads") { c.httpThreads = n }
+        if let n = try reader.int("KILN_HTTP_REQUEST_DEADLINE_SECONDS", in: 0...86_400, meaning: "a number of seconds (0: no limit)") {
             c.httpRequestDeadlineSeconds = n
         }
         func flag(_ name: String, yes: Set<String>, no: Set<String>) throws(KilnError) -> Bool? {

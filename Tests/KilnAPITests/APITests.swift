@@ -195,6 +195,15 @@ struct APITests {
         #expect(try DaemonConfig.load(environment: [:], file: nil).httpRequestDeadlineSeconds == 60)
         #expect(try DaemonConfig.load(environment: ["KILN_HTTP_REQUEST_DEADLINE_SECONDS": "0"], file: nil).httpRequestDeadlineSeconds == 0)
         #expect(throws: KilnError.self) { _ = try DaemonConfig.load(environment: ["KILN_HTTP_REQUEST_DEADLINE_SECONDS": "soon"], file: nil) }
+        // The HTTP settings are read as the farm's are: spaces around a value are no error, a
+        // value out of range is one that names the variable, its range and what it got.
+        #expect(try DaemonConfig.load(environment: ["KILN_HTTP_THREADS": " 8 "], file: nil).httpThreads == 8)
+        do {
+            _ = try DaemonConfig.load(environment: ["KILN_HTTP_THREADS": "0"], file: nil)
+            Issue.record("0 threads accepted")
+        } catch {
+            #expect(error.field == "KILN_HTTP_THREADS" && error.message.contains("1…256") && error.message.contains("\"0\""))
+        }
     }
 
     @Test("/readyz says not ready while the data directory's disk is full (every prepare would fail), and ready again when there is room")
