@@ -59,6 +59,10 @@ public final class Farm: @unchecked Sendable {
     private var nextRetryAt: Int64?
     /// A kind whose head job waits for disk space is not claimed again before this (clock ms).
     private var diskWaitUntil: [JobKind: Int64] = [:]
+    /// What the job at the head of each kind's line that waits for disk space needs free
+    /// beyond `minFreeBytes` (its estimate and what the running jobs have still to write):
+    /// the collector evicts unheld artifacts for it, as it does under the floor.
+    private var diskWanted: [JobKind: Int64] = [:]
     private var nextRescueAt: Int64 = 0
     private var nextCollectionAt: Int64 = 0
 
@@ -260,8 +264,18 @@ public final class Farm: @unchecked Sendable {
     /// One garbage collection pass now (the maintenance thread also runs them).
     @discardableResult
     public func collectGarbage() throws(KilnError) -> GarbageReport {
-        let report = try collector.collect(now: clock.nowMillis())
-        if !report.deleted.isEmpty { events.notify(); wake() }
+        state.lock()
+        let wanted = diskWanted.values.reduce(0, +)
+        state.unlock()
+        let report = try collector.collect(now: clock.nowMillis(), wantedBytes: wanted)
+        if !report.deleted.isEmpty {
+            // A job waiting for the space just freed looks again now, not at its next recheck.
+            state.lock()
+            diskWaitUntil = [:]
+            state.unlock()
+            events.notify()
+            wake()
+        }
         return report
     }
 
@@ -399,6 +413,9 @@ public final class Farm: @unchecked Sendable {
         let now = clock.nowMillis()
         let jobs = try store.claim(kind: kind, limit: limit, owner: owner,
                                    leaseUntil: now + Int64(config.leaseSeconds * 1000), now: now)
+        state.lock()
+        diskWanted[kind] = nil   // said again below if the head of the line still waits
+        state.unlock()
         for (i, claimed) in jobs.enumerated() {
             if let refusal = neverFits(claimed, now: now) {
                 // Waiting would be forever (the caller would see "preparing" for good):
@@ -409,12 +426,13 @@ public final class Farm: @unchecked Sendable {
                 events.notify()
                 continue
             }
-            if !admitted(claimed) {
+            if let needed = unadmitted(claimed) {
                 // Keep the line's order: this and the rest go back and wait for space.
                 for later in jobs[i...] { _ = try? store.requeue(jobID: later.job.id, owner: owner, now: now) }
                 try store.setWaiting(jobID: claimed.job.id, reason: "waiting_for_disk")
                 state.lock()
                 diskWaitUntil[kind] = now + Int64(config.diskRecheckSeconds * 1000)
+                diskWanted[kind] = needed
                 gcRequested = true
                 state.broadcast()
                 state.unlock()
@@ -450,14 +468,15 @@ public final class Farm: @unchecked Sendable {
 
     /// Disk admission: the job's estimated output must leave `minFreeBytes` free, after
     /// what the jobs already running have still to write (two transcodes admitted on the
-    /// same free space together needed twice it).
-    private func admitted(_ claimed: ClaimedJob) -> Bool {
-        guard let free = space.freeBytes(at: config.absoluteDataDir) else { return true }
+    /// same free space together needed twice it). nil when it does; otherwise the bytes it
+    /// needs free beyond the floor.
+    private func unadmitted(_ claimed: ClaimedJob) -> Int64? {
+        guard let free = space.freeBytes(at: config.absoluteDataDir) else { return nil }
         state.lock()
         let running = runners.values.filter { $0.jobID != claimed.job.id }
         state.unlock()
-        let reserved = running.reduce(Int64(0)) { $0 + $1.bytesToCome }
-        return free - reserved - claimed.estimatedBytes >= config.minFreeBytes
+        let needed = running.reduce(Int64(0)) { $0 + $1.bytesToCome } + claimed.estimatedBytes
+        return free - needed >= config.minFreeBytes ? nil : needed
     }
 
     // MARK: Maintenance

@@ -21,8 +21,10 @@ public struct GarbageReport: Sendable, Equatable {
 /// Deletes artifact files nobody holds:
 /// - an unreferenced ready artifact once `retentionSeconds` have passed since its last
 ///   reference let go (a caller who comes back meanwhile gets it without new work);
-/// - under storage pressure (owned files above `storageBudgetBytes`, or free space below
-///   `minFreeBytes`) unreferenced artifacts least recently used first, retention or not.
+/// - under storage pressure (owned files above `storageBudgetBytes`, free space below
+///   `minFreeBytes`, or a job waiting for more free space than that) unreferenced
+///   artifacts least recently used first, retention or not. For a waiting job only when
+///   deleting them all would let it in: a cache is not emptied for a job that cannot run.
 /// A referenced artifact is never deleted (the store re-checks in `beginDeleting`), nor a
 /// file Kiln does not own (an `original` delivery is the user's source).
 /// It also forgets, after the same retention, the rows of unheld artifacts that have no
@@ -55,7 +57,8 @@ struct GarbageCollector: Sendable {
         }
     }
 
-    func collect(now: Int64) throws(KilnError) -> GarbageReport {
+    /// - Parameter wantedBytes: free space the jobs waiting for disk need beyond `minFreeBytes`.
+    func collect(now: Int64, wantedBytes: Int64 = 0) throws(KilnError) -> GarbageReport {
         var report = GarbageReport()
         let candidates = try store.unreferencedArtifacts(limit: 100_000)   // least recently used first
         var gone = Set<String>()
@@ -66,9 +69,15 @@ struct GarbageCollector: Sendable {
 
         var total = try store.storedBytes().total
         var free = space.freeBytes(at: config.absoluteDataDir)
+        // What the waiting jobs want counts if deleting every unheld file would give it.
+        let unheld = candidates.reduce(Int64(0)) { sum, a in
+            guard !gone.contains(a.id), let file = a.file, file.owned else { return sum }
+            return sum + file.bytes
+        }
+        let floor = config.minFreeBytes + (free.map { $0 + unheld - config.minFreeBytes >= wantedBytes } == true ? wantedBytes : 0)
         func pressed() -> Bool {
             if let budget = config.storageBudgetBytes, total > budget { return true }
-            if let f = free, f < config.minFreeBytes { return true }
+            if let f = free, f < floor { return true }
             return false
         }
         for a in candidates where !gone.contains(a.id) {

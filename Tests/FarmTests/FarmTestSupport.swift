@@ -35,7 +35,21 @@ final class TestSpace: DiskSpace, @unchecked Sendable {
         get { lock.lock(); defer { lock.unlock() }; return size }
         set { lock.lock(); size = newValue; lock.unlock() }
     }
-    func freeBytes(at path: String) -> Int64? { free }
+    private var disk: (folder: String, bytes: Int64)?
+    /// A file system of `bytes` holding only `folder`'s files: its free space is what they
+    /// leave, so deleting one frees its size (`free` is then ignored).
+    func holding(_ folder: String, bytes: Int64) { lock.lock(); disk = (folder, bytes); lock.unlock() }
+    func freeBytes(at path: String) -> Int64? {
+        lock.lock()
+        let disk = self.disk
+        lock.unlock()
+        guard let disk else { return free }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: disk.folder)) ?? []
+        let used = names.reduce(Int64(0)) { sum, name in
+            sum + ((try? FileManager.default.attributesOfItem(atPath: disk.folder + "/" + name)[.size] as? Int64) ?? 0)
+        }
+        return disk.bytes - used
+    }
     func capacityBytes(at path: String) -> Int64? { capacity }
 }
 

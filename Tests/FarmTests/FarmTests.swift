@@ -396,6 +396,43 @@ struct FarmTests {
         #expect(h.fake.launches.isEmpty)
     }
 
+    @Test("a job waiting for disk space gets it from unheld artifacts, least recently used first, long before their retention ends; none is deleted for a job that still would not fit")
+    func diskWaitEvictsUnheld() throws {
+        let mib: Int64 = 1 << 20
+        let h = try Harness("disk-evicts", launcher: FakeLauncher([.succeed(bytes: 6 << 20), .succeed(bytes: 6 << 20), .succeed(bytes: 5)])) {
+            $0.diskRecheckSeconds = 5
+            $0.gcIntervalSeconds = 3600   // only the waiting job's call collects
+        }
+        defer { h.cleanUp() }
+        h.space.free = 1 << 40
+        try h.farm.start()
+        let old = try h.farm.prepare(h.request("old", try h.source())).artifact.id
+        #expect(try eventually { try h.artifact(old)?.state == .ready })
+        h.clock.advance(seconds: 1)
+        let newer = try h.farm.prepare(h.request("newer", try h.source())).artifact.id
+        #expect(try eventually { try h.artifact(newer)?.state == .ready })
+        #expect(try h.farm.release(reference: "old"))
+        h.clock.advance(seconds: 1)
+        #expect(try h.farm.release(reference: "newer"))
+        let estimate = try #require(try h.artifact(old)).estimatedBytes
+
+        // Even with both cached files gone the next output would not fit: they stay.
+        h.space.holding(h.config.artifactsDir, bytes: 12 * mib + h.config.minFreeBytes + estimate - 13 * mib)
+        let third = try h.farm.prepare(h.request("third", try h.source())).artifact.id
+        #expect(try eventually { try h.artifact(third)?.job?.waitingReason == "waiting_for_disk" })
+        Thread.sleep(forTimeInterval: 0.3)   // the collection the wait asked for
+        #expect(try h.farm.collectGarbage().deleted.isEmpty)
+        #expect(try h.artifact(old)?.state == .ready && h.artifact(newer)?.state == .ready)
+
+        // One cached file's room is enough: the least recently used goes, and the job runs.
+        h.space.holding(h.config.artifactsDir, bytes: 12 * mib + h.config.minFreeBytes + estimate - 3 * mib)
+        h.clock.advance(seconds: 6)
+        h.farm.wake()
+        #expect(try eventually { try h.artifact(third)?.state == .ready })
+        #expect(try h.artifact(old) == nil, "the least recently used unheld artifact is collected: \(h.log.lines)")
+        #expect(try h.artifact(newer)?.state == .ready, "one file's room was enough")
+    }
+
     @Test("disk admission keeps what running jobs have still to write: a second job that fits the free space alone, not beside the first, waits")
     func diskAdmissionCountsRunningJobs() throws {
         let gate = Gate()
