@@ -7,8 +7,9 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// pages; 7: CEA-708 caption services, sound bitrates measured where the container
     /// gives none, fragmented MP4; 8: 120 and 240 fps in millisecond time bases are
     /// constant, QuickTime text tracks forced by their display flags, track names from MP4
-    /// handler names), so a description cached by an older one is not planned from.
-    public static let describerVersion = 8
+    /// handler names; 9: index damage), so a description cached by an older one is not
+    /// planned from.
+    public static let describerVersion = 9
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
@@ -32,6 +33,10 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// An MP4 or QuickTime file in fragments (movie fragments after a `moov` with `mvex`:
     /// screen recorders, cameras writing as they go, DASH downloads); nil otherwise.
     public var fragmented: Bool?
+    /// Why the index the file's header holds cannot be the file's ("stream 0: its index
+    /// places a sample … past the file's end"): cut short or damaged. Such a file never
+    /// goes out as it is. nil otherwise.
+    public var indexDamage: String?
 
     public init(formatName: String, container: String, durationSeconds: Double, startSeconds: Double = 0,
                 bitRate: Int, sizeBytes: Int64, streams: [StreamInfo], chapters: [Chapter] = [],
@@ -51,7 +56,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case formatName = "format_name", container, durationSeconds = "duration_seconds"
         case startSeconds = "start_seconds", bitRate = "bit_rate", sizeBytes = "size_bytes"
-        case streams, chapters, fingerprint, warnings, fragmented
+        case streams, chapters, fingerprint, warnings, fragmented, indexDamage = "index_damage"
     }
 
     public var videoStreams: [StreamInfo] { streams.filter { $0.type == .video && !$0.disposition.attachedPicture } }

@@ -132,7 +132,36 @@ public enum Prober {
                              durationSeconds: duration, startSeconds: start, bitRate: bitRate, sizeBytes: size,
                              streams: streams, chapters: chapters, warnings: warnings)
         if formatName.hasPrefix("mov,"), isFragmented(demuxer.path) { info.fragmented = true }
+        if scan { info.indexDamage = indexDamage(demuxer, size: Int64(size), fragmented: info.fragmented == true) }
         return info
+    }
+
+    /// The first stream whose index, as the demuxer read it from the file's header (MP4
+    /// sample tables, Matroska cues, AVI's idx1), cannot be the file's: a sample lying
+    /// past the file's end (a file cut short, a size or offset damaged), or a picture
+    /// stream with no sample at all (its tables damaged: libavformat then keeps the
+    /// stream and reads nothing of it). Such a file cannot go out as it is, however
+    /// well its streams would play; the remux and its checks decide what it still holds.
+    static func indexDamage(_ demuxer: Demuxer, size: Int64, fragmented: Bool) -> String? {
+        let mp4 = String(cString: demuxer.context.pointee.iformat.pointee.name).hasPrefix("mov,")
+        for i in 0..<demuxer.streamCount {
+            let st = demuxer.stream(i)
+            let type = st.pointee.codecpar.pointee.codec_type
+            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO,
+                  st.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 else { continue }
+            let count = min(Int(avformat_index_get_entries_count(st)), 1 << 22)
+            if count == 0, type == AVMEDIA_TYPE_VIDEO, mp4, !fragmented {
+                return "stream \(i): its sample tables list no picture"
+            }
+            for k in 0..<count {
+                guard let e = avformat_index_get_entry(st, Int32(k)) else { continue }
+                let end = e.pointee.pos + Int64(max(e.pointee.size, 0))
+                if e.pointee.pos >= 0, end > size {
+                    return "stream \(i): its index places a sample at bytes \(e.pointee.pos)–\(end), past the file's end (\(size) bytes)"
+                }
+            }
+        }
+        return nil
     }
 
     /// Whether an MP4 or QuickTime file is in movie fragments with no segment index: its

@@ -101,6 +101,13 @@ struct PlanContext {
         return fixes + (chosen.map(audioTrackProblems) ?? [])
     }
 
+    /// An index that cannot be the file's (`MediaInfo.indexDamage`: cut short, a sample
+    /// table damaged): the file never goes out as it is, for any device. The remux copies
+    /// what the file holds and its checks decide whether that is the film (a few samples
+    /// short) or not (`source_corrupt`).
+    var indexDamaged: Bool { source.indexDamage != nil }
+    var damage: [String] { indexDamaged ? ["source_index_damaged"] : [] }
+
     /// HEVC in MP4/MOV tagged `hev1` (Dolby Vision: `dvhe`) keeps its parameter sets in the
     /// stream instead of the sample entry. Apple's players (iOS, tvOS, Safari) refuse such a
     /// track, and caps cannot say whether the device is one of them; the remux writes
@@ -134,7 +141,7 @@ struct PlanContext {
 
     func planOriginal() throws(KilnError) -> Plan {
         try requireStreams()
-        guard caps != nil else {
+        guard caps != nil || indexDamaged else {
             let audio = AudioSelection.choose(from: source, language: audioLanguage) { _ in 0 }
             return asIs(.original, audio: audio, reasons: ["source_as_is"] + (audio?.reasons ?? []))
         }
@@ -143,14 +150,14 @@ struct PlanContext {
         let audioPlays = asIsAudio.map { device.playsAudio($0.stream) } ?? true
         let containerPlays = containerProblems.isEmpty
         let fixes = remuxFixes(asIsAudio?.stream)
-        if videoProblems.isEmpty && audioPlays && containerPlays && fixes.isEmpty {
+        if videoProblems.isEmpty && audioPlays && containerPlays && fixes.isEmpty && !indexDamaged {
             return asIs(.original, audio: asIsAudio, reasons: ["source_playable"] + (asIsAudio?.reasons ?? []))
         }
         try refuseEncrypted("this device cannot play it as it is")
         var reasons = device.playsContainer(source.container) ? [] : ["container_unsupported"]
         let copyProblem = video.flatMap(mp4CopyProblem)
         if videoProblems.isEmpty, copyProblem == nil {
-            return try remux(.original, reasons: containerProblems + fixes, audioTarget: nil)
+            return try remux(.original, reasons: containerProblems + fixes + damage, audioTarget: nil)
         }
         reasons += videoProblems.isEmpty ? copyProblem.map { [$0] } ?? [] : videoProblems
         if !audioPlays { reasons.append("audio_codec_unsupported") }
@@ -196,7 +203,8 @@ struct PlanContext {
             let audioPlays = asIsAudio.map { device.playsAudio($0.stream) } ?? true
             let containerPlays = containerProblems.isEmpty
             fixes = remuxFixes(asIsAudio?.stream)
-            if overallFits && containerPlays && audioPlays {
+            fixes += damage
+            if overallFits && containerPlays && audioPlays && !indexDamaged {
                 let plan = asIs(quality, audio: asIsAudio, reasons: ["source_fits_target"] + (asIsAudio?.reasons ?? []))
                 if fixes.isEmpty { return plan }
                 asItIs = plan

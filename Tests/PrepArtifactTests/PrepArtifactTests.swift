@@ -243,6 +243,38 @@ struct CommandLineTests {
         }
     }
 
+    @Test("an MP4 cut short never goes out as it is: cut by a few kB it is remuxed from what it holds; cut to a third, refused as cut short (its index said otherwise before)")
+    func cutShortMP4() throws {
+        let whole = try Media.generated("cut-faststart-10s.mp4", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=10",
+                                                                 "-f", "lavfi", "-i", "sine=duration=10", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+                                                                 "-c:a", "aac", "-movflags", "+faststart"])
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+        let dir = Media.scratch("cli-cut-mp4")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let slightly = dir.appendingPathComponent("slightly.mp4").path, third = dir.appendingPathComponent("third.mp4").path
+        try bytes.prefix(bytes.count - 3000).write(to: URL(fileURLWithPath: slightly))
+        try bytes.prefix(bytes.count / 3).write(to: URL(fileURLWithPath: third))
+        #expect(try JSONValue.parse(Array(try Command.run(["probe", whole, "--json"]).stdout.utf8))["index_damage"] == nil)
+        let damage = try JSONValue.parse(Array(try Command.run(["probe", third, "--json"]).stdout.utf8))["index_damage"]?.string
+        #expect(damage?.contains("past the file's end") == true, "\(String(describing: damage))")
+
+        try Command.prepare(slightly, quality: "original", caps: "ios", scratch: "cli-cut-slightly") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+            let plan = try Command.json(r)["plan"]
+            #expect(plan?["delivery_format"]?.string == "remux" && plan?["reasons"] == .array([.string("source_index_damaged")]), "\(r.stdout)")
+            #expect(try FFprobe.moovBeforeMdat(out))
+            #expect(abs((try FFprobe(out).duration("video") ?? 0) - 10) < 0.5)
+        }
+        for quality in ["original", "2mbps"] {
+            try Command.prepare(third, quality: quality, caps: "ios", scratch: "cli-cut-third") { r, out in
+                #expect(r.status == 3, "\(r.stdout) \(r.stderr)")
+                let code = try Command.json(r)["error"]?["code"]?.string
+                #expect(code == "source_corrupt", "\(r.stdout)")
+                #expect(!FileManager.default.fileExists(atPath: out))
+            }
+        }
+    }
+
     @Test("CEA-708 captions only (no CEA-608 text, which libavcodec cannot read): a track for each service with text, with its captions at their times; a service of spaces and commands gives none")
     func dtvccCaptions() throws {
         let source = try ClosedCaptionSample.recording(.h264, dtvcc: true)
