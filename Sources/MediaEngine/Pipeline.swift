@@ -106,6 +106,8 @@ final class Pipeline {
     private(set) var cueReach: Double?
     /// Packets whose presentation time was repaired here (see `run`).
     private(set) var repairedTimestamps = 0
+    /// Each kept stream's last decode time (its own time base), where it is.
+    private var lastDTS: [Int32: Int64] = [:]
     /// Times made continuous across a splice (see `run`): the source's declared duration
     /// then says nothing about the output's.
     private(set) var splices = 0
@@ -233,12 +235,24 @@ final class Pipeline {
             // Reordering shows a picture a few frames after it is decoded, never seconds: a
             // presentation time this far from the decode time is damage (a flipped bit in a
             // TS packet's PTS put one picture 13 hours late, and a copy then failed in the
-            // muxer, a transcode dropped everything after it). It is shown when decoded.
+            // muxer, a transcode dropped everything after it). The one far from where the
+            // stream is (its last decode time; for its first packet, its start) is the
+            // damaged one: a damaged presentation time becomes the decode time (shown when
+            // decoded); a damaged decode time is dropped, and the copy derives it from its
+            // neighbours (a first picture's decode time 26 hours early, taken as the
+            // stream's start, left an output whose sound did not decode at its start).
             if p.pointee.pts != noPTS, p.pointee.dts != noPTS,
                abs(rescale(p.pointee.pts - p.pointee.dts, from: tb, to: kiln_time_base_q())) > Pipeline.discontinuityThreshold {
-                p.pointee.pts = p.pointee.dts
+                let st = demuxer.stream(Int(index))
+                let reference = lastDTS[index] ?? (st.pointee.start_time != noPTS ? st.pointee.start_time : p.pointee.pts)
+                if abs(p.pointee.dts - reference) > abs(p.pointee.pts - reference) {
+                    p.pointee.dts = noPTS
+                } else {
+                    p.pointee.pts = p.pointee.dts
+                }
                 repairedTimestamps += 1
             }
+            if p.pointee.dts != noPTS { lastDTS[index] = p.pointee.dts }
             let placed = timeline.place(stream: index,
                                         dts: p.pointee.dts == noPTS ? nil : rescale(p.pointee.dts, from: tb, to: kiln_time_base_q()),
                                         step: max(rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), 1),

@@ -105,6 +105,11 @@ final class TimelineOutliers {
         // first reordered pictures) is not judged.
         guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return false }
         let t = rescale(p.dts, from: timeBases[s], to: kiln_time_base_q())
+        // Nor one whose presentation time is seconds from it: one of the two is damaged,
+        // which the pipeline settles (`Pipeline.take`).
+        if p.pts != noPTS, abs(rescale(p.pts, from: timeBases[s], to: kiln_time_base_q()) - t) > Pipeline.discontinuityThreshold {
+            return false
+        }
         if var run = runs[s] {
             // Back where it was, at once: the run was no part of the stream.
             if Self.returns(t, from: run.from, last: run.latest) {

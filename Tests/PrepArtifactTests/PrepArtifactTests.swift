@@ -913,18 +913,20 @@ extension SourceDamageTests {
     }
 }
 
-/// `ts` with bit 32 of the PTS flipped in the `nth` PES header (with a PTS) of `streamID`:
-/// the picture's presentation time moves 2^32 ticks (13 hours) on, its decode time stays.
-func flippingPTS(_ ts: [UInt8], streamID: UInt8, nth: Int) throws -> [UInt8] {
+/// `ts` with bit 32 of the PTS (or of the DTS) flipped in the `nth` PES header (with one)
+/// of `streamID`: the picture's presentation (decode) time moves 2^32 ticks (13 hours), the
+/// other stays.
+func flippingPTS(_ ts: [UInt8], streamID: UInt8, nth: Int, decodeTime: Bool = false) throws -> [UInt8] {
     var d = ts, seen = 0
     for off in stride(from: 0, to: d.count - 187, by: 188) where d[off] == 0x47 && d[off + 1] & 0x40 != 0 {
         let control = (d[off + 3] >> 4) & 3
         let at = off + (control == 3 ? 5 + Int(d[off + 4]) : 4)
-        guard control != 2, at + 14 <= off + 188, d[at] == 0, d[at + 1] == 0, d[at + 2] == 1, d[at + 3] == streamID,
-              d[at + 7] & 0x80 != 0 else { continue }
+        let flags: UInt8 = decodeTime ? 0xc0 : 0x80
+        guard control != 2, at + 19 <= off + 188, d[at] == 0, d[at + 1] == 0, d[at + 2] == 1, d[at + 3] == streamID,
+              d[at + 7] & flags == flags else { continue }
         seen += 1
         if seen == nth {
-            d[at + 9] ^= 0x08
+            d[at + (decodeTime ? 14 : 9)] ^= 0x08
             return d
         }
     }
@@ -954,6 +956,26 @@ extension SourceDamageTests {
             #expect(abs(probe.formatDuration - 4) < 0.2, "\(quality): lasts \(probe.formatDuration) s")
             #expect(probe.streams("video")[0]["nb_frames"]?.int == 100, "\(quality): every picture kept")
         }
+    }
+
+    @Test("a TS recording whose first picture's DTS is 13 hours off its PTS (found by fuzzing): the decode time is the damaged one; delivered in sync, not refused as a retryable verify_failed", arguments: ["original", "1mbps"])
+    func decodeTimeFlipped(quality: String) throws {
+        let dir = Media.scratch("dts-flip-\(quality)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let clean = try Media.generated("flip-h264.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                        "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=4",
+                                                        "-c:v", "libx264", "-preset", "ultrafast", "-bf", "2", "-c:a", "aac"])
+        let source = dir.appendingPathComponent("flipped.ts")
+        try Data(try flippingPTS([UInt8](try Data(contentsOf: URL(fileURLWithPath: clean))), streamID: 0xe0, nth: 1, decodeTime: true))
+            .write(to: source)
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source.path, "--quality", quality, "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        guard r.status == 0 else { return }
+        let probe = try FFprobe(out)
+        #expect(abs(probe.formatDuration - 4) < 0.2, "lasts \(probe.formatDuration) s")
+        #expect(abs((probe.startTime("video") ?? 99) - (probe.startTime("audio") ?? -99)) < 0.1, "pictures and sound start together")
+        #expect(try FFprobe.decodeErrors(out) == "")
     }
 }
 
