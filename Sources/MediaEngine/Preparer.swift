@@ -403,11 +403,20 @@ public enum Preparer {
             let flushing = Background { () throws(KilnError) in try AtomicOutput.fsync(path: temporary) }
             // A copied stream's damaged packets are the source's: they may stay, counted, where
             // the source is damaged too (as a transcode conceals them).
+            // Not where most of the source's packets there do not decode: that would play as a
+            // few frames among noise (a fragmented MP4 with a kilobyte inserted decoded 3 of
+            // its first second's 47 sound frames), and the source is to blame.
             var carried = 0
+            var mostlyDamaged: String?
             let sourceDamaged = { (stream: Int, from: Double) -> Bool in
                 guard let lane = lanes.first(where: { $0.outputIndex == Int32(stream) }), lane is CopyLane,
                       let second = damagedSecond(demuxer, stream: Int(lane.inputIndex), from: from + startOffset,
                                                  cancellation: cancellation) else { return false }
+                if second.errors > second.frames {
+                    mostlyDamaged = "the source's stream \(lane.inputIndex) is mostly damaged near \(Int(from)) s: "
+                        + "\(second.errors) packets there do not decode (\(second.frames) frames do)"
+                    return false
+                }
                 carried += second.errors
                 return true
             }
@@ -419,6 +428,7 @@ public enum Preparer {
                                                undecodable: { undecodable = $0 })
                 } catch {
                     guard error.code == .verifyFailed else { throw error }
+                    if let mostlyDamaged { throw KilnError(.sourceCorrupt, stage: .decode, mostlyDamaged) }
                     let blamed = blameSource(error, delivered: delivered, lanes: lanes, demuxer: demuxer, info: info, expected: verifiedLength,
                                              cancellation: cancellation)
                     // A copy that does not decode from the MP4 where the source does (a damaged

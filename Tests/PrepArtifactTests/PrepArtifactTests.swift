@@ -958,6 +958,39 @@ extension SourceDamageTests {
         }
     }
 
+    @Test("a copied sound nine frames in ten of which do not decode is refused as mostly damaged, not delivered as a few frames among noise (found by fuzzing)", arguments: ["original", "1mbps"])
+    func soundMostlyDamaged(quality: String) throws {
+        let source = try Media.generated("sound-mostly-damaged.mkv") { tmp in
+            let adts = tmp + ".aac"
+            defer { unlink(adts) }
+            let tone = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=4",
+                                                  "-c:a", "aac", "-f", "adts", adts])
+            guard tone.status == 0 else { throw TestFailure(tone.stderr) }
+            // Every ADTS frame's payload but each tenth's scrambled, its header kept.
+            var d = [UInt8](try Data(contentsOf: URL(fileURLWithPath: adts)))
+            var at = 0, frame = 0
+            while at + 7 <= d.count, d[at] == 0xff, d[at + 1] & 0xf0 == 0xf0 {
+                let length = Int(d[at + 3] & 3) << 11 | Int(d[at + 4]) << 3 | Int(d[at + 5]) >> 5
+                guard length > 7, at + length <= d.count else { break }
+                if frame % 10 != 0 { for j in (at + 7)..<(at + length) { d[j] = d[j] &* 7 &+ 13 } }
+                at += length
+                frame += 1
+            }
+            try Data(d).write(to: URL(fileURLWithPath: adts))
+            let mux = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                 "-i", adts, "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "copy", "-shortest", tmp])
+            guard mux.status == 0 else { throw TestFailure(mux.stderr) }
+        }
+        let dir = Media.scratch("sound-damaged-\(quality)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", quality, "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 3, "\(r.stdout) \(r.stderr.suffix(300))")
+        let error = try Command.json(r)["error"]
+        #expect(error?["code"]?.string == "source_corrupt" && error?["message"]?.string?.contains("mostly damaged") == true, "\(r.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: out))
+    }
+
     @Test("a TS recording whose first picture's DTS is 13 hours off its PTS (found by fuzzing): the decode time is the damaged one; delivered in sync, not refused as a retryable verify_failed", arguments: ["original", "1mbps"])
     func decodeTimeFlipped(quality: String) throws {
         let dir = Media.scratch("dts-flip-\(quality)")
