@@ -106,8 +106,14 @@ final class Demuxer {
             // avformat_open_input frees the context on failure.
             let e = classify(ret, .open, "cannot open the source", as: .sourceUnreadable)
             if e.code == .canceled { throw e }
+            // libavformat's words for a damaged header read like the machine's trouble: a size
+            // field asking for gigabytes is "Cannot allocate memory" (Linux would kill a process
+            // really out of it first), a field it does not expect "Not yet implemented".
+            let why = ret == kiln_averror_enomem() ? "a size in its header asks for more memory than a file's header needs: damaged"
+                : ret == kiln_averror_patchwelcome() ? "its header uses something libavformat does not implement, or is damaged"
+                : avErrorText(ret)
             throw KilnError(e.code == .sourceUnsupported ? .sourceUnsupported : .sourceUnreadable, stage: .open,
-                            underlying: ret, "the source is not a media file libavformat can read (\(avErrorText(ret)))")
+                            underlying: ret, "the source is not a media file libavformat can read (\(why))")
         }
         if let refusal = notAFilm(String(cString: opened.pointee.iformat.pointee.name)) {
             p = opened

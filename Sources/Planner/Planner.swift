@@ -132,7 +132,15 @@ struct PlanContext {
     var encrypted: Bool { source.streams.contains { ($0.type == .video || $0.type == .audio) && $0.encrypted == true } }
 
     func requireStreams() throws(KilnError) {
+        // A stream that names no codec (an unknown sample entry, a damaged header) is no
+        // matter of quality: no rung would do.
+        func unknown(_ s: StreamInfo) -> KilnError {
+            KilnError(.sourceUnsupported, stage: .plan,
+                      "the source's stream \(s.index) names no codec Kiln knows (an unknown format, or a damaged header)")
+        }
+        if let v = video, v.codec == "none" { throw unknown(v) }
         if video == nil && source.audioStreams.isEmpty {
+            if let s = source.streams.first(where: { $0.codec == "none" }) { throw unknown(s) }
             throw unavailable("the source has no video and no audio stream")
         }
     }

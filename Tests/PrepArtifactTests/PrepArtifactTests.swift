@@ -354,6 +354,37 @@ struct CommandLineTests {
         }
     }
 
+    @Test("damaged headers say so, not what libavformat's words suggest (out of memory, a missing feature); a stream naming no codec is unsupported, not a quality to try another of (found by fuzzing)")
+    func damagedHeaderWords() throws {
+        let whole = try Media.generated("cut-faststart-10s.mp4", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=10",
+                                                                 "-f", "lavfi", "-i", "sine=duration=10", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+                                                                 "-c:a", "aac", "-movflags", "+faststart"])
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: whole)))
+        let dir = Media.scratch("cli-damaged-words")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // The first time-to-sample table says it has 2^32 - 1 entries.
+        let stts = try #require(Data(bytes).range(of: Data("stts".utf8))).lowerBound
+        var counted = bytes
+        for k in 8..<12 { counted[stts + k] = 0xff }
+        let huge = dir.appendingPathComponent("stts.mp4").path
+        try Data(counted).write(to: URL(fileURLWithPath: huge))
+        let r = try Command.run(["probe", huge])
+        #expect(r.status == 3 && r.stderr.contains("source_unreadable") && r.stderr.contains("damaged") && !r.stderr.contains("Cannot allocate memory"),
+                "\(r.stderr)")
+        // The picture's sample entry (not the brand in ftyp) renamed to a fourcc nobody knows.
+        let stsd = try #require(Data(bytes).range(of: Data("stsd".utf8))).lowerBound
+        let avc1 = try #require(Data(bytes).range(of: Data("avc1".utf8), in: stsd..<bytes.count)).lowerBound
+        bytes.replaceSubrange(avc1..<(avc1 + 4), with: Array("zzzz".utf8))
+        let unknown = dir.appendingPathComponent("unknown.mp4").path
+        try Data(bytes).write(to: URL(fileURLWithPath: unknown))
+        for quality in ["original", "1mbps"] {
+            let run = try Command.run(["prepare", unknown, "--quality", quality, "--caps", "ios", "--output", dir.appendingPathComponent("out.mp4").path, "--json"])
+            #expect(run.status == 3, "\(run.stdout)")
+            let code = try Command.json(run)["error"]?["code"]?.string
+            #expect(code == "source_unsupported", "\(quality): \(run.stdout)")
+        }
+    }
+
     @Test("presets lists the ladder and every named device")
     func presets() throws {
         let r = try Command.run(["presets", "--json"])

@@ -41,6 +41,7 @@ static inline int kiln_averror_decoder_not_found(void) { return AVERROR_DECODER_
 static inline int kiln_averror_demuxer_not_found(void) { return AVERROR_DEMUXER_NOT_FOUND; }
 static inline int kiln_averror_encoder_not_found(void) { return AVERROR_ENCODER_NOT_FOUND; }
 static inline int kiln_averror_enomem(void) { return AVERROR(ENOMEM); }
+static inline int kiln_averror_patchwelcome(void) { return AVERROR_PATCHWELCOME; }
 static inline int kiln_averror_enospc(void) { return AVERROR(ENOSPC); }
 static inline int kiln_averror_eio(void) { return AVERROR(EIO); }
 static inline int kiln_averror_enoent(void) { return AVERROR(ENOENT); }
