@@ -95,6 +95,9 @@ public final class Farm: @unchecked Sendable {
 
     /// Whether the data directory's file system has room for the store to write (a
     /// request's commit needs a few pages): below a megabyte every prepare fails.
+    /// True from `shutdown` on: the daemon is draining (its running jobs finish, none starts).
+    public var isStopping: Bool { state.lock(); defer { state.unlock() }; return stopping }
+
     public var canWrite: Bool { (space.freeBytes(at: config.absoluteDataDir) ?? Int64.max) >= 1 << 20 }
 
     // MARK: Lifecycle

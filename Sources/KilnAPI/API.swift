@@ -37,6 +37,10 @@ public final class API: Sendable {
             do { _ = try store.lastEventSeq() } catch { return API.fail(APIError(503, "unavailable", "The store is not answering.")) }
             // Reading is not enough: with its disk full, every request that writes fails.
             guard farm.canWrite else { return API.fail(APIError(503, "disk_full", "The data directory's disk is full: requests cannot be recorded.")) }
+            // Draining before exit (up to KILN_SHUTDOWN_GRACE_SECONDS): a balancer or a health
+            // check sends new work elsewhere. Requests are still taken (they are durable and
+            // run after the restart).
+            guard !farm.isStopping else { return API.fail(APIError(503, "shutting_down", "The daemon is stopping; it starts no new job until it is restarted.")) }
             return .json(["ready": true])
         }
         route(server, "POST", "/v1/prepare") { [self] req, _ in try prepare(req) }

@@ -206,7 +206,7 @@ struct APITests {
         }
     }
 
-    @Test("/readyz says not ready while the data directory's disk is full (every prepare would fail), and ready again when there is room")
+    @Test("/readyz says not ready while the data directory's disk is full (every prepare would fail), ready again when there is room, and not ready while the daemon drains")
     func readyWhenWritable() throws {
         final class Space: DiskSpace, @unchecked Sendable {
             let lock = NSLock()
@@ -223,6 +223,13 @@ struct APITests {
         #expect(full.status == 503 && answer["error"] == .string("disk_full"), "\(answer)")
         space.lock.lock(); space.free = 1 << 40; space.lock.unlock()
         #expect(try RawHTTP.request(port: d.port, "GET", "/readyz").status == 200)
+
+        // Draining before exit: not ready, so a balancer sends new work elsewhere; alive all the same.
+        d.farm.shutdown(grace: 0)
+        let draining = try RawHTTP.request(port: d.port, "GET", "/readyz")
+        let why = try JSONValue.parse(draining.body)
+        #expect(draining.status == 503 && why["error"] == .string("shutting_down"), "\(why)")
+        #expect(try RawHTTP.request(port: d.port, "GET", "/healthz").status == 200)
     }
 
     @Test("the event stream resumes after a disconnect with Last-Event-ID, and ?after=")
