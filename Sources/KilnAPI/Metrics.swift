@@ -25,6 +25,12 @@ public final class Metrics: @unchecked Sendable {
         set { lock.lock(); cutCounter = newValue; lock.unlock() }
     }
     private var cutCounter: (@Sendable () -> Int)?
+    /// The webhook's events delivered and POSTs failed (`WebhookDeliverer`); set when one is configured.
+    public var webhookCounts: (@Sendable () -> (delivered: Int, failures: Int))? {
+        get { lock.lock(); defer { lock.unlock() }; return webhookCounter }
+        set { lock.lock(); webhookCounter = newValue; lock.unlock() }
+    }
+    private var webhookCounter: (@Sendable () -> (delivered: Int, failures: Int))?
 
     public init() {}
 
@@ -87,6 +93,13 @@ public final class Metrics: @unchecked Sendable {
             family("kiln_http_connections_cut_total", "counter",
                    "Connections closed because a request's head or body did not arrive within KILN_HTTP_REQUEST_DEADLINE_SECONDS.")
             sample("kiln_http_connections_cut_total", [], Double(cut()))
+        }
+        if let webhook = webhookCounts?() {
+            family("kiln_webhook_events_delivered_total", "counter", "Events the webhook's receiver took (a 2xx answer).")
+            sample("kiln_webhook_events_delivered_total", [], Double(webhook.delivered))
+            family("kiln_webhook_failed_posts_total", "counter",
+                   "Webhook POSTs that failed (no 2xx answer in time); each is retried with backoff, events in order.")
+            sample("kiln_webhook_failed_posts_total", [], Double(webhook.failures))
         }
         lock.lock(); defer { lock.unlock() }
         family("kiln_prepare_requests_total", "counter",

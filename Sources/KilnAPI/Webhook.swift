@@ -24,13 +24,20 @@ public final class WebhookDeliverer: @unchecked Sendable {
     private var thread: Thread?
     /// Signalled when the delivery thread has finished, so `stop` can wait for it.
     private let exited = DispatchSemaphore(value: 0)
-    /// Deliveries attempted and failed so far (for metrics).
-    public private(set) var failures = 0
-    public private(set) var delivered = 0
+    /// POSTs that failed so far, and events the receiver took (for metrics).
+    public var failures: Int { lock.lock(); defer { lock.unlock() }; return failed }
+    public var delivered: Int { lock.lock(); defer { lock.unlock() }; return taken }
+    private var failed = 0
+    private var taken = 0
+    /// Where a failing receiver is said, once when it starts failing and once when it
+    /// takes events again (not on every retry).
+    let log: @Sendable (String) -> Void
 
     public init(url: URL, secret: String?, store: any ArtifactStore, hub: EventHub, batchLimit: Int = 100,
-                firstDelay: Double = 1, maxDelay: Double = 60, postTimeout: Double = 15) {
+                firstDelay: Double = 1, maxDelay: Double = 60, postTimeout: Double = 15,
+                log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.postTimeout = postTimeout
+        self.log = log
         self.url = url
         self.secret = Array((secret ?? "").utf8)
         self.store = store
@@ -74,6 +81,7 @@ public final class WebhookDeliverer: @unchecked Sendable {
             do { start = try store.webhookPosition(); break } catch { pause(firstDelay) }
         }
         let cursor = hub.cursor(after: start)
+        var failing = false
         while !isStopped {
             let batch: [EventRecord]
             do {
@@ -84,15 +92,21 @@ public final class WebhookDeliverer: @unchecked Sendable {
             guard let last = batch.last else { continue }
             var delay = firstDelay
             while !isStopped {
-                if post(batch) {
-                    lock.lock(); delivered += batch.count; lock.unlock()
+                let failure = post(batch)
+                if failure == nil {
+                    lock.lock(); taken += batch.count; lock.unlock()
+                    if failing { log("webhook: \(url.absoluteString) takes events again"); failing = false }
                     // Stored even when stopping meanwhile (once at least): the receiver has it.
                     repeat {
                         do { try store.setWebhookPosition(last.seq); break } catch { pause(firstDelay) }
                     } while !isStopped
                     break
                 }
-                lock.lock(); failures += 1; lock.unlock()
+                lock.lock(); failed += 1; lock.unlock()
+                if !failing {
+                    log("webhook: POST to \(url.absoluteString) failed (\(failure ?? "")); retrying with backoff, events kept in order")
+                    failing = true
+                }
                 pause(delay * Double.random(in: 0.8...1.2))
                 delay = min(delay * 2, maxDelay)
             }
@@ -106,27 +120,31 @@ public final class WebhookDeliverer: @unchecked Sendable {
     /// minute, holding every later event back.
     let postTimeout: Double
 
-    /// One signed POST; true on a 2xx answer within `postTimeout`.
-    func post(_ events: [EventRecord]) -> Bool {
-        guard let body = try? Data(JSON.encode(Batch(events: events.map(EventView.init)))) else { return false }
+    /// One signed POST; nil on a 2xx answer within `postTimeout`, else why not.
+    func post(_ events: [EventRecord]) -> String? {
+        guard let body = try? Data(JSON.encode(Batch(events: events.map(EventView.init)))) else { return "the events could not be encoded" }
         var request = URLRequest(url: url, timeoutInterval: postTimeout)
         request.httpMethod = "POST"
         request.httpBody = body
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.setValue("sha256=" + HMACSHA256.hex(key: secret, message: [UInt8](body)), forHTTPHeaderField: "X-Kiln-Signature")
         let done = DispatchSemaphore(value: 0)
-        final class Outcome: @unchecked Sendable { var ok = false }
+        final class Outcome: @unchecked Sendable { var failure: String? = "no answer" }
         let outcome = Outcome()
         let task = URLSession.shared.dataTask(with: request) { _, response, error in
-            if error == nil, let http = response as? HTTPURLResponse, (200..<300).contains(http.statusCode) { outcome.ok = true }
+            if let error {
+                outcome.failure = error.localizedDescription
+            } else if let http = response as? HTTPURLResponse {
+                outcome.failure = (200..<300).contains(http.statusCode) ? nil : "HTTP \(http.statusCode)"
+            }
             done.signal()
         }
         task.resume()
         guard done.wait(timeout: .now() + postTimeout) == .success else {
             task.cancel()
             _ = done.wait(timeout: .now() + 5)   // the handler runs once, canceled
-            return false
+            return "no answer within \(Int(postTimeout)) s"
         }
-        return outcome.ok
+        return outcome.failure
     }
 }

@@ -58,8 +58,10 @@ enum Serve {
         metrics.observe(farm)
         var webhook: WebhookDeliverer?
         if let url = config.webhookURL {
-            webhook = WebhookDeliverer(url: url, secret: config.webhookSecret, store: store, hub: farm.events)
-            webhook?.start()
+            let hook = WebhookDeliverer(url: url, secret: config.webhookSecret, store: store, hub: farm.events, log: { log($0) })
+            metrics.webhookCounts = { [weak hook] in hook.map { ($0.delivered, $0.failures) } ?? (0, 0) }
+            webhook = hook
+            hook.start()
         }
         var http = HTTPServer.Configuration(host: config.host, port: config.port)
         http.threads = config.httpThreads

@@ -491,7 +491,17 @@ struct WebhookTests {
         let d = try Daemon()
         defer { d.stop() }
         let url = URL(string: "http://127.0.0.1:\(receiver.server.port)/hook")!
-        let hook = WebhookDeliverer(url: url, secret: "shh", store: d.store, hub: d.farm.events, firstDelay: 0.05, maxDelay: 0.2)
+        final class Lines: @unchecked Sendable {
+            let lock = NSLock()
+            var all: [String] = []
+            func add(_ line: String) { lock.lock(); all.append(line); lock.unlock() }
+            var said: [String] { lock.lock(); defer { lock.unlock() }; return all }
+        }
+        let lines = Lines()
+        let hook = WebhookDeliverer(url: url, secret: "shh", store: d.store, hub: d.farm.events, firstDelay: 0.05, maxDelay: 0.2,
+                                    log: { lines.add($0) })
+        let metrics = Metrics()
+        metrics.webhookCounts = { (hook.delivered, hook.failures) }
         hook.start()
         for (i, name) in ["sp_bear-640x360-ec3.mp4", "sp_bear-640x360-trailing-moov.mp4"].enumerated() {
             _ = try d.prepare("w\(i)", name, quality: "1mbps")
@@ -509,6 +519,12 @@ struct WebhookTests {
         }
         receiver.lock.unlock()
         #expect(try d.store.webhookPosition() == Int64(seqs.max() ?? 0))
+        // The operator hears of the failing receiver once, and of its recovery once; /metrics counts both.
+        #expect(lines.said.count == 2 && lines.said.first?.contains("HTTP 503") == true && lines.said.last?.contains("takes events again") == true,
+                "\(lines.said)")
+        let text = metrics.render(farm: d.farm)
+        #expect(text.contains("kiln_webhook_failed_posts_total \(hook.failures)") && hook.failures >= 2, "\(text)")
+        #expect(text.contains("kiln_webhook_events_delivered_total \(hook.delivered)") && hook.delivered == seqs.count, "\(text)")
 
         // A restarted deliverer starts from the stored position: nothing repeated, nothing skipped.
         _ = try d.prepare("w9", "ax_sample_with_srt.mkv", quality: "1mbps")
