@@ -95,6 +95,16 @@ public final class Farm: @unchecked Sendable {
 
     /// Whether the data directory's file system has room for the store to write (a
     /// request's commit needs a few pages): below a megabyte every prepare fails.
+    /// Ends a `shutdown`'s grace now (a second SIGTERM or Ctrl-C): running jobs are stopped
+    /// and queued again at once, without spending their attempt.
+    public func hurry() {
+        state.lock()
+        hurried = true
+        state.broadcast()
+        state.unlock()
+    }
+    private var hurried = false
+
     /// True from `shutdown` on: the daemon is draining (its running jobs finish, none starts).
     public var isStopping: Bool { state.lock(); defer { state.unlock() }; return stopping }
 
@@ -158,7 +168,7 @@ public final class Farm: @unchecked Sendable {
         stopping = true
         state.broadcast()
         let deadline = Date(timeIntervalSinceNow: graceSeconds)
-        while !runners.isEmpty && state.wait(until: deadline) {}
+        while !runners.isEmpty && !hurried && state.wait(until: deadline) {}
         let remaining = Array(runners.values)
         state.unlock()
         for r in remaining { r.stop(.shutdown) }

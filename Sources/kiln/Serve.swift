@@ -90,7 +90,11 @@ enum Serve {
         watch.resume()
         let name = signal.wait()
         watch.cancel()
-        log("\(name): stopping (running jobs get \(Int(config.farm.shutdownGraceSeconds)) s to finish)")
+        log("\(name): stopping (running jobs get \(Int(config.farm.shutdownGraceSeconds)) s to finish; signal again to stop them now)")
+        signal.onRepeat = { [farm] label in
+            log("\(label) again: stopping running jobs now (queued again, no attempt spent)")
+            farm.hurry()
+        }
         farm.shutdown()
         webhook?.stop()
         metrics.stop()
@@ -111,6 +115,12 @@ final class ShutdownSignal: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
     private let lock = NSLock()
     private var name = ""
+    private var repeated: (@Sendable (String) -> Void)?
+    /// Called with the signal's name for each signal after the first (the first ends `wait`).
+    var onRepeat: (@Sendable (String) -> Void)? {
+        get { lock.lock(); defer { lock.unlock() }; return repeated }
+        set { lock.lock(); repeated = newValue; lock.unlock() }
+    }
 
     init() {
         for (sig, label) in [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")] {
@@ -118,8 +128,12 @@ final class ShutdownSignal: @unchecked Sendable {
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             s.setEventHandler { [weak self] in
                 guard let self else { return }
-                self.lock.lock(); let first = self.name.isEmpty; if first { self.name = label }; self.lock.unlock()
-                if first { self.done.signal() }
+                self.lock.lock()
+                let first = self.name.isEmpty
+                if first { self.name = label }
+                let again = first ? nil : self.repeated
+                self.lock.unlock()
+                if first { self.done.signal() } else { again?(label) }
             }
             s.resume()
             sources.append(s)

@@ -176,6 +176,60 @@ struct DaemonProcessTests {
         #expect(r.status == 4 && r.stderr.contains("Address already in use"), "\(r.stderr)")
     }
 
+    @Test("SIGTERM drains (not ready, the running job keeps going); a second SIGTERM stops the job at once instead of waiting out the grace, and it is queued again unspent")
+    func secondSignal() throws {
+        let media = Media.scratch("drain-media")
+        let data = Media.scratch("drain-data")
+        defer { try? FileManager.default.removeItem(at: media); try? FileManager.default.removeItem(at: data) }
+        let source = media.appendingPathComponent("long-\(UUID().uuidString.prefix(6)).mkv")
+        try FileManager.default.copyItem(atPath: try Media.generated("crash-720p-40s.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440",
+            "-t", "40", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"]), toPath: source.path)
+        let d = try DaemonProcess(dataDir: data, mediaRoot: media.path, extra: ["KILN_SHUTDOWN_GRACE_SECONDS": "600"])
+        let body = #"{"reference":"drain-1","source":{"path":"\#(source.path)"},"quality":"1mbps","caps":{"codecs_video":["h264"],"codecs_audio":["aac"],"containers":["mp4"],"max_resolution":"720p"}}"#
+        let answer = try RawHTTP.json(port: d.port, "POST", "/v1/prepare", body)
+        let id = try #require(try JSONValue.parse(answer.body)["artifact_id"]?.string)
+        var running = false
+        let deadline = Date(timeIntervalSinceNow: 60)
+        while Date() < deadline && !running {
+            let a = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)").body)
+            running = a["progress"]?["encoded_seconds"]?.int ?? 0 > 0
+            if !running { Thread.sleep(forTimeInterval: 0.2) }
+        }
+        #expect(running, "the transcode got going")
+
+        kill(d.process.processIdentifier, SIGTERM)
+        var draining: JSONValue = .null
+        let drainDeadline = Date(timeIntervalSinceNow: 10)
+        while Date() < drainDeadline, draining["error"] != .string("shutting_down") {
+            draining = (try? JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/readyz").body)) ?? .null
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        #expect(draining["error"] == .string("shutting_down"), "\(draining)")
+        let children = processes(matching: source.path)
+        #expect(d.process.isRunning && !children.isEmpty, "the job goes on through the grace")
+        // Held still, so it cannot finish within the grace by itself on a fast machine.
+        for child in children { kill(child, SIGSTOP) }
+        Thread.sleep(forTimeInterval: 1)
+        #expect(d.process.isRunning, "the daemon waits for its job")
+
+        kill(d.process.processIdentifier, SIGTERM)
+        let exitDeadline = Date(timeIntervalSinceNow: 30)   // the grace is ten minutes
+        while d.process.isRunning && Date() < exitDeadline { Thread.sleep(forTimeInterval: 0.1) }
+        #expect(!d.process.isRunning, "a second SIGTERM ends the grace: \(d.logText)")
+        if d.process.isRunning { d.kill9() } else { d.process.waitUntilExit() }
+        #expect(d.process.terminationStatus == 0)
+        #expect(processes(matching: source.path).isEmpty, "no child left")
+        #expect(d.logText.contains("again: stopping running jobs now"), "\(d.logText)")
+
+        // Started again, the job is in the line with no attempt spent on the stop.
+        let again = try DaemonProcess(dataDir: data, mediaRoot: media.path, port: d.port, extra: ["KILN_SHUTDOWN_GRACE_SECONDS": "0"])
+        defer { again.terminate() }
+        let detail = try JSONValue.parse(try RawHTTP.request(port: again.port, "GET", "/v1/artifacts/\(id)").body)
+        guard case .array(let errors)? = detail["errors"] else { Issue.record("no errors list: \(detail)"); return }
+        #expect(errors.isEmpty, "the stop is no failed attempt: \(detail)")
+    }
+
     @Test("SIGKILLed mid-transcode, the daemon restarts and finishes the job: one artifact, no orphan child, no temporary file")
     func crashMidTranscode() throws {
         let media = Media.scratch("crash-media")
