@@ -74,7 +74,8 @@ struct GarbageCollector: Sendable {
             guard !gone.contains(a.id), let file = a.file, file.owned else { return sum }
             return sum + file.bytes
         }
-        let floor = config.minFreeBytes + (free.map { $0 + unheld - config.minFreeBytes >= wantedBytes } == true ? wantedBytes : 0)
+        let wantedFits = free.map { $0 + unheld - config.minFreeBytes >= wantedBytes } ?? false
+        let floor = config.minFreeBytes + (wantedFits ? wantedBytes : 0)
         func pressed() -> Bool {
             if let budget = config.storageBudgetBytes, total > budget { return true }
             if let f = free, f < floor { return true }
