@@ -591,7 +591,7 @@ let subtitleCases: [Case] = [
     Case("an MP4 whose index cannot be the file's (cut short) never goes as it is: the remux and its checks decide",
          { var m = media("mp4", kbps: 3000, h1080, aacEng); m.indexDamage = "stream 0: past the end"; return m }(), .original, ios,
          Expect(delivery: .remux, video: .copy, audio: .copy, reasons: ["source_index_damaged"])),
-    Case("the same without caps (the file as it is asked for) and at a rung it fits",
+    Case("the same at a rung the file fits as it is",
          { var m = media("mp4", kbps: 3000, h1080, aacEng); m.indexDamage = "stream 0: past the end"; return m }(), .mbps5, ios,
          Expect(delivery: .remux, video: .copy, audio: .copy, reasons: ["source_fits_target", "source_index_damaged"])),
     Case("an encrypted fragmented MP4 still goes as it is: a remux would lose how to decrypt it",
