@@ -22,6 +22,9 @@ final class Demuxer {
     /// Whether `rewind` (or the analysis, `H264Analysis`) sent it back to the start: a second
     /// reader that must see the same packets goes back the same way (`IndexForecast`).
     private(set) var wasRewound = false
+    /// The furthest byte of the file a picture or sound packet read so far came from (0:
+    /// none said where).
+    private(set) var furthestByte: Int64 = 0
     /// Whether the analysis learnt its H.264 streams' parameters without decoding a picture.
     private(set) var sparedH264Decode = false
     /// Each stream's first packet, as first read: where a rewind must land (`StartMarks`).
@@ -235,6 +238,11 @@ final class Demuxer {
             throw classify(ret, .demux, "cannot read the source", as: .ioError)
         }
         startMarks.note(packet.pointer.pointee, of: stream(Int(packet.streamIndex)))
+        let p = packet.pointer.pointee
+        let type = stream(Int(p.stream_index)).pointee.codecpar.pointee.codec_type
+        if p.pos >= 0, type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO {
+            furthestByte = max(furthestByte, p.pos + Int64(max(p.size, 0)))
+        }
         return true
     }
 

@@ -272,7 +272,7 @@ public enum Preparer {
         let out = try AtomicOutput(destination: output)
         defer { out.discard() }
         EngineLog.reset()
-        var corrupt = 0, repaired = 0, gaps = 0
+        var corrupt = 0, repaired = 0, gaps = 0, outliers = 0
         var equivalent: [String]? = nil
         var continued: [String] = []
         var recoded: [String] = []
@@ -376,6 +376,7 @@ public enum Preparer {
                 }
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
                     + lanes.reduce(0) { $0 + $1.stats.repairedTimestamps }
+                outliers = pipeline.outliers + pipeline.splices
                 corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets } + pipeline.outliers
                 gaps = lanes.reduce(0) { $0 + $1.stats.gapsFilled }
                 let decoding: [String] = lanes.flatMap(\.ffmpegInputOptions)
@@ -430,7 +431,7 @@ public enum Preparer {
                     guard error.code == .verifyFailed else { throw error }
                     if let mostlyDamaged { throw KilnError(.sourceCorrupt, stage: .decode, mostlyDamaged) }
                     let blamed = blameSource(error, delivered: delivered, lanes: lanes, demuxer: demuxer, info: info, expected: verifiedLength,
-                                             cancellation: cancellation)
+                                             timelineRepairs: repaired + outliers, cancellation: cancellation)
                     // A copy that does not decode from the MP4 where the source does (a damaged
                     // codec header that misled the muxer): the stream is re-encoded from the
                     // source, whose decoder finds its way, as the plan's fallback.
@@ -542,6 +543,13 @@ public enum Preparer {
                                 lanes: [Lane], demuxer: Demuxer) -> Bool {
         let tolerance = Verifier.durationTolerance(declared)
         guard declared - end > tolerance else { return false }
+        // Not where much of the file lies past the last picture or sound packet read:
+        // libavformat gave up on damage and searched on to the end for nothing (Matroska's
+        // resync after a block naming no track, which came out 0.33 s of 1.23, its one
+        // subtitle cue "reaching" the end), which reads as the file's end. Cues, tags and
+        // an index at the end are a small part of a file.
+        if demuxer.furthestByte > 0, let size = FileIO.size(atPath: demuxer.path),
+           size - demuxer.furthestByte > max(16 << 10, size / 10) { return false }
         let lengths = [declared] + (demuxer.isMatroska && start > tolerance && declared - start > tolerance ? [declared - start] : [])
         for length in lengths where length - end <= tolerance || cueReach.map({ $0 >= length - tolerance }) == true { return true }
         let stated = lanes.filter { demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type != AVMEDIA_TYPE_SUBTITLE }
@@ -556,12 +564,18 @@ public enum Preparer {
     /// evidence it stays `verify_failed`, a write gone wrong and worth retrying.
     /// A copied stream that fails to decode in the output is checked in the source too: the
     /// same bytes failing there are the source's damage.
+    /// `timelineRepairs`: packets whose times the pipeline or the muxer repaired, or left
+    /// out as a run that jumped and came back: a source whose times are damaged.
     static func blameSource(_ error: KilnError, delivered: [Int32: Pipeline.Delivered], lanes: [Lane], demuxer: Demuxer,
-                            info: MediaInfo, expected: Double, cancellation: Cancellation) -> KilnError {
+                            info: MediaInfo, expected: Double, timelineRepairs: Int = 0, cancellation: Cancellation) -> KilnError {
         let corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
         if corrupt > 0 {
             return KilnError(.sourceCorrupt, stage: .decode,
                              "the source is damaged (\(corrupt) packets could not be decoded): \(error.message)")
+        }
+        if timelineRepairs > 0 {
+            return KilnError(.sourceCorrupt, stage: .demux,
+                             "the source's timestamps are damaged (\(timelineRepairs) packets repaired or left out): \(error.message)")
         }
         var last: Double? = nil
         var shortest: (span: Double, type: String, index: Int32)? = nil

@@ -210,4 +210,18 @@ struct VerifierTests {
                              witness: stranger)
         #expect(stranger.matches == 0)
     }
+
+    @Test("a failed verification of a source whose timestamps the pipeline had to repair is the source's damage (permanent), not a retryable write failure; without that evidence it stays verify_failed")
+    func repairedTimesBlameTheSource() throws {
+        let path = Media.shared("sp_bear-640x360-ec3.mp4")
+        let demuxer = try Demuxer(path: path, cancellation: Cancellation())
+        let info = try Prober.probe(path: path, fingerprint: false)
+        let failed = KilnError(.verifyFailed, stage: .verify, "the output lasts 6.20 s but the source 34.11 s")
+        let blamed = Preparer.blameSource(failed, delivered: [:], lanes: [], demuxer: demuxer, info: info, expected: info.durationSeconds,
+                                          timelineRepairs: 5, cancellation: Cancellation())
+        #expect(blamed.code == .sourceCorrupt && blamed.message.contains("timestamps are damaged (5 packets"), "\(blamed)")
+        let unblamed = Preparer.blameSource(failed, delivered: [:], lanes: [], demuxer: demuxer, info: info, expected: info.durationSeconds,
+                                            cancellation: Cancellation())
+        #expect(unblamed.code == .verifyFailed, "\(unblamed)")
+    }
 }

@@ -1022,6 +1022,23 @@ extension SourceDamageTests {
         #expect(!FileManager.default.fileExists(atPath: out))
     }
 
+    @Test("a Matroska file whose reading stops at a block naming no track (libavformat then searches to the end for nothing) is refused as cut short, though its one subtitle cue reaches its declared end (found by fuzzing)", arguments: ["original", "1mbps"])
+    func readingStopsMidFile(quality: String) throws {
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Media.shared("ax_sample_with_srt.mkv"))))
+        #expect(bytes[62_443] == 0x82, "the byte the fuzzer changed (a block's track number)")
+        bytes[62_443] = 0x40
+        let dir = Media.scratch("reading-stops-\(quality)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("stops.mkv")
+        try Data(bytes).write(to: source)
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source.path, "--quality", quality, "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 3, "\(r.stdout) \(r.stderr.suffix(300))")
+        let error = try Command.json(r)["error"]
+        #expect(error?["code"]?.string == "source_corrupt" && error?["message"]?.string?.contains("cut short or damaged") == true, "\(r.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: out))
+    }
+
     @Test("a TS recording whose first picture's DTS is 13 hours off its PTS (found by fuzzing): the decode time is the damaged one; delivered in sync, not refused as a retryable verify_failed", arguments: ["original", "1mbps"])
     func decodeTimeFlipped(quality: String) throws {
         let dir = Media.scratch("dts-flip-\(quality)")
