@@ -266,12 +266,7 @@ struct CommandLineTests {
             #expect(abs((try FFprobe(out).duration("video") ?? 0) - 10) < 0.5)
         }
         for quality in ["original", "2mbps"] {
-            try Command.prepare(third, quality: quality, caps: "ios", scratch: "cli-cut-third") { r, out in
-                #expect(r.status == 3, "\(r.stdout) \(r.stderr)")
-                let code = try Command.json(r)["error"]?["code"]?.string
-                #expect(code == "source_corrupt", "\(r.stdout)")
-                #expect(!FileManager.default.fileExists(atPath: out))
-            }
+            try SourceDamageTests.expectSourceCorrupt(third, quality: quality, in: dir, saying: "cut short")
         }
     }
 
@@ -643,16 +638,17 @@ struct SourceDamageTests {
     }
 
     /// Prepares `source` into `dir` and expects exit 3, a `source_corrupt` error that is not
-    /// retried, whose message says `words`. Returns the error.
+    /// retried, whose message says `words`, and no output. Returns the error.
     @discardableResult
     static func expectSourceCorrupt(_ source: String, quality: String = "original", caps: String = "ios", in dir: URL,
                                     saying words: String) throws -> JSONValue? {
-        let r = try Command.run(["prepare", source, "--quality", quality, "--caps", caps,
-                                 "--output", dir.appendingPathComponent("out.mp4").path, "--json"])
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source, "--quality", quality, "--caps", caps, "--output", out, "--json"])
         let error = try Command.json(r)["error"]
-        #expect(r.status == 3, "\(quality): \(r.stdout)")
+        #expect(r.status == 3, "\(quality): \(r.stdout) \(r.stderr.suffix(300))")
         #expect(error?["code"] == .string("source_corrupt") && error?["retryable"] == .bool(false), "\(quality): \(r.stdout)")
         #expect(error?["message"]?.string?.contains(words) == true, "\(quality): \(r.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: out), "\(quality): nothing written")
         return error
     }
 
@@ -1014,12 +1010,7 @@ extension SourceDamageTests {
         }
         let dir = Media.scratch("sound-damaged-\(quality)")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        let r = try Command.run(["prepare", source, "--quality", quality, "--caps", "ios", "--output", out, "--json"])
-        #expect(r.status == 3, "\(r.stdout) \(r.stderr.suffix(300))")
-        let error = try Command.json(r)["error"]
-        #expect(error?["code"]?.string == "source_corrupt" && error?["message"]?.string?.contains("mostly damaged") == true, "\(r.stdout)")
-        #expect(!FileManager.default.fileExists(atPath: out))
+        try Self.expectSourceCorrupt(source, quality: quality, in: dir, saying: "mostly damaged")
     }
 
     @Test("a Matroska file whose reading stops at a block naming no track (libavformat then searches to the end for nothing) is refused as cut short, though its one subtitle cue reaches its declared end (found by fuzzing)", arguments: ["original", "1mbps"])
@@ -1031,12 +1022,7 @@ extension SourceDamageTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let source = dir.appendingPathComponent("stops.mkv")
         try Data(bytes).write(to: source)
-        let out = dir.appendingPathComponent("out.mp4").path
-        let r = try Command.run(["prepare", source.path, "--quality", quality, "--caps", "ios", "--output", out, "--json"])
-        #expect(r.status == 3, "\(r.stdout) \(r.stderr.suffix(300))")
-        let error = try Command.json(r)["error"]
-        #expect(error?["code"]?.string == "source_corrupt" && error?["message"]?.string?.contains("cut short or damaged") == true, "\(r.stdout)")
-        #expect(!FileManager.default.fileExists(atPath: out))
+        try Self.expectSourceCorrupt(source.path, quality: quality, in: dir, saying: "cut short or damaged")
     }
 
     @Test("a TS recording whose first picture's DTS is 13 hours off its PTS (found by fuzzing): the decode time is the damaged one; delivered in sync, not refused as a retryable verify_failed", arguments: ["original", "1mbps"])
