@@ -84,6 +84,33 @@ final class DaemonProcess: @unchecked Sendable {
 
     var logText: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
 
+    /// A copy of a 40 s 720p clip under a name of its own in `folder`: a transcode long
+    /// enough to interrupt, whose child's command line names it.
+    static func longSource(in folder: URL) throws -> URL {
+        let source = folder.appendingPathComponent("long-\(UUID().uuidString.prefix(6)).mkv")
+        try FileManager.default.copyItem(atPath: try Media.generated("crash-720p-40s.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440",
+            "-t", "40", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"]), toPath: source.path)
+        return source
+    }
+
+    /// Asks for `source` at 1 Mbit/s for a 720p H.264/AAC device: a transcode.
+    func transcode(reference: String, source: String) throws -> RawHTTP.Response {
+        let body = #"{"reference":"\#(reference)","source":{"path":"\#(source)"},"quality":"1mbps","caps":{"codecs_video":["h264"],"codecs_audio":["aac"],"containers":["mp4"],"max_resolution":"720p"}}"#
+        return try RawHTTP.json(port: port, "POST", "/v1/prepare", body)
+    }
+
+    /// Whether artifact `id`'s child is encoding (progress stored) within a minute.
+    func encoding(_ id: String) throws -> Bool {
+        let deadline = Date(timeIntervalSinceNow: 60)
+        while Date() < deadline {
+            let a = try JSONValue.parse(try RawHTTP.request(port: port, "GET", "/v1/artifacts/\(id)").body)
+            if a["progress"]?["encoded_seconds"]?.int ?? 0 > 0 { return true }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        return false
+    }
+
     func kill9() { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
     func terminate() { process.terminate(); process.waitUntilExit() }
 }
@@ -181,22 +208,11 @@ struct DaemonProcessTests {
         let media = Media.scratch("drain-media")
         let data = Media.scratch("drain-data")
         defer { try? FileManager.default.removeItem(at: media); try? FileManager.default.removeItem(at: data) }
-        let source = media.appendingPathComponent("long-\(UUID().uuidString.prefix(6)).mkv")
-        try FileManager.default.copyItem(atPath: try Media.generated("crash-720p-40s.mkv", [
-            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440",
-            "-t", "40", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"]), toPath: source.path)
+        let source = try DaemonProcess.longSource(in: media)
         let d = try DaemonProcess(dataDir: data, mediaRoot: media.path, extra: ["KILN_SHUTDOWN_GRACE_SECONDS": "600"])
-        let body = #"{"reference":"drain-1","source":{"path":"\#(source.path)"},"quality":"1mbps","caps":{"codecs_video":["h264"],"codecs_audio":["aac"],"containers":["mp4"],"max_resolution":"720p"}}"#
-        let answer = try RawHTTP.json(port: d.port, "POST", "/v1/prepare", body)
+        let answer = try d.transcode(reference: "drain-1", source: source.path)
         let id = try #require(try JSONValue.parse(answer.body)["artifact_id"]?.string)
-        var running = false
-        let deadline = Date(timeIntervalSinceNow: 60)
-        while Date() < deadline && !running {
-            let a = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)").body)
-            running = a["progress"]?["encoded_seconds"]?.int ?? 0 > 0
-            if !running { Thread.sleep(forTimeInterval: 0.2) }
-        }
-        #expect(running, "the transcode got going")
+        #expect(try d.encoding(id), "the transcode got going")
 
         kill(d.process.processIdentifier, SIGTERM)
         var draining: JSONValue = .null
@@ -235,26 +251,15 @@ struct DaemonProcessTests {
         let media = Media.scratch("crash-media")
         let data = Media.scratch("crash-data")
         defer { try? FileManager.default.removeItem(at: media); try? FileManager.default.removeItem(at: data) }
-        let source = media.appendingPathComponent("long-\(UUID().uuidString.prefix(6)).mkv")
-        try FileManager.default.copyItem(atPath: try Media.generated("crash-720p-40s.mkv", [
-            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440",
-            "-t", "40", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"]), toPath: source.path)
+        let source = try DaemonProcess.longSource(in: media)
         let extra = ["KILN_LEASE_SECONDS": "3", "KILN_HEARTBEAT_SECONDS": "1", "KILN_RESCUE_INTERVAL_SECONDS": "1"]
         let first = try DaemonProcess(dataDir: data, mediaRoot: media.path, extra: extra)
-        let body = #"{"reference":"crash-1","source":{"path":"\#(source.path)"},"quality":"1mbps","caps":{"codecs_video":["h264"],"codecs_audio":["aac"],"containers":["mp4"],"max_resolution":"720p"}}"#
-        let answer = try RawHTTP.json(port: first.port, "POST", "/v1/prepare", body)
+        let answer = try first.transcode(reference: "crash-1", source: source.path)
         #expect(answer.status == 202)
         let id = try #require(try JSONValue.parse(answer.body)["artifact_id"]?.string)
 
         // Wait until the child is encoding (progress stored), then kill the daemon outright.
-        var running = false
-        let deadline = Date(timeIntervalSinceNow: 60)
-        while Date() < deadline && !running {
-            let a = try JSONValue.parse(try RawHTTP.request(port: first.port, "GET", "/v1/artifacts/\(id)").body)
-            running = a["progress"]?["encoded_seconds"]?.int ?? 0 > 0
-            if !running { Thread.sleep(forTimeInterval: 0.2) }
-        }
-        #expect(running, "the transcode got going")
+        #expect(try first.encoding(id), "the transcode got going")
         #expect(!processes(matching: source.path).isEmpty, "a child works on it")
         first.kill9()
         // The child dies with its daemon (PR_SET_PDEATHSIG): no orphan keeps encoding.
