@@ -272,7 +272,9 @@ public enum Preparer {
         let out = try AtomicOutput(destination: output)
         defer { out.discard() }
         EngineLog.reset()
-        var corrupt = 0, repaired = 0, gaps = 0, outliers = 0
+        var corrupt = 0, repaired = 0, gaps = 0
+        // Packets whose times were repaired, left out as a run that came back, or made continuous across a splice.
+        var timelineRepairs = 0
         var equivalent: [String]? = nil
         var continued: [String] = []
         var recoded: [String] = []
@@ -376,8 +378,8 @@ public enum Preparer {
                 }
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
                     + lanes.reduce(0) { $0 + $1.stats.repairedTimestamps }
-                outliers = pipeline.outliers + pipeline.splices
                 corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets } + pipeline.outliers
+                timelineRepairs = repaired + pipeline.outliers + pipeline.splices
                 gaps = lanes.reduce(0) { $0 + $1.stats.gapsFilled }
                 let decoding: [String] = lanes.flatMap(\.ffmpegInputOptions)
                 let chapters: [String] = demuxer.context.pointee.nb_chapters > 0 ? [] : ["-map_chapters", "-1"]
@@ -431,7 +433,7 @@ public enum Preparer {
                     guard error.code == .verifyFailed else { throw error }
                     if let mostlyDamaged { throw KilnError(.sourceCorrupt, stage: .decode, mostlyDamaged) }
                     let blamed = blameSource(error, delivered: delivered, lanes: lanes, demuxer: demuxer, info: info, expected: verifiedLength,
-                                             timelineRepairs: repaired + outliers, cancellation: cancellation)
+                                             timelineRepairs: timelineRepairs, cancellation: cancellation)
                     // A copy that does not decode from the MP4 where the source does (a damaged
                     // codec header that misled the muxer): the stream is re-encoded from the
                     // source, whose decoder finds its way, as the plan's fallback.
