@@ -9,7 +9,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// constant, QuickTime text tracks forced by their display flags, track names from MP4
     /// handler names; 9: index damage), so a description cached by an older one is not
     /// planned from.
-    public static let describerVersion = 9
+    public static let describerVersion = 10
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
@@ -37,6 +37,10 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// places a sample … past the file's end"): cut short or damaged. Such a file never
     /// goes out as it is. nil otherwise.
     public var indexDamage: String?
+    /// Why a track's times in the header cannot be the file's (an MP4 track whose times
+    /// drift from the pictures' across the file: its timescale or edit damaged). No plan
+    /// puts it right, so the file is refused (`source_corrupt`). nil otherwise.
+    public var timingDamage: String?
 
     public init(formatName: String, container: String, durationSeconds: Double, startSeconds: Double = 0,
                 bitRate: Int, sizeBytes: Int64, streams: [StreamInfo], chapters: [Chapter] = [],
@@ -56,7 +60,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case formatName = "format_name", container, durationSeconds = "duration_seconds"
         case startSeconds = "start_seconds", bitRate = "bit_rate", sizeBytes = "size_bytes"
-        case streams, chapters, fingerprint, warnings, fragmented, indexDamage = "index_damage"
+        case streams, chapters, fingerprint, warnings, fragmented, indexDamage = "index_damage", timingDamage = "timing_damage"
     }
 
     public var videoStreams: [StreamInfo] { streams.filter { $0.type == .video && !$0.disposition.attachedPicture } }

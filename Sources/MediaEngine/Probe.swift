@@ -132,7 +132,10 @@ public enum Prober {
                              durationSeconds: duration, startSeconds: start, bitRate: bitRate, sizeBytes: size,
                              streams: streams, chapters: chapters, warnings: warnings)
         if formatName.hasPrefix("mov,"), isFragmented(demuxer.path) { info.fragmented = true }
-        if scan { info.indexDamage = indexDamage(demuxer, size: Int64(size), fragmented: info.fragmented == true) }
+        if scan {
+            info.indexDamage = indexDamage(demuxer, size: Int64(size), fragmented: info.fragmented == true)
+            if formatName.hasPrefix("mov,"), info.fragmented != true { info.timingDamage = TrackDrift.judge(demuxer) }
+        }
         return info
     }
 

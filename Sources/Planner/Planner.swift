@@ -139,6 +139,11 @@ struct PlanContext {
                       "the source's stream \(s.index) names no codec Kiln knows (an unknown format, or a damaged header)")
         }
         if let v = video, v.codec == "none" { throw unknown(v) }
+        // Tracks whose times disagree: a copy keeps the wrong times and an encode follows
+        // them, so no delivery, the file as it is included, would play in sync.
+        if let why = source.timingDamage {
+            throw KilnError(.sourceCorrupt, stage: .plan, "the source's tracks do not keep time together: \(why)")
+        }
         if video == nil && source.audioStreams.isEmpty {
             if let s = source.streams.first(where: { $0.codec == "none" }) { throw unknown(s) }
             throw unavailable("the source has no video and no audio stream")

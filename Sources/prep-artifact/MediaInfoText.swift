@@ -48,6 +48,8 @@ enum MediaInfoText {
             lines.append("  chapter \(i + 1): \(fmt(c.startSeconds))–\(fmt(c.endSeconds)) s\(c.title.map { " \"\($0)\"" } ?? "")")
         }
         for w in m.warnings { lines.append("  warning: \(w)") }
+        if let why = m.indexDamage { lines.append("  index damaged: \(why)") }
+        if let why = m.timingDamage { lines.append("  timing damaged: \(why)") }
         return lines.joined(separator: "\n")
     }
 

@@ -270,6 +270,30 @@ struct CommandLineTests {
         }
     }
 
+    @Test("an MP4 whose tracks drift apart in time (the pictures' timescale rewritten: 250 pictures in a third of a second beside 10 s of sound, or stretched to 200 s) is refused as source_corrupt, as it is and at a rung; the intact file is not")
+    func trackTimingDamaged() throws {
+        let whole = try Media.generated("drift-10s.mp4", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=10",
+                                                         "-f", "lavfi", "-i", "sine=duration=10", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac"])
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: whole)))
+        // The first track's media header (the pictures'): version, flags, two times, then the timescale.
+        let mdhd = try #require(Data(bytes).range(of: Data("mdhd".utf8))).lowerBound
+        let at = mdhd + 8 + (bytes[mdhd + 4] == 1 ? 16 : 8)
+        let timescale = bytes[at..<at + 4].reduce(0) { $0 << 8 | UInt32($1) }
+        let dir = Media.scratch("cli-drift")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try JSONValue.parse(Array(try Command.run(["probe", whole, "--json"]).stdout.utf8))["timing_damage"] == nil)
+        for (name, scaled) in [("squeezed", timescale * 30), ("stretched", timescale / 20)] {
+            for k in 0..<4 { bytes[at + k] = UInt8(truncatingIfNeeded: scaled >> (24 - 8 * UInt32(k))) }
+            let damaged = dir.appendingPathComponent("\(name).mp4").path
+            try Data(bytes).write(to: URL(fileURLWithPath: damaged))
+            let damage = try JSONValue.parse(Array(try Command.run(["probe", damaged, "--json"]).stdout.utf8))["timing_damage"]?.string
+            #expect(damage?.contains("stream 1's times drift") == true, "\(name): \(String(describing: damage))")
+            for quality in ["original", "2mbps"] {
+                try SourceDamageTests.expectSourceCorrupt(damaged, quality: quality, in: dir, saying: "do not keep time together")
+            }
+        }
+    }
+
     @Test("CEA-708 captions only (no CEA-608 text, which libavcodec cannot read): a track for each service with text, with its captions at their times; a service of spaces and commands gives none")
     func dtvccCaptions() throws {
         let source = try ClosedCaptionSample.recording(.h264, dtvcc: true)
