@@ -28,8 +28,30 @@ final class AtomicOutput {
         guard !Path.isDirectory(destination) else {
             throw KilnError(.usage, stage: .write, "the output path is a folder")
         }
-        temporary = Path.join(dir, AtomicOutput.temporaryName(for: Path.lastComponent(of: destination), pid: getpid(),
-                                                              random: UInt32.random(in: 0...UInt32.max)))
+        let name = AtomicOutput.temporaryName(for: Path.lastComponent(of: destination), pid: getpid(),
+                                              random: UInt32.random(in: 0...UInt32.max))
+        temporary = Path.join(dir, name)
+        AtomicOutput.removeAbandoned(like: name, in: dir)
+    }
+
+    /// Removes the temporary files that earlier runs for the same destination left when
+    /// they were killed (SIGKILL, a power cut), which no other run would ever remove: a
+    /// killed prepare of a film left gigabytes in a hidden file. A file counts as left
+    /// only when the process its name carries is gone; one of a run still going (or of a
+    /// PID the system reused) stays. (The daemon also clears its folder at start-up.)
+    @discardableResult
+    static func removeAbandoned(like ours: String, in dir: String) -> [String] {
+        // Ours up to its marker: what follows it (PID and random number) holds no '.'.
+        var prefix = Substring(ours)
+        while !prefix.isEmpty && !prefix.hasSuffix(marker) { prefix = prefix.dropLast() }
+        guard !prefix.isEmpty else { return [] }
+        var removed: [String] = []
+        for entry in Path.entries(ofDirectory: dir) ?? [] where entry.hasPrefix(prefix) && entry != ours {
+            guard let pid = Int32(entry.dropFirst(prefix.count).prefix { $0.isNumber }), pid > 0, pid != getpid(),
+                  kill(pid, 0) != 0, errno == ESRCH else { continue }
+            if unlink(Path.join(dir, entry)) == 0 { removed.append(entry) }
+        }
+        return removed
     }
 
     /// `.<name>.kiln-tmp-<pid>-<random>`; a name so long that this would pass the file

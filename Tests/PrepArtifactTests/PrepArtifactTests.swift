@@ -1456,6 +1456,22 @@ struct FileNameTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == [name])
     }
 
+    @Test("a prepare removes the temporaries that killed runs for the same output left (a PID that is gone), not those of a run still going or of another output")
+    func abandonedTemporaries() throws {
+        let dir = Media.scratch("abandoned")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // A PID that was a process's and is gone.
+        let gone = try #require(Int32(try Run.command("/bin/sh", ["-c", "echo $$"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let live = ProcessInfo.processInfo.processIdentifier
+        let left = [".out.mp4.kiln-tmp-\(gone)-17", ".out.mp4.kiln-tmp-\(gone)-17.faststart"]
+        let kept = [".out.mp4.kiln-tmp-\(live)-18", ".other.mp4.kiln-tmp-\(gone)-19"]
+        for name in left + kept { try Data(repeating: 7, count: 4096).write(to: dir.appendingPathComponent(name)) }
+        let r = try Command.run(["prepare", Media.shared("ax_sample_with_srt.mkv"), "--quality", "original", "--caps", "ios",
+                                 "--output", dir.appendingPathComponent("out.mp4").path, "--json"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: dir.path)) == Set(kept + ["out.mp4"]))
+    }
+
     @Test("a name with a colon, given relative to the working folder, is a file, not a URL (\"Alien: Covenant.mkv\")",
           arguments: ["Alien: Covenant (2017).mkv", "http:clip.mkv"])
     func colonInName(_ name: String) throws {
