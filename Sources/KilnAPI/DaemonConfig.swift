@@ -69,19 +69,9 @@ public struct DaemonConfig: Sendable {
         if let n = try reader.int("KILN_HTTP_REQUEST_DEADLINE_SECONDS", in: 0...86_400, meaning: "a number of seconds (0: no limit)") {
             c.httpRequestDeadlineSeconds = n
         }
-        func flag(_ name: String, yes: Set<String>, no: Set<String>) throws(KilnError) -> Bool? {
-            guard let v = env[name]?.lowercased(), !v.isEmpty else { return nil }
-            if yes.contains(v) { return true }
-            if no.contains(v) { return false }
-            throw KilnError(.usage, stage: .request, field: name, "\(name) must be one of \((yes.sorted() + no.sorted()).joined(separator: ", "))")
-        }
-        if let on = try flag("KILN_TRANSCODING", yes: ["on", "true", "1"], no: ["off", "false", "0"]) { c.policy.transcodingAllowed = on }
-        if let on = try flag("KILN_ALLOW_4K_OUTPUT", yes: ["on", "true", "1"], no: ["off", "false", "0"]) { c.policy.allow4KOutput = on }
-        switch env["KILN_SQLITE_SYNC"]?.lowercased() {
-        case nil, "", "full": c.durability = .full
-        case "normal": c.durability = .processCrash
-        default: throw KilnError(.usage, stage: .request, field: "KILN_SQLITE_SYNC", "KILN_SQLITE_SYNC must be full or normal")
-        }
+        if let on = try reader.flag("KILN_TRANSCODING") { c.policy.transcodingAllowed = on }
+        if let on = try reader.flag("KILN_ALLOW_4K_OUTPUT") { c.policy.allow4KOutput = on }
+        if let d = try reader.choice("KILN_SQLITE_SYNC", ["full": SQLiteStore.Durability.full, "normal": .processCrash]) { c.durability = d }
         return c
     }
 

@@ -29,6 +29,21 @@ public struct EnvironmentReader {
         return v
     }
 
+    /// One of a few words, in any case (`choices`: each word and what it means).
+    public func choice<T>(_ name: String, _ choices: [String: T]) throws(KilnError) -> T? {
+        guard let text = string(name) else { return nil }
+        guard let v = choices[text.lowercased()] else {
+            throw KilnError(.usage, stage: .request, field: name,
+                            "\(name) must be one of \(choices.keys.sorted().joined(separator: ", ")), got \"\(text)\"")
+        }
+        return v
+    }
+
+    /// A switch: on, true, 1 or off, false, 0.
+    public func flag(_ name: String) throws(KilnError) -> Bool? {
+        try choice(name, ["on": true, "true": true, "1": true, "off": false, "false": false, "0": false])
+    }
+
     public func seconds(_ name: String, allowZero: Bool = false) throws(KilnError) -> Double? {
         guard let text = string(name) else { return nil }
         guard let v = Double(text), v.isFinite, allowZero ? v >= 0 : v > 0 else {

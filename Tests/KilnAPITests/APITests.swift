@@ -204,6 +204,16 @@ struct APITests {
         } catch {
             #expect(error.field == "KILN_HTTP_THREADS" && error.message.contains("1…256") && error.message.contains("\"0\""))
         }
+        // So are the switches and choices: in any case, spaces around them no error, a word
+        // outside them an error naming the words and the value.
+        let spaced = try DaemonConfig.load(environment: ["KILN_TRANSCODING": " OFF ", "KILN_SQLITE_SYNC": "Normal "], file: nil)
+        #expect(!spaced.policy.transcodingAllowed && spaced.durability == .processCrash)
+        do {
+            _ = try DaemonConfig.load(environment: ["KILN_SQLITE_SYNC": "extra"], file: nil)
+            Issue.record("KILN_SQLITE_SYNC=extra accepted")
+        } catch {
+            #expect(error.field == "KILN_SQLITE_SYNC" && error.message.contains("full, normal") && error.message.contains("\"extra\""), "\(error.message)")
+        }
     }
 
     @Test("/readyz says not ready while the data directory's disk is full (every prepare would fail), ready again when there is room, and not ready while the daemon drains")
