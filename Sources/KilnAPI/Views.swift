@@ -23,6 +23,11 @@ public struct ReferenceView: Encodable, Sendable {
     /// caller can show a size before there is a file.
     let estimatedBytes: Int64?
     let error: AttemptErrorView?
+    /// While a job that failed an attempt goes on (it waits to retry, or retries), that
+    /// attempt's error: a download waiting minutes on a backoff says why.
+    let lastError: AttemptErrorView?
+    /// When a retrying job's next attempt may start.
+    let retryAt: String?
 
     /// `originalChanged`: an original whose file is no longer the one it was asked for
     /// (`API.originalChanged`): failed with `source_changed`, so the caller asks again for
@@ -50,7 +55,14 @@ public struct ReferenceView: Encodable, Sendable {
         self.plan = plan
         file = artifact.state == .ready && !originalChanged ? artifact.file.map { File(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) } : nil
         progress = artifact.state == .pending ? artifact.job?.progress : nil
-        waitingReason = artifact.state == .pending ? artifact.job?.waitingReason : nil
+        let retrying = artifact.state == .pending && artifact.job?.state == .retrying
+        waitingReason = artifact.state == .pending ? artifact.job?.waitingReason ?? (retrying ? "retrying" : nil) : nil
+        retryAt = retrying ? artifact.job.map { RFC3339.string(millis: $0.runAfter) } : nil
+        // The current job's own failed attempts only: not those of a job that failed
+        // before the file was asked for again.
+        lastError = artifact.state == .pending ? artifact.job.flatMap { job in
+            artifact.errors.last.flatMap { $0.attempt >= 1 && $0.attempt <= job.attempt && $0.at >= job.askedAt ? AttemptErrorView($0) : nil }
+        } : nil
         estimatedBytes = artifact.state == .pending ? artifact.estimatedBytes : nil
         if originalChanged {
             error = AttemptErrorView(AttemptError(attempt: 0, code: "source_changed", stage: "open",
@@ -86,6 +98,8 @@ public struct ReferenceView: Encodable, Sendable {
         try c.encodeOrNull(waitingReason, forKey: .waitingReason)
         try c.encodeOrNull(estimatedBytes, forKey: .estimatedBytes)
         try c.encodeOrNull(error, forKey: .error)
+        try c.encodeIfPresent(lastError, forKey: .lastError)
+        try c.encodeIfPresent(retryAt, forKey: .retryAt)
     }
 
     /// 200 when the file can be fetched now (ready, every original), 202 while preparing.
@@ -95,6 +109,7 @@ public struct ReferenceView: Encodable, Sendable {
         case reference, artifactID = "artifact_id", status, quality, effectiveQuality = "effective_quality"
         case deliveryFormat = "delivery_format", targetBitrateKbps = "target_bitrate_kbps", revision, plan, file, progress
         case waitingReason = "waiting_reason", estimatedBytes = "estimated_bytes", error
+        case lastError = "last_error", retryAt = "retry_at"
     }
 }
 

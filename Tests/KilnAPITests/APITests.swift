@@ -216,6 +216,32 @@ struct APITests {
         }
     }
 
+    @Test("a job whose attempt failed and waits to retry says why: waiting_reason retrying, retry_at, and that attempt's error as last_error, while the answer stays preparing with no error")
+    func retryingShowsItsError() throws {
+        let bin = Media.scratch("failing-child")
+        defer { try? FileManager.default.removeItem(at: bin) }
+        // A child that fails its runs as a failing disk's write does (transient, worth another
+        // attempt), and probes as the real one.
+        let child = bin.appendingPathComponent("prep-artifact")
+        try Data(("#!/bin/sh\n[ \"$1\" = run ] || exec '\(Binaries.path("prep-artifact"))' \"$@\"\necho '{\"ok\": false, \"error\": {\"code\": \"io_error\", \"stage\": \"write\", "
+                  + "\"message\": \"cannot write the output: Input/output error\", \"retryable\": true}}'\nexit 4\n").utf8).write(to: child)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: child.path)
+        let d = try Daemon { $0.prepArtifactPath = child.path; $0.retry = RetryPolicy(baseSeconds: 600, capSeconds: 600) }
+        defer { d.stop() }
+        let first = try JSONValue.parse(try d.prepare("r-1", "sp_bear-640x360-ec3.mp4", quality: "1mbps").body)
+        #expect(first["last_error"] == nil && first["retry_at"] == nil, "nothing failed yet: \(first)")
+        var answer = first
+        let deadline = Date(timeIntervalSinceNow: 60)
+        while answer["waiting_reason"] != .string("retrying") && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.2)
+            answer = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/references/r-1").body)
+        }
+        #expect(answer["status"] == .string("preparing") && answer["error"] == .null, "\(answer)")
+        #expect(answer["waiting_reason"] == .string("retrying") && isRFC3339(answer["retry_at"]), "\(answer)")
+        #expect(answer["last_error"]?["code"] == .string("io_error") && answer["last_error"]?["attempt"] == .number(1), "\(answer)")
+        #expect(answer["last_error"]?["message"]?.string?.contains("Input/output error") == true, "\(answer)")
+    }
+
     @Test("/readyz says not ready while the data directory's disk is full (every prepare would fail), ready again when there is room, and not ready while the daemon drains")
     func readyWhenWritable() throws {
         final class Space: DiskSpace, @unchecked Sendable {
