@@ -238,7 +238,8 @@ struct PlanContext {
                 } ?? 0
                 let videoPart: Int? = video == nil ? 0 : videoKbps
                 // The MP4's own index and headers take 2 % or so beside the streams (ladder.json).
-                let partsFit = videoPart.flatMap { v in audioOut.map { Double(v + $0) * 1.02 <= Double(cap) } } ?? false
+                func fits(_ audio: Int?) -> Bool { videoPart.flatMap { v in audio.map { Double(v + $0) * 1.02 <= Double(cap) } } ?? false }
+                let partsFit = fits(audioOut)
                 // An audio-only source whose audio must be re-encoded is an encode shaped by
                 // the rung: a transcode, not a remux.
                 if (overallFits && copies) || (partsFit && (copies || video != nil)) {
@@ -247,6 +248,12 @@ struct PlanContext {
                     // says why itself (audio_bitrate_above_target, audio_codec_unsupported).
                     if !overallFits && source.audioStreams.count > 1 { reasons.append("tracks_dropped_to_fit") }
                     return try remux(quality, reasons: reasons, audioTarget: rung)
+                }
+                // Only the sound keeps the file from the rung (an AC-3 5.1 at 640 kbit/s, or one
+                // whose bitrate is unknown, beside a picture that fits): the sound is re-encoded
+                // to the rung's, the picture copied, rather than the picture re-encoded for it.
+                if copies, video != nil, let a = remuxAudio, fits(audioBudget(a.stream, rung)) {
+                    return try remux(quality, reasons: ["source_fits_target"] + containerProblems + fixes, audioTarget: rung, fitAudio: true)
                 }
                 if video == nil && !copies && overallFits { problems.append("audio_codec_unsupported") }
             }
@@ -274,7 +281,9 @@ struct PlanContext {
 
     /// Picture copied into MP4; audio copied when the device plays it from MP4, else
     /// re-encoded (the rung's audio for a rung, compatibility audio for `original`).
-    func remux(_ quality: Quality, reasons: [String], audioTarget rung: Rung?) throws(KilnError) -> Plan {
+    /// `fitAudio`: the sound is held to the rung's budget even where the device plays it
+    /// as it is (the picture fits the rung only beside the rung's sound).
+    func remux(_ quality: Quality, reasons: [String], audioTarget rung: Rung?, fitAudio: Bool = false) throws(KilnError) -> Plan {
         guard device.playsMP4 else {
             throw unavailable("the device lists no container Kiln writes (mp4) and the source must be remuxed")
         }
@@ -285,7 +294,7 @@ struct PlanContext {
             // The whole source already fits (rung) or plays (original): a track the device
             // plays from MP4 is copied whatever its bitrate.
             let (plan, why): (AudioPlan, [String])
-            if let rung, !copiesIntoMP4(chosen.stream) {
+            if let rung, fitAudio || !copiesIntoMP4(chosen.stream) {
                 (plan, why) = try rungAudio(chosen.stream, rung)
             } else {
                 (plan, why) = try compatibilityAudio(chosen.stream)
