@@ -45,6 +45,18 @@ enum Codecs {
     /// Video codecs the MP4 muxer writes and players find in MP4 (ISO/IEC 14496-12/15 and
     /// the AV1/VP9 ISOBMFF bindings). VP8 and Theora have no MP4 binding.
     static let mp4Video: Set<String> = ["h264", "hevc", "av1", "vp9", "mpeg4", "mpeg2video", "mpeg1video"]
+
+    /// How many times a source's bitrate H.264 may take to keep what the source shows:
+    /// HEVC and VP9 say as much in about half the bits, AV1 in less; an older codec in
+    /// more, where H.264 needs no more than it had. A quarter over, for the loss a second
+    /// encode adds.
+    static func h264BitrateFactor(_ codec: String) -> Double {
+        switch canonical(codec) {
+        case "hevc", "vp9": 2.0
+        case "av1": 2.5
+        default: 1.25
+        }
+    }
     /// Reordered video whose presentation times the media engine derives where the source
     /// gives decode times only: H.264 and HEVC, whose slice headers carry each picture's
     /// order count.

@@ -398,6 +398,14 @@ struct PlanContext {
         let fps = Codecs.frameRate(v) ?? 30
         var floor = H264Level(rung.level) ?? H264Level.table[0]
         var maxrate = rung.videoKbps, bufsize = rung.bufsizeKbps
+        // A source of few bits gets no more in H.264's terms than it had: more cannot bring
+        // back detail it lacks (a 300 kbit/s 1080p film came out at 1.6 Mbit/s in 720p).
+        if let limit = sourceVideoCeilingKbps.map({ max(Self.leastLimitKbps, Int(Double($0) * Codecs.h264BitrateFactor(v.codec))) }),
+           limit < maxrate {
+            bufsize = max(1, bufsize * limit / maxrate)
+            maxrate = limit
+            reasons.append("bitrate_limited_to_source")
+        }
         if let most = device.maxH264Level {
             // Within the device's level: its bitrate, then smaller pictures until the level holds them.
             guard let cap = H264Level.table.last(where: { $0.idc <= most }) else {
@@ -723,9 +731,25 @@ struct PlanContext {
         return nil
     }
 
+    /// At most what the picture can have taken: the larger of its stream's bitrate and the
+    /// overall bitrate less the sound's known (a stream's tag can be low; the rest is not).
+    var sourceVideoCeilingKbps: Int? {
+        let stream = video?.bitRate.flatMap { $0 > 0 ? PlanContext.kbps($0) : nil }
+        let ceiling = [stream, sourceKbpsLessSound].compactMap { $0 }.max()
+        return ceiling.flatMap { $0 > 0 ? $0 : nil }
+    }
+
+    /// The encode's least bitrate where the source's limits it (a thumbnail-sized source's
+    /// few dozen kbit/s would starve even its own size).
+    static let leastLimitKbps = 200
+
     /// The video stream's bitrate, else the overall bitrate less the audio bitrates known.
     var videoKbps: Int? {
         if let b = video?.bitRate, b > 0 { return PlanContext.kbps(b) }
+        return sourceKbpsLessSound
+    }
+
+    var sourceKbpsLessSound: Int? {
         guard let total = sourceKbps else { return nil }
         let audio = source.audioStreams.compactMap { $0.bitRate.map(PlanContext.kbps) }.reduce(0) { min($0 + max($1, 0), 1 << 40) }
         return max(0, total - audio)

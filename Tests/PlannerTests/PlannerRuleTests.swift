@@ -16,6 +16,8 @@ struct Expect: Sendable {
     var deinterlace: Bool? = nil
     var rotation: Int? = nil
     var level: String? = nil
+    /// The encode's maxrate (the picture's bitrate in the plan).
+    var videoKbps: Int? = nil
     var audioIndex: Int? = nil
     var audio: StreamAction? = nil
     var audioCodec: String? = nil
@@ -259,6 +261,18 @@ let rungCases: [Case] = [
     Case("a picture that does not fit even beside the rung's sound is still re-encoded",
          media("mkv", kbps: 5600, video("h264", 1920, 1080, profile: "High", kbps: 4960), audio("ac3", ch: 6, index: 1, isDefault: true, kbps: 640)), .mbps5, ios,
          Expect(delivery: .transcode, video: .transcode, reasons: ["bitrate_above_target"])),
+    Case("2 Mbps: a 300 kbit/s 1080p H.264 source made 720p gets at most a quarter more than it had (of the 306 the file leaves it), not the rung's 1.8 Mbit/s",
+         media("mp4", kbps: 370, video("h264", 1920, 1080, profile: "High", kbps: 300), audio("aac", ch: 2, index: 1, isDefault: true, kbps: 64)), .mbps2, ios,
+         Expect(delivery: .transcode, size: [1280, 720], videoKbps: 382, reasons: ["resolution_above_target", "bitrate_limited_to_source"])),
+    Case("5 Mbps: a 380 kbit/s HEVC for a browser (no HEVC) gets at most twice its bitrate in H.264",
+         media("mp4", kbps: 380, video("hevc", 1920, 1080, profile: "Main", kbps: nil), audio("aac", ch: 2, index: 1, isDefault: true, kbps: 64)), .mbps5, web,
+         Expect(delivery: .transcode, videoKbps: 632, reasons: ["video_codec_unsupported", "bitrate_limited_to_source"])),
+    Case("a stream's own tag lower than what the file leaves it does not limit the encode below that (the larger is taken)",
+         media("mp4", kbps: 3064, video("hevc", 1920, 1080, profile: "Main", kbps: 500), audio("aac", ch: 2, index: 1, isDefault: true, kbps: 64)), .mbps5, web,
+         Expect(delivery: .transcode, videoKbps: 4700, notReasons: ["bitrate_limited_to_source"])),
+    Case("a thumbnail-sized source's few kbit/s still leave the encode its least",
+         media("mp4", kbps: 60, video("hevc", 320, 240, profile: "Main", kbps: 40), audio("aac", ch: 1, index: 1, isDefault: true, kbps: 20)), .mbps1, web,
+         Expect(delivery: .transcode, videoKbps: 200, reasons: ["bitrate_limited_to_source"])),
     Case("2 Mbps: a 1.5 Mbps 720p MP4 fits", media("mp4", kbps: 1500, video("h264", 1280, 720), aacEng), .mbps2, ios,
          Expect(delivery: .original, reasons: ["source_fits_target"])),
     Case("1 Mbps: 1080p becomes 854x480", media("mp4", kbps: 8000, h1080, aacEng), .mbps1, ios,
@@ -901,6 +915,7 @@ struct PlannerRuleTests {
         if let d = e.deinterlace { #expect(plan.video?.deinterlace == d) }
         if let r = e.rotation { #expect(plan.video?.rotation == r) }
         if let l = e.level { #expect(plan.video?.encoder?.level == l) }
+        if let k = e.videoKbps { #expect(plan.video?.bitrateKbps == k, "reasons \(plan.reasons)") }
         if let i = e.audioIndex { #expect(plan.audio?.sourceIndex == i) }
         if let a = e.audio { #expect(plan.audio?.action == a, "reasons \(plan.reasons)") }
         if let codec = e.audioCodec { #expect(plan.audio?.codec == codec) }
