@@ -325,7 +325,7 @@ struct PlanContext {
         var reasons = reasons
         var rung = rung
         var audio: (plan: AudioPlan, reasons: [String])?
-        if requested == .original, let kept = originalSound(within: rung) {
+        if requested == .original, let kept = originalSound(from: rung) {
             audio = (kept.plan, kept.reasons)
             rung = kept.rung
         } else if let chosen = chooseAudio(rung: rung) {
@@ -367,6 +367,13 @@ struct PlanContext {
     /// room for MP4's index stays). Nil, so the rung's audio is used, where the sound's
     /// bitrate is unknown or would leave the picture less than half its budget. `rung` comes
     /// back with the picture's budget (maxrate, and the buffer in proportion).
+    /// `originalSound` at `rung`, else at the first rung above it that leaves the picture
+    /// enough beside that sound: a 1 Mbit/s film with 640 kbit/s of AC-3 5.1 keeps its
+    /// sound at 2 Mbit/s rather than losing it to the 1 Mbit/s rung's stereo.
+    func originalSound(from rung: Rung) -> (plan: AudioPlan, reasons: [String], rung: Rung)? {
+        presets.rungs.reversed().drop { $0.quality != rung.quality }.lazy.compactMap(originalSound(within:)).first
+    }
+
     func originalSound(within rung: Rung) -> (plan: AudioPlan, reasons: [String], rung: Rung)? {
         guard let chosen = chooseAudio(rung: nil), let (plan, why) = try? compatibilityAudio(chosen.stream),
               let kbps = plan.action == .copy ? chosen.stream.bitRate.map(PlanContext.kbps) : plan.bitrateKbps else { return nil }
@@ -455,7 +462,7 @@ struct PlanContext {
     func videoFallback(_ rung: Rung?) -> VideoPlan? {
         guard let v = video, policy.transcodingAllowed else { return nil }
         // At `original` the remux's sound is `originalSound`'s: the picture gets what it leaves.
-        guard let rung = rung ?? (try? fallbackRung()).map({ originalSound(within: $0)?.rung ?? $0 }) else { return nil }
+        guard let rung = rung ?? (try? fallbackRung()).map({ originalSound(from: $0)?.rung ?? $0 }) else { return nil }
         return try? encodeVideo(v, rung).0
     }
 
