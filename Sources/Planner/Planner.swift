@@ -331,6 +331,12 @@ struct PlanContext {
         } else if let chosen = chooseAudio(rung: rung) {
             let (plan, why) = try rungAudio(chosen.stream, rung)
             audio = (plan, chosen.reasons + why)
+            // A sound copied a little over the rung's budget takes its excess from the picture.
+            if plan.action == .copy, let kbps = chosen.stream.bitRate.map(PlanContext.kbps), kbps > rung.maxAudioKbps {
+                let videoKbps = rung.videoKbps - (kbps - rung.maxAudioKbps)
+                rung.bufsizeKbps = rung.bufsizeKbps * videoKbps / max(1, rung.videoKbps)
+                rung.videoKbps = videoKbps
+            }
         }
         var videoPlan: VideoPlan?
         if let v = video {
@@ -536,6 +542,8 @@ struct PlanContext {
 
     /// Copy when the device plays it from MP4 and it fits the rung's audio budget (known
     /// bitrate, no more channels than the target); otherwise encode to the rung's target.
+    static let audioBudgetSlack = 1.03
+
     func rungAudio(_ a: StreamInfo, _ rung: Rung) throws(KilnError) -> (AudioPlan, [String]) {
         let channels = a.channels ?? 2
         let sur = surround(rung.surround, for: a)
@@ -547,7 +555,9 @@ struct PlanContext {
         else if !device.playsAudio(a) { why.append("audio_channels_above_cap") }
         else if !Codecs.copiesIntoMP4(a.codec) { why.append("audio_codec_unsupported_in_mp4") }
         else if !a.formatKnown { why.append("audio_format_unknown") }
-        if let kbps, kbps > budget { why.append("audio_bitrate_above_target") }
+        // A track a few percent over (AAC at 128.2 kbit/s beside a 128 budget) is copied: a
+        // second encode of it would cost more than the bits it saves.
+        if let kbps, Double(kbps) > Double(budget) * Self.audioBudgetSlack { why.append("audio_bitrate_above_target") }
         if kbps == nil { why.append("audio_bitrate_unknown") }
         if channels > maxChannels { why.append("audio_channels_reduced") }
         if why.isEmpty {
