@@ -89,13 +89,15 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         self.maxAudioChannels = maxAudioChannels
     }
 
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case codecsVideo = "codecs_video", codecsAudio = "codecs_audio"
         case audioPassthroughCodecs = "audio_passthrough_codecs", containers
         case maxResolution = "max_resolution", hdr, interlaced
         case maxH264Level = "max_h264_level", maxVideoBitDepth = "max_video_bit_depth", hdrFormats = "hdr_formats"
         case maxAudioChannels = "max_audio_channels"
     }
+
+    static let fieldNames = Set(CodingKeys.allCases.map(\.rawValue))
 
     /// The HDR format words `hdr_formats` takes (HDR10+ is HDR10 to a display without it).
     public static let hdrFormatNames: Set<String> = ["hdr10", "hlg", "dolby_vision"]
@@ -146,6 +148,12 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
     public static func parse(_ value: JSONValue) throws(KilnError) -> DeviceCaps {
         guard case .object(let o) = value else {
             throw KilnError(.invalidCaps, stage: .request, "caps must be a JSON object")
+        }
+        // The caps as the media server's downloads request carries them, `{"caps": {…}}`
+        // (seed 000), are the caps inside: read as caps, the wrapper says nothing, and the
+        // device would silently be taken for the baseline one (1080p sent to a 720p phone).
+        if case .object? = o["caps"], !o.keys.contains(where: Self.fieldNames.contains) {
+            return try parse(o["caps"]!)
         }
         func list(_ key: String) throws(KilnError) -> [String]? {
             guard let v = o[key], v != .null else { return nil }

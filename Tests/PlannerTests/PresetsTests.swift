@@ -39,6 +39,17 @@ struct PresetsTests {
         #expect(caps.maxResolution == .p1080 && caps.hdr == false)
     }
 
+    @Test("caps as the downloads request carries them, {\"caps\": {…}}, are the caps inside (they were the baseline device: 1080p for a 720p phone); a caps object with its own fields keeps them")
+    func wrappedCaps() throws {
+        let wrapped = try DeviceCaps.parse(Array(#"{"caps": {"codecs_video": ["h264"], "containers": ["mp4"], "max_resolution": "720p"}}"#.utf8))
+        #expect(wrapped.codecsVideo == ["h264"] && wrapped.maxResolution == .p720)
+        let own = try DeviceCaps.parse(Array(#"{"max_resolution": "480p", "caps": {"max_resolution": "4k"}}"#.utf8))
+        #expect(own.maxResolution == .p480)
+        do { _ = try DeviceCaps.parse(Array(#"{"caps": {"max_resolution": "huge"}}"#.utf8)); Issue.record("parsed a bad size inside") } catch {
+            #expect(error.code == .invalidCaps && error.field == "max_resolution")
+        }
+    }
+
     @Test("caps as clients write them: names in any case with stray spaces, 4K as 2160p or uhd, a height; an empty name or an unknown size names the field")
     func lenientCaps() throws {
         let caps = try DeviceCaps.parse(Array(#"{"codecs_video": [" H264 ", "hevc\r\n"], "containers": ["MP4"], "max_resolution": " 2160P"}"#.utf8))
