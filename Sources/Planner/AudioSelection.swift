@@ -19,8 +19,10 @@ enum AudioSelection {
         let pool = main.isEmpty ? all : main
         var reasons: [String] = []
         var group: [StreamInfo] = []
-        if let wanted = language.flatMap(LanguageCode.terminologic) {
-            group = pool.filter { LanguageCode.terminologic($0.language) == wanted }
+        if let language {
+            // A code no language has ("xx") matches no track: said so, as for one the file lacks.
+            let wanted = LanguageCode.terminologic(language)
+            group = wanted.map { w in pool.filter { LanguageCode.terminologic($0.language) == w } } ?? []
             reasons.append(group.isEmpty ? "audio_language_unavailable" : "audio_language_matched")
         }
         if group.isEmpty {

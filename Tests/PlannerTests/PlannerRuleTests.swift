@@ -444,6 +444,8 @@ let audioCases: [Case] = [
          Expect(audioIndex: 2)),
     Case("audio: a missing language falls back to the default track", choiceSource, .mbps20, ios, language: "de",
          Expect(audioIndex: 1, reasons: ["audio_language_unavailable"])),
+    Case("audio: a code no language has is said unavailable too, and the default track goes", choiceSource, .mbps20, ios, language: "xx",
+         Expect(audioIndex: 1, reasons: ["audio_language_unavailable"])),
     Case("audio: no preference takes the default track", choiceSource, .mbps20, ios,
          Expect(audioIndex: 1, audio: .copy, audioCodec: "ac3", channels: 6)),
     Case("audio: never the commentary when a main track exists", media("mkv", kbps: 30000, h1080,
