@@ -105,7 +105,15 @@ public final class API: Sendable {
     }
 
     func artifact(_ id: String) throws -> ArtifactRecord {
-        guard let a = try store.artifact(id: id) else { throw APIError.notFound }
+        guard let a = try store.artifact(id: id) else {
+            // A download link kept past the artifact's collection: gone, and asking again
+            // makes it anew (a plain 404 read as a wrong link).
+            if let at = try store.collectedAt(artifactID: id) {
+                throw APIError(410, "artifact_collected", "Artifact \(id) was collected at \(RFC3339.string(millis: at)) once "
+                               + "no reference held it; ask for it again with POST /v1/prepare.")
+            }
+            throw APIError.notFound
+        }
         return a
     }
 

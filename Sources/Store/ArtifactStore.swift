@@ -92,6 +92,10 @@ public protocol ArtifactStore: AnyObject, Sendable {
 
     /// Persisted events with `seq > after`, in order.
     func events(after: Int64, limit: Int) throws(KilnError) -> [EventRecord]
+
+    /// When an artifact's file was collected (its last `artifact.deleted` event), while
+    /// the event is kept; nil otherwise.
+    func collectedAt(artifactID: String) throws(KilnError) -> Int64?
     func lastEventSeq() throws(KilnError) -> Int64
     /// The oldest stored event's `seq`; nil when none is kept (retention removes old ones).
     func oldestEventSeq() throws(KilnError) -> Int64?

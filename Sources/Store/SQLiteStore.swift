@@ -561,6 +561,14 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         }
     }
 
+    public func collectedAt(artifactID: String) throws(KilnError) -> Int64? {
+        try read { db throws(KilnError) -> Int64? in
+            try db.queryOne("""
+                SELECT at FROM events WHERE artifact_id = ? AND type = 'artifact.deleted' ORDER BY seq DESC LIMIT 1
+                """, artifactID) { $0.int64(0) }
+        }
+    }
+
     public func forgetUnheldArtifacts(before: Int64) throws(KilnError) -> Int {
         // Their jobs and job errors go with them (ON DELETE CASCADE).
         try deleteInBatches { db, batch throws(KilnError) in

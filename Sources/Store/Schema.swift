@@ -10,7 +10,7 @@ enum Schema {
         case code(@Sendable (Database) throws(KilnError) -> Void)
     }
 
-    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3), .sql(v4), .code(v5), .sql(v6)]
+    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3), .sql(v4), .code(v5), .sql(v6), .sql(v7)]
 
     static func migrate(_ db: Database) throws(KilnError) {
         let current = try db.queryOne("PRAGMA user_version") { row in row.int(0) } ?? 0
@@ -225,5 +225,11 @@ enum Schema {
     static let v6 = """
     ALTER TABLE jobs ADD COLUMN asked_at INTEGER;
     UPDATE jobs SET asked_at = queued_at;
+    """
+
+    /// An artifact's events by artifact: its download, asked for once it was collected,
+    /// finds when (its row is gone; its events stay for the event retention).
+    static let v7 = """
+    CREATE INDEX IF NOT EXISTS events_by_artifact ON events (artifact_id, seq);
     """
 }

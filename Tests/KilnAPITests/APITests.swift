@@ -123,7 +123,15 @@ struct APITests {
             if e.event == "artifact.deleted" { deleted = e; break }
         }
         #expect(deleted != nil)
-        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)/file").status == 404)
+        // A download link kept past the collection says so (410, asking again makes it anew);
+        // an id that never was is still a 404.
+        for path in ["/v1/artifacts/\(id)/file", "/v1/artifacts/\(id)"] {
+            let gone = try RawHTTP.request(port: d.port, "GET", path)
+            let why = try JSONValue.parse(gone.body)
+            #expect(gone.status == 410 && why["error"] == .string("artifact_collected"), "\(path): \(why)")
+            #expect(why["message"]?.string?.contains("POST /v1/prepare") == true, "\(why)")
+        }
+        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(String(repeating: "0", count: 64))/file").status == 404)
         #expect(!FileManager.default.fileExists(atPath: file["path"]?.string ?? "/"))
     }
 
