@@ -294,7 +294,10 @@ struct PlanContext {
             // The whole source already fits (rung) or plays (original): a track the device
             // plays from MP4 is copied whatever its bitrate.
             let (plan, why): (AudioPlan, [String])
-            if let rung, fitAudio || !copiesIntoMP4(chosen.stream) {
+            if let rung, fitAudio, case let rungs = try rungAudio(chosen.stream, rung), rungs.0.action == .copy {
+                // A copy within the budget's slack still keeps this file over the rung.
+                (plan, why) = (try encode(chosen.stream, surround: rung.surround, stereo: rung.audio), ["audio_bitrate_above_target"])
+            } else if let rung, fitAudio || !copiesIntoMP4(chosen.stream) {
                 (plan, why) = try rungAudio(chosen.stream, rung)
             } else {
                 (plan, why) = try compatibilityAudio(chosen.stream)
