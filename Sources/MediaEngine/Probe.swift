@@ -370,7 +370,7 @@ public enum Prober {
             var reads = 0
             while !first.settled(streams) || !first.measured(streams), reads < scanPacketLimit * 4 {
                 reads += 1
-                guard try demuxer.read(into: packet) else { break }
+                guard try demuxer.read(into: packet) else { first.readToEnd = true; break }
                 defer { packet.unref() }
                 first.observe(packet, demuxer, &streams)
             }
@@ -423,7 +423,7 @@ public enum Prober {
         // and waiting for them read the whole file.
         while scanned < scanPacketLimit, reads < scanPacketLimit * 32 {
             reads += 1
-            guard try demuxer.read(into: packet) else { break }
+            guard try demuxer.read(into: packet) else { first.readToEnd = true; break }
             defer { packet.unref() }
             first.observe(packet, demuxer, &streams)
             guard packet.streamIndex == target else { continue }
@@ -537,6 +537,10 @@ public enum Prober {
             var enough: Bool { packets >= 20 && end - first >= 2 }
         }
         private var read: [Int: Heard] = [:]
+        /// The scan read the file to its end: what it heard of a stream is all of it, so a
+        /// clip shorter than `Heard.enough` is measured too (AAC in a 1 s Matroska clip was
+        /// re-encoded for want of a bitrate).
+        var readToEnd = false
 
         mutating func observe(_ packet: Packet, _ demuxer: Demuxer, _ streams: inout [StreamInfo]) {
             guard let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) }) else { return }
@@ -570,7 +574,7 @@ public enum Prober {
         /// the packets the scan read: at least two seconds of them. Without one the planner
         /// cannot tell whether the sound fits a rung, and re-encodes it.
         func measureBitRates(_ streams: inout [StreamInfo]) {
-            for (i, r) in read where streams[i].bitRate == nil && r.enough {
+            for (i, r) in read where streams[i].bitRate == nil && (r.enough || readToEnd && r.packets >= 2 && r.end > r.first) {
                 streams[i].bitRate = Int((Double(r.bytes) * 8 / (r.end - r.first)).rounded())
             }
         }
