@@ -84,6 +84,8 @@ public enum Prober {
         }
         let start = seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0
         var surveyedLength = false
+        // The container's bitrate is its size over the length it declared (libavformat's).
+        var lengthFromStart = false
         var warnings: [String] = []
         if streams.isEmpty { warnings.append("no_streams") }
         // Windows Media DRM: the ASF demuxer says so only in the file's metadata (from the
@@ -106,6 +108,21 @@ public enum Prober {
                 // across a splice, any span (a recording whose clock jumped on by hours
                 // looked days long and was refused as damaged; a 1 Mbit/s request got the
                 // 2.5 Mbit/s source as it was).
+                // Matroska's Duration, as ffmpeg and most muxers write it, is its last time,
+                // not its length: a recording kept on the clock it was captured with (its
+                // first block at 100 s) declared 110 s for 10 s, and its bitrate read a ninth
+                // of what it was (a 12 Mbit/s file went to a 2 Mbit/s device as it was). Where
+                // the last packets end at the declared time, not at the start plus it, the
+                // length is the declared time less the start.
+                if formatName.hasPrefix("matroska"), start > 0.5, duration > start,
+                   let end = measuredEnd(demuxer, size: Int64(size)) {
+                    try? demuxer.rewind()
+                    if abs(end - duration) < abs(end - (start + duration)) {
+                        duration -= start
+                        lengthFromStart = true
+                        warnings.append("duration_from_start")
+                    }
+                }
                 if demuxer.hasDiscontinuousTimestamps {
                     let surveyed = TimelineSurvey.duration(demuxer, size: Int64(size))
                     try? demuxer.rewind()
@@ -118,7 +135,7 @@ public enum Prober {
                 }
             }
         }
-        var bitRate = surveyedLength ? 0 : Int(ctx.pointee.bit_rate)
+        var bitRate = surveyedLength || lengthFromStart ? 0 : Int(ctx.pointee.bit_rate)
         if bitRate <= 0, duration > 0 { bitRate = Int(Double(size) * 8 / duration) }
 
         var chapters: [Chapter] = []

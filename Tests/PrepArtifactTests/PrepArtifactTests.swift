@@ -270,6 +270,27 @@ struct CommandLineTests {
         }
     }
 
+    @Test("a Matroska recording kept on its capture clock (its first block at an hour, its Duration the last time) is 6 s long at its real bitrate: transcoded for a rung it is above, remuxed whole for original (it was read as 3606 s, gone to a 1 Mbit/s device as it was, and refused as cut short)")
+    func matroskaStartingLate() throws {
+        let source = try Media.generated("late-clock-6s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=6",
+                                                               "-f", "lavfi", "-i", "sine=duration=6", "-c:v", "libx264", "-preset", "ultrafast",
+                                                               "-b:v", "3M", "-c:a", "aac", "-output_ts_offset", "3600"])
+        let info = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+        let seconds = try #require(info["duration_seconds"]?.double), kbps = (info["bit_rate"]?.double ?? 0) / 1000
+        #expect(abs(seconds - 6) < 0.2 && kbps > 2000, "\(seconds) s, \(kbps) kbit/s")
+        try Command.prepare(source, quality: "1mbps", caps: "android", scratch: "cli-late-clock-rung") { r, out in
+            let format = try Command.json(r)["plan"]?["delivery_format"]?.string
+            #expect(r.status == 0 && format == "transcode", "\(r.stdout.prefix(400))")
+            let length = try FFprobe(out).duration("video") ?? 0
+            #expect(abs(length - 6) < 0.2, "\(length)")
+        }
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "cli-late-clock-original") { r, out in
+            #expect(r.status == 0, "\(r.stdout.prefix(400)) \(r.stderr.suffix(300))")
+            let length = try FFprobe(out).duration("video") ?? 0
+            #expect(abs(length - 6) < 0.2, "\(length)")
+        }
+    }
+
     @Test("an MP4 whose tracks drift apart in time (the pictures' timescale rewritten: 250 pictures in a third of a second beside 10 s of sound, or stretched to 200 s) is refused as source_corrupt, as it is and at a rung; the intact file is not")
     func trackTimingDamaged() throws {
         let whole = try Media.generated("drift-10s.mp4", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=10",
