@@ -135,8 +135,16 @@ public enum Prober {
                 }
             }
         }
-        var bitRate = surveyedLength || lengthFromStart ? 0 : Int(ctx.pointee.bit_rate)
-        if bitRate <= 0, duration > 0 { bitRate = Int(Double(size) * 8 / duration) }
+        // Fonts and pictures attached to a Matroska file (anime releases carry megabytes of
+        // fonts) are no part of its pictures' and sound's rate, which libavformat takes as
+        // the whole file's size over its length: a 6 s clip with a 357 kB font was 1.3
+        // Mbit/s, and its picture was re-encoded for a 1 Mbit/s rung it fitted.
+        let attached = (0..<demuxer.streamCount).reduce(Int64(0)) { sum, i in
+            let par = demuxer.stream(i).pointee.codecpar.pointee
+            return par.codec_type == AVMEDIA_TYPE_ATTACHMENT ? sum + Int64(max(0, par.extradata_size)) : sum
+        }
+        var bitRate = surveyedLength || lengthFromStart || attached > 0 ? 0 : Int(ctx.pointee.bit_rate)
+        if bitRate <= 0, duration > 0 { bitRate = Int(Double(max(0, Int64(size) - attached)) * 8 / duration) }
 
         var chapters: [Chapter] = []
         for i in 0..<Int(ctx.pointee.nb_chapters) {

@@ -72,6 +72,23 @@ struct ProbeFileTests {
         let short = try Prober.probe(path: clip, fingerprint: false).audioStreams.first?.bitRate ?? 0
         #expect(abs(Double(short) / 128_000 - 1) < 0.25, "\(short)")
     }
+
+    @Test("fonts attached to a Matroska file are no part of its rate: a 6 s clip with 400 kB of font reads at its streams' bitrate (it read 500 kbit/s more, and a rung it fitted re-encoded it)")
+    func attachmentsLeftOutOfTheRate() throws {
+        let plain = try Media.generated("font-plain-6s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6",
+                                                              "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "600k"])
+        let withFont = try Media.generated("font-attached-6s.mkv") { tmp in
+            let font = tmp + ".ttf"
+            defer { unlink(font) }
+            try Data((0..<400_000).map { UInt8(truncatingIfNeeded: $0 &* 7919) }).write(to: URL(fileURLWithPath: font))
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", plain, "-c", "copy", "-attach", font,
+                                               "-metadata:s:t", "mimetype=application/x-truetype-font", tmp])
+            guard r.status == 0 else { throw TestFailure(r.stderr) }
+        }
+        let a = try Prober.probe(path: plain, fingerprint: false), b = try Prober.probe(path: withFont, fingerprint: false)
+        #expect(b.streams.contains { $0.type == .attachment })
+        #expect(abs(Double(b.bitRate) / Double(a.bitRate) - 1) < 0.05, "\(a.bitRate) beside \(b.bitRate)")
+    }
 }
 
 @Suite("the probe's packet scan on decode-times-only video")
