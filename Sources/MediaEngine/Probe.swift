@@ -171,7 +171,11 @@ public enum Prober {
     /// stream and reads nothing of it). Such a file cannot go out as it is, however
     /// well its streams would play; the remux and its checks decide what it still holds.
     static func indexDamage(_ demuxer: Demuxer, size: Int64, fragmented: Bool) -> String? {
-        let mp4 = String(cString: demuxer.context.pointee.iformat.pointee.name).hasPrefix("mov,")
+        let format = String(cString: demuxer.context.pointee.iformat.pointee.name)
+        if format.hasPrefix("matroska"), let missing = matroskaShortfall(demuxer.path, size: size) {
+            return "its Matroska segment declares \(missing) bytes past the file's end (\(size) bytes): the file is cut short"
+        }
+        let mp4 = format.hasPrefix("mov,")
         for i in 0..<demuxer.streamCount {
             let st = demuxer.stream(i)
             let type = st.pointee.codecpar.pointee.codec_type
@@ -190,6 +194,33 @@ public enum Prober {
             }
         }
         return nil
+    }
+
+    /// How many bytes a Matroska file's Segment declares beyond the file's end: a file cut
+    /// short (a copy or download that stopped), whose Cues, at the end, went with it, so
+    /// libavformat has no index to find past the end and reads what is there as the whole.
+    /// nil where the Segment's size is unknown (a live recording) or fits. Only the first
+    /// two element headers are read.
+    static func matroskaShortfall(_ path: String, size: Int64) -> Int64? {
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY),
+              let head = try? file.read(upTo: 4096, at: 0) else { return nil }
+        /// An EBML variable-length number at `at`: its value (nil for "unknown", all ones)
+        /// and its length, or nil where it is not one.
+        func vint(_ at: Int) -> (value: UInt64?, length: Int)? {
+            guard at < head.count, head[at] != 0 else { return nil }
+            let length = head[at].leadingZeroBitCount + 1
+            guard at + length <= head.count else { return nil }
+            var value = UInt64(head[at] & (0xFF >> length))
+            for k in 1..<length { value = value << 8 | UInt64(head[at + k]) }
+            return (value == (UInt64(1) << (7 * length)) - 1 ? nil : value, length)
+        }
+        // EBML header (1A 45 DF A3), then the Segment (18 53 80 67).
+        guard head.count >= 8, head[0..<4] == [0x1A, 0x45, 0xDF, 0xA3], let ebml = vint(4), let ebmlSize = ebml.value,
+              case let segment = 4 + ebml.length + Int(clamping: ebmlSize), segment + 4 < head.count,
+              head[segment..<segment + 4] == [0x18, 0x53, 0x80, 0x67], let declared = vint(segment + 4),
+              let bytes = declared.value else { return nil }
+        let end = Int64(segment + 4 + declared.length) + Int64(clamping: bytes)
+        return end > size ? end - size : nil
     }
 
     /// Whether an MP4 or QuickTime file is in movie fragments with no segment index: its

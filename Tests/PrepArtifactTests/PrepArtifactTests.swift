@@ -270,6 +270,28 @@ struct CommandLineTests {
         }
     }
 
+    @Test("a Matroska file cut short (its Segment declaring bytes past the end, its Cues gone with them) never goes out as it is: cut by a few percent it is remuxed from what it holds, cut in half refused as cut short (both went to Android as they were)")
+    func cutShortMatroska() throws {
+        let whole = try Media.generated("cut-mkv-10s.mkv", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=10",
+                                                           "-f", "lavfi", "-i", "sine=duration=10", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac"])
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+        let dir = Media.scratch("cli-cut-mkv")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let slightly = dir.appendingPathComponent("slightly.mkv").path, half = dir.appendingPathComponent("half.mkv").path
+        try bytes.prefix(bytes.count * 95 / 100).write(to: URL(fileURLWithPath: slightly))
+        try bytes.prefix(bytes.count / 2).write(to: URL(fileURLWithPath: half))
+        #expect(try JSONValue.parse(Array(try Command.run(["probe", whole, "--json"]).stdout.utf8))["index_damage"] == nil)
+        let damage = try JSONValue.parse(Array(try Command.run(["probe", half, "--json"]).stdout.utf8))["index_damage"]?.string
+        #expect(damage?.contains("cut short") == true, "\(String(describing: damage))")
+        try Command.prepare(slightly, quality: "2mbps", caps: "android", scratch: "cli-cut-mkv-slightly") { r, out in
+            let plan = try Command.json(r)["plan"]
+            #expect(r.status == 0 && plan?["delivery_format"]?.string == "remux", "\(r.stdout.prefix(500))")
+            let length = try FFprobe(out).duration("video") ?? 0
+            #expect(length > 8.5 && length < 9.9, "\(length)")
+        }
+        try SourceDamageTests.expectSourceCorrupt(half, quality: "2mbps", caps: "android", in: dir, saying: "cut short")
+    }
+
     @Test("a Matroska recording kept on its capture clock (its first block at an hour, its Duration the last time) is 6 s long at its real bitrate: transcoded for a rung it is above, remuxed whole for original (it was read as 3606 s, gone to a 1 Mbit/s device as it was, and refused as cut short)")
     func matroskaStartingLate() throws {
         let source = try Media.generated("late-clock-6s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=6",
