@@ -677,7 +677,7 @@ public enum Prober {
     }
     /// Codecs whose streams are interlaced in real files (HEVC's field SEI is too rare to
     /// pay a UHD decoder for on every probe).
-    static let interlaceCapableCodecs: Set<String> = ["h264", "mpeg2video", "mpeg1video", "vc1", "mpeg4"]
+    static let interlaceCapableCodecs: Set<String> = ["h264", "mpeg2video", "mpeg1video", "vc1", "mpeg4", "dvvideo"]
 
     /// Frame rate from presentation timestamps: the median step between sorted PTS, and
     /// "variable" when more than a tenth of the steps stray more than 10 % from it.

@@ -265,6 +265,11 @@ struct GeneratedMediaTests {
         #expect(try Prober.probe(path: try Generated.interlacedH264()).videoStreams.first?.fieldOrder?.isInterlaced == true)
         #expect(try Prober.probe(path: try Generated.interlacedTS()).videoStreams.first?.fieldOrder == .tt)
         #expect(try Prober.probe(path: Media.shared("ax_sample_with_srt.mkv")).videoStreams.first?.fieldOrder == .progressive)
+        // DV (a camcorder's tape in AVI) says so only in its frames: the plan deinterlaces it
+        // and says so, where it said nothing while the engine deinterlaced the frames.
+        let dv = try Media.generated("pal-dv.avi", ["-f", "lavfi", "-i", "testsrc2=size=720x576:rate=25:duration=1",
+                                                    "-vf", "tinterlace=interleave_bottom", "-c:v", "dvvideo", "-pix_fmt", "yuv420p"])
+        #expect(try Prober.probe(path: dv).videoStreams.first?.fieldOrder?.isInterlaced == true)
     }
 
     @Test("HDR10 HEVC 10-bit: probe sees HDR10, remux keeps hvc1 and PQ, transcode tone-maps to 8-bit BT.709")
