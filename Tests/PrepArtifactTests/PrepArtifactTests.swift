@@ -270,6 +270,21 @@ struct CommandLineTests {
         }
     }
 
+    @Test("a clip of a few seconds encoded at a rung keeps to the rung's video budget on average (the VBV buffer starts half full: x264's 90 % put a 6 s clip 10-15 % over), and the ffmpeg equivalent says so")
+    func shortClipKeepsToItsBudget() throws {
+        let source = try Media.generated("noisy-720p-6s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25:duration=6,noise=alls=25:allf=t",
+                                                               "-c:v", "libx264", "-preset", "ultrafast", "-crf", "12"])
+        try Command.prepare(source, quality: "2mbps", caps: "android", scratch: "cli-short-clip-budget") { r, out in
+            let json = try Command.json(r)
+            let maxrate = try #require(json["plan"]?["video"]?["encoder"]?["maxrate_kbps"]?.double)
+            // The video track's bytes over its length (ffprobe's stream bitrate in an MP4).
+            let kbps = try #require(try FFprobe(out).streams("video").first?["bit_rate"]?.double) / 1000
+            #expect(kbps <= maxrate * 1.03 && kbps > maxrate * 0.5, "\(kbps) kbit/s against \(maxrate)")
+            guard case .array(let equivalent)? = json["stats"]?["ffmpeg_equivalent"] else { Issue.record("no ffmpeg_equivalent"); return }
+            #expect(equivalent.contains { $0.string?.hasPrefix("-rc_init_occupancy") == true }, "\(equivalent)")
+        }
+    }
+
     @Test("a Matroska file cut short (its Segment declaring bytes past the end, its Cues gone with them) never goes out as it is: cut by a few percent it is remuxed from what it holds, cut in half refused as cut short (both went to Android as they were)")
     func cutShortMatroska() throws {
         let whole = try Media.generated("cut-mkv-10s.mkv", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=10",
