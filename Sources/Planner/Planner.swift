@@ -250,9 +250,10 @@ struct PlanContext {
                     return try remux(quality, reasons: reasons, audioTarget: rung)
                 }
                 // Only the sound keeps the file from the rung (an AC-3 5.1 at 640 kbit/s, or one
-                // whose bitrate is unknown, beside a picture that fits): the sound is re-encoded
+                // whose bitrate is unknown, beside a picture within the rung's own video budget,
+                // so that MP4's overhead on a short clip has its room): the sound is re-encoded
                 // to the rung's, the picture copied, rather than the picture re-encoded for it.
-                if copies, video != nil, let a = remuxAudio, fits(audioBudget(a.stream, rung)) {
+                if copies, let v = videoPart, v > 0, v <= rung.videoKbps, let a = remuxAudio, fits(audioBudget(a.stream, rung)) {
                     return try remux(quality, reasons: ["source_fits_target"] + containerProblems + fixes, audioTarget: rung, fitAudio: true)
                 }
                 if video == nil && !copies && overallFits { problems.append("audio_codec_unsupported") }
@@ -294,10 +295,7 @@ struct PlanContext {
             // The whole source already fits (rung) or plays (original): a track the device
             // plays from MP4 is copied whatever its bitrate.
             let (plan, why): (AudioPlan, [String])
-            if let rung, fitAudio, case let rungs = try rungAudio(chosen.stream, rung), rungs.0.action == .copy {
-                // A copy within the budget's slack still keeps this file over the rung.
-                (plan, why) = (try encode(chosen.stream, surround: rung.surround, stereo: rung.audio), ["audio_bitrate_above_target"])
-            } else if let rung, fitAudio || !copiesIntoMP4(chosen.stream) {
+            if let rung, fitAudio || !copiesIntoMP4(chosen.stream) {
                 (plan, why) = try rungAudio(chosen.stream, rung)
             } else {
                 (plan, why) = try compatibilityAudio(chosen.stream)
@@ -416,11 +414,12 @@ struct PlanContext {
         var maxrate = rung.videoKbps, bufsize = rung.bufsizeKbps
         // A source of few bits gets no more in H.264's terms than it had: more cannot bring
         // back detail it lacks (a 300 kbit/s 1080p film came out at 1.6 Mbit/s in 720p).
+        var sourceLimit: Int?
         if let limit = sourceVideoCeilingKbps.map({ max(Self.leastLimitKbps, Int(Double($0) * Codecs.h264BitrateFactor(v.codec))) }),
            limit < maxrate {
             bufsize = max(1, bufsize * limit / maxrate)
             maxrate = limit
-            reasons.append("bitrate_limited_to_source")
+            sourceLimit = limit
         }
         if let most = device.maxH264Level {
             // Within the device's level: its bitrate, then smaller pictures until the level holds them.
@@ -449,6 +448,8 @@ struct PlanContext {
             }
             if size != before { reasons.append("resolution_reduced_for_level") }
         }
+        // Said only where it is the source that set the bitrate (not the device's level).
+        if let sourceLimit, maxrate == sourceLimit { reasons.append("bitrate_limited_to_source") }
         let level = H264Level.required(width: size.width, height: size.height, fps: fps, maxrateKbps: maxrate, bufsizeKbps: bufsize, floor: floor)
         let encoder = EncoderSettings(name: "libx264", preset: rung.preset, crf: rung.crf, maxrateKbps: maxrate,
                                       bufsizeKbps: bufsize, profile: rung.profile, level: level.name,
