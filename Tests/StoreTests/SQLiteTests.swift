@@ -46,15 +46,13 @@ struct SQLiteTests {
 
     @Test("a database from a newer Kiln is refused")
     func newerSchemaRefused() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-schema-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("kiln.sqlite").path
+        let temp = try TempDatabasePath()
+        defer { withExtendedLifetime(temp) {} }   // its folder goes with it
         do {
-            let db = try Database(path: path)
+            let db = try Database(path: temp.path)
             try db.executeScript("PRAGMA user_version = 99")
         }
-        #expect(throws: KilnError.self) { try SQLiteStore(path: path) }
+        #expect(throws: KilnError.self) { try SQLiteStore(path: temp.path) }
     }
 
     @Test("the claim and the status queue read the claim indexes")
@@ -90,12 +88,10 @@ struct SQLiteTests {
 
     @Test("a version 1 database is upgraded in place: fewer indexes, its rows kept")
     func upgradesFromV1() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-v1-\(UUID())")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("kiln.sqlite").path
+        let temp = try TempDatabasePath()
+        defer { withExtendedLifetime(temp) {} }   // its folder goes with it
         do {
-            let db = try Database(path: path)
+            let db = try Database(path: temp.path)
             try db.executeScript("PRAGMA journal_mode = WAL")
             try db.inTransaction { () throws(KilnError) in
                 try db.executeScript(Schema.v1)
@@ -106,7 +102,7 @@ struct SQLiteTests {
                     created_at, updated_at, last_used_at) VALUES ('a_1', 'k1', 'failed', 'transcode', '{}', '{}', 'fp', 1, 1, 2, 1)
                 """)
         }
-        let db = try Database(path: path)
+        let db = try Database(path: temp.path)
         try Schema.migrate(db)
         #expect(try db.queryOne("PRAGMA user_version", map: { $0.int(0) }) == Schema.migrations.count)
         let indexes = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'index'") { $0.string(0) })
@@ -116,7 +112,7 @@ struct SQLiteTests {
 
         // Version 3: the state CHECKs still refuse what nobody defined, on this connection
         // and on a new one, and no longer build a temporary b-tree per statement.
-        for connection in [db, try Database(path: path)] {
+        for connection in [db, try Database(path: temp.path)] {
             #expect(throws: KilnError.self) { try connection.execute("UPDATE artifacts SET state = 'sleeping'") }
             #expect(throws: KilnError.self) { try connection.execute("UPDATE artifacts SET delivery_format = 'fax'") }
             #expect(try connection.execute("UPDATE artifacts SET state = 'canceled', delivery_format = 'remux'") == 1)

@@ -668,25 +668,23 @@ struct StoreTests {
 
     @Test("a database with a damaged page is refused at open, saying so and what to do (it was found only when a job's row was read)")
     func damagedPageRefused() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-damaged-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("kiln.sqlite").path
+        let temp = try TempDatabasePath()
+        defer { withExtendedLifetime(temp) {} }   // its folder goes with it
         do {
-            let store = try SQLiteStore(path: path)
+            let store = try SQLiteStore(path: temp.path)
             for k in 0..<400 { try store.bind("r\(k)", to: "p\(k)", now: 1_000) }
         }
-        _ = try sqlite3CLI(path, "PRAGMA wal_checkpoint(TRUNCATE);")
-        #expect(try sqlite3CLI(path, "PRAGMA quick_check;") == "ok\n")
-        #expect(throws: Never.self) { _ = try SQLiteStore(path: path) }
+        _ = try sqlite3CLI(temp.path, "PRAGMA wal_checkpoint(TRUNCATE);")
+        #expect(try sqlite3CLI(temp.path, "PRAGMA quick_check;") == "ok\n")
+        #expect(throws: Never.self) { _ = try SQLiteStore(path: temp.path) }
         // A page in the middle of the file, overwritten.
-        let file = try FileHandle(forUpdating: URL(fileURLWithPath: path))
+        let file = try FileHandle(forUpdating: URL(fileURLWithPath: temp.path))
         let size = try file.seekToEnd()
         try file.seek(toOffset: (size / 2 / 4096) * 4096)
         try file.write(contentsOf: Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }))
         try file.close()
         do {
-            _ = try SQLiteStore(path: path)
+            _ = try SQLiteStore(path: temp.path)
             Issue.record("a damaged database opened")
         } catch {
             #expect(error.message.contains("is damaged") && error.message.contains("restore it from a backup"), "\(error.message)")

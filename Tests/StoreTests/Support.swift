@@ -2,23 +2,34 @@ import Foundation
 import KilnCore
 import Store
 
-/// A store on a fresh file in its own temporary folder, removed when the test ends.
-final class TempStore {
+/// A database path in its own temporary folder (the file not yet made), the folder
+/// removed when the test ends.
+final class TempDatabasePath {
     let directory: URL
     let path: String
-    var store: SQLiteStore
 
-    init(durability: SQLiteStore.Durability = .full) throws {
+    init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-store-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         path = directory.appendingPathComponent("kiln.sqlite").path
-        store = try SQLiteStore(path: path, durability: durability)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+}
+
+/// A store on a fresh file in its own temporary folder, removed when the test ends.
+final class TempStore {
+    let file: TempDatabasePath
+    var path: String { file.path }
+    var store: SQLiteStore
+
+    init(durability: SQLiteStore.Durability = .full) throws {
+        file = try TempDatabasePath()
+        store = try SQLiteStore(path: file.path, durability: durability)
     }
 
     /// Opens the same file again with a new connection, as a restarted daemon would.
     func reopen() throws -> SQLiteStore { try SQLiteStore(path: path) }
-
-    deinit { try? FileManager.default.removeItem(at: directory) }
 }
 
 /// The test's vocabulary: keys, plans, sources, requests.
