@@ -333,11 +333,7 @@ struct PlanContext {
             let (plan, why) = try rungAudio(chosen.stream, rung)
             audio = (plan, chosen.reasons + why)
             // A sound copied a little over the rung's budget takes its excess from the picture.
-            if plan.action == .copy, let kbps = chosen.stream.bitRate.map(PlanContext.kbps), kbps > rung.maxAudioKbps {
-                let videoKbps = rung.videoKbps - (kbps - rung.maxAudioKbps)
-                rung.bufsizeKbps = rung.bufsizeKbps * videoKbps / max(1, rung.videoKbps)
-                rung.videoKbps = videoKbps
-            }
+            if plan.action == .copy, let kbps = chosen.stream.bitRate.map(PlanContext.kbps) { rung = rung.leaving(audioKbps: kbps) }
         }
         var videoPlan: VideoPlan?
         if let v = video {
@@ -367,13 +363,6 @@ struct PlanContext {
         return try? encode(a, surround: targets.0, stereo: targets.1)
     }
 
-    /// `original` re-encodes the picture only because the device cannot show it: its sound
-    /// keeps what `original` promises (copied where the device plays it from MP4, else the
-    /// compatibility target, surround kept where the device plays a surround codec), and
-    /// the picture takes what the rung's largest sound would have left it (the rung's own
-    /// room for MP4's index stays). Nil, so the rung's audio is used, where the sound's
-    /// bitrate is unknown or would leave the picture less than half its budget. `rung` comes
-    /// back with the picture's budget (maxrate, and the buffer in proportion).
     /// `originalSound` at `rung`, else at the first rung above it that leaves the picture
     /// enough beside that sound: a 1 Mbit/s film with 640 kbit/s of AC-3 5.1 keeps its
     /// sound at 2 Mbit/s rather than losing it to the 1 Mbit/s rung's stereo.
@@ -381,14 +370,18 @@ struct PlanContext {
         presets.rungs.reversed().drop { $0.quality != rung.quality }.lazy.compactMap(originalSound(within:)).first
     }
 
+    /// `original` re-encodes the picture only because the device cannot show it: its sound
+    /// keeps what `original` promises (copied where the device plays it from MP4, else the
+    /// compatibility target, surround kept where the device plays a surround codec), and
+    /// the picture takes what the rung's largest sound would have left it (the rung's own
+    /// room for MP4's index stays). Nil, so the rung's audio is used, where the sound's
+    /// bitrate is unknown or would leave the picture less than half its budget. `rung` comes
+    /// back with the picture's budget (maxrate, and the buffer in proportion).
     func originalSound(within rung: Rung) -> (plan: AudioPlan, reasons: [String], rung: Rung)? {
         guard let chosen = chooseAudio(rung: nil), let (plan, why) = try? compatibilityAudio(chosen.stream),
               let kbps = plan.action == .copy ? chosen.stream.bitRate.map(PlanContext.kbps) : plan.bitrateKbps else { return nil }
-        let videoKbps = min(rung.videoKbps, rung.videoKbps + rung.maxAudioKbps - kbps)
-        guard video == nil || videoKbps >= rung.videoKbps / 2 else { return nil }
-        var spent = rung
-        spent.bufsizeKbps = rung.bufsizeKbps * videoKbps / max(1, rung.videoKbps)
-        spent.videoKbps = videoKbps
+        let spent = rung.leaving(audioKbps: kbps)
+        guard video == nil || spent.videoKbps >= rung.videoKbps / 2 else { return nil }
         return (plan, chosen.reasons + why, spent)
     }
 

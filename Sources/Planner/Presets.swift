@@ -35,6 +35,15 @@ public struct Rung: Codable, Sendable, Equatable {
     public var capKbps: Int { quality.capKbps ?? 0 }
     /// The most audio this rung can spend.
     public var maxAudioKbps: Int { max(audio.bitrateKbps, surround?.bitrateKbps ?? 0) }
+
+    /// The rung with the picture's budget what a sound of `audioKbps` leaves it beside the
+    /// rung's largest sound (never more than its own), the buffer in proportion.
+    func leaving(audioKbps: Int) -> Rung {
+        var spent = self
+        spent.videoKbps = min(videoKbps, videoKbps + maxAudioKbps - audioKbps)
+        spent.bufsizeKbps = bufsizeKbps * spent.videoKbps / max(1, videoKbps)
+        return spent
+    }
 }
 
 public struct AudioTarget: Codable, Sendable, Equatable {
