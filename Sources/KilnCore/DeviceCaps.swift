@@ -71,11 +71,16 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
     /// The most channels the device plays of a sound it decodes itself (a codec it passes
     /// through to a receiver is the receiver's business). Absent: any.
     public var maxAudioChannels: Int?
+    /// The most pictures a second the device shows (60 for most phones and TVs, 30 for
+    /// older sticks). Absent: a copied stream keeps its rate, and an encode is kept within
+    /// 60 fps (`Planner`). A source above it is re-encoded (`frame_rate_above_cap`).
+    public var maxFrameRate: Double?
 
     public init(codecsVideo: [String]? = nil, codecsAudio: [String]? = nil,
                 audioPassthroughCodecs: [String]? = nil, containers: [String]? = nil,
                 maxResolution: ResolutionClass? = nil, hdr: Bool? = nil, interlaced: Bool? = nil,
-                maxH264Level: Int? = nil, maxVideoBitDepth: BitDepthCap? = nil, hdrFormats: [String]? = nil, maxAudioChannels: Int? = nil) {
+                maxH264Level: Int? = nil, maxVideoBitDepth: BitDepthCap? = nil, hdrFormats: [String]? = nil, maxAudioChannels: Int? = nil,
+                maxFrameRate: Double? = nil) {
         self.codecsVideo = codecsVideo
         self.codecsAudio = codecsAudio
         self.audioPassthroughCodecs = audioPassthroughCodecs
@@ -87,6 +92,7 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         self.maxVideoBitDepth = maxVideoBitDepth
         self.hdrFormats = hdrFormats
         self.maxAudioChannels = maxAudioChannels
+        self.maxFrameRate = maxFrameRate
     }
 
     enum CodingKeys: String, CodingKey, CaseIterable {
@@ -94,7 +100,7 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         case audioPassthroughCodecs = "audio_passthrough_codecs", containers
         case maxResolution = "max_resolution", hdr, interlaced
         case maxH264Level = "max_h264_level", maxVideoBitDepth = "max_video_bit_depth", hdrFormats = "hdr_formats"
-        case maxAudioChannels = "max_audio_channels"
+        case maxAudioChannels = "max_audio_channels", maxFrameRate = "max_frame_rate"
     }
 
     static let fieldNames = Set(CodingKeys.allCases.map(\.rawValue))
@@ -131,6 +137,15 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         else { idc = nil }
         guard let idc, h264LevelIDCs.contains(idc) else { return nil }
         return idc
+    }
+
+    /// A rate as clients write it in text: "60", "59.94", "60000/1001"; nil otherwise.
+    static func frameRate(_ text: String) -> Double? {
+        let parts = text.trimmingWhitespace.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 1 || parts.count == 2, let num = Double(parts[0]) else { return nil }
+        guard parts.count == 2 else { return num }
+        guard let den = Double(parts[1]), den > 0 else { return nil }
+        return num / den
     }
 
     /// The levels H.264 defines (Table A-1), as `level_idc`; 9 is 1b.
@@ -232,6 +247,19 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
             caps.maxVideoBitDepth = try count("max_video_bit_depth", BitDepthCap.range).map { BitDepthCap(every: $0) }
         }
         caps.maxAudioChannels = try count("max_audio_channels", 1...32)
+        if let v = o["max_frame_rate"], v != .null {
+            // A number or a numeric string, fractional as rates are (59.94), or "60000/1001".
+            let rate: Double? = switch v {
+            case .number(let n): n
+            case .string(let s): frameRate(s)
+            default: nil
+            }
+            guard let rate, rate.isFinite, rate >= 10, rate <= 1000 else {
+                throw KilnError(.invalidCaps, stage: .request, field: "max_frame_rate",
+                                "caps.max_frame_rate must be a rate from 10 to 1000 pictures a second, such as 60 or 59.94")
+            }
+            caps.maxFrameRate = rate
+        }
         let aliases = ["hdr10+": "hdr10", "hdr10plus": "hdr10", "dv": "dolby_vision", "dovi": "dolby_vision", "dolbyvision": "dolby_vision"]
         caps.hdrFormats = try list("hdr_formats")?.map { aliases[$0] ?? $0.replacingDash }
         if let unknown = caps.hdrFormats?.first(where: { !hdrFormatNames.contains($0) }) {

@@ -70,10 +70,14 @@ public struct VideoPlan: Codable, Sendable, Equatable {
     /// a transcode applies it to the pixels (width/height are then the upright size).
     public var rotation: Int
     public var encoder: EncoderSettings?
+    /// A transcode only: the most pictures a second it shows; a source above it shows every
+    /// n-th picture (`FrameRateLimit`). Set only where the source's rate is above it, nil
+    /// where the encode keeps the source's rate.
+    public var maxFrameRate: Double?
 
     public init(sourceIndex: Int, action: StreamAction, codec: String, width: Int, height: Int,
                 bitrateKbps: Int, toneMap: Bool = false, deinterlace: Bool = false, rotation: Int = 0,
-                encoder: EncoderSettings? = nil) {
+                encoder: EncoderSettings? = nil, maxFrameRate: Double? = nil) {
         self.sourceIndex = sourceIndex
         self.action = action
         self.codec = codec
@@ -84,11 +88,12 @@ public struct VideoPlan: Codable, Sendable, Equatable {
         self.deinterlace = deinterlace
         self.rotation = rotation
         self.encoder = encoder
+        self.maxFrameRate = maxFrameRate
     }
 
     enum CodingKeys: String, CodingKey {
         case sourceIndex = "source_index", action, codec, width, height, bitrateKbps = "bitrate_kbps"
-        case toneMap = "tone_map", deinterlace, rotation, encoder
+        case toneMap = "tone_map", deinterlace, rotation, encoder, maxFrameRate = "max_frame_rate"
     }
 }
 

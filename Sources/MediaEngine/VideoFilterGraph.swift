@@ -54,12 +54,14 @@ enum ToneMapSource: Equatable {
 /// Order: deinterlace (full fields, before anything moves pixels between lines) → tone-map
 /// (scaling first to the smaller working size when downscaling: PITFALLS.md measured 39 vs
 /// 23 fps) → scale to the plan's size (square pixels, limited range) → 8-bit 4:2:0 →
-/// rotate (last, on the smallest frames). Tone mapping uses zscale to linear light and
+/// rotate (last, on the smallest frames). `frameRate`, when the plan limits the rate:
+/// pictures kept at that rate right after deinterlacing, so no later filter works on the
+/// ones left out. Tone mapping uses zscale to linear light and
 /// `tonemap=hable` (desat=0): Hable keeps highlight detail and is the curve most media
 /// servers default to; mobius keeps mid-tones brighter but clips highlights harder.
 /// `picture`: the size the picture takes inside the plan's frame when it does not fill it
 /// (`pictureSize`); the rest is padded black.
-func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMapSource?,
+func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMapSource?, frameRate: AVRational? = nil,
                             outputMatrix: String?, picture: (width: Int32, height: Int32)? = nil) -> String {
     var parts: [String] = []
     if plan.deinterlace {
@@ -67,6 +69,7 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
     } else if input.interlaced {
         parts.append("bwdif=mode=send_frame:parity=auto:deint=interlaced")
     }
+    if let frameRate { parts.append("fps=fps=\(frameRate.num)/\(frameRate.den)") }
     // Scale before rotating: the scaler's target is the stored (pre-rotation) size.
     let (frameW, frameH) = plan.storedSize
     let w = picture.map { Int($0.width) } ?? frameW

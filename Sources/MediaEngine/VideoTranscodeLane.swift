@@ -28,6 +28,9 @@ final class VideoTranscodeLane: Lane {
     private let dolbyVision: DolbyVisionMapper?
     /// The output colour description: BT.709 when tone-mapped, otherwise the source's.
     private let color: ColorTags
+    /// The source's rate, as the filter graph's input is timed.
+    private let sourceRate: AVRational
+    /// The encode's rate: the source's, or every n-th picture of it where the plan limits it.
     let frameRate: AVRational
     private var interlacedSeen = false
     private var lastPTS = noPTS
@@ -63,7 +66,8 @@ final class VideoTranscodeLane: Lane {
         toneMap = plan.toneMap ? try Self.toneMapSource(par: par, source: source) : nil
         color = toneMap != nil ? .bt709 : ColorTags(par: par)
         dolbyVision = toneMap == .dolbyVision ? try DolbyVisionMapper() : nil
-        frameRate = Self.frameRate(demuxer: demuxer, stream: stream, source: source)
+        sourceRate = Self.frameRate(demuxer: demuxer, stream: stream, source: source)
+        frameRate = Self.limited(sourceRate, to: plan.maxFrameRate)
         decoder = try Decoder(stream: stream)
         filtered = try Frame()
     }
@@ -193,8 +197,9 @@ final class VideoTranscodeLane: Lane {
                 try drain(old, muxer: muxer)
             }
             graph = nil
-            graph = try VideoFilterGraph(input: input, timeBase: decoder.timeBase, frameRate: frameRate,
+            graph = try VideoFilterGraph(input: input, timeBase: decoder.timeBase, frameRate: sourceRate,
                                          description: videoFilterDescription(plan: plan, input: input, toneMap: toneMap,
+                                                                             frameRate: av_cmp_q(frameRate, sourceRate) == 0 ? nil : frameRate,
                                                                              outputMatrix: color.matrixName,
                                                                              picture: picture(for: input)))
         }
@@ -295,6 +300,17 @@ final class VideoTranscodeLane: Lane {
         if sane(guess) { return standard(reduce(guess)) }
         if let fps = source.frameRate, fps >= 1, fps <= 240 { return av_d2q(fps, 100_000) }
         return AVRational(num: 25, den: 1)
+    }
+
+    /// Every n-th picture of `rate` for a plan's limit (`FrameRateLimit`): 120 fps within
+    /// 60 is 60, 119.88 is 59.94.
+    static func limited(_ rate: AVRational, to most: Double?) -> AVRational {
+        guard let most else { return rate }
+        let n = FrameRateLimit.divisor(rate.seconds, within: most)
+        guard n > 1 else { return rate }
+        var out = AVRational(num: 0, den: 0)
+        av_reduce(&out.num, &out.den, Int64(rate.num), Int64(rate.den) * Int64(n), Int64(Int32.max))
+        return out
     }
 
     /// `fps` as the nearest standard rate, if within 0.2 % of it (29.97 is 30000/1001), else as it is.

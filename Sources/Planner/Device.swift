@@ -25,6 +25,8 @@ struct Device: Sendable {
     /// nil: every HDR format (when `hdr`).
     let hdrFormats: Set<String>?
     let maxAudioChannels: Int?
+    /// `caps.max_frame_rate`; nil: any for a copy, `Planner.defaultMaxFrameRate` for an encode.
+    let maxFrameRate: Double?
 
     init(_ caps: DeviceCaps?) {
         known = caps != nil
@@ -43,6 +45,7 @@ struct Device: Sendable {
                                              uniquingKeysWith: { min($0, $1) })
         hdrFormats = c.hdrFormats.map(Set.init)
         maxAudioChannels = c.maxAudioChannels
+        maxFrameRate = c.maxFrameRate
     }
 
     var dolbyVision: Bool { hdr && (video.contains(Codecs.dolbyVision) || hdrFormats?.contains(Codecs.dolbyVision) == true) }
@@ -90,6 +93,9 @@ struct Device: Sendable {
         }
         if let cap = maxResolution, !FrameSize.codedFits(s, cap) {
             problems.append("resolution_above_cap")
+        }
+        if let most = maxFrameRate, let fps = Codecs.frameRate(s), FrameRateLimit.exceeds(fps, most) {
+            problems.append("frame_rate_above_cap")
         }
         if s.fieldOrder?.isInterlaced == true && !interlaced {
             problems.append("interlaced_unsupported")

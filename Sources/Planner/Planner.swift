@@ -391,7 +391,13 @@ struct PlanContext {
             throw unavailable("the source must be transcoded and caps.codecs_video does not list h264, the codec Kiln encodes")
         }
         var reasons: [String] = []
-        let highRate = (Codecs.frameRate(v) ?? 0) > FrameSize.highFrameRate
+        // Every n-th picture where the source shows more than the device (or, unsaid, more
+        // than a display shows: a 120 fps phone clip spent its bits on pictures no 60 Hz
+        // screen shows, and a level then took its size).
+        let sourceFPS = Codecs.frameRate(v)
+        var divisor = sourceFPS.map { FrameRateLimit.divisor($0, within: device.maxFrameRate ?? Self.defaultMaxFrameRate) } ?? 1
+        var fps: Double { (sourceFPS ?? 30) / Double(divisor) }
+        let highRate = sourceFPS != nil && fps > FrameSize.highFrameRate
         // Said only where the smaller class makes a smaller picture (a 360p source fits both).
         if highRate && frameClass(rung, highFrameRate: true) < frameClass(rung, highFrameRate: false),
            let stepped = FrameSize.fit(v, into: frameClass(rung, highFrameRate: true)),
@@ -402,7 +408,6 @@ struct PlanContext {
         guard var size = FrameSize.fit(v, into: cls) else {
             throw unavailable("the video stream's frame size is unknown, so it cannot be transcoded")
         }
-        let fps = Codecs.frameRate(v) ?? 30
         var floor = H264Level(rung.level) ?? H264Level.table[0]
         var maxrate = rung.videoKbps, bufsize = rung.bufsizeKbps
         // A source of few bits gets no more in H.264's terms than it had: more cannot bring
@@ -430,9 +435,13 @@ struct PlanContext {
                 if let smaller = ResolutionClass.allCases.last(where: { $0 < cls }), let fitted = FrameSize.fit(v, into: smaller) {
                     cls = smaller
                     size = fitted
+                } else if fps / 2 >= Self.leastHalvedFrameRate {
+                    // Below 480p's class, half the pictures rather than half the picture:
+                    // 480p at 30 fps, not 560x315 at 60, for a level 3.0 device.
+                    divisor *= 2
                 } else {
-                    // Below 480p's class: smaller at the same shape until the level holds it
-                    // (480p30 is 48,600 macroblocks a second, 3.0 takes 40,500: 770x432).
+                    // Smaller at the same shape until the level holds it (480p30 is 48,600
+                    // macroblocks a second, 3.0 takes 40,500: 770x432).
                     guard let smaller = FrameSize.shrunk(size, toMacroblocks: min(cap.maxFrameMacroblocks, Int(Double(cap.maxMacroblocksPerSecond) / fps))) else {
                         throw unavailable("no picture at \(Int(fps.rounded())) fps fits caps.max_h264_level \(cap.name)")
                     }
@@ -440,6 +449,11 @@ struct PlanContext {
                 }
             }
             if size != before { reasons.append("resolution_reduced_for_level") }
+        }
+        if divisor > 1 {
+            reasons.append("frame_rate_reduced")
+            // A rate the level halved to 30 no longer costs the picture its class.
+            if fps <= FrameSize.highFrameRate { reasons.removeAll { $0 == "frame_rate_above_30" } }
         }
         // Said only where it is the source that set the bitrate (not the device's level).
         if let sourceLimit, maxrate == sourceLimit { reasons.append("bitrate_limited_to_source") }
@@ -455,7 +469,7 @@ struct PlanContext {
         if Codecs.rotation(v) != 0 { reasons.append("rotation_applied") }
         return (VideoPlan(sourceIndex: v.index, action: .transcode, codec: "h264", width: size.width, height: size.height,
                           bitrateKbps: maxrate, toneMap: toneMap, deinterlace: deinterlace,
-                          rotation: Codecs.rotation(v), encoder: encoder), reasons)
+                          rotation: Codecs.rotation(v), encoder: encoder, maxFrameRate: divisor > 1 ? fps : nil), reasons)
     }
 
     /// What replaces a copied picture whose copy stops (an H.264/HEVC size that changes
@@ -768,6 +782,13 @@ struct PlanContext {
         let audio = source.audioStreams.compactMap { $0.bitRate.map(PlanContext.kbps) }.reduce(0) { min($0 + max($1, 0), 1 << 40) }
         return max(0, total - audio)
     }
+
+    /// The most pictures a second an encode shows for a device that does not say
+    /// (`caps.max_frame_rate`): what phone, TV and monitor panels show. A copy keeps any.
+    static let defaultMaxFrameRate = 60.0
+    /// The slowest rate a level's limit halves a source's to (48 and 50 fps become 24 and 25;
+    /// 30 stays 30 and its picture shrinks instead).
+    static let leastHalvedFrameRate = 23.9
 
     /// bit/s → kbit/s rounded up, without overflowing on an absurd probe value.
     static func kbps(_ bits: Int) -> Int { bits / 1000 + (bits % 1000 > 0 ? 1 : 0) }

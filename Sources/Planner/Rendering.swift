@@ -112,7 +112,7 @@ public enum PlanTable {
 
     static func describe(_ v: VideoPlan) -> String {
         if v.action == .copy { return "\(v.codec) \(v.width)x\(v.height)" + (v.rotation != 0 ? " rot \(v.rotation)" : "") }
-        var s = "\(v.codec) \(v.width)x\(v.height) <= \(v.bitrateKbps) kbit/s"
+        var s = "\(v.codec) \(v.width)x\(v.height)" + (v.maxFrameRate.map { " \(number($0)) fps" } ?? "") + " <= \(v.bitrateKbps) kbit/s"
         if let e = v.encoder { s += " \(e.name) \(e.preset) crf \(number(e.crf)) \(e.profile)@\(e.level) \(e.pixFmt)" }
         if v.toneMap { s += " tone-mapped" }
         if v.deinterlace { s += " deinterlaced" }

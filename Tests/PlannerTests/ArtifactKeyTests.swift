@@ -94,7 +94,13 @@ struct ArtifactKeyTests {
         crf.rungs[0].crf += 1
         crf.version += "-crf"
         keys["crf"] = try key(src, .mbps20, ios, presets: crf)
-        #expect(Set(keys.values).count == keys.count, "\(keys)")
+        // A device of 30 pictures a second: every second picture of a 60 fps source.
+        var sixty = src
+        sixty.streams[0].frameRate = 60
+        sixty.fingerprint = "fp1-sixty"
+        keys["60 fps"] = try key(sixty, .mbps20, ios)
+        keys["60 fps at 30"] = try key(sixty, .mbps20, DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac", "ac3"], containers: ["mp4"], maxFrameRate: 30))
+        #expect(Set(keys.values).count == keys.count, "\(Dictionary(grouping: keys.keys, by: { keys[$0]! }).values.filter { $0.count > 1 })")
     }
 
     @Test("reasons and labels are not hashed, the engine recipe is")

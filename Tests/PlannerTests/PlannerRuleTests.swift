@@ -18,6 +18,8 @@ struct Expect: Sendable {
     var level: String? = nil
     /// The encode's maxrate (the picture's bitrate in the plan).
     var videoKbps: Int? = nil
+    /// The encode's frame-rate limit (`max_frame_rate`); 0 for none (the source's rate).
+    var fps: Double? = nil
     var audioIndex: Int? = nil
     var audio: StreamAction? = nil
     var audioCodec: String? = nil
@@ -318,8 +320,9 @@ let rungCases: [Case] = [
          Expect(size: [854, 480], reasons: ["frame_rate_above_30"])),
     Case("1 Mbps: 480p60 cannot step below 480p", media("mp4", kbps: 3000, video("h264", 854, 480, fps: 60), aacEng), .mbps1, ios,
          Expect(size: [854, 480], level: "3.1", notReasons: ["frame_rate_above_30"])),
-    Case("20 Mbps: 1080p120 steps to 720p at level 4.2", media("mp4", kbps: 40000, video("h264", 1920, 1080, fps: 120), aacEng), .mbps20, ios,
-         Expect(size: [1280, 720], level: "4.2")),
+    Case("20 Mbps: 1080p120 is encoded at 60 fps, stepped to 720p, within level 4.1 (at 120 it took 4.2)",
+         media("mp4", kbps: 40000, video("h264", 1920, 1080, fps: 120), aacEng), .mbps20, ios,
+         Expect(size: [1280, 720], level: "4.1", fps: 60, reasons: ["frame_rate_above_30", "frame_rate_reduced"])),
     Case("20 Mbps: 23.976 fps is left alone", media("mp4", kbps: 40000, video("h264", 1920, 1080, fps: 24000.0 / 1001), aacEng), .mbps20, ios,
          Expect(size: [1920, 1080], level: "4.1")),
     Case("5 Mbps: 1921x1081 is fitted and made even", media("mkv", kbps: 9000, video("h264", 1921, 1081), aacEng), .mbps5, ios,
@@ -833,6 +836,42 @@ let finerCapsCases: [Case] = [
          media("mkv", kbps: 12000, video("h264", 1920, 1080, fps: 30, profile: "High"), aacEng), .mbps1,
          DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxH264Level: 30),
          Expect(delivery: .transcode, size: [770, 432], level: "3.0", reasons: ["resolution_reduced_for_level"])),
+    Case("caps.max_h264_level 3.0 at 60 fps: below 480p's class half the pictures go, not half the picture (480p30's size for 3.0, at 30 fps, not 560x315 at 60)",
+         media("mkv", kbps: 12000, video("h264", 1280, 720, fps: 60, profile: "High"), aacEng), .mbps2,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxH264Level: 30),
+         Expect(delivery: .transcode, size: [770, 432], level: "3.0", fps: 30,
+                reasons: ["resolution_reduced_for_level", "frame_rate_reduced"], notReasons: ["frame_rate_above_30"])),
+    Case("caps.max_h264_level 3.0 at 25 fps: a rate halved would judder, so only the picture shrinks",
+         media("mkv", kbps: 12000, video("h264", 1920, 1080, fps: 25, profile: "High"), aacEng), .mbps1,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxH264Level: 30),
+         Expect(delivery: .transcode, level: "3.0", fps: 0, notReasons: ["frame_rate_reduced"])),
+    Case("caps.max_frame_rate 30: a 60 fps film is re-encoded at 30 fps, at its full size, even at original",
+         media("mp4", kbps: 8000, video("h264", 1280, 720, fps: 60, profile: "High", level: 32), aacEng), .original,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxFrameRate: 30),
+         Expect(delivery: .transcode, size: [1280, 720], fps: 30,
+                reasons: ["frame_rate_above_cap", "frame_rate_reduced"], notReasons: ["frame_rate_above_30"])),
+    Case("caps.max_frame_rate 59.94: a 60 fps source is within it (0.1 % apart) and plays as it is",
+         media("mp4", kbps: 8000, video("h264", 1280, 720, fps: 60, profile: "High", level: 32), aacEng), .original,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxFrameRate: 59.94),
+         Expect(delivery: .original)),
+    Case("caps.max_frame_rate 30: a 25 fps source is within it", media("mp4", kbps: 3000, video("h264", 1280, 720, fps: 25), aacEng), .mbps1,
+         DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac"], containers: ["mp4"], maxFrameRate: 30),
+         Expect(delivery: .transcode, fps: 0, notReasons: ["frame_rate_above_cap", "frame_rate_reduced"])),
+    Case("no caps.max_frame_rate: a 120 fps phone clip is copied as it is at original (a copy keeps any rate)",
+         media("mp4", kbps: 12000, video("h264", 1280, 720, fps: 120, profile: "High", level: 42), aacEng), .original, ios,
+         Expect(delivery: .original)),
+    Case("no caps.max_frame_rate: an encode of a 120 fps clip shows every second picture (60 fps)",
+         media("mp4", kbps: 12000, video("h264", 1280, 720, fps: 120, profile: "High", level: 42), aacEng), .mbps5, ios,
+         Expect(delivery: .transcode, size: [1280, 720], fps: 60, reasons: ["frame_rate_reduced"])),
+    Case("no caps.max_frame_rate: 240 fps slow motion is encoded at 60, 100 fps at 50 (every n-th picture, an even cadence)",
+         media("mp4", kbps: 20000, video("h264", 1280, 720, fps: 240, profile: "High", level: 52), aacEng), .mbps5, ios,
+         Expect(delivery: .transcode, fps: 60, reasons: ["frame_rate_reduced"])),
+    Case("no caps.max_frame_rate: 100 fps is encoded at 50",
+         media("mkv", kbps: 20000, video("h264", 1280, 720, fps: 100, profile: "High", level: 42), aacEng), .mbps5, ios,
+         Expect(delivery: .transcode, fps: 50, reasons: ["frame_rate_reduced"])),
+    Case("no caps.max_frame_rate: 59.94 fps is encoded at its own rate",
+         media("mkv", kbps: 20000, video("h264", 1920, 1080, fps: 60000.0 / 1001), aacEng), .mbps5, ios,
+         Expect(delivery: .transcode, fps: 0, notReasons: ["frame_rate_reduced"])),
     Case("caps.max_video_bit_depth 8: HEVC Main 10 is re-encoded for an 8-bit HEVC decoder",
          media("mp4", kbps: 6000, video("hevc", 1920, 1080, pix: "yuv420p10le", profile: "Main 10"), aacEng), .original,
          DeviceCaps(codecsVideo: ["h264", "hevc"], codecsAudio: ["aac"], containers: ["mp4"], maxVideoBitDepth: 8),
@@ -930,6 +969,7 @@ struct PlannerRuleTests {
         if let r = e.rotation { #expect(plan.video?.rotation == r) }
         if let l = e.level { #expect(plan.video?.encoder?.level == l) }
         if let k = e.videoKbps { #expect(plan.video?.bitrateKbps == k, "reasons \(plan.reasons)") }
+        if let f = e.fps { #expect((plan.video?.maxFrameRate ?? 0) == f, "reasons \(plan.reasons)") }
         if let i = e.audioIndex { #expect(plan.audio?.sourceIndex == i) }
         if let a = e.audio { #expect(plan.audio?.action == a, "reasons \(plan.reasons)") }
         if let codec = e.audioCodec { #expect(plan.audio?.codec == codec) }

@@ -68,13 +68,16 @@ struct PresetsTests {
         }
     }
 
-    @Test("the finer caps: an H.264 level as \"4.1\", 4.1 or 41; a bit depth, for every codec or by codec; HDR formats by their usual names; a channel count; anything else names the field")
+    @Test("the finer caps: an H.264 level as \"4.1\", 4.1 or 41; a bit depth, for every codec or by codec; HDR formats by their usual names; a channel count; a frame rate as a number, \"59.94\" or \"60000/1001\"; anything else names the field")
     func finerCaps() throws {
         for (text, idc) in [(#""4.1""#, 41), ("4.1", 41), ("41", 41), (#""41""#, 41), ("5", 50), (#""3.0""#, 30), (#""1b""#, 9)] {
             #expect(try DeviceCaps.parse(Array(#"{"max_h264_level": \#(text)}"#.utf8)).maxH264Level == idc, "\(text)")
         }
-        let caps = try DeviceCaps.parse(Array(#"{"max_video_bit_depth": 10, "hdr_formats": ["HDR10+", "Dolby-Vision", "hlg"], "max_audio_channels": "2"}"#.utf8))
-        #expect(caps.maxVideoBitDepth == 10 && caps.hdrFormats == ["hdr10", "dolby_vision", "hlg"] && caps.maxAudioChannels == 2)
+        let caps = try DeviceCaps.parse(Array(#"{"max_video_bit_depth": 10, "hdr_formats": ["HDR10+", "Dolby-Vision", "hlg"], "max_audio_channels": "2", "max_frame_rate": 30}"#.utf8))
+        #expect(caps.maxVideoBitDepth == 10 && caps.hdrFormats == ["hdr10", "dolby_vision", "hlg"] && caps.maxAudioChannels == 2 && caps.maxFrameRate == 30)
+        for (text, rate) in [("59.94", 59.94), (#"" 60000/1001 ""#, 60000.0 / 1001), (#""24""#, 24.0), ("120", 120.0)] {
+            #expect(try DeviceCaps.parse(Array(#"{"max_frame_rate": \#(text)}"#.utf8)).maxFrameRate == rate, "\(text)")
+        }
         // A depth for each codec, kept as an object when the caps are stored and read back.
         let byCodec = try DeviceCaps.parse(Array(#"{"max_video_bit_depth": {"H264": 8, "hevc": "10"}}"#.utf8))
         #expect(byCodec.maxVideoBitDepth == BitDepthCap(byCodec: ["h264": 8, "hevc": 10]))
@@ -87,6 +90,9 @@ struct PresetsTests {
                              (#"{"max_video_bit_depth": {"hevc": true}}"#, "max_video_bit_depth"), (#"{"max_video_bit_depth": [10]}"#, "max_video_bit_depth"),
                              ("{\"max_video_bit_depth\": {" + (0..<65).map { "\"c\($0)\": 8" }.joined(separator: ", ") + "}}", "max_video_bit_depth"),
                              (#"{"max_audio_channels": 0}"#, "max_audio_channels"),
+                             (#"{"max_frame_rate": 0}"#, "max_frame_rate"), (#"{"max_frame_rate": "fast"}"#, "max_frame_rate"),
+                             (#"{"max_frame_rate": "60/0"}"#, "max_frame_rate"), (#"{"max_frame_rate": 1e9}"#, "max_frame_rate"),
+                             (#"{"max_frame_rate": true}"#, "max_frame_rate"),
                              (#"{"hdr_formats": ["hdr11"]}"#, "hdr_formats"), (#"{"hdr_formats": "hdr10"}"#, "hdr_formats")] {
             do { _ = try DeviceCaps.parse(Array(bad.utf8)); Issue.record("parsed \(bad)") } catch {
                 #expect(error.code == .invalidCaps && error.field == field, "\(bad)")

@@ -31,4 +31,39 @@ struct FinerCapsTests {
             #expect(s[1]["codec_name"] == .string("aac") && s[1]["channels"]?.int == 2, "\(s[1])")
         }
     }
+
+    @Test("a 120 fps clip is encoded at 60 fps, every second picture (not a mix of both), and at 30 for a device that says max_frame_rate 30, even at original")
+    func frameRateLimit() throws {
+        // Even pictures dark, odd ones light: every second picture is all one brightness. The
+        // noise gives it more bits than the 1 Mbit/s rung, so it is encoded there.
+        let source = try Media.generated("alternating-noisy-120fps.mp4", [
+            "-f", "lavfi", "-i", "color=c=gray:size=320x240:rate=120,geq=lum='if(mod(N,2),200,40)':cb=128:cr=128,noise=alls=20:allf=t",
+            "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "2",
+            "-c:v", "libx264", "-preset", "ultrafast", "-qp", "10", "-pix_fmt", "yuv420p", "-c:a", "aac"])
+        let dir = Media.scratch("frame-rate-caps")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let caps = dir.appendingPathComponent("thirty.json").path
+        try #"{"codecs_video": ["h264"], "codecs_audio": ["aac"], "containers": ["mp4"], "max_frame_rate": 30}"#
+            .write(toFile: caps, atomically: true, encoding: .utf8)
+        for (quality, device, rate) in [("1mbps", "ios", 60), ("original", caps, 30)] {
+            try Command.prepare(source, quality: quality, caps: device, scratch: "frame-rate-out") { run, out in
+                #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+                #expect("\(try Command.json(run)["plan"]?["reasons"] ?? .null)".contains("frame_rate_reduced"))
+                let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-count_frames",
+                                                    "-show_entries", "stream=r_frame_rate,avg_frame_rate,nb_read_frames,start_time,duration", "-of", "json", out])
+                guard case .array(let streams)? = try JSONValue.parse(Array(r.stdout.utf8))["streams"], let v = streams.first else {
+                    throw TestFailure("no video stream: \(r.stdout)")
+                }
+                #expect(v["r_frame_rate"] == .string("\(rate)/1") && v["avg_frame_rate"] == .string("\(rate)/1"), "\(r.stdout)")
+                let frames = Int(v["nb_read_frames"]?.string ?? "") ?? 0
+                #expect(abs(frames - 2 * rate) <= 1, "\(frames) pictures for 2 s at \(rate) fps")
+                #expect(abs((Double(v["duration"]?.string ?? "") ?? 0) - 2) < 0.05, "\(r.stdout)")
+                let stats = try Run.command("ffprobe", ["-v", "error", "-f", "lavfi", "-i", "movie=\(out),signalstats",
+                                                        "-show_entries", "frame_tags=lavfi.signalstats.YAVG", "-of", "csv=p=0"])
+                let brightness = stats.stdout.split(whereSeparator: \.isNewline).compactMap { Double($0) }
+                #expect(brightness.count == frames, "\(stats.stderr)")
+                #expect((brightness.max() ?? 0) - (brightness.min() ?? 0) < 20, "pictures of both kinds: \(brightness.prefix(8))")
+            }
+        }
+    }
 }
