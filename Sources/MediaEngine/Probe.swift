@@ -712,6 +712,13 @@ public enum Prober {
             let fps = Double(regular.count) / sum
             if abs(fps * seconds - 1) < 0.1 { return (fps, false) }
         }
+        // A variable rate is the one most pictures come at: the mean of the steps near the
+        // median, for the same rounding (120 fps in Matroska with a slower stretch is steps
+        // of 8, 8 and 9 ms, 120 fps, not the median's 125, which an encode kept within 60
+        // then showed at a third, 41.7).
+        let usual = regular.filter { abs(Double($0 - median)) <= max(0.1 * Double(median), rounding) }
+        let usualSum = Double(usual.reduce(0, +)) * timeBase.seconds
+        if usualSum > 0 { return (Double(usual.count) / usualSum, variable) }
         return (1 / seconds, variable)
     }
 }

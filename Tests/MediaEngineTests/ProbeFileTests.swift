@@ -155,6 +155,15 @@ struct FrameRateTests {
         }
     }
 
+    @Test("120 fps in milliseconds with a stretch at 60 (a variable phone clip in Matroska) is variable at 120, not the median step's 125")
+    func fastVariable() throws {
+        // A second at 60 fps in the middle: every other picture left out.
+        let kept: [Int] = (0..<360).filter { (i: Int) -> Bool in i < 120 || i >= 240 || i % 2 == 0 }
+        let pts: [Int64] = kept.map { (i: Int) -> Int64 in Int64((Double(i) * 1000 / 120).rounded()) }
+        let (fps, variable) = try #require(Prober.frameRate(pts: pts, timeBase: ms))
+        #expect(abs(fps - 120) < 0.5 && variable, "\(fps) \(variable)")
+    }
+
     @Test("where a frame is a tick or two (AVI's 1/25 time base), a one-tick step is a real change: 25 fps with stretches at 12.5 is variable")
     func coarseTicks() throws {
         var t: Int64 = 0
