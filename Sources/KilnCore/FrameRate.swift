@@ -19,16 +19,16 @@ public enum StandardFrameRate {
 /// How an encode keeps within a frame-rate limit: it shows every n-th picture, for the
 /// smallest whole n that brings the rate within the limit (120 → 60, 100 → 50, 240 → 60
 /// for 60), so motion keeps an even cadence (dropping one picture in five of a 75 fps
-/// stream would judder). A rate within 0.2 % of the limit is within it: 60 fps plays on a
-/// device that says 59.94.
+/// stream would judder). A rate at most 10 % above the limit (a variable screen recording
+/// at 62 fps) is shown at the limit instead, a picture left out now and then, where
+/// halving it would lose the smoothness it has. A rate within 0.2 % of the limit is within
+/// it: 60 fps plays on a device that says 59.94.
 public enum FrameRateLimit {
-    /// The divisor for a stream at `fps` and a limit of `most`; 1 when it is within it or
-    /// either is unknown.
-    public static func divisor(_ fps: Double, within most: Double) -> Int {
-        guard fps.isFinite, most.isFinite, fps > 0, most > 0, fps > most * 1.002 else { return 1 }
-        return Int((fps / (most * 1.002)).rounded(.up))
+    /// The rate an encode of a stream at `fps` shows within `most`; nil when it is within
+    /// it or either is unknown.
+    public static func rate(_ fps: Double, within most: Double) -> Double? {
+        guard fps.isFinite, most.isFinite, fps > 0, most > 0, fps > most * 1.002 else { return nil }
+        if fps <= most * 1.1 { return most }
+        return fps / (fps / (most * 1.002)).rounded(.up)
     }
-
-    /// Whether `fps` is above `most`, by the same measure.
-    public static func exceeds(_ fps: Double, _ most: Double) -> Bool { divisor(fps, within: most) > 1 }
 }

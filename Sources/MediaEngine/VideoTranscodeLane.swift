@@ -302,15 +302,17 @@ final class VideoTranscodeLane: Lane {
         return AVRational(num: 25, den: 1)
     }
 
-    /// Every n-th picture of `rate` for a plan's limit (`FrameRateLimit`): 120 fps within
-    /// 60 is 60, 119.88 is 59.94.
+    /// The rate an encode of `rate` shows within a plan's limit (`FrameRateLimit`): every
+    /// n-th picture exactly (120 fps within 60 is 60, 119.88 is 59.94), or the limit itself.
     static func limited(_ rate: AVRational, to most: Double?) -> AVRational {
-        guard let most else { return rate }
-        let n = FrameRateLimit.divisor(rate.seconds, within: most)
-        guard n > 1 else { return rate }
-        var out = AVRational(num: 0, den: 0)
-        av_reduce(&out.num, &out.den, Int64(rate.num), Int64(rate.den) * Int64(n), Int64(Int32.max))
-        return out
+        guard let most, let out = FrameRateLimit.rate(rate.seconds, within: most) else { return rate }
+        let n = (rate.seconds / out).rounded()
+        if n >= 2, abs(rate.seconds / n / out - 1) < 1e-6 {
+            var exact = AVRational(num: 0, den: 0)
+            av_reduce(&exact.num, &exact.den, Int64(rate.num), Int64(rate.den) * Int64(n), Int64(Int32.max))
+            return exact
+        }
+        return standardRate(out)
     }
 
     /// `fps` as the nearest standard rate, if within 0.2 % of it (29.97 is 30000/1001), else as it is.

@@ -94,7 +94,7 @@ struct Device: Sendable {
         if let cap = maxResolution, !FrameSize.codedFits(s, cap) {
             problems.append("resolution_above_cap")
         }
-        if let most = maxFrameRate, let fps = Codecs.frameRate(s), FrameRateLimit.exceeds(fps, most) {
+        if let most = maxFrameRate, let fps = Codecs.frameRate(s), FrameRateLimit.rate(fps, within: most) != nil {
             problems.append("frame_rate_above_cap")
         }
         if s.fieldOrder?.isInterlaced == true && !interlaced {

@@ -395,8 +395,8 @@ struct PlanContext {
         // than a display shows: a 120 fps phone clip spent its bits on pictures no 60 Hz
         // screen shows, and a level then took its size).
         let sourceFPS = Codecs.frameRate(v)
-        var divisor = sourceFPS.map { FrameRateLimit.divisor($0, within: device.maxFrameRate ?? Self.defaultMaxFrameRate) } ?? 1
-        var fps: Double { (sourceFPS ?? 30) / Double(divisor) }
+        var limited = sourceFPS.flatMap { FrameRateLimit.rate($0, within: device.maxFrameRate ?? Self.defaultMaxFrameRate) }
+        var fps: Double { limited ?? sourceFPS ?? 30 }
         let highRate = sourceFPS != nil && fps > FrameSize.highFrameRate
         // Said only where the smaller class makes a smaller picture (a 360p source fits both).
         if highRate && frameClass(rung, highFrameRate: true) < frameClass(rung, highFrameRate: false),
@@ -438,7 +438,7 @@ struct PlanContext {
                 } else if fps / 2 >= Self.leastHalvedFrameRate {
                     // Below 480p's class, half the pictures rather than half the picture:
                     // 480p at 30 fps, not 560x315 at 60, for a level 3.0 device.
-                    divisor *= 2
+                    limited = fps / 2
                 } else {
                     // Smaller at the same shape until the level holds it (480p30 is 48,600
                     // macroblocks a second, 3.0 takes 40,500: 770x432).
@@ -450,7 +450,7 @@ struct PlanContext {
             }
             if size != before { reasons.append("resolution_reduced_for_level") }
         }
-        if divisor > 1 {
+        if limited != nil {
             reasons.append("frame_rate_reduced")
             // A rate the level halved to 30 no longer costs the picture its class.
             if fps <= FrameSize.highFrameRate { reasons.removeAll { $0 == "frame_rate_above_30" } }
@@ -469,7 +469,7 @@ struct PlanContext {
         if Codecs.rotation(v) != 0 { reasons.append("rotation_applied") }
         return (VideoPlan(sourceIndex: v.index, action: .transcode, codec: "h264", width: size.width, height: size.height,
                           bitrateKbps: maxrate, toneMap: toneMap, deinterlace: deinterlace,
-                          rotation: Codecs.rotation(v), encoder: encoder, maxFrameRate: divisor > 1 ? fps : nil), reasons)
+                          rotation: Codecs.rotation(v), encoder: encoder, maxFrameRate: limited), reasons)
     }
 
     /// What replaces a copied picture whose copy stops (an H.264/HEVC size that changes
