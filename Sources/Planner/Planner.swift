@@ -795,13 +795,25 @@ struct PlanContext {
 
     /// The largest frame a rung delivers to this device: the rung's class (its 4K class
     /// when policy allows and the device decodes above 1080p), one class down above 30
-    /// fps, then never above the device's `max_resolution`.
+    /// fps unless the rung has the bits for both, then never above the device's
+    /// `max_resolution`.
     func frameClass(_ rung: Rung, highFrameRate: Bool) -> ResolutionClass {
-        var cls = rung.maxResolution
-        if policy.allow4KOutput, let big = rung.maxResolution4K, let dm = device.maxResolution, dm > .p1080 { cls = big }
-        if highFrameRate { cls = FrameSize.stepDown(cls) }
+        var cls = fullClass(rung)
+        // Twice the pictures cost about 1.5-2x the bits for the same look: a rung with at
+        // least twice the least budget the ladder gives that class at up to 30 fps keeps it
+        // (1080p60 at 20 Mbps looks better than 1080p30 at the 10 Mbps rung; stepped to
+        // 720p it spent 19 Mbit/s on a picture the 2 Mbps rung makes).
+        let least = presets.rungs.filter { fullClass($0) == cls }.map(\.videoKbps).min() ?? rung.videoKbps
+        if highFrameRate && rung.videoKbps < 2 * least { cls = FrameSize.stepDown(cls) }
         if let dm = device.maxResolution { cls = min(cls, dm) }
         return cls
+    }
+
+    /// A rung's class before frame rate and device: its 4K class when policy allows and
+    /// the device decodes above 1080p.
+    private func fullClass(_ rung: Rung) -> ResolutionClass {
+        if policy.allow4KOutput, let big = rung.maxResolution4K, let dm = device.maxResolution, dm > .p1080 { return big }
+        return rung.maxResolution
     }
 }
 
