@@ -102,7 +102,6 @@ public enum Prober {
                 if duration <= 0, let end = measuredEnd(demuxer, size: Int64(size)), end > start {
                     duration = end - start
                     warnings.append("duration_measured")
-                    try? demuxer.rewind()
                 }
                 // libavformat's length of an MPEG-TS file is its last time less its first:
                 // across a splice, any span (a recording whose clock jumped on by hours
@@ -116,7 +115,6 @@ public enum Prober {
                 // length is the declared time less the start.
                 if formatName.hasPrefix("matroska"), start > 0.5, duration > start,
                    let end = measuredEnd(demuxer, size: Int64(size)) {
-                    try? demuxer.rewind()
                     if abs(end - duration) < abs(end - (start + duration)) {
                         duration -= start
                         lengthFromStart = true
@@ -657,10 +655,13 @@ public enum Prober {
 
     /// Where a file without a declared duration ends: the latest audio or video packet end
     /// in its last `tailBytes`, read after a byte seek (demuxers find their next packet from
-    /// any byte). nil when the container cannot seek by byte or shows no times there. Leaves
-    /// the read position at the end: the caller rewinds.
+    /// any byte). nil when the container cannot seek by byte or shows no times there. The
+    /// demuxer is back at the start afterwards, whatever the tail held: left at the end when
+    /// the tail said nothing (a Matroska file without a Duration), the pipeline found no
+    /// packets and the file was refused as damaged.
     static func measuredEnd(_ demuxer: Demuxer, size: Int64) -> Double? {
         guard size > 0, demuxer.readsFromAnyByte, let packet = try? Packet() else { return nil }
+        defer { try? demuxer.rewind() }
         var end: Double? = nil
         let read = demuxer.read(fromByte: max(0, size - tailBytes), limit: 100_000, into: packet) { packet in
             let p = packet.pointer.pointee

@@ -307,6 +307,29 @@ struct CommandLineTests {
         try SourceDamageTests.expectSourceCorrupt(half, quality: "2mbps", caps: "android", in: dir, saying: "cut short")
     }
 
+    @Test("a Matroska file without its (optional) Duration is prepared whole: the probe's look at its tail left the reader at the end, and it was refused as having no packets")
+    func matroskaWithoutDuration() throws {
+        let whole = try Media.generated("no-duration-source-4s.mkv", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=4",
+                                                                     "-f", "lavfi", "-i", "sine=duration=4", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac"])
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: whole)))
+        // Duration (44 89, an 8-byte float) becomes a Void element (EC) of the same 11 bytes.
+        let at = try #require((0..<min(bytes.count, 4096) - 2).first { bytes[$0] == 0x44 && bytes[$0 + 1] == 0x89 && bytes[$0 + 2] == 0x88 })
+        bytes.replaceSubrange(at..<at + 11, with: [0xEC, 0x89] + [UInt8](repeating: 0, count: 9))
+        let dir = Media.scratch("cli-no-duration")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("no-duration.mkv").path
+        try Data(bytes).write(to: URL(fileURLWithPath: source))
+        #expect(try Run.command("ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", source]).stdout
+                    .trimmingCharacters(in: .whitespacesAndNewlines) == "N/A", "the source is what the test needs")
+        for (quality, caps) in [("original", "ios"), ("1mbps", "web")] {
+            try Command.prepare(source, quality: quality, caps: caps, scratch: "cli-no-duration-out") { r, out in
+                #expect(r.status == 0, "\(r.stdout.prefix(400)) \(r.stderr.prefix(400))")
+                let video = try FFprobe(out).duration("video") ?? 0, audio = try FFprobe(out).duration("audio") ?? 0
+                #expect(abs(video - 4) < 0.2 && abs(audio - 4) < 0.2, "\(quality): \(video) s of pictures, \(audio) s of sound")
+            }
+        }
+    }
+
     @Test("a Matroska recording kept on its capture clock (its first block at an hour, its Duration the last time) is 6 s long at its real bitrate: transcoded for a rung it is above, remuxed whole for original (it was read as 3606 s, gone to a 1 Mbit/s device as it was, and refused as cut short)")
     func matroskaStartingLate() throws {
         let source = try Media.generated("late-clock-6s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=6",
