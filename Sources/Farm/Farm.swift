@@ -11,6 +11,8 @@ public struct RecoveryReport: Sendable, Equatable {
     public var removedTemporaries: [String] = []
     /// Jobs whose lease had expired, put back in line (or failed on their last attempt).
     public var rescuedJobs: Int = 0
+    /// Ready artifacts whose file was gone or not its recorded size, queued again.
+    public var requeuedLost: [String] = []
     public init() {}
 }
 
@@ -129,9 +131,14 @@ public final class Farm: @unchecked Sendable {
         report.finishedDeletions = try collector.finishInterrupted(now: now)
         report.removedTemporaries = folder.removeStaleTemporaries()
         report.rescuedJobs = try soleFarm ? store.rescueInterruptedJobs(now: now) : store.rescueExpiredLeases(now: now)
+        for held in try store.heldOwnedFiles() where Self.fileSize(held.path) != held.bytes {
+            if try store.requeueLost(artifactID: held.artifactID, path: held.path, maxAttempts: config.maxAttempts, now: now) {
+                report.requeuedLost.append(held.artifactID)
+            }
+        }
         // Leases of a previous run that have not lapsed yet: rescue right after they do.
         let held = try store.queueSnapshot(recentFailures: 0, queuedLimit: 0).running.compactMap(\.leaseExpiresAt)
-        if !report.finishedDeletions.isEmpty || report.rescuedJobs > 0 { events.notify() }
+        if !report.finishedDeletions.isEmpty || report.rescuedJobs > 0 || !report.requeuedLost.isEmpty { events.notify() }
         for line in describe(report) { log.write(line) }
 
         state.lock()
@@ -149,6 +156,10 @@ public final class Farm: @unchecked Sendable {
         if !r.finishedDeletions.isEmpty { lines.append("start-up: finished deleting \(r.finishedDeletions.joined(separator: ", "))") }
         if !r.removedTemporaries.isEmpty { lines.append("start-up: removed \(r.removedTemporaries.count) stale temporary file(s)") }
         if r.rescuedJobs > 0 { lines.append("start-up: rescued \(r.rescuedJobs) job(s) a stopped daemon left running") }
+        if !r.requeuedLost.isEmpty {
+            lines.append("start-up: preparing again \(r.requeuedLost.count) artifact(s) whose file is gone or not its recorded size: "
+                         + r.requeuedLost.joined(separator: ", "))
+        }
         return lines
     }
 
@@ -223,15 +234,36 @@ public final class Farm: @unchecked Sendable {
         let source = SourceRecord(path: path, fingerprint: fingerprint, durationSeconds: info.durationSeconds, sizeBytes: size)
         let original = plan.deliveryFormat == .original
             ? FileRecord(path: path, bytes: size, sha256: nil, owned: false) : nil
-        let binding = try store.bind(request: request, plan: plan, source: source,
+        var binding = try store.bind(request: request, plan: plan, source: source,
                                      estimatedBytes: Self.estimatedBytes(plan: plan, source: info),
                                      maxAttempts: config.maxAttempts, originalFile: original, now: clock.nowMillis())
+        let checked = try checkingFile(binding.artifact)
+        if checked.state != binding.artifact.state {
+            binding.artifact = checked
+            binding.enqueued = true
+        }
         if binding.enqueued { wake() }
         if let previous = binding.movedFrom {
             events.notify()
             stopRunnersIfCanceled(artifactID: previous)
         }
         return binding
+    }
+
+    /// `a` as it stands once its file is checked: a ready artifact whose file Kiln made is
+    /// gone or no longer its recorded size (deleted by hand, truncated, a disk restored from
+    /// an older backup) is queued again, and answered as pending, not as a ready link to a
+    /// 404 that nothing would ever mend. A `stat`, cheap enough for every answer.
+    public func checkingFile(_ a: ArtifactRecord) throws(KilnError) -> ArtifactRecord {
+        guard a.state == .ready, let f = a.file, f.owned, a.unreferencedSince == nil,
+              Self.fileSize(f.path) != f.bytes else { return a }
+        guard try store.requeueLost(artifactID: a.id, path: f.path, maxAttempts: config.maxAttempts, now: clock.nowMillis()) else {
+            return a
+        }
+        log.write("artifact \(a.id): its file \(f.path) is gone or not the \(f.bytes) bytes it was; preparing it again")
+        events.notify()
+        wake()
+        return try store.artifact(id: a.id) ?? a
     }
 
     /// Drops a reference; if it was the last, an unfinished job is canceled (and its child stopped).

@@ -114,7 +114,7 @@ public final class API: Sendable {
             }
             throw APIError.notFound
         }
-        return a
+        return try farm.checkingFile(a)
     }
 
     func prepare(_ req: HTTPRequest) throws -> HTTPResponse {
@@ -127,7 +127,8 @@ public final class API: Sendable {
     }
 
     func referenceAnswer(_ ref: String) throws -> HTTPResponse {
-        guard let r = try store.reference(ref), let a = try store.artifact(id: r.artifactID) else { throw APIError.notFound }
+        guard let r = try store.reference(ref), let stored = try store.artifact(id: r.artifactID) else { throw APIError.notFound }
+        let a = try farm.checkingFile(stored)
         let view = ReferenceView(reference: r, artifact: a, originalChanged: Self.originalChanged(a))
         return .json(status: view.httpStatus, view)
     }

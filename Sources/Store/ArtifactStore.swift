@@ -134,6 +134,16 @@ public protocol ArtifactStore: AnyObject, Sendable {
     /// Every file path Kiln owns according to the rows, to find files no row knows.
     func ownedFilePaths() throws(KilnError) -> Set<String>
 
+    /// Ready artifacts whose files Kiln made and some reference holds, with the path and
+    /// size recorded, for start-up to find files that went missing meanwhile.
+    func heldOwnedFiles() throws(KilnError) -> [(artifactID: String, path: String, bytes: Int64)]
+
+    /// A ready artifact whose file Kiln made is gone or no longer its recorded size (deleted
+    /// by hand, a disk restored from an older backup, truncated): queued again with fresh
+    /// attempts, its row back to pending. False unless it is still ready at `path` and a
+    /// reference holds it (collection takes an unheld one).
+    func requeueLost(artifactID: String, path: String, maxAttempts: Int, now: Int64) throws(KilnError) -> Bool
+
     /// Bytes of owned files: all, and those no reference holds.
     func storedBytes() throws(KilnError) -> (total: Int64, unreferenced: Int64)
 

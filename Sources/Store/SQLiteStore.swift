@@ -706,6 +706,32 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         }
     }
 
+    public func heldOwnedFiles() throws(KilnError) -> [(artifactID: String, path: String, bytes: Int64)] {
+        try read { db throws(KilnError) in
+            try db.query("""
+                SELECT id, file_path, file_bytes FROM artifacts
+                WHERE state = 'ready' AND file_owned = 1 AND unreferenced_since IS NULL
+                """) { (artifactID: $0.string(0), path: $0.string(1), bytes: $0.int64(2)) }
+        }
+    }
+
+    public func requeueLost(artifactID: String, path: String, maxAttempts: Int, now: Int64) throws(KilnError) -> Bool {
+        try write { db throws(KilnError) -> Bool in
+            guard let format = try db.queryOne("""
+                UPDATE artifacts SET state = 'pending', file_path = NULL, file_bytes = NULL, file_sha256 = NULL, ready_at = NULL,
+                    updated_at = ?
+                WHERE id = ? AND state = 'ready' AND file_owned = 1 AND file_path = ? AND unreferenced_since IS NULL
+                RETURNING delivery_format
+                """, now, artifactID, path, map: { $0.string(0) }) else { return false }
+            let priority = try db.queryOne("SELECT priority FROM jobs WHERE artifact_id = ?", artifactID) { row throws(KilnError) in
+                try parse(Priority.self, row.string(0))
+            }
+            try requeueFresh(db, artifactID: artifactID, kind: JobKind(deliveryFormat: try parse(DeliveryFormat.self, format)),
+                             priority: priority ?? .interactive, maxAttempts: max(1, maxAttempts), now: now)
+            return true
+        }
+    }
+
     public func storedBytes() throws(KilnError) -> (total: Int64, unreferenced: Int64) {
         try read { db throws(KilnError) in try storedBytes(db) }
     }

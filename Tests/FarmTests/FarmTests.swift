@@ -763,6 +763,36 @@ struct GarbageCollectionTests {
         #expect(try eventually { try h.artifact(id)?.state == .ready })
     }
 
+    @Test("a ready artifact whose file went missing or was cut short is prepared again (on a request, and at start-up), not answered ready with a link to nothing; an unheld one is left to collection")
+    func lostFilesArePreparedAgain() throws {
+        let h = try Harness("lost-files") { $0.gcIntervalSeconds = 3600 }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let gone = try ready(h, "gone"), cut = try ready(h, "cut"), unheld = try ready(h, "unheld")
+        try h.farm.release(reference: "unheld")
+        // Deleted by hand while the daemon runs: the next request queues it again.
+        try FileManager.default.removeItem(atPath: h.config.artifactPath(gone))
+        let stored = try h.artifact(gone)
+        let again = try h.farm.prepare(h.request("gone", try #require(stored).source.path))
+        #expect(again.artifact.id == gone && again.artifact.state == .pending && again.enqueued)
+        #expect(try eventually { try h.artifact(gone)?.state == .ready })
+        #expect(FileManager.default.fileExists(atPath: h.config.artifactPath(gone)))
+        #expect(h.log.lines.contains { $0.contains(gone) && $0.contains("preparing it again") }, "\(h.log.lines)")
+        // Cut short, or gone, while the daemon was stopped: found at start-up.
+        h.farm.shutdown(grace: 0)
+        let handle = try #require(FileHandle(forWritingAtPath: h.config.artifactPath(cut)))
+        try handle.truncate(atOffset: 10)
+        try handle.close()
+        try FileManager.default.removeItem(atPath: h.config.artifactPath(unheld))
+        h.restart()
+        let recovery = try h.farm.start()
+        #expect(recovery.requeuedLost == [cut])
+        #expect(try eventually { try h.artifact(cut)?.state == .ready })
+        #expect(try h.artifact(cut)?.file?.bytes == Int64(FileIO.size(atPath: h.config.artifactPath(cut)) ?? -1))
+        #expect(try h.artifact(unheld)?.state == .ready, "an artifact nobody holds is not made again; collection takes it")
+        #expect(h.fake.launches.count == 5)
+    }
+
     @Test("a reference that comes back during collection wins: the artifact is not deleted")
     func referenceComesBack() throws {
         let h = try Harness("gc-back") { $0.retentionSeconds = 0 }
