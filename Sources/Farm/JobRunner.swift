@@ -90,6 +90,10 @@ final class JobRunner: @unchecked Sendable {
 
         let h: any JobHandle
         do {
+            // The folder made again if it went (removed by hand, a volume mounted over it):
+            // the child refuses an output folder that is not there as a usage error, and
+            // every job failed at once, for good. One that cannot be made is retried.
+            try folder.create()
             h = try farm.launcher.launch(spec) { [weak self] p in self?.noteProgress(p) }
         } catch {
             let failure = AttemptError(attempt: spec.attempt, code: "launch_failed", stage: "open", message: error.message,

@@ -793,6 +793,19 @@ struct GarbageCollectionTests {
         #expect(h.fake.launches.count == 5)
     }
 
+    @Test("an artifact folder removed while the daemon runs is made again for the next job, which succeeds at its first attempt")
+    func artifactFolderMadeAgain() throws {
+        let h = try Harness("folder-gone") { $0.gcIntervalSeconds = 3600 }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        _ = try ready(h, "before")
+        try FileManager.default.removeItem(atPath: h.config.artifactsDir)
+        let id = try ready(h, "after")
+        let a = try #require(try h.artifact(id))
+        #expect(a.errors.isEmpty && a.job?.attempt == 1, "\(a.errors)")
+        #expect(FileManager.default.fileExists(atPath: h.config.artifactPath(id)))
+    }
+
     @Test("a reference that comes back during collection wins: the artifact is not deleted")
     func referenceComesBack() throws {
         let h = try Harness("gc-back") { $0.retentionSeconds = 0 }
