@@ -60,11 +60,13 @@ struct GarbageCollector: Sendable {
     /// - Parameter wantedBytes: free space the jobs waiting for disk need beyond `minFreeBytes`.
     func collect(now: Int64, wantedBytes: Int64 = 0) throws(KilnError) -> GarbageReport {
         var report = GarbageReport()
+        var (finished, stuck) = try finishDeletions(now: now)
+        report.deleted = finished
         let candidates = try store.unreferencedArtifacts(limit: 100_000)   // least recently used first
         var gone = Set<String>()
         let retention = config.retentionSeconds * 1000
         for a in candidates where now - (a.unreferencedSince ?? a.lastUsedAt) >= retention {
-            if try delete(a, now: now, report: &report) { gone.insert(a.id) }
+            if try delete(a, now: now, report: &report, stuck: &stuck) { gone.insert(a.id) }
         }
 
         var total = try store.storedBytes().total
@@ -84,13 +86,13 @@ struct GarbageCollector: Sendable {
         for a in candidates where !gone.contains(a.id) {
             guard pressed() else { break }
             let bytes = a.file?.bytes ?? 0
-            if try delete(a, now: now, report: &report) {
+            if try delete(a, now: now, report: &report, stuck: &stuck) {
                 gone.insert(a.id)
                 total -= bytes
                 free = free.map { $0 + bytes }
             }
         }
-        var lines: [String] = []
+        var lines = stuck
         if pressed(), let budget = config.storageBudgetBytes, total > budget {
             lines.append("storage: referenced artifacts exceed the budget of \(budget) bytes; nothing more may be deleted")
         }
@@ -115,14 +117,14 @@ struct GarbageCollector: Sendable {
             .sorted()
     }
 
-    private func delete(_ a: ArtifactRecord, now: Int64, report: inout GarbageReport) throws(KilnError) -> Bool {
+    private func delete(_ a: ArtifactRecord, now: Int64, report: inout GarbageReport, stuck: inout [String]) throws(KilnError) -> Bool {
         guard let file = a.file, file.owned else { return false }
         fileLock.lock()
         defer { fileLock.unlock() }
         guard try store.beginDeleting(artifactID: a.id, now: now) else { return false }   // held again meanwhile
         do { try folder.remove(file.path) } catch {
-            // Left `deleting`: the next start-up tries again.
-            log.write("cannot delete \(file.path) of \(a.id): \(error.message)")
+            // Left `deleting`: the next pass tries again (`finishDeletions`).
+            stuck.append("cannot delete \(file.path) of \(a.id): \(error.message)")
             return false
         }
         try store.finishDeleting(artifactID: a.id, now: now)
@@ -131,19 +133,31 @@ struct GarbageCollector: Sendable {
         return true
     }
 
-    /// Start-up: finish deletions a crash interrupted (the file may or may not be gone yet).
-    func finishInterrupted(now: Int64) throws(KilnError) -> [String] {
-        var finished: [String] = []
+    /// Deletions left `deleting` (a crash between the steps, or a file that could not be
+    /// removed then, on a folder made read-only for a while): finished where the file can
+    /// go now. At start-up and on every collection pass, so a deletion that failed once is
+    /// not left, its bytes counted and its links answering 409, until the next restart.
+    func finishDeletions(now: Int64) throws(KilnError) -> (finished: [String], stuck: [String]) {
+        fileLock.lock()
+        defer { fileLock.unlock() }
+        var finished: [String] = [], stuck: [String] = []
         for a in try store.artifactsBeingDeleted() {
             if let file = a.file, file.owned {
                 do { try folder.remove(file.path) } catch {
-                    log.write("start-up: cannot delete \(file.path) of \(a.id): \(error.message)")
+                    stuck.append("cannot delete \(file.path) of \(a.id): \(error.message)")
                     continue
                 }
             }
             try store.finishDeleting(artifactID: a.id, now: now)
             finished.append(a.id)
         }
+        return (finished, stuck)
+    }
+
+    /// Start-up: finish deletions a crash interrupted (the file may or may not be gone yet).
+    func finishInterrupted(now: Int64) throws(KilnError) -> [String] {
+        let (finished, stuck) = try finishDeletions(now: now)
+        for line in stuck { log.write("start-up: " + line) }
         return finished
     }
 }

@@ -806,6 +806,26 @@ struct GarbageCollectionTests {
         #expect(FileManager.default.fileExists(atPath: h.config.artifactPath(id)))
     }
 
+    @Test("a deletion that failed (the file could not be removed then) is finished by a later collection pass, not only at the next start-up")
+    func failedDeletionRetried() throws {
+        let h = try Harness("gc-retry") { $0.retentionSeconds = 0; $0.gcIntervalSeconds = 3600 }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let id = try ready(h, "r")
+        try h.farm.release(reference: "r")
+        // unlink(2) cannot remove a folder: a file that cannot go, as on a read-only mount.
+        let path = h.config.artifactPath(id)
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.createDirectory(atPath: path + "/in-the-way", withIntermediateDirectories: true)
+        #expect(try h.farm.collectGarbage().deleted.isEmpty)
+        #expect(try h.artifact(id)?.state == .deleting)
+        #expect(h.log.lines.contains { $0.contains("cannot delete \(path)") }, "\(h.log.lines)")
+        try FileManager.default.removeItem(atPath: path)
+        #expect(try h.farm.collectGarbage().deleted == [id])
+        #expect(try h.artifact(id) == nil)
+        #expect(try h.store.storedBytes().total == 0)
+    }
+
     @Test("a reference that comes back during collection wins: the artifact is not deleted")
     func referenceComesBack() throws {
         let h = try Harness("gc-back") { $0.retentionSeconds = 0 }
