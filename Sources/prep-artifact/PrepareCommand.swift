@@ -116,11 +116,20 @@ enum PrepareCommand {
         let signals = SignalWatcher(cancellation: cancellation)
         defer { signals.stop() }
         let expected = args.values["--fingerprint"]
-        let source = try Prober.open(path: try args.file(), cancellation: cancellation, fingerprint: expected != nil, preparing: true)
-        if let expected, source.info.fingerprint != expected {
-            throw KilnError(.sourceChanged, stage: .probe,
-                            "the source changed after it was asked for (replaced, or still being written); ask again for its new content")
+        let changed = KilnError(.sourceChanged, stage: .probe,
+                                "the source changed after it was asked for (replaced, or still being written); ask again for its new content")
+        let path = try args.file()
+        let source: ProbedSource
+        do {
+            source = try Prober.open(path: path, cancellation: cancellation, fingerprint: expected != nil, preparing: true)
+        } catch where expected != nil && [.sourceUnreadable, .sourceUnsupported, .sourceCorrupt].contains(error.code) {
+            // A file that no longer reads may be one cut short or rewritten since it was
+            // asked for: that is a change the caller mends by asking again, not damage that
+            // fails the artifact for good.
+            if let now = try? SourceFingerprint.compute(path: path), now != expected { throw changed }
+            throw error
         }
+        if let expected, source.info.fingerprint != expected { throw changed }
         return try execute(source: source, plan: plan, output: output, args: args, cancellation: cancellation, signals: signals)
     }
 

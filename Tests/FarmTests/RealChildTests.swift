@@ -120,6 +120,27 @@ struct RealChildTests {
         try expectDelivered(h, again.artifact.id)
     }
 
+    @Test("a source cut short after it was asked for (its index gone with its tail) fails as source_changed, which says to ask again, not as an unreadable file for good")
+    func sourceCutShortBeforeItsJob() throws {
+        let (h, _) = try harness("real-cut")
+        defer { h.cleanUp() }
+        let dir = Media.scratch("real-cut-source")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = dir.appendingPathComponent("clip.mp4").path
+        try FileManager.default.copyItem(atPath: Media.shared("sp_bear-640x360-trailing-moov.mp4"), toPath: source)
+        let asked = try h.farm.prepare(h.request("cut-1", source, .mbps1))
+        #expect(asked.artifact.plan.deliveryFormat != .original)
+        let file = try FileHandle(forWritingTo: URL(fileURLWithPath: source))
+        try file.truncate(atOffset: UInt64((FileIO.size(atPath: source) ?? 0) / 2))
+        try file.close()
+        let cutRun = try Run.command(Binaries.path("prep-artifact"), ["probe", source, "--json"])
+        #expect(cutRun.status == 3, "the cut file alone is unreadable: \(cutRun.stdout.prefix(200))")
+        try h.farm.start()
+        #expect(try eventually(timeout: 120) { try [.ready, .failed].contains(h.artifact(asked.artifact.id)?.state) })
+        let failed = try #require(try h.artifact(asked.artifact.id))
+        #expect(failed.errors.map(\.code) == ["source_changed"], "\(failed.errors)")
+    }
+
     @Test("an unreadable source fails at intake with the probe child's error")
     func badSource() throws {
         let (h, _) = try harness("real-bad")
