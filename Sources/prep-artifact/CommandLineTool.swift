@@ -12,6 +12,10 @@ enum CommandLineTool {
     """
 
     static func run(_ args: [String]) -> Int32 {
+        // A command that answers SIGINT/SIGTERM holds them from its first step: sent before
+        // its watcher started (the daemon stopping a job it just launched), they killed it
+        // with no answer; held, the watcher takes them and it answers `canceled`.
+        if ["prepare", "run"].contains(args.first) { SignalWatcher.holdUntilWatched() }
         ChildSetup.apply()
         EngineMemory.configure()
         guard let command = args.first else {

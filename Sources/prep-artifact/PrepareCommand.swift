@@ -94,7 +94,8 @@ enum PrepareCommand {
         let cancellation = Cancellation()
         let signals = SignalWatcher(cancellation: cancellation)
         defer { signals.stop() }
-        let inputs = try PlanInputs(args, cancellation: cancellation, preparing: true)
+        let inputs: PlanInputs
+        do { inputs = try PlanInputs(args, cancellation: cancellation, preparing: true) } catch { throw signals.explain(error, cancellation) }
         return try execute(source: inputs.source, plan: inputs.plan, output: output, args: args,
                            cancellation: cancellation, signals: signals, rungs: inputs.presets.rungs)
     }
@@ -128,6 +129,8 @@ enum PrepareCommand {
             // fails the artifact for good.
             if let now = try? SourceFingerprint.compute(path: path), now != expected { throw changed }
             throw error
+        } catch {
+            throw signals.explain(error, cancellation)
         }
         if let expected, source.info.fingerprint != expected { throw changed }
         return try execute(source: source, plan: plan, output: output, args: args, cancellation: cancellation, signals: signals)
@@ -145,10 +148,7 @@ enum PrepareCommand {
                                           cancellation: cancellation, progress: reporter.report)
         } catch {
             reporter.clear()
-            if error.code == .canceled || cancellation.isCanceled {
-                throw KilnError(.canceled, stage: error.stage, "canceled by \(signals.received ?? "request"); nothing was written")
-            }
-            throw error
+            throw signals.explain(error, cancellation)
         }
         reporter.clear()
         if args.flag("--json") {

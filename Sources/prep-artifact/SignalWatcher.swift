@@ -19,12 +19,19 @@ final class SignalWatcher: @unchecked Sendable {
 
     var received: String? { shared.name.withLock { $0 } }
 
-    init(cancellation: Cancellation) {
+    /// The signals a watcher takes, blocked in the calling thread (and the threads it starts).
+    @discardableResult
+    static func holdUntilWatched() -> sigset_t {
         var set = sigset_t()
         sigemptyset(&set)
         sigaddset(&set, SIGINT)
         sigaddset(&set, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &set, nil)
+        return set
+    }
+
+    init(cancellation: Cancellation) {
+        var set = Self.holdUntilWatched()
         let shared = self.shared, watched = set
         let started = Threads.tryStart {
             var set = watched
@@ -41,6 +48,13 @@ final class SignalWatcher: @unchecked Sendable {
     }
 
     func stop() { shared.stopped.store(true, ordering: .releasing) }
+
+    /// `error` as the command answers it: a run a signal stopped (whatever failed as it
+    /// stopped) is `canceled`, saying by what, with nothing written.
+    func explain(_ error: KilnError, _ cancellation: Cancellation) -> KilnError {
+        guard error.code == .canceled || cancellation.isCanceled else { return error }
+        return KilnError(.canceled, stage: error.stage, "canceled by \(received ?? "request"); nothing was written")
+    }
 }
 
 /// Progress for people (a bar on a terminal's standard error) and for the daemon (JSON
