@@ -108,7 +108,7 @@ enum Serve {
     }
 }
 
-/// Waits for SIGTERM or SIGINT on a Dispatch source (not in main.swift: the handler runs
+/// Waits for SIGTERM, SIGINT or SIGHUP on a Dispatch source (not in main.swift: the handler runs
 /// on a Dispatch thread).
 final class ShutdownSignal: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
@@ -123,7 +123,9 @@ final class ShutdownSignal: @unchecked Sendable {
     }
 
     init() {
-        for (sig, label) in [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")] {
+        // SIGHUP too (the terminal it was started from closed, `kill -HUP`): its default
+        // ended the daemon at once, its jobs counted as interrupted, with no line said.
+        for (sig, label) in [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT"), (SIGHUP, "SIGHUP")] {
             Foundation.signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             s.setEventHandler { [weak self] in

@@ -246,6 +246,20 @@ struct DaemonProcessTests {
         #expect(errors.isEmpty, "the stop is no failed attempt: \(detail)")
     }
 
+    @Test("SIGHUP (its terminal closed) stops the daemon as SIGTERM does, saying so, not at once with no word")
+    func hangUp() throws {
+        let data = Media.scratch("hangup-data")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let d = try DaemonProcess(dataDir: data, mediaRoot: data.path)
+        kill(d.process.processIdentifier, SIGHUP)
+        let deadline = Date(timeIntervalSinceNow: 30)
+        while d.process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        // (A runner that ignores SIGHUP passes that on: unhandled, the daemon then never stops.)
+        guard !d.process.isRunning else { d.kill9(); Issue.record("SIGHUP did not stop the daemon: \(d.logText)"); return }
+        #expect(d.process.terminationReason == .exit && d.process.terminationStatus == 0, "\(d.process.terminationStatus) \(d.logText)")
+        #expect(d.logText.contains("SIGHUP: stopping"), "\(d.logText)")
+    }
+
     @Test("SIGKILLed mid-transcode, the daemon restarts and finishes the job: one artifact, no orphan child, no temporary file")
     func crashMidTranscode() throws {
         let media = Media.scratch("crash-media")
