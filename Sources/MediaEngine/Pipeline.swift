@@ -111,6 +111,16 @@ final class Pipeline {
     /// Times made continuous across a splice (see `run`): the source's declared duration
     /// then says nothing about the output's.
     private(set) var splices = 0
+    /// The median start of the audio and video streams other than `index`, in `tb`; nil
+    /// where there are none.
+    private func otherStreamsStart(than index: Int32, in tb: AVRational) -> Int64? {
+        let starts = timedInputs.filter { $0 != index }.compactMap { i -> Int64? in
+            let st = demuxer.stream(Int(i))
+            return st.pointee.start_time == noPTS ? nil : rescale(st.pointee.start_time, from: st.pointee.time_base, to: tb)
+        }.sorted()
+        return starts.isEmpty ? nil : starts[starts.count / 2]
+    }
+
     /// Packets left out as damage: runs of times far off that jumped back (`TimelineOutliers`).
     private(set) var outliers = 0
     /// Where the sound or pictures went on in another stream (`StreamSuccession`), and the
@@ -244,7 +254,11 @@ final class Pipeline {
             if p.pointee.pts != noPTS, p.pointee.dts != noPTS,
                abs(rescale(p.pointee.pts - p.pointee.dts, from: tb, to: kiln_time_base_q())) > Pipeline.discontinuityThreshold {
                 let st = demuxer.stream(Int(index))
-                let reference = lastDTS[index] ?? (st.pointee.start_time != noPTS ? st.pointee.start_time : p.pointee.pts)
+                // A first packet's own stream start is its damaged time, whichever it is
+                // (libavformat takes the start from the first presentation time): the other
+                // streams' starts say where the file is.
+                let reference = lastDTS[index] ?? otherStreamsStart(than: index, in: tb)
+                    ?? (st.pointee.start_time != noPTS ? st.pointee.start_time : p.pointee.pts)
                 if abs(p.pointee.dts - reference) > abs(p.pointee.pts - reference) {
                     p.pointee.dts = noPTS
                 } else {

@@ -17,7 +17,13 @@ import KilnCore
 /// run is dropped, counted in `dropped`), or `runPackets` packets on from the new time
 /// (let through as it is; a splice back in MPEG-TS is then made continuous by the
 /// pipeline). A stretch repeated late looked like such a splice: its 3 packets, timed
-/// 3.4 s back, had the rest of the file moved 3.4 s on. Holding is bounded (`holdPackets`, `holdBytes`); past that,
+/// 3.4 s back, had the rest of the file moved 3.4 s on. A stream's opening packets (its
+/// first `openingPackets`) are held too: where the stream jumps from them and goes on
+/// `runPackets` from there, the opening was the outlier and is left out (one damaged byte
+/// in an MPEG-TS file's first sound PTS, which times the PES's two frames, put its sound
+/// 16 hours after its pictures: the opening is where a stream's time starts, so nothing
+/// after it could come back to it).
+/// Holding is bounded (`holdPackets`, `holdBytes`); past that,
 /// everything held goes through as it is. Only audio and video are judged: subtitles are
 /// sparse by nature.
 final class TimelineOutliers {
@@ -25,6 +31,8 @@ final class TimelineOutliers {
     static let jump = Int64(kiln_time_base())
     /// Packets of a suspect stream on its new timeline that make the jump a real one.
     static let runPackets = 32
+    /// Packets of a stream's opening, judged by what follows them.
+    static let openingPackets = 16
     /// What may be held back while waiting, at most.
     static let holdPackets = 256
     static let holdBytes = 16 << 20
@@ -34,6 +42,9 @@ final class TimelineOutliers {
         var from: Int64
         var latest: Int64
         var packets = 1
+        /// The run jumped from the stream's opening: if the run goes on, the opening was
+        /// the outlier.
+        var fromOpening = false
     }
     private struct Held {
         var packet: Packet
@@ -41,6 +52,8 @@ final class TimelineOutliers {
         /// In a suspect run of its stream: dropped if the run comes back.
         var inRun: Bool
         var dropped = false
+        /// One of its stream's opening packets.
+        var opening = false
     }
 
     private let demuxer: Demuxer
@@ -50,6 +63,8 @@ final class TimelineOutliers {
     private let timeBases: [AVRational]
     private var position: [Int64]
     private var runs: [Run?]
+    /// Per stream, the packets of its opening still to come (0: over).
+    private var openingLeft: [Int]
     private var filePosition: Int64?
     private var held: [Held] = []
     private var heldBytes = 0
@@ -67,6 +82,7 @@ final class TimelineOutliers {
         timeBases = (0..<n).map { demuxer.stream($0).pointee.time_base }
         position = Array(repeating: noPTS, count: n)
         runs = Array(repeating: nil, count: n)
+        openingLeft = Array(repeating: Self.openingPackets, count: n)
     }
 
     /// The next packet in file order, outliers left out. False at the end of the file.
@@ -82,8 +98,9 @@ final class TimelineOutliers {
             if held.isEmpty {
                 // Nothing suspect: packets go straight through.
                 guard try demuxer.read(into: packet) else { ended = true; continue }
-                if !judge(packet) { return true }
-                try hold(packet, inRun: true)
+                let verdict = judge(packet)
+                if verdict == .clear { return true }
+                try hold(packet, verdict)
                 continue
             }
             guard try demuxer.read(into: packet) else {
@@ -91,24 +108,31 @@ final class TimelineOutliers {
                 release()
                 continue
             }
-            try hold(packet, inRun: judge(packet))
-            if !runs.contains(where: { $0 != nil }) || held.count >= Self.holdPackets || heldBytes >= Self.holdBytes { release() }
+            try hold(packet, judge(packet))
+            let waiting = runs.contains(where: { $0 != nil }) || inOpening
+            if !waiting || held.count >= Self.holdPackets || heldBytes >= Self.holdBytes { release() }
         }
     }
 
-    /// Takes the packet's time into account; true if it starts or continues a suspect run.
-    private func judge(_ packet: Packet) -> Bool {
+    private enum Verdict { case clear, inRun, opening }
+
+    /// Whether a stream that has begun is still in its opening.
+    private var inOpening: Bool { position.indices.contains { position[$0] != noPTS && openingLeft[$0] > 0 } }
+
+    /// Takes the packet's time into account: whether it starts or continues a suspect run,
+    /// or is one of its stream's opening packets.
+    private func judge(_ packet: Packet) -> Verdict {
         let p = packet.pointer.pointee
         let s = Int(p.stream_index)
         // Decode times, which rise: presentation times of reordered pictures at a low frame
         // rate may step back and forth by more than `jump`. A packet without one (Matroska's
         // first reordered pictures) is not judged.
-        guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return false }
+        guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return .clear }
         let t = rescale(p.dts, from: timeBases[s], to: kiln_time_base_q())
         // Nor one whose presentation time is seconds from it: one of the two is damaged,
         // which the pipeline settles (`Pipeline.take`).
         if p.pts != noPTS, abs(rescale(p.pts, from: timeBases[s], to: kiln_time_base_q()) - t) > Pipeline.discontinuityThreshold {
-            return false
+            return .clear
         }
         if var run = runs[s] {
             // Back where it was, at once: the run was no part of the stream.
@@ -119,28 +143,44 @@ final class TimelineOutliers {
                     dropped += 1
                 }
                 accept(s, t)
-                return false
+                return .clear
             }
             if abs(t - run.latest) <= Self.jump {
                 run.latest = t
                 run.packets += 1
                 runs[s] = run
-                // It goes on from there: a real jump.
-                if run.packets >= Self.runPackets { end(s, accepting: true) }
-                return true
+                // It goes on from there: a real jump, or, from a stream's opening, the
+                // opening was astray.
+                if run.packets >= Self.runPackets {
+                    if run.fromOpening { dropOpening(s) }
+                    end(s, accepting: true)
+                }
+                return .inRun
             }
             end(s)
             accept(s, t)
-            return false
+            return .clear
         }
         // A stream's first packet is suspect only ahead of the file: one behind it is a
         // stream stored late (its time then rises toward the file's, which is no return).
         if position[s] != noPTS ? abs(t - position[s]) > Self.jump : filePosition.map({ t - $0 > Self.jump }) ?? false {
-            runs[s] = Run(from: position[s] != noPTS ? position[s] : filePosition!, latest: t)
-            return true
+            let fromOpening = position[s] != noPTS && openingLeft[s] > 0
+            runs[s] = Run(from: position[s] != noPTS ? position[s] : filePosition!, latest: t, fromOpening: fromOpening)
+            return .inRun
         }
         accept(s, t)
-        return false
+        guard openingLeft[s] > 0 else { return .clear }
+        openingLeft[s] -= 1
+        return .opening
+    }
+
+    /// Leaves out stream `s`'s opening packets still held, and ends its opening.
+    private func dropOpening(_ s: Int) {
+        openingLeft[s] = 0
+        for i in held.indices where held[i].stream == Int32(s) && held[i].opening && !held[i].dropped {
+            held[i].dropped = true
+            dropped += 1
+        }
     }
 
     /// Whether a time `t` after a run that jumped away from `from` and last stood at `last`
@@ -167,17 +207,18 @@ final class TimelineOutliers {
     }
 
     /// Keeps `packet`'s contents (a packet of its own: the caller's is reused).
-    private func hold(_ packet: Packet, inRun: Bool) throws(KilnError) {
+    private func hold(_ packet: Packet, _ verdict: Verdict) throws(KilnError) {
         let kept = try Packet()
         kept.take(packet)
         heldBytes += Int(kept.pointer.pointee.size)
-        held.append(Held(packet: kept, stream: kept.streamIndex, inRun: inRun))
+        held.append(Held(packet: kept, stream: kept.streamIndex, inRun: verdict == .inRun, opening: verdict == .opening))
     }
 
     /// Hands out what is held, in file order, without the dropped runs; runs still open go
     /// through as real jumps.
     private func release() {
         for s in runs.indices { end(s, accepting: true) }
+        for s in openingLeft.indices where position[s] != noPTS { openingLeft[s] = 0 }
         released += held.lazy.filter { !$0.dropped }.map(\.packet)
         held = []
         heldBytes = 0

@@ -721,6 +721,41 @@ struct SourceDamageTests {
         #expect(try FFprobe.packetCount(out, "v") > 40, "the pictures after the zeroed stretch are kept")
     }
 
+    @Test("an MPEG-TS recording whose first sound PES has a damaged PTS (its frames hours on) starts its sound with its pictures: the sound went out hours after them (found by fuzzing)", arguments: ["original", "1mbps"])
+    func damagedFirstSoundTime(_ quality: String) throws {
+        // As a DVB recording is: MPEG-2 pictures and MPEG audio, whose first PES (two frames)
+        // comes first in the file.
+        let whole = try Media.generated("mpeg2-mp2-4s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                           "-f", "lavfi", "-i", "sine=duration=4:sample_rate=48000",
+                                                           "-c:v", "mpeg2video", "-b:v", "2M", "-c:a", "mp2", "-b:a", "384k"])
+        let dir = Media.scratch("first-pes-\(quality)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try damagedCopy(ofFile: whole, in: dir, as: "damaged.ts") { bytes throws in
+            // The first TS packet of the sound's PID (0x101) that starts a PES.
+            var found: Int? = nil
+            for i in stride(from: 0, to: bytes.count - 188, by: 188) where found == nil {
+                let pid: Int = Int(bytes[i + 1] & 0x1F) << 8 | Int(bytes[i + 2])
+                if bytes[i] == 0x47 && bytes[i + 1] & 0x40 != 0 && pid == 0x101 { found = i }
+            }
+            let at: Int = try #require(found)
+            let adaptation: Int = bytes[at + 3] & 0x20 != 0 ? 1 + Int(bytes[at + 4]) : 0
+            let payload: Int = at + 4 + adaptation
+            try #require(bytes[payload..<payload + 3] == [0, 0, 1] && bytes[payload + 7] & 0x80 != 0, "a PES with a PTS")
+            // Bits 32 and 30 of its PTS set: 16.6 hours on, past half the 26.5-hour PTS clock, so
+            // libavformat takes the file's length from the rest.
+            try #require(bytes[payload + 9] & 0x0A == 0)
+            bytes[payload + 9] |= 0x0A
+        }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source.path, "--quality", quality, "--caps", "ios", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout.prefix(300))")
+        let probe = try FFprobe(out)
+        let video = probe.startTime("video") ?? -1, audio = probe.startTime("audio") ?? -1
+        // The damaged PES's frames are left out: the sound starts at its next one's time.
+        #expect(abs(video - audio) < 0.3, "pictures from \(video) s, sound from \(audio) s")
+        #expect(abs(audio + (probe.duration("audio") ?? 0) - 4) < 0.2, "sound to \(audio + (probe.duration("audio") ?? 0)) s")
+    }
+
     @Test("sound re-encoded from a 96 kHz or 88.2 kHz master comes out at 48 or 44.1 kHz, the most every AAC decoder must take")
     func highSampleRates() throws {
         for rate in [96000, 88200] {
