@@ -13,6 +13,15 @@ public enum Format {
         printf("%*.*f", [Int32(width), Int32(decimals), value])
     }
 
+    /// A size for people, in the unit that keeps it readable: `5.2 GB`, `480.0 MB`, `6.0 kB`
+    /// (a small file system's "0.0 GB" told nothing).
+    public static func bytes(_ n: Int64) -> String {
+        let x = Double(n)
+        if abs(x) >= 1e9 { return fixed(x / 1e9, decimals: 1) + " GB" }
+        if abs(x) >= 1e6 { return fixed(x / 1e6, decimals: 1) + " MB" }
+        return fixed(x / 1e3, decimals: 1) + " kB"
+    }
+
     /// `%0<width>d`: `zeroPadded(7, width: 2)` is `07`.
     public static func zeroPadded(_ value: Int, width: Int) -> String {
         printf("%0*ld", [Int32(width), value])

@@ -19,6 +19,15 @@ struct FormatAndFileIOTests {
         }
     }
 
+    @Test("sizes are said in the unit that keeps them readable (a 6 MB file system was \"0.0 GB\")")
+    func sizes() {
+        #expect(Format.bytes(6_000_000) == "6.0 MB")
+        #expect(Format.bytes(1_048_576) == "1.0 MB")
+        #expect(Format.bytes(52_000) == "52.0 kB")
+        #expect(Format.bytes(5_200_000_000) == "5.2 GB")
+        #expect(Format.bytes(0) == "0.0 kB")
+    }
+
     @Test("a file reads back whole and at offsets, its size follows symbolic links, a missing one names errno")
     func fileIO() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-fileio-\(UUID())")
