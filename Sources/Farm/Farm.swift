@@ -7,7 +7,8 @@ import Store
 public struct RecoveryReport: Sendable, Equatable {
     /// Deletions a crash interrupted, now finished.
     public var finishedDeletions: [String] = []
-    /// Temporary files of attempts a crash interrupted, removed.
+    /// Temporary files of attempts a crash interrupted, and outputs one moved into place
+    /// but never recorded, removed.
     public var removedTemporaries: [String] = []
     /// Jobs whose lease had expired, put back in line (or failed on their last attempt).
     public var rescuedJobs: Int = 0
@@ -130,6 +131,9 @@ public final class Farm: @unchecked Sendable {
         let now = clock.nowMillis()
         report.finishedDeletions = try collector.finishInterrupted(now: now)
         report.removedTemporaries = folder.removeStaleTemporaries()
+        // Only where no other farm shares the store: another's attempt may be between its
+        // rename and its row right now.
+        if soleFarm { report.removedTemporaries += try collector.removeUnrecordedOutputs() }
         report.rescuedJobs = try soleFarm ? store.rescueInterruptedJobs(now: now) : store.rescueExpiredLeases(now: now)
         for held in try store.heldOwnedFiles() where Self.fileSize(held.path) != held.bytes {
             if try store.requeueLost(artifactID: held.artifactID, path: held.path, maxAttempts: config.maxAttempts, now: now) {
@@ -154,7 +158,7 @@ public final class Farm: @unchecked Sendable {
     private func describe(_ r: RecoveryReport) -> [String] {
         var lines: [String] = []
         if !r.finishedDeletions.isEmpty { lines.append("start-up: finished deleting \(r.finishedDeletions.joined(separator: ", "))") }
-        if !r.removedTemporaries.isEmpty { lines.append("start-up: removed \(r.removedTemporaries.count) stale temporary file(s)") }
+        if !r.removedTemporaries.isEmpty { lines.append("start-up: removed \(r.removedTemporaries.count) file(s) of interrupted attempts") }
         if r.rescuedJobs > 0 { lines.append("start-up: rescued \(r.rescuedJobs) job(s) a stopped daemon left running") }
         if !r.requeuedLost.isEmpty {
             lines.append("start-up: preparing again \(r.requeuedLost.count) artifact(s) whose file is gone or not its recorded size: "
@@ -503,12 +507,11 @@ public final class Farm: @unchecked Sendable {
     private func neverFits(_ claimed: ClaimedJob, now: Int64) -> AttemptError? {
         guard let capacity = space.capacityBytes(at: config.absoluteDataDir),
               claimed.estimatedBytes > capacity - config.minFreeBytes else { return nil }
-        func gb(_ bytes: Int64) -> String { Format.fixed(Double(bytes) / 1e9, decimals: 1) + " GB" }
         // Not disk_full, which says "worth retrying": asked again, it would fail again until
         // the file system grows. Permanent for the request; asking again queues it again.
         return AttemptError(attempt: claimed.job.attempt, code: KilnError.Code.qualityUnavailable.rawValue, stage: KilnError.Stage.write.rawValue,
-                            message: "the output needs about \(gb(claimed.estimatedBytes)), more than the data directory's file system "
-                                + "holds (\(gb(capacity)), \(gb(config.minFreeBytes)) of it kept free)", at: now)
+                            message: "the output needs about \(Format.bytes(claimed.estimatedBytes)), more than the data directory's file system "
+                                + "holds (\(Format.bytes(capacity)), \(Format.bytes(config.minFreeBytes)) of it kept free)", at: now)
     }
 
     /// Disk admission: the job's estimated output must leave `minFreeBytes` free, after

@@ -154,6 +154,21 @@ struct GarbageCollector: Sendable {
         return (finished, stuck)
     }
 
+    /// Start-up, with no attempt running: the finished file (`<id>.mp4`) of an artifact that
+    /// is not ready was moved into place by an attempt whose daemon stopped before it could
+    /// record it (a crash between the rename and the row). Its job runs again and writes it
+    /// anew; left, it was a file no row knew, for good once its artifact was released.
+    func removeUnrecordedOutputs() throws(KilnError) -> [String] {
+        var removed: [String] = []
+        for path in try unknownFiles() {
+            let name = (path as NSString).lastPathComponent
+            guard name.hasSuffix(".mp4"), let a = try store.artifact(id: String(name.dropLast(4))),
+                  [.pending, .failed, .canceled].contains(a.state) else { continue }
+            if (try? folder.remove(path)) != nil { removed.append(name) }
+        }
+        return removed
+    }
+
     /// Start-up: finish deletions a crash interrupted (the file may or may not be gone yet).
     func finishInterrupted(now: Int64) throws(KilnError) -> [String] {
         let (finished, stuck) = try finishDeletions(now: now)

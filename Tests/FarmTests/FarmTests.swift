@@ -393,6 +393,7 @@ struct FarmTests {
         let error = try #require(try h.artifact(big.id)?.errors.last)
         // Not disk_full, which says "worth retrying": it would fail again until the disk grows.
         #expect(error.code == "quality_unavailable" && error.message.contains("more than the data directory's file system holds"), "\(error)")
+        #expect(!error.message.contains("0.0 GB"), "sizes in a unit that says something: \(error.message)")
         #expect(h.fake.launches.isEmpty)
     }
 
@@ -824,6 +825,22 @@ struct GarbageCollectionTests {
         #expect(try h.farm.collectGarbage().deleted == [id])
         #expect(try h.artifact(id) == nil)
         #expect(try h.store.storedBytes().total == 0)
+    }
+
+    @Test("an output moved into place by an attempt whose daemon died before recording it is removed at start-up and made again; a file no row names is left alone")
+    func unrecordedOutput() throws {
+        let h = try Harness("unrecorded") { $0.gcIntervalSeconds = 3600 }
+        defer { h.cleanUp() }
+        let id = try h.farm.prepare(h.request("u", try h.source())).artifact.id
+        try FileManager.default.createDirectory(atPath: h.config.artifactsDir, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: h.config.artifactPath(id), contents: Data(count: 77))
+        let stranger = h.config.artifactsDir + "/a_restored_by_hand.mp4"
+        FileManager.default.createFile(atPath: stranger, contents: Data(count: 5))
+        let recovery = try h.farm.start(soleFarm: true)
+        #expect(recovery.removedTemporaries == ["\(id).mp4"])
+        #expect(try eventually { try h.artifact(id)?.state == .ready })
+        #expect(try h.artifact(id)?.file?.bytes != 77)
+        #expect(FileManager.default.fileExists(atPath: stranger))
     }
 
     @Test("a reference that comes back during collection wins: the artifact is not deleted")
