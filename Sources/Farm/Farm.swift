@@ -270,6 +270,22 @@ public final class Farm: @unchecked Sendable {
         return try store.artifact(id: a.id) ?? a
     }
 
+    /// Where a job whose source path is gone can read the same content: another path a
+    /// reference to its artifact asked with, holding a file of the same fingerprint (two
+    /// copies of a film in a library, the one asked for last deleted). nil where none does.
+    /// The artifact then reads it from there on.
+    func sameContent(as claimed: ClaimedJob) -> String? {
+        guard !FileManager.default.fileExists(atPath: claimed.source.path),
+              let paths = try? store.requestedSourcePaths(artifactID: claimed.job.artifactID) else { return nil }
+        for path in paths where path != claimed.source.path && FileManager.default.fileExists(atPath: path) {
+            guard (try? fingerprints.fingerprint(path: path)) == claimed.source.fingerprint else { continue }
+            try? store.setSourcePath(artifactID: claimed.job.artifactID, path: path)
+            log.write("artifact \(claimed.job.artifactID): \(claimed.source.path) is gone; reading the same content from \(path)")
+            return path
+        }
+        return nil
+    }
+
     /// Drops a reference; if it was the last, an unfinished job is canceled (and its child stopped).
     @discardableResult
     public func release(reference: String) throws(KilnError) -> Bool {

@@ -83,7 +83,7 @@ final class JobRunner: @unchecked Sendable {
         let folder = farm.folder
         let attemptPath = folder.attemptPath(artifactID, jobID: jobID, attempt: claimed.job.attempt)
         let spec = JobSpec(jobID: jobID, artifactID: artifactID, attempt: claimed.job.attempt, plan: claimed.plan,
-                           sourcePath: claimed.source.path, sourceDurationSeconds: claimed.source.durationSeconds,
+                           sourcePath: farm.sameContent(as: claimed) ?? claimed.source.path, sourceDurationSeconds: claimed.source.durationSeconds,
                            sourceFingerprint: claimed.source.fingerprint, outputPath: attemptPath)
         let started = farm.clock.monotonicSeconds()
         let limit = config.attemptTimeout(durationSeconds: claimed.source.durationSeconds)

@@ -144,6 +144,12 @@ public protocol ArtifactStore: AnyObject, Sendable {
     /// reference holds it (collection takes an unheld one).
     func requeueLost(artifactID: String, path: String, maxAttempts: Int, now: Int64) throws(KilnError) -> Bool
 
+    /// The source paths the references to `artifactID` asked with, the latest asked first.
+    func requestedSourcePaths(artifactID: String) throws(KilnError) -> [String]
+
+    /// Points the artifact's job at `path`: another file with the same content as its source.
+    func setSourcePath(artifactID: String, path: String) throws(KilnError)
+
     /// Bytes of owned files: all, and those no reference holds.
     func storedBytes() throws(KilnError) -> (total: Int64, unreferenced: Int64)
 

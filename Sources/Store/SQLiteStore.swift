@@ -732,6 +732,21 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         }
     }
 
+    public func requestedSourcePaths(artifactID: String) throws(KilnError) -> [String] {
+        try read { db throws(KilnError) in
+            try db.query("""
+                SELECT json_extract(request, '$.source_path') FROM artifact_references
+                WHERE artifact_id = ? ORDER BY updated_at DESC, reference
+                """, artifactID) { $0.string(0) }
+        }
+    }
+
+    public func setSourcePath(artifactID: String, path: String) throws(KilnError) {
+        try write { db throws(KilnError) in
+            try db.execute("UPDATE artifacts SET source = json_set(source, '$.path', ?) WHERE id = ?", path, artifactID)
+        }
+    }
+
     public func storedBytes() throws(KilnError) -> (total: Int64, unreferenced: Int64) {
         try read { db throws(KilnError) in try storedBytes(db) }
     }

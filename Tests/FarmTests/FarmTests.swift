@@ -108,6 +108,24 @@ struct FarmTests {
         #expect(try h.artifact(queued.id)?.source.path == b, "the job will read the copy that is there")
     }
 
+    @Test("a queued job whose source path (the copy last asked for) is gone reads the same content from another reference's path, not failing every reference as source_not_found")
+    func lastAskedCopyGone() throws {
+        let h = try Harness("copy-gone") { $0.maxTranscodes = 1 }
+        defer { h.cleanUp() }
+        let a = try h.source("a.mkv")
+        let b = h.dir.appendingPathComponent("b.mkv").path
+        try FileManager.default.copyItem(atPath: a, toPath: b)
+        let first = try h.farm.prepare(h.request("t-a", a, .mbps1)).artifact
+        let second = try h.farm.prepare(h.request("t-b", b, .mbps1)).artifact
+        #expect(first.id == second.id && second.source.path == b)
+        try FileManager.default.removeItem(atPath: b)
+        try h.farm.start()
+        #expect(try eventually { try h.artifact(first.id)?.state == .ready })
+        #expect(try h.artifact(first.id)?.errors.isEmpty == true)
+        #expect(h.fake.launches.map(\.sourcePath) == [a])
+        #expect(try h.artifact(first.id)?.source.path == a)
+    }
+
     @Test("a description cached by an older probe is not planned from: the source is probed again")
     func olderProbeIsNotReused() throws {
         let h = try Harness("probe-version")
