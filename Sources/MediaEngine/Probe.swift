@@ -79,14 +79,23 @@ public enum Prober {
             streams.append(describe(stream: demuxer.stream(i)))
         }
         var duration = seconds(ctx.pointee.duration, kiln_time_base_q()) ?? 0
+        var warnings: [String] = []
+        let longestTrack = streams.compactMap(\.durationSeconds).max() ?? 0
         if duration <= 0 {
-            duration = streams.compactMap(\.durationSeconds).max() ?? 0
+            duration = longestTrack
+        } else if formatName.hasPrefix("mov,mp4"), longestTrack > 0, abs(duration - longestTrack) > max(2, 0.1 * longestTrack) {
+            // An MP4's movie duration (mvhd) is its longest track's by definition: one that
+            // says otherwise is damaged (three times its length, or 49 days), and its
+            // tracks' own (mdhd, edit lists) say how long the file plays. Its bitrate read a
+            // third of what it was, so a file above a rung went to that rung as it was.
+            duration = longestTrack
+            warnings.append("duration_from_tracks")
         }
         let start = seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0
         var surveyedLength = false
-        // The container's bitrate is its size over the length it declared (libavformat's).
-        var lengthFromStart = false
-        var warnings: [String] = []
+        // The container's bitrate is its size over the length it declared (libavformat's):
+        // where Kiln takes another length, the bitrate is worked out again from it.
+        var lengthCorrected = warnings.contains("duration_from_tracks")
         if streams.isEmpty { warnings.append("no_streams") }
         // Windows Media DRM: the ASF demuxer says so only in the file's metadata (from the
         // header's content encryption objects); its packets decode to garbage.
@@ -117,7 +126,7 @@ public enum Prober {
                    let end = measuredEnd(demuxer, size: Int64(size)) {
                     if abs(end - duration) < abs(end - (start + duration)) {
                         duration -= start
-                        lengthFromStart = true
+                        lengthCorrected = true
                         warnings.append("duration_from_start")
                     }
                 }
@@ -141,7 +150,7 @@ public enum Prober {
             let par = demuxer.stream(i).pointee.codecpar.pointee
             return par.codec_type == AVMEDIA_TYPE_ATTACHMENT ? sum + Int64(max(0, par.extradata_size)) : sum
         }
-        var bitRate = surveyedLength || lengthFromStart || attached > 0 ? 0 : Int(ctx.pointee.bit_rate)
+        var bitRate = surveyedLength || lengthCorrected || attached > 0 ? 0 : Int(ctx.pointee.bit_rate)
         if bitRate <= 0, duration > 0 { bitRate = Int(Double(max(0, Int64(size) - attached)) * 8 / duration) }
 
         var chapters: [Chapter] = []

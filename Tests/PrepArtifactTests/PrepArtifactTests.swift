@@ -330,6 +330,32 @@ struct CommandLineTests {
         }
     }
 
+    @Test("an MP4 whose movie header declares three times its length, or 49 days, is as long as its tracks and has their bitrate: a 3 Mbit/s file read as 1 went to the 1 Mbit/s rung as it was")
+    func damagedMovieDuration() throws {
+        let whole = try Media.generated("mvhd-4s.mp4", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=4",
+                                                       "-f", "lavfi", "-i", "sine=duration=4", "-c:v", "libx264", "-preset", "ultrafast",
+                                                       "-b:v", "3M", "-c:a", "aac", "-movflags", "+faststart"])
+        let dir = Media.scratch("cli-mvhd")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for (name, factor) in [("thrice.mp4", UInt32(3)), ("forever.mp4", UInt32(0))] {
+            let source = try damagedCopy(ofFile: whole, in: dir, as: name) { bytes throws in
+                let type: [UInt8] = Array("mvhd".utf8)
+                var at: Int? = nil
+                for i in 0..<min(bytes.count, 1 << 16) - 4 where at == nil && Array(bytes[i..<i + 4]) == type { at = i }
+                let d = try #require(at) + 20   // version 0: flags, creation, modification, timescale, then duration
+                try #require(bytes[try #require(at) + 4] == 0)
+                let declared = UInt32(bytes[d]) << 24 | UInt32(bytes[d + 1]) << 16 | UInt32(bytes[d + 2]) << 8 | UInt32(bytes[d + 3])
+                let damaged = factor == 0 ? UInt32.max : declared * factor
+                for k in 0..<4 { bytes[d + k] = UInt8(truncatingIfNeeded: damaged >> (24 - 8 * k)) }
+            }
+            let info = try JSONValue.parse(Array(try Command.run(["probe", source.path, "--json"]).stdout.utf8))
+            let seconds = info["duration_seconds"]?.double ?? 0, kbps = (info["bit_rate"]?.double ?? 0) / 1000
+            #expect(abs(seconds - 4) < 0.2 && kbps > 2000, "\(name): \(seconds) s, \(kbps) kbit/s")
+            let plan = try JSONValue.parse(Array(try Command.run(["plan", source.path, "--quality", "1mbps", "--caps", "android", "--json"]).stdout.utf8))
+            #expect(plan["delivery_format"]?.string == "transcode", "\(name): \(plan["reasons"] ?? .null)")
+        }
+    }
+
     @Test("a Matroska recording kept on its capture clock (its first block at an hour, its Duration the last time) is 6 s long at its real bitrate: transcoded for a rung it is above, remuxed whole for original (it was read as 3606 s, gone to a 1 Mbit/s device as it was, and refused as cut short)")
     func matroskaStartingLate() throws {
         let source = try Media.generated("late-clock-6s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=6",
