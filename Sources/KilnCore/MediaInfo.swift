@@ -9,7 +9,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// constant, QuickTime text tracks forced by their display flags, track names from MP4
     /// handler names; 9: index damage), so a description cached by an older one is not
     /// planned from.
-    public static let describerVersion = 12
+    public static let describerVersion = 13
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }

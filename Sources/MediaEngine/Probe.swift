@@ -63,6 +63,12 @@ public enum Prober {
                 throw KilnError(.sourceUnreadable, stage: .probe,
                                 "probing took longer than \(Int(deadlineSeconds)) s; the file is too damaged to read")
             }
+            // An MP4 cut short inside its index (at its end) may not open at all: say so.
+            if error.code == .sourceUnreadable, let size = FileIO.size(atPath: path),
+               let missing = movieBoxShortfall(path, size: Int64(size)) {
+                throw KilnError(.sourceCorrupt, stage: .probe,
+                                "the file is cut short: its index (moov) declares \(missing) bytes past its end (\(size) bytes)")
+            }
             throw error
         }
     }
@@ -183,6 +189,9 @@ public enum Prober {
             return "its Matroska segment declares \(missing) bytes past the file's end (\(size) bytes): the file is cut short"
         }
         let mp4 = format.hasPrefix("mov,")
+        if mp4, let missing = movieBoxShortfall(demuxer.path, size: size) {
+            return "its index (moov) declares \(missing) bytes past the file's end (\(size) bytes): the file is cut short"
+        }
         for i in 0..<demuxer.streamCount {
             let st = demuxer.stream(i)
             let type = st.pointee.codecpar.pointee.codec_type
@@ -228,6 +237,30 @@ public enum Prober {
               let bytes = declared.value else { return nil }
         let end = Int64(segment + 4 + declared.length) + Int64(clamping: bytes)
         return end > size ? end - size : nil
+    }
+
+    /// How many bytes an MP4's `moov` box declares beyond the file's end: a file whose index
+    /// is at its end (not made for streaming) and was cut short there. libavformat reads
+    /// what is left of the index, streams whose sample entries went with the tail name no
+    /// codec, and the file was refused as unsupported. Only the first 64 top-level box
+    /// headers are read; nil where `moov` fits or is not found.
+    static func movieBoxShortfall(_ path: String, size: Int64) -> Int64? {
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY) else { return nil }
+        var offset: Int64 = 0
+        for _ in 0..<64 where offset + 8 <= size {
+            guard let head = try? file.read(upTo: 16, at: offset), head.count >= 8 else { return nil }
+            var declared = Int64(head[0]) << 24 | Int64(head[1]) << 16 | Int64(head[2]) << 8 | Int64(head[3])
+            if declared == 1, head.count >= 16 {
+                declared = head[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+            }
+            guard declared >= 8 else { return nil }
+            if String(decoding: head[4..<8], as: UTF8.self) == "moov" {
+                return declared > size - offset ? declared - (size - offset) : nil
+            }
+            guard declared <= size - offset else { return nil }
+            offset += declared
+        }
+        return nil
     }
 
     /// Whether an MP4 or QuickTime file is in movie fragments with no segment index: its

@@ -135,10 +135,16 @@ struct PlanContext {
         // A stream that names no codec (an unknown sample entry, a damaged header) is no
         // matter of quality: no rung would do.
         func unknown(_ s: StreamInfo) -> KilnError {
-            KilnError(.sourceUnsupported, stage: .plan,
-                      "the source's stream \(s.index) names no codec Kiln knows (an unknown format, or a damaged header)")
+            // Where the index is known damaged, that is why: a file cut short in it.
+            if let why = source.indexDamage {
+                return KilnError(.sourceCorrupt, stage: .plan, "the source's stream \(s.index) names no codec: \(why)")
+            }
+            return KilnError(.sourceUnsupported, stage: .plan,
+                             "the source's stream \(s.index) names no codec Kiln knows (an unknown format, or a damaged header)")
         }
         if let v = video, v.codec == "none" { throw unknown(v) }
+        // A sound track cut from a damaged index is no track to leave out quietly.
+        if source.indexDamage != nil, let a = source.streams.first(where: { $0.type == .audio && $0.codec == "none" }) { throw unknown(a) }
         // Tracks whose times disagree: a copy keeps the wrong times and an encode follows
         // them, so no delivery, the file as it is included, would play in sync.
         if let why = source.timingDamage {

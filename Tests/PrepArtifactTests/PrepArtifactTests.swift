@@ -356,6 +356,27 @@ struct CommandLineTests {
         }
     }
 
+    @Test("an MP4 with its index at the end, cut short inside it, is refused as cut short (source_corrupt), not as a codec Kiln does not know")
+    func movieBoxCutShort() throws {
+        let whole = try Media.generated("moov-at-end-4s.mp4", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                              "-f", "lavfi", "-i", "sine=duration=4", "-c:v", "libx264", "-preset", "ultrafast",
+                                                              "-c:a", "aac"])
+        let dir = Media.scratch("cli-moov-cut")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for cut in [1000, 1800] {
+            let source = try damagedCopy(ofFile: whole, in: dir, as: "cut-\(cut).mp4") { bytes in bytes.removeLast(cut) }
+            try SourceDamageTests.expectSourceCorrupt(source.path, quality: "1mbps", caps: "web", in: dir, saying: "cut short")
+        }
+        // Cut in its last metadata only, it still opens: its streams are remuxed, never sent as the damaged file.
+        let slightly = try damagedCopy(ofFile: whole, in: dir, as: "cut-50.mp4") { bytes in bytes.removeLast(50) }
+        try Command.prepare(slightly.path, quality: "original", caps: "ios", scratch: "cli-moov-cut-50") { r, out in
+            let delivery = r.status == 0 ? try Command.json(r)["plan"]?["delivery_format"]?.string : nil
+            #expect(delivery == "remux", "\(r.stdout.prefix(300))")
+            let length = try FFprobe(out).duration("video") ?? 0
+            #expect(abs(length - 4) < 0.2, "\(length)")
+        }
+    }
+
     @Test("a Matroska recording kept on its capture clock (its first block at an hour, its Duration the last time) is 6 s long at its real bitrate: transcoded for a rung it is above, remuxed whole for original (it was read as 3606 s, gone to a 1 Mbit/s device as it was, and refused as cut short)")
     func matroskaStartingLate() throws {
         let source = try Media.generated("late-clock-6s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=6",
