@@ -45,6 +45,8 @@ final class TimelineOutliers {
         /// The run jumped from the stream's opening: if the run goes on, the opening was
         /// the outlier.
         var fromOpening = false
+        /// The run's first time.
+        var first: Int64 = 0
     }
     private struct Held {
         var packet: Packet
@@ -138,7 +140,12 @@ final class TimelineOutliers {
             // Back where it was, at once: the run was no part of the stream.
             if Self.returns(t, from: run.from, last: run.latest) {
                 end(s)
+                let first = position[s] == noPTS
                 for i in held.indices where held[i].stream == Int32(s) && held[i].inRun && !held[i].dropped {
+                    // A picture stream's first keyframe is what every picture after it needs:
+                    // it is put just before the stream's time, not left out (a Matroska
+                    // file whose first block was timed 30 s late decoded to nothing).
+                    if first, retimedKeyframe(i, before: t) { continue }
                     held[i].dropped = true
                     dropped += 1
                 }
@@ -152,7 +159,7 @@ final class TimelineOutliers {
                 // It goes on from there: a real jump, or, from a stream's opening, the
                 // opening was astray.
                 if run.packets >= Self.runPackets {
-                    if run.fromOpening { dropOpening(s) }
+                    if run.fromOpening { dropOpening(s, before: run.first) }
                     end(s, accepting: true)
                 }
                 return .inRun
@@ -165,7 +172,7 @@ final class TimelineOutliers {
         // stream stored late (its time then rises toward the file's, which is no return).
         if position[s] != noPTS ? abs(t - position[s]) > Self.jump : filePosition.map({ t - $0 > Self.jump }) ?? false {
             let fromOpening = position[s] != noPTS && openingLeft[s] > 0
-            runs[s] = Run(from: position[s] != noPTS ? position[s] : filePosition!, latest: t, fromOpening: fromOpening)
+            runs[s] = Run(from: position[s] != noPTS ? position[s] : filePosition!, latest: t, fromOpening: fromOpening, first: t)
             return .inRun
         }
         accept(s, t)
@@ -174,13 +181,30 @@ final class TimelineOutliers {
         return .opening
     }
 
-    /// Leaves out stream `s`'s opening packets still held, and ends its opening.
-    private func dropOpening(_ s: Int) {
+    /// Leaves out stream `s`'s opening packets still held (its first keyframe is put just
+    /// before the run instead, `retimedKeyframe`), and ends its opening.
+    private func dropOpening(_ s: Int, before t: Int64) {
         openingLeft[s] = 0
+        var keptKeyframe = false
         for i in held.indices where held[i].stream == Int32(s) && held[i].opening && !held[i].dropped {
+            if !keptKeyframe, retimedKeyframe(i, before: t) { keptKeyframe = true; continue }
             held[i].dropped = true
             dropped += 1
         }
+    }
+
+    /// Whether held packet `i` is a video keyframe, then timed one frame before `t` (in
+    /// Kiln's time base), its reordering kept, so it stays and the pictures after it decode.
+    private func retimedKeyframe(_ i: Int, before t: Int64) -> Bool {
+        let p = held[i].packet.pointer
+        let s = Int(held[i].stream)
+        guard p.pointee.flags & AV_PKT_FLAG_KEY != 0,
+              demuxer.stream(s).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO else { return false }
+        let reorder = p.pointee.pts != noPTS && p.pointee.dts != noPTS ? p.pointee.pts - p.pointee.dts : 0
+        let dts = rescale(t, from: kiln_time_base_q(), to: timeBases[s]) - max(p.pointee.duration, 1)
+        p.pointee.dts = dts
+        p.pointee.pts = dts + reorder
+        return true
     }
 
     /// Whether a time `t` after a run that jumped away from `from` and last stood at `last`

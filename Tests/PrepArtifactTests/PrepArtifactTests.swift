@@ -803,6 +803,37 @@ struct SourceDamageTests {
         #expect(abs(audio + (probe.duration("audio") ?? 0) - 4) < 0.2, "sound to \(audio + (probe.duration("audio") ?? 0)) s")
     }
 
+    @Test("a Matroska file whose first picture block is timed 30 s late keeps that keyframe, just before the next picture: left out, no picture after it decoded (found by fuzzing)")
+    func firstKeyframeTimedLate() throws {
+        let whole = try Media.generated("first-block-4s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                              "-f", "lavfi", "-i", "sine=duration=4", "-c:v", "libx264", "-preset", "ultrafast",
+                                                              "-g", "250", "-c:a", "aac"])
+        let dir = Media.scratch("first-block")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try damagedCopy(ofFile: whole, in: dir, as: "late.mkv") { bytes throws in
+            // The first SimpleBlock (A3) of track 1, the pictures, after the first Cluster: its
+            // 16-bit time from the cluster's set to 30,000 ms.
+            var cluster: Int? = nil
+            for i in 0..<bytes.count - 4 where cluster == nil && bytes[i..<i + 4] == [0x1F, 0x43, 0xB6, 0x75] { cluster = i }
+            var block: Int? = nil
+            for i in try #require(cluster)..<bytes.count - 12 where block == nil && bytes[i] == 0xA3 {
+                let length = bytes[i + 1].leadingZeroBitCount + 1
+                if length <= 8, bytes[i + 1 + length] == 0x81, bytes[i + 4 + length] & 0x80 != 0 { block = i + 2 + length }
+            }
+            let at = try #require(block)
+            bytes[at] = 0x75
+            bytes[at + 1] = 0x30
+        }
+        let late = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time", "-of", "csv=p=0", source.path])
+        #expect(late.stdout.split(whereSeparator: \.isNewline).first.flatMap { Double($0) }.map { $0 > 29 } == true, "the source is what the test needs")
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", source.path, "--quality", "1mbps", "--caps", "web", "--output", out, "--json"])
+        #expect(r.status == 0, "\(r.stdout.prefix(300))")
+        #expect(try FFprobe.packetCount(out, "v") >= 99, "every picture decodes and is kept")
+        let decode = try Run.command("ffmpeg", ["-v", "error", "-i", out, "-f", "null", "-"])
+        #expect(decode.stderr.isEmpty, "\(decode.stderr.prefix(300))")
+    }
+
     @Test("sound re-encoded from a 96 kHz or 88.2 kHz master comes out at 48 or 44.1 kHz, the most every AAC decoder must take")
     func highSampleRates() throws {
         for rate in [96000, 88200] {
