@@ -245,7 +245,10 @@ public enum Prober {
     /// codec, and the file was refused as unsupported. Only the first 64 top-level box
     /// headers are read; nil where `moov` fits or is not found.
     static func movieBoxShortfall(_ path: String, size: Int64) -> Int64? {
-        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY) else { return nil }
+        // Also asked of files that did not open: a named pipe must not be waited on here.
+        var st = stat()
+        guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG,
+              let file = try? FileDescriptor(path: path, flags: O_RDONLY | O_NONBLOCK) else { return nil }
         var offset: Int64 = 0
         for _ in 0..<64 where offset + 8 <= size {
             guard let head = try? file.read(upTo: 16, at: offset), head.count >= 8 else { return nil }
