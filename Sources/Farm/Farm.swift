@@ -135,10 +135,8 @@ public final class Farm: @unchecked Sendable {
         // rename and its row right now.
         if soleFarm { report.removedTemporaries += try collector.removeUnrecordedOutputs() }
         report.rescuedJobs = try soleFarm ? store.rescueInterruptedJobs(now: now) : store.rescueExpiredLeases(now: now)
-        for held in try store.heldOwnedFiles() where Self.fileSize(held.path) != held.bytes {
-            if try store.requeueLost(artifactID: held.artifactID, path: held.path, maxAttempts: config.maxAttempts, now: now) {
-                report.requeuedLost.append(held.artifactID)
-            }
+        for held in try store.heldOwnedFiles() where try requeueIfLost(held.artifactID, path: held.path, bytes: held.bytes, now: now) {
+            report.requeuedLost.append(held.artifactID)
         }
         // Leases of a previous run that have not lapsed yet: rescue right after they do.
         let held = try store.queueSnapshot(recentFailures: 0, queuedLimit: 0).running.compactMap(\.leaseExpiresAt)
@@ -260,14 +258,18 @@ public final class Farm: @unchecked Sendable {
     /// 404 that nothing would ever mend. A `stat`, cheap enough for every answer.
     public func checkingFile(_ a: ArtifactRecord) throws(KilnError) -> ArtifactRecord {
         guard a.state == .ready, let f = a.file, f.owned, a.unreferencedSince == nil,
-              Self.fileSize(f.path) != f.bytes else { return a }
-        guard try store.requeueLost(artifactID: a.id, path: f.path, maxAttempts: config.maxAttempts, now: clock.nowMillis()) else {
-            return a
-        }
+              try requeueIfLost(a.id, path: f.path, bytes: f.bytes, now: clock.nowMillis()) else { return a }
         log.write("artifact \(a.id): its file \(f.path) is gone or not the \(f.bytes) bytes it was; preparing it again")
         events.notify()
         wake()
         return try store.artifact(id: a.id) ?? a
+    }
+
+    /// Queues the artifact again if its file at `path` is gone or not `bytes` long (and it
+    /// is still ready there and held); whether it did.
+    private func requeueIfLost(_ artifactID: String, path: String, bytes: Int64, now: Int64) throws(KilnError) -> Bool {
+        guard Self.fileSize(path) != bytes else { return false }
+        return try store.requeueLost(artifactID: artifactID, path: path, maxAttempts: config.maxAttempts, now: now)
     }
 
     /// Where a job whose source path is gone can read the same content: another path a

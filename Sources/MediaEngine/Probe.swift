@@ -86,6 +86,9 @@ public enum Prober {
         }
         var duration = seconds(ctx.pointee.duration, kiln_time_base_q()) ?? 0
         var warnings: [String] = []
+        // The container's bitrate is its size over the length it declared (libavformat's):
+        // where Kiln takes another length, the bitrate is worked out again from it.
+        var lengthCorrected = false
         let longestTrack = streams.compactMap(\.durationSeconds).max() ?? 0
         if duration <= 0 {
             duration = longestTrack
@@ -95,13 +98,11 @@ public enum Prober {
             // tracks' own (mdhd, edit lists) say how long the file plays. Its bitrate read a
             // third of what it was, so a file above a rung went to that rung as it was.
             duration = longestTrack
+            lengthCorrected = true
             warnings.append("duration_from_tracks")
         }
         let start = seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0
         var surveyedLength = false
-        // The container's bitrate is its size over the length it declared (libavformat's):
-        // where Kiln takes another length, the bitrate is worked out again from it.
-        var lengthCorrected = warnings.contains("duration_from_tracks")
         if streams.isEmpty { warnings.append("no_streams") }
         // Windows Media DRM: the ASF demuxer says so only in the file's metadata (from the
         // header's content encryption objects); its packets decode to garbage.

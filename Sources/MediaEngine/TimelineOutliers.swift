@@ -140,15 +140,10 @@ final class TimelineOutliers {
             // Back where it was, at once: the run was no part of the stream.
             if Self.returns(t, from: run.from, last: run.latest) {
                 end(s)
-                let first = position[s] == noPTS
-                for i in held.indices where held[i].stream == Int32(s) && held[i].inRun && !held[i].dropped {
-                    // A picture stream's first keyframe is what every picture after it needs:
-                    // it is put just before the stream's time, not left out (a Matroska
-                    // file whose first block was timed 30 s late decoded to nothing).
-                    if first, retimedKeyframe(i, before: t) { continue }
-                    held[i].dropped = true
-                    dropped += 1
-                }
+                // A picture stream's first keyframe is what every picture after it needs: it
+                // is put just before the stream's time, not left out (a Matroska file whose
+                // first block was timed 30 s late decoded to nothing).
+                leaveOut(s, keyframeBefore: position[s] == noPTS ? t : nil) { $0.inRun }
                 accept(s, t)
                 return .clear
             }
@@ -182,12 +177,18 @@ final class TimelineOutliers {
     }
 
     /// Leaves out stream `s`'s opening packets still held (its first keyframe is put just
-    /// before the run instead, `retimedKeyframe`), and ends its opening.
+    /// before the run instead), and ends its opening.
     private func dropOpening(_ s: Int, before t: Int64) {
         openingLeft[s] = 0
+        leaveOut(s, keyframeBefore: t) { $0.opening }
+    }
+
+    /// Leaves out stream `s`'s held packets that `picked` chooses; with `keyframeBefore`,
+    /// the first video keyframe among them is kept, timed just before it (`retimedKeyframe`).
+    private func leaveOut(_ s: Int, keyframeBefore t: Int64?, _ picked: (Held) -> Bool) {
         var keptKeyframe = false
-        for i in held.indices where held[i].stream == Int32(s) && held[i].opening && !held[i].dropped {
-            if !keptKeyframe, retimedKeyframe(i, before: t) { keptKeyframe = true; continue }
+        for i in held.indices where held[i].stream == Int32(s) && !held[i].dropped && picked(held[i]) {
+            if !keptKeyframe, let t, retimedKeyframe(i, before: t) { keptKeyframe = true; continue }
             held[i].dropped = true
             dropped += 1
         }
