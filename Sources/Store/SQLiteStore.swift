@@ -49,6 +49,11 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     /// With `.full`: fsyncs the log after each batch, outside `lock`; nil with `.processCrash`.
     private let flusher: LogFlusher?
     public let path: String
+    /// The database's folder with a trailing slash (nil in memory). Owned files below it
+    /// are stored relative to it (`artifacts/<id>.mp4`), so a data directory that is moved,
+    /// restored from a backup or copied serves and collects its own files, not those at
+    /// the path it was first made at.
+    private let fileBase: String?
 
     /// How far a committed transaction survives.
     public enum Durability: Sendable {
@@ -89,6 +94,8 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         try Schema.migrate(db)
         self.db = db
         self.path = path
+        fileBase = path == ":memory:" ? nil
+            : URL(fileURLWithPath: path).standardizedFileURL.deletingLastPathComponent().path + "/"
         let flusher = durability == .full && path != ":memory:" ? LogFlusher(databasePath: path, sync: logSync) : nil
         // Whatever the migration wrote, and the log's own name, are durable before any call.
         if let flusher { try flusher.waitDurable(flusher.committedOne()) }
@@ -115,6 +122,19 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
 
     /// The id an artifact with this key has.
     public static func artifactID(forKey key: String) -> String { "a_" + key.prefix(24) }
+
+    /// A file's path as its row holds it: relative to the database's folder when Kiln owns
+    /// it and it lies below that folder; as given otherwise (a source delivered as it is).
+    private func storedPath(_ path: String, owned: Bool) -> String {
+        guard owned, let base = fileBase, path.hasPrefix(base), path.count > base.count else { return path }
+        return String(path.dropFirst(base.count))
+    }
+
+    /// A row's path as callers use it: absolute, relative ones taken from the database's folder.
+    private func resolvedPath(_ stored: String) -> String {
+        guard !stored.hasPrefix("/"), let base = fileBase else { return stored }
+        return base + stored
+    }
 
     // MARK: Plumbing
 
@@ -264,8 +284,8 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                         file_path, file_bytes, file_sha256, file_owned, created_at, updated_at, ready_at, last_used_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """, artifactID, plan.artifactKey, isOriginal ? "ready" : "pending", plan.deliveryFormat.rawValue,
-                    planJSON, sourceJSON, source.fingerprint, estimatedBytes, file?.path, file?.bytes, file?.sha256,
-                    file?.owned ?? false, now, now, isOriginal ? now : nil, now)
+                    planJSON, sourceJSON, source.fingerprint, estimatedBytes, file.map { storedPath($0.path, owned: $0.owned) },
+                    file?.bytes, file?.sha256, file?.owned ?? false, now, now, isOriginal ? now : nil, now)
                 if !isOriginal {
                     try requeueFresh(db, artifactID: artifactID, kind: JobKind(deliveryFormat: plan.deliveryFormat),
                                      priority: request.priority, maxAttempts: maxAttempts, now: now)
@@ -291,8 +311,9 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                         file_path = ?, file_bytes = ?, file_sha256 = ?, file_owned = ?, ready_at = ?,
                         state = ?, updated_at = ?
                     WHERE id = ?
-                    """, planJSON, plan.deliveryFormat.rawValue, sourceJSON, source.fingerprint, estimatedBytes, file?.path, file?.bytes,
-                    file?.sha256, file?.owned ?? false, isOriginal ? now : nil, isOriginal ? "ready" : "pending", now, artifactID)
+                    """, planJSON, plan.deliveryFormat.rawValue, sourceJSON, source.fingerprint, estimatedBytes,
+                    file.map { storedPath($0.path, owned: $0.owned) }, file?.bytes, file?.sha256, file?.owned ?? false,
+                    isOriginal ? now : nil, isOriginal ? "ready" : "pending", now, artifactID)
                 if !isOriginal {
                     try requeueFresh(db, artifactID: artifactID, kind: JobKind(deliveryFormat: plan.deliveryFormat),
                                      priority: request.priority, maxAttempts: maxAttempts, now: now)
@@ -441,7 +462,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                     unreferenced_since = CASE WHEN EXISTS (SELECT 1 FROM artifact_references r WHERE r.artifact_id = artifacts.id)
                                               THEN NULL ELSE ? END
                 WHERE id = ? AND state = 'pending'
-                """, file.path, file.bytes, file.sha256, file.owned, now, now, now, now, artifactID)
+                """, storedPath(file.path, owned: file.owned), file.bytes, file.sha256, file.owned, now, now, now, now, artifactID)
             guard changed == 1 else {
                 throw KilnError(.internalError, stage: .finalize, "job \(jobID) succeeded but its artifact \(artifactID) is not pending")
             }
@@ -702,7 +723,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
 
     public func ownedFilePaths() throws(KilnError) -> Set<String> {
         try read { db throws(KilnError) -> Set<String> in
-            Set(try db.query("SELECT file_path FROM artifacts WHERE file_owned = 1 AND file_path IS NOT NULL") { $0.string(0) })
+            Set(try db.query("SELECT file_path FROM artifacts WHERE file_owned = 1 AND file_path IS NOT NULL") { resolvedPath($0.string(0)) })
         }
     }
 
@@ -711,7 +732,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
             try db.query("""
                 SELECT id, file_path, file_bytes FROM artifacts
                 WHERE state = 'ready' AND file_owned = 1 AND unreferenced_since IS NULL
-                """) { (artifactID: $0.string(0), path: $0.string(1), bytes: $0.int64(2)) }
+                """) { (artifactID: $0.string(0), path: resolvedPath($0.string(1)), bytes: $0.int64(2)) }
         }
     }
 
@@ -722,7 +743,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                     updated_at = ?
                 WHERE id = ? AND state = 'ready' AND file_owned = 1 AND file_path = ? AND unreferenced_since IS NULL
                 RETURNING delivery_format
-                """, now, artifactID, path, map: { $0.string(0) }) else { return false }
+                """, now, artifactID, storedPath(path, owned: true), map: { $0.string(0) }) else { return false }
             let priority = try db.queryOne("SELECT priority FROM jobs WHERE artifact_id = ?", artifactID) { row throws(KilnError) in
                 try parse(Priority.self, row.string(0))
             }
@@ -909,7 +930,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
             FROM artifacts WHERE id = ?
             """, id) { row throws(KilnError) -> ArtifactRecord in
             let file = row.optionalString(6).map { path in
-                FileRecord(path: path, bytes: row.int64(7), sha256: row.optionalString(8), owned: row.bool(9))
+                FileRecord(path: resolvedPath(path), bytes: row.int64(7), sha256: row.optionalString(8), owned: row.bool(9))
             }
             return ArtifactRecord(id: row.string(0), key: row.string(1), state: try parse(ArtifactState.self, row.string(2)),
                                   plan: try plans.decode(row.string(3)),

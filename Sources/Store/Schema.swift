@@ -10,7 +10,7 @@ enum Schema {
         case code(@Sendable (Database) throws(KilnError) -> Void)
     }
 
-    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3), .sql(v4), .code(v5), .sql(v6), .sql(v7)]
+    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3), .sql(v4), .code(v5), .sql(v6), .sql(v7), .sql(v8)]
 
     static func migrate(_ db: Database) throws(KilnError) {
         let current = try db.queryOne("PRAGMA user_version") { row in row.int(0) } ?? 0
@@ -231,5 +231,17 @@ enum Schema {
     /// finds when (its row is gone; its events stay for the event retention).
     static let v7 = """
     CREATE INDEX IF NOT EXISTS events_by_artifact ON events (artifact_id, seq);
+    """
+
+    /// Owned files' paths relative to the database's folder (`SQLiteStore.fileBase`): rows
+    /// written before held the absolute path the data directory had then, so a copy of it
+    /// (a backup restored elsewhere, a volume mounted at a new path) served and deleted the
+    /// original's files. Kiln's own layout is `<dataDir>/kiln.db` beside
+    /// `<dataDir>/artifacts/<id>.mp4`; a path of that shape is rewritten whatever folder it
+    /// names, so a directory copied before this version also comes to its own files.
+    static let v8 = """
+    UPDATE artifacts SET file_path = 'artifacts/' || id || '.mp4'
+    WHERE file_owned = 1 AND file_path LIKE '/%'
+      AND substr(file_path, -length('/artifacts/' || id || '.mp4')) = '/artifacts/' || id || '.mp4';
     """
 }

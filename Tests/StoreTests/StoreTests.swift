@@ -696,7 +696,7 @@ struct StoreTests {
         let t = try TempStore()
         #expect(FileManager.default.fileExists(atPath: t.path + "-wal"))
         let out = try sqlite3CLI(t.path, "PRAGMA journal_mode; PRAGMA user_version;")
-        #expect(out == "wal\n7\n")
+        #expect(out == "wal\n8\n")
     }
 
     @Test("upgrading to schema 5 keys the originals already stored by their path as well, keeping their ids: their holders' next requests find them (no move, no new revision)")
@@ -714,6 +714,43 @@ struct StoreTests {
                                      estimatedBytes: 0, maxAttempts: 4,
                                      originalFile: FileRecord(path: "/media/movie.mkv", bytes: 61_000_000, sha256: nil, owned: false), now: 2_000)
         #expect(again.artifact.id == held.artifact.id && again.movedFrom == nil && again.reference.revision == 1)
+    }
+
+    @Test("a data directory copied elsewhere serves and collects its own files, not those of the folder it was copied from")
+    func copiedDataDirectory() throws {
+        let t = try TempStore()
+        let b = try t.store.bind("dl-1", to: "x", now: 1_000)
+        let job = try #require(try t.store.claimOne(leaseUntil: 9_000, now: 1_001))
+        let folder = t.file.directory.path
+        let file = FileRecord(path: folder + "/artifacts/\(b.artifact.id).mp4", bytes: 1_000, sha256: SHA256.hex("x"), owned: true)
+        #expect(try t.store.complete(jobID: job.job.id, owner: "runner-1", file: file, deliveredPlan: nil, now: 1_002))
+        t.store = try SQLiteStore(path: ":memory:")   // closes the file
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("kiln-store-copy-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: copy) }
+        try FileManager.default.copyItem(at: t.file.directory, to: copy)
+        let copied = try SQLiteStore(path: copy.appendingPathComponent("kiln.sqlite").path)
+        let own = copy.standardizedFileURL.path + "/artifacts/\(b.artifact.id).mp4"
+        #expect(try copied.artifact(id: b.artifact.id)?.file?.path == own)
+        #expect(try copied.ownedFilePaths() == [own])
+        #expect(try copied.heldOwnedFiles().map(\.path) == [own])
+        #expect(try copied.requeueLost(artifactID: b.artifact.id, path: own, maxAttempts: 4, now: 2_000))
+        // The original folder's store still names its own file.
+        #expect(try SQLiteStore(path: t.path).artifact(id: b.artifact.id)?.file?.path == file.path)
+    }
+
+    @Test("upgrading to schema 8 takes owned files from the database's own folder, whatever folder their rows named; a source delivered as it is keeps its path")
+    func ownedPathsUpgrade() throws {
+        let t = try TempStore()
+        let b = try t.store.bind("dl-1", to: "x", now: 1_000)
+        let o = try t.store.bind("o", to: "film", format: .original, now: 1_000)
+        let job = try #require(try t.store.claimOne(leaseUntil: 9_000, now: 1_001))
+        let file = FileRecord(path: "/elsewhere/kiln/artifacts/\(b.artifact.id).mp4", bytes: 1_000, sha256: nil, owned: true)
+        #expect(try t.store.complete(jobID: job.job.id, owner: "runner-1", file: file, deliveredPlan: nil, now: 1_002))
+        _ = try sqlite3CLI(t.path, "PRAGMA user_version = 7;")
+        t.store = try t.reopen()
+        let folder = t.file.directory.standardizedFileURL.path
+        #expect(try t.store.artifact(id: b.artifact.id)?.file?.path == folder + "/artifacts/\(b.artifact.id).mp4")
+        #expect(try t.store.artifact(id: o.artifact.id)?.file?.path == "/media/movie.mkv")
     }
 
     @Test("the database refuses a state no one defined")
