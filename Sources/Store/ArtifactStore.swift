@@ -75,8 +75,9 @@ public protocol ArtifactStore: AnyObject, Sendable {
     func rescueExpiredLeases(now: Int64) throws(KilnError) -> Int
 
     /// Every running job, whatever its lease, as `rescueExpiredLeases` does with expired
-    /// ones but with an `interrupted` error: for a daemon starting on a data directory it
-    /// alone serves, whose running jobs were left by one that stopped.
+    /// ones but with an `interrupted` error that spends no attempt (unless the same attempt
+    /// was interrupted `maxAttempts` times in a row): for a daemon starting on a data
+    /// directory it alone serves, whose running jobs were left by one that stopped.
     func rescueInterruptedJobs(now: Int64) throws(KilnError) -> Int
 
     /// Records why a claimable job waits (nil clears it), e.g. "waiting_for_disk".

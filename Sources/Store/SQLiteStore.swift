@@ -518,35 +518,47 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     }
 
     public func rescueInterruptedJobs(now: Int64) throws(KilnError) -> Int {
-        try rescue(leasesBefore: Int64.max, now: now) { owner, _ in
+        try rescue(leasesBefore: Int64.max, now: now, givesBack: true) { owner, _ in
             ("interrupted", "the daemon running it (\(owner)) stopped before it finished")
         }
     }
 
     /// Running jobs whose lease ends before `cutoff` become `retrying` due now, or `failed`
     /// after their last attempt, each with the error `describe` gives (code, message).
-    private func rescue(leasesBefore cutoff: Int64, now: Int64,
+    ///
+    /// `givesBack`: the attempt is not counted. A daemon that stopped (a crash, the OOM
+    /// killer, a power cut) says nothing of the job, which ran in its own child: counted,
+    /// a farm restarted four times during a long encode failed it for good. A job is still
+    /// failed after as many such stops in a row as it has attempts (the error rows of its
+    /// current attempt since it was last queued afresh say so), so one that takes the
+    /// machine down with it does not run for ever.
+    private func rescue(leasesBefore cutoff: Int64, now: Int64, givesBack: Bool = false,
                         _ describe: (_ owner: String, _ expiredAt: Int64) -> (String, String)) throws(KilnError) -> Int {
         try write { db throws(KilnError) -> Int in
             let expired = try db.query("""
-                SELECT id, artifact_id, attempt, max_attempts, lease_owner, lease_expires_at FROM jobs
+                SELECT id, artifact_id, attempt, max_attempts, lease_owner, lease_expires_at, COALESCE(asked_at, queued_at) FROM jobs
                 WHERE state = 'running' AND lease_expires_at < ?
                 ORDER BY id
                 """, cutoff) { row in
                 (id: row.int64(0), artifactID: row.string(1), attempt: row.int(2), maxAttempts: row.int(3),
-                 owner: row.string(4), expiredAt: row.int64(5))
+                 owner: row.string(4), expiredAt: row.int64(5), askedAt: row.int64(6))
             }
             for job in expired {
                 let (code, message) = describe(job.owner, job.expiredAt)
                 let error = AttemptError(attempt: job.attempt, code: code, stage: "run", message: message, at: now)
+                let stopsInARow = givesBack ? try db.queryOne("""
+                    SELECT COUNT(*) FROM job_errors WHERE job_id = ? AND attempt = ? AND code = ? AND at >= ?
+                    """, job.id, job.attempt, code, job.askedAt, map: { $0.int(0) }) ?? 0 : 0
                 try insertError(db, jobID: job.id, error: error)
-                if job.attempt >= job.maxAttempts {
+                let spent = givesBack ? stopsInARow + 1 >= job.maxAttempts : job.attempt >= job.maxAttempts
+                if spent {
                     try failJob(db, jobID: job.id, artifactID: job.artifactID, error: error, now: now)
                 } else {
                     try db.execute("""
-                        UPDATE jobs SET state = 'retrying', run_after = ?, lease_owner = NULL, lease_expires_at = NULL, progress = NULL
+                        UPDATE jobs SET state = 'retrying', run_after = ?, lease_owner = NULL, lease_expires_at = NULL, progress = NULL,
+                            attempt = CASE WHEN ? THEN MAX(attempt - 1, 0) ELSE attempt END
                         WHERE id = ?
-                        """, now, job.id)
+                        """, now, givesBack, job.id)
                 }
             }
             return expired.count

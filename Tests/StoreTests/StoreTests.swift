@@ -172,6 +172,31 @@ struct StoreTests {
         #expect(reclaimed.job.attempt == 1)
     }
 
+    @Test("a daemon stopping under a job does not spend the job's attempts, unless it stops under it as many times in a row as it has attempts; a failed attempt between counts as usual")
+    func interruptedAttemptsGivenBack() throws {
+        let t = try TempStore()
+        let b = try t.store.bind("dl-1", to: "movie@5mbps", maxAttempts: 2, now: 1_000)
+        // A failure, then the daemon stops under the second attempt: it is tried again as the second.
+        var job = try #require(try t.store.claimOne(leaseUntil: 60_000, now: 1_100))
+        #expect(try t.store.fail(jobID: job.job.id, owner: "runner-1", error: Fixture.error(at: 1_200), retryAt: 1_300, now: 1_200))
+        job = try #require(try t.store.claimOne(leaseUntil: 60_000, now: 1_300))
+        #expect(job.job.attempt == 2)
+        #expect(try t.store.rescueInterruptedJobs(now: 1_400) == 1)
+        #expect(try t.store.artifact(id: b.artifact.id)?.job?.state == .retrying)
+        job = try #require(try t.store.claimOne(leaseUntil: 60_000, now: 1_500))
+        #expect(job.job.attempt == 2)
+        // The second stop in a row under the same attempt, with two attempts: failed.
+        #expect(try t.store.rescueInterruptedJobs(now: 1_600) == 1)
+        let failed = try #require(try t.store.artifact(id: b.artifact.id))
+        #expect(failed.state == .failed)
+        #expect(failed.errors.map(\.code) == ["io_error", "interrupted", "interrupted"])
+        // Asked for afresh: earlier stops are not counted against the new attempts.
+        try t.store.bind("dl-1", to: "movie@5mbps", maxAttempts: 2, now: 2_000)
+        job = try #require(try t.store.claimOne(leaseUntil: 60_000, now: 2_100))
+        #expect(try t.store.rescueInterruptedJobs(now: 2_200) == 1)
+        #expect(try t.store.artifact(id: b.artifact.id)?.job?.state == .retrying)
+    }
+
     @Test("an original delivery is ready at once with the source as its file, without job or event")
     func originalDelivery() throws {
         let t = try TempStore()
