@@ -169,7 +169,7 @@ public enum Preparer {
                 // A source that changed under the read looks damaged (packets past the length
                 // it declared, an index cut short): its change is the reason to give.
                 if !cancellation.isCanceled { try opened.watch?.check(error.stage) }
-                guard let what = change, !cancellation.isCanceled else { throw error }
+                guard let what = change, !cancellation.isCanceled else { throw blamingIndexDamage(error, info: opened.info) }
                 change = nil
                 if what.video {
                     // The picture changed size, or the stream has no keyframe to start a copy
@@ -191,6 +191,16 @@ public enum Preparer {
                                       watch: opened.watch)
             }
         }
+    }
+
+    /// A run that failed on a source whose index cannot be the file's (`MediaInfo.indexDamage`;
+    /// most often a copy or download that stopped part-way) is answered with that cause
+    /// first, then the symptom the run met: "the aac audio stream has no readable packets"
+    /// alone sent an operator looking at the codec, not at the truncated file.
+    static func blamingIndexDamage(_ error: KilnError, info: MediaInfo) -> KilnError {
+        guard let damage = info.indexDamage, error.code == .sourceCorrupt || error.code == .verifyFailed else { return error }
+        return KilnError(.sourceCorrupt, stage: error.stage, underlying: error.underlying,
+                         "the source's index is damaged (\(damage)): \(error.message)")
     }
 
     /// The copied audio and video lanes, and which is which.
@@ -570,6 +580,13 @@ public enum Preparer {
     /// out as a run that jumped and came back: a source whose times are damaged.
     static func blameSource(_ error: KilnError, delivered: [Int32: Pipeline.Delivered], lanes: [Lane], demuxer: Demuxer,
                             info: MediaInfo, expected: Double, timelineRepairs: Int = 0, cancellation: Cancellation) -> KilnError {
+        // A stream that gave nothing at all says more than the packets that failed beside it.
+        for lane in lanes where (delivered[lane.inputIndex]?.packets ?? 0) == 0 {
+            let type = demuxer.stream(Int(lane.inputIndex)).pointee.codecpar.pointee.codec_type
+            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
+            return KilnError(.sourceCorrupt, stage: .demux,
+                             "the source's \(type == AVMEDIA_TYPE_VIDEO ? "video" : "audio") stream \(lane.inputIndex) has no readable packets")
+        }
         let corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
         if corrupt > 0 {
             return KilnError(.sourceCorrupt, stage: .decode,
@@ -585,9 +602,7 @@ public enum Preparer {
             let type = demuxer.stream(Int(lane.inputIndex)).pointee.codecpar.pointee.codec_type
             guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
             let name = type == AVMEDIA_TYPE_VIDEO ? "video" : "audio"
-            guard let d = delivered[lane.inputIndex], d.packets > 0 else {
-                return KilnError(.sourceCorrupt, stage: .demux, "the source's \(name) stream \(lane.inputIndex) has no readable packets")
-            }
+            guard let d = delivered[lane.inputIndex] else { continue }
             last = max(last ?? 0, d.endSeconds)
             if d.span < shortest?.span ?? .infinity { shortest = (d.span, name, lane.inputIndex) }
         }

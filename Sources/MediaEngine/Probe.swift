@@ -206,7 +206,7 @@ public enum Prober {
                 guard let e = avformat_index_get_entry(st, Int32(k)) else { continue }
                 let end = e.pointee.pos + Int64(max(e.pointee.size, 0))
                 if e.pointee.pos >= 0, end > size {
-                    return "stream \(i): its index places a sample at bytes \(e.pointee.pos)–\(end), past the file's end (\(size) bytes)"
+                    return "stream \(i): its index places a sample at bytes \(e.pointee.pos)–\(end), past the file's end (\(size) bytes): the file is cut short or its offsets are damaged"
                 }
             }
         }

@@ -268,6 +268,17 @@ struct CommandLineTests {
         for quality in ["original", "2mbps"] {
             try SourceDamageTests.expectSourceCorrupt(third, quality: quality, in: dir, saying: "cut short")
         }
+        // Cut before the first of its sound (a file whose sound is stored in long runs): the
+        // answer names the cut first, then the stream it cost, for a copy and an encode alike
+        // (it had said "1 packets could not be decoded: expected one aac audio stream, found []").
+        let hlg = try Data(contentsOf: URL(fileURLWithPath: Media.shared("ax_hlg10-color-test.mp4")))
+        let soundless = dir.appendingPathComponent("soundless.mp4").path
+        try hlg.prefix(hlg.count * 6 / 10).write(to: URL(fileURLWithPath: soundless))
+        for quality in ["original", "2mbps"] {
+            let error = try SourceDamageTests.expectSourceCorrupt(soundless, quality: quality, in: dir, saying: "the file is cut short")
+            let message = error?["message"]?.string ?? ""
+            #expect(message.hasPrefix("the source's index is damaged") && message.hasSuffix("has no readable packets"), "\(message)")
+        }
     }
 
     @Test("a clip of a few seconds encoded at a rung keeps to the rung's video budget on average (the VBV buffer starts half full: x264's 90 % put a 6 s clip 10-15 % over), and the ffmpeg equivalent says so")
