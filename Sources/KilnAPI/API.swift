@@ -37,6 +37,12 @@ public final class API: Sendable {
             do { _ = try store.lastEventSeq() } catch { return API.fail(APIError(503, "unavailable", "The store is not answering.")) }
             // Reading is not enough: with its disk full, every request that writes fails.
             guard farm.canWrite else { return API.fail(APIError(503, "disk_full", "The data directory's disk is full: requests cannot be recorded.")) }
+            // Nor when writes fail for another reason (another program holding the
+            // database's write lock, a file system gone read-only): asked again here, so
+            // the answer turns ready once a write commits.
+            do throws(KilnError) { try store.checkWritable(now: SystemClock().nowMillis()) } catch {
+                return API.fail(APIError(503, "store_failing", "The store cannot record requests: \(error.message)."))
+            }
             // Draining before exit (up to KILN_SHUTDOWN_GRACE_SECONDS): a balancer or a health
             // check sends new work elsewhere. Requests are still taken (they are durable and
             // run after the restart).

@@ -16,6 +16,16 @@ public protocol ArtifactStore: AnyObject, Sendable {
     /// what the database really holds, brings it back. The daemon exits when it sees it.
     var broken: KilnError? { get }
 
+    /// Why the last write transaction failed (another program holding the database's
+    /// write lock past the busy timeout, a file system gone read-only, an I/O error); nil
+    /// once one commits. Unlike `broken`, the store may recover by itself.
+    var writeFailure: KilnError? { get }
+
+    /// With a `writeFailure` standing: a small write, which clears it when it commits and
+    /// throws its error otherwise (readiness checks ask, so a store that recovered while
+    /// nothing wrote is seen to). Without one, nothing.
+    func checkWritable(now: Int64) throws(KilnError)
+
     // MARK: Intake
 
     /// The whole of `prepare` after planning, atomically: find or create the artifact by

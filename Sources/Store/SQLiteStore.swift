@@ -104,6 +104,29 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
 
     public var broken: KilnError? { flusher?.failed }
 
+    /// The last transaction's failure (the file locked by another program past the busy
+    /// timeout, a file system gone read-only, an I/O error), cleared by the next commit.
+    /// Kept apart from `lock` so a readiness check never waits behind a transaction.
+    private let health = NSLock()
+    private var lastWriteFailure: KilnError?
+
+    public var writeFailure: KilnError? { health.lock(); defer { health.unlock() }; return lastWriteFailure }
+
+    private func wrote(_ failure: KilnError?) {
+        health.lock()
+        lastWriteFailure = failure
+        health.unlock()
+    }
+
+    public func checkWritable(now: Int64) throws(KilnError) {
+        guard writeFailure != nil else { return }
+        try write(durable: false) { db throws(KilnError) in
+            try db.execute("""
+                INSERT INTO kv (name, value) VALUES ('write_checked_at', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                """, now)
+        }
+    }
+
     /// A damaged page shows only when something reads it: a job's row weeks later, failing
     /// that job with a database error while the rest goes on. Checked at open (SQLite's
     /// quick check: every page and row, not the indexes' contents; about a second for a
@@ -202,6 +225,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         do {
             try db.execute("BEGIN IMMEDIATE")
         } catch {
+            wrote(error)
             for item in batch { item.run = nil; item.failAll(error) }
             return nil
         }
@@ -210,6 +234,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
             // itself; then nothing of this batch is kept and every write must say so.
             guard sqlite3_get_autocommit(db.handle) == 0 else {
                 let lost = KilnError(.ioError, stage: .write, "the store's transaction was rolled back; nothing was written")
+                wrote(lost)
                 for other in batch { other.run = nil; other.failAll(lost) }
                 return nil
             }
@@ -218,6 +243,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         }
         guard sqlite3_get_autocommit(db.handle) == 0 else {
             let lost = KilnError(.ioError, stage: .write, "the store's transaction was rolled back; nothing was written")
+            wrote(lost)
             for item in batch { item.failAll(lost) }
             return nil
         }
@@ -225,9 +251,11 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
             try db.execute("COMMIT")
         } catch {
             if sqlite3_get_autocommit(db.handle) == 0 { _ = try? db.execute("ROLLBACK") }
+            wrote(error)
             for item in batch { item.failAll(error) }
             return nil
         }
+        wrote(nil)
         return flusher?.committedOne()
     }
 

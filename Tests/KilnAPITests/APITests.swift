@@ -276,6 +276,40 @@ struct APITests {
         #expect(try RawHTTP.request(port: d.port, "GET", "/healthz").status == 200)
     }
 
+    @Test("/readyz says not ready while the database's writes fail (an sqlite3 shell left holding its write lock), and ready again once they commit")
+    func readyWhenStoreWrites() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        #expect(try RawHTTP.request(port: d.port, "GET", "/readyz").status == 200)
+        let shell = Process()
+        shell.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        shell.arguments = [d.store.path]
+        let input = Pipe(), output = Pipe()
+        shell.standardInput = input
+        shell.standardOutput = output
+        try shell.run()
+        defer { if shell.isRunning { shell.terminate() } }
+        input.fileHandleForWriting.write(Data("BEGIN IMMEDIATE;\nSELECT 'held';\n".utf8))
+        var said = Data()
+        while !String(decoding: said, as: UTF8.self).contains("held") {
+            let more = output.fileHandleForReading.availableData
+            if more.isEmpty { break }
+            said.append(more)
+        }
+        // Every write now waits out the busy timeout and fails.
+        let refused = try d.prepare("locked", "sp_bear-640x360-ec3.mp4")
+        #expect(refused.status >= 500, "\(refused.status)")
+        let failing = try RawHTTP.request(port: d.port, "GET", "/readyz")
+        let why = try JSONValue.parse(failing.body)
+        #expect(failing.status == 503 && why["error"] == .string("store_failing"), "\(why)")
+        #expect(why["message"]?.string?.contains("locked") == true, "\(why)")
+        // The shell leaves: the check's own write commits, and it is ready again.
+        try input.fileHandleForWriting.close()
+        shell.waitUntilExit()
+        #expect(try RawHTTP.request(port: d.port, "GET", "/readyz").status == 200)
+        #expect((200..<300).contains(try d.prepare("locked", "sp_bear-640x360-ec3.mp4").status))
+    }
+
     @Test("the event stream resumes after a disconnect with Last-Event-ID, and ?after=")
     func resume() throws {
         let d = try Daemon()
