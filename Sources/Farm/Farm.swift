@@ -51,6 +51,8 @@ public final class Farm: @unchecked Sendable {
 
     private let state = NSCondition()
     private var started = false
+    /// Set by `start(soleFarm:)`; read by collection passes.
+    private var soleFarm = false
     private var stopping = false
     private var threadsRunning = 0
     private var wakeRequested = false
@@ -124,6 +126,7 @@ public final class Farm: @unchecked Sendable {
         state.lock()
         guard !started else { state.unlock(); return RecoveryReport() }
         started = true
+        self.soleFarm = soleFarm
         state.unlock()
 
         try folder.create()
@@ -332,9 +335,9 @@ public final class Farm: @unchecked Sendable {
     @discardableResult
     public func collectGarbage() throws(KilnError) -> GarbageReport {
         state.lock()
-        let wanted = diskWanted.values.reduce(0, +)
+        let wanted = diskWanted.values.reduce(0, +), soleFarm = soleFarm
         state.unlock()
-        let report = try collector.collect(now: clock.nowMillis(), wantedBytes: wanted)
+        let report = try collector.collect(now: clock.nowMillis(), wantedBytes: wanted, soleFarm: soleFarm)
         if !report.deleted.isEmpty {
             // A job waiting for the space just freed looks again now, not at its next recheck.
             state.lock()

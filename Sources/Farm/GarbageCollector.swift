@@ -15,6 +15,9 @@ public struct GarbageReport: Sendable, Equatable {
     /// Files in the artifact folder that no row knows: reported, never deleted (they may
     /// be an operator's, or evidence of a bug worth looking at).
     public var unknownFiles: [String] = []
+    /// Finished files of artifacts that are not ready, no row naming them, removed
+    /// (`GarbageCollector.removeUnrecordedOutputs`).
+    public var removedUnrecorded: [String] = []
     public init() {}
 }
 
@@ -58,10 +61,15 @@ struct GarbageCollector: Sendable {
     }
 
     /// - Parameter wantedBytes: free space the jobs waiting for disk need beyond `minFreeBytes`.
-    func collect(now: Int64, wantedBytes: Int64 = 0) throws(KilnError) -> GarbageReport {
+    /// - Parameter soleFarm: no other farm uses the store (`removeUnrecordedOutputs`).
+    func collect(now: Int64, wantedBytes: Int64 = 0, soleFarm: Bool = false) throws(KilnError) -> GarbageReport {
         var report = GarbageReport()
         var (finished, stuck) = try finishDeletions(now: now)
         report.deleted = finished
+        if soleFarm { report.removedUnrecorded = try removeUnrecordedOutputs() }
+        for name in report.removedUnrecorded {
+            log.write("removed \(name): the finished file of an artifact that is not ready, which no row named")
+        }
         let candidates = try store.unreferencedArtifacts(limit: 100_000)   // least recently used first
         var gone = Set<String>()
         let retention = config.retentionSeconds * 1000
@@ -109,6 +117,10 @@ struct GarbageCollector: Sendable {
     func unknownFiles() throws(KilnError) -> [String] {
         fileLock.lock()
         defer { fileLock.unlock() }
+        return try unknownFilesLocked()
+    }
+
+    private func unknownFilesLocked() throws(KilnError) -> [String] {
         let known = try store.ownedFilePaths()
         return folder.names()
             .filter { !$0.contains(ArtifactFolder.marker) }
@@ -154,13 +166,18 @@ struct GarbageCollector: Sendable {
         return (finished, stuck)
     }
 
-    /// Start-up, with no attempt running: the finished file (`<id>.mp4`) of an artifact that
-    /// is not ready was moved into place by an attempt whose daemon stopped before it could
-    /// record it (a crash between the rename and the row). Its job runs again and writes it
-    /// anew; left, it was a file no row knew, for good once its artifact was released.
+    /// The finished file (`<id>.mp4`) of an artifact that is not ready, which no row names:
+    /// moved into place by an attempt whose daemon stopped before it could record it (a
+    /// crash between the rename and the row), or left by a deletion that failed before the
+    /// artifact was asked for again and then canceled. Its job, if any, writes it anew;
+    /// left, it was a file no row knew, for good once its artifact was released. Under the
+    /// file lock, which this farm's runners hold from the rename to the row, so none of
+    /// theirs is caught between the two; only where no other farm shares the store.
     func removeUnrecordedOutputs() throws(KilnError) -> [String] {
+        fileLock.lock()
+        defer { fileLock.unlock() }
         var removed: [String] = []
-        for path in try unknownFiles() {
+        for path in try unknownFilesLocked() {
             let name = (path as NSString).lastPathComponent
             guard name.hasSuffix(".mp4"), let a = try store.artifact(id: String(name.dropLast(4))),
                   [.pending, .failed, .canceled].contains(a.state) else { continue }

@@ -861,6 +861,23 @@ struct GarbageCollectionTests {
         #expect(FileManager.default.fileExists(atPath: stranger))
     }
 
+    @Test("a finished file of a canceled artifact that no row names (a deletion that failed, the artifact then asked for again and canceled) is removed by the next collection pass where the farm alone uses its store, not left until a restart")
+    func unrecordedOutputLater() throws {
+        let h = try Harness("unrecorded-later", launcher: FakeLauncher([.hang])) { $0.gcIntervalSeconds = 3600 }
+        defer { h.cleanUp() }
+        try h.farm.start(soleFarm: true)
+        let id = try h.farm.prepare(h.request("c", try h.source())).artifact.id
+        #expect(try eventually { h.fake.launches.count == 1 })
+        #expect(try h.farm.cancel(artifactID: id))
+        FileManager.default.createFile(atPath: h.config.artifactPath(id), contents: Data(count: 77))
+        let stranger = h.config.artifactsDir + "/a_restored_by_hand.mp4"
+        FileManager.default.createFile(atPath: stranger, contents: Data(count: 5))
+        #expect(try h.farm.collectGarbage().removedUnrecorded == ["\(id).mp4"])
+        #expect(!FileManager.default.fileExists(atPath: h.config.artifactPath(id)))
+        #expect(FileManager.default.fileExists(atPath: stranger))
+        #expect(h.log.lines.contains { $0.contains("removed \(id).mp4") }, "\(h.log.lines)")
+    }
+
     @Test("a reference that comes back during collection wins: the artifact is not deleted")
     func referenceComesBack() throws {
         let h = try Harness("gc-back") { $0.retentionSeconds = 0 }
