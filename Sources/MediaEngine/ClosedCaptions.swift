@@ -450,6 +450,31 @@ enum NALUnits {
 
 /// Start codes (00 00 01) in MPEG video and Annex B streams.
 enum AnnexB {
+    /// Whether an access unit holds a picture of its codec: an H.264 slice (types 1 and 5)
+    /// or an HEVC base-layer picture unit (types 0–31, layer 0, temporal id 1 or more), with
+    /// no unit before it that its codec forbids (the forbidden bit; H.264's unused type 0).
+    /// Another codec's units never pass for one: HEVC's read as H.264 are all of even type
+    /// (its type sits a bit higher), H.264's read as HEVC all of a layer above the base,
+    /// and MPEG video's picture and sequence start codes are H.264's type 0 or set the
+    /// forbidden bit. Units are read only up to the first picture.
+    static func holdsPicture(_ data: UnsafeBufferPointer<UInt8>, h264: Bool) -> Bool {
+        var at = unitStart(in: data, from: 0)
+        while let s = at {
+            let b0 = data[s]
+            guard b0 & 0x80 == 0 else { return false }
+            if h264 {
+                let type = b0 & 0x1f
+                if type == 0 { return false }
+                if type == 1 || type == 5 { return true }
+            } else if b0 >> 1 <= 31, s + 1 < data.count {
+                let b1 = data[s + 1]
+                if b0 & 1 == 0, b1 >> 3 == 0, b1 & 7 != 0 { return true }
+            }
+            at = unitStart(in: data, from: s)
+        }
+        return false
+    }
+
     /// Where the unit after the first start code at or past `from` begins (the byte after
     /// 00 00 01), nil if none. memchr finds the candidates' 01 bytes: the scan runs over
     /// whole pictures.

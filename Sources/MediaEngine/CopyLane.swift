@@ -74,6 +74,18 @@ final class CopyLane: Lane {
     private var sawUntimed = false
     /// The last DTS written, in the input's time base.
     private var lastDTS = noPTS
+    /// H.264 (true) or HEVC (false) in Annex B form, whose packets are checked for a
+    /// picture of that codec (`AnnexB.holdsPicture`); nil for any other stream. MPEG-TS
+    /// and PS name a stream's codec once, in their programme map: pictures that go on in
+    /// another codec on the same PID stay, for libavformat, the first codec's, and a copy
+    /// wrote them into its track (exit 0, and no player could show the rest).
+    private let annexBCodec: Bool?
+    /// Packets in a row without such a picture, and the time of the first of them.
+    private var withoutPicture = 0
+    private var withoutPictureFrom = noPTS
+    /// Two seconds at 24 fps: damage that costs one picture or a few is the decoder's to
+    /// conceal; this many in a row is not the stream the track says it is.
+    static let picturelessRun = 48
 
     /// - Parameter watchPictureSize: stop (with `formatChange`) when the picture's size
     ///   changes mid-stream, which one MP4 sample entry cannot describe.
@@ -91,6 +103,8 @@ final class CopyLane: Lane {
         let lengthSize = NALScanner.lengthSize(input)
         dolbyVisionLayers = isVideo && kiln_stream_dovi(input)?.pointee.dv_profile == 7 && lengthSize > 0 ? lengthSize : nil
         pictureOrder = isVideo && derivePresentationTimes ? PictureOrderTimes(stream: input) : nil
+        let codec = input.pointee.codecpar.pointee.codec_id
+        annexBCodec = isVideo && lengthSize == 0 && (codec == AV_CODEC_ID_H264 || codec == AV_CODEC_ID_HEVC) ? codec == AV_CODEC_ID_H264 : nil
         let timesPackets = ["mpeg", "mpegts"].contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
         untimedPictures = isVideo && pictureOrder == nil && timesPackets && input.pointee.codecpar.pointee.video_delay > 0
             ? HeaderParser(stream: input, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC]) : nil
@@ -196,6 +210,7 @@ final class CopyLane: Lane {
         if let sizeWatch, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try checkPictureSize(packet, sizeWatch) }
         if !isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AAC { try checkADTS(packet) }
         if isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AV1 { try checkOBUs(packet) }
+        if let annexBCodec { try checkHoldsPicture(packet, h264: annexBCodec) }
         if let untimedPictures { placeByOrder(packet, untimedPictures) }
         if let pictureOrder {
             // The witness matches keyframes by presentation time: offered once it is known.
@@ -293,6 +308,24 @@ final class CopyLane: Lane {
         let p = packet.pointer.pointee
         guard kiln_av1_obus_walk(p.data, p.size) == 0 else { return }
         try stopForDamage("the source's AV1 video is damaged", at: packet.time, "a packet's OBUs do not parse")
+    }
+
+    /// A run of `picturelessRun` packets none of which holds a picture of the stream's codec
+    /// stops the copy, as other damage does: the plan's encode, where it has one, decodes
+    /// what it can, and a stream that never comes back is refused there (`Decoder`).
+    private func checkHoldsPicture(_ packet: Packet, h264: Bool) throws(KilnError) {
+        let p = packet.pointer.pointee
+        guard let data = p.data, p.size > 0 else { return }
+        if AnnexB.holdsPicture(UnsafeBufferPointer(start: data, count: Int(p.size)), h264: h264) {
+            withoutPicture = 0
+            return
+        }
+        if withoutPicture == 0 { withoutPictureFrom = packet.time }
+        withoutPicture += 1
+        if withoutPicture >= Self.picturelessRun {
+            try stopForDamage("the source's \(h264 ? "H.264" : "HEVC") video holds no picture of its codec", at: withoutPictureFrom,
+                              "\(withoutPicture) packets in a row (damage, or pictures that go on in another codec)")
+        }
     }
 
     /// Stops the copy at damage the MP4 muxer would not take or would write wrongly, as the

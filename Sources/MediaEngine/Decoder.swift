@@ -12,6 +12,11 @@ final class Decoder {
     /// Packets sent, accepted or rejected, in all: a stream that never yields a frame after
     /// many is undecodable, not merely delayed (`decodeRequiringOutput`).
     private(set) var packetsSent = 0
+    /// Packets sent since the last frame came out, and the times (stream time base) of the
+    /// first and the latest of them: a stream whose decoding stops for good before its end
+    /// (`decodeRequiringOutput`).
+    private var sinceFrame = 0
+    private var sinceFrameTimes: (first: Int64, last: Int64)?
     private let frame: Frame
     /// The one picture's memory all pictures share (`sharedPicture`), freed after the context.
     private var onePicture: OpaquePointer?
@@ -127,7 +132,12 @@ final class Decoder {
     /// comes out. The frame is only valid during the call; `body` may keep a reference
     /// with `av_frame_ref`/`av_frame_move_ref`.
     func decode(_ packet: Packet?, _ body: (Frame) throws(KilnError) -> Void) throws(KilnError) {
-        if packet != nil { packetsSent += 1 }
+        if let packet {
+            packetsSent += 1
+            sinceFrame += 1
+            let t = packet.pointer.pointee.pts != noPTS ? packet.pointer.pointee.pts : packet.pointer.pointee.dts
+            if t != noPTS { sinceFrameTimes = (sinceFrameTimes?.first ?? t, max(sinceFrameTimes?.last ?? t, t)) }
+        }
         var pending = true
         while pending {
             let ret = avcodec_send_packet(context, packet?.pointer)
@@ -163,6 +173,16 @@ final class Decoder {
             throw KilnError(.sourceCorrupt, stage: .decode,
                             "the \(codec) \(what.0) stream is mostly damaged: \(corruptPackets) of \(packetsSent) packets could not be decoded")
         }
+        // Decoding that stops for good before the end: the output's stream would end there,
+        // seconds before the others (an MPEG-TS whose pictures go on in another codec on the
+        // same PID, which the decoder of the first takes for damage). A stretch in the middle
+        // that gives nothing is concealed, as players do: the decoder finds its way again.
+        if packet == nil, framesDecoded > 0, sinceFrame >= Self.lastingSilence.packets, let times = sinceFrameTimes,
+           let span = seconds(times.last - times.first, context.pointee.pkt_timebase), span >= Self.lastingSilence.seconds {
+            throw KilnError(.sourceCorrupt, stage: .decode,
+                            "the \(codec) \(what.0) stream gives no \(what.1) for its last \(Format.fixed(span, decimals: 1)) s "
+                            + "(\(sinceFrame) packets): it is damaged there, or goes on in another codec")
+        }
         if framesDecoded == 0 && (packet == nil || packetsSent >= giveUpAfter) {
             if packetsSent == 0 {
                 // The source's packets for it never came (lost to damage in the container).
@@ -173,6 +193,10 @@ final class Decoder {
                             + (corruptPackets > 0 ? " (\(corruptPackets) rejected as corrupt)" : ""))
         }
     }
+
+    /// How long a stream's end may give nothing before the stream counts as undecodable
+    /// there: both a number of packets and a time (2 s is 48 pictures at 24 fps, 94 AAC frames).
+    static let lastingSilence = (packets: 24, seconds: 2.0)
 
     /// Whether a decoder's error rejects the packet's data: counted and skipped, as the
     /// ffmpeg command goes on past "Error while decoding". Decoders do not all say
@@ -193,6 +217,8 @@ final class Decoder {
             }
             if ret < 0 { throw classify(ret, .decode, "the decoder failed", as: .sourceCorrupt) }
             framesDecoded += 1
+            sinceFrame = 0
+            sinceFrameTimes = nil
             defer { frame.unref() }
             try body(frame)
         }

@@ -764,6 +764,29 @@ struct DamagedInputTests {
 /// damaged packets in a copied track are carried, counted, as a transcode conceals them.
 @Suite("damage in the source is told from a failed write")
 struct SourceDamageTests {
+    @Test("an MPEG-TS whose pictures go on in HEVC on the PID the programme map gave H.264 is refused, for a copy and an encode, not delivered with half its pictures undecodable or missing (both exited 0)")
+    func pictureCodecChangesOnOnePID() throws {
+        let h264 = try Media.generated("switch-h264-4s.ts", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=4",
+                                                            "-f", "lavfi", "-i", "sine=duration=4", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+                                                            "-c:a", "aac", "-f", "mpegts"])
+        let hevc = try Media.generated("switch-hevc-4s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                            "-f", "lavfi", "-i", "sine=f=880:duration=4", "-c:v", "libx265", "-preset", "ultrafast",
+                                                            "-x265-params", "log-level=error", "-pix_fmt", "yuv420p", "-c:a", "aac",
+                                                            "-output_ts_offset", "4", "-f", "mpegts"])
+        let dir = Media.scratch("codec-switch-ts")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let joined = dir.appendingPathComponent("joined.ts")
+        try (try Data(contentsOf: URL(fileURLWithPath: h264)) + (try Data(contentsOf: URL(fileURLWithPath: hevc)))).write(to: joined)
+        // A copy (the remux to MP4), and an encode (a frame-rate limit forces one).
+        let copied = try Self.expectSourceCorrupt(joined.path, quality: "original", in: dir, saying: "another codec")
+        #expect(copied?["stage"] == .string("decode"), "the copy stopped and its encode refused the rest: \(String(describing: copied))")
+        let limited = #"{"containers":["mp4"],"codecs_video":["h264"],"codecs_audio":["aac"],"max_frame_rate":12}"#
+        try Self.expectSourceCorrupt(joined.path, quality: "1mbps", caps: limited, in: dir, saying: "gives no picture for its last")
+        // Each part alone goes through.
+        let out = dir.appendingPathComponent("alone.mp4").path
+        #expect(try Command.run(["prepare", h264, "--quality", "original", "--caps", "ios", "--output", out]).status == 0)
+    }
+
     @Test("a recording with 160 kB zeroed (no sync byte for more than libavformat's 64 kB resync) is read on past it: delivered, not a retryable io_error every time (found by fuzzing)", arguments: ["original", "1mbps"])
     func zeroedStretchInTS(_ quality: String) throws {
         let dir = Media.scratch("zeroed-ts-\(quality)")
