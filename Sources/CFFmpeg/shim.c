@@ -123,6 +123,11 @@ const AVDOVIDecoderConfigurationRecord *kiln_stream_dovi(const AVStream *st) {
     return (const AVDOVIDecoderConfigurationRecord *)sd->data;
 }
 
+enum AVCodecID kiln_picture_codec_for_tag(unsigned int tag) {
+    const struct AVCodecTag *const tables[] = { avformat_get_mov_video_tags(), avformat_get_riff_video_tags(), NULL };
+    return av_codec_get_id(tables, tag);
+}
+
 int kiln_stream_has_mastering(const AVStream *st) {
     return stream_side_data(st, AV_PKT_DATA_MASTERING_DISPLAY_METADATA) != NULL ||
            stream_side_data(st, AV_PKT_DATA_CONTENT_LIGHT_LEVEL) != NULL;

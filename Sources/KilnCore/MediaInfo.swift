@@ -7,9 +7,9 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// pages; 7: CEA-708 caption services, sound bitrates measured where the container
     /// gives none, fragmented MP4; 8: 120 and 240 fps in millisecond time bases are
     /// constant, QuickTime text tracks forced by their display flags, track names from MP4
-    /// handler names; 9: index damage), so a description cached by an older one is not
-    /// planned from.
-    public static let describerVersion = 13
+    /// handler names; 9: index damage; 14: a picture track declared as sound is index
+    /// damage), so a description cached by an older one is not planned from.
+    public static let describerVersion = 14
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }

@@ -190,6 +190,7 @@ public enum Prober {
             return "its Matroska segment declares \(missing) bytes past the file's end (\(size) bytes): the file is cut short"
         }
         let mp4 = format.hasPrefix("mov,")
+        if let mislabelled = picturesDeclaredAsSound(demuxer) { return mislabelled }
         if mp4, let missing = movieBoxShortfall(demuxer.path, size: size) {
             return "its index (moov) declares \(missing) bytes past the file's end (\(size) bytes): the file is cut short"
         }
@@ -209,6 +210,23 @@ public enum Prober {
                     return "stream \(i): its index places a sample at bytes \(e.pointee.pos)–\(end), past the file's end (\(size) bytes): the file is cut short or its offsets are damaged"
                 }
             }
+        }
+        return nil
+    }
+
+    /// A stream whose header declares it sound while its sample
+    /// entry names a picture codec (an MP4 track's handler damaged from `vide` to `soun`):
+    /// libavformat makes it a sound stream of no codec, and the pictures were left out
+    /// quietly as an unknown sound track. MP4 and AVI's tables of picture tags say which.
+    static func picturesDeclaredAsSound(_ demuxer: Demuxer) -> String? {
+        for i in 0..<demuxer.streamCount {
+            let par = demuxer.stream(i).pointee.codecpar.pointee
+            // Sound only: data tracks of no codec legitimately carry `mp4s` (ISMA's object
+            // descriptor and scene tracks), which the tables also list as MPEG-4 pictures.
+            guard par.codec_id == AV_CODEC_ID_NONE, par.codec_type == AVMEDIA_TYPE_AUDIO, par.codec_tag != 0,
+                  case let codec = kiln_picture_codec_for_tag(par.codec_tag), codec != AV_CODEC_ID_NONE else { continue }
+            return "stream \(i): its header declares it sound, but its sample entry (\(fourCC(par.codec_tag) ?? "?")) holds "
+                + "\(string(avcodec_get_name(codec)) ?? "video") pictures: the header is damaged"
         }
         return nil
     }

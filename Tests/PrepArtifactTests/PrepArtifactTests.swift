@@ -388,6 +388,25 @@ struct CommandLineTests {
         }
     }
 
+    @Test("an MP4 whose picture track's handler says sound (a damaged hdlr box) is refused as a damaged header, for the file as it is and an encode; its pictures were left out quietly, exit 0 with sound alone")
+    func pictureTrackDeclaredAsSound() throws {
+        let dir = Media.scratch("cli-handler-flipped")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try damagedCopy(ofFile: Media.shared("ax_hlg10-color-test.mp4"), in: dir, as: "flipped.mp4") { bytes in
+            // hdlr, version and flags, pre_defined, then the handler type.
+            let handler = Array("hdlr".utf8) + [UInt8](repeating: 0, count: 8) + Array("vide".utf8)
+            var at: Int? = nil
+            for i in 0..<(bytes.count - handler.count) where bytes[i] == 0x68 && Array(bytes[i..<i + handler.count]) == handler { at = i }
+            let i = try #require(at)
+            bytes.replaceSubrange(i + 12..<i + 16, with: Array("soun".utf8))
+        }
+        let damage = try JSONValue.parse(Array(try Command.run(["probe", source.path, "--json"]).stdout.utf8))["index_damage"]?.string
+        #expect(damage?.contains("declares it sound, but its sample entry (hvc1) holds hevc pictures") == true, "\(String(describing: damage))")
+        for quality in ["original", "1mbps"] {
+            try SourceDamageTests.expectSourceCorrupt(source.path, quality: quality, in: dir, saying: "the header is damaged")
+        }
+    }
+
     @Test("a Matroska recording kept on its capture clock (its first block at an hour, its Duration the last time) is 6 s long at its real bitrate: transcoded for a rung it is above, remuxed whole for original (it was read as 3606 s, gone to a 1 Mbit/s device as it was, and refused as cut short)")
     func matroskaStartingLate() throws {
         let source = try Media.generated("late-clock-6s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=6",

@@ -129,6 +129,9 @@ double kiln_stream_rotation(const AVStream *st);
 const AVDOVIDecoderConfigurationRecord *kiln_stream_dovi(const AVStream *st);
 /// Whether a stream carries mastering-display or content-light metadata.
 int kiln_stream_has_mastering(const AVStream *st);
+/// The picture codec an MP4 sample entry or AVI FOURCC names (libavformat's MOV and
+/// RIFF video tag tables), or AV_CODEC_ID_NONE.
+enum AVCodecID kiln_picture_codec_for_tag(unsigned int tag);
 
 
 
