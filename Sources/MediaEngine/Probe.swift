@@ -172,6 +172,10 @@ public enum Prober {
                              streams: streams, chapters: chapters, warnings: warnings)
         if formatName.hasPrefix("mov,"), isFragmented(demuxer.path) { info.fragmented = true }
         if scan {
+            // Tracks lost before libavformat reached them: no delivery can be known whole.
+            if formatName.hasPrefix("mov,"), let why = movieBoxDamage(demuxer.path) {
+                throw KilnError(.sourceCorrupt, stage: .probe, "the source's index is damaged: \(why)")
+            }
             info.indexDamage = indexDamage(demuxer, size: Int64(size), fragmented: info.fragmented == true)
             if formatName.hasPrefix("mov,"), info.fragmented != true { info.timingDamage = TrackDrift.judge(demuxer) }
         }
@@ -281,6 +285,49 @@ public enum Prober {
             }
             guard declared <= size - offset else { return nil }
             offset += declared
+        }
+        return nil
+    }
+
+    /// Damage in the movie box's own children, which libavformat reads in turn before any
+    /// track: they must tile it (a size that runs past it, or lands inside a neighbour, has
+    /// libavformat read what follows from the wrong place, or clamp the box over it), each
+    /// of a readable four-character type, and the movie header one of its two sizes (108
+    /// bytes, or 120 in version 1). An MP4 whose `mvhd` size was damaged lost its sound
+    /// track, or every track, quietly: a remux came out with pictures alone. Fewer than 8
+    /// bytes of zeros may end the box (QuickTime's padding). nil where it is whole, or
+    /// where there is no movie box to judge.
+    static func movieBoxDamage(_ path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG,
+              let file = try? FileDescriptor(path: path, flags: O_RDONLY | O_NONBLOCK), let size = FileIO.size(atPath: path),
+              let top = try? FastStart.topLevelBoxes(file, fileSize: size, limit: 64, upToDamage: true),
+              let moov = top.first(where: { $0.type == "moov" }) else { return nil }
+        let end = moov.offset + moov.size
+        var offset = moov.offset + 8, boxes = 0
+        while end - offset >= 8, boxes < 100_000 {
+            guard let head = try? file.read(upTo: Int(min(16, end - offset)), at: offset), head.count >= 8 else { return nil }
+            guard head[4..<8].allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else {
+                return "its index (moov) holds a box of no readable type at byte \(offset)"
+            }
+            let type = String(decoding: head[4..<8], as: UTF8.self)
+            var declared = head[0..<4].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+            if declared == 1, head.count >= 16 {
+                declared = head[8..<16].reduce(Int64(0)) { $0 &<< 8 | Int64($1) }
+            } else if declared == 0 {
+                declared = end - offset
+            }
+            guard declared >= 8, declared <= end - offset else {
+                return "its index's \(type) box at byte \(offset) declares \(declared) bytes, past the index's end"
+            }
+            if type == "mvhd", declared != 108, declared != 120 {
+                return "its movie header (mvhd) declares \(declared) bytes, not 108 or 120"
+            }
+            offset += declared
+            boxes += 1
+        }
+        if offset < end, let rest = try? file.read(upTo: Int(end - offset), at: offset), rest.contains(where: { $0 != 0 }) {
+            return "its index (moov) ends in \(end - offset) bytes that are no box"
         }
         return nil
     }

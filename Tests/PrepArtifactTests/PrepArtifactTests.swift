@@ -407,6 +407,23 @@ struct CommandLineTests {
         }
     }
 
+    @Test("an MP4 whose movie header's size is damaged is refused as a damaged index: one that swallowed the sound track had gone out with its pictures alone (exit 0), one past the index had answered quality_unavailable")
+    func movieHeaderSizeDamaged() throws {
+        let dir = Media.scratch("cli-mvhd-size")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for declared in [200, 0x7fff_ffff] {
+            let source = try damagedCopy(ofFile: Media.shared("ax_hlg10-color-test.mp4"), in: dir, as: "mvhd-\(declared).mp4") { bytes in
+                var at: Int? = nil
+                for i in 4..<(bytes.count - 4) where bytes[i] == 0x6d && Array(bytes[i..<i + 4]) == Array("mvhd".utf8) { at = i - 4; break }
+                let i = try #require(at)
+                bytes.replaceSubrange(i..<i + 4, with: [UInt8(declared >> 24), UInt8(declared >> 16 & 0xff), UInt8(declared >> 8 & 0xff), UInt8(declared & 0xff)])
+            }
+            for quality in ["original", "1mbps"] {
+                try SourceDamageTests.expectSourceCorrupt(source.path, quality: quality, in: dir, saying: "the source's index is damaged")
+            }
+        }
+    }
+
     @Test("a Matroska recording kept on its capture clock (its first block at an hour, its Duration the last time) is 6 s long at its real bitrate: transcoded for a rung it is above, remuxed whole for original (it was read as 3606 s, gone to a 1 Mbit/s device as it was, and refused as cut short)")
     func matroskaStartingLate() throws {
         let source = try Media.generated("late-clock-6s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=6",
