@@ -8,7 +8,8 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// gives none, fragmented MP4; 8: 120 and 240 fps in millisecond time bases are
     /// constant, QuickTime text tracks forced by their display flags, track names from MP4
     /// handler names; 9: index damage; 14: a picture track declared as sound is index
-    /// damage, a movie box whose children do not tile it is refused), so a description cached by an older one is not planned from.
+    /// damage, a movie box whose children do not tile it, or a
+    /// track whose sample tables fall far short of it, is refused), so a description cached by an older one is not planned from.
     public static let describerVersion = 14
 
     /// The key a description of the file with this fingerprint is cached under.

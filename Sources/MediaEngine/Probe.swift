@@ -173,7 +173,8 @@ public enum Prober {
         if formatName.hasPrefix("mov,"), isFragmented(demuxer.path) { info.fragmented = true }
         if scan {
             // Tracks lost before libavformat reached them: no delivery can be known whole.
-            if formatName.hasPrefix("mov,"), let why = movieBoxDamage(demuxer.path) {
+            if formatName.hasPrefix("mov,"), info.fragmented != true,
+               let why = movieBoxDamage(demuxer.path) ?? sampleTablesShortfall(demuxer) {
                 throw KilnError(.sourceCorrupt, stage: .probe, "the source's index is damaged: \(why)")
             }
             info.indexDamage = indexDamage(demuxer, size: Int64(size), fragmented: info.fragmented == true)
@@ -328,6 +329,30 @@ public enum Prober {
         }
         if offset < end, let rest = try? file.read(upTo: Int(end - offset), at: offset), rest.contains(where: { $0 != 0 }) {
             return "its index (moov) ends in \(end - offset) bytes that are no box"
+        }
+        return nil
+    }
+
+    /// A track whose sample tables give fewer samples than it holds, and cover far less
+    /// time than its header declares: a sample count damaged in `stsz` (one sample of 250)
+    /// leaves libavformat one picture to read, and a 10 s film came out as a single
+    /// picture beside 10 s of sound, the sound's length passing for the output's. Both
+    /// must hold: a track trimmed by an edit list also indexes fewer samples than it has,
+    /// but covers the time it declares; a still picture shown for an hour is one sample.
+    static func sampleTablesShortfall(_ demuxer: Demuxer) -> String? {
+        for i in 0..<demuxer.streamCount {
+            let st = demuxer.stream(i)
+            let type = st.pointee.codecpar.pointee.codec_type
+            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO,
+                  st.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 else { continue }
+            let entries = Int(avformat_index_get_entries_count(st)), samples = Int(st.pointee.nb_frames)
+            guard entries > 0, samples > entries, let declared = seconds(st.pointee.duration, st.pointee.time_base),
+                  let first = avformat_index_get_entry(st, 0)?.pointee.timestamp,
+                  let last = avformat_index_get_entry(st, Int32(entries - 1))?.pointee.timestamp else { continue }
+            let step = entries > 1 ? (last - first) / Int64(entries - 1) : 0
+            guard let span = seconds(last - first + step, st.pointee.time_base), declared - span > max(1, declared * 0.1) else { continue }
+            return "stream \(i): its sample tables give \(entries) of its \(samples) samples, "
+                + "\(Format.fixed(span, decimals: 2)) s of the \(Format.fixed(declared, decimals: 2)) s its track declares"
         }
         return nil
     }

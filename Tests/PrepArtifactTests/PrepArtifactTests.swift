@@ -424,6 +424,32 @@ struct CommandLineTests {
         }
     }
 
+    @Test("an MP4 whose picture track's sample count is damaged (one sample of 250) is refused as a damaged index, not delivered as one picture beside 10 s of sound (exit 0); a clip trimmed by an edit list and a still shown for 10 s go through")
+    func sampleCountDamaged() throws {
+        let whole = try Media.generated("stsz-10s.mp4", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=10",
+                                                        "-f", "lavfi", "-i", "sine=duration=10", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+                                                        "-c:a", "aac", "-movflags", "+faststart"])
+        let dir = Media.scratch("cli-stsz-count")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try damagedCopy(ofFile: whole, in: dir, as: "one-sample.mp4") { bytes in
+            var at: Int? = nil
+            for i in 4..<(bytes.count - 16) where bytes[i] == 0x73 && Array(bytes[i..<i + 4]) == Array("stsz".utf8) { at = i; break }
+            let i = try #require(at)   // the first track's: the pictures'
+            #expect(Array(bytes[i + 12..<i + 16]) == [0, 0, 0, 250])
+            bytes.replaceSubrange(i + 12..<i + 16, with: [0, 0, 0, 1])
+        }
+        for quality in ["original", "1mbps"] {
+            try SourceDamageTests.expectSourceCorrupt(source.path, quality: quality, in: dir, saying: "its sample tables give 1 of its 250 samples")
+        }
+        let trimmed = try Media.generated("stsz-10s-trimmed.mp4", ["-ss", "2.3", "-t", "5", "-i", whole, "-c", "copy"])
+        let still = try Media.generated("still-10s.mp4", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=1/10:duration=10",
+                                                          "-f", "lavfi", "-i", "sine=duration=10", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+                                                          "-c:a", "aac", "-shortest"])
+        for path in [trimmed, still] {
+            #expect(try Command.run(["probe", path]).status == 0, "\(path)")
+        }
+    }
+
     @Test("a Matroska recording kept on its capture clock (its first block at an hour, its Duration the last time) is 6 s long at its real bitrate: transcoded for a rung it is above, remuxed whole for original (it was read as 3606 s, gone to a 1 Mbit/s device as it was, and refused as cut short)")
     func matroskaStartingLate() throws {
         let source = try Media.generated("late-clock-6s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=6",
