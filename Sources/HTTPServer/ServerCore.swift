@@ -180,7 +180,9 @@ final class ServerCore: Sendable {
     /// made from an earlier `stat` (`identity`): a file renamed over or rewritten since is
     /// another representation, whose bytes must not go out under the old ETag and length.
     private func openFile(path: String, offset: UInt64, length: UInt64, identity: HTTPResponse.FileIdentity?) -> Opened {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // Not through a symlink put where the file was: the paths served are resolved ones
+        // (Kiln's own files, and originals resolved inside the media roots when asked for).
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         // Gone since the stat (removed, or renamed over on a network file system): changed.
         // Anything else (no permission, no descriptors left) is no change.
         guard fd >= 0 else { return identity != nil && (errno == ENOENT || errno == ESTALE) ? .changed : .unavailable }

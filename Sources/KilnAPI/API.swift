@@ -143,10 +143,14 @@ public final class API: Sendable {
     /// an original is the file at its path, keyed by its content then, and a file renamed
     /// over it may need another plan (a codec the device does not play). A `stat`, cheap
     /// enough for every answer; a same-size rewrite shows in the download's ETag.
+    /// Its path was resolved inside a media root when it was asked for: one that no longer
+    /// resolves to itself (the file, or a folder above it, replaced by a symlink) may lead
+    /// anywhere, a file of the same size outside the roots included, and has changed too.
     static func originalChanged(_ a: ArtifactRecord) -> Bool {
         guard a.plan.deliveryFormat == .original, a.state == .ready, let f = a.file else { return false }
         var st = stat()
-        return stat(f.path, &st) != 0 || Int64(st.st_size) != f.bytes
+        return lstat(f.path, &st) != 0 || (st.st_mode & S_IFMT) != S_IFREG || Int64(st.st_size) != f.bytes
+            || Path.resolved(f.path) != f.path
     }
 
     func file(_ req: HTTPRequest, _ id: String) throws -> HTTPResponse {

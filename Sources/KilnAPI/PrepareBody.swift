@@ -23,16 +23,21 @@ public enum PrepareBody {
             return s
         }
 
+        // Counted in code points, not as characters are drawn: 100,000 combining accents on
+        // one letter are one character, a 200 kB reference no URL could then address.
+        // Control characters (NUL, newlines) name nothing a caller could write in a path.
         guard let reference = try string("reference", in: o, required: true), !reference.isEmpty,
-              reference.count <= maxReferenceLength, !reference.contains(where: { $0.isNewline || $0 == "/" }) else {
-            throw APIError.badRequest("reference must be a non-empty string of at most \(maxReferenceLength) characters without '/'.",
-                                      field: "reference")
+              reference.unicodeScalars.count <= maxReferenceLength,
+              !reference.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "/" }) else {
+            throw APIError.badRequest("reference must be a non-empty string of at most \(maxReferenceLength) characters, "
+                                      + "without '/' or control characters.", field: "reference")
         }
         guard let sourceValue = o["source"], case .object(let source) = sourceValue else {
             throw APIError.badRequest("source must be an object with a path.", field: "source")
         }
-        guard let path = try string("path", in: source, name: "source.path", required: true), !path.isEmpty else {
-            throw APIError.badRequest("source.path is required.", field: "source.path")
+        guard let path = try string("path", in: source, name: "source.path", required: true), !path.isEmpty,
+              !path.unicodeScalars.contains("\0") else {
+            throw APIError.badRequest("source.path must be a non-empty path without NUL characters.", field: "source.path")
         }
         let qualityText = try string("quality", in: o, required: false) ?? Quality.original.rawValue
         let quality: Quality

@@ -189,7 +189,16 @@ final class Statement {
             case .null: rc = sqlite3_bind_null(handle, index)
             case .integer(let v): rc = sqlite3_bind_int64(handle, index, v)
             case .real(let v): rc = sqlite3_bind_double(handle, index, v)
-            case .text(let v): rc = sqlite3_bind_text(handle, index, v, -1, kiln_sqlite_transient())
+            // By its byte length: a C string would end at the first NUL, and "victim\0x" would
+            // be bound as "victim" (another holder's reference, taken over).
+            case .text(let v):
+                var text = v
+                rc = text.withUTF8 { bytes in
+                    guard let base = bytes.baseAddress else { return sqlite3_bind_text(handle, index, "", 0, kiln_sqlite_transient()) }
+                    return base.withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                        sqlite3_bind_text(handle, index, $0, Int32(clamping: bytes.count), kiln_sqlite_transient())
+                    }
+                }
             }
             if rc != SQLITE_OK { throw db.lastError(rc, sql: sql) }
         }
@@ -223,9 +232,10 @@ struct Row {
     func int(_ i: Int32) -> Int { Int(sqlite3_column_int64(stmt, i)) }
     func bool(_ i: Int32) -> Bool { sqlite3_column_int64(stmt, i) != 0 }
     func double(_ i: Int32) -> Double { sqlite3_column_double(stmt, i) }
+    /// By its byte length, as it was bound (a NUL inside is text, not its end).
     func string(_ i: Int32) -> String {
         guard let p = sqlite3_column_text(stmt, i) else { return "" }
-        return String(cString: p)
+        return String(decoding: UnsafeBufferPointer(start: p, count: Int(sqlite3_column_bytes(stmt, i))), as: UTF8.self)
     }
     func optionalInt64(_ i: Int32) -> Int64? { isNull(i) ? nil : int64(i) }
     func optionalString(_ i: Int32) -> String? { isNull(i) ? nil : string(i) }

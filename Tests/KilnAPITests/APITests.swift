@@ -395,6 +395,53 @@ struct APITests {
         #expect(relative.status == 400)
     }
 
+    @Test("an original's file replaced by a symlink to a file of the same size outside the media roots is changed (409), never served")
+    func originalSwappedForSymlink() throws {
+        let root = Media.scratch("swap-root"), outside = Media.scratch("swap-outside")
+        defer { try? FileManager.default.removeItem(at: root); try? FileManager.default.removeItem(at: outside) }
+        let film = root.appendingPathComponent("film.mp4").path
+        try FileManager.default.copyItem(atPath: Media.shared("sp_bear-flac.mp4"), toPath: film)
+        let d = try Daemon(mediaRoot: root)
+        defer { d.stop() }
+        let caps = #"{"containers":["mp4"],"codecs_video":["h264"],"codecs_audio":["flac"]}"#
+        let answer = try JSONValue.parse(try d.prepare("s", film, caps: caps).body)
+        #expect(answer["delivery_format"] == .string("original") && answer["status"] == .string("ready"), "\(answer)")
+        let id = try #require(answer["artifact_id"]?.string)
+        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)/file").status == 200)
+        let size = try #require((try FileManager.default.attributesOfItem(atPath: film))[.size] as? Int)
+        let secret = outside.appendingPathComponent("secret").path
+        try Data(repeating: 0x53, count: size).write(to: URL(fileURLWithPath: secret))
+        try FileManager.default.removeItem(atPath: film)
+        try FileManager.default.createSymbolicLink(atPath: film, withDestinationPath: secret)
+        let download = try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)/file")
+        let refused = try JSONValue.parse(download.body)
+        #expect(download.status == 409 && refused["error"] == .string("source_changed"), "\(download.status)")
+        let reference = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/references/s").body)
+        #expect(reference["status"] == .string("failed") && reference["error"]?["code"] == .string("source_changed"), "\(reference)")
+    }
+
+    @Test("a reference is taken whole: one with a NUL never names another's (it took the other over), nor does an id or a URL with %00; control characters and more than 256 code points are refused, however they are drawn")
+    func referencesTakenWhole() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        let first = try JSONValue.parse(try d.prepare("victim", "sp_bear-640x360-ec3.mp4").body)
+        let id = try #require(first["artifact_id"]?.string)
+        let nul = try RawHTTP.json(port: d.port, "POST", "/v1/prepare",
+                                   #"{"reference":"victim\u0000attacker","source":{"path":"\#(Media.shared("sp_bear-flac.mp4"))"}}"#)
+        let nulAnswer = try JSONValue.parse(nul.body)
+        #expect(nul.status == 400 && nulAnswer["field"] == .string("reference"), "\(nul.text)")
+        let accents = "g" + String(repeating: "\u{0301}", count: 300)
+        #expect(accents.count == 1)
+        let long = try RawHTTP.json(port: d.port, "POST", "/v1/prepare",
+                                    #"{"reference":"\#(accents)","source":{"path":"\#(Media.shared("sp_bear-flac.mp4"))"}}"#)
+        #expect(long.status == 400, "\(long.status)")
+        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/references/victim%00x").status == 404)
+        #expect(try RawHTTP.request(port: d.port, "DELETE", "/v1/references/victim%00x").status == 404)
+        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)%00junk").status == 404)
+        let still = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/references/victim").body)
+        #expect(still["artifact_id"]?.string == id && still["reference"] == .string("victim"), "\(still)")
+    }
+
     @Test("malformed, oversized and random bodies get a 4xx envelope naming the field, and the daemon stays healthy")
     func badBodies() throws {
         let d = try Daemon()
