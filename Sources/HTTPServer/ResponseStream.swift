@@ -55,14 +55,17 @@ public final class ResponseStream: Sendable {
 
     /// Appends bytes for the client. False when the stream no longer accepts writes
     /// (closed, client gone, dropped for being slow, server stopping) — also when this
-    /// write is what pushed it over the limit.
+    /// write is what pushed it over the limit with earlier bytes still unsent.
     @discardableResult
     public func write(_ bytes: some Collection<UInt8>) -> Bool {
         var accepted = false
         var ended: (Termination, [@Sendable (Termination) -> Void])?
         let wake = state.withLock { s -> Connection? in
             guard s.termination == nil else { return nil }
-            if s.buffered + bytes.count > bufferLimit {
+            // A client is behind only with bytes still waiting: one message larger than the
+            // limit (an event naming thousands of references) goes to a client that has read
+            // everything, or it, and every client resuming before it, was cut at it for good.
+            if s.buffered > 0 && s.buffered + bytes.count > bufferLimit {
                 s.buffer = []
                 s.readIndex = 0
                 ended = Self.terminate(&s, .slowClient)

@@ -99,6 +99,28 @@ struct StreamTests {
         #expect(terminations.withLock { $0 } == [.slowClient])
     }
 
+    @Test("one message larger than the buffer's limit goes whole to a client that has read everything before it, which stays connected (an event naming thousands of references had cut every listener, for good)")
+    func messageLargerThanTheLimit() throws {
+        let streams = Mutex<[ResponseStream]>([])
+        let server = try startServer({ $0.streamBufferLimit = 8 * 1024 }) { server in
+            server.route("GET", "/events") { _, _ in
+                .eventStream { stream in streams.withLock { $0.append(stream) } }
+            }
+        }
+        defer { server.stop() }
+        let client = try RawClient(port: server.port)
+        client.send("GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(eventually { streams.withLock { $0.count } == 1 })
+        let stream = try #require(streams.withLock { $0.first })
+        let big = String(repeating: "r", count: 20 * 1024) + "END"
+        #expect(stream.send(data: big))
+        let got = client.read(until: "END\n\n")
+        #expect(got.hasSuffix("data: \(big)\n\n"), "\(got.utf8.count) bytes")
+        #expect(stream.isOpen)
+        #expect(stream.send(data: "after"))
+        #expect(client.read(until: "data: after\n\n").hasSuffix("data: after\n\n"))
+    }
+
     @Test("a client that disconnects is noticed on the next write")
     func clientGone() throws {
         let streams = Mutex<[ResponseStream]>([])
