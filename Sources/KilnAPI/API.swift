@@ -102,12 +102,45 @@ public final class API: Sendable {
                     r.headers.set("WWW-Authenticate", "Bearer")
                     return r
                 }
+            } else if let refused = Self.refusedWithoutToken(req) {
+                return API.fail(refused)
             }
             do { return try handler(req, params) }
             catch let e as APIError { return API.fail(e) }
             catch let e as KilnError { return API.fail(APIError(e)) }
             catch { return API.fail(APIError(500, "internal_error", "Unexpected error.")) }
         }
+    }
+
+    /// Without a token Kiln listens on loopback only, where any web page its operator opens
+    /// can reach it too: a form posted from another site (its Origin says so), or a name
+    /// of the attacker's that resolves to 127.0.0.1 (DNS rebinding: its Host says so). Such
+    /// requests are refused; programs on the machine, the media server among them, send
+    /// neither a foreign Host nor an Origin.
+    static func refusedWithoutToken(_ req: HTTPRequest) -> APIError? {
+        if let host = req.headers["Host"], !isLoopback(authority: host) {
+            return APIError(403, "host_not_allowed", "Without KILN_TOKEN only requests addressed to this machine's loopback "
+                            + "name are answered (this one named \(host.prefix(100))); set a token to serve other names.")
+        }
+        if let origin = req.headers["Origin"],
+           !isLoopback(authority: origin.split(separator: "/", omittingEmptySubsequences: true).dropFirst().first.map(String.init) ?? "") {
+            return APIError(403, "origin_not_allowed", "Without KILN_TOKEN requests from web pages of other sites are refused.")
+        }
+        return nil
+    }
+
+    /// `localhost`, `127.x.y.z` or `[::1]`, with or without a port.
+    static func isLoopback(authority: String) -> Bool {
+        var host = authority.lowercased()
+        if host.hasPrefix("[") {
+            guard let end = host.firstIndex(of: "]") else { return false }
+            host = String(host[host.index(after: host.startIndex)..<end])
+            return host == "::1"
+        }
+        if let colon = host.lastIndex(of: ":") { host = String(host[..<colon]) }
+        if host == "localhost" || host.hasSuffix(".localhost") { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 
     func artifact(_ id: String) throws -> ArtifactRecord {

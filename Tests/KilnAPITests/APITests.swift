@@ -368,6 +368,34 @@ struct APITests {
         #expect(try d.prepare("x", "sp_bear-flac.mp4").status == 401)
     }
 
+    @Test("without a token, a request another site's web page makes (its Origin) or one addressed to a name that is not loopback (DNS rebinding: its Host) is refused; programs on the machine and the daemon's own page are answered")
+    func foreignPagesRefusedWithoutToken() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        func send(_ head: String, body: String = "") throws -> (Int, String?) {
+            let c = try RawHTTP(port: d.port)
+            try c.send(head + "Connection: close\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+            let r = try c.readResponse()
+            return (r.status, try JSONValue.parse(r.body)["error"]?.string)
+        }
+        let prepare = #"{"reference":"o","source":{"path":"\#(Media.shared("sp_bear-flac.mp4"))"},"quality":"1mbps"}"#
+        #expect(try send("GET /v1/queue HTTP/1.1\r\nHost: evil.example:\(d.port)\r\n") == (403, "host_not_allowed"))
+        #expect(try send("POST /v1/prepare HTTP/1.1\r\nHost: 127.0.0.1:\(d.port)\r\nOrigin: http://evil.example\r\nContent-Type: text/plain\r\n",
+                         body: prepare) == (403, "origin_not_allowed"))
+        #expect(try send("POST /v1/prepare HTTP/1.1\r\nHost: localhost:\(d.port)\r\nOrigin: null\r\n", body: prepare) == (403, "origin_not_allowed"))
+        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/references/o").status == 404, "nothing was prepared")
+        #expect(try send("GET /v1/queue HTTP/1.1\r\nHost: [::1]:\(d.port)\r\n").0 == 200)
+        #expect(try RawHTTP.request(port: d.port, "GET", "/").status == 200)
+        #expect([200, 202].contains(try send("POST /v1/prepare HTTP/1.1\r\nHost: 127.0.0.1:\(d.port)\r\nOrigin: http://127.0.0.1:\(d.port)\r\n",
+                                             body: prepare).0))
+        // With a token the token decides, whatever the name.
+        let guarded = try Daemon(token: "s3cret")
+        defer { guarded.stop() }
+        let c = try RawHTTP(port: guarded.port)
+        try c.send("GET /v1/queue HTTP/1.1\r\nHost: kiln.example.com\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n")
+        #expect(try c.readResponse().status == 200)
+    }
+
     @Test("sources outside the media roots are forbidden without a hint; symlinks that escape are caught")
     func pathSafety() throws {
         let root = Media.scratch("roots")
