@@ -147,10 +147,7 @@ public final class API: Sendable {
         guard let a = try store.artifact(id: id) else {
             // A download link kept past the artifact's collection: gone, and asking again
             // makes it anew (a plain 404 read as a wrong link).
-            if let at = try store.collectedAt(artifactID: id) {
-                throw APIError(410, "artifact_collected", "Artifact \(id) was collected at \(RFC3339.string(millis: at)) once "
-                               + "no reference held it; ask for it again with POST /v1/prepare.")
-            }
+            if let at = try store.collectedAt(artifactID: id) { throw Self.collected(id, at: at) }
             throw APIError.notFound
         }
         return try farm.checkingFile(a)
@@ -188,6 +185,8 @@ public final class API: Sendable {
 
     func file(_ req: HTTPRequest, _ id: String) throws -> HTTPResponse {
         let a = try artifact(id)
+        // Being collected: gone, as it will be once its row is (not "not ready yet").
+        if a.state == .deleting { throw Self.collected(id, at: a.updatedAt) }
         guard a.state == .ready, let f = a.file else { throw APIError.notReady(id) }
         if Self.originalChanged(a) {
             throw APIError(409, "source_changed", "The file changed since it was asked for; ask again for its new content.")
@@ -195,7 +194,23 @@ public final class API: Sendable {
         try? store.touch(artifactID: id, now: SystemClock().nowMillis())
         let type = Self.mediaTypes[a.plan.container] ?? "application/octet-stream"
         // An original is the user's file, hashed by nobody: it is tagged by its identity.
-        return .file(path: f.path, contentType: type, etag: f.sha256, request: req)
+        let response = HTTPResponse.file(path: f.path, contentType: type, etag: f.sha256, request: req)
+        // The file went between the read above and the server's look at it: the collector
+        // took it meanwhile (410), or it was lost or changed (the artifact's answer says so).
+        if response.status == 404 {
+            let now = try artifact(id)
+            if now.state == .deleting { throw Self.collected(id, at: now.updatedAt) }
+            if a.plan.deliveryFormat == .original {
+                throw APIError(409, "source_changed", "The file changed since it was asked for; ask again for its new content.")
+            }
+            throw APIError.notReady(id)
+        }
+        return response
+    }
+
+    static func collected(_ id: String, at: Int64) -> APIError {
+        APIError(410, "artifact_collected", "Artifact \(id) was collected at \(RFC3339.string(millis: at)) once "
+                 + "no reference held it; ask for it again with POST /v1/prepare.")
     }
 
     /// What a browser or a phone's download manager needs to know the file by (an original

@@ -448,6 +448,20 @@ struct APITests {
         #expect(reference["status"] == .string("failed") && reference["error"]?["code"] == .string("source_changed"), "\(reference)")
     }
 
+    @Test("a download asked for while the collector deletes the artifact answers 410 artifact_collected, as it will once the row is gone, not 409 not ready yet")
+    func downloadDuringCollection() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        _ = try d.prepare("gc", "sp_bear-640x360-ec3.mp4")
+        let ready = try d.settle("gc")
+        let id = try #require(ready["artifact_id"]?.string)
+        #expect(try RawHTTP.request(port: d.port, "DELETE", "/v1/references/gc").status == 204)
+        #expect(try d.store.beginDeleting(artifactID: id, now: SystemClock().nowMillis()))
+        let during = try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)/file")
+        let answer = try JSONValue.parse(during.body)
+        #expect(during.status == 410 && answer["error"] == .string("artifact_collected"), "\(during.status) \(answer)")
+    }
+
     @Test("a reference is taken whole: one with a NUL never names another's (it took the other over), nor does an id or a URL with %00; control characters and more than 256 code points are refused, however they are drawn")
     func referencesTakenWhole() throws {
         let d = try Daemon()
