@@ -117,6 +117,13 @@ final class ServerCore: Sendable {
 
     /// Hands `response` to libmicrohttpd, which sends it once the handler returns.
     private func queue(_ response: HTTPResponse, on connection: OpaquePointer, context: RequestContext) -> MHD_Result {
+        // HEAD of a stream: its headers alone. Started, it was sent chunked, and its closing
+        // chunk went out as a body a keep-alive client then read as the next response's start.
+        if context.method == "HEAD", case .stream = response.body {
+            var headers = response.headers
+            headers.remove("Transfer-Encoding")
+            return queue(HTTPResponse(status: response.status, headers: headers, body: .bytes([])), on: connection, context: context)
+        }
         var stream: ResponseStream?
         let made: OpaquePointer?
         switch response.body {

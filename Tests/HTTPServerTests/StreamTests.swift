@@ -121,6 +121,22 @@ struct StreamTests {
         #expect(client.read(until: "data: after\n\n").hasSuffix("data: after\n\n"))
     }
 
+    @Test("HEAD of a stream answers its headers alone: a keep-alive client reads the next response from its start (a chunked end had come first)")
+    func headOfAStream() throws {
+        let started = Mutex(0)
+        let server = try startServer { server in
+            server.route("GET", "/events") { _, _ in .eventStream { _ in started.withLock { $0 += 1 } } }
+            server.route("GET", "/plain") { _, _ in .text("hello") }
+        }
+        defer { server.stop() }
+        let client = try RawClient(port: server.port)
+        client.send("HEAD /events HTTP/1.1\r\nHost: x\r\n\r\nGET /plain HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        let text = client.read(until: "hello")
+        let parts = text.components(separatedBy: "\r\n\r\n")
+        #expect(parts.count == 3 && parts[0].hasPrefix("HTTP/1.1 200") && parts[1].hasPrefix("HTTP/1.1 200") && parts[2] == "hello", "\(text)")
+        #expect(started.withLock { $0 } == 0, "no stream was started for a HEAD")
+    }
+
     @Test("a client that disconnects is noticed on the next write")
     func clientGone() throws {
         let streams = Mutex<[ResponseStream]>([])
