@@ -49,6 +49,21 @@ final class ServerCore: Sendable {
                 return queue(configuration.errorResponse(400, "bad_request", "The request's Content-Length is not one length in digits."),
                              on: connection, context: context)
             }
+            // A transfer coding other than chunked cannot be read (libmicrohttpd waited for
+            // the request's deadline); chunked beside a Content-Length is the smuggling case
+            // of RFC 9112 section 6.1. Both are answered at once, and the connection closed.
+            let codings = context.headers.filter { HTTPHeaders.same($0.name, "Transfer-Encoding") }
+                .flatMap { $0.value.split(separator: ",").map { $0.trimmingWhitespace.lowercased() } }
+            if !codings.isEmpty && codings != ["chunked"] {
+                context.answered = true
+                return queue(configuration.errorResponse(501, "not_implemented", "Only the chunked transfer coding is understood."),
+                             on: connection, context: context)
+            }
+            if !codings.isEmpty && !lengths.isEmpty {
+                context.answered = true
+                return queue(configuration.errorResponse(400, "bad_request", "A request has a Content-Length or is chunked, not both."),
+                             on: connection, context: context)
+            }
             if let length = context.headers["Content-Length"].flatMap({ Int($0.trimmingWhitespace) }),
                length > configuration.maxBodyBytes {
                 // Refuse before reading: libmicrohttpd then skips the body and closes.

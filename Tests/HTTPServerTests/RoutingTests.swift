@@ -222,6 +222,25 @@ struct RoutingTests {
         #expect(try fetch("http://127.0.0.1:\(server.port)/ok").body == "ok")
     }
 
+    @Test("a transfer coding other than chunked is 501 at once (it waited out the request deadline), and chunked beside a Content-Length is refused and the connection closed: nothing left over is read as another request")
+    func transferCodings() throws {
+        let server = try startServer({ $0.requestDeadlineSeconds = 5 }) { server in
+            server.route("POST", "/echo") { req, _ in .text(String(decoding: req.body, as: UTF8.self)) }
+            server.route("GET", "/ok") { _, _ in .text("ok") }
+        }
+        defer { server.stop() }
+        let gzip = try RawClient(port: server.port)
+        gzip.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\nabc")
+        let refused = gzip.readToEnd()
+        #expect(refused.hasPrefix("HTTP/1.1 501 ") && refused.contains("\"error\""), "\(refused)")
+        let both = try RawClient(port: server.port)
+        both.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"
+                  + "2\r\n{}\r\n0\r\n\r\nGET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        let answer = both.readToEnd()
+        #expect(answer.hasPrefix("HTTP/1.1 400 ") && !answer.contains(" 200 "), "\(answer)")
+        #expect(try fetch("http://127.0.0.1:\(server.port)/ok").body == "ok")
+    }
+
     @Test("headers larger than the connection memory are refused and the server stays healthy")
     func oversizedHeaders() throws {
         let server = try startServer { server in
