@@ -49,6 +49,13 @@ final class ServerCore: Sendable {
                 return queue(configuration.errorResponse(400, "bad_request", "The request's Content-Length is not one length in digits."),
                              on: connection, context: context)
             }
+            // RFC 9112 section 3.2: an HTTP/1.1 request without exactly one Host is refused.
+            let hosts = context.headers.filter { HTTPHeaders.same($0.name, "Host") }.count
+            if context.version == "HTTP/1.1" && hosts != 1 {
+                context.answered = true
+                return queue(configuration.errorResponse(400, "bad_request", "An HTTP/1.1 request names its Host once."),
+                             on: connection, context: context)
+            }
             // A transfer coding other than chunked cannot be read (libmicrohttpd waited for
             // the request's deadline); chunked beside a Content-Length is the smuggling case
             // of RFC 9112 section 6.1. Both are answered at once, and the connection closed.

@@ -222,7 +222,7 @@ struct RoutingTests {
         #expect(try fetch("http://127.0.0.1:\(server.port)/ok").body == "ok")
     }
 
-    @Test("a transfer coding other than chunked is 501 at once (it waited out the request deadline), and chunked beside a Content-Length is refused and the connection closed: nothing left over is read as another request")
+    @Test("a transfer coding other than chunked is 501 at once (it waited out the request deadline), chunked beside a Content-Length is refused and the connection closed (nothing left over is read as another request), and an HTTP/1.1 request without one Host is refused")
     func transferCodings() throws {
         let server = try startServer({ $0.requestDeadlineSeconds = 5 }) { server in
             server.route("POST", "/echo") { req, _ in .text(String(decoding: req.body, as: UTF8.self)) }
@@ -238,6 +238,16 @@ struct RoutingTests {
                   + "2\r\n{}\r\n0\r\n\r\nGET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         let answer = both.readToEnd()
         #expect(answer.hasPrefix("HTTP/1.1 400 ") && !answer.contains(" 200 "), "\(answer)")
+        // An HTTP/1.1 request names its Host once (RFC 9112 section 3.2); HTTP/1.0 need not.
+        for head in ["GET /ok HTTP/1.1\r\n", "GET /ok HTTP/1.1\r\nHost: a\r\nHost: b\r\n"] {
+            let client = try RawClient(port: server.port)
+            client.send(head + "Connection: close\r\n\r\n")
+            let hostless = client.readToEnd()
+            #expect(hostless.hasPrefix("HTTP/1.1 400 ") && hostless.contains("Host"), "\(hostless)")
+        }
+        let old = try RawClient(port: server.port)
+        old.send("GET /ok HTTP/1.0\r\n\r\n")
+        #expect(old.readToEnd().hasSuffix("ok"))
         #expect(try fetch("http://127.0.0.1:\(server.port)/ok").body == "ok")
     }
 
