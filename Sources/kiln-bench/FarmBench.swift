@@ -246,14 +246,14 @@ enum FarmBench {
         var queue: [Double] = []
         for _ in 0..<(quick ? 50 : 300) {
             let t = SystemClock().monotonicSeconds()
-            _ = try Client.request(port: port, "GET /v1/queue HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            _ = try Client.request(port: port, "GET /v1/queue HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             queue.append(SystemClock().monotonicSeconds() - t)
         }
 
         // An existing artifact: the first prepare makes it, the rest find it.
         let path = try source(root, 7)
         let body = #"{"reference":"existing","source":{"path":"\#(path)"},"quality":"5mbps","caps":{"codecs_video":["h264"],"codecs_audio":["aac"],"containers":["mp4"]}}"#
-        let request = "POST /v1/prepare HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        let request = "POST /v1/prepare HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
         _ = try Client(port: port).keepAlive(request)
         let total = quick ? 400 : 2000, threads = 8
         let t0 = SystemClock().monotonicSeconds()
@@ -265,7 +265,7 @@ enum FarmBench {
 
         // 200 event-stream clients; one event; how long until each has it.
         let clients = (0..<200).compactMap { _ in try? Client(port: port) }
-        for c in clients { try c.send("GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n"); _ = c.readUntil(": kiln events") }
+        for c in clients { try c.send("GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); _ = c.readUntil(": kiln events") }
         let arrivals = LockedArray()
         let group = DispatchGroup()
         let sent = LockedArray()
