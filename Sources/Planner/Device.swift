@@ -62,14 +62,25 @@ struct Device: Sendable {
         return pcm || audioDecode.contains(c) || audioPassthrough.contains(c)
     }
 
-    /// Whether this sound plays as it is: its codec (`playsAudio`), and no more channels
-    /// than the device plays of a sound it decodes itself; one it passes through to a
-    /// receiver has the receiver's.
-    func playsAudio(_ s: StreamInfo) -> Bool {
-        guard playsAudio(s.codec) else { return false }
-        guard let most = maxAudioChannels, (s.channels ?? 0) > most else { return true }
-        return audioPassthrough.contains(Codecs.canonical(s.codec))
+    /// Whether this sound plays as it is (`audioProblem`).
+    func playsAudio(_ s: StreamInfo) -> Bool { audioProblem(s) == nil }
+
+    /// Why this sound does not play as it is, as a plan's reason: its codec (`playsAudio`);
+    /// more channels than the device plays of a sound it decodes itself (one it passes
+    /// through to a receiver has the receiver's); AAC above 48 kHz, which Android
+    /// guarantees no decoder for and Media Foundation (browsers on Windows) refuses, the
+    /// limit Kiln's own encodes keep to. nil when it plays.
+    func audioProblem(_ s: StreamInfo) -> String? {
+        guard playsAudio(s.codec) else { return "audio_codec_unsupported" }
+        let passedThrough = audioPassthrough.contains(Codecs.canonical(s.codec))
+        if let most = maxAudioChannels, (s.channels ?? 0) > most, !passedThrough { return "audio_channels_above_cap" }
+        if Codecs.canonical(s.codec) == "aac", (s.sampleRate ?? 0) > Self.mostAACSampleRate, !passedThrough {
+            return "audio_sample_rate_above_cap"
+        }
+        return nil
     }
+
+    static let mostAACSampleRate = 48_000
 
     /// The channels a sound the device decodes itself may have.
     func channels(_ wanted: Int, decodedAs codec: String) -> Int {

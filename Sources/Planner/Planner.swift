@@ -179,7 +179,7 @@ struct PlanContext {
             return try remux(.original, reasons: containerProblems + fixes + damage, audioTarget: nil)
         }
         reasons += videoProblems.isEmpty ? copyProblem.map { [$0] } ?? [] : videoProblems
-        if !audioPlays { reasons.append("audio_codec_unsupported") }
+        if !audioPlays { reasons.append(asIsAudio.flatMap { device.audioProblem($0.stream) } ?? "audio_codec_unsupported") }
         return try transcode(requested: .original, rung: fallbackRung(), reasons: reasons)
     }
 
@@ -510,13 +510,22 @@ struct PlanContext {
     /// The audio track for an MP4 (`AudioSelection`): one that copies into it first, and at
     /// a rung (nil: `original`), one that copies within the rung's audio budget before that
     /// (a stereo AAC track beside a 640 kbit/s AC-3 5.1 one, at 5 Mbps).
+    /// A track copied within the rung's budget first; then, of tracks over it, the one
+    /// nearest it (a lower rung must not pick the larger track: with a 448 kbit/s AC-3 as
+    /// default and a 128 kbit/s AAC beside it, 5 Mbps copied the AAC and 1 Mbps, where
+    /// neither fits, the AC-3, a file twice the size); then tracks that must be re-encoded.
     func chooseAudio(rung: Rung?) -> (stream: StreamInfo, reasons: [String])? {
         AudioSelection.choose(from: source, language: audioLanguage) { a in
-            guard copiesIntoMP4(a) else { return 2 }
+            guard copiesIntoMP4(a) else { return Self.reencodedFit }
             guard let rung else { return 0 }
-            return (try? rungAudio(a, rung))?.0.action == .copy ? 0 : 1
+            if (try? rungAudio(a, rung))?.0.action == .copy { return 0 }
+            guard let kbps = a.bitRate.map(PlanContext.kbps) else { return Self.reencodedFit - 1 }
+            return 1 + min(kbps / max(1, audioBudget(a, rung)), Self.reencodedFit - 3)
         }
     }
+
+    /// `chooseAudio`'s rank of a track that must be re-encoded (after every copyable one).
+    static let reencodedFit = 64
 
     /// Why a video stream's packets cannot be copied into MP4 and play as they do in the
     /// source (nil when they can): a codec MP4 does not carry, or times MP4 needs that the
@@ -568,8 +577,7 @@ struct PlanContext {
         let maxChannels = sur.map { device.channels($0.target.channels, decodedAs: $0.codec) } ?? device.channels(rung.audio.channels, decodedAs: rung.audio.codec)
         let kbps = a.bitRate.map(PlanContext.kbps)
         var why: [String] = []
-        if !device.playsAudio(a.codec) { why.append("audio_codec_unsupported") }
-        else if !device.playsAudio(a) { why.append("audio_channels_above_cap") }
+        if let problem = device.audioProblem(a) { why.append(problem) }
         else if !Codecs.copiesIntoMP4(a.codec) { why.append("audio_codec_unsupported_in_mp4") }
         else if !a.formatKnown { why.append("audio_format_unknown") }
         // A track a few percent over (AAC at 128.2 kbit/s beside a 128 budget) is copied: a
@@ -591,9 +599,7 @@ struct PlanContext {
             return (AudioPlan(sourceIndex: a.index, action: .copy, codec: Codecs.canonical(a.codec), channels: a.channels ?? 0,
                               bitrateKbps: 0, language: language(a)), [])
         }
-        let why = [!device.playsAudio(a.codec) ? "audio_codec_unsupported"
-                   : !device.playsAudio(a) ? "audio_channels_above_cap"
-                   : Codecs.copiesIntoMP4(a.codec) ? "audio_format_unknown" : "audio_codec_unsupported_in_mp4"]
+        let why = [device.audioProblem(a) ?? (Codecs.copiesIntoMP4(a.codec) ? "audio_format_unknown" : "audio_codec_unsupported_in_mp4")]
         return (try encode(a, surround: presets.compatibilityAudio.surround, stereo: presets.compatibilityAudio.stereo), why)
     }
 

@@ -37,10 +37,10 @@ func dolbyVision(profile: Int, compat: Int, transfer: String? = "smpte2084", w: 
 }
 
 func audio(_ codec: String = "aac", ch: Int = 2, index: Int = 1, lang: String? = "eng", isDefault: Bool = false,
-           kbps: Int? = 128, commentary: Bool = false, described: Bool = false, title: String? = nil) -> StreamInfo {
+           kbps: Int? = 128, commentary: Bool = false, described: Bool = false, title: String? = nil, rate: Int = 48000) -> StreamInfo {
     StreamInfo(index: index, type: .audio, codec: codec, bitRate: kbps.map { $0 * 1000 }, language: lang, title: title,
                disposition: Disposition(isDefault: isDefault, visualImpaired: described, commentary: commentary),
-               channels: ch, sampleRate: 48000)
+               channels: ch, sampleRate: rate)
 }
 
 func subtitle(_ codec: String, index: Int, lang: String? = "eng", forced: Bool = false, text: Bool? = nil, title: String? = nil,
