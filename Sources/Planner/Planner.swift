@@ -561,6 +561,9 @@ struct PlanContext {
         surround(rung.surround, for: a)?.target.bitrateKbps ?? stereoKbps(rung.audio, channels: a.channels ?? 2)
     }
 
+    /// What stereo is encoded to for a device that plays no AAC, in order of preference.
+    static let dolbyStereo = ["eac3", "ac3"]
+
     /// Mono keeps one channel and half the stereo bitrate.
     func stereoKbps(_ t: AudioTarget, channels: Int) -> Int {
         channels == 1 && t.channels > 1 ? t.bitrateKbps / 2 : t.bitrateKbps
@@ -613,9 +616,15 @@ struct PlanContext {
     }
 
     func encodeStereo(_ a: StreamInfo, _ t: AudioTarget) throws(KilnError) -> AudioPlan {
-        let codec = Codecs.canonical(t.codec)
-        guard device.playsAudio(codec) else {
-            throw unavailable("the audio must be re-encoded and caps.codecs_audio does not list \(codec), the codec Kiln encodes")
+        var codec = Codecs.canonical(t.codec)
+        if !device.playsAudio(codec) {
+            // A device that plays no AAC but Dolby's codecs (a TV whose sound goes through a
+            // receiver) gets one of those, which Kiln encodes too, at the same bitrate (each
+            // of the ladder's stereo rates is one AC-3 has).
+            guard let dolby = Self.dolbyStereo.first(where: device.audioDecode.contains) ?? Self.dolbyStereo.first(where: device.playsAudio) else {
+                throw unavailable("the audio must be re-encoded and caps.codecs_audio lists none of \(codec), eac3 and ac3, the codecs Kiln encodes")
+            }
+            codec = dolby
         }
         let channels = min(a.channels ?? 2, device.channels(t.channels, decodedAs: codec))
         return AudioPlan(sourceIndex: a.index, action: .transcode, codec: codec, channels: max(1, channels),
