@@ -86,6 +86,12 @@ final class CopyLane: Lane {
     /// Two seconds at 24 fps: damage that costs one picture or a few is the decoder's to
     /// conceal; this many in a row is not the stream the track says it is.
     static let picturelessRun = 48
+    /// Copied sound: the longest stretch the source's sound stops for between two frames
+    /// (seconds, and where, in seconds of the stream), of at least `Self.soundGap`. A copy
+    /// carries it as the last frame's length (MP4 has no gaps), where an encode fills it
+    /// with silence; said in the result, as the filled ones are.
+    private(set) var longestGap: (seconds: Double, at: Double)?
+    static let soundGap = 0.5
 
     /// - Parameter watchPictureSize: stop (with `formatChange`) when the picture's size
     ///   changes mid-stream, which one MP4 sample entry cannot describe.
@@ -293,6 +299,10 @@ final class CopyLane: Lane {
             }
         }
         catchingUp = false
+        if !isVideo, latestEnd != noPTS, let gap = seconds(dts - latestEnd, input.pointee.time_base), gap >= Self.soundGap,
+           gap > longestGap?.seconds ?? 0 {
+            longestGap = (gap, seconds(latestEnd, input.pointee.time_base) ?? 0)
+        }
         if dts >= latestDTS {
             latestDTS = dts
             latestEnd = dts + max(0, packet.pointer.pointee.duration)

@@ -1384,6 +1384,27 @@ struct ContainerAspectTests {
 
 @Suite("re-encoded audio stays on its timestamps")
 struct AudioGapTests {
+    @Test("two seconds missing from copied AAC are said in the result (the copy keeps them as one long frame); sound without a gap says nothing")
+    func gapCarriedIsSaid() throws {
+        let source = try Media.generated("audio-gap-aac.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+                                                               "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000",
+                                                               "-t", "8", "-c:v", "libx264", "-preset", "ultrafast",
+                                                               "-af", "aselect='not(between(t,3,5))'", "-c:a", "aac", "-b:a", "128k"])
+        try Command.prepare(source, quality: "5mbps", caps: "web", scratch: "audio-gap-carried") { r, _ in
+            let json = try Command.json(r)
+            #expect(json["plan"]?["audio"]?["action"] == .string("copy"), "\(r.stdout.prefix(400))")
+            var said: [String] = []
+            if case .array(let lines)? = json["stats"]?["adjustments"] { said = lines.compactMap(\.string) }
+            #expect(said.contains { $0.hasPrefix("audio_gap_carried:") && $0.contains("2.0") }, "\(said)")
+        }
+        let whole = try Media.generated("audio-whole-aac.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
+                                                                "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000",
+                                                                "-t", "8", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-b:a", "128k"])
+        try Command.prepare(whole, quality: "5mbps", caps: "web", scratch: "audio-no-gap") { r, _ in
+            #expect(!r.stdout.contains("audio_gap_carried"), "\(r.stdout.prefix(400))")
+        }
+    }
+
     @Test("a second missing from the source's audio becomes a second of silence, not everything after it a second early")
     func gapFilled() throws {
         // A steady tone with 3–4 s cut out, timestamps kept: a dropout in a recording.
