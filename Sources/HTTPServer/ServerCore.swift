@@ -40,42 +40,11 @@ final class ServerCore: Sendable {
             context.method = method.map { String(cString: $0) } ?? "GET"
             context.version = version.map { String(cString: $0) } ?? "HTTP/1.1"
             context.headers = Self.headers(of: connection)
-            // Two lengths that disagree, or one that is no length, make the body's end
-            // uncertain: behind a proxy that reads the other one, what is left over would be
-            // taken as another request (RFC 9112 section 6.3: refuse, and close).
-            let lengths = Set(context.headers.filter { HTTPHeaders.same($0.name, "Content-Length") }.map { $0.value.trimmingWhitespace })
-            if lengths.count > 1 || lengths.contains(where: { $0.isEmpty || !$0.allSatisfy(\.isASCIIDigit) }) {
+            // Refused on its head, before a byte of the body is read: libmicrohttpd then skips
+            // the body and closes the connection.
+            if let refusal = headRefusal(context.headers, version: context.version) {
                 context.answered = true
-                return queue(configuration.errorResponse(400, "bad_request", "The request's Content-Length is not one length in digits."),
-                             on: connection, context: context)
-            }
-            // RFC 9112 section 3.2: an HTTP/1.1 request without exactly one Host is refused.
-            let hosts = context.headers.filter { HTTPHeaders.same($0.name, "Host") }.count
-            if context.version == "HTTP/1.1" && hosts != 1 {
-                context.answered = true
-                return queue(configuration.errorResponse(400, "bad_request", "An HTTP/1.1 request names its Host once."),
-                             on: connection, context: context)
-            }
-            // A transfer coding other than chunked cannot be read (libmicrohttpd waited for
-            // the request's deadline); chunked beside a Content-Length is the smuggling case
-            // of RFC 9112 section 6.1. Both are answered at once, and the connection closed.
-            let codings = context.headers.filter { HTTPHeaders.same($0.name, "Transfer-Encoding") }
-                .flatMap { $0.value.split(separator: ",").map { $0.trimmingWhitespace.lowercased() } }
-            if !codings.isEmpty && codings != ["chunked"] {
-                context.answered = true
-                return queue(configuration.errorResponse(501, "not_implemented", "Only the chunked transfer coding is understood."),
-                             on: connection, context: context)
-            }
-            if !codings.isEmpty && !lengths.isEmpty {
-                context.answered = true
-                return queue(configuration.errorResponse(400, "bad_request", "A request has a Content-Length or is chunked, not both."),
-                             on: connection, context: context)
-            }
-            if let length = context.headers["Content-Length"].flatMap({ Int($0.trimmingWhitespace) }),
-               length > configuration.maxBodyBytes {
-                // Refuse before reading: libmicrohttpd then skips the body and closes.
-                context.answered = true
-                return queue(tooLarge(), on: connection, context: context)
+                return queue(refusal, on: connection, context: context)
             }
             return .YES
         }
@@ -126,6 +95,36 @@ final class ServerCore: Sendable {
         case .notFound:
             return configuration.errorResponse(404, "not_found", "There is nothing at \(request.path).")
         }
+    }
+
+    /// Why a request is answered on its head alone, or nil.
+    private func headRefusal(_ headers: HTTPHeaders, version: String) -> HTTPResponse? {
+        // Two lengths that disagree, or one that is no length, make the body's end
+        // uncertain: behind a proxy that reads the other one, what is left over would be
+        // taken as another request (RFC 9112 section 6.3: refuse, and close).
+        let lengths = Set(headers.filter { HTTPHeaders.same($0.name, "Content-Length") }.map { $0.value.trimmingWhitespace })
+        if lengths.count > 1 || lengths.contains(where: { $0.isEmpty || !$0.allSatisfy(\.isASCIIDigit) }) {
+            return configuration.errorResponse(400, "bad_request", "The request's Content-Length is not one length in digits.")
+        }
+        // RFC 9112 section 3.2: an HTTP/1.1 request without exactly one Host is refused.
+        if version == "HTTP/1.1" && headers.filter({ HTTPHeaders.same($0.name, "Host") }).count != 1 {
+            return configuration.errorResponse(400, "bad_request", "An HTTP/1.1 request names its Host once.")
+        }
+        // A transfer coding other than chunked cannot be read (libmicrohttpd waited for
+        // the request's deadline); chunked beside a Content-Length is the smuggling case
+        // of RFC 9112 section 6.1.
+        let codings = headers.filter { HTTPHeaders.same($0.name, "Transfer-Encoding") }
+            .flatMap { $0.value.split(separator: ",").map { $0.trimmingWhitespace.lowercased() } }
+        if !codings.isEmpty && codings != ["chunked"] {
+            return configuration.errorResponse(501, "not_implemented", "Only the chunked transfer coding is understood.")
+        }
+        if !codings.isEmpty && !lengths.isEmpty {
+            return configuration.errorResponse(400, "bad_request", "A request has a Content-Length or is chunked, not both.")
+        }
+        if let length = headers["Content-Length"].flatMap({ Int($0.trimmingWhitespace) }), length > configuration.maxBodyBytes {
+            return tooLarge()
+        }
+        return nil
     }
 
     private static func maxDiscardedBytes(limit: Int) -> Int {

@@ -189,7 +189,7 @@ public final class API: Sendable {
         if a.state == .deleting { throw Self.collected(id, at: a.updatedAt) }
         guard a.state == .ready, let f = a.file else { throw APIError.notReady(id) }
         if Self.originalChanged(a) {
-            throw APIError(409, "source_changed", "The file changed since it was asked for; ask again for its new content.")
+            throw Self.sourceChanged
         }
         try? store.touch(artifactID: id, now: SystemClock().nowMillis())
         let type = Self.mediaTypes[a.plan.container] ?? "application/octet-stream"
@@ -201,12 +201,14 @@ public final class API: Sendable {
             let now = try artifact(id)
             if now.state == .deleting { throw Self.collected(id, at: now.updatedAt) }
             if a.plan.deliveryFormat == .original {
-                throw APIError(409, "source_changed", "The file changed since it was asked for; ask again for its new content.")
+                throw Self.sourceChanged
             }
             throw APIError.notReady(id)
         }
         return response
     }
+
+    static let sourceChanged = APIError(409, "source_changed", "The file changed since it was asked for; ask again for its new content.")
 
     static func collected(_ id: String, at: Int64) -> APIError {
         APIError(410, "artifact_collected", "Artifact \(id) was collected at \(RFC3339.string(millis: at)) once "

@@ -305,27 +305,19 @@ public enum Prober {
               let top = try? FastStart.topLevelBoxes(file, fileSize: size, limit: 64, upToDamage: true),
               let moov = top.first(where: { $0.type == "moov" }) else { return nil }
         let end = moov.offset + moov.size
-        var offset = moov.offset + 8, boxes = 0
-        while end - offset >= 8, boxes < 100_000 {
-            guard let head = try? file.read(upTo: Int(min(16, end - offset)), at: offset), head.count >= 8 else { return nil }
-            guard head[4..<8].allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else {
-                return "its index (moov) holds a box of no readable type at byte \(offset)"
+        guard let children = try? FastStart.topLevelBoxes(file, from: moov.offset + 8, fileSize: end, limit: 100_000, upToDamage: true)
+        else { return nil }
+        for box in children {
+            guard box.type.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else {
+                return "its index (moov) holds a box of no readable type at byte \(box.offset)"
             }
-            let type = String(decoding: head[4..<8], as: UTF8.self)
-            var declared = head[0..<4].reduce(Int64(0)) { $0 << 8 | Int64($1) }
-            if declared == 1, head.count >= 16 {
-                declared = head[8..<16].reduce(Int64(0)) { $0 &<< 8 | Int64($1) }
-            } else if declared == 0 {
-                declared = end - offset
+            if box.type == "mvhd", box.size != 108, box.size != 120 {
+                return "its movie header (mvhd) declares \(box.size) bytes, not 108 or 120"
             }
-            guard declared >= 8, declared <= end - offset else {
-                return "its index's \(type) box at byte \(offset) declares \(declared) bytes, past the index's end"
-            }
-            if type == "mvhd", declared != 108, declared != 120 {
-                return "its movie header (mvhd) declares \(declared) bytes, not 108 or 120"
-            }
-            offset += declared
-            boxes += 1
+        }
+        let offset = children.last.map { $0.offset + $0.size } ?? moov.offset + 8
+        if end - offset >= 8 {
+            return "its index (moov) holds a box at byte \(offset) whose size runs past the index's end"
         }
         if offset < end, let rest = try? file.read(upTo: Int(end - offset), at: offset), rest.contains(where: { $0 != 0 }) {
             return "its index (moov) ends in \(end - offset) bytes that are no box"

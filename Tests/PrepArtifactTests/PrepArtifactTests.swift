@@ -395,9 +395,7 @@ struct CommandLineTests {
         let source = try damagedCopy(ofFile: Media.shared("ax_hlg10-color-test.mp4"), in: dir, as: "flipped.mp4") { bytes in
             // hdlr, version and flags, pre_defined, then the handler type.
             let handler = Array("hdlr".utf8) + [UInt8](repeating: 0, count: 8) + Array("vide".utf8)
-            var at: Int? = nil
-            for i in 0..<(bytes.count - handler.count) where bytes[i] == 0x68 && Array(bytes[i..<i + handler.count]) == handler { at = i }
-            let i = try #require(at)
+            let i = try #require(bytes.firstRange(of: handler)).lowerBound
             bytes.replaceSubrange(i + 12..<i + 16, with: Array("soun".utf8))
         }
         let damage = try JSONValue.parse(Array(try Command.run(["probe", source.path, "--json"]).stdout.utf8))["index_damage"]?.string
@@ -413,9 +411,7 @@ struct CommandLineTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         for declared in [200, 0x7fff_ffff] {
             let source = try damagedCopy(ofFile: Media.shared("ax_hlg10-color-test.mp4"), in: dir, as: "mvhd-\(declared).mp4") { bytes in
-                var at: Int? = nil
-                for i in 4..<(bytes.count - 4) where bytes[i] == 0x6d && Array(bytes[i..<i + 4]) == Array("mvhd".utf8) { at = i - 4; break }
-                let i = try #require(at)
+                let i = try #require(bytes.firstRange(of: Array("mvhd".utf8))).lowerBound - 4
                 bytes.replaceSubrange(i..<i + 4, with: [UInt8(declared >> 24), UInt8(declared >> 16 & 0xff), UInt8(declared >> 8 & 0xff), UInt8(declared & 0xff)])
             }
             for quality in ["original", "1mbps"] {
@@ -432,9 +428,7 @@ struct CommandLineTests {
         let dir = Media.scratch("cli-stsz-count")
         defer { try? FileManager.default.removeItem(at: dir) }
         let source = try damagedCopy(ofFile: whole, in: dir, as: "one-sample.mp4") { bytes in
-            var at: Int? = nil
-            for i in 4..<(bytes.count - 16) where bytes[i] == 0x73 && Array(bytes[i..<i + 4]) == Array("stsz".utf8) { at = i; break }
-            let i = try #require(at)   // the first track's: the pictures'
+            let i = try #require(bytes.firstRange(of: Array("stsz".utf8))).lowerBound   // the first track's: the pictures'
             #expect(Array(bytes[i + 12..<i + 16]) == [0, 0, 0, 250])
             bytes.replaceSubrange(i + 12..<i + 16, with: [0, 0, 0, 1])
         }
