@@ -7,9 +7,10 @@ import Darwin
 extension HTTPResponse {
     /// A static file answer with everything a download client relies on:
     /// `Accept-Ranges`, `Content-Length` (set by libmicrohttpd), `ETag` and
-    /// `If-None-Match` → 304, one `Range` (`bytes=a-b`, `bytes=a-`, `bytes=-n`) → 206 with
-    /// `Content-Range`, an unsatisfiable range → 416 with `Content-Range: bytes */size`,
-    /// `If-Range`, and `HEAD` (libmicrohttpd sends the same headers and no body).
+    /// `If-None-Match` → 304 (naming the file's length, as a 200 would), one `Range`
+    /// (`bytes=a-b`, `bytes=a-`, `bytes=-n`) → 206 with `Content-Range`, an unsatisfiable
+    /// range → 416 with `Content-Range: bytes */size`, `If-Range`, and `HEAD`
+    /// (libmicrohttpd sends the same headers and no body).
     ///
     /// `etag` is the caller's strong validator (a SHA-256, say); it is quoted if it is not
     /// already. Without one the tag is the file's identity (inode, size, modification time to
@@ -37,6 +38,7 @@ extension HTTPResponse {
         let ifNoneMatch = request.headers.values("If-None-Match")
         if isRead, !ifNoneMatch.isEmpty, EntityTag.list(ifNoneMatch.joined(separator: ","), containsWeakly: tag) {
             headers.remove("Content-Type")
+            headers.set("Content-Length", String(size))
             return .empty(304, headers: headers)
         }
 

@@ -148,6 +148,11 @@ final class ServerCore: Sendable {
         var stream: ResponseStream?
         let made: OpaquePointer?
         switch response.body {
+        case .bytes where response.status == 304:
+            // No body, but the length a 200 would have (RFC 9110 section 8.6: a 304 that
+            // names a length must name that one; libmicrohttpd takes the response's size).
+            let length = response.headers["Content-Length"].flatMap { UInt64($0) } ?? 0
+            made = MHD_create_response_from_callback(length, 1024, { _, _, _, _ in -2 }, nil, nil)
         case .bytes(let bytes):
             made = bytes.withUnsafeBytes { buffer in
                 MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)

@@ -122,8 +122,16 @@ struct FileTests {
             let answer = try fetch(url, ["-H", "If-None-Match: \(header)"])
             #expect(answer.status == 304, "\(header)")
             #expect(answer.headers["etag"] == "\"abc123\"")
+            // The length a 200 would have (a cache that took 0 would hold an empty file).
+            #expect(answer.headers["content-length"] == "1000")
             #expect(answer.body.isEmpty)
         }
+        // No body follows on a kept-alive connection: the next answer does.
+        let client = try RawClient(port: server.port)
+        client.send("GET /file HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"abc123\"\r\n\r\n"
+                    + "GET /file HTTP/1.1\r\nHost: x\r\nRange: bytes=0-2\r\nConnection: close\r\n\r\n")
+        let both = client.readToEnd()
+        #expect(both.hasPrefix("HTTP/1.1 304") && both.hasSuffix("\r\n\r\n012"), "\(both)")
         #expect(try fetch(url, ["-H", "If-None-Match: \"other\""]).status == 200)
         #expect(try fetch(url, ["-H", "Range: bytes=0-1", "-H", "If-Range: \"abc123\""]).status == 206)
         let stale = try fetch(url, ["-H", "Range: bytes=0-1", "-H", "If-Range: \"old\""])
