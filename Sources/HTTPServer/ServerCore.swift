@@ -46,6 +46,7 @@ final class ServerCore: Sendable {
                 context.answered = true
                 return queue(refusal, on: connection, context: context)
             }
+            if let authority = context.authority { context.headers.set("Host", authority) }
             return .YES
         }
         if uploadSize.pointee > 0 {
@@ -264,7 +265,23 @@ final class RequestContext {
     var bodyTooLarge = false
     var discarded = 0
 
+    /// The authority of an absolute-form target (`GET http://host:port/path`), which
+    /// stands for the Host header (RFC 9112 section 3.2.2).
+    let authority: String?
+
     init(target: String) {
-        self.target = target
+        (self.target, authority) = Self.originForm(target)
+    }
+
+    /// An absolute-form target (what a client sends to a proxy, and a server must accept)
+    /// as its path and query, and its authority; any other target as it is.
+    static func originForm(_ target: String) -> (target: String, authority: String?) {
+        let lower = target.prefix(8).lowercased()
+        let scheme = lower.hasPrefix("http://") ? 7 : lower.hasPrefix("https://") ? 8 : 0
+        guard scheme > 0 else { return (target, nil) }
+        let rest = target.dropFirst(scheme)
+        let end = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        let path = rest[end...]
+        return (path.hasPrefix("/") ? String(path) : "/" + path, String(rest[..<end]))
     }
 }

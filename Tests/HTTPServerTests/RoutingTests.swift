@@ -251,6 +251,26 @@ struct RoutingTests {
         #expect(try fetch("http://127.0.0.1:\(server.port)/ok").body == "ok")
     }
 
+    @Test("an absolute-form target (as sent to a proxy) is its path and query, its authority the Host")
+    func absoluteForm() throws {
+        let server = try startServer { server in
+            server.route("GET", "/items/:id") { req, params in
+                .text("\(params["id"] ?? "-") \(req.queryValue("q") ?? "-") \(req.headers["Host"] ?? "-")")
+            }
+        }
+        defer { server.stop() }
+        for (target, expected) in [("http://127.0.0.1:\(server.port)/items/a%20b?q=1", "a b 1 127.0.0.1:\(server.port)"),
+                                   ("HTTPS://Example.org/items/7", "7 - Example.org")] {
+            let client = try RawClient(port: server.port)
+            client.send("GET \(target) HTTP/1.1\r\nHost: other\r\nConnection: close\r\n\r\n")
+            let answer = client.readToEnd()
+            #expect(answer.hasPrefix("HTTP/1.1 200 ") && answer.hasSuffix("\r\n\r\n" + expected), "\(answer)")
+        }
+        #expect(RequestContext.originForm("http://h:1").target == "/")
+        #expect(RequestContext.originForm("http://h?x=1") == (target: "/?x=1", authority: "h"))
+        #expect(RequestContext.originForm("/plain?x").authority == nil)
+    }
+
     @Test("headers larger than the connection memory are refused and the server stays healthy")
     func oversizedHeaders() throws {
         let server = try startServer { server in
