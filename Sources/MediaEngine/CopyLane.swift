@@ -2,7 +2,7 @@ import CFFmpeg
 import KilnCore
 
 /// Copies a stream's packets into the MP4 unchanged: the remux path for video, and for
-/// audio and mov_text subtitles the device can take as they are.
+/// audio the device can take as it is (subtitles go through `SubtitleLane`).
 final class CopyLane: Lane {
     let inputIndex: Int32
     private(set) var outputIndex: Int32 = -1
