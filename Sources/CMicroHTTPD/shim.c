@@ -1,8 +1,11 @@
+// POLLRDHUP (kiln_socket_hung_up) is a GNU extension.
+#define _GNU_SOURCE
 #include "CMicroHTTPD.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,4 +280,18 @@ int kiln_mhd_client_address(struct MHD_Connection *connection, char *buffer, siz
         return -1;
     }
     return inet_ntop(address->sa_family, raw, buffer, (socklen_t)length) == NULL ? -1 : 0;
+}
+
+int kiln_mhd_connection_fd(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : info->connect_fd;
+}
+
+// POLLRDHUP (Linux) is the peer's FIN: a client waiting for a response does not shut its
+// writing half, so that is a client gone.
+int kiln_socket_hung_up(int fd) {
+    struct pollfd p = { .fd = fd, .events = POLLRDHUP, .revents = 0 };
+    int n = poll(&p, 1, 0);
+    if (n < 0) return -1;
+    return n > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }

@@ -34,8 +34,9 @@ public final class ResponseStream: Sendable {
         var readIndex = 0
         var peak = 0
         var termination: Termination?
-        /// The libmicrohttpd connection while it holds this stream's response.
+        /// The libmicrohttpd connection while it holds this stream's response, and its socket.
         var connection: Connection?
+        var socket: Int32 = -1
         /// The connection is parked by `MHD_suspend_connection`: only a resume wakes it.
         var suspended = false
         /// Resumed, but libmicrohttpd has not pulled yet (stopping the daemon must wait).
@@ -151,8 +152,22 @@ public final class ResponseStream: Sendable {
     }
 
     func bind(_ connection: OpaquePointer) {
+        let socket = kiln_mhd_connection_fd(connection)
         let connection = Connection(pointer: connection)
-        state.withLock { $0.connection = connection }
+        state.withLock { s in
+            s.connection = connection
+            s.socket = socket
+        }
+    }
+
+    /// Whether the client closed its end while the stream waits for something to send.
+    /// libmicrohttpd does not poll a suspended connection, so without asking only the next
+    /// write (an event listener's heartbeat, seconds away) would find out, and the
+    /// connection would hold its slot until then.
+    func clientHungUp() -> Bool {
+        state.withLock { s in
+            s.termination == nil && s.suspended && s.socket >= 0 && kiln_socket_hung_up(s.socket) == 1
+        }
     }
 
     /// libmicrohttpd's content reader: runs on the connection's worker thread.
@@ -199,6 +214,7 @@ public final class ResponseStream: Sendable {
         var ended: (Termination, [@Sendable (Termination) -> Void])?
         state.withLock { s in
             s.connection = nil
+            s.socket = -1
             s.suspended = false
             s.resumePending = false
             s.buffer = []
@@ -247,16 +263,36 @@ final class StreamRegistry: Sendable {
     private struct State {
         var streams: [ObjectIdentifier: ResponseStream] = [:]
         var stopping = false
+        var watching = false
     }
 
     private let state = Mutex(State())
 
     /// False when the server is stopping: the caller must end the stream at once.
     func add(_ stream: ResponseStream) -> Bool {
-        state.withLock { s in
-            guard !s.stopping else { return false }
+        let startWatch = state.withLock { s -> Bool? in
+            guard !s.stopping else { return nil }
             s.streams[ObjectIdentifier(stream)] = stream
-            return true
+            defer { s.watching = true }
+            return !s.watching
+        }
+        if startWatch == true {
+            let thread = Thread { [self] in watchHangUps() }
+            thread.name = "kiln-http-hangups"
+            thread.start()
+        }
+        return startWatch != nil
+    }
+
+    /// Once a second until the server stops, ends the streams whose clients have gone
+    /// (`ResponseStream.clientHungUp`): their connections close now, not at the next write.
+    private func watchHangUps() {
+        while true {
+            usleep(1_000_000)
+            guard let streams = state.withLock({ $0.stopping ? nil : Array($0.streams.values) }) else { return }
+            for stream in streams where stream.clientHungUp() {
+                stream.end(.clientGone, discardBuffer: true)
+            }
         }
     }
 

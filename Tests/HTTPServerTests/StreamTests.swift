@@ -160,6 +160,33 @@ struct StreamTests {
         #expect(server.openStreamCount == 0)
     }
 
+    @Test("a client that disconnects from a quiet stream is let go without waiting for a write (its slot had been held until the next heartbeat)")
+    func quietClientGone() throws {
+        let streams = Mutex<[ResponseStream]>([])
+        let server = try startServer { server in
+            server.route("GET", "/events") { _, _ in
+                .eventStream { stream in streams.withLock { $0.append(stream) } }
+            }
+        }
+        defer { server.stop() }
+        let staying = try RawClient(port: server.port)
+        staying.send("GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        _ = staying.read(until: "\r\n\r\n")
+        do {
+            let client = try RawClient(port: server.port)
+            client.send("GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+            _ = client.read(until: "\r\n\r\n")
+        }  // closed here
+        #expect(eventually { streams.withLock { $0.count } == 2 })
+        // Nothing is written: only a look at the socket can tell.
+        #expect(eventually { server.openStreamCount == 1 })
+        let ended = streams.withLock { $0.map(\.termination) }
+        #expect(ended == [nil, .clientGone])
+        // The one still connected still hears what is sent.
+        #expect(streams.withLock { $0[0].send(data: "still here") })
+        #expect(staying.read(until: "still here").contains("data: still here"))
+    }
+
     @Test("stop() ends open streams and their clients see the end")
     func stopEndsStreams() throws {
         let streams = Mutex<[ResponseStream]>([])

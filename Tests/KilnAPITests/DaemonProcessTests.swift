@@ -58,7 +58,7 @@ final class DaemonProcess: @unchecked Sendable {
     init(dataDir: URL, mediaRoot: String, port: UInt16? = nil, extra: [String: String] = [:]) throws {
         self.port = try port ?? Self.freePort()
         log = dataDir.appendingPathComponent("daemon-\(UUID().uuidString.prefix(6)).log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         process.executableURL = URL(fileURLWithPath: Binaries.path("kiln"))
         process.arguments = ["serve"]
         var env = ProcessInfo.processInfo.environment
@@ -177,7 +177,7 @@ struct DaemonProcessTests {
         // An attempt's temporary file, as a running job has one.
         let artifacts = data.appendingPathComponent("artifacts")
         let working = artifacts.appendingPathComponent(".a_0.mp4.kiln-tmp-job1-attempt1.kiln-tmp-1-1")
-        FileManager.default.createFile(atPath: working.path, contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: working.path, contents: Data("x".utf8))
         let second = try DaemonProcess.serveExpectingExit([
             "KILN_DATA_DIR": data.path, "KILN_LISTEN": "127.0.0.1:\(try DaemonProcess.freePort())", "KILN_MEDIA_ROOTS": data.path,
             "KILN_PRESETS_DIR": Media.repoRoot.appendingPathComponent("Presets").path,

@@ -55,4 +55,11 @@ uint16_t kiln_mhd_bound_port(struct MHD_Daemon *daemon);
 // The client's IP address as text ("127.0.0.1", "::1") into buffer; 0 on success.
 int kiln_mhd_client_address(struct MHD_Connection *connection, char *buffer, size_t length);
 
+// The connection's socket, or -1.
+int kiln_mhd_connection_fd(struct MHD_Connection *connection);
+
+// 1 when the peer of socket fd has closed its end (or the socket failed), 0 when it has
+// not, without waiting; -1 when poll itself fails.
+int kiln_socket_hung_up(int fd);
+
 #endif
