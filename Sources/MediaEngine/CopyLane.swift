@@ -86,20 +86,31 @@ final class CopyLane: Lane {
     /// Two seconds at 24 fps: damage that costs one picture or a few is the decoder's to
     /// conceal; this many in a row is not the stream the track says it is.
     static let picturelessRun = 48
-    /// Copied sound: the longest stretch the source's sound stops for between two frames
-    /// (seconds, and where, in seconds of the stream), of at least `Self.soundGap`. A copy
-    /// carries it as the last frame's length (MP4 has no gaps), where an encode fills it
-    /// with silence; said in the result, as the filled ones are.
-    private(set) var longestGap: (seconds: Double, at: Double)?
-    static let soundGap = 0.5
+    /// Copied sound: a gap before the packet being copied (where it begins and its length,
+    /// in the stream's time base), noted by `timesRunBack` for `closeGap`.
+    private var gap: (from: Int64, ticks: Int64)?
+    /// The frame that fills gaps (`SilentFrame`), made at the first one; `.some(nil)` once
+    /// none can be made.
+    private var silence: SilentFrame??
+    /// Whether the latest packet said how long it lasts: only then is a later start a gap
+    /// (a packet of unknown length may hold several frames).
+    private var latestEndKnown = false
+    /// The source's length in seconds (nil when the probe could not say): a gap past it is
+    /// damage (a flipped bit put one frame hours on), not filled, as an encode has it.
+    private let sourceSeconds: Double?
+    /// A gap that no frame of the codec can fill stops the copy from this long on, and the
+    /// sound is re-encoded (which fills it): ExoPlayer's audio sink jumps its clock past
+    /// 0.2 s of "timestamp discontinuity", dropping the pictures meanwhile.
+    static let unfillableGap = 0.2
 
     /// - Parameter watchPictureSize: stop (with `formatChange`) when the picture's size
     ///   changes mid-stream, which one MP4 sample entry cannot describe.
     /// - Parameter derivePresentationTimes: the source gives the video's reordered
     ///   pictures decode times only (`StreamInfo.presentationTimesMissing`).
     init(demuxer: Demuxer, index: Int, witness: KeyframeWitness? = nil, watchPictureSize: Bool = false,
-         derivePresentationTimes: Bool = false, probed: StreamInfo? = nil) {
+         derivePresentationTimes: Bool = false, probed: StreamInfo? = nil, sourceSeconds: Double? = nil) {
         inputIndex = Int32(index)
+        self.sourceSeconds = sourceSeconds
         probedFormat = probed.flatMap { s in s.channels.flatMap { c in s.sampleRate.map { (Int32(c), Int32($0)) } } }
         input = demuxer.stream(index)
         path = demuxer.path
@@ -212,6 +223,10 @@ final class CopyLane: Lane {
             firstKeptTime = packet.time == noPTS ? nil : packet.time
         }
         if try timesRunBack(packet) { return }
+        if let gap {
+            self.gap = nil
+            try closeGap(gap, muxer: muxer)
+        }
         if let lengthSize = dolbyVisionLayers { try DolbyVisionLayers.strip(packet, lengthSize: lengthSize) }
         if let sizeWatch, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try checkPictureSize(packet, sizeWatch) }
         if !isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AAC { try checkADTS(packet) }
@@ -299,15 +314,47 @@ final class CopyLane: Lane {
             }
         }
         catchingUp = false
-        if !isVideo, latestEnd != noPTS, let gap = seconds(dts - latestEnd, input.pointee.time_base), gap >= Self.soundGap,
-           gap > longestGap?.seconds ?? 0 {
-            longestGap = (gap, seconds(latestEnd, input.pointee.time_base) ?? 0)
-        }
+        if !isVideo, latestEndKnown, dts > latestEnd { gap = (latestEnd, dts - latestEnd) }
         if dts >= latestDTS {
             latestDTS = dts
             latestEnd = dts + max(0, packet.pointer.pointee.duration)
+            latestEndKnown = packet.pointer.pointee.duration > 0
         }
         return false
+    }
+
+    /// Fills a gap in copied sound with frames of silence of its own codec (`SilentFrame`),
+    /// as many whole frames as fit, each at the time its samples put it; what is left of a
+    /// frame stays the last one's length. A codec no such frame can stand in for stops the
+    /// copy at a gap of `unfillableGap` or more: the plan's encode then fills it.
+    private func closeGap(_ gap: (from: Int64, ticks: Int64), muxer: Muxer) throws(KilnError) {
+        let timeBase = input.pointee.time_base
+        let par = input.pointee.codecpar.pointee
+        guard let length = seconds(gap.ticks, timeBase), let at = seconds(gap.from, timeBase), par.sample_rate > 0 else { return }
+        if let sourceSeconds, at + length > sourceSeconds + 1 { return }
+        if silence == nil { silence = SilentFrame.make(for: par, adts: adts.first) }
+        guard let frame = silence ?? nil else {
+            guard length >= Self.unfillableGap else { return }
+            formatChange = "the source's sound stops for \(Format.fixed(length, decimals: 2)) s at \(Format.fixed(at, decimals: 2)) s, "
+                + "and no frame of its codec can fill the gap in a copy"
+            throw KilnError(.sourceUnsupported, stage: .mux, formatChange!)
+        }
+        let rate = AVRational(num: 1, den: par.sample_rate)
+        let count = rescale(gap.ticks, from: timeBase, to: rate) / Int64(frame.samples)
+        guard count >= 1 else { return }
+        for i in 0..<count {
+            let start = gap.from + rescale(i * Int64(frame.samples), from: rate, to: timeBase)
+            let end = i == count - 1 ? gap.from + gap.ticks : gap.from + rescale((i + 1) * Int64(frame.samples), from: rate, to: timeBase)
+            let packet = try Packet()
+            try check(av_new_packet(packet.pointer, Int32(frame.bytes.count)), .mux, "cannot hold a packet", as: .resourceLimit)
+            frame.bytes.withUnsafeBufferPointer { packet.pointer.pointee.data.update(from: $0.baseAddress!, count: $0.count) }
+            packet.pointer.pointee.pts = start
+            packet.pointer.pointee.dts = start
+            packet.pointer.pointee.duration = end - start
+            packet.pointer.pointee.flags = AV_PKT_FLAG_KEY
+            try emit(packet, muxer: muxer)
+        }
+        counters.gapsFilled += 1
     }
 
     /// The MP4 muxer writes a damaged AV1 packet (OBUs that do not parse) as a corrupt file
@@ -489,6 +536,17 @@ struct ADTSConfiguration: Equatable, CustomStringConvertible {
     }
 
     static let rates = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350]
+
+    /// The 7-byte header (no CRC) of a frame of this configuration with `payloadBytes`.
+    func header(payloadBytes: Int) -> [UInt8] {
+        let length = 7 + payloadBytes  // 13 bits; an AAC frame is far shorter
+        return [0xFF, 0xF1,
+                profile << 6 | frequencyIndex << 2 | channelConfiguration >> 2,
+                (channelConfiguration & 3) << 6 | UInt8((length >> 11) & 0x03),
+                UInt8((length >> 3) & 0xFF),
+                UInt8(length & 0x07) << 5 | 0x1F,  // buffer fullness 0x7FF: variable rate
+                0xFC]
+    }
 
     var description: String {
         let rate = Int(frequencyIndex) < Self.rates.count ? "\(Self.rates[Int(frequencyIndex)]) Hz" : "rate #\(frequencyIndex)"

@@ -386,11 +386,6 @@ public enum Preparer {
                     return "video_starts_late: the source's stream \(copy.inputIndex) has no keyframe in its first "
                         + "\(Format.fixed(late.seconds, decimals: 2)) s (\(late.packets) packets); the pictures start there"
                 }
-                continued += lanes.compactMap { lane in
-                    guard let copy = lane as? CopyLane, let gap = copy.longestGap else { return nil }
-                    return "audio_gap_carried: the source's stream \(copy.inputIndex) has no sound for "
-                        + "\(Format.fixed(gap.seconds, decimals: 2)) s at \(Format.fixed(gap.at, decimals: 2)) s; the copy keeps the silence"
-                }
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
                     + lanes.reduce(0) { $0 + $1.stats.repairedTimestamps }
                 corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets } + pipeline.outliers
@@ -530,7 +525,7 @@ public enum Preparer {
             guard let s = info.stream(a.sourceIndex), a.sourceIndex < demuxer.streamCount else {
                 throw KilnError(.planUnsupported, stage: .plan, "the plan's audio stream \(a.sourceIndex) is not in the source")
             }
-            lanes.append(a.action == .copy ? CopyLane(demuxer: demuxer, index: a.sourceIndex, probed: s)
+            lanes.append(a.action == .copy ? CopyLane(demuxer: demuxer, index: a.sourceIndex, probed: s, sourceSeconds: info.durationSeconds)
                                            : try AudioTranscodeLane(demuxer: demuxer, plan: a, source: s, sourceSeconds: info.durationSeconds))
         }
         for sub in plan.subtitles where sub.action == .convert {

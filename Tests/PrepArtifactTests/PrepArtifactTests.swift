@@ -1378,24 +1378,57 @@ struct ContainerAspectTests {
 
 @Suite("re-encoded audio stays on its timestamps")
 struct AudioGapTests {
-    @Test("two seconds missing from copied AAC are said in the result (the copy keeps them as one long frame); sound without a gap says nothing")
-    func gapCarriedIsSaid() throws {
-        let source = try Media.generated("audio-gap-aac.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
-                                                               "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000",
-                                                               "-t", "8", "-c:v", "libx264", "-preset", "ultrafast",
-                                                               "-af", "aselect='not(between(t,3,5))'", "-c:a", "aac", "-b:a", "128k"])
-        try Command.prepare(source, quality: "5mbps", caps: "web", scratch: "audio-gap-carried") { r, _ in
+    @Test("two seconds missing from copied sound become frames of silence in its own codec, the copy kept (AAC from Matroska and from MPEG-TS's ADTS, AC-3); MP3, which no such frame can stand in for, is re-encoded; sound without a gap is copied as it is (ExoPlayer had jumped its clock at the gap, dropping the pictures)", arguments: [
+        ("aac.mkv", ["-c:a", "aac", "-b:a", "128k"], "web", "5mbps", "aac"),
+        ("aac.ts", ["-c:a", "aac", "-b:a", "128k", "-f", "mpegts"], "web", "5mbps", "aac"),
+        ("ac3.mkv", ["-c:a", "ac3", "-b:a", "192k"], "apple-tv-4k", "20mbps", "ac3"),
+        ("mp3.mkv", ["-c:a", "libmp3lame", "-b:a", "128k"], "web", "5mbps", "mp3"),
+    ])
+    func gapInCopyFilled(name: String, codec: [String], caps: String, quality: String, sourceCodec: String) throws {
+        let picture = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000",
+                       "-t", "8", "-c:v", "libx264", "-preset", "ultrafast"]
+        let source = try Media.generated("copy-gap-" + name, picture + ["-af", "aselect='not(between(t,3,5))'"] + codec)
+        let filled = sourceCodec != "mp3"
+        try Command.prepare(source, quality: quality, caps: caps, scratch: "audio-gap-copy-" + name) { r, out in
             let json = try Command.json(r)
             #expect(json["plan"]?["audio"]?["action"] == .string("copy"), "\(r.stdout.prefix(400))")
             var said: [String] = []
             if case .array(let lines)? = json["stats"]?["adjustments"] { said = lines.compactMap(\.string) }
-            #expect(said.contains { $0.hasPrefix("audio_gap_carried:") && $0.contains("2.0") }, "\(said)")
+            if filled {
+                #expect(json["stats"]?["audio_gaps_filled"]?.int == 1, "\(r.stdout.suffix(600))")
+                #expect(said.isEmpty, "\(said)")
+            } else {
+                #expect(said.contains { $0.hasPrefix("audio_reencoded:") && $0.contains("stops for 2.00 s") }, "\(said)")
+            }
+            let audio = try #require(try FFprobe(out).streams("audio").first)
+            #expect(audio["codec_name"] == .string(filled ? sourceCodec : "aac"))
+            // Every frame follows the last: no step as long as two and a half frames (the
+            // last frame of silence also lasts what is left of one).
+            let probe = try Run.command("ffprobe", ["-v", "error", "-select_streams", "a", "-show_entries", "packet=pts_time",
+                                                    "-of", "csv=p=0", out])
+            let times = probe.stdout.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+            let steps = zip(times.dropFirst(), times).map { $0 - $1 }
+            let frame = steps.isEmpty ? 0 : steps.sorted()[steps.count / 2]
+            #expect(times.count > 200 && (steps.max() ?? 9) < 2.5 * frame, "\(times.count) frames, longest step \(steps.max() ?? 0) s")
+            let marks = try Self.silences(out)
+            #expect(marks.count == 2 && abs(marks[0] - 3) < 0.1 && abs(marks[1] - 5) < 0.1, "one silence where the gap was: \(marks)")
         }
-        let whole = try Media.generated("audio-whole-aac.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25",
-                                                                "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000",
-                                                                "-t", "8", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-b:a", "128k"])
-        try Command.prepare(whole, quality: "5mbps", caps: "web", scratch: "audio-no-gap") { r, _ in
-            #expect(!r.stdout.contains("audio_gap_carried"), "\(r.stdout.prefix(400))")
+        let whole = try Media.generated("copy-whole-" + name, picture + codec)
+        try Command.prepare(whole, quality: quality, caps: caps, scratch: "audio-whole-" + name) { r, out in
+            let json = try Command.json(r)
+            #expect(json["stats"]?["audio_gaps_filled"] == nil && !r.stdout.contains("audio_reencoded"), "\(r.stdout.suffix(400))")
+            #expect(try FFprobe(out).streams("audio").first?["codec_name"] == .string(sourceCodec))
+            #expect(try Self.silences(out).isEmpty)
+        }
+    }
+
+    /// Where silences of half a second or more start and end in `path`'s sound, in order.
+    static func silences(_ path: String) throws -> [Double] {
+        let detect = try Run.command("ffmpeg", ["-nostdin", "-v", "info", "-i", path, "-map", "0:a",
+                                                "-af", "silencedetect=d=0.5", "-f", "null", "-"])
+        return detect.stderr.split(separator: "\n").compactMap { line -> Double? in
+            guard let r = line.range(of: "silence_start: ") ?? line.range(of: "silence_end: ") else { return nil }
+            return Double(line[r.upperBound...].prefix { $0 != " " })
         }
     }
 
@@ -1417,12 +1450,7 @@ struct AudioGapTests {
             #expect(json["stats"]?["audio_gaps_filled"]?.int == 1, "\(quality): \(r.stdout.suffix(400))")
             let audio = try #require(try FFprobe(out).duration("audio"))
             #expect(abs(audio - 10) < 0.1, "\(quality): the audio lasts \(audio) s")
-            let detect = try Run.command("ffmpeg", ["-nostdin", "-v", "info", "-i", out, "-map", "0:a",
-                                                    "-af", "silencedetect=d=0.5", "-f", "null", "-"])
-            let marks = detect.stderr.split(separator: "\n").compactMap { line -> Double? in
-                guard let r = line.range(of: "silence_start: ") ?? line.range(of: "silence_end: ") else { return nil }
-                return Double(line[r.upperBound...].prefix { $0 != " " })
-            }
+            let marks = try Self.silences(out)
             #expect(marks.count == 2, "\(quality): one silence: \(marks)")
             if marks.count == 2 {
                 #expect(abs(marks[0] - 3) < 0.1 && abs(marks[1] - 4) < 0.1, "\(quality): the silence is where the gap was: \(marks)")
