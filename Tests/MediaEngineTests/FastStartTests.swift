@@ -104,7 +104,7 @@ struct DigestTests {
         // 130 MB and a few bytes: two whole 64 MB windows and a ragged end.
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
-        let file = try #require(FileHandle(forWritingAtPath: { FileManager.default.createFile(atPath: path, contents: nil); return path }()))
+        let file = try #require(FileHandle(forWritingAtPath: { _ = FileManager.default.createFile(atPath: path, contents: nil); return path }()))
         for _ in 0..<130 {
             for i in 0..<chunk.count { state = state &* 6364136223846793005 &+ 1442695040888963407; chunk[i] = UInt8(truncatingIfNeeded: state >> 56) }
             file.write(Data(chunk))
