@@ -102,6 +102,10 @@ final class CopyLane: Lane {
     /// sound is re-encoded (which fills it): ExoPlayer's audio sink jumps its clock past
     /// 0.2 s of "timestamp discontinuity", dropping the pictures meanwhile.
     static let unfillableGap = 0.2
+    /// How far a copied stream's decode time may step back (in `kiln_time_base`) before it
+    /// counts as its time running back (`timesRunBack`).
+    static let soundStepBack = TimelineOutliers.jump / 10
+    static let picturesStepBack = TimelineOutliers.jump / 2
 
     /// - Parameter watchPictureSize: stop (with `formatChange`) when the picture's size
     ///   changes mid-stream, which one MP4 sample entry cannot describe.
@@ -298,12 +302,19 @@ final class CopyLane: Lane {
     /// copied one ends (counted as corrupt). Pictures depend on each other: the copy stops
     /// there, and the video is re-encoded from the source (the plan's fallback), whose
     /// lanes drop what is behind the time they have reached.
+    ///
+    /// How far back counts (`stepBack`): sound never steps back, but timestamps rounded to
+    /// milliseconds and audio PES times jitter by a few; pictures may, by their reordering,
+    /// where a container gives presentation times for decode times (the muxer's one tick
+    /// on is right for those). A Matroska cluster written twice stepped back 0.96 s, under
+    /// the second that counted before, and its second of pictures and sound came out
+    /// squeezed into a millisecond.
     private func timesRunBack(_ packet: Packet) throws(KilnError) -> Bool {
         let dts = packet.pointer.pointee.dts
         guard dts != noPTS else { return false }
         if latestDTS != noPTS, dts < latestEnd {
             let back = rescale(latestDTS - dts, from: input.pointee.time_base, to: kiln_time_base_q())
-            if catchingUp || back > TimelineOutliers.jump {
+            if catchingUp || back > (isVideo ? Self.picturesStepBack : Self.soundStepBack) {
                 if isVideo {
                     try stopForDamage("the source's video times run back \(Format.fixed(Double(back) / Double(kiln_time_base()), decimals: 2)) s",
                                       at: latestDTS)

@@ -2775,6 +2775,37 @@ struct TimesRunBackTests {
             #expect(try Self.shortestStep(out, "a") > 0.005)
         }
     }
+
+    @Test("a Matroska cluster written twice (times 0.96 s back, under the second that counted before): no second of pictures and sound squeezed into a millisecond")
+    func clusterWrittenTwice() throws {
+        let source = try Media.generated("runback-cluster-twice.mkv") { tmp in
+            let plain = tmp + ".plain.mkv"
+            defer { try? FileManager.default.removeItem(atPath: plain) }
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
+                                               "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=10",
+                                               "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:a", "aac",
+                                               "-cluster_time_limit", "1000", plain])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: plain)))
+            var clusters: [Int] = []
+            var from = bytes.startIndex
+            while let found = bytes[from...].firstRange(of: [0x1F, 0x43, 0xB6, 0x75]) {
+                clusters.append(found.lowerBound)
+                from = found.upperBound
+            }
+            guard clusters.count > 6 else { throw TestFailure("\(clusters.count) clusters") }
+            let twice = clusters[4]..<clusters[5]
+            try Data(bytes[..<twice.upperBound] + bytes[twice] + bytes[twice.upperBound...]).write(to: URL(fileURLWithPath: tmp))
+        }
+        try Command.prepare(source, quality: "5mbps", caps: "web", scratch: "runback-cluster") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect("\(try Command.json(r)["stats"]?["adjustments"] ?? .null)".contains("video_reencoded"))
+            #expect(try FFprobe.packetCount(out, "v") == 250)
+            #expect(abs(try FFprobe.packetCount(out, "a") - 470) <= 2)
+            #expect(try Self.shortestStep(out, "v") > 0.03)
+            #expect(try Self.shortestStep(out, "a") > 0.015)
+        }
+    }
 }
 
 /// A broadcast recording whose sound moves to another audio stream mid-file
