@@ -283,23 +283,32 @@ final class VideoTranscodeLane: Lane {
     }
 
     /// The output frame rate and so the encoder's time base (1/fps): the container's
-    /// average when sane, else libavformat's guess, else the probe's, else 25. A variable
-    /// rate's average is no rate its frames come at: a phone clip at 30 fps that slows to
-    /// 24 in the dark averages 27, and on a 27 fps grid one 30 fps frame in ten found its
-    /// slot taken and was dropped (a stutter three times a second). Its frames are timed on
-    /// the grid of the rate most of them come at (the probe's median step) instead, where a
-    /// slower stretch only leaves slots empty.
+    /// average when sane, else libavformat's guess, else the probe's, else 25. An average
+    /// below the rate most frames come at (the probe's median step) is no rate the frames
+    /// come at: a phone clip at 30 fps that slows to 24 in the dark averages 27, one that
+    /// skips 3 s averages 15, one that dropped a frame in 37 averages 29.2, and on such a
+    /// grid a frame that found its slot taken was dropped (a stutter three times a second,
+    /// or half the frames). Those are timed on the grid of the median step instead, where
+    /// a slower stretch or a hole only leaves slots empty — except film carried at 29.97
+    /// by 3:2 pulldown, whose average is its own 23.976. Slideshows and cover pictures
+    /// come at a picture in seconds: rates down to one in 100 s are taken as they are (a
+    /// 25 fps grid had been assumed below 1 fps).
     static func frameRate(demuxer: Demuxer, stream: UnsafeMutablePointer<AVStream>, source: StreamInfo) -> AVRational {
-        func sane(_ r: AVRational) -> Bool { r.num > 0 && r.den > 0 && r.seconds >= 1 && r.seconds <= 240 }
+        func sane(_ r: AVRational) -> Bool { r.num > 0 && r.den > 0 && r.seconds >= 0.01 && r.seconds <= 240 }
         let avg = stream.pointee.avg_frame_rate
-        if source.variableFrameRate == true, let fps = source.frameRate, fps >= 1, fps <= 240, !sane(avg) || fps > avg.seconds * 1.01 {
+        if let fps = source.frameRate, fps >= 0.01, fps <= 240, !sane(avg) || (fps > avg.seconds * 1.01 && !pulldown(film: avg.seconds, carried: fps)) {
             return standardRate(fps)
         }
         if sane(avg) { return standard(reduce(avg)) }
         let guess = av_guess_frame_rate(demuxer.context, stream, nil)
         if sane(guess) { return standard(reduce(guess)) }
-        if let fps = source.frameRate, fps >= 1, fps <= 240 { return av_d2q(fps, 100_000) }
         return AVRational(num: 25, den: 1)
+    }
+
+    /// Whether film at `film` fps is what `carried` fps shows by 3:2 pulldown (24 at 30,
+    /// 23.976 at 29.97): frames stepping a field and a half and a frame in turn.
+    static func pulldown(film: Double, carried: Double) -> Bool {
+        abs(film * 5 / 4 / carried - 1) < 0.002
     }
 
     /// The rate an encode of `rate` shows within a plan's limit (`FrameRateLimit`): every

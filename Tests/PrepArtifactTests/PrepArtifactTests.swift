@@ -2986,3 +2986,44 @@ extension StreamSuccessionTests {
         #expect(try FFprobe.decodeErrors(out).isEmpty)
     }
 }
+
+/// A transcode times its frames on a grid of the source's rate; on a grid of the wrong
+/// rate, frames that find their slot taken are dropped.
+@Suite("the frames a transcode keeps")
+struct TranscodeFrameRateTests {
+    @Test("every frame of a clip with holes or dropped frames is kept, on its own rate's grid (the average rate had been the grid: half the frames of 30 fps with a 3 s hole went, 5 of a phone clip's 175)",
+          arguments: [("hole", "select='not(between(t\\,1\\,4))'", 30), ("drops", "select='not(eq(mod(n\\,37)\\,5))'", 30)])
+    func holesAndDrops(name: String, select: String, rate: Int) throws {
+        let source = try Media.generated("frames-\(name).mp4", ["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=\(rate):duration=6",
+                                                              "-f", "lavfi", "-i", "sine=duration=6", "-vf", select, "-fps_mode", "vfr",
+                                                              "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+        try Command.prepare(source, quality: "1mbps", caps: "android", scratch: "frames-\(name)") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("transcode"))
+            #expect(try FFprobe.packetCount(out, "v") == FFprobe.packetCount(source, "v"))
+            let stream = try #require(try FFprobe(out).streams("video").first)
+            #expect(stream["r_frame_rate"] == .string("\(rate)/1"))
+        }
+    }
+
+    @Test("a slideshow at a picture every 3 s (B-frames shown 12 s after they are decoded) keeps every picture for its 3 s (the last one had been taken for damage and left out, and each shown for 0.04 s)")
+    func slideshow() throws {
+        let source = try Media.generated("frames-slideshow-b.mp4", ["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=1/3:duration=12",
+                                                                 "-f", "lavfi", "-i", "sine=duration=12", "-c:v", "libx264",
+                                                                 "-x264-params", "b-adapt=0", "-c:a", "aac"])
+        try Command.prepare(source, quality: "1mbps", caps: "web", scratch: "frames-slideshow") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("transcode"))
+            let probe = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time",
+                                                    "-of", "csv=p=0", out])
+            let times = probe.stdout.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }.sorted()
+            #expect(times == [0, 3, 6, 9], "\(times)")
+            #expect(abs((try FFprobe(out).duration("video") ?? 0) - 12) < 0.1)
+            // A decoder shows four different pictures, one per 3 s.
+            let frames = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:v", "-vf", "fps=1",
+                                                    "-f", "framemd5", "-"])
+            let hashes = frames.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: ",").last }
+            #expect(hashes.count == 12 && Set(hashes).count == 4, "\(hashes.count) seconds, \(Set(hashes).count) pictures")
+        }
+    }
+}
