@@ -37,7 +37,7 @@ struct VideoInput: Equatable {
     }
 }
 
-/// How HDR is mapped to SDR, when it is.
+/// How HDR is mapped to SDR, when it is, or SDR in BT.2020's primaries to BT.709's.
 enum ToneMapSource: Equatable {
     /// SMPTE ST 2084 (HDR10, Dolby Vision profile 8.1 base layer).
     case pq
@@ -46,6 +46,11 @@ enum ToneMapSource: Equatable {
     /// Dolby Vision without a watchable base layer (profile 5): `DolbyVisionMapper` has
     /// already made the frames linear-light BT.2020 RGB at the output size.
     case dolbyVision
+    /// SDR in BT.2020's primaries (a UHD broadcast's SDR, 10-bit camera footage): the
+    /// colours are moved into BT.709's primaries in linear light, with no tone curve.
+    /// Left in BT.2020, 8-bit H.264 for devices that play SDR alone came out washed out
+    /// wherever a player takes the primaries for BT.709's, as most without HDR do.
+    case wideGamut
 }
 
 /// The filter chain a `VideoPlan` asks for, as libavfilter text. Pure, so it can be tested
@@ -87,8 +92,13 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
             parts.append("zscale=p=bt709")
         case .dolbyVision:
             parts.append("zscale=tin=linear:pin=bt2020:t=linear:p=bt709:npl=100")
+        case .wideGamut:
+            // BT.2020's SDR transfer (10- and 12-bit) is BT.709's curve.
+            parts.append("zscale=tin=709:pin=bt2020:min=bt2020nc:t=linear:npl=100")
+            parts.append("format=gbrpf32le")
+            parts.append("zscale=p=bt709")
         }
-        parts.append("tonemap=tonemap=hable:desat=0")
+        if toneMap != .wideGamut { parts.append("tonemap=tonemap=hable:desat=0") }
         parts.append("zscale=t=bt709:m=bt709:r=tv")
         parts.append("format=yuv420p")
         if !downscale { parts.append(scale) }

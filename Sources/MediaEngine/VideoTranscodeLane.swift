@@ -63,7 +63,9 @@ final class VideoTranscodeLane: Lane {
         self.plan = even
         self.settings = settings
         let par = stream.pointee.codecpar!
-        toneMap = plan.toneMap ? try Self.toneMapSource(par: par, source: source) : nil
+        toneMap = plan.toneMap ? try Self.toneMapSource(par: par, source: source)
+            : par.pointee.color_primaries == AVCOL_PRI_BT2020 && (source.hdr ?? .sdr) == .sdr
+                && par.pointee.color_trc != AVCOL_TRC_SMPTE2084 && par.pointee.color_trc != AVCOL_TRC_ARIB_STD_B67 ? .wideGamut : nil
         color = toneMap != nil ? .bt709 : ColorTags(par: par)
         dolbyVision = toneMap == .dolbyVision ? try DolbyVisionMapper() : nil
         sourceRate = Self.frameRate(demuxer: demuxer, stream: stream, source: source)

@@ -3027,3 +3027,37 @@ struct TranscodeFrameRateTests {
         }
     }
 }
+
+@Suite("the colours a transcode writes")
+struct TranscodeColourTests {
+    @Test("SDR in BT.2020's primaries (10-bit HEVC) becomes BT.709: tagged so, its colours moved there (left in BT.2020, a player taking the primaries for BT.709's showed them washed out)")
+    func wideGamutSDR() throws {
+        let colour = "0x40A020"
+        let source = try Media.generated("bt2020-sdr.mp4", ["-f", "lavfi", "-i", "color=c=\(colour):size=1280x720:rate=25:duration=3",
+                                                          "-f", "lavfi", "-i", "sine=duration=3",
+                                                          "-vf", "format=gbrp,zscale=tin=709:pin=709:rin=full:t=709:p=2020:m=2020_ncl:r=limited,format=yuv420p10le",
+                                                          "-c:v", "libx265", "-x265-params", "log-level=error", "-tag:v", "hvc1",
+                                                          "-color_primaries", "bt2020", "-color_trc", "bt2020-10", "-colorspace", "bt2020nc", "-c:a", "aac"])
+        try Command.prepare(source, quality: "1mbps", caps: "web", scratch: "bt2020-sdr") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("transcode"))
+            let video = try #require(try FFprobe(out).streams("video").first)
+            #expect(video["color_primaries"] == .string("bt709") && video["color_space"] == .string("bt709"), "\(video)")
+            let rgb = try Self.firstPictureRGB(out)
+            let expected = [0x40, 0xA0, 0x20]
+            #expect(zip(rgb, expected).allSatisfy { abs($0 - $1) <= 4 }, "\(rgb) for \(expected)")
+        }
+    }
+
+    /// The mean R, G, B of `path`'s first picture (decoded with the matrix its tags name).
+    static func firstPictureRGB(_ path: String) throws -> [Int] {
+        let raw = path + ".rgb"
+        defer { try? FileManager.default.removeItem(atPath: raw) }
+        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", path, "-frames:v", "1", "-vf", "format=rgb24",
+                                           "-f", "rawvideo", raw])
+        guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
+        let n = max(1, bytes.count / 3)
+        return (0..<3).map { c in stride(from: c, to: bytes.count, by: 3).reduce(0) { $0 + Int(bytes[$1]) } / n }
+    }
+}
