@@ -209,8 +209,10 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 /// The media engine's recipe version. It enters every artifact key, so bump it whenever
 /// the engine would write different bytes for the same plan (a filter, a muxer flag).
 /// 2: text subtitles' overlapping cues share samples instead of being pushed late.
+/// 3: gaps in copied sound filled with silence; a transcode's frame grid at the rate most
+///    frames come at (and below 1 fps); SDR in BT.2020 converted to BT.709.
 public enum EngineRecipe {
-    public static let version = 2
+    public static let version = 3
 }
 
 extension Plan {

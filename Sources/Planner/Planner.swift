@@ -184,11 +184,13 @@ struct PlanContext {
     }
 
     /// The rung an `original` request falls back to: the lowest whose cap holds the
-    /// source's bitrate and whose frame class holds the source's frame (a 3 Mbps 1080p
-    /// source gets 5 Mbps, not 20: spending more bits than the source has buys nothing).
+    /// source's bitrate, as H.264 would need it (`Codecs.h264Equivalence`), and whose frame
+    /// class holds the source's frame (a 3 Mbps 1080p H.264 source gets 5 Mbps, not 20:
+    /// spending more bits than the source has buys nothing).
     func fallbackRung() throws(KilnError) -> Rung {
         guard let top = presets.rungs.first else { throw KilnError(.internalError, stage: .plan, "the ladder is empty") }
-        guard let kbps = sourceKbps else { return top }
+        guard let sourceKbps else { return top }
+        let kbps = Int((Double(sourceKbps) * (video.map { Codecs.h264Equivalence($0.codec) } ?? 1)).rounded())
         let topClass = frameClass(top, highFrameRate: false)
         let needed = min(video.flatMap(FrameSize.smallestClass) ?? .uhd4k, topClass)
         for rung in presets.rungs.reversed() where rung.capKbps >= kbps && frameClass(rung, highFrameRate: false) >= needed {
