@@ -210,7 +210,8 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 /// the engine would write different bytes for the same plan (a filter, a muxer flag).
 /// 2: text subtitles' overlapping cues share samples instead of being pushed late.
 /// 3: gaps in copied sound filled with silence; a transcode's frame grid at the rate most
-///    frames come at (and below 1 fps); SDR in BT.2020 converted to BT.709.
+///    frames come at (and below 1 fps); SDR in BT.2020, and HD in BT.601's matrix,
+///    converted to BT.709.
 public enum EngineRecipe {
     public static let version = 3
 }

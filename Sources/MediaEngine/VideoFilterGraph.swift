@@ -67,7 +67,7 @@ enum ToneMapSource: Equatable {
 /// `picture`: the size the picture takes inside the plan's frame when it does not fill it
 /// (`pictureSize`); the rest is padded black.
 func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMapSource?, frameRate: AVRational? = nil,
-                            outputMatrix: String?, picture: (width: Int32, height: Int32)? = nil) -> String {
+                            outputMatrix: String?, inputMatrix: String? = nil, picture: (width: Int32, height: Int32)? = nil) -> String {
     var parts: [String] = []
     if plan.deinterlace {
         parts.append("bwdif=mode=send_frame:parity=auto:deint=all")
@@ -81,6 +81,9 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
     let h = picture.map { Int($0.height) } ?? frameH
     var scale = "scale=w=\(w):h=\(h):flags=bicubic:out_range=tv"
     if let outputMatrix, input.isRGB { scale += ":out_color_matrix=\(outputMatrix)" }
+    if let outputMatrix, let inputMatrix, !input.isRGB, inputMatrix != outputMatrix {
+        scale += ":in_color_matrix=\(inputMatrix):out_color_matrix=\(outputMatrix)"
+    }
     if let toneMap {
         let downscale = Int(w) * Int(h) < Int(input.width) * Int(input.height)
         if downscale { parts.append("scale=w=\(w):h=\(h):flags=bicubic") }

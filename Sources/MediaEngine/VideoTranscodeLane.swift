@@ -28,6 +28,8 @@ final class VideoTranscodeLane: Lane {
     private let dolbyVision: DolbyVisionMapper?
     /// The output colour description: BT.709 when tone-mapped, otherwise the source's.
     private let color: ColorTags
+    /// The source's matrix where the output's differs (BT.601 YCbCr made HD), for the scaler.
+    private let inputMatrix: String?
     /// The source's rate, as the filter graph's input is timed.
     private let sourceRate: AVRational
     /// The encode's rate: the source's, or every n-th picture of it where the plan limits it.
@@ -66,7 +68,9 @@ final class VideoTranscodeLane: Lane {
         toneMap = plan.toneMap ? try Self.toneMapSource(par: par, source: source)
             : par.pointee.color_primaries == AVCOL_PRI_BT2020 && (source.hdr ?? .sdr) == .sdr
                 && par.pointee.color_trc != AVCOL_TRC_SMPTE2084 && par.pointee.color_trc != AVCOL_TRC_ARIB_STD_B67 ? .wideGamut : nil
-        color = toneMap != nil ? .bt709 : ColorTags(par: par)
+        let sourceColor = ColorTags(par: par)
+        color = toneMap != nil ? .bt709 : sourceColor.forOutput(width: even.width, height: even.height)
+        inputMatrix = toneMap == nil && color.matrix != sourceColor.matrix ? sourceColor.matrixName : nil
         dolbyVision = toneMap == .dolbyVision ? try DolbyVisionMapper() : nil
         sourceRate = Self.frameRate(demuxer: demuxer, stream: stream, source: source)
         frameRate = Self.limited(sourceRate, to: plan.maxFrameRate)
@@ -202,7 +206,7 @@ final class VideoTranscodeLane: Lane {
             graph = try VideoFilterGraph(input: input, timeBase: decoder.timeBase, frameRate: sourceRate,
                                          description: videoFilterDescription(plan: plan, input: input, toneMap: toneMap,
                                                                              frameRate: av_cmp_q(frameRate, sourceRate) == 0 ? nil : frameRate,
-                                                                             outputMatrix: color.matrixName,
+                                                                             outputMatrix: color.matrixName, inputMatrix: inputMatrix,
                                                                              picture: picture(for: input)))
         }
         guard let graph else { return }
@@ -390,6 +394,16 @@ struct ColorTags {
         case AVCOL_SPC_UNSPECIFIED, AVCOL_SPC_RESERVED, AVCOL_SPC_RGB: matrix = assumed.matrix
         default: matrix = p.color_space
         }
+    }
+
+    /// The tags of an output of `width` x `height` made from pictures with these: from 720
+    /// lines (or 1280 columns) up, BT.601's matrix becomes BT.709's (the scaler converts):
+    /// the ladder promises BT.709, and players that do not read the tag take HD for BT.709
+    /// (an MJPEG camera's 720p had come out with JPEG's BT.601 matrix, greens off for them).
+    /// Primaries and transfer stay as they are tagged.
+    func forOutput(width: Int, height: Int) -> ColorTags {
+        guard width >= 1280 || height >= 720, matrix == AVCOL_SPC_SMPTE170M || matrix == AVCOL_SPC_BT470BG else { return self }
+        return ColorTags(primaries: primaries, transfer: transfer, matrix: AVCOL_SPC_BT709)
     }
 
     /// The matrix as libswscale's `out_color_matrix` names it, for RGB → YCbCr conversion.

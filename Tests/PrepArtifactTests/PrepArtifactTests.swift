@@ -3049,12 +3049,30 @@ struct TranscodeColourTests {
         }
     }
 
-    /// The mean R, G, B of `path`'s first picture (decoded with the matrix its tags name).
-    static func firstPictureRGB(_ path: String) throws -> [Int] {
+    @Test("HD from JPEG's BT.601 YCbCr (an MJPEG camera's 720p) becomes BT.709's: a player that takes HD for BT.709 without reading the tag shows its colours (the BT.601 matrix had been kept, tagged)")
+    func jpegMatrixMadeHD() throws {
+        let source = try Media.generated("mjpeg-720p.mov", ["-f", "lavfi", "-i", "color=c=0x40A020:size=1280x720:rate=25:duration=3",
+                                                          "-f", "lavfi", "-i", "sine=duration=3", "-c:v", "mjpeg", "-pix_fmt", "yuvj420p",
+                                                          "-q:v", "2", "-c:a", "pcm_s16le"])
+        try Command.prepare(source, quality: "5mbps", caps: "web", scratch: "mjpeg-720p") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let video = try #require(try FFprobe(out).streams("video").first)
+            #expect(video["color_space"] == .string("bt709") && video["color_range"] == .string("tv"), "\(video)")
+            let expected = [0x40, 0xA0, 0x20]
+            for matrix in ["auto", "bt709"] {
+                let rgb = try Self.firstPictureRGB(out, matrix: matrix)
+                #expect(zip(rgb, expected).allSatisfy { abs($0 - $1) <= 6 }, "\(matrix): \(rgb) for \(expected)")
+            }
+        }
+    }
+
+    /// The mean R, G, B of `path`'s first picture, decoded with the matrix its tags name
+    /// (`auto`) or the one given.
+    static func firstPictureRGB(_ path: String, matrix: String = "auto") throws -> [Int] {
         let raw = path + ".rgb"
         defer { try? FileManager.default.removeItem(atPath: raw) }
-        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", path, "-frames:v", "1", "-vf", "format=rgb24",
-                                           "-f", "rawvideo", raw])
+        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", path, "-frames:v", "1",
+                                           "-vf", "scale=in_color_matrix=\(matrix),format=rgb24", "-f", "rawvideo", raw])
         guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
         let n = max(1, bytes.count / 3)
