@@ -9,8 +9,10 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// constant, QuickTime text tracks forced by their display flags, track names from MP4
     /// handler names; 9: index damage; 14: a picture track declared as sound is index
     /// damage, a movie box whose children do not tile it, or a
-    /// track whose sample tables fall far short of it, is refused), so a description cached by an older one is not planned from.
-    public static let describerVersion = 14
+    /// track whose sample tables fall far short of it, is refused; 15: DV's field order from
+    /// its bitstream, not its container), so a description cached by an older one is not
+    /// planned from.
+    public static let describerVersion = 15
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }

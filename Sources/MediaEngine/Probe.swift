@@ -592,7 +592,9 @@ public enum Prober {
         // delay's worth of pictures) and the picture asked.
         var fieldParser: HeaderParser? = nil
         var fieldDecoder: Decoder? = nil
-        if streams[vi].fieldOrder == nil || streams[vi].fieldOrder == .unknown,
+        // DV's is always its bitstream's: a MOV's `fiel` box (ffmpeg's muxer writes one)
+        // said progressive for PAL DV, which the decoder flags interlaced.
+        if streams[vi].fieldOrder == nil || streams[vi].fieldOrder == .unknown || streams[vi].codec == "dvvideo",
            Prober.interlaceCapableCodecs.contains(streams[vi].codec) {
             fieldParser = HeaderParser(stream: st, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO])
             if fieldParser == nil { fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true) }

@@ -3079,3 +3079,19 @@ struct TranscodeColourTests {
         return (0..<3).map { c in stride(from: c, to: bytes.count, by: 3).reduce(0) { $0 + Int(bytes[$1]) } / n }
     }
 }
+
+@Suite("field order from the bitstream")
+struct DVFieldOrderTests {
+    @Test("PAL DV in MOV is bottom field first, as its bitstream says, and the plan says it is deinterlaced (the MOV's fiel box said progressive: the engine deinterlaced, the plan did not say so)")
+    func dvInMOV() throws {
+        let source = try Media.generated("dv-pal-169.mov", ["-f", "lavfi", "-i", "testsrc2=size=720x576:rate=25:duration=2",
+                                                          "-f", "lavfi", "-i", "sine=duration=2", "-c:v", "dvvideo", "-pix_fmt", "yuv420p",
+                                                          "-aspect", "16:9", "-c:a", "pcm_s16le"])
+        let probe = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+        guard case .array(let streams)? = probe["streams"] else { Issue.record("no streams"); return }
+        let video = try #require(streams.first { $0["type"] == .string("video") })
+        #expect(video["field_order"] == .string("bb"), "\(video)")
+        let plan = try JSONValue.parse(Array(try Command.run(["plan", source, "--quality", "original", "--caps", "ios", "--json"]).stdout.utf8))
+        #expect(plan["video"]?["deinterlace"] == .bool(true), "\(plan)")
+    }
+}
