@@ -303,10 +303,10 @@ final class CopyLane: Lane {
     /// there, and the video is re-encoded from the source (the plan's fallback), whose
     /// lanes drop what is behind the time they have reached.
     ///
-    /// How far back counts (`stepBack`): sound never steps back, but timestamps rounded to
-    /// milliseconds and audio PES times jitter by a few; pictures may, by their reordering,
-    /// where a container gives presentation times for decode times (the muxer's one tick
-    /// on is right for those). A Matroska cluster written twice stepped back 0.96 s, under
+    /// How far back counts (`soundStepBack`, `picturesStepBack`): sound never steps back,
+    /// but timestamps rounded to milliseconds and audio PES times jitter by a few; pictures
+    /// may, by their reordering, where a container gives presentation times for decode
+    /// times (the muxer's one tick on is right for those). A Matroska cluster written twice stepped back 0.96 s, under
     /// the second that counted before, and its second of pictures and sound came out
     /// squeezed into a millisecond.
     private func timesRunBack(_ packet: Packet) throws(KilnError) -> Bool {
