@@ -297,8 +297,8 @@ final class VideoTranscodeLane: Lane {
     /// or half the frames). Those are timed on the grid of the median step instead, where
     /// a slower stretch or a hole only leaves slots empty — except film carried at 29.97
     /// by 3:2 pulldown, whose average is its own 23.976. Slideshows and cover pictures
-    /// come at a picture in seconds or minutes: rates down to one in 1,000 s are taken as they are (a
-    /// 25 fps grid had been assumed below 1 fps).
+    /// come at a picture in seconds or minutes: rates down to one in 1,000 s are taken as
+    /// they are (a 25 fps grid had been assumed below 1 fps).
     static func frameRate(demuxer: Demuxer, stream: UnsafeMutablePointer<AVStream>, source: StreamInfo) -> AVRational {
         func sane(_ r: AVRational) -> Bool { r.num > 0 && r.den > 0 && r.seconds >= 0.001 && r.seconds <= 240 }
         let avg = stream.pointee.avg_frame_rate
