@@ -34,6 +34,13 @@ final class VideoTranscodeLane: Lane {
     private let sourceRate: AVRational
     /// The encode's rate: the source's, or every n-th picture of it where the plan limits it.
     let frameRate: AVRational
+    /// The encoder's time base: a frame of `frameRate` (a grid every picture takes a slot
+    /// of), or, for a variable rate the plan does not limit, 1/90000: pictures keep their
+    /// own times. On any one rate's grid, a phone clip at 30 fps that slows to 24 lost a
+    /// picture in five of its 30 fps stretch (24's grid) or left holes in its 24 fps one
+    /// (30's), and millisecond-rounded times jittered onto a grid of no standard rate.
+    /// x264's rate control is given `frameRate` either way.
+    let encoderTimeBase: AVRational
     private var interlacedSeen = false
     private var lastPTS = noPTS
     private var counters = LaneStats()
@@ -74,6 +81,8 @@ final class VideoTranscodeLane: Lane {
         dolbyVision = toneMap == .dolbyVision ? try DolbyVisionMapper() : nil
         sourceRate = Self.frameRate(demuxer: demuxer, stream: stream, source: source)
         frameRate = Self.limited(sourceRate, to: plan.maxFrameRate)
+        encoderTimeBase = source.variableFrameRate == true && av_cmp_q(frameRate, sourceRate) == 0
+            ? AVRational(num: 1, den: 90000) : av_inv_q(frameRate)
         decoder = try Decoder(stream: stream)
         filtered = try Frame()
     }
@@ -109,8 +118,10 @@ final class VideoTranscodeLane: Lane {
                  "-maxrate:\(o)", "\(s.maxrateKbps)k", "-bufsize:\(o)", "\(s.bufsizeKbps)k",
                  "-rc_init_occupancy:\(o)", String(Self.initialOccupancyBits(s)),
                  "-profile:\(o)", s.profile, "-level:\(o)", s.level, "-g:\(o)", String(keyint),
-                 "-keyint_min:\(o)", String(keyintMin), "-r:\(o)", "\(frameRate.num)/\(frameRate.den)",
-                 "-pix_fmt:\(o)", s.pixFmt]
+                 "-keyint_min:\(o)", String(keyintMin)]
+        args += variableTiming ? ["-fps_mode:\(o)", "passthrough", "-enc_time_base:\(o)", "1:90000"]
+            : ["-r:\(o)", "\(frameRate.num)/\(frameRate.den)"]
+        args += ["-pix_fmt:\(o)", s.pixFmt]
         if let p = string(av_color_primaries_name(color.primaries)) { args += ["-color_primaries:\(o)", p] }
         if let t = string(av_color_transfer_name(color.transfer)) { args += ["-color_trc:\(o)", t] }
         if let m = string(av_color_space_name(color.matrix)) { args += ["-colorspace:\(o)", m] }
@@ -119,6 +130,7 @@ final class VideoTranscodeLane: Lane {
 
     func prepare(muxer: Muxer) throws(KilnError) {
         let plan = self.plan, settings = self.settings, color = self.color, frameRate = self.frameRate
+        let timeBase = encoderTimeBase
         let keyint = self.keyint, keyintMin = self.keyintMin
         let encoder = try Encoder(name: settings.name, options: [
             ("preset", settings.preset),
@@ -134,7 +146,7 @@ final class VideoTranscodeLane: Lane {
             ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
             ctx.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
             ctx.pointee.framerate = frameRate
-            ctx.pointee.time_base = av_inv_q(frameRate)
+            ctx.pointee.time_base = timeBase
             ctx.pointee.gop_size = Int32(keyint)
             // Scene-cut keyframes no closer than a second (x264 caps this at keyint/2 + 1).
             ctx.pointee.keyint_min = Int32(keyintMin)
@@ -241,13 +253,29 @@ final class VideoTranscodeLane: Lane {
         }
     }
 
+    /// Whether pictures keep their own times (`encoderTimeBase`) rather than a grid's slots.
+    private var variableTiming: Bool { av_cmp_q(encoderTimeBase, av_inv_q(frameRate)) != 0 }
+
+    /// One frame of `frameRate` in the encoder's time base.
+    private var frameTicks: Double { av_inv_q(frameRate).seconds / encoderTimeBase.seconds }
+
     /// The encoder timestamp (in frames, 1/fps) for a filtered frame, or nil to drop it.
     /// As the ffmpeg command's variable-rate sync does: a frame within 0.6 of a frame
     /// period of the next slot takes that slot, so millisecond-rounded timestamps (Matroska:
     /// 21, 63, 104 ms at 24 fps → 0.504, 1.512, 2.496 frames) neither collide nor drift; a
     /// frame more than 0.6 behind is a duplicate and is dropped (x264 needs strictly
     /// increasing timestamps); one more than 0.6 ahead keeps its own time (a gap).
+    /// With pictures on their own times, a picture keeps its time (a tick after the last at
+    /// least); one more than 0.6 of a frame behind the last is dropped as a duplicate.
     private func outputPTS(_ ts: Int64, from tb: AVRational, to encoderTB: AVRational) -> Int64? {
+        if variableTiming {
+            let step = max(1, Int64(frameTicks.rounded()))
+            if ts == noPTS { return lastPTS == noPTS ? 0 : lastPTS + step }
+            let exact = Int64((Double(ts) * tb.seconds / encoderTB.seconds).rounded())
+            if lastPTS == noPTS { return exact }
+            if Double(exact - lastPTS) <= -0.6 * frameTicks { return nil }
+            return max(exact, lastPTS + 1)
+        }
         if ts == noPTS { return lastPTS == noPTS ? 0 : lastPTS + 1 }
         let exact = Double(ts) * tb.seconds / encoderTB.seconds
         if lastPTS == noPTS { return Int64(exact.rounded()) }
@@ -260,7 +288,7 @@ final class VideoTranscodeLane: Lane {
     private func write(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         guard let encoder else { return }
         packet.streamIndex = outputIndex
-        if packet.pointer.pointee.duration == 0 { packet.pointer.pointee.duration = 1 }
+        if packet.pointer.pointee.duration == 0 { packet.pointer.pointee.duration = max(1, Int64(frameTicks.rounded())) }
         try muxer.write(packet, from: encoder.timeBase)
         counters.packetsOut += 1
     }
@@ -303,6 +331,13 @@ final class VideoTranscodeLane: Lane {
         func sane(_ r: AVRational) -> Bool { r.num > 0 && r.den > 0 && r.seconds >= 0.001 && r.seconds <= 240 }
         let avg = stream.pointee.avg_frame_rate
         if let fps = source.frameRate, fps >= 0.001, fps <= 240, !sane(avg) || (fps > avg.seconds * 1.01 && !pulldown(film: avg.seconds, carried: fps)) {
+            return standardRate(fps)
+        }
+        // A variable rate keeps its pictures' own times (`encoderTimeBase`); this rate is
+        // x264's for its rate control and keyframe interval: the average where it is one
+        // (MP4 computes it), not a Matroska track's declared 120 fps for a clip at 24 to 30
+        // (keyframes 10 s apart, bits spent as if on five times the pictures).
+        if source.variableFrameRate == true, let fps = source.frameRate, fps >= 0.001, fps <= 240, avg.seconds > fps * 1.5 {
             return standardRate(fps)
         }
         if sane(avg) { return standard(reduce(avg)) }

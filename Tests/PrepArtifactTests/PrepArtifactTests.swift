@@ -3006,6 +3006,36 @@ struct TranscodeFrameRateTests {
         }
     }
 
+    @Test("a phone clip at 30 fps that slows to 24 keeps every frame at its own time and a keyframe every 2 s, from MP4 and from Matroska (on the average's grid one frame in six of the 30 fps stretch went; Matroska's declared 120 fps put keyframes 10 s apart)",
+          arguments: ["mp4", "mkv"])
+    func variableRate(_ container: String) throws {
+        let source = try Media.generated("frames-30-then-24.\(container)", ["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=120:duration=6",
+                                                                   "-f", "lavfi", "-i", "sine=duration=6",
+                                                                   "-vf", "select='if(lt(t\\,2)\\,not(mod(n\\,4))\\,not(mod(n\\,5)))'",
+                                                                   "-fps_mode", "vfr", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+        try Command.prepare(source, quality: "1mbps", caps: "android", scratch: "frames-30-then-24-\(container)") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("transcode"))
+            func times(_ path: String) throws -> [Double] {
+                let probe = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time",
+                                                        "-of", "csv=p=0", path])
+                return probe.stdout.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }.sorted()
+            }
+            let (before, after) = (try times(source), try times(out))
+            #expect(before.count > 150 && after.count == before.count, "\(after.count) frames of \(before.count)")
+            if after.count == before.count {
+                let shifted = zip(before, after).map { abs($0 - $1 - (before[0] - after[0])) }.max() ?? 1
+                #expect(shifted < 0.002, "a frame moved \(shifted) s")
+            }
+            let keys = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time,flags",
+                                                   "-of", "csv=p=0", out])
+            let keyTimes = keys.stdout.split(separator: "\n").filter { $0.contains("K") }
+                .compactMap { Double($0.split(separator: ",").first ?? "") }.sorted()
+            let apart = zip(keyTimes.dropFirst(), keyTimes).map { $0 - $1 }.max() ?? 99
+            #expect(keyTimes.count >= 3 && apart <= 2.1, "keyframes \(keyTimes)")
+        }
+    }
+
     @Test("a slideshow at a picture every 3 s (B-frames shown 12 s after they are decoded) keeps every picture for its 3 s (the last one had been taken for damage and left out, and each shown for 0.04 s)")
     func slideshow() throws {
         let source = try Media.generated("frames-slideshow-b.mp4", ["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=1/3:duration=12",
