@@ -95,6 +95,11 @@ final class CopyLane: Lane {
     /// Whether the latest packet said how long it lasts: only then is a later start a gap
     /// (a packet of unknown length may hold several frames).
     private var latestEndKnown = false
+    /// A frame's length (stream time base) where a packet is one frame whose stated length
+    /// may be stretched over a gap: AAC, AC-3, E-AC-3 and MP3 samples in MP4/MOV, whose
+    /// sample table gives the frame before a gap the gap's length too (no gap was seen);
+    /// 0 elsewhere.
+    private let sampleFrameTicks: Int64
     /// The source's length in seconds (nil when the probe could not say): a gap past it is
     /// damage (a flipped bit put one frame hours on), not filled, as an encode has it.
     private let sourceSeconds: Double?
@@ -119,6 +124,11 @@ final class CopyLane: Lane {
         input = demuxer.stream(index)
         path = demuxer.path
         isVideo = input.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
+        let par = input.pointee.codecpar.pointee
+        let oneFrameSamples = String(cString: demuxer.context.pointee.iformat.pointee.name).hasPrefix("mov")
+            && [AV_CODEC_ID_AAC, AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3, AV_CODEC_ID_MP3].contains(par.codec_id)
+        sampleFrameTicks = !isVideo && oneFrameSamples && par.frame_size > 0 && par.sample_rate > 0
+            ? rescale(Int64(par.frame_size), from: AVRational(num: 1, den: par.sample_rate), to: input.pointee.time_base) : 0
         self.witness = isVideo ? witness : nil
         sizeWatch = isVideo && watchPictureSize ? HeaderParser(stream: input, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC]) : nil
         let lengthSize = NALScanner.lengthSize(input)
@@ -328,8 +338,9 @@ final class CopyLane: Lane {
         if !isVideo, latestEndKnown, dts > latestEnd { gap = (latestEnd, dts - latestEnd) }
         if dts >= latestDTS {
             latestDTS = dts
-            latestEnd = dts + max(0, packet.pointer.pointee.duration)
-            latestEndKnown = packet.pointer.pointee.duration > 0
+            let duration = packet.pointer.pointee.duration
+            latestEnd = dts + (sampleFrameTicks > 0 ? (duration > 0 ? min(duration, sampleFrameTicks) : sampleFrameTicks) : max(0, duration))
+            latestEndKnown = duration > 0 || sampleFrameTicks > 0
         }
         return false
     }

@@ -1378,9 +1378,11 @@ struct ContainerAspectTests {
 
 @Suite("re-encoded audio stays on its timestamps")
 struct AudioGapTests {
-    @Test("two seconds missing from copied sound become frames of silence in its own codec, the copy kept (AAC from Matroska and from MPEG-TS's ADTS, AC-3); MP3, which no such frame can stand in for, is re-encoded; sound without a gap is copied as it is (ExoPlayer had jumped its clock at the gap, dropping the pictures)", arguments: [
+    @Test("two seconds missing from copied sound become frames of silence in its own codec, the copy kept (AAC from Matroska, MOV and MPEG-TS's ADTS, AC-3); MP3, which no such frame can stand in for, is re-encoded; sound without a gap is copied as it is (ExoPlayer had jumped its clock at the gap, dropping the pictures)", arguments: [
         ("aac.mkv", ["-c:a", "aac", "-b:a", "128k"], "web", "5mbps", "aac"),
         ("aac.ts", ["-c:a", "aac", "-b:a", "128k", "-f", "mpegts"], "web", "5mbps", "aac"),
+        // MOV's sample table gives the frame before the gap the gap's length too.
+        ("aac.mov", ["-c:a", "aac", "-b:a", "128k"], "android", "original", "aac"),
         ("ac3.mkv", ["-c:a", "ac3", "-b:a", "192k"], "apple-tv-4k", "20mbps", "ac3"),
         ("mp3.mkv", ["-c:a", "libmp3lame", "-b:a", "128k"], "web", "5mbps", "mp3"),
     ])
