@@ -263,9 +263,12 @@ public enum Preparer {
 
     /// A copied audio stream's re-encoded replacement: AAC with the channels the copy would
     /// have had (the device takes those) at the source's bit rate, kept within 32 to 96
-    /// kbit/s per channel.
+    /// kbit/s per channel. Seven channels (6.1) become 5.1: AAC has no channel
+    /// configuration for seven, and its program config element left the output's track
+    /// with no channel count a reader could see (verification found 0 channels).
     static func reencoded(_ audio: AudioPlan, source info: MediaInfo) -> AudioPlan {
-        let channels = max(1, min(audio.channels > 0 ? audio.channels : 2, 8))
+        let copied = max(1, min(audio.channels > 0 ? audio.channels : 2, 8))
+        let channels = copied == 7 ? 6 : copied
         let sourceKbps = (info.stream(audio.sourceIndex)?.bitRate ?? 0) / 1000
         let kbps = min(max(sourceKbps > 0 ? sourceKbps : 64 * channels, 32 * channels), 96 * channels)
         return AudioPlan(sourceIndex: audio.sourceIndex, action: .transcode, codec: "aac", channels: channels,

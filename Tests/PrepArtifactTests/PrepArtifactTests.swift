@@ -1424,6 +1424,19 @@ struct AudioGapTests {
         }
     }
 
+    @Test("copied 6.1 AAC (a program config element, no channel configuration) with a gap is re-encoded as 5.1 (as 6.1 its track read 0 channels and verification failed, again on every retry)")
+    func gapInSixPointOne() throws {
+        let source = try Media.generated("copy-gap-aac-7ch.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-f", "lavfi",
+                                                                  "-i", "sine=frequency=1000:sample_rate=48000", "-t", "8",
+                                                                  "-c:v", "libx264", "-preset", "ultrafast",
+                                                                  "-af", "aselect='not(between(t,3,4))'", "-ac", "7", "-c:a", "aac", "-aac_pce", "1"])
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "copy-gap-7ch") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(r.stdout.contains("audio_reencoded"), "\(r.stdout.suffix(500))")
+            #expect(try FFprobe(out).streams("audio").first?["channels"]?.int == 6)
+        }
+    }
+
     /// Where silences of half a second or more start and end in `path`'s sound, in order.
     static func silences(_ path: String) throws -> [Double] {
         let detect = try Run.command("ffmpeg", ["-nostdin", "-v", "info", "-i", path, "-map", "0:a",
