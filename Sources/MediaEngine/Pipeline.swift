@@ -254,9 +254,9 @@ final class Pipeline {
             // "A few frames" is seconds where frames last seconds (a slideshow's B-frames
             // at a picture every 3 s are shown 12 s after they are decoded): up to H.264's
             // deepest reordering (16 frames) of this packet's own length counts as that.
-            let reordering = max(Pipeline.discontinuityThreshold, 16 * rescale(max(0, p.pointee.duration), from: tb, to: kiln_time_base_q()))
             if p.pointee.pts != noPTS, p.pointee.dts != noPTS,
-               abs(rescale(p.pointee.pts - p.pointee.dts, from: tb, to: kiln_time_base_q())) > reordering {
+               case let apart = abs(rescale(p.pointee.pts - p.pointee.dts, from: tb, to: kiln_time_base_q())),
+               apart > Pipeline.discontinuityThreshold, apart > 16 * rescale(max(0, p.pointee.duration), from: tb, to: kiln_time_base_q()) {
                 let st = demuxer.stream(Int(index))
                 // A first packet's own stream start is its damaged time, whichever it is
                 // (libavformat takes the start from the first presentation time): the other

@@ -34,13 +34,14 @@ final class VideoTranscodeLane: Lane {
     private let sourceRate: AVRational
     /// The encode's rate: the source's, or every n-th picture of it where the plan limits it.
     let frameRate: AVRational
-    /// The encoder's time base: a frame of `frameRate` (a grid every picture takes a slot
-    /// of), or, for a variable rate the plan does not limit, 1/90000: pictures keep their
-    /// own times. On any one rate's grid, a phone clip at 30 fps that slows to 24 lost a
-    /// picture in five of its 30 fps stretch (24's grid) or left holes in its 24 fps one
+    /// Whether pictures keep their own times (a variable rate the plan does not limit) in
+    /// the encoder's time base of 1/90000, rather than a grid of `frameRate` every picture
+    /// takes a slot of. On any one rate's grid, a phone clip at 30 fps that slows to 24 lost
+    /// a picture in five of its 30 fps stretch (24's grid) or left holes in its 24 fps one
     /// (30's), and millisecond-rounded times jittered onto a grid of no standard rate.
     /// x264's rate control is given `frameRate` either way.
-    let encoderTimeBase: AVRational
+    private let variableTiming: Bool
+    var encoderTimeBase: AVRational { variableTiming ? AVRational(num: 1, den: 90000) : av_inv_q(frameRate) }
     private var interlacedSeen = false
     private var lastPTS = noPTS
     private var counters = LaneStats()
@@ -81,8 +82,7 @@ final class VideoTranscodeLane: Lane {
         dolbyVision = toneMap == .dolbyVision ? try DolbyVisionMapper() : nil
         sourceRate = Self.frameRate(demuxer: demuxer, stream: stream, source: source)
         frameRate = Self.limited(sourceRate, to: plan.maxFrameRate)
-        encoderTimeBase = source.variableFrameRate == true && av_cmp_q(frameRate, sourceRate) == 0
-            ? AVRational(num: 1, den: 90000) : av_inv_q(frameRate)
+        variableTiming = source.variableFrameRate == true && av_cmp_q(frameRate, sourceRate) == 0
         decoder = try Decoder(stream: stream)
         filtered = try Frame()
     }
@@ -253,9 +253,6 @@ final class VideoTranscodeLane: Lane {
         }
     }
 
-    /// Whether pictures keep their own times (`encoderTimeBase`) rather than a grid's slots.
-    private var variableTiming: Bool { av_cmp_q(encoderTimeBase, av_inv_q(frameRate)) != 0 }
-
     /// One frame of `frameRate` in the encoder's time base.
     private var frameTicks: Double { av_inv_q(frameRate).seconds / encoderTimeBase.seconds }
 
@@ -316,9 +313,9 @@ final class VideoTranscodeLane: Lane {
         }
     }
 
-    /// The output frame rate and so the encoder's time base (1/fps): the container's
-    /// average when sane, else libavformat's guess, else the probe's, else 25. An average
-    /// below the rate most frames come at (the probe's median step) is no rate the frames
+    /// The output frame rate (and, for a constant rate, the encoder's time base): the
+    /// container's average when sane, else the probe's, else libavformat's guess, else 25.
+    /// An average below the rate most frames come at (the probe's median step) is no rate the frames
     /// come at: a phone clip at 30 fps that slows to 24 in the dark averages 27, one that
     /// skips 3 s averages 15, one that dropped a frame in 37 averages 29.2, and on such a
     /// grid a frame that found its slot taken was dropped (a stutter three times a second,
@@ -330,14 +327,13 @@ final class VideoTranscodeLane: Lane {
     static func frameRate(demuxer: Demuxer, stream: UnsafeMutablePointer<AVStream>, source: StreamInfo) -> AVRational {
         func sane(_ r: AVRational) -> Bool { r.num > 0 && r.den > 0 && r.seconds >= 0.001 && r.seconds <= 240 }
         let avg = stream.pointee.avg_frame_rate
-        if let fps = source.frameRate, fps >= 0.001, fps <= 240, !sane(avg) || (fps > avg.seconds * 1.01 && !pulldown(film: avg.seconds, carried: fps)) {
-            return standardRate(fps)
-        }
-        // A variable rate keeps its pictures' own times (`encoderTimeBase`); this rate is
+        // A variable rate keeps its pictures' own times (`variableTiming`); its rate is
         // x264's for its rate control and keyframe interval: the average where it is one
         // (MP4 computes it), not a Matroska track's declared 120 fps for a clip at 24 to 30
         // (keyframes 10 s apart, bits spent as if on five times the pictures).
-        if source.variableFrameRate == true, let fps = source.frameRate, fps >= 0.001, fps <= 240, avg.seconds > fps * 1.5 {
+        if let fps = source.frameRate, fps >= 0.001, fps <= 240,
+           !sane(avg) || (fps > avg.seconds * 1.01 && !pulldown(film: avg.seconds, carried: fps))
+            || (source.variableFrameRate == true && avg.seconds > fps * 1.5) {
             return standardRate(fps)
         }
         if sane(avg) { return standard(reduce(avg)) }
