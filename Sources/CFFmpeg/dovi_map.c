@@ -47,6 +47,7 @@ struct KilnDoviMapper {
     Curve curve[3];
     float nonlinear[9], offset[3], linear[9];
     float peak_nits;             // from the RPU's source_max_pq
+    double white_nits;           // the cd/m2 that linear 1.0 stands for
     float *pq_lut;               // PQ_LUT_SIZE + 1 entries
     // 16-bit sample → the base layer's normalised code (code / (2^depth − 1)): libswscale
     // widens by shifting (1023 → 65472), so a code on a pivot must land on it exactly.
@@ -74,9 +75,11 @@ static double pq_eotf(double x) {
     return pow(num / (c2 - c3 * p), 1 / m1);
 }
 
-KilnDoviMapper *kiln_dovi_mapper_new(void) {
+KilnDoviMapper *kiln_dovi_mapper_new(double white_nits) {
+    if (!(white_nits > 0)) return NULL;
     KilnDoviMapper *m = av_mallocz(sizeof(*m));
     if (!m) return NULL;
+    m->white_nits = white_nits;
     if (!(m->pq_lut = av_malloc((PQ_LUT_SIZE + 1) * sizeof(float)))) { av_free(m); return NULL; }
     for (int i = 0; i <= PQ_LUT_SIZE; i++) m->pq_lut[i] = (float)pq_eotf((double)i / PQ_LUT_SIZE);
     return m;
@@ -180,13 +183,13 @@ static int build_curves(KilnDoviMapper *m, const AVDOVIMetadata *md) {
     }
     for (int i = 0; i < 9; i++) m->nonlinear[i] = (float)av_q2d(color->ycc_to_rgb_matrix[i]);
     for (int i = 0; i < 3; i++) m->offset[i] = (float)av_q2d(color->ycc_to_rgb_offset[i]);
-    // RGB = HPE · rgb_to_lms · LMS, folded into one matrix, scaled so 1.0 = 100 cd/m²
-    // (zscale's npl=100 convention the tone-mapping graph uses).
+    // RGB = HPE · rgb_to_lms · LMS, folded into one matrix, scaled so 1.0 = white_nits
+    // (the cd/m² zscale's npl gives linear 1.0 in the tone-mapping graph).
     for (int r = 0; r < 3; r++)
         for (int col = 0; col < 3; col++) {
             double s = 0;
             for (int k = 0; k < 3; k++) s += hpe_lms_to_rgb[r * 3 + k] * av_q2d(color->rgb_to_lms_matrix[k * 3 + col]);
-            m->linear[r * 3 + col] = (float)(s * 100.0);
+            m->linear[r * 3 + col] = (float)(s * 10000.0 / m->white_nits);
         }
     m->peak_nits = color->source_max_pq ? (float)(pq_eotf(color->source_max_pq / 4095.0) * 10000.0) : 0;
     return 0;

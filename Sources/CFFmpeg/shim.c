@@ -133,6 +133,25 @@ int kiln_stream_has_mastering(const AVStream *st) {
            stream_side_data(st, AV_PKT_DATA_CONTENT_LIGHT_LEVEL) != NULL;
 }
 
+void kiln_content_light(const AVStream *st, const AVFrame *frame, double *max_cll, double *mastering_peak) {
+    *max_cll = 0;
+    *mastering_peak = 0;
+    const AVContentLightMetadata *cll = NULL;
+    const AVMasteringDisplayMetadata *mdm = NULL;
+    const AVFrameSideData *fsd;
+    if (frame && (fsd = av_frame_get_side_data(frame, AV_FRAME_DATA_CONTENT_LIGHT_LEVEL))
+        && fsd->size >= sizeof(*cll)) cll = (const AVContentLightMetadata *)fsd->data;
+    if (frame && (fsd = av_frame_get_side_data(frame, AV_FRAME_DATA_MASTERING_DISPLAY_METADATA))
+        && fsd->size >= sizeof(*mdm)) mdm = (const AVMasteringDisplayMetadata *)fsd->data;
+    const AVPacketSideData *psd;
+    if (!cll && st && (psd = stream_side_data(st, AV_PKT_DATA_CONTENT_LIGHT_LEVEL)) && psd->size >= (int)sizeof(*cll))
+        cll = (const AVContentLightMetadata *)psd->data;
+    if (!mdm && st && (psd = stream_side_data(st, AV_PKT_DATA_MASTERING_DISPLAY_METADATA)) && psd->size >= (int)sizeof(*mdm))
+        mdm = (const AVMasteringDisplayMetadata *)psd->data;
+    if (cll) *max_cll = cll->MaxCLL;
+    if (mdm && mdm->has_luminance && mdm->max_luminance.den > 0) *mastering_peak = av_q2d(mdm->max_luminance);
+}
+
 int kiln_copy_chapters(AVFormatContext *out, const AVFormatContext *in, int64_t offset) {
     if (in->nb_chapters == 0) return 0;
     AVChapter **list = av_calloc(in->nb_chapters, sizeof(*list));

@@ -212,8 +212,10 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 /// 3: gaps in copied sound filled with silence; a transcode's frame grid at the rate most
 ///    frames come at (and below 1 fps); SDR in BT.2020, and HD in BT.601's matrix,
 ///    converted to BT.709.
+/// 4: HDR tone-mapped after BT.2408 (reference white 203 nits, Möbius to the content's
+///    peak) instead of Hable from 100 nits.
 public enum EngineRecipe {
-    public static let version = 3
+    public static let version = 4
 }
 
 extension Plan {

@@ -9,8 +9,9 @@ final class DolbyVisionMapper {
     /// The mapped picture; valid until the next `map`.
     let output: Frame
 
-    init() throws(KilnError) {
-        guard let m = kiln_dovi_mapper_new() else {
+    /// `whiteNits`: the cd/m² that linear 1.0 stands for in the mapped pictures.
+    init(whiteNits: Double) throws(KilnError) {
+        guard let m = kiln_dovi_mapper_new(whiteNits) else {
             throw KilnError(.resourceLimit, stage: .filter, "out of memory for the Dolby Vision mapper")
         }
         mapper = m

@@ -53,6 +53,35 @@ enum ToneMapSource: Equatable {
     case wideGamut
 }
 
+/// HDR → SDR after ITU-R BT.2408: HDR's reference white (graphics white, 203 cd/m²) is
+/// SDR's 100 % white, so a grey card (26 cd/m²) or a face comes out as bright as an SDR
+/// grade shows it. Linear light up to `linearUpTo` of that white passes as it is; above it
+/// Möbius' curve rolls the rest smoothly into the top of the range, reaching SDR white at
+/// the content's peak, so highlights stay apart. Hable from 100 cd/m² (the usual ffmpeg
+/// recipe, Kiln's until engine recipe 4) put a grey card at Y 94 and reference white at
+/// Y 182 instead of 109 and 235: whole films came out a stop too dark.
+enum ToneCurve {
+    /// cd/m² that linear 1.0 stands for in the tone-mapping graph (zscale's `npl`).
+    static let referenceWhite = 203
+    /// The tonemap filter's Möbius `param`: where the curve leaves linear, as a fraction
+    /// of reference white (its default, 0.3, about 60 cd/m²).
+    static let linearUpTo = 0.3
+    /// The peak assumed when HDR10 says nothing usable about its light: the commonest
+    /// mastering display's.
+    static let assumedPeak = 1000
+    /// HLG is relative to its display; zimg's HLG EOTF takes BT.2100's 1000 cd/m² one.
+    static let hlgPeak = 1000
+
+    /// The brightest light the content holds, in cd/m², for the curve's end: the lower of
+    /// MaxCLL and the mastering display's peak (content brighter than its display was never
+    /// seen), each only from 100 to 10,000 (0 is "unknown"; some encoders write nonsense),
+    /// else `assumedPeak`.
+    static func peakNits(maxCLL: Double, masteringPeak: Double) -> Int {
+        let given = [maxCLL, masteringPeak].filter { $0 >= 100 && $0 <= 10000 }
+        return Int((given.min() ?? Double(assumedPeak)).rounded())
+    }
+}
+
 /// The filter chain a `VideoPlan` asks for, as libavfilter text. Pure, so it can be tested
 /// and reproduced with the ffmpeg command (`-vf`).
 ///
@@ -61,12 +90,12 @@ enum ToneMapSource: Equatable {
 /// 23 fps) → scale to the plan's size (square pixels, limited range) → 8-bit 4:2:0 →
 /// rotate (last, on the smallest frames). `frameRate`, when the plan limits the rate:
 /// pictures kept at that rate right after deinterlacing, so no later filter works on the
-/// ones left out. Tone mapping uses zscale to linear light and
-/// `tonemap=hable` (desat=0): Hable keeps highlight detail and is the curve most media
-/// servers default to; mobius keeps mid-tones brighter but clips highlights harder.
+/// ones left out. Tone mapping: zscale to linear light with `ToneCurve.referenceWhite`
+/// as 1.0, then `ToneCurve` (`tonemap=mobius`, desat=0) to the content's peak.
 /// `picture`: the size the picture takes inside the plan's frame when it does not fill it
 /// (`pictureSize`); the rest is padded black.
-func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMapSource?, frameRate: AVRational? = nil,
+func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMapSource?, peakNits: Int = ToneCurve.assumedPeak,
+                            frameRate: AVRational? = nil,
                             outputMatrix: String?, inputMatrix: String? = nil, picture: (width: Int32, height: Int32)? = nil) -> String {
     var parts: [String] = []
     if plan.deinterlace {
@@ -87,21 +116,26 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
     if let toneMap {
         let downscale = Int(w) * Int(h) < Int(input.width) * Int(input.height)
         if downscale { parts.append("scale=w=\(w):h=\(h):flags=bicubic") }
+        let white = ToneCurve.referenceWhite
         switch toneMap {
         case .pq, .hlg:
             let tin = toneMap == .pq ? "smpte2084" : "arib-std-b67"
-            parts.append("zscale=tin=\(tin):pin=bt2020:min=bt2020nc:t=linear:npl=100")
+            parts.append("zscale=tin=\(tin):pin=bt2020:min=bt2020nc:t=linear:npl=\(white)")
             parts.append("format=gbrpf32le")
             parts.append("zscale=p=bt709")
         case .dolbyVision:
-            parts.append("zscale=tin=linear:pin=bt2020:t=linear:p=bt709:npl=100")
+            // Already linear with 1.0 = reference white (DolbyVisionMapper).
+            parts.append("zscale=tin=linear:pin=bt2020:t=linear:p=bt709:npl=\(white)")
         case .wideGamut:
             // BT.2020's SDR transfer (10- and 12-bit) is BT.709's curve.
             parts.append("zscale=tin=709:pin=bt2020:min=bt2020nc:t=linear:npl=100")
             parts.append("format=gbrpf32le")
             parts.append("zscale=p=bt709")
         }
-        if toneMap != .wideGamut { parts.append("tonemap=tonemap=hable:desat=0") }
+        if toneMap != .wideGamut {
+            let peak = toneMap == .hlg ? ToneCurve.hlgPeak : max(peakNits, white)
+            parts.append("tonemap=tonemap=mobius:param=\(ToneCurve.linearUpTo):desat=0:peak=\(peak)/\(white)")
+        }
         parts.append("zscale=t=bt709:m=bt709:r=tv")
         parts.append("format=yuv420p")
         if !downscale { parts.append(scale) }

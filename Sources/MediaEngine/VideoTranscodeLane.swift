@@ -43,6 +43,8 @@ final class VideoTranscodeLane: Lane {
     private let variableTiming: Bool
     var encoderTimeBase: AVRational { variableTiming ? AVRational(num: 1, den: 90000) : av_inv_q(frameRate) }
     private var interlacedSeen = false
+    /// The HDR content's peak in cd/m² the tone curve ends at (`ToneCurve.peakNits`).
+    private var contentPeak: Int?
     private var lastPTS = noPTS
     private var counters = LaneStats()
     /// Frames dropped because their timestamp did not advance in the encoder's time base.
@@ -79,7 +81,7 @@ final class VideoTranscodeLane: Lane {
         let sourceColor = ColorTags(par: par)
         color = toneMap != nil ? .bt709 : sourceColor.forOutput(width: even.width, height: even.height)
         inputMatrix = toneMap == nil && color.matrix != sourceColor.matrix ? sourceColor.matrixName : nil
-        dolbyVision = toneMap == .dolbyVision ? try DolbyVisionMapper() : nil
+        dolbyVision = toneMap == .dolbyVision ? try DolbyVisionMapper(whiteNits: Double(ToneCurve.referenceWhite)) : nil
         sourceRate = Self.frameRate(demuxer: demuxer, stream: stream, source: source)
         frameRate = Self.limited(sourceRate, to: plan.maxFrameRate)
         variableTiming = source.variableFrameRate == true && av_cmp_q(frameRate, sourceRate) == 0
@@ -209,6 +211,13 @@ final class VideoTranscodeLane: Lane {
         let input = VideoInput(f, interlacedSeen: interlacedSeen)
         if firstAspect == nil { firstAspect = input.displayAspect }
         if graph?.input != input {
+            // Taken once, from the first picture (or the stream), so a rebuilt graph keeps
+            // the same curve: per-picture peaks would flicker.
+            if contentPeak == nil {
+                var maxCLL = 0.0, masteringPeak = 0.0
+                kiln_content_light(inputStream, f, &maxCLL, &masteringPeak)
+                contentPeak = ToneCurve.peakNits(maxCLL: maxCLL, masteringPeak: masteringPeak)
+            }
             if let old = graph {
                 // The old graph may still hold frames (bwdif keeps one): let them out first.
                 try old.push(nil)
@@ -217,6 +226,7 @@ final class VideoTranscodeLane: Lane {
             graph = nil
             graph = try VideoFilterGraph(input: input, timeBase: decoder.timeBase, frameRate: sourceRate,
                                          description: videoFilterDescription(plan: plan, input: input, toneMap: toneMap,
+                                                                             peakNits: contentPeak ?? ToneCurve.assumedPeak,
                                                                              frameRate: av_cmp_q(frameRate, sourceRate) == 0 ? nil : frameRate,
                                                                              outputMatrix: color.matrixName, inputMatrix: inputMatrix,
                                                                              picture: picture(for: input)))

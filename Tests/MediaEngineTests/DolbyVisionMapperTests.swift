@@ -56,7 +56,7 @@ struct DolbyVisionMapperTests {
     @Test("profile 8 mapped through its RPU matches the HDR10 path on the same pictures")
     func profile8MatchesHDR10Path() throws {
         let path = Media.shared("sp_sparks_dovi_8.mp4")
-        let mapper = try DolbyVisionMapper()
+        let mapper = try DolbyVisionMapper(whiteNits: Double(ToneCurve.referenceWhite))
         try firstPictures(path, count: 3) { frame, decoder in
             #expect(av_frame_get_side_data(frame.pointer, AV_FRAME_DATA_DOVI_METADATA) != nil, "libavcodec exports the RPU")
             let w = 320, h = 180   // downscaled, as a transcode to a smaller rung does
@@ -81,7 +81,7 @@ struct DolbyVisionMapperTests {
 
     @Test("a picture without any RPU is refused with a reason, not mapped to garbage")
     func noRPU() throws {
-        let mapper = try DolbyVisionMapper()
+        let mapper = try DolbyVisionMapper(whiteNits: Double(ToneCurve.referenceWhite))
         let path = try Media.generated("hdr10-no-rpu.mkv", [
             "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=24", "-t", "0.2", "-pix_fmt", "yuv420p10le",
             "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error"])
@@ -153,7 +153,7 @@ struct DolbyVisionReshapingTests {
         let lmsLinear = lmsPQ.map { pqEOTF(min(max($0, 0), 1)) }
         var m = [Double](repeating: 0, count: 9)
         for r in 0..<3 { for c in 0..<3 { m[r * 3 + c] = (0..<3).reduce(0.0) { $0 + hpe[r * 3 + $1] * lms[$1 * 3 + c] } } }
-        return (0..<3).map { r in max(0, (0..<3).reduce(0.0) { $0 + m[r * 3 + $1] * lmsLinear[$1] } * 100) }
+        return (0..<3).map { r in max(0, (0..<3).reduce(0.0) { $0 + m[r * 3 + $1] * lmsLinear[$1] } * 10000 / Double(ToneCurve.referenceWhite)) }
     }
 
     /// A flat 64x64 yuv420p10 picture carrying the hand-built RPU.
@@ -221,7 +221,7 @@ struct DolbyVisionReshapingTests {
         [100, 200, 300], [600, 250, 700], [900, 512, 512], [512, 299, 800], [512, 301, 100], [1000, 900, 20],
     ])
     func matchesReference(codes: [Int]) throws {
-        let mapper = try DolbyVisionMapper()
+        let mapper = try DolbyVisionMapper(whiteNits: Double(ToneCurve.referenceWhite))
         let mapped = try mapper.map(try Self.picture(codes), width: 32, height: 32).pointer.pointee
         func sample(_ plane: Int) -> Double {
             let base = [mapped.data.0, mapped.data.1, mapped.data.2][plane]!

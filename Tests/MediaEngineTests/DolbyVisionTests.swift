@@ -15,7 +15,7 @@ struct DolbyVisionTests {
     /// How far (in 8-bit code values, per channel) the profile 5 output may stray from the
     /// twin's. The two sources quantise the same colours differently (10-bit IPT through the
     /// reshaping curves, 10-bit limited-range Y'CbCr): through the tone curve that alone
-    /// moves a patch by at most 1.0 (`quantisation`). The twin's output lies within 1.5 of
+    /// moves a patch by at most 1.1 (`quantisation`). The twin's output lies within 1.5 of
     /// the modelled curve, so the engine's own rounding (scaling, 8-bit 4:2:0, H.264) is
     /// about that size, and a profile 5 path rounds at other places. 4 leaves room for both
     /// and is far below what a mistake in the mapping costs (`negativeControls`): IPT read
@@ -110,7 +110,7 @@ struct DolbyVisionTests {
         #expect(video.colorRange == "pc")
     }
 
-    @Test("the HDR10 twin tone-maps to 8-bit BT.709 with every patch where the Hable curve puts it")
+    @Test("the HDR10 twin tone-maps to 8-bit BT.709 with every patch where the tone curve puts it")
     func twin() throws {
         let (out, dir) = try transcode(try Sample.hdr10Twin())
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -119,6 +119,22 @@ struct DolbyVisionTests {
             let want = Self.sdrModel(p.nits)
             #expect(Self.distance(got, want) <= Self.modelTolerance, "\(p.name): \(got), model \(want)")
         }
+    }
+
+    @Test("HDR10 comes out as bright as an SDR grade: a grey card where BT.2408 puts it, reference white near SDR white, highlights above it")
+    func brightness() throws {
+        let (out, dir) = try transcode(try Sample.hdr10Twin())
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let colours = Dictionary(uniqueKeysWithValues: zip(Sample.patches.map(\.name), try Self.patchColours(out)))
+        // BT.2408: HDR's 203 nits is SDR's 100 % white, shown on BT.1886's 2.4 power.
+        func anchor(_ nits: Double) -> Double { pow(nits / 203, 1 / 2.4) * 255 }
+        for (name, nits) in [("dark grey", 5.0), ("grey", 20.0)] {
+            let got = try #require(colours[name])
+            #expect(Self.distance(got, SIMD3(repeating: anchor(nits))) <= 3, "\(name) (\(nits) nits): \(got), BT.2408 \(anchor(nits))")
+        }
+        let white = try #require(colours["white"]), bright = try #require(colours["bright"])
+        #expect(white.min() >= anchor(100) - 8, "100 nits: \(white), BT.2408 \(anchor(100))")
+        #expect(bright.min() > white.max() + 40 && bright.max() < 252, "600 nits: \(bright), 100 nits: \(white)")
     }
 
     @Test("profile 5 tone-maps to the colours of its HDR10 twin")
@@ -133,12 +149,12 @@ struct DolbyVisionTests {
         }
     }
 
-    @Test("the two encodings of each patch, through the same tone curve, differ by under one code value")
+    @Test("the two encodings of each patch, through the same tone curve, differ by about one code value at most")
     func quantisation() {
         for p in Sample.patches {
             let dv = Self.sdrModel(Sample.profile5Decode(Sample.profile5Codes(p)))
             let hdr10 = Self.sdrModel(Sample.hdr10Decode(Sample.hdr10Codes(p)))
-            #expect(Self.distance(dv, hdr10) <= 1.0, "\(p.name): \(dv) vs \(hdr10)")
+            #expect(Self.distance(dv, hdr10) <= 1.1, "\(p.name): \(dv) vs \(hdr10)")
         }
     }
 
@@ -150,8 +166,8 @@ struct DolbyVisionTests {
         // The profile 5 file through the HDR10 chain, as if its codes were PQ BT.2020 Y'CbCr.
         let asYCbCr = try Self.patchColours(try Sample.profile5(), filter: [
             "setparams=range=pc:color_primaries=bt2020:color_trc=smpte2084:colorspace=bt2020nc",
-            "zscale=tin=smpte2084:min=bt2020nc:pin=bt2020:rin=full:t=linear:npl=100", "format=gbrpf32le", "zscale=p=bt709",
-            "tonemap=tonemap=hable:desat=0", "zscale=t=bt709:m=bt709:r=tv", "format=yuv420p",
+            "zscale=tin=smpte2084:min=bt2020nc:pin=bt2020:rin=full:t=linear:npl=203", "format=gbrpf32le", "zscale=p=bt709",
+            "tonemap=tonemap=mobius:param=0.3:desat=0:peak=1000/203", "zscale=t=bt709:m=bt709:r=tv", "format=yuv420p",
         ].joined(separator: ","))
         for (p, (got, w)) in zip(Sample.patches, zip(asYCbCr, want)) {
             #expect(Self.distance(got, w) > 10 * Self.tolerance, "IPT read as Y'CbCr: \(p.name) \(got) vs \(w)")
@@ -231,20 +247,23 @@ struct DolbyVisionTests {
         }
     }
 
-    /// The engine's HDR10 → SDR mapping (VideoFilterGraph) for a linear BT.2020 colour, in
-    /// 8-bit code values: BT.709 primaries with 100 nits = 1, Hable on the brightest
-    /// component over Hable at the peak (MaxCLL 1000 nits, so 10), then zimg's BT.709
-    /// transfer, which is display-referred: the inverse of BT.1886's 2.4 power.
+    /// The engine's HDR10 → SDR mapping (VideoFilterGraph's ToneCurve) for a linear BT.2020
+    /// colour, in 8-bit code values: BT.709 primaries with BT.2408's reference white
+    /// (203 nits) = 1, Möbius on the brightest component (linear up to 0.3, reaching 1 at
+    /// the peak: MaxCLL 1000 nits), then zimg's BT.709 transfer, which is display-referred:
+    /// the inverse of BT.1886's 2.4 power.
     static func sdrModel(_ nits: SIMD3<Double>) -> SIMD3<Double> {
         let toBT709: [SIMD3<Double>] = [[1.6605, -0.5876, -0.0728], [-0.1246, 1.1329, -0.0083], [-0.0182, -0.1006, 1.1187]]
-        let linear = SIMD3(toBT709.map { ($0 * nits).sum() / 100 })
-        func hable(_ x: Double) -> Double {
-            let a = 0.15, b = 0.50, c = 0.10, d = 0.20, e = 0.02, f = 0.30
-            return (x * (x * a + b * c) + d * e) / (x * (x * a + b) + d * f) - e / f
+        let linear = SIMD3(toBT709.map { ($0 * nits).sum() / 203 })
+        func mobius(_ x: Double) -> Double {
+            let j = 0.3, peak = 1000.0 / 203
+            guard x > j else { return x }
+            let a = -j * j * (peak - 1) / (j * j - 2 * j + peak), b = (j * j - 2 * j * peak + peak) / (peak - 1)
+            return (b * b + 2 * b * j + j * j) / (b - a) * (x + a) / (x + b)
         }
         let signal = max(linear.max(), 1e-6)
-        let mapped = linear * (hable(signal) / hable(10) / signal)
-        return SIMD3(mapped.indices.map { pow(max(mapped[$0], 0), 1 / 2.4) * 255 })
+        let mapped = linear * (mobius(signal) / signal)
+        return SIMD3(mapped.indices.map { pow(min(max(mapped[$0], 0), 1), 1 / 2.4) * 255 })
     }
 
     /// The Y, Cb and Cr planes of a file's first frame, as 10-bit codes.

@@ -203,15 +203,33 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         withExtendedLifetime(cancellation) {}
     }
 
+    @Test("the tone curve ends at the lower of MaxCLL and the mastering display's peak, ignoring unknown and impossible values")
+    func contentPeak() {
+        #expect(ToneCurve.peakNits(maxCLL: 1000, masteringPeak: 4000) == 1000)
+        #expect(ToneCurve.peakNits(maxCLL: 0, masteringPeak: 4000) == 4000)
+        #expect(ToneCurve.peakNits(maxCLL: 1400, masteringPeak: 0) == 1400)
+        #expect(ToneCurve.peakNits(maxCLL: 65535, masteringPeak: 1000) == 1000)
+        #expect(ToneCurve.peakNits(maxCLL: 0, masteringPeak: 0) == 1000)
+        #expect(ToneCurve.peakNits(maxCLL: 40, masteringPeak: 0.01) == 1000)
+    }
+
     @Test("the filter chain deinterlaces, scales before tone mapping when shrinking, and rotates last")
     func filterDescription() {
         let input = VideoInput(width: 1920, height: 1080, pixelFormat: AV_PIX_FMT_YUV420P10LE.rawValue,
                                sampleAspect: AVRational(num: 1, den: 1), interlaced: false)
         let hdr = videoFilterDescription(plan: videoPlan(0, 720, 1280, toneMap: true, deinterlace: true, rotation: 90),
-                                         input: input, toneMap: .pq, outputMatrix: "bt709")
+                                         input: input, toneMap: .pq, peakNits: 4000, outputMatrix: "bt709")
         #expect(hdr == "bwdif=mode=send_frame:parity=auto:deint=all,scale=w=1280:h=720:flags=bicubic,"
-                + "zscale=tin=smpte2084:pin=bt2020:min=bt2020nc:t=linear:npl=100,format=gbrpf32le,zscale=p=bt709,"
-                + "tonemap=tonemap=hable:desat=0,zscale=t=bt709:m=bt709:r=tv,format=yuv420p,format=yuv420p,setsar=1,transpose=clock")
+                + "zscale=tin=smpte2084:pin=bt2020:min=bt2020nc:t=linear:npl=203,format=gbrpf32le,zscale=p=bt709,"
+                + "tonemap=tonemap=mobius:param=0.3:desat=0:peak=4000/203,zscale=t=bt709:m=bt709:r=tv,format=yuv420p,format=yuv420p,setsar=1,transpose=clock")
+        // HLG's peak is its reference display's, whatever the stream says; content dimmer
+        // than reference white is left linear.
+        let hlg = videoFilterDescription(plan: videoPlan(0, 1920, 1080, toneMap: true), input: input, toneMap: .hlg,
+                                         peakNits: 4000, outputMatrix: "bt709")
+        #expect(hlg.contains("zscale=tin=arib-std-b67:pin=bt2020:min=bt2020nc:t=linear:npl=203,") && hlg.contains(":peak=1000/203,"))
+        let dim = videoFilterDescription(plan: videoPlan(0, 1920, 1080, toneMap: true), input: input, toneMap: .pq,
+                                         peakNits: 150, outputMatrix: "bt709")
+        #expect(dim.contains(":peak=203/203,"))
         var flagged = input
         flagged.interlaced = true
         let sdr = videoFilterDescription(plan: videoPlan(0, 1920, 1080), input: flagged, toneMap: nil, outputMatrix: "bt709")

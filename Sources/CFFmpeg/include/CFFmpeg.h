@@ -129,6 +129,10 @@ double kiln_stream_rotation(const AVStream *st);
 const AVDOVIDecoderConfigurationRecord *kiln_stream_dovi(const AVStream *st);
 /// Whether a stream carries mastering-display or content-light metadata.
 int kiln_stream_has_mastering(const AVStream *st);
+/// The brightest light HDR content says it holds, in cd/m2: its content light level
+/// (MaxCLL) and its mastering display's peak, the frame's own (SEI) before the stream's
+/// (container). Either is 0 where none is given; `frame` may be NULL.
+void kiln_content_light(const AVStream *st, const AVFrame *frame, double *max_cll, double *mastering_peak);
 /// The picture codec an MP4 sample entry or AVI FOURCC names (libavformat's MOV and
 /// RIFF video tag tables), or AV_CODEC_ID_NONE.
 enum AVCodecID kiln_picture_codec_for_tag(unsigned int tag);
@@ -139,11 +143,13 @@ enum AVCodecID kiln_picture_codec_for_tag(unsigned int tag);
 /// Maps decoded Dolby Vision frames without a watchable base layer (profile 5, IPTPQc2)
 /// through their RPU (AV_FRAME_DATA_DOVI_METADATA) to linear-light BT.2020 RGB.
 typedef struct KilnDoviMapper KilnDoviMapper;
-KilnDoviMapper *kiln_dovi_mapper_new(void);
+/// `white_nits`: the cd/m2 that linear 1.0 stands for in the mapped pictures. NULL when
+/// it is not positive or memory ran out.
+KilnDoviMapper *kiln_dovi_mapper_new(double white_nits);
 /// Frees it and sets *mapper to NULL.
 void kiln_dovi_mapper_free(KilnDoviMapper **mapper);
 /// Writes `src` scaled to width x height into `dst` as gbrpf32le, linear light with
-/// 1.0 = 100 cd/m2, BT.2020 primaries (tagged so), with src's timestamps and side data and
+/// 1.0 = the mapper's white_nits, BT.2020 primaries (tagged so), with src's timestamps and side data and
 /// a mastering-display peak from the RPU when the frame has none. A frame without an RPU
 /// uses the last one seen. Returns 0; AVERROR(ENODATA) when no RPU has been seen yet;
 /// AVERROR_INVALIDDATA for an RPU out of range; other AVERRORs from libav.
