@@ -180,7 +180,10 @@ final class Pipeline {
         /// How far the kept audio and video have come (seconds, output time).
         func reach() -> Double? { timed.compactMap { delivered[$0]?.endSeconds }.filter(\.isFinite).max() }
         let reader = TimelineOutliers(demuxer: demuxer, judged: timed)
-        defer { outliers = reader.dropped }
+        defer {
+            outliers = reader.dropped
+            repairedTimestamps += reader.retimed
+        }
         var held: [(packet: Packet, timeline: Int, seq: Int)] = []
         var heldBytes = 0
 

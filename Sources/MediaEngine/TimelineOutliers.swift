@@ -23,6 +23,10 @@ import KilnCore
 /// in an MPEG-TS file's first sound PTS, which times the PES's two frames, put its sound
 /// 16 hours after its pictures: the opening is where a stream's time starts, so nothing
 /// after it could come back to it).
+/// A run that left exactly its own room behind is no outlier but the stream's own packets
+/// with damaged times (a flipped bit in a PES header): they are timed into that room and
+/// kept (`retimeRun`). Left out, a damaged reference picture's loss corrupted every picture
+/// to the next keyframe, and a sound PES's left a gap of silence.
 /// Holding is bounded (`holdPackets`, `holdBytes`); past that,
 /// everything held goes through as it is. Only audio and video are judged: subtitles are
 /// sparse by nature.
@@ -64,6 +68,8 @@ final class TimelineOutliers {
     private let judged: [Bool]
     private let timeBases: [AVRational]
     private var position: [Int64]
+    /// Per stream, its last step forward between accepted times (0 before two).
+    private var steps: [Int64]
     private var runs: [Run?]
     /// Per stream, the packets of its opening still to come (0: over).
     private var openingLeft: [Int]
@@ -75,6 +81,8 @@ final class TimelineOutliers {
     private var ended = false
     /// Packets left out as a run that jumped back.
     private(set) var dropped = 0
+    /// Packets whose damaged times were put back in the room their stream left for them.
+    private(set) var retimed = 0
 
     /// `judged`: the audio and video streams the pipeline keeps.
     init(demuxer: Demuxer, judged: Set<Int32>) {
@@ -83,6 +91,7 @@ final class TimelineOutliers {
         self.judged = (0..<n).map { judged.contains(Int32($0)) }
         timeBases = (0..<n).map { demuxer.stream($0).pointee.time_base }
         position = Array(repeating: noPTS, count: n)
+        steps = Array(repeating: 0, count: n)
         runs = Array(repeating: nil, count: n)
         openingLeft = Array(repeating: Self.openingPackets, count: n)
     }
@@ -140,10 +149,12 @@ final class TimelineOutliers {
             // Back where it was, at once: the run was no part of the stream.
             if Self.returns(t, from: run.from, last: run.latest) {
                 end(s)
-                // A picture stream's first keyframe is what every picture after it needs: it
-                // is put just before the stream's time, not left out (a Matroska file whose
-                // first block was timed 30 s late decoded to nothing).
-                leaveOut(s, keyframeBefore: position[s] == noPTS ? t : nil) { $0.inRun }
+                if !retimeRun(s, run, returningAt: t) {
+                    // A picture stream's first keyframe is what every picture after it needs: it
+                    // is put just before the stream's time, not left out (a Matroska file whose
+                    // first block was timed 30 s late decoded to nothing).
+                    leaveOut(s, keyframeBefore: position[s] == noPTS ? t : nil) { $0.inRun }
+                }
                 accept(s, t)
                 return .clear
             }
@@ -208,6 +219,32 @@ final class TimelineOutliers {
         return true
     }
 
+    /// Whether stream `s`'s `run`, now that the stream came back at `t`, was its own packets
+    /// with damaged times, and if so times them evenly in the room they left. The stream came
+    /// back as many of its steps after where it left as the run has packets, and one more
+    /// (within half a step): that room is theirs. A stretch written twice leaves none (the
+    /// stream goes on a step after it left). A presentation time near its new decode time
+    /// (within `jump`: reordering) was undamaged and stays; one as far off as the decode time
+    /// moves with it.
+    private func retimeRun(_ s: Int, _ run: Run, returningAt t: Int64) -> Bool {
+        let step = steps[s], slots = Int64(run.packets + 1), room = t - run.from
+        guard step > 0, run.from == position[s], abs(room - slots * step) * 2 <= step else { return false }
+        let tb = timeBases[s]
+        var k: Int64 = 0
+        for i in held.indices where held[i].stream == Int32(s) && !held[i].dropped && held[i].inRun {
+            k += 1
+            let p = held[i].packet.pointer
+            let time = run.from + room * k / slots
+            let dts = rescale(time, from: kiln_time_base_q(), to: tb)
+            if p.pointee.pts != noPTS, abs(rescale(p.pointee.pts, from: tb, to: kiln_time_base_q()) - time) > Self.jump {
+                p.pointee.pts += dts - p.pointee.dts
+            }
+            p.pointee.dts = dts
+            retimed += 1
+        }
+        return true
+    }
+
     /// Whether a time `t` after a run that jumped away from `from` and last stood at `last`
     /// is the stream coming back (in any time unit): near where it left, and by a jump
     /// from the run, nearer there than to the run. Three DVD pictures written again 1.04 s
@@ -227,6 +264,7 @@ final class TimelineOutliers {
     }
 
     private func accept(_ s: Int, _ t: Int64) {
+        if position[s] != noPTS, t > position[s] { steps[s] = t - position[s] }
         position[s] = t
         filePosition = max(filePosition ?? t, t)
     }

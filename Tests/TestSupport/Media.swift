@@ -429,6 +429,29 @@ public enum Splice {
 
     /// A TS packet's PID.
     public static func pid(_ packet: [UInt8]) -> Int { Int(packet[1] & 0x1f) << 8 | Int(packet[2]) }
+
+    /// Moves the PES header times in a TS packet that starts a PES packet: its PTS by
+    /// `pts` and its DTS (where it has one) by `dts`, in 90 kHz ticks. Whether the packet
+    /// had a DTS; nil when it starts no PES packet.
+    public static func shiftTimes(_ packet: inout [UInt8], pts: Int64, dts: Int64) -> Bool? {
+        guard packet[1] & 0x40 != 0 else { return nil }
+        let control = packet[3] >> 4 & 3
+        let start = control & 2 != 0 ? 5 + Int(packet[4]) : 4
+        guard start + 19 <= packet.count, packet[start] == 0, packet[start + 1] == 0, packet[start + 2] == 1 else { return nil }
+        let flags = packet[start + 7] >> 6
+        func shift(at i: Int, by delta: Int64) {
+            let b = packet[i..<i + 5].map(Int64.init)
+            let t = ((b[0] >> 1 & 7) << 30 | b[1] << 22 | (b[2] >> 1) << 15 | b[3] << 7 | b[4] >> 1) + delta
+            packet[i] = packet[i] & 0xf1 | UInt8((t >> 30 & 7) << 1)
+            packet[i + 1] = UInt8(t >> 22 & 0xff)
+            packet[i + 2] = UInt8((t >> 15 & 0x7f) << 1 | 1)
+            packet[i + 3] = UInt8(t >> 7 & 0xff)
+            packet[i + 4] = UInt8((t & 0x7f) << 1 | 1)
+        }
+        if flags & 2 != 0 { shift(at: start + 9, by: pts) }
+        if flags == 3 { shift(at: start + 14, by: dts) }
+        return flags == 3
+    }
 }
 
 /// Broadcast recordings whose sound moves to another audio stream mid-file.
