@@ -10,9 +10,10 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// handler names; 9: index damage; 14: a picture track declared as sound is index
     /// damage, a movie box whose children do not tile it, or a
     /// track whose sample tables fall far short of it, is refused; 15: DV's field order from
-    /// its bitstream, not its container), so a description cached by an older one is not
+    /// its bitstream, not its container; 16: hard telecine found in interlaced 29.97), so a
+    /// description cached by an older one is not
     /// planned from.
-    public static let describerVersion = 15
+    public static let describerVersion = 16
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
@@ -189,6 +190,11 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     public var frameRate: Double?
     public var variableFrameRate: Bool?
     public var fieldOrder: FieldOrder?
+    /// Film carried in interlaced pictures by 3:2 pulldown baked into them (hard telecine:
+    /// two frames in five repeat a field), found by comparing the first pictures' fields:
+    /// true for film, false for video; nil where too few pictures moved to tell, or not
+    /// looked for (only interlaced 29.97 and 30 are).
+    public var telecined: Bool?
     /// The container gives decode times only, for pictures decoded out of display order
     /// (H.264 with B-frames in AVI): a copy cannot say when each is shown.
     public var presentationTimesMissing: Bool?
@@ -270,7 +276,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case index, type, codec, codecTag = "codec_tag", profile, level, bitRate = "bit_rate", durationSeconds = "duration_seconds"
         case startSeconds = "start_seconds", language, title, disposition, width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
         case chroma, sampleAspectRatio = "sample_aspect_ratio", frameRate = "frame_rate"
-        case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", rotation
+        case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", telecined, rotation
         case presentationTimesMissing = "presentation_times_missing", encrypted
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
         case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", closedCaptions = "closed_captions", captionServices = "caption_services", channels

@@ -66,6 +66,10 @@ public struct VideoPlan: Codable, Sendable, Equatable {
     public var toneMap: Bool
     /// The source is interlaced and is deinterlaced before scaling.
     public var deinterlace: Bool
+    /// The interlaced source is film in 3:2 pulldown (`StreamInfo.telecined`): its fields
+    /// are matched back into film frames and one picture in five (the repeat) is left out,
+    /// 29.97 becoming 23.976; pictures no match makes whole are deinterlaced. nil when not.
+    public var inverseTelecine: Bool?
     /// Clockwise degrees the source's display matrix asks for. A copy carries the matrix;
     /// a transcode applies it to the pixels (width/height are then the upright size).
     public var rotation: Int
@@ -77,7 +81,7 @@ public struct VideoPlan: Codable, Sendable, Equatable {
 
     public init(sourceIndex: Int, action: StreamAction, codec: String, width: Int, height: Int,
                 bitrateKbps: Int, toneMap: Bool = false, deinterlace: Bool = false, rotation: Int = 0,
-                encoder: EncoderSettings? = nil, maxFrameRate: Double? = nil) {
+                encoder: EncoderSettings? = nil, maxFrameRate: Double? = nil, inverseTelecine: Bool? = nil) {
         self.sourceIndex = sourceIndex
         self.action = action
         self.codec = codec
@@ -89,11 +93,12 @@ public struct VideoPlan: Codable, Sendable, Equatable {
         self.rotation = rotation
         self.encoder = encoder
         self.maxFrameRate = maxFrameRate
+        self.inverseTelecine = inverseTelecine
     }
 
     enum CodingKeys: String, CodingKey {
         case sourceIndex = "source_index", action, codec, width, height, bitrateKbps = "bitrate_kbps"
-        case toneMap = "tone_map", deinterlace, rotation, encoder, maxFrameRate = "max_frame_rate"
+        case toneMap = "tone_map", deinterlace, inverseTelecine = "inverse_telecine", rotation, encoder, maxFrameRate = "max_frame_rate"
     }
 }
 

@@ -680,6 +680,9 @@ public enum Prober {
             streams[vi].frameRate = (fps * 1000).rounded() / 1000
             streams[vi].variableFrameRate = variable
         }
+        if TelecineSurvey.applies(to: streams[vi]) {
+            streams[vi].telecined = TelecineSurvey.survey(demuxer, stream: Int(target))
+        }
         guard rpu else { return }
         let base = streams[vi].hdr ?? .sdr
         let profile: Int, compat: Int

@@ -85,7 +85,8 @@ enum ToneCurve {
 /// The filter chain a `VideoPlan` asks for, as libavfilter text. Pure, so it can be tested
 /// and reproduced with the ffmpeg command (`-vf`).
 ///
-/// Order: deinterlace (full fields, before anything moves pixels between lines) → tone-map
+/// Order: deinterlace or inverse telecine (full fields, before anything moves pixels
+/// between lines) → tone-map
 /// (scaling first to the smaller working size when downscaling: PITFALLS.md measured 39 vs
 /// 23 fps) → scale to the plan's size (square pixels, limited range) → 8-bit 4:2:0 →
 /// rotate (last, on the smallest frames). `frameRate`, when the plan limits the rate:
@@ -98,7 +99,15 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
                             frameRate: AVRational? = nil,
                             outputMatrix: String?, inputMatrix: String? = nil, picture: (width: Int32, height: Int32)? = nil) -> String {
     var parts: [String] = []
-    if plan.deinterlace {
+    if plan.inverseTelecine == true {
+        // Each picture's fields matched with its neighbours' into whole film frames (one
+        // still combed where no match makes it whole, flagged for bwdif), then the one
+        // picture in five that repeats another left out, the rest evenly timed at 4/5 of
+        // the rate.
+        parts.append("fieldmatch=order=auto:combmatch=full")
+        parts.append("bwdif=mode=send_frame:parity=auto:deint=interlaced")
+        parts.append("decimate")
+    } else if plan.deinterlace {
         parts.append("bwdif=mode=send_frame:parity=auto:deint=all")
     } else if input.interlaced {
         parts.append("bwdif=mode=send_frame:parity=auto:deint=interlaced")

@@ -32,7 +32,10 @@ final class VideoTranscodeLane: Lane {
     private let inputMatrix: String?
     /// The source's rate, as the filter graph's input is timed.
     private let sourceRate: AVRational
-    /// The encode's rate: the source's, or every n-th picture of it where the plan limits it.
+    /// The rate the filter graph gives: the source's, or 4/5 of it where film in 3:2
+    /// pulldown is matched back into its frames.
+    private let filmRate: AVRational
+    /// The encode's rate: `filmRate`, or every n-th picture of it where the plan limits it.
     let frameRate: AVRational
     /// Whether pictures keep their own times (a variable rate the plan does not limit) in
     /// the encoder's time base of 1/90000, rather than a grid of `frameRate` every picture
@@ -83,7 +86,8 @@ final class VideoTranscodeLane: Lane {
         inputMatrix = toneMap == nil && color.matrix != sourceColor.matrix ? sourceColor.matrixName : nil
         dolbyVision = toneMap == .dolbyVision ? try DolbyVisionMapper(whiteNits: Double(ToneCurve.referenceWhite)) : nil
         sourceRate = Self.frameRate(demuxer: demuxer, stream: stream, source: source)
-        frameRate = Self.limited(sourceRate, to: plan.maxFrameRate)
+        filmRate = plan.inverseTelecine == true ? av_mul_q(sourceRate, AVRational(num: 4, den: 5)) : sourceRate
+        frameRate = Self.limited(filmRate, to: plan.maxFrameRate)
         variableTiming = source.variableFrameRate == true && av_cmp_q(frameRate, sourceRate) == 0
         decoder = try Decoder(stream: stream)
         filtered = try Frame()
@@ -227,7 +231,7 @@ final class VideoTranscodeLane: Lane {
             graph = try VideoFilterGraph(input: input, timeBase: decoder.timeBase, frameRate: sourceRate,
                                          description: videoFilterDescription(plan: plan, input: input, toneMap: toneMap,
                                                                              peakNits: contentPeak ?? ToneCurve.assumedPeak,
-                                                                             frameRate: av_cmp_q(frameRate, sourceRate) == 0 ? nil : frameRate,
+                                                                             frameRate: av_cmp_q(frameRate, filmRate) == 0 ? nil : frameRate,
                                                                              outputMatrix: color.matrixName, inputMatrix: inputMatrix,
                                                                              picture: picture(for: input)))
         }

@@ -402,7 +402,10 @@ struct PlanContext {
         // Every n-th picture where the source shows more than the device (or, unsaid, more
         // than a display shows: a 120 fps phone clip spent its bits on pictures no 60 Hz
         // screen shows, and a level then took its size).
-        let sourceFPS = Codecs.frameRate(v)
+        let deinterlace = v.fieldOrder?.isInterlaced ?? false
+        // Film in 3:2 pulldown goes at its own 23.976, four pictures of every five.
+        let inverseTelecine = deinterlace && v.telecined == true
+        let sourceFPS = Codecs.frameRate(v).map { inverseTelecine ? $0 * 4 / 5 : $0 }
         var limited = sourceFPS.flatMap { FrameRateLimit.rate($0, within: device.maxFrameRate ?? Self.defaultMaxFrameRate) }
         var fps: Double { limited ?? sourceFPS ?? 30 }
         let highRate = sourceFPS != nil && fps > FrameSize.highFrameRate
@@ -470,14 +473,14 @@ struct PlanContext {
                                       bufsizeKbps: bufsize, profile: rung.profile, level: level.name,
                                       gopSeconds: rung.gopSeconds, pixFmt: "yuv420p")
         let toneMap = Codecs.isHDR(v)
-        let deinterlace = v.fieldOrder?.isInterlaced ?? false
         if toneMap { reasons.append("hdr_tone_mapped") }
-        if deinterlace { reasons.append("deinterlaced") }
+        if deinterlace { reasons.append(inverseTelecine ? "inverse_telecined" : "deinterlaced") }
         if let sar = v.sampleAspectRatio, sar.num > 0, sar.den > 0, sar.num != sar.den { reasons.append("anamorphic_made_square") }
         if Codecs.rotation(v) != 0 { reasons.append("rotation_applied") }
         return (VideoPlan(sourceIndex: v.index, action: .transcode, codec: "h264", width: size.width, height: size.height,
                           bitrateKbps: maxrate, toneMap: toneMap, deinterlace: deinterlace,
-                          rotation: Codecs.rotation(v), encoder: encoder, maxFrameRate: limited), reasons)
+                          rotation: Codecs.rotation(v), encoder: encoder, maxFrameRate: limited,
+                          inverseTelecine: inverseTelecine ? true : nil), reasons)
     }
 
     /// What replaces a copied picture whose copy stops (an H.264/HEVC size that changes

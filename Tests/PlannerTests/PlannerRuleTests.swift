@@ -1035,6 +1035,31 @@ struct PlannerRuleTests {
         } catch { #expect(error.code == .invalidQuality) }
     }
 
+    @Test("film in 3:2 pulldown is planned at its own 23.976 (inverse_telecined, its own key); video shot interlaced is deinterlaced")
+    func inverseTelecine() throws {
+        var film = video("mpeg2video", 1920, 1080, fps: 29.97, field: .tt)
+        film.telecined = true
+        let source = media("ts", kbps: 18000, film, audio("ac3", ch: 6, kbps: 448))
+        let plan = try Planner.plan(source: source, quality: .mbps10, caps: ios, presets: presets)
+        let v = try #require(plan.video)
+        #expect(v.inverseTelecine == true && v.deinterlace && v.maxFrameRate == nil)
+        #expect(plan.reasons.contains("inverse_telecined") && !plan.reasons.contains("deinterlaced"))
+        var shot = film
+        shot.telecined = false
+        let interlaced = try Planner.plan(source: media("ts", kbps: 18000, shot, audio("ac3", ch: 6, kbps: 448)), quality: .mbps10,
+                                          caps: ios, presets: presets)
+        #expect(interlaced.video?.inverseTelecine == nil && interlaced.video?.deinterlace == true)
+        #expect(interlaced.reasons.contains("deinterlaced") && !interlaced.reasons.contains("inverse_telecined"))
+        #expect(ArtifactKey.compute(plan: plan, source: source, presetsVersion: "v")
+                != ArtifactKey.compute(plan: interlaced, source: source, presetsVersion: "v"))
+        // Progressive film is no telecine, whatever the field says.
+        var progressive = film
+        progressive.fieldOrder = .progressive
+        let p = try Planner.plan(source: media("ts", kbps: 18000, progressive, audio("ac3", ch: 6, kbps: 448)), quality: .mbps10,
+                                 caps: ios, presets: presets)
+        #expect(p.video?.inverseTelecine == nil)
+    }
+
     @Test("a remux that copies video carries the encode that replaces it if the copy stops; nothing else does")
     func videoFallback() throws {
         func plan(_ source: MediaInfo, _ quality: Quality, policy: ServerPolicy = ServerPolicy()) throws -> Plan {

@@ -3214,3 +3214,91 @@ struct DVFieldOrderTests {
         #expect(plan["video"]?["deinterlace"] == .bool(true), "\(plan)")
     }
 }
+
+@Suite("film in 3:2 pulldown")
+struct TelecineTests {
+    static let size = "720x480"
+
+    /// 6 s of film: moving pictures at 23.976, stored losslessly.
+    static func film() throws -> String {
+        try Media.generated("film-23.976.mkv", ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=24000/1001:duration=6", "-c:v", "ffv1"])
+    }
+
+    /// `film` with 3:2 pulldown baked into 29.97 interlaced MPEG-2 pictures (hard telecine),
+    /// as a US broadcast or a DVD carries film, with AC-3 sound.
+    static func telecined() throws -> String {
+        try Media.generated("film-telecined-mpeg2.ts", ["-i", try film(), "-f", "lavfi", "-i", "sine=duration=6",
+                                                        "-vf", "telecine=first_field=top:pattern=23,setfield=tff", "-flags", "+ilme+ildct",
+                                                        "-top", "1", "-c:v", "mpeg2video", "-b:v", "8M", "-c:a", "ac3", "-f", "mpegts"])
+    }
+
+    /// 6 s of video shot interlaced: 59.94 moments a second, one per field, in 29.97
+    /// interlaced MPEG-2 pictures.
+    static func interlacedVideo() throws -> String {
+        try Media.generated("video-interlaced-mpeg2.ts", ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=60000/1001:duration=6",
+                                                          "-f", "lavfi", "-i", "sine=duration=6", "-vf", "interlace=scan=tff",
+                                                          "-flags", "+ilme+ildct", "-top", "1", "-c:v", "mpeg2video", "-b:v", "8M",
+                                                          "-c:a", "ac3", "-f", "mpegts"])
+    }
+
+    @Test("the probe tells film in 3:2 pulldown from video shot interlaced, and leaves progressive pictures alone")
+    func probe() throws {
+        func telecined(_ path: String) throws -> JSONValue? {
+            try Command.probedStreams(path).first { $0["type"] == .string("video") }?["telecined"]
+        }
+        #expect(try telecined(Self.telecined()) == .bool(true))
+        #expect(try telecined(Self.interlacedVideo()) == .bool(false))
+        #expect(try telecined(Self.film()) == nil)
+    }
+
+    @Test("film in 3:2 pulldown is matched back into its frames: 23.976 progressive, every film frame once and whole (deinterlaced at 29.97, a frame in five was shown twice and others were made of two film frames' fields)")
+    func inverseTelecined() throws {
+        let film = try Self.film()
+        try Command.prepare(try Self.telecined(), quality: "5mbps", caps: "web", scratch: "telecined") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["video"]?["inverse_telecine"] == .bool(true))
+            guard case .array(let reasons)? = json["plan"]?["reasons"] else { throw TestFailure("no reasons") }
+            #expect(reasons.contains(.string("inverse_telecined")))
+            let video = try #require(try FFprobe(out).streams("video").first)
+            #expect(video["avg_frame_rate"] == .string("24000/1001"), "\(video)")
+            let made = try Self.lumaFrames(out), source = try Self.lumaFrames(film)
+            #expect(made.count == source.count, "\(made.count) frames for the film's \(source.count)")
+            // Frame by frame, the film's own picture: a frame of two film frames' fields, a
+            // repeat or a frame left out puts every picture after it against another one.
+            let worst = zip(made, source).map { Self.psnr($0, $1) }.min() ?? 0
+            #expect(worst > 35, "the worst frame is \(worst) dB from its film frame")
+        }
+    }
+
+    @Test("video shot interlaced is deinterlaced at its own 29.97, every picture kept")
+    func interlacedVideoKept() throws {
+        try Command.prepare(try Self.interlacedVideo(), quality: "5mbps", caps: "web", scratch: "interlaced-video") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["video"]?["inverse_telecine"] == nil)
+            #expect(json["plan"]?["video"]?["deinterlace"] == .bool(true))
+            let video = try #require(try FFprobe(out).streams("video").first)
+            #expect(video["avg_frame_rate"] == .string("30000/1001"), "\(video)")
+            #expect(try FFprobe.packetCount(out, "v") == 180)
+        }
+    }
+
+    /// Each picture's luma at a quarter of its area.
+    static func lumaFrames(_ path: String) throws -> [[UInt8]] {
+        let raw = path + ".luma"
+        defer { try? FileManager.default.removeItem(atPath: raw) }
+        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", path, "-map", "0:v:0", "-vf", "scale=360:240",
+                                           "-pix_fmt", "gray", "-f", "rawvideo", raw])
+        guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw))), plane = 360 * 240
+        return stride(from: 0, to: bytes.count - plane + 1, by: plane).map { Array(bytes[$0..<$0 + plane]) }
+    }
+
+    static func psnr(_ a: [UInt8], _ b: [UInt8]) -> Double {
+        let squared = zip(a, b).reduce(0) { $0 + (Int($1.0) - Int($1.1)) * (Int($1.0) - Int($1.1)) }
+        let mse = Double(squared) / Double(max(1, a.count))
+        return mse == 0 ? 99 : 10 * log10(255 * 255 / mse)
+    }
+}
+

@@ -155,6 +155,13 @@ void kiln_dovi_mapper_free(KilnDoviMapper **mapper);
 /// AVERROR_INVALIDDATA for an RPU out of range; other AVERRORs from libav.
 int kiln_dovi_map(KilnDoviMapper *mapper, const AVFrame *src, AVFrame *dst, int width, int height);
 
+// ---- film in interlaced pictures (field_motion.c) ----
+/// How much each field of `frame`'s luma moved since the same field of `previous`: the
+/// mean absolute difference of a sample of its pixels, in 8-bit code values, into *top
+/// and *bottom. AVERROR(EINVAL) for frames of another size or format, or a format that is
+/// not planar with 8- to 16-bit luma.
+int kiln_field_motion(const AVFrame *frame, const AVFrame *previous, double *top, double *bottom);
+
 // ---- verification decoding (verify_buffers.c) ----
 /// Memory for one picture that every picture a decoder allocates shares.
 typedef struct KilnOnePicture KilnOnePicture;
