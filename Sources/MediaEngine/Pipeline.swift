@@ -25,6 +25,17 @@ final class Pipeline {
     /// A jump bigger than this between consecutive timestamps of a stream in a container
     /// that allows discontinuities (MPEG-TS) is a splice or a broadcast wrap, not content.
     static let discontinuityThreshold: Int64 = 10 * Int64(kiln_time_base())
+    /// How far a packet lasting `duration` (Kiln's time base; 0 or less: unknown) may be
+    /// shown from when it is decoded before one of its two times is taken for damage.
+    /// H.264's deepest reordering is 16 frames: 16 of the packet's own lengths, which is
+    /// seconds where pictures last seconds (a slideshow's B-frames at a picture every 3 s
+    /// are shown 12 s after they are decoded), but never less than a second. A packet of
+    /// unknown length gets `discontinuityThreshold`. A first picture whose presentation time
+    /// alone a flipped bit put 3 s late (a 10 s bound for every packet let it through) had
+    /// been taken for the stream's start: the copy lost its first 3 s.
+    static func reorderBound(duration: Int64) -> Int64 {
+        duration > 0 ? max(Int64(kiln_time_base()), 16 * duration) : discontinuityThreshold
+    }
     /// A step back bigger than this is a splice too: a recording's time never runs back,
     /// and left as it is the muxer would squeeze everything until the old time is passed
     /// again into nothing (a copy) or the lanes would drop it (a transcode). Smaller steps
@@ -245,21 +256,19 @@ final class Pipeline {
             }
             let tb = demuxer.stream(Int(index)).pointee.time_base
             let p = packet.pointer
-            // Reordering shows a picture a few frames after it is decoded, never seconds: a
-            // presentation time this far from the decode time is damage (a flipped bit in a
-            // TS packet's PTS put one picture 13 hours late, and a copy then failed in the
-            // muxer, a transcode dropped everything after it). The one far from where the
-            // stream is (its last decode time; for its first packet, its start) is the
-            // damaged one: a damaged presentation time becomes the decode time (shown when
-            // decoded); a damaged decode time is dropped, and the copy derives it from its
-            // neighbours (a first picture's decode time 26 hours early, taken as the
-            // stream's start, left an output whose sound did not decode at its start).
-            // "A few frames" is seconds where frames last seconds (a slideshow's B-frames
-            // at a picture every 3 s are shown 12 s after they are decoded): up to H.264's
-            // deepest reordering (16 frames) of this packet's own length counts as that.
+            // Reordering shows a picture a few frames after it is decoded (`reorderBound`),
+            // never seconds: a presentation time further from the decode time is damage (a
+            // flipped bit in a TS packet's PTS put one picture 13 hours late, and a copy then
+            // failed in the muxer, a transcode dropped everything after it). The one far from
+            // where the stream is (its last decode time; for its first packet, its start) is
+            // the damaged one: a damaged presentation time becomes the decode time and the
+            // stream's reordering delay; a damaged decode time is dropped, and the copy
+            // derives it from its neighbours (a first picture's decode time 26 hours early,
+            // taken as the stream's start, left an output whose sound did not decode at its
+            // start).
             if p.pointee.pts != noPTS, p.pointee.dts != noPTS,
-               case let apart = abs(rescale(p.pointee.pts - p.pointee.dts, from: tb, to: kiln_time_base_q())),
-               apart > Pipeline.discontinuityThreshold, apart > 16 * rescale(max(0, p.pointee.duration), from: tb, to: kiln_time_base_q()) {
+               abs(rescale(p.pointee.pts - p.pointee.dts, from: tb, to: kiln_time_base_q()))
+                > Pipeline.reorderBound(duration: rescale(p.pointee.duration, from: tb, to: kiln_time_base_q())) {
                 let st = demuxer.stream(Int(index))
                 // A first packet's own stream start is its damaged time, whichever it is
                 // (libavformat takes the start from the first presentation time): the other
@@ -269,7 +278,10 @@ final class Pipeline {
                 if abs(p.pointee.dts - reference) > abs(p.pointee.pts - reference) {
                     p.pointee.dts = noPTS
                 } else {
-                    p.pointee.pts = p.pointee.dts
+                    // Shown the stream's reordering delay after it is decoded: exactly a first
+                    // keyframe's place (at its decode time it came out before the start, and
+                    // was not shown).
+                    p.pointee.pts = p.pointee.dts + Int64(st.pointee.codecpar.pointee.video_delay) * max(0, p.pointee.duration)
                 }
                 repairedTimestamps += 1
             }

@@ -141,7 +141,9 @@ final class TimelineOutliers {
         guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return .clear }
         let t = rescale(p.dts, from: timeBases[s], to: kiln_time_base_q())
         // Nor one whose presentation time is seconds from it: one of the two is damaged,
-        // which the pipeline settles (`Pipeline.take`).
+        // which the pipeline settles (`Pipeline.take`). Closer, a damaged decode time is
+        // judged here (`retimeRun` puts it back exactly), a damaged presentation time in
+        // the pipeline (`Pipeline.reorderBound`).
         if p.pts != noPTS, abs(rescale(p.pts, from: timeBases[s], to: kiln_time_base_q()) - t) > Pipeline.discontinuityThreshold {
             return .clear
         }

@@ -2485,42 +2485,55 @@ struct RepeatedStretchTests {
                                                      "-c:a", "aac", "-f", "mpegts"])
     }
 
-    /// `reordered` with one picture's PES header times damaged, 3 s late: its decode time
-    /// alone (`both` false), or both its times; and the time of a sound PES 3 s later.
-    static func damagedTimes(both: Bool) throws -> String {
+    /// Where a flipped bit put a time 3 s late.
+    enum Damage: String, CaseIterable, Sendable {
+        /// The 30th picture's decode time alone, and a sound PES's time.
+        case decodeTime
+        /// Both of the 30th picture's times, and a sound PES's time.
+        case bothTimes
+        /// The first picture's presentation time alone.
+        case firstPresentationTime
+    }
+
+    /// `reordered` with PES header times damaged as `damage` says.
+    static func damagedTimes(_ damage: Damage) throws -> String {
         let source = try reordered()
-        return try Media.generated("stretch-damaged-\(both ? "both" : "dts").ts") { tmp in
+        return try Media.generated("stretch-damaged-\(damage.rawValue).ts") { tmp in
             var packets = try Splice.packets(source)
             let shift: Int64 = 3 * 90000
-            // The 30th picture with a decode time of its own: a reference picture (P) in
-            // the middle of the first 2 s, which the B-frames around it and every picture to
-            // the next keyframe need.
             let pictures = packets.indices.filter { Splice.pid(packets[$0]) == Splice.videoPID && packets[$0][1] & 0x40 != 0 }
-            var withDTS = 0
-            for i in pictures {
-                var copy = packets[i]
-                guard Splice.shiftTimes(&copy, pts: 0, dts: 0) == true else { continue }
-                withDTS += 1
-                guard withDTS == 30 else { continue }
-                _ = Splice.shiftTimes(&packets[i], pts: both ? shift : 0, dts: shift)
-                break
+            if damage == .firstPresentationTime {
+                _ = Splice.shiftTimes(&packets[pictures[0]], pts: shift, dts: 0)
+            } else {
+                // The 30th picture with a decode time of its own: a reference picture (P) in
+                // the middle of the first 2 s, which the B-frames around it and every picture
+                // to the next keyframe need.
+                var withDTS = 0
+                for i in pictures {
+                    var copy = packets[i]
+                    guard Splice.shiftTimes(&copy, pts: 0, dts: 0) == true else { continue }
+                    withDTS += 1
+                    guard withDTS == 30 else { continue }
+                    _ = Splice.shiftTimes(&packets[i], pts: damage == .bothTimes ? shift : 0, dts: shift)
+                    break
+                }
+                guard withDTS == 30 else { throw TestFailure("only \(withDTS) pictures with decode times") }
+                let sounds = packets.indices.filter { Splice.pid(packets[$0]) == Splice.audioPID && packets[$0][1] & 0x40 != 0 }
+                _ = Splice.shiftTimes(&packets[sounds[sounds.count / 3]], pts: shift, dts: shift)
             }
-            guard withDTS == 30 else { throw TestFailure("only \(withDTS) pictures with decode times") }
-            let sounds = packets.indices.filter { Splice.pid(packets[$0]) == Splice.audioPID && packets[$0][1] & 0x40 != 0 }
-            _ = Splice.shiftTimes(&packets[sounds[sounds.count / 3]], pts: shift, dts: shift)
             try Data(packets.joined()).write(to: URL(fileURLWithPath: tmp))
         }
     }
 
-    @Test("a picture whose decode time alone, or both of whose times, are damaged 3 s late, and a sound 3 s late, keep their place: the copy decodes to the undamaged file's pictures, and remux and transcode keep every picture and sound (they were left out: the pictures to the next keyframe lost their reference, a gap of silence was filled)",
-          arguments: [false, true], ["original", "1mbps"])
-    func damagedTimesRepaired(both: Bool, quality: String) throws {
-        let source = try Self.damagedTimes(both: both), clean = try Self.reordered()
-        try Command.prepare(source, quality: quality, caps: "web", scratch: "damaged-times-\(both)-\(quality)") { (r, out) throws in
+    @Test("a picture whose decode time alone, or both of whose times, are damaged 3 s late, a sound 3 s late, and a first picture shown 3 s late keep their place: the copy decodes to the undamaged file's pictures, and remux and transcode keep every picture and sound (they were left out: the pictures to the next keyframe lost their reference, a gap of silence was filled; the late first picture was taken for the start, and the first 3 s were lost)",
+          arguments: Damage.allCases, ["original", "1mbps"])
+    func damagedTimesRepaired(damage: Damage, quality: String) throws {
+        let source = try Self.damagedTimes(damage), clean = try Self.reordered()
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "damaged-times-\(damage.rawValue)-\(quality)") { (r, out) throws in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
             let stats = try Command.json(r)["stats"]
             #expect(stats?["corrupt_packets"] == .number(0))
-            #expect(stats?["repaired_timestamps"]?.int ?? 0 >= 2)
+            #expect(stats?["repaired_timestamps"]?.int ?? 0 >= (damage == .firstPresentationTime ? 1 : 2))
             #expect(stats?["audio_gaps_filled"]?.int ?? 0 == 0)
             #expect(try FFprobe.packetCount(out, "v") == FFprobe.packetCount(clean, "v"))
             #expect(abs(try FFprobe.packetCount(out, "a") - FFprobe.packetCount(clean, "a")) <= 1)
