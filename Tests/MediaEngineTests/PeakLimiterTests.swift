@@ -38,7 +38,9 @@ struct PeakLimiterTests {
     @Test("sound below the ceiling comes out sample for sample as it went in, none lost or added, however it is cut into blocks")
     func quietIsUntouched() {
         var random = SplitMix(seed: 1)
-        let input = (0..<2).map { _ in (0..<20_000).map { _ in Float.random(in: -0.89...0.89, using: &random) } }
+        // Noise peaks between its samples up to twice its samples' magnitude: 0.44 keeps it
+        // under the ceiling everywhere.
+        let input = (0..<2).map { _ in (0..<20_000).map { _ in Float.random(in: -0.44...0.44, using: &random) } }
         for seed in 0..<5 { #expect(Self.limited(input, seed: UInt64(seed)) == input) }
         // Shorter than the look-ahead: all of it comes out at the drain.
         #expect(Self.limited([[0.5, -0.25, 0.125]], seed: 9) == [[0.5, -0.25, 0.125]])
@@ -62,5 +64,21 @@ struct PeakLimiterTests {
         // Before the burst untouched; half a second after it (five release times) within 1 %.
         #expect(zip(out, input[0]).prefix(11_700).allSatisfy { $0 == $1 })
         #expect(gains.suffix(500).allSatisfy { $0 > 0.99 })
+    }
+
+    @Test("peaks between samples are held under the ceiling too: a tone at a quarter of the sample rate whose samples stay at 0.74 while the sound between them reaches 1.05 is brought down to the ceiling (its samples alone left it 2.4 dB over)")
+    func truePeaksAreLimited() {
+        // sin(πn/2 + π/4): every sample at ±0.707 of the tone's amplitude, the tone's peaks
+        // halfway between them.
+        let amplitude: Float = 1.05
+        let input = [(0..<48_000).map { n in amplitude * sinf(Float.pi / 2 * Float(n) + Float.pi / 4) }]
+        #expect(input[0].map(abs).max()! < PeakLimiter.ceiling)
+        let out = Self.limited(input, seed: 4)[0]
+        #expect(out.count == input[0].count)
+        // Past the attack the gain is steady; the tone's own peak is its gain times its amplitude.
+        let gains = zip(out, input[0]).dropFirst(1000).map { Double($0 / $1) }
+        let truePeak = gains.max()! * Double(amplitude)
+        #expect(truePeak <= Double(PeakLimiter.ceiling) * 1.005, "true peak \(truePeak)")
+        #expect(truePeak >= Double(PeakLimiter.ceiling) * 0.97, "limited more than it needs: \(truePeak)")
     }
 }
