@@ -136,20 +136,26 @@ int kiln_stream_has_mastering(const AVStream *st) {
 void kiln_content_light(const AVStream *st, const AVFrame *frame, double *max_cll, double *mastering_peak) {
     *max_cll = 0;
     *mastering_peak = 0;
-    const AVContentLightMetadata *cll = NULL;
-    const AVMasteringDisplayMetadata *mdm = NULL;
-    const AVFrameSideData *fsd;
-    if (frame && (fsd = av_frame_get_side_data(frame, AV_FRAME_DATA_CONTENT_LIGHT_LEVEL))
-        && fsd->size >= sizeof(*cll)) cll = (const AVContentLightMetadata *)fsd->data;
-    if (frame && (fsd = av_frame_get_side_data(frame, AV_FRAME_DATA_MASTERING_DISPLAY_METADATA))
-        && fsd->size >= sizeof(*mdm)) mdm = (const AVMasteringDisplayMetadata *)fsd->data;
-    const AVPacketSideData *psd;
-    if (!cll && st && (psd = stream_side_data(st, AV_PKT_DATA_CONTENT_LIGHT_LEVEL)) && psd->size >= (int)sizeof(*cll))
-        cll = (const AVContentLightMetadata *)psd->data;
-    if (!mdm && st && (psd = stream_side_data(st, AV_PKT_DATA_MASTERING_DISPLAY_METADATA)) && psd->size >= (int)sizeof(*mdm))
-        mdm = (const AVMasteringDisplayMetadata *)psd->data;
-    if (cll) *max_cll = cll->MaxCLL;
-    if (mdm && mdm->has_luminance && mdm->max_luminance.den > 0) *mastering_peak = av_q2d(mdm->max_luminance);
+    // The frame's first, then the stream's for what the frame leaves at 0 (an SEI saying
+    // "unknown" beside a container that knows).
+    for (int from_stream = 0; from_stream < 2; from_stream++) {
+        const AVContentLightMetadata *cll = NULL;
+        const AVMasteringDisplayMetadata *mdm = NULL;
+        if (!from_stream && frame) {
+            const AVFrameSideData *sd = av_frame_get_side_data(frame, AV_FRAME_DATA_CONTENT_LIGHT_LEVEL);
+            if (sd && sd->size >= sizeof(*cll)) cll = (const AVContentLightMetadata *)sd->data;
+            sd = av_frame_get_side_data(frame, AV_FRAME_DATA_MASTERING_DISPLAY_METADATA);
+            if (sd && sd->size >= sizeof(*mdm)) mdm = (const AVMasteringDisplayMetadata *)sd->data;
+        } else if (from_stream && st) {
+            const AVPacketSideData *sd = stream_side_data(st, AV_PKT_DATA_CONTENT_LIGHT_LEVEL);
+            if (sd && sd->size >= (int)sizeof(*cll)) cll = (const AVContentLightMetadata *)sd->data;
+            sd = stream_side_data(st, AV_PKT_DATA_MASTERING_DISPLAY_METADATA);
+            if (sd && sd->size >= (int)sizeof(*mdm)) mdm = (const AVMasteringDisplayMetadata *)sd->data;
+        }
+        if (cll && *max_cll <= 0) *max_cll = cll->MaxCLL;
+        if (mdm && *mastering_peak <= 0 && mdm->has_luminance && mdm->max_luminance.den > 0)
+            *mastering_peak = av_q2d(mdm->max_luminance);
+    }
 }
 
 int kiln_copy_chapters(AVFormatContext *out, const AVFormatContext *in, int64_t offset) {

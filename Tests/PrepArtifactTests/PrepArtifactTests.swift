@@ -3179,18 +3179,32 @@ struct TranscodeColourTests {
         }
     }
 
-    @Test("HDR10 is tone-mapped toward its own peak, read from the stream: a 1,000-nit grey is SDR white from a film mastered to 1,000 nits and stays below it from one mastered to 4,000, leaving room for its brighter highlights", arguments: [
-        (1000, 252...255), (4000, 241...251),
+    @Test("HDR10 is tone-mapped toward its own peak, read from the pictures' SEI or the Matroska track (where their SEI says 0, unknown): a 1,000-nit grey is SDR white from a film mastered to 1,000 nits and stays below it from one mastered to 4,000, leaving room for its brighter highlights", arguments: [
+        (1000, false, 252...255), (4000, false, 241...251), (1000, true, 252...255),
     ])
-    func toneCurveEndsAtContentPeak(peak: Int, white: ClosedRange<Int>) throws {
+    func toneCurveEndsAtContentPeak(peak: Int, inContainer: Bool, white: ClosedRange<Int>) throws {
         // 723: the 10-bit limited-range PQ code of 1,000 cd/m².
-        let source = try Media.generated("hdr10-grey1000-peak\(peak).mkv", [
+        // In the container, the pictures' SEI says "unknown" (0), as some encoders write it.
+        let signalled = inContainer ? ":max-cll=0,0" : ":master-display=G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(\(peak * 10000),1):max-cll=\(peak),400"
+        let name = "hdr10-grey1000-peak\(peak)\(inContainer ? "-track-v3" : "").mkv"
+        var source = try Media.generated(name.replacingOccurrences(of: ".mkv", with: "-bare.mkv"), [
             "-f", "lavfi", "-i", "color=c=black:size=640x360:rate=25:duration=2", "-f", "lavfi", "-i", "sine=duration=2",
             "-vf", "format=yuv420p10le,geq=lum=723:cb=512:cr=512", "-c:v", "libx265",
-            "-x265-params", "log-level=error:hdr10=1:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc:range=limited"
-                + ":master-display=G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(\(peak * 10000),1):max-cll=\(peak),400",
+            "-x265-params", "log-level=error:hdr10=1:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc:range=limited" + signalled,
             "-color_primaries", "bt2020", "-color_trc", "smpte2084", "-colorspace", "bt2020nc", "-c:a", "aac"])
-        try Command.prepare(source, quality: "1mbps", caps: "web", scratch: "hdr10-peak\(peak)") { r, out in
+        if inContainer {
+            // The light levels only in the track's colour elements, as mkvmerge writes them:
+            // MaxCLL `peak`, under a 4,000-nit mastering display.
+            let bare = source
+            source = try Media.generated(name) { tmp in
+                try FileManager.default.copyItem(atPath: bare, toPath: tmp)
+                let r = try Run.command("mkvpropedit", ["-q", tmp, "--edit", "track:v1", "--set", "max-content-light=\(peak)",
+                                                         "--set", "max-frame-light=400", "--set", "max-luminance=4000",
+                                                         "--set", "min-luminance=0.005"])
+                guard r.status == 0 else { throw TestFailure("mkvpropedit: \(r.stderr)") }
+            }
+        }
+        try Command.prepare(source, quality: "1mbps", caps: "web", scratch: "hdr10-peak\(peak)-\(inContainer)") { r, out in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
             #expect(try Command.json(r)["plan"]?["video"]?["tone_map"] == .bool(true))
             let rgb = try Self.firstPictureRGB(out)

@@ -130,8 +130,9 @@ const AVDOVIDecoderConfigurationRecord *kiln_stream_dovi(const AVStream *st);
 /// Whether a stream carries mastering-display or content-light metadata.
 int kiln_stream_has_mastering(const AVStream *st);
 /// The brightest light HDR content says it holds, in cd/m2: its content light level
-/// (MaxCLL) and its mastering display's peak, the frame's own (SEI) before the stream's
-/// (container). Either is 0 where none is given; `frame` may be NULL.
+/// (MaxCLL) and its mastering display's peak, each the frame's own (SEI) unless that is
+/// absent or 0, then the stream's (container). Either is 0 where none is given; `frame`
+/// may be NULL.
 void kiln_content_light(const AVStream *st, const AVFrame *frame, double *max_cll, double *mastering_peak);
 /// The picture codec an MP4 sample entry or AVI FOURCC names (libavformat's MOV and
 /// RIFF video tag tables), or AV_CODEC_ID_NONE.
