@@ -140,6 +140,8 @@ final class TimelineOutliers {
         // first reordered pictures) is not judged.
         guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return .clear }
         let t = rescale(p.dts, from: timeBases[s], to: kiln_time_base_q())
+        // Until two times have been accepted, the packet's own length is the step.
+        if steps[s] == 0, p.duration > 0 { steps[s] = rescale(p.duration, from: timeBases[s], to: kiln_time_base_q()) }
         // Nor one whose presentation time is seconds from it: one of the two is damaged,
         // which the pipeline settles (`Pipeline.take`). Closer, a damaged decode time is
         // judged here (`retimeRun` puts it back exactly), a damaged presentation time in

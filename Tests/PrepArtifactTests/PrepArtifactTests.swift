@@ -2493,6 +2493,8 @@ struct RepeatedStretchTests {
         case bothTimes
         /// The first picture's presentation time alone.
         case firstPresentationTime
+        /// Both of the second picture's times: the stream's step not yet seen.
+        case secondPictureTimes
     }
 
     /// `reordered` with PES header times damaged as `damage` says.
@@ -2504,6 +2506,8 @@ struct RepeatedStretchTests {
             let pictures = packets.indices.filter { Splice.pid(packets[$0]) == Splice.videoPID && packets[$0][1] & 0x40 != 0 }
             if damage == .firstPresentationTime {
                 _ = Splice.shiftTimes(&packets[pictures[0]], pts: shift, dts: 0)
+            } else if damage == .secondPictureTimes {
+                _ = Splice.shiftTimes(&packets[pictures[1]], pts: shift, dts: shift)
             } else {
                 // The 30th picture with a decode time of its own: a reference picture (P) in
                 // the middle of the first 2 s, which the B-frames around it and every picture
@@ -2525,7 +2529,7 @@ struct RepeatedStretchTests {
         }
     }
 
-    @Test("a picture whose decode time alone, or both of whose times, are damaged 3 s late, a sound 3 s late, and a first picture shown 3 s late keep their place: the copy decodes to the undamaged file's pictures, and remux and transcode keep every picture and sound (they were left out: the pictures to the next keyframe lost their reference, a gap of silence was filled; the late first picture was taken for the start, and the first 3 s were lost)",
+    @Test("a picture whose decode time alone, or both of whose times, are damaged 3 s late, a sound 3 s late, a first picture shown 3 s late and a second picture 3 s late keep their place: the copy decodes to the undamaged file's pictures, and remux and transcode keep every picture and sound (they were left out: the pictures to the next keyframe lost their reference, a gap of silence was filled; the late first picture was taken for the start, and the first 3 s were lost)",
           arguments: Damage.allCases, ["original", "1mbps"])
     func damagedTimesRepaired(damage: Damage, quality: String) throws {
         let source = try Self.damagedTimes(damage), clean = try Self.reordered()
@@ -2533,7 +2537,7 @@ struct RepeatedStretchTests {
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
             let stats = try Command.json(r)["stats"]
             #expect(stats?["corrupt_packets"] == .number(0))
-            #expect(stats?["repaired_timestamps"]?.int ?? 0 >= (damage == .firstPresentationTime ? 1 : 2))
+            #expect(stats?["repaired_timestamps"]?.int ?? 0 >= ([.firstPresentationTime, .secondPictureTimes].contains(damage) ? 1 : 2))
             #expect(stats?["audio_gaps_filled"]?.int ?? 0 == 0)
             #expect(try FFprobe.packetCount(out, "v") == FFprobe.packetCount(clean, "v"))
             #expect(abs(try FFprobe.packetCount(out, "a") - FFprobe.packetCount(clean, "a")) <= 1)
