@@ -33,6 +33,12 @@ import KilnCore
 final class TimelineOutliers {
     /// How far a stream's time may move on at once without being suspected.
     static let jump = Int64(kiln_time_base())
+    /// How far a packet may land from its stream's next step (`step` on from the last)
+    /// unsuspected: 3 steps, and 50 ms. A Matroska block timed 0.5 s late (within `jump`)
+    /// had been shown there, displacing the 11 pictures after it. Suspicion costs one
+    /// packet held; only a stream whose time runs back is put back (`retimeRun`), which
+    /// one whose time rises never does, however unevenly.
+    static func nearStep(_ step: Int64) -> Int64 { max(3 * step, jump / 20) }
     /// Packets of a suspect stream on its new timeline that make the jump a real one.
     static let runPackets = 32
     /// Packets of a stream's opening, judged by what follows them.
@@ -51,6 +57,9 @@ final class TimelineOutliers {
         var fromOpening = false
         /// The run's first time.
         var first: Int64 = 0
+        /// A single packet a little off the stream's step, not past `jump`: put back if the
+        /// next one shows its room, else taken as the stream's move.
+        var single = false
     }
     private struct Held {
         var packet: Packet
@@ -149,6 +158,16 @@ final class TimelineOutliers {
         if p.pts != noPTS, abs(rescale(p.pts, from: timeBases[s], to: kiln_time_base_q()) - t) > Pipeline.discontinuityThreshold {
             return .clear
         }
+        if let run = runs[s], run.single {
+            end(s)
+            if retimeRun(s, run, returningAt: t) {
+                accept(s, t)
+                return .clear
+            }
+            // The stream moved there (a hole, a slower stretch): its packet stands, and this
+            // one is judged from it.
+            accept(s, run.latest)
+        }
         if var run = runs[s] {
             // Back where it was, at once: the run was no part of the stream.
             if Self.returns(t, from: run.from, last: run.latest) {
@@ -183,6 +202,12 @@ final class TimelineOutliers {
         if position[s] != noPTS ? abs(t - position[s]) > Self.jump : filePosition.map({ t - $0 > Self.jump }) ?? false {
             let fromOpening = position[s] != noPTS && openingLeft[s] > 0
             runs[s] = Run(from: position[s] != noPTS ? position[s] : filePosition!, latest: t, fromOpening: fromOpening, first: t)
+            return .inRun
+        }
+        // Closer, a step far off the stream's own (`nearStep`) may be one packet's damaged
+        // time: it waits for the next packet, which shows whether it left its room.
+        if position[s] != noPTS, steps[s] > 0, abs(t - position[s] - steps[s]) > Self.nearStep(steps[s]) {
+            runs[s] = Run(from: position[s], latest: t, first: t, single: true)
             return .inRun
         }
         accept(s, t)
@@ -227,9 +252,9 @@ final class TimelineOutliers {
     /// with damaged times, and if so times them evenly in the room they left. The stream came
     /// back as many of its steps after where it left as the run has packets, and one more
     /// (within half a step): that room is theirs. A stretch written twice leaves none (the
-    /// stream goes on a step after it left). A presentation time near its new decode time
-    /// (within `jump`: reordering) was undamaged and stays; one as far off as the decode time
-    /// moves with it.
+    /// stream goes on a step after it left). A presentation time moves with its decode time
+    /// where that puts it nearer the new decode time (both were damaged: a Matroska block's
+    /// one time), else it was undamaged and stays.
     private func retimeRun(_ s: Int, _ run: Run, returningAt t: Int64) -> Bool {
         let step = steps[s], slots = Int64(run.packets + 1), room = t - run.from
         guard step > 0, run.from == position[s], abs(room - slots * step) * 2 <= step else { return false }
@@ -240,8 +265,11 @@ final class TimelineOutliers {
             let p = held[i].packet.pointer
             let time = run.from + room * k / slots
             let dts = rescale(time, from: kiln_time_base_q(), to: tb)
-            if p.pointee.pts != noPTS, abs(rescale(p.pointee.pts, from: tb, to: kiln_time_base_q()) - time) > Self.jump {
-                p.pointee.pts += dts - p.pointee.dts
+            if p.pointee.pts != noPTS {
+                // Moved with the decode time, or left: whichever lies nearer the new decode
+                // time (reordering keeps the two within a few frames).
+                let moved = p.pointee.pts + (dts - p.pointee.dts)
+                if abs(moved - dts) < abs(p.pointee.pts - dts) { p.pointee.pts = moved }
             }
             p.pointee.dts = dts
             retimed += 1

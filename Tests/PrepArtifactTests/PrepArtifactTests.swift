@@ -2548,6 +2548,35 @@ struct RepeatedStretchTests {
         }
     }
 
+    /// 4 s of H.264 and AAC in Matroska, whose blocks carry one time each.
+    static func matroska() throws -> String {
+        try Media.generated("stretch-blocks.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=4",
+                                                   "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=4",
+                                                   "-c:v", "libx264", "-preset", "ultrafast", "-g", "50", "-c:a", "aac"])
+    }
+
+    @Test("a Matroska block timed a fraction of a second off, a picture's or a sound's, early or late, keeps its place: the copy decodes to the undamaged file's pictures, every sound frame kept (the picture was shown there, displacing the 11 after it; 24 sound frames were dropped)",
+          arguments: [(1, 500), (1, -300), (1, 150), (2, 500), (2, -400)])
+    func blockTimeRepaired(track: Int, milliseconds: Int) throws {
+        let clean = try Self.matroska()
+        let source = try Media.generated("stretch-block-\(track)-\(milliseconds).mkv") { tmp in
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: clean)))
+            // The 31st picture (in the first 2 s of a 2 s GOP), or the 41st sound frame.
+            guard Matroska.shiftBlock(&bytes, track: track, nth: track == 1 ? 30 : 40, milliseconds: milliseconds) else {
+                throw TestFailure("no such block")
+            }
+            try Data(bytes).write(to: URL(fileURLWithPath: tmp))
+        }
+        try Command.prepare(source, quality: "original", caps: "web", scratch: "block-\(track)-\(milliseconds)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let stats = try Command.json(r)["stats"]
+            #expect(stats?["corrupt_packets"] == .number(0))
+            #expect(stats?["repaired_timestamps"] == .number(1))
+            #expect(try FFprobe.packetCount(out, "a") == FFprobe.packetCount(clean, "a"))
+            #expect(try FormatChangeTests.frameDigests(out) == FormatChangeTests.frameDigests(clean))
+        }
+    }
+
     @Test("a stretch cut out is a real jump: nothing after it is left out")
     func cutKept() throws {
         let source = try Self.cut()

@@ -667,3 +667,51 @@ public enum Teletext {
         return Int(p[6]) << 25 | Int(p[7]) << 17 | Int(p[8]) << 9 | Int(p[9]) << 1 | Int(p[10]) >> 7
     }
 }
+
+/// Matroska files edited in place, as damage would leave them.
+public enum Matroska {
+    /// Moves the timestamp of track `track`'s `nth` block (0-based; SimpleBlock or Block, in
+    /// file order) by `milliseconds` (the file's default 1 ms timestamp scale). False when
+    /// there is no such block.
+    public static func shiftBlock(_ bytes: inout [UInt8], track: Int, nth: Int, milliseconds: Int) -> Bool {
+        // An element ID keeps its length marker; a size does not.
+        func number(at i: Int, keepMarker: Bool) -> (value: Int, length: Int)? {
+            guard i < bytes.count, bytes[i] != 0 else { return nil }
+            let length = bytes[i].leadingZeroBitCount + 1
+            guard i + length <= bytes.count else { return nil }
+            var value = keepMarker ? Int(bytes[i]) : Int(bytes[i]) & ((0x80 >> (length - 1)) - 1)
+            for k in 1..<length { value = value << 8 | Int(bytes[i + k]) }
+            return (value, length)
+        }
+        var seen = 0
+        func walk(_ start: Int, _ end: Int) -> Bool {
+            var i = start
+            while i < end {
+                guard let id = number(at: i, keepMarker: true), let size = number(at: i + id.length, keepMarker: false) else { return false }
+                let data = i + id.length + size.length
+                let unknown = size.value == (1 << (7 * size.length)) - 1
+                let stop = unknown ? end : min(end, data + size.value)
+                switch id.value {
+                case 0x1853_8067, 0x1F43_B675, 0xA0:   // Segment, Cluster, BlockGroup
+                    if walk(data, stop) { return true }
+                case 0xA3, 0xA1:                         // SimpleBlock, Block
+                    if let number = number(at: data, keepMarker: false), number.value == track {
+                        if seen == nth {
+                            let at = data + number.length
+                            let t = Int(Int16(bitPattern: UInt16(bytes[at]) << 8 | UInt16(bytes[at + 1]))) + milliseconds
+                            let moved = UInt16(bitPattern: Int16(clamping: t))
+                            bytes[at] = UInt8(moved >> 8)
+                            bytes[at + 1] = UInt8(moved & 0xff)
+                            return true
+                        }
+                        seen += 1
+                    }
+                default: break
+                }
+                i = stop
+            }
+            return false
+        }
+        return walk(0, bytes.count)
+    }
+}
