@@ -164,6 +164,12 @@ final class TimelineOutliers {
                 accept(s, t)
                 return .clear
             }
+            // A stream's first packet off the steady steps after it was the outlier (a
+            // Matroska file's first block 0.3 s late started its pictures 0.3 s late): a
+            // keyframe is put a step before the next, anything else left out.
+            if openingLeft[s] == Self.openingPackets - 1, abs(t - run.latest - steps[s]) * 2 <= steps[s] {
+                dropOpening(s, before: run.latest)
+            }
             // The stream moved there (a hole, a slower stretch): its packet stands, and this
             // one is judged from it.
             accept(s, run.latest)
@@ -228,7 +234,11 @@ final class TimelineOutliers {
     private func leaveOut(_ s: Int, keyframeBefore t: Int64?, _ picked: (Held) -> Bool) {
         var keptKeyframe = false
         for i in held.indices where held[i].stream == Int32(s) && !held[i].dropped && picked(held[i]) {
-            if !keptKeyframe, let t, retimedKeyframe(i, before: t) { keptKeyframe = true; continue }
+            if !keptKeyframe, let t, retimedKeyframe(i, before: t) {
+                keptKeyframe = true
+                retimed += 1
+                continue
+            }
             held[i].dropped = true
             dropped += 1
         }

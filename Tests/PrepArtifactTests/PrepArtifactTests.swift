@@ -2555,25 +2555,27 @@ struct RepeatedStretchTests {
                                                    "-c:v", "libx264", "-preset", "ultrafast", "-g", "50", "-c:a", "aac"])
     }
 
-    @Test("a Matroska block timed a fraction of a second off, a picture's or a sound's, early or late, keeps its place: the copy decodes to the undamaged file's pictures, every sound frame kept (the picture was shown there, displacing the 11 after it; 24 sound frames were dropped)",
-          arguments: [(1, 500), (1, -300), (1, 150), (2, 500), (2, -400)])
-    func blockTimeRepaired(track: Int, milliseconds: Int) throws {
+    @Test("a Matroska block timed a fraction of a second off, a picture's or a sound's, early or late, the first picture's too, keeps its place: the copy decodes to the undamaged file's pictures, every sound frame kept (the picture was shown there, displacing the 11 after it; 24 sound frames were dropped; the first picture late started the pictures late)",
+          arguments: [(1, 30, 500), (1, 30, -300), (1, 30, 150), (2, 40, 500), (2, 40, -400), (1, 0, 300)])
+    func blockTimeRepaired(track: Int, nth: Int, milliseconds: Int) throws {
         let clean = try Self.matroska()
-        let source = try Media.generated("stretch-block-\(track)-\(milliseconds).mkv") { tmp in
+        let source = try Media.generated("stretch-block-\(track)-\(nth)-\(milliseconds).mkv") { tmp in
             var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: clean)))
-            // The 31st picture (in the first 2 s of a 2 s GOP), or the 41st sound frame.
-            guard Matroska.shiftBlock(&bytes, track: track, nth: track == 1 ? 30 : 40, milliseconds: milliseconds) else {
+            // The 31st picture is in the first 2 s of a 2 s GOP.
+            guard Matroska.shiftBlock(&bytes, track: track, nth: nth, milliseconds: milliseconds) else {
                 throw TestFailure("no such block")
             }
             try Data(bytes).write(to: URL(fileURLWithPath: tmp))
         }
-        try Command.prepare(source, quality: "original", caps: "web", scratch: "block-\(track)-\(milliseconds)") { (r, out) throws in
+        try Command.prepare(source, quality: "original", caps: "web", scratch: "block-\(track)-\(nth)-\(milliseconds)") { (r, out) throws in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
             let stats = try Command.json(r)["stats"]
             #expect(stats?["corrupt_packets"] == .number(0))
             #expect(stats?["repaired_timestamps"] == .number(1))
             #expect(try FFprobe.packetCount(out, "a") == FFprobe.packetCount(clean, "a"))
             #expect(try FormatChangeTests.frameDigests(out) == FormatChangeTests.frameDigests(clean))
+            let probe = try FFprobe(out)
+            #expect(abs((probe.startTime("video") ?? 1) - (probe.startTime("audio") ?? 0)) < 0.05)
         }
     }
 
