@@ -43,6 +43,8 @@ final class TimelineOutliers {
     static let runPackets = 32
     /// Packets of a stream's opening, judged by what follows them.
     static let openingPackets = 16
+    /// Accepted packets remembered per stream, to know one written again: 8 to 20 s.
+    static let rememberedPackets = 512
     /// What may be held back while waiting, at most.
     static let holdPackets = 256
     static let holdBytes = 16 << 20
@@ -80,6 +82,7 @@ final class TimelineOutliers {
     /// Per stream, its last step forward between accepted times (0 before two).
     private var steps: [Int64]
     private var runs: [Run?]
+    private var remembered: [Remembered]
     /// Per stream, the packets of its opening still to come (0: over).
     private var openingLeft: [Int]
     private var filePosition: Int64?
@@ -102,6 +105,7 @@ final class TimelineOutliers {
         position = Array(repeating: noPTS, count: n)
         steps = Array(repeating: 0, count: n)
         runs = Array(repeating: nil, count: n)
+        remembered = Array(repeating: Remembered(), count: n)
         openingLeft = Array(repeating: Self.openingPackets, count: n)
     }
 
@@ -120,6 +124,7 @@ final class TimelineOutliers {
                 guard try demuxer.read(into: packet) else { ended = true; continue }
                 let verdict = judge(packet)
                 if verdict == .clear { return true }
+                if verdict == .repeated { leaveOutRepeat(packet); continue }
                 try hold(packet, verdict)
                 continue
             }
@@ -128,13 +133,55 @@ final class TimelineOutliers {
                 release()
                 continue
             }
-            try hold(packet, judge(packet))
+            let verdict = judge(packet)
+            if verdict == .repeated { leaveOutRepeat(packet); continue }
+            try hold(packet, verdict)
             let waiting = runs.contains(where: { $0 != nil }) || inOpening
             if !waiting || held.count >= Self.holdPackets || heldBytes >= Self.holdBytes { release() }
         }
     }
 
-    private enum Verdict { case clear, inRun, opening }
+    private enum Verdict { case clear, inRun, opening, repeated }
+
+    private func leaveOutRepeat(_ packet: Packet) {
+        packet.unref()
+        dropped += 1
+    }
+
+    /// What tells a packet written twice: its decode time, size and bytes (the first 2 kB
+    /// and the last 256, enough to tell two pictures or sound frames apart), hashed.
+    private static func identity(_ p: AVPacket) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        func mix(_ value: UInt64) {
+            for k in 0..<8 { h = (h ^ (value >> (8 * UInt64(k)) & 0xff)) &* 0x100_0000_01b3 }
+        }
+        mix(UInt64(bitPattern: p.dts))
+        mix(UInt64(p.size))
+        if let data = p.data, p.size > 0 {
+            let n = Int(p.size)
+            for i in 0..<min(n, 2048) { h = (h ^ UInt64(data[i])) &* 0x100_0000_01b3 }
+            for i in max(min(n, 2048), n - 256)..<n { h = (h ^ UInt64(data[i])) &* 0x100_0000_01b3 }
+        }
+        return h
+    }
+
+    /// Per stream, the identities of its last `rememberedPackets` accepted packets.
+    private struct Remembered {
+        var ring: [UInt64] = []
+        var next = 0
+        var set: Set<UInt64> = []
+
+        mutating func insert(_ key: UInt64) {
+            guard set.insert(key).inserted else { return }
+            if ring.count < TimelineOutliers.rememberedPackets {
+                ring.append(key)
+            } else {
+                set.remove(ring[next])
+                ring[next] = key
+                next = (next + 1) % ring.count
+            }
+        }
+    }
 
     /// Whether a stream that has begun is still in its opening.
     private var inOpening: Bool { position.indices.contains { position[$0] != noPTS && openingLeft[$0] > 0 } }
@@ -148,6 +195,18 @@ final class TimelineOutliers {
         // rate may step back and forth by more than `jump`. A packet without one (Matroska's
         // first reordered pictures) is not judged.
         guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return .clear }
+        // The same bytes at the same time as a packet already taken: written twice (a
+        // recorder that sent a second of its buffer again). However long the repeat, it is
+        // left out: one of a second or more had been taken for a splice back and played
+        // twice. A splice back to the same time never brings the same bytes.
+        let identity = Self.identity(p)
+        if remembered[s].set.contains(identity) { return .repeated }
+        let verdict = judgeTime(p, s)
+        if verdict != .inRun { remembered[s].insert(identity) }
+        return verdict
+    }
+
+    private func judgeTime(_ p: AVPacket, _ s: Int) -> Verdict {
         let t = rescale(p.dts, from: timeBases[s], to: kiln_time_base_q())
         // Until two times have been accepted, the packet's own length is the step.
         if steps[s] == 0, p.duration > 0 { steps[s] = rescale(p.duration, from: timeBases[s], to: kiln_time_base_q()) }
@@ -161,6 +220,13 @@ final class TimelineOutliers {
         if let run = runs[s], run.single {
             end(s)
             if retimeRun(s, run, returningAt: t) {
+                accept(s, t)
+                return .clear
+            }
+            // The stream went on a step after where it was, as if the packet were not there:
+            // a stray with no room of its own (the cut-off start of a stretch written again).
+            if position[s] != noPTS, abs(t - run.from - steps[s]) * 2 <= steps[s] {
+                leaveOut(s, keyframeBefore: nil) { $0.inRun }
                 accept(s, t)
                 return .clear
             }
