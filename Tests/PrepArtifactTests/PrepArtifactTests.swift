@@ -3330,12 +3330,31 @@ struct TelecineTests {
                                                           "-c:a", "ac3", "-f", "mpegts"])
     }
 
-    @Test("the probe tells film in 3:2 pulldown from video shot interlaced, and leaves progressive pictures alone")
+    /// `film` in 3:2 pulldown with noise on every picture after it (an analogue capture's):
+    /// its repeated fields differ by that noise.
+    static func noisyTelecined() throws -> String {
+        try Media.generated("film-noisy-telecined-mpeg2-v2.ts", ["-i", try film(), "-vf",
+                                                                 "telecine=first_field=top:pattern=23,setfield=tff,noise=alls=8:allf=t:all_seed=7",
+                                                                 "-flags", "+ilme+ildct", "-top", "1", "-c:v", "mpeg2video", "-b:v", "8M",
+                                                              "-f", "mpegts"])
+    }
+
+    /// 6 s of a still picture, then `film`, in 3:2 pulldown.
+    static func stillOpeningTelecined() throws -> String {
+        try Media.generated("still-then-film-telecined-mpeg2.ts", ["-i", try film(), "-filter_complex",
+            "[0:v]split[a][b];[a]trim=end_frame=1,loop=loop=143:size=1,setpts=N/(24000/1001)/TB[s];[b]setpts=PTS-STARTPTS[f];"
+                + "[s][f]concat=n=2:v=1:a=0,telecine=first_field=top:pattern=23,setfield=tff[v]",
+            "-map", "[v]", "-flags", "+ilme+ildct", "-top", "1", "-c:v", "mpeg2video", "-b:v", "8M", "-f", "mpegts"])
+    }
+
+    @Test("the probe tells film in 3:2 pulldown from video shot interlaced, noisy film and film after a still opening too, and leaves progressive pictures alone (noise hid every repeated field from a test of each picture; a still opening of 180 pictures left the film undecided)")
     func probe() throws {
         func telecined(_ path: String) throws -> JSONValue? {
             try Command.probedStreams(path).first { $0["type"] == .string("video") }?["telecined"]
         }
         #expect(try telecined(Self.telecined()) == .bool(true))
+        #expect(try telecined(Self.noisyTelecined()) == .bool(true))
+        #expect(try telecined(Self.stillOpeningTelecined()) == .bool(true))
         #expect(try telecined(Self.interlacedVideo()) == .bool(false))
         #expect(try telecined(Self.film()) == nil)
     }
