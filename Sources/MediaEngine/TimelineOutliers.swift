@@ -148,20 +148,28 @@ final class TimelineOutliers {
         dropped += 1
     }
 
-    /// What tells a packet written twice: its decode time, size and bytes (the first 2 kB
-    /// and the last 256, enough to tell two pictures or sound frames apart), hashed.
+    /// What tells a packet written twice: its decode time, size and bytes (the first 256
+    /// and the last 64: two pictures or sound frames at one time and of one size differ
+    /// there), hashed a word at a time. It is taken for every packet of a film's copy: a
+    /// byte at a time over 2 kB had cost a 20-minute film a fifth of a second.
     private static func identity(_ p: AVPacket) -> UInt64 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
         func mix(_ value: UInt64) {
-            for k in 0..<8 { h = (h ^ (value >> (8 * UInt64(k)) & 0xff)) &* 0x100_0000_01b3 }
+            h = (h ^ value) &* 0x100_0000_01b3
+            h ^= h >> 29
         }
         mix(UInt64(bitPattern: p.dts))
         mix(UInt64(p.size))
-        if let data = p.data, p.size > 0 {
-            let n = Int(p.size)
-            for i in 0..<min(n, 2048) { h = (h ^ UInt64(data[i])) &* 0x100_0000_01b3 }
-            for i in max(min(n, 2048), n - 256)..<n { h = (h ^ UInt64(data[i])) &* 0x100_0000_01b3 }
+        guard let data = p.data, p.size > 0 else { return h }
+        let raw = UnsafeRawPointer(data), n = Int(p.size)
+        func mix(from: Int, to: Int) {
+            var i = from
+            while i + 8 <= to { mix(raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)); i += 8 }
+            while i < to { mix(UInt64(data[i])); i += 1 }
         }
+        let head = min(n, 256)
+        mix(from: 0, to: head)
+        mix(from: max(head, n - 64), to: n)
         return h
     }
 
