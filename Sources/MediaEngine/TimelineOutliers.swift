@@ -43,7 +43,8 @@ final class TimelineOutliers {
     static let runPackets = 32
     /// Packets of a stream's opening, judged by what follows them.
     static let openingPackets = 16
-    /// Accepted packets remembered per stream, to know one written again: 8 to 20 s.
+    /// Accepted packets remembered per stream, to know one written again (`Run.known`):
+    /// 8 to 20 s.
     static let rememberedPackets = 512
     /// What may be held back while waiting, at most.
     static let holdPackets = 256
@@ -62,6 +63,16 @@ final class TimelineOutliers {
         /// A single packet a little off the stream's step, not past `jump`: put back if the
         /// next one shows its room, else taken as the stream's move.
         var single = false
+        /// Every packet of the run after its first (which the repeat's start may have cut
+        /// short) is one already taken: the same bytes at the same time
+        /// (`TimelineOutliers.identity`), a stretch written again (a recorder that sent a
+        /// second of its buffer twice). Such a run is not taken for a real jump after
+        /// `runPackets`: it is waited out (within `holdPackets`, `holdBytes`), and left out
+        /// when the stream comes back. One of a second, more sound frames than
+        /// `runPackets`, had been taken for a splice back and played twice. Two recordings
+        /// joined with the same times bring other bytes, or outlast the hold, and are the
+        /// splice they are.
+        var known = false
     }
     private struct Held {
         var packet: Packet
@@ -124,7 +135,6 @@ final class TimelineOutliers {
                 guard try demuxer.read(into: packet) else { ended = true; continue }
                 let verdict = judge(packet)
                 if verdict == .clear { return true }
-                if verdict == .repeated { leaveOutRepeat(packet); continue }
                 try hold(packet, verdict)
                 continue
             }
@@ -133,20 +143,13 @@ final class TimelineOutliers {
                 release()
                 continue
             }
-            let verdict = judge(packet)
-            if verdict == .repeated { leaveOutRepeat(packet); continue }
-            try hold(packet, verdict)
+            try hold(packet, judge(packet))
             let waiting = runs.contains(where: { $0 != nil }) || inOpening
             if !waiting || held.count >= Self.holdPackets || heldBytes >= Self.holdBytes { release() }
         }
     }
 
-    private enum Verdict { case clear, inRun, opening, repeated }
-
-    private func leaveOutRepeat(_ packet: Packet) {
-        packet.unref()
-        dropped += 1
-    }
+    private enum Verdict { case clear, inRun, opening }
 
     /// What tells a packet written twice: its decode time, size and bytes (the first 256
     /// and the last 64: two pictures or sound frames at one time and of one size differ
@@ -203,18 +206,14 @@ final class TimelineOutliers {
         // rate may step back and forth by more than `jump`. A packet without one (Matroska's
         // first reordered pictures) is not judged.
         guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return .clear }
-        // The same bytes at the same time as a packet already taken: written twice (a
-        // recorder that sent a second of its buffer again). However long the repeat, it is
-        // left out: one of a second or more had been taken for a splice back and played
-        // twice. A splice back to the same time never brings the same bytes.
+        // The same bytes at the same time as a packet already taken (`Run.known`).
         let identity = Self.identity(p)
-        if remembered[s].set.contains(identity) { return .repeated }
-        let verdict = judgeTime(p, s)
+        let verdict = judgeTime(p, s, known: remembered[s].set.contains(identity))
         if verdict != .inRun { remembered[s].insert(identity) }
         return verdict
     }
 
-    private func judgeTime(_ p: AVPacket, _ s: Int) -> Verdict {
+    private func judgeTime(_ p: AVPacket, _ s: Int, known: Bool) -> Verdict {
         let t = rescale(p.dts, from: timeBases[s], to: kiln_time_base_q())
         // Until two times have been accepted, the packet's own length is the step.
         if steps[s] == 0, p.duration > 0 { steps[s] = rescale(p.duration, from: timeBases[s], to: kiln_time_base_q()) }
@@ -225,32 +224,32 @@ final class TimelineOutliers {
         if p.pts != noPTS, abs(rescale(p.pts, from: timeBases[s], to: kiln_time_base_q()) - t) > Pipeline.discontinuityThreshold {
             return .clear
         }
-        if let run = runs[s], run.single {
+        if var run = runs[s], run.single {
+            // A packet already taken, behind where the stream was: the single packet began a
+            // stretch written again (cut short at its start), which is waited out.
+            if known, t < run.from {
+                run.single = false
+                run.known = true
+                run.latest = t
+                run.packets += 1
+                runs[s] = run
+                return .inRun
+            }
             end(s)
             if retimeRun(s, run, returningAt: t) {
                 accept(s, t)
                 return .clear
-            }
-            // The stream went on a step after where it was, as if the packet were not there:
-            // a stray with no room of its own (the cut-off start of a stretch written again).
-            if position[s] != noPTS, abs(t - run.from - steps[s]) * 2 <= steps[s] {
-                leaveOut(s, keyframeBefore: nil) { $0.inRun }
-                accept(s, t)
-                return .clear
-            }
-            // A stream's first packet off the steady steps after it was the outlier (a
-            // Matroska file's first block 0.3 s late started its pictures 0.3 s late): a
-            // keyframe is put a step before the next, anything else left out.
-            if openingLeft[s] == Self.openingPackets - 1, abs(t - run.latest - steps[s]) * 2 <= steps[s] {
-                dropOpening(s, before: run.latest)
             }
             // The stream moved there (a hole, a slower stretch): its packet stands, and this
             // one is judged from it.
             accept(s, run.latest)
         }
         if var run = runs[s] {
-            // Back where it was, at once: the run was no part of the stream.
-            if Self.returns(t, from: run.from, last: run.latest) {
+            // Back where it was, at once: the run was no part of the stream. A stretch written
+            // again is back however short it was, when the stream goes on a step after where
+            // it left.
+            if Self.returns(t, from: run.from, last: run.latest)
+                || (run.known && !known && steps[s] > 0 && abs(t - run.from - steps[s]) * 2 <= steps[s]) {
                 end(s)
                 if !retimeRun(s, run, returningAt: t) {
                     // A picture stream's first keyframe is what every picture after it needs: it
@@ -264,10 +263,12 @@ final class TimelineOutliers {
             if abs(t - run.latest) <= Self.jump {
                 run.latest = t
                 run.packets += 1
+                run.known = run.known && known
                 runs[s] = run
                 // It goes on from there: a real jump, or, from a stream's opening, the
-                // opening was astray.
-                if run.packets >= Self.runPackets {
+                // opening was astray. Not while it brings only packets already taken: a
+                // stretch written again is waited out to its end, however long.
+                if run.packets >= Self.runPackets, !run.known {
                     if run.fromOpening { dropOpening(s, before: run.first) }
                     end(s, accepting: true)
                 }
@@ -281,7 +282,13 @@ final class TimelineOutliers {
         // stream stored late (its time then rises toward the file's, which is no return).
         if position[s] != noPTS ? abs(t - position[s]) > Self.jump : filePosition.map({ t - $0 > Self.jump }) ?? false {
             let fromOpening = position[s] != noPTS && openingLeft[s] > 0
-            runs[s] = Run(from: position[s] != noPTS ? position[s] : filePosition!, latest: t, fromOpening: fromOpening, first: t)
+            runs[s] = Run(from: position[s] != noPTS ? position[s] : filePosition!, latest: t, fromOpening: fromOpening, first: t,
+                          known: true)
+            return .inRun
+        }
+        // A packet already taken, behind where the stream is: a stretch written again.
+        if known, position[s] != noPTS, t < position[s] {
+            runs[s] = Run(from: position[s], latest: t, first: t, known: true)
             return .inRun
         }
         // Closer, a step far off the stream's own (`nearStep`) may be one packet's damaged

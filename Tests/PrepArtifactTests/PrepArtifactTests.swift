@@ -2577,8 +2577,8 @@ struct RepeatedStretchTests {
                                                    "-c:v", "libx264", "-preset", "ultrafast", "-g", "50", "-c:a", "aac"])
     }
 
-    @Test("a Matroska block timed a fraction of a second off, a picture's or a sound's, early or late, the first picture's too, keeps its place: the copy decodes to the undamaged file's pictures, every sound frame kept (the picture was shown there, displacing the 11 after it; 24 sound frames were dropped; the first picture late started the pictures late)",
-          arguments: [(1, 30, 500), (1, 30, -300), (1, 30, 150), (2, 40, 500), (2, 40, -400), (1, 0, 300)])
+    @Test("a Matroska block timed a fraction of a second off, a picture's or a sound's, early or late, keeps its place: the copy decodes to the undamaged file's pictures, every sound frame kept (the picture was shown there, displacing the 11 after it; 24 sound frames were dropped)",
+          arguments: [(1, 30, 500), (1, 30, -300), (1, 30, 150), (2, 40, 500), (2, 40, -400)])
     func blockTimeRepaired(track: Int, nth: Int, milliseconds: Int) throws {
         let clean = try Self.matroska()
         let source = try Media.generated("stretch-block-\(track)-\(nth)-\(milliseconds).mkv") { tmp in
