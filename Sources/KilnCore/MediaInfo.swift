@@ -11,8 +11,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// damage, a movie box whose children do not tile it, or a
     /// track whose sample tables fall far short of it, is refused; 15: DV's field order from
     /// its bitstream, not its container; 16: hard telecine found in interlaced 29.97), so a
-    /// description cached by an older one is not
-    /// planned from.
+    /// description cached by an older one is not planned from.
     public static let describerVersion = 16
 
     /// The key a description of the file with this fingerprint is cached under.
@@ -191,9 +190,10 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     public var variableFrameRate: Bool?
     public var fieldOrder: FieldOrder?
     /// Film carried in interlaced pictures by 3:2 pulldown baked into them (hard telecine:
-    /// two frames in five repeat a field), found by comparing the first pictures' fields:
-    /// true for film, false for video; nil where too few pictures moved to tell, or not
-    /// looked for (only interlaced 29.97 and 30 are).
+    /// two frames in five repeat a field), found by comparing the fields of pictures at
+    /// three places in the file (`TelecineSurvey`): true for film, false for video; nil
+    /// where too few pictures moved to tell or the places disagree, or not looked for (only
+    /// interlaced 29.97 and 30 are).
     public var telecined: Bool?
     /// The container gives decode times only, for pictures decoded out of display order
     /// (H.264 with B-frames in AVI): a copy cannot say when each is shown.

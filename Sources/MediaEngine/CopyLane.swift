@@ -316,9 +316,9 @@ final class CopyLane: Lane {
     /// How far back counts (`soundStepBack`, `picturesStepBack`): sound never steps back,
     /// but timestamps rounded to milliseconds and audio PES times jitter by a few; pictures
     /// may, by their reordering, where a container gives presentation times for decode
-    /// times (the muxer's one tick on is right for those). A Matroska cluster written twice stepped back 0.96 s, under
-    /// the second that counted before, and its second of pictures and sound came out
-    /// squeezed into a millisecond.
+    /// times (the muxer's one tick on is right for those). A Matroska cluster written twice
+    /// stepped back 0.96 s, under the second that counted before, and its second of
+    /// pictures and sound came out squeezed into a millisecond.
     private func timesRunBack(_ packet: Packet) throws(KilnError) -> Bool {
         let dts = packet.pointer.pointee.dts
         guard dts != noPTS else { return false }

@@ -58,7 +58,7 @@ enum ToneMapSource: Equatable {
 /// grade shows it. Linear light up to `linearUpTo` of that white passes as it is; above it
 /// Möbius' curve rolls the rest smoothly into the top of the range, reaching SDR white at
 /// the content's peak, so highlights stay apart. Hable from 100 cd/m² (the usual ffmpeg
-/// recipe, Kiln's until engine recipe 4) put a grey card at Y 94 and reference white at
+/// recipe, Kiln's until engine recipe 4) put a grey card at Y 99 and reference white at
 /// Y 182 instead of 109 and 235: whole films came out a stop too dark.
 enum ToneCurve {
     /// cd/m² that linear 1.0 stands for in the tone-mapping graph (zscale's `npl`).

@@ -3295,9 +3295,7 @@ struct DVFieldOrderTests {
         let source = try Media.generated("dv-pal-169.mov", ["-f", "lavfi", "-i", "testsrc2=size=720x576:rate=25:duration=2",
                                                           "-f", "lavfi", "-i", "sine=duration=2", "-c:v", "dvvideo", "-pix_fmt", "yuv420p",
                                                           "-aspect", "16:9", "-c:a", "pcm_s16le"])
-        let probe = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
-        guard case .array(let streams)? = probe["streams"] else { Issue.record("no streams"); return }
-        let video = try #require(streams.first { $0["type"] == .string("video") })
+        let video = try #require(try Command.probedStreams(source).first { $0["type"] == .string("video") })
         #expect(video["field_order"] == .string("bb"), "\(video)")
         let plan = try JSONValue.parse(Array(try Command.run(["plan", source, "--quality", "original", "--caps", "ios", "--json"]).stdout.utf8))
         #expect(plan["video"]?["deinterlace"] == .bool(true), "\(plan)")
