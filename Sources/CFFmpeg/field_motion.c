@@ -38,3 +38,63 @@ int kiln_field_motion(const AVFrame *frame, const AVFrame *previous, double *top
     *bottom = count[1] ? (double)sum[1] / (double)count[1] * scale : 0;
     return 0;
 }
+
+// Whether a line of the woven picture combs: off both its neighbours the same way, by the
+// smaller of the two differences (0 where it lies between them: an edge or a slope).
+static inline int comb_amount(int above, int line, int below) {
+    int a = line - above, b = line - below;
+    if ((a > 0 && b > 0) || (a < 0 && b < 0)) return abs(a) < abs(b) ? abs(a) : abs(b);
+    return 0;
+}
+
+// Progressive pictures stored interlaced (PAL's 25PsF, 29.97p in interlaced MPEG-2, film
+// in 2:2 shifted by a field, 3:2 pulldown) weave whole, each picture's field with the
+// other field of its own picture or a neighbour's: that weave does not comb where the
+// picture moves, the others do. Video shot interlaced combs about alike in three weaves
+// (the other fields half a picture's time away). Only pixels where the weaves disagree are
+// counted: detail standing still combs alike in all of them.
+int kiln_weave_combing(const AVFrame *previous, const AVFrame *frame, const AVFrame *next, int comb_threshold,
+                       int64_t combed[5], int64_t *sampled) {
+    // (top field, bottom field) of each weave: fieldmatch's p, c, n from the top field,
+    // then the bottom field with the top of the picture before and after.
+    const AVFrame *tops[5] = { frame, frame, frame, previous, next };
+    const AVFrame *bottoms[5] = { previous, frame, next, frame, frame };
+    if (!frame || !frame->data[0] || !previous || !next) return AVERROR(EINVAL);
+    for (int w = 0; w < 5; w += 2) {
+        const AVFrame *b = w == 0 ? previous : next;
+        if (!b->data[0] || b->format != frame->format || b->width != frame->width || b->height != frame->height)
+            return AVERROR(EINVAL);
+    }
+    if (frame->width < 4 || frame->height < 8) return AVERROR(EINVAL);
+    const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(frame->format);
+    if (!desc || (desc->flags & (AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL | AV_PIX_FMT_FLAG_BE))
+        || desc->comp[0].plane != 0 || desc->comp[0].step > 2 || desc->comp[0].depth < 8 || desc->comp[0].depth > 16)
+        return AVERROR(EINVAL);
+    int wide = desc->comp[0].depth > 8;
+    int threshold = comb_threshold << (desc->comp[0].depth - 8);
+    int64_t counts[5] = { 0, 0, 0, 0, 0 }, looked = 0;
+    // Bottom-field lines 4k+1 between top-field lines 4k and 4k+2; every other pixel.
+    for (int y = 1; y + 1 < frame->height; y += 4) {
+        const uint8_t *above[5], *line[5], *below[5];
+        for (int w = 0; w < 5; w++) {
+            above[w] = tops[w]->data[0] + (ptrdiff_t)(y - 1) * tops[w]->linesize[0];
+            below[w] = tops[w]->data[0] + (ptrdiff_t)(y + 1) * tops[w]->linesize[0];
+            line[w] = bottoms[w]->data[0] + (ptrdiff_t)y * bottoms[w]->linesize[0];
+        }
+        for (int x = 0; x < frame->width; x += 2) {
+            int c[5], most = 0, least = INT32_MAX;
+            for (int w = 0; w < 5; w++) {
+                c[w] = wide ? comb_amount(((const uint16_t *)above[w])[x], ((const uint16_t *)line[w])[x], ((const uint16_t *)below[w])[x])
+                            : comb_amount(above[w][x], line[w][x], below[w][x]);
+                if (c[w] > most) most = c[w];
+                if (c[w] < least) least = c[w];
+            }
+            looked++;
+            if (most - least <= threshold) continue;
+            for (int w = 0; w < 5; w++) counts[w] += c[w] > threshold;
+        }
+    }
+    for (int w = 0; w < 5; w++) combed[w] = counts[w];
+    *sampled = looked;
+    return 0;
+}

@@ -10,9 +10,10 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// handler names; 9: index damage; 14: a picture track declared as sound is index
     /// damage, a movie box whose children do not tile it, or a
     /// track whose sample tables fall far short of it, is refused; 15: DV's field order from
-    /// its bitstream, not its container; 16: hard telecine found in interlaced 29.97), so a
+    /// its bitstream, not its container; 16: hard telecine found in interlaced 29.97; 17:
+    /// progressive pictures found in interlaced ones), so a
     /// description cached by an older one is not planned from.
-    public static let describerVersion = 16
+    public static let describerVersion = 17
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
@@ -195,6 +196,12 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     /// where too few pictures moved to tell or the places disagree, or not looked for (only
     /// interlaced 29.97 and 30 are).
     public var telecined: Bool?
+    /// Interlaced pictures whose fields weave whole, each picture's with its own or a
+    /// neighbour's (`FieldSurvey`): progressive pictures stored interlaced (PAL's 25PsF,
+    /// 29.97p in interlaced MPEG-2, 2:2 shifted by a field; 3:2 pulldown too). false for
+    /// video shot interlaced (fields of their own moments); nil where too few pictures
+    /// moved, the places disagree, or not interlaced.
+    public var progressiveFrames: Bool?
     /// The container gives decode times only, for pictures decoded out of display order
     /// (H.264 with B-frames in AVI): a copy cannot say when each is shown.
     public var presentationTimesMissing: Bool?
@@ -276,7 +283,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case index, type, codec, codecTag = "codec_tag", profile, level, bitRate = "bit_rate", durationSeconds = "duration_seconds"
         case startSeconds = "start_seconds", language, title, disposition, width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
         case chroma, sampleAspectRatio = "sample_aspect_ratio", frameRate = "frame_rate"
-        case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", telecined, rotation
+        case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", telecined, progressiveFrames = "progressive_frames", rotation
         case presentationTimesMissing = "presentation_times_missing", encrypted
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
         case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", closedCaptions = "closed_captions", captionServices = "caption_services", channels

@@ -70,6 +70,12 @@ public struct VideoPlan: Codable, Sendable, Equatable {
     /// are matched back into film frames and one picture in five (the repeat) is left out,
     /// 29.97 becoming 23.976; pictures no match makes whole are deinterlaced. nil when not.
     public var inverseTelecine: Bool?
+    /// The interlaced source carries progressive pictures (`StreamInfo.progressiveFrames`:
+    /// PAL's 25PsF, 29.97p stored interlaced, 2:2 shifted by a field): each picture's
+    /// fields are matched with its own or a neighbour's into the whole picture, at the
+    /// source's rate, instead of deinterlaced from half its lines; pictures no match makes
+    /// whole are deinterlaced. nil when not (and with `inverseTelecine`, which matches too).
+    public var fieldMatch: Bool?
     /// Clockwise degrees the source's display matrix asks for. A copy carries the matrix;
     /// a transcode applies it to the pixels (width/height are then the upright size).
     public var rotation: Int
@@ -81,7 +87,7 @@ public struct VideoPlan: Codable, Sendable, Equatable {
 
     public init(sourceIndex: Int, action: StreamAction, codec: String, width: Int, height: Int,
                 bitrateKbps: Int, toneMap: Bool = false, deinterlace: Bool = false, rotation: Int = 0,
-                encoder: EncoderSettings? = nil, maxFrameRate: Double? = nil, inverseTelecine: Bool? = nil) {
+                encoder: EncoderSettings? = nil, maxFrameRate: Double? = nil, inverseTelecine: Bool? = nil, fieldMatch: Bool? = nil) {
         self.sourceIndex = sourceIndex
         self.action = action
         self.codec = codec
@@ -94,11 +100,12 @@ public struct VideoPlan: Codable, Sendable, Equatable {
         self.encoder = encoder
         self.maxFrameRate = maxFrameRate
         self.inverseTelecine = inverseTelecine
+        self.fieldMatch = fieldMatch
     }
 
     enum CodingKeys: String, CodingKey {
         case sourceIndex = "source_index", action, codec, width, height, bitrateKbps = "bitrate_kbps"
-        case toneMap = "tone_map", deinterlace, inverseTelecine = "inverse_telecine", rotation, encoder, maxFrameRate = "max_frame_rate"
+        case toneMap = "tone_map", deinterlace, inverseTelecine = "inverse_telecine", fieldMatch = "field_match", rotation, encoder, maxFrameRate = "max_frame_rate"
     }
 }
 

@@ -680,8 +680,11 @@ public enum Prober {
             streams[vi].frameRate = (fps * 1000).rounded() / 1000
             streams[vi].variableFrameRate = variable
         }
-        if TelecineSurvey.applies(to: streams[vi]) {
-            streams[vi].telecined = TelecineSurvey.survey(demuxer, stream: Int(target))
+        let fields = FieldSurvey.applies(to: streams[vi])
+        if fields.survey {
+            let found = FieldSurvey.survey(demuxer, stream: Int(target), cadence: fields.cadence)
+            streams[vi].telecined = found.telecined
+            streams[vi].progressiveFrames = found.progressiveFrames
         }
         guard rpu else { return }
         let base = streams[vi].hdr ?? .sdr

@@ -99,14 +99,14 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
                             frameRate: AVRational? = nil,
                             outputMatrix: String?, inputMatrix: String? = nil, picture: (width: Int32, height: Int32)? = nil) -> String {
     var parts: [String] = []
-    if plan.inverseTelecine == true {
-        // Each picture's fields matched with its neighbours' into whole film frames (one
-        // still combed where no match makes it whole, flagged for bwdif), then the one
-        // picture in five that repeats another left out, the rest evenly timed at 4/5 of
-        // the rate.
+    if plan.inverseTelecine == true || plan.fieldMatch == true {
+        // Each picture's fields matched with its neighbours' into whole pictures (one
+        // still combed where no match makes it whole, flagged for bwdif). Film in 3:2
+        // pulldown then leaves out the one picture in five that repeats another, the rest
+        // evenly timed at 4/5 of the rate.
         parts.append("fieldmatch=order=auto:combmatch=full")
         parts.append("bwdif=mode=send_frame:parity=auto:deint=interlaced")
-        parts.append("decimate")
+        if plan.inverseTelecine == true { parts.append("decimate") }
     } else if plan.deinterlace {
         parts.append("bwdif=mode=send_frame:parity=auto:deint=all")
     } else if input.interlaced {

@@ -53,7 +53,8 @@ public enum ArtifactKey {
             lines.append("video=\(v.sourceIndex),\(v.action.rawValue),\(field(v.codec)),\(v.width)x\(v.height),\(v.bitrateKbps),"
                 + "tone_map=\(v.toneMap ? 1 : 0),deinterlace=\(v.deinterlace ? 1 : 0),rotation=\(v.rotation)"
                 // Only where it limits, so every plan made before it keeps its key.
-                + (v.maxFrameRate.map { ",max_fps=\(fixed($0))" } ?? "") + (v.inverseTelecine == true ? ",ivtc=1" : ""))
+                + (v.maxFrameRate.map { ",max_fps=\(fixed($0))" } ?? "") + (v.inverseTelecine == true ? ",ivtc=1" : "")
+                + (v.fieldMatch == true ? ",field_match=1" : ""))
             if let e = v.encoder {
                 lines.append("encoder=\(field(e.name)),\(field(e.preset)),crf=\(fixed(e.crf)),maxrate=\(e.maxrateKbps),"
                     + "bufsize=\(e.bufsizeKbps),\(field(e.profile)),level=\(field(e.level)),gop=\(fixed(e.gopSeconds)),\(field(e.pixFmt))")

@@ -405,6 +405,8 @@ struct PlanContext {
         let deinterlace = v.fieldOrder?.isInterlaced ?? false
         // Film in 3:2 pulldown goes at its own 23.976, four pictures of every five.
         let inverseTelecine = deinterlace && v.telecined == true
+        // Progressive pictures stored interlaced are matched whole, at their own rate.
+        let fieldMatch = deinterlace && !inverseTelecine && v.progressiveFrames == true
         let sourceFPS = Codecs.frameRate(v).map { inverseTelecine ? $0 * 4 / 5 : $0 }
         var limited = sourceFPS.flatMap { FrameRateLimit.rate($0, within: device.maxFrameRate ?? Self.defaultMaxFrameRate) }
         var fps: Double { limited ?? sourceFPS ?? 30 }
@@ -474,13 +476,13 @@ struct PlanContext {
                                       gopSeconds: rung.gopSeconds, pixFmt: "yuv420p")
         let toneMap = Codecs.isHDR(v)
         if toneMap { reasons.append("hdr_tone_mapped") }
-        if deinterlace { reasons.append(inverseTelecine ? "inverse_telecined" : "deinterlaced") }
+        if deinterlace { reasons.append(inverseTelecine ? "inverse_telecined" : fieldMatch ? "field_matched" : "deinterlaced") }
         if let sar = v.sampleAspectRatio, sar.num > 0, sar.den > 0, sar.num != sar.den { reasons.append("anamorphic_made_square") }
         if Codecs.rotation(v) != 0 { reasons.append("rotation_applied") }
         return (VideoPlan(sourceIndex: v.index, action: .transcode, codec: "h264", width: size.width, height: size.height,
                           bitrateKbps: maxrate, toneMap: toneMap, deinterlace: deinterlace,
                           rotation: Codecs.rotation(v), encoder: encoder, maxFrameRate: limited,
-                          inverseTelecine: inverseTelecine ? true : nil), reasons)
+                          inverseTelecine: inverseTelecine ? true : nil, fieldMatch: fieldMatch ? true : nil), reasons)
     }
 
     /// What replaces a copied picture whose copy stops (an H.264/HEVC size that changes

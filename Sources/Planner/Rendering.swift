@@ -15,7 +15,7 @@ public enum PlanTable {
 
         var rows: [[String]] = [["stream", "source", "action", "output", "why"]]
         let videoWhy = plan.reasons.filter { r in
-            ["video_", "resolution_", "hdr_", "dolby_vision", "frame_rate", "interlaced_", "deinterlaced", "inverse_telecined", "anamorphic", "rotation", "bitrate_", "container_"]
+            ["video_", "resolution_", "hdr_", "dolby_vision", "frame_rate", "interlaced_", "deinterlaced", "inverse_telecined", "field_matched", "anamorphic", "rotation", "bitrate_", "container_"]
                 .contains { r.hasPrefix($0) }
         }
         let audioWhy = plan.reasons.filter { $0.hasPrefix("audio_") }
@@ -115,7 +115,7 @@ public enum PlanTable {
         var s = "\(v.codec) \(v.width)x\(v.height)" + (v.maxFrameRate.map { " \(number($0)) fps" } ?? "") + " <= \(v.bitrateKbps) kbit/s"
         if let e = v.encoder { s += " \(e.name) \(e.preset) crf \(number(e.crf)) \(e.profile)@\(e.level) \(e.pixFmt)" }
         if v.toneMap { s += " tone-mapped" }
-        if v.inverseTelecine == true { s += " inverse-telecined" } else if v.deinterlace { s += " deinterlaced" }
+        if v.inverseTelecine == true { s += " inverse-telecined" } else if v.fieldMatch == true { s += " field-matched" } else if v.deinterlace { s += " deinterlaced" }
         return s
     }
 

@@ -234,6 +234,17 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         flagged.interlaced = true
         let sdr = videoFilterDescription(plan: videoPlan(0, 1920, 1080), input: flagged, toneMap: nil, outputMatrix: "bt709")
         #expect(sdr == "bwdif=mode=send_frame:parity=auto:deint=interlaced,scale=w=1920:h=1080:flags=bicubic:out_range=tv,format=yuv420p,setsar=1")
+        // Progressive pictures stored interlaced are matched whole at their own rate; film
+        // in 3:2 pulldown is matched, then its repeats left out.
+        var matched = videoPlan(0, 1920, 1080, deinterlace: true)
+        matched.fieldMatch = true
+        #expect(videoFilterDescription(plan: matched, input: flagged, toneMap: nil, outputMatrix: "bt709")
+                == "fieldmatch=order=auto:combmatch=full,bwdif=mode=send_frame:parity=auto:deint=interlaced,"
+                + "scale=w=1920:h=1080:flags=bicubic:out_range=tv,format=yuv420p,setsar=1")
+        var film = videoPlan(0, 1920, 1080, deinterlace: true)
+        film.inverseTelecine = true
+        #expect(videoFilterDescription(plan: film, input: flagged, toneMap: nil, outputMatrix: "bt709")
+                .hasPrefix("fieldmatch=order=auto:combmatch=full,bwdif=mode=send_frame:parity=auto:deint=interlaced,decimate,scale="))
     }
 
     @Test("a frame rate a millionth away from an NTSC rate (libavformat's 19001/317 for 59.94 in milliseconds) is that rate; others stay as they are")

@@ -1060,6 +1060,32 @@ struct PlannerRuleTests {
         #expect(p.video?.inverseTelecine == nil)
     }
 
+    @Test("progressive pictures stored interlaced (25PsF) are matched whole at their own rate (field_matched, its own key); film in 3:2 pulldown still goes to 23.976, video shot interlaced is deinterlaced")
+    func fieldMatch() throws {
+        var psf = video("mpeg2video", 1920, 1080, fps: 25, field: .tt)
+        psf.progressiveFrames = true
+        let source = media("ts", kbps: 18000, psf, audio("ac3", ch: 6, kbps: 448))
+        let plan = try Planner.plan(source: source, quality: .mbps10, caps: ios, presets: presets)
+        let v = try #require(plan.video)
+        #expect(v.fieldMatch == true && v.deinterlace && v.inverseTelecine == nil && v.maxFrameRate == nil)
+        #expect(plan.reasons.contains("field_matched") && !plan.reasons.contains("deinterlaced"))
+        var shot = psf
+        shot.progressiveFrames = false
+        let interlaced = try Planner.plan(source: media("ts", kbps: 18000, shot, audio("ac3", ch: 6, kbps: 448)), quality: .mbps10,
+                                          caps: ios, presets: presets)
+        #expect(interlaced.video?.fieldMatch == nil && interlaced.video?.deinterlace == true)
+        #expect(interlaced.reasons.contains("deinterlaced") && !interlaced.reasons.contains("field_matched"))
+        #expect(ArtifactKey.compute(plan: plan, source: source, presetsVersion: "v")
+                != ArtifactKey.compute(plan: interlaced, source: source, presetsVersion: "v"))
+        var film = video("mpeg2video", 1920, 1080, fps: 29.97, field: .tt)
+        film.telecined = true
+        film.progressiveFrames = true
+        let telecine = try Planner.plan(source: media("ts", kbps: 18000, film, audio("ac3", ch: 6, kbps: 448)), quality: .mbps10,
+                                        caps: ios, presets: presets)
+        #expect(telecine.video?.inverseTelecine == true && telecine.video?.fieldMatch == nil)
+        #expect(telecine.reasons.contains("inverse_telecined") && !telecine.reasons.contains("field_matched"))
+    }
+
     @Test("a remux that copies video carries the encode that replaces it if the copy stops; nothing else does")
     func videoFallback() throws {
         func plan(_ source: MediaInfo, _ quality: Quality, policy: ServerPolicy = ServerPolicy()) throws -> Plan {

@@ -3302,6 +3302,91 @@ struct DVFieldOrderTests {
     }
 }
 
+@Suite("progressive pictures stored interlaced")
+struct StoredInterlacedTests {
+    /// 6 s of progressive 25 fps pictures as a camera makes them: drawn at twice the size
+    /// and shrunk, so no detail is finer than a line pair (a 1-line edge of a test card
+    /// combs like interlacing, whichever way it is stored), stored losslessly.
+    static func progressive() throws -> String {
+        try Media.generated("progressive-25-576.mkv", ["-f", "lavfi", "-i", "testsrc2=size=1440x1152:rate=25:duration=6",
+                                                         "-vf", "scale=720:576:flags=lanczos", "-c:v", "ffv1"])
+    }
+
+    /// `progressive` stored as interlaced MPEG-2 pictures (PAL's 25PsF, as DVB and PAL DVDs
+    /// carry most films and series), with AC-3 sound.
+    static func psf() throws -> String {
+        try Media.generated("progressive-25psf-mpeg2.ts", ["-i", try progressive(), "-f", "lavfi", "-i", "sine=duration=6",
+                                                           "-vf", "setfield=tff", "-flags", "+ilme+ildct", "-top", "1",
+                                                           "-c:v", "mpeg2video", "-b:v", "8M", "-c:a", "ac3", "-f", "mpegts"])
+    }
+
+    /// `progressive` in 2:2 shifted by a field: each stored picture's top field is the
+    /// picture before's (a PAL DVD mastered with the wrong field dominance).
+    static func shifted() throws -> String {
+        try Media.generated("progressive-25psf-shifted-mpeg2.ts", ["-i", try progressive(), "-vf", "phase=t,setfield=tff",
+                                                                   "-flags", "+ilme+ildct", "-top", "1", "-c:v", "mpeg2video",
+                                                                   "-b:v", "8M", "-f", "mpegts"])
+    }
+
+    /// Video shot interlaced where only a small part moves: a white box crossing still
+    /// colour bars, 50 moments a second in 25 interlaced pictures.
+    static func smallMotion() throws -> String {
+        try Media.generated("interlaced-small-motion-mpeg2.ts", ["-f", "lavfi", "-i", "smptehdbars=size=720x576:rate=50:duration=6",
+                                                                 "-f", "lavfi", "-i", "color=c=white:size=64x48:rate=50:duration=6",
+                                                                 "-filter_complex", "[0][1]overlay=x='100+t*200':y='200+50*sin(t*3)',interlace=scan=tff",
+                                                                 "-flags", "+ilme+ildct", "-top", "1", "-c:v", "mpeg2video", "-b:v", "8M",
+                                                                 "-f", "mpegts"])
+    }
+
+    @Test("the probe finds progressive pictures in interlaced ones, 2:2 shifted by a field and film in 3:2 pulldown too; video shot interlaced is not, even where only a small part of the picture moves")
+    func probe() throws {
+        func progressiveFrames(_ path: String) throws -> JSONValue? {
+            try Command.probedStreams(path).first { $0["type"] == .string("video") }?["progressive_frames"]
+        }
+        #expect(try progressiveFrames(Self.psf()) == .bool(true))
+        #expect(try progressiveFrames(Self.shifted()) == .bool(true))
+        #expect(try progressiveFrames(TelecineTests.telecined()) == .bool(true))
+        #expect(try progressiveFrames(TelecineTests.interlacedVideo()) == .bool(false))
+        #expect(try progressiveFrames(Self.smallMotion()) == .bool(false))
+        #expect(try progressiveFrames(Self.progressive()) == nil)
+    }
+
+    @Test("25PsF is matched whole, every picture at full height (deinterlaced, each was rebuilt from half its lines: the worst 38 dB from the original's)")
+    func matchedWhole() throws {
+        let original = try Self.progressive()
+        try Command.prepare(try Self.psf(), quality: "10mbps", caps: "web", scratch: "psf") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["video"]?["field_match"] == .bool(true))
+            #expect(json["plan"]?["video"]?["inverse_telecine"] == nil)
+            guard case .array(let reasons)? = json["plan"]?["reasons"] else { throw TestFailure("no reasons") }
+            #expect(reasons.contains(.string("field_matched")) && !reasons.contains(.string("deinterlaced")))
+            let video = try #require(try FFprobe(out).streams("video").first)
+            #expect(video["avg_frame_rate"] == .string("25/1"), "\(video)")
+            let made = try TelecineTests.lumaFrames(out, width: 720, height: 576)
+            let source = try TelecineTests.lumaFrames(original, width: 720, height: 576)
+            #expect(made.count == source.count, "\(made.count) pictures for the original's \(source.count)")
+            let worst = zip(made, source).map { TelecineTests.psnr($0, $1) }.min() ?? 0
+            #expect(worst > 42, "the worst picture is \(worst) dB from the original's")
+        }
+    }
+
+    @Test("2:2 shifted by a field is matched whole too: every picture the original's at its place")
+    func shiftedMatchedWhole() throws {
+        let source = try TelecineTests.lumaFrames(try Self.progressive(), width: 720, height: 576)
+        try Command.prepare(try Self.shifted(), quality: "10mbps", caps: "web", scratch: "psf-shifted") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["video"]?["field_match"] == .bool(true))
+            let made = try TelecineTests.lumaFrames(out, width: 720, height: 576)
+            #expect(made.count == source.count, "\(made.count) pictures for the original's \(source.count)")
+            // Each the original's at its place, but the last: the file holds only one field
+            // of it (its other one went with the picture before), so it is deinterlaced.
+            let worst = zip(made.dropLast(), source).map { TelecineTests.psnr($0, $1) }.min() ?? 0
+            #expect(worst > 42, "the worst picture is \(worst) dB from the original's")
+        }
+    }
+}
+
 @Suite("film in 3:2 pulldown")
 struct TelecineTests {
     static let size = "720x480"
@@ -3390,14 +3475,15 @@ struct TelecineTests {
         }
     }
 
-    /// Each picture's luma at a quarter of its area.
-    static func lumaFrames(_ path: String) throws -> [[UInt8]] {
-        let raw = path + ".luma"
+    /// Each picture's luma at `width`×`height` (by default a quarter of this suite's area).
+    static func lumaFrames(_ path: String, width: Int = 360, height: Int = 240) throws -> [[UInt8]] {
+        // Its own name: tests read the same source at once.
+        let raw = NSTemporaryDirectory() + "/kiln-luma-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: raw) }
-        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", path, "-map", "0:v:0", "-vf", "scale=360:240",
+        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", path, "-map", "0:v:0", "-vf", "scale=\(width):\(height)",
                                            "-pix_fmt", "gray", "-f", "rawvideo", raw])
         guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
-        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw))), plane = 360 * 240
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw))), plane = width * height
         return stride(from: 0, to: bytes.count - plane + 1, by: plane).map { Array(bytes[$0..<$0 + plane]) }
     }
 

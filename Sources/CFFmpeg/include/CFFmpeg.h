@@ -162,6 +162,15 @@ int kiln_dovi_map(KilnDoviMapper *mapper, const AVFrame *src, AVFrame *dst, int 
 /// and *bottom. AVERROR(EINVAL) for frames of another size or format, or a format that is
 /// not planar with 8- to 16-bit luma.
 int kiln_field_motion(const AVFrame *frame, const AVFrame *previous, double *top, double *bottom);
+/// How `frame`'s fields weave with its neighbours': into combed[0...4], for its top field
+/// with the bottom field of `previous`, of `frame` and of `next` (fieldmatch's p, c and n),
+/// then its bottom field with the top field of `previous` and of `next`, how many sampled
+/// pixels of the woven luma comb (a line off both its neighbours the same way by more than
+/// `comb_threshold` 8-bit code values) where the weaves differ by more than that (where
+/// the picture moves). *sampled: how many pixels were looked at. AVERROR(EINVAL) as
+/// kiln_field_motion.
+int kiln_weave_combing(const AVFrame *previous, const AVFrame *frame, const AVFrame *next, int comb_threshold,
+                       int64_t combed[5], int64_t *sampled);
 
 // ---- verification decoding (verify_buffers.c) ----
 /// Memory for one picture that every picture a decoder allocates shares.
