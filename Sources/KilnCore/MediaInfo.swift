@@ -11,9 +11,10 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// damage, a movie box whose children do not tile it, or a
     /// track whose sample tables fall far short of it, is refused; 15: DV's field order from
     /// its bitstream, not its container; 16: hard telecine found in interlaced 29.97; 17:
-    /// progressive pictures found in interlaced ones), so a
+    /// progressive pictures found in interlaced ones; 18: an FLV's declared end time taken
+    /// for its length no more), so a
     /// description cached by an older one is not planned from.
-    public static let describerVersion = 17
+    public static let describerVersion = 18
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }

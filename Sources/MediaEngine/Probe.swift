@@ -128,8 +128,10 @@ public enum Prober {
                 // first block at 100 s) declared 110 s for 10 s, and its bitrate read a ninth
                 // of what it was (a 12 Mbit/s file went to a 2 Mbit/s device as it was). Where
                 // the last packets end at the declared time, not at the start plus it, the
-                // length is the declared time less the start.
-                if formatName.hasPrefix("matroska"), start > 0.5, duration > start,
+                // length is the declared time less the start. FLV's onMetaData duration, as
+                // the ffmpeg command writes it, is the same (a clip whose pictures start at
+                // 1.03 s declared 9.03 s for 8.02, and was refused as cut short).
+                if formatName.hasPrefix("matroska") || formatName == "flv", start > 0.5, duration > start,
                    let end = measuredEnd(demuxer, size: Int64(size)) {
                     if abs(end - duration) < abs(end - (start + duration)) {
                         duration -= start

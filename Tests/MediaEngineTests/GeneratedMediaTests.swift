@@ -80,6 +80,25 @@ enum Generated {
         }
     }
 
+    /// A clip whose first picture is held a second, with B-frames, saved to FLV by the
+    /// ffmpeg command: its pictures' decode times start a second before they are shown, at
+    /// 0, so its sound and pictures run from 1.01 s and the `onMetaData` duration it
+    /// declares is its last time (9.03 s), not its length (8.02 s).
+    static func heldOpeningFLV() throws -> String {
+        try Media.generated("held-opening.flv") { tmp in
+            let scratch = Media.scratch("held-opening")
+            defer { try? FileManager.default.removeItem(at: scratch) }
+            let ts = scratch.appendingPathComponent("clip.ts").path
+            for args in [["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30"] + tone
+                            + ["-t", "8", "-vf", "setpts='if(eq(N,0),0,(N+29)/30)/TB'", "-fps_mode", "vfr", "-c:v", "libx264",
+                               "-preset", "veryfast", "-c:a", "aac", "-shortest", ts],
+                         ["-i", ts, "-c", "copy", "-f", "flv", tmp]] {
+                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + args)
+                guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+            }
+        }
+    }
+
     /// MPEG-TS whose timestamps wrap past 2^33 (90 kHz) in the middle.
     static func wrappingTS() throws -> String {
         try Media.generated("pts-wrap.ts", [
@@ -354,6 +373,22 @@ struct GeneratedMediaTests {
         let out = dir.appendingPathComponent("out.mp4").path
         _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
         try checkOutput(out, plan: plan, source: info, sourcePath: path, lasting: 6)
+    }
+
+    @Test("an FLV that declares its last time as its duration (pictures and sound from 1.01 s) is as long as they span and remuxes whole: it was refused as cut short")
+    func heldOpeningFLV() throws {
+        let path = try Generated.heldOpeningFLV()
+        let declared = try FFprobe(path).formatDuration
+        let info = try Prober.probe(path: path)
+        #expect(info.startSeconds > 0.9 && declared > 8.9, "the source must declare its end time: \(info.startSeconds) \(declared)")
+        #expect(abs(info.durationSeconds - (declared - info.startSeconds)) < 0.05 && info.warnings.contains("duration_from_start"),
+                "\(info.durationSeconds)")
+        let plan = try #require(EnginePlans.remux(info))
+        let dir = Media.scratch("held-opening-flv")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+        try checkOutput(out, plan: plan, source: info, sourcePath: path, lasting: declared - info.startSeconds)
     }
 
     @Test("chapters the pictures and sound do not reach are left out, and the last one they reach ends with them")
