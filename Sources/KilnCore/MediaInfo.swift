@@ -12,9 +12,10 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// track whose sample tables fall far short of it, is refused; 15: DV's field order from
     /// its bitstream, not its container; 16: hard telecine found in interlaced 29.97; 17:
     /// progressive pictures found in interlaced ones; 18: an FLV's declared end time taken
-    /// for its length no more), so a
+    /// for its length no more; 19: the rate of a stream of five to seven pictures measured),
+    /// so a
     /// description cached by an older one is not planned from.
-    public static let describerVersion = 18
+    public static let describerVersion = 19
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }

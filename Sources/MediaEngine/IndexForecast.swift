@@ -164,7 +164,7 @@ final class IndexForecast: @unchecked Sendable {
             if let skim = Self.skim(for: lanes, reading: reader) { reader.skimPayloads(keeping: Self.skimKeepBytes, skim) }
             let muxer = try Muxer(recorder: recorder, room: room, cancellation: cancellation)
             try Pipeline(demuxer: reader, lanes: lanes, muxer: muxer, durationSeconds: 0, cancellation: cancellation,
-                         onProgress: { _ in }).run()
+                         frameLengths: Pipeline.frameLengths(of: info), onProgress: { _ in }).run()
             state.withLock { $0.skipped = reader.skippedBytes }
         }
         // The reader and the muxer (its sample tables) are freed before the layout is copied out.

@@ -43,9 +43,12 @@ final class Pipeline {
     /// judges by: it has already left out steps back that return.
     static let backwardThreshold = TimelineOutliers.jump
 
+    /// `frameLengths`: how long each video stream's pictures last (Kiln's time base), from
+    /// the rate the probe measured (`frameLengths(of:)`).
     init(demuxer: Demuxer, lanes: [Lane], muxer: Muxer, durationSeconds: Double, cancellation: Cancellation,
-         watch: SourceWatch? = nil, onProgress: @escaping (JobProgress) -> Void) {
+         watch: SourceWatch? = nil, frameLengths: [Int32: Int64] = [:], onProgress: @escaping (JobProgress) -> Void) {
         self.watch = watch
+        self.frameLengths = frameLengths
         self.demuxer = demuxer
         self.lanes = lanes
         var owned = Set<Int32>(), owners: [Lane] = [], watchers = [ObjectIdentifier: [SubtitleLane]]()
@@ -119,6 +122,21 @@ final class Pipeline {
     private(set) var repairedTimestamps = 0
     /// Each kept stream's last decode time (its own time base), where it is.
     private var lastDTS: [Int32: Int64] = [:]
+    private let frameLengths: [Int32: Int64]
+
+    /// The length of each video stream's pictures at the rate the probe measured. A
+    /// packet's own length can be a tick of its encoder's clock: a slideshow cut from a
+    /// 30 fps clip (a picture every 2.5 s, B-frames shown 5 s after they are decoded)
+    /// says 1/30 s, which put its reordering past `reorderBound` and its times were
+    /// "repaired" into the wrong order.
+    static func frameLengths(of info: MediaInfo) -> [Int32: Int64] {
+        var lengths: [Int32: Int64] = [:]
+        for s in info.streams where s.type == .video {
+            guard let fps = s.frameRate, fps > 0, fps.isFinite else { continue }
+            lengths[Int32(s.index)] = Int64((Double(kiln_time_base()) / fps).rounded())
+        }
+        return lengths
+    }
     /// Times made continuous across a splice (see `run`): the source's declared duration
     /// then says nothing about the output's.
     private(set) var splices = 0
@@ -190,7 +208,7 @@ final class Pipeline {
         let texts = Set(owners.map(\.inputIndex).filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_SUBTITLE })
         /// How far the kept audio and video have come (seconds, output time).
         func reach() -> Double? { timed.compactMap { delivered[$0]?.endSeconds }.filter(\.isFinite).max() }
-        let reader = TimelineOutliers(demuxer: demuxer, judged: timed)
+        let reader = TimelineOutliers(demuxer: demuxer, judged: timed, frameLengths: frameLengths)
         defer {
             outliers = reader.dropped
             repairedTimestamps += reader.retimed
@@ -266,9 +284,11 @@ final class Pipeline {
             // derives it from its neighbours (a first picture's decode time 26 hours early,
             // taken as the stream's start, left an output whose sound did not decode at its
             // start).
+            // A packet of unknown length keeps `reorderBound`'s wide bound.
+            let own = rescale(p.pointee.duration, from: tb, to: kiln_time_base_q())
+            let length = own > 0 ? max(own, frameLengths[index] ?? 0) : own
             if p.pointee.pts != noPTS, p.pointee.dts != noPTS,
-               abs(rescale(p.pointee.pts - p.pointee.dts, from: tb, to: kiln_time_base_q()))
-                > Pipeline.reorderBound(duration: rescale(p.pointee.duration, from: tb, to: kiln_time_base_q())) {
+               abs(rescale(p.pointee.pts - p.pointee.dts, from: tb, to: kiln_time_base_q())) > Pipeline.reorderBound(duration: length) {
                 let st = demuxer.stream(Int(index))
                 // A first packet's own stream start is its damaged time, whichever it is
                 // (libavformat takes the start from the first presentation time): the other
@@ -281,7 +301,7 @@ final class Pipeline {
                     // Shown the stream's reordering delay after it is decoded: exactly a first
                     // keyframe's place (at its decode time it came out before the start, and
                     // was not shown).
-                    p.pointee.pts = p.pointee.dts + Int64(st.pointee.codecpar.pointee.video_delay) * max(0, p.pointee.duration)
+                    p.pointee.pts = p.pointee.dts + Int64(st.pointee.codecpar.pointee.video_delay) * rescale(max(0, length), from: kiln_time_base_q(), to: tb)
                 }
                 repairedTimestamps += 1
             }

@@ -343,7 +343,8 @@ public enum Preparer {
                     witness?.deferDecodes()
                 }
                 let pipeline = Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
-                                        cancellation: cancellation, watch: opened.watch, onProgress: progress)
+                                        cancellation: cancellation, watch: opened.watch, frameLengths: Pipeline.frameLengths(of: info),
+                                        onProgress: progress)
                 // Timestamps that jump (MPEG-TS) move by more than the start; such files have no index anyway.
                 if let witness, let v = plan.video, !demuxer.hasDiscontinuousTimestamps {
                     witness.expectKeyframes(of: demuxer.stream(v.sourceIndex), shift: -pipeline.startOffset())

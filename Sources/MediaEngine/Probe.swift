@@ -821,7 +821,9 @@ public enum Prober {
     /// Frame rate from presentation timestamps: the median step between sorted PTS, and
     /// "variable" when more than a tenth of the steps stray more than 10 % from it.
     static func frameRate(pts: [Int64], timeBase: AVRational) -> (Double, Bool)? {
-        guard pts.count >= 8 else { return nil }
+        // Five pictures are four steps: a slideshow of five has no more to measure, and
+        // libavformat's rate for it is its time base's (30 for one cut from a 30 fps clip).
+        guard pts.count >= 5 else { return nil }
         let sorted = pts.sorted()
         let steps = zip(sorted.dropFirst(), sorted).map { $0 - $1 }.filter { $0 > 0 }
         guard steps.count >= 4 else { return nil }

@@ -89,6 +89,8 @@ final class TimelineOutliers {
     /// judged, its time base, its latest accepted time (noPTS before any) and its run.
     private let judged: [Bool]
     private let timeBases: [AVRational]
+    /// Per stream, its pictures' length at the measured rate (0: unknown, or sound).
+    private let frameLengths: [Int64]
     private var position: [Int64]
     /// Per stream, its last step forward between accepted times (0 before two).
     private var steps: [Int64]
@@ -107,11 +109,13 @@ final class TimelineOutliers {
     /// Packets whose damaged times were put back in the room their stream left for them.
     private(set) var retimed = 0
 
-    /// `judged`: the audio and video streams the pipeline keeps.
-    init(demuxer: Demuxer, judged: Set<Int32>) {
+    /// `judged`: the audio and video streams the pipeline keeps. `frameLengths`: how long
+    /// video streams' pictures last at the rate the probe measured (`Pipeline.frameLengths`).
+    init(demuxer: Demuxer, judged: Set<Int32>, frameLengths: [Int32: Int64] = [:]) {
         self.demuxer = demuxer
         let n = demuxer.streamCount
         self.judged = (0..<n).map { judged.contains(Int32($0)) }
+        self.frameLengths = (0..<n).map { frameLengths[Int32($0)] ?? 0 }
         timeBases = (0..<n).map { demuxer.stream($0).pointee.time_base }
         position = Array(repeating: noPTS, count: n)
         steps = Array(repeating: 0, count: n)
@@ -215,8 +219,11 @@ final class TimelineOutliers {
 
     private func judgeTime(_ p: AVPacket, _ s: Int, known: Bool) -> Verdict {
         let t = rescale(p.dts, from: timeBases[s], to: kiln_time_base_q())
-        // Until two times have been accepted, the packet's own length is the step.
-        if steps[s] == 0, p.duration > 0 { steps[s] = rescale(p.duration, from: timeBases[s], to: kiln_time_base_q()) }
+        // Until two times have been accepted, the packet's own length is the step, or the
+        // measured rate's where that is longer (a slideshow cut from a 30 fps clip: its
+        // packets say 1/30 s, its pictures come every 2.5 s).
+        if steps[s] == 0, p.duration > 0 { steps[s] = max(rescale(p.duration, from: timeBases[s], to: kiln_time_base_q()), frameLengths[s]) }
+        let jump = self.jump(s)
         // Nor one whose presentation time is seconds from it: one of the two is damaged,
         // which the pipeline settles (`Pipeline.take`). Closer, a damaged decode time is
         // judged here (`retimeRun` puts it back exactly), a damaged presentation time in
@@ -260,7 +267,7 @@ final class TimelineOutliers {
                 accept(s, t)
                 return .clear
             }
-            if abs(t - run.latest) <= Self.jump {
+            if abs(t - run.latest) <= jump {
                 run.latest = t
                 run.packets += 1
                 run.known = run.known && known
@@ -274,13 +281,14 @@ final class TimelineOutliers {
                 }
                 return .inRun
             }
-            end(s)
+            // Away from the run as well: its packets stand, and the stream went through them.
+            end(s, accepting: true)
             accept(s, t)
             return .clear
         }
         // A stream's first packet is suspect only ahead of the file: one behind it is a
         // stream stored late (its time then rises toward the file's, which is no return).
-        if position[s] != noPTS ? abs(t - position[s]) > Self.jump : filePosition.map({ t - $0 > Self.jump }) ?? false {
+        if position[s] != noPTS ? abs(t - position[s]) > jump : filePosition.map({ t - $0 > jump }) ?? false {
             let fromOpening = position[s] != noPTS && openingLeft[s] > 0
             runs[s] = Run(from: position[s] != noPTS ? position[s] : filePosition!, latest: t, fromOpening: fromOpening, first: t,
                           known: true)
@@ -385,6 +393,10 @@ final class TimelineOutliers {
         runs[s] = nil
         if accepting { accept(s, run.latest) }
     }
+
+    /// How far stream `s`'s time may move on at once unsuspected: `jump`, or two of its
+    /// pictures where they last longer (a slideshow's every picture had been a jump).
+    private func jump(_ s: Int) -> Int64 { max(Self.jump, 2 * frameLengths[s]) }
 
     private func accept(_ s: Int, _ t: Int64) {
         if position[s] != noPTS, t > position[s] { steps[s] = t - position[s] }

@@ -3201,6 +3201,24 @@ struct TranscodeFrameRateTests {
             #expect(hashes.count == 12 && Set(hashes).count == 4, "\(hashes.count) seconds, \(Set(hashes).count) pictures")
         }
     }
+
+    @Test("a slideshow cut from a 30 fps clip (a picture every 2.5 s, each packet saying 1/30 s, B-frames decoded 5 s early) keeps every picture at its time, copied or re-encoded (its times were \"repaired\" out of order, and in MPEG-TS one picture was left out as damage)",
+          arguments: ["ts", "mkv"], ["original", "1mbps"])
+    func slideshowCutFromClip(container: String, quality: String) throws {
+        let source = try Media.generated("slideshow-cut-30fps.\(container)", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30",
+                                                                              "-f", "lavfi", "-i", "sine=sample_rate=48000", "-t", "12",
+                                                                              "-vf", "select='not(mod(n,75))',setpts=N*2.5/TB", "-fps_mode", "vfr",
+                                                                              "-c:v", "libx264", "-preset", "veryfast", "-c:a", "aac"])
+        try Command.prepare(source, quality: quality, caps: "web", scratch: "slideshow-cut-\(container)-\(quality)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let probe = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time",
+                                                    "-of", "csv=p=0", out])
+            let times = probe.stdout.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }.sorted()
+            let apart = zip(times.dropFirst(), times).map { ($0 - $1) * 10 }.map { $0.rounded() / 10 }
+            #expect(times.count == 5 && apart == [2.5, 2.5, 2.5, 2.5], "\(times)")
+            #expect(try Command.json(r)["stats"]?["repaired_timestamps"] == .number(0))
+        }
+    }
 }
 
 @Suite("the colours a transcode writes")
