@@ -51,10 +51,11 @@ static inline int comb_amount(int above, int line, int below) {
 // in 2:2 shifted by a field, 3:2 pulldown) weave whole, each picture's field with the
 // other field of its own picture or a neighbour's: that weave does not comb where the
 // picture moves, the others do. Video shot interlaced combs about alike in three weaves
-// (the other fields half a picture's time away). Only pixels where the weaves disagree are
-// counted: detail standing still combs alike in all of them.
+// (the other fields half a picture's time away). A pixel counts against a weave where it
+// combs more than in the least-combed weave, by more than the threshold: detail combs
+// alike in all of them, so fine detail and a picture mostly still judge by the motion.
 int kiln_weave_combing(const AVFrame *previous, const AVFrame *frame, const AVFrame *next, int comb_threshold,
-                       int64_t combed[5], int64_t *sampled) {
+                       int64_t combed[5], int64_t above[5], int64_t below[5], int64_t *sampled) {
     // (top field, bottom field) of each weave: fieldmatch's p, c, n from the top field,
     // then the bottom field with the top of the picture before and after.
     const AVFrame *tops[5] = { frame, frame, frame, previous, next };
@@ -71,30 +72,46 @@ int kiln_weave_combing(const AVFrame *previous, const AVFrame *frame, const AVFr
         || desc->comp[0].plane != 0 || desc->comp[0].step > 2 || desc->comp[0].depth < 8 || desc->comp[0].depth > 16)
         return AVERROR(EINVAL);
     int wide = desc->comp[0].depth > 8;
-    int threshold = comb_threshold << (desc->comp[0].depth - 8);
-    int64_t counts[5] = { 0, 0, 0, 0, 0 }, looked = 0;
+    int shift = desc->comp[0].depth - 8;
+    int threshold = comb_threshold << shift;
+    int64_t counts[5] = { 0 }, ups[5] = { 0 }, downs[5] = { 0 }, looked = 0;
     // Bottom-field lines 4k+1 between top-field lines 4k and 4k+2; every other pixel.
     for (int y = 1; y + 1 < frame->height; y += 4) {
-        const uint8_t *above[5], *line[5], *below[5];
+        const uint8_t *a[5], *line[5], *b[5];
         for (int w = 0; w < 5; w++) {
-            above[w] = tops[w]->data[0] + (ptrdiff_t)(y - 1) * tops[w]->linesize[0];
-            below[w] = tops[w]->data[0] + (ptrdiff_t)(y + 1) * tops[w]->linesize[0];
+            a[w] = tops[w]->data[0] + (ptrdiff_t)(y - 1) * tops[w]->linesize[0];
+            b[w] = tops[w]->data[0] + (ptrdiff_t)(y + 1) * tops[w]->linesize[0];
             line[w] = bottoms[w]->data[0] + (ptrdiff_t)y * bottoms[w]->linesize[0];
         }
         for (int x = 0; x < frame->width; x += 2) {
-            int c[5], most = 0, least = INT32_MAX;
+            int c[5], t1[5], v[5], t2[5], least = INT32_MAX;
             for (int w = 0; w < 5; w++) {
-                c[w] = wide ? comb_amount(((const uint16_t *)above[w])[x], ((const uint16_t *)line[w])[x], ((const uint16_t *)below[w])[x])
-                            : comb_amount(above[w][x], line[w][x], below[w][x]);
-                if (c[w] > most) most = c[w];
+                if (wide) {
+                    t1[w] = ((const uint16_t *)a[w])[x]; v[w] = ((const uint16_t *)line[w])[x]; t2[w] = ((const uint16_t *)b[w])[x];
+                } else {
+                    t1[w] = a[w][x]; v[w] = line[w][x]; t2[w] = b[w][x];
+                }
+                c[w] = comb_amount(t1[w], v[w], t2[w]);
                 if (c[w] < least) least = c[w];
             }
             looked++;
-            if (most - least <= threshold) continue;
-            for (int w = 0; w < 5; w++) counts[w] += c[w] > threshold;
+            int moved = 0;
+            for (int w = 0; w < 5; w++) if (c[w] - least > threshold) { counts[w]++; moved = 1; }
+            if (!moved) continue;
+            // Where the picture moves, how far each weave's line lies from the line above
+            // and the line below it: alike for a whole picture, while video tilting by a
+            // line a field weaves into lines each equal to its neighbour on one side.
+            for (int w = 0; w < 5; w++) {
+                ups[w] += abs(v[w] - t1[w]);
+                downs[w] += abs(v[w] - t2[w]);
+            }
         }
     }
-    for (int w = 0; w < 5; w++) combed[w] = counts[w];
+    for (int w = 0; w < 5; w++) {
+        combed[w] = counts[w];
+        above[w] = ups[w] >> shift;
+        below[w] = downs[w] >> shift;
+    }
     *sampled = looked;
     return 0;
 }

@@ -100,10 +100,11 @@ struct FieldSurvey {
             if cadence, previous.pointer.pointee.data.0 != nil, kiln_field_motion(frame.pointer, previous.pointer, &t, &b) == 0 {
                 telecine.observe(top: t, bottom: b, index: frames)
             }
-            var combed = [Int64](repeating: 0, count: 5), sampled: Int64 = 0
+            var combed = [Int64](repeating: 0, count: 5), above = combed, below = combed, sampled: Int64 = 0
             if older.pointer.pointee.data.0 != nil,
-               kiln_weave_combing(older.pointer, previous.pointer, frame.pointer, Int32(WeaveSurvey.combThreshold), &combed, &sampled) == 0 {
-                weave.observe(combed: combed, sampled: sampled)
+               kiln_weave_combing(older.pointer, previous.pointer, frame.pointer, Int32(WeaveSurvey.combThreshold),
+                                  &combed, &above, &below, &sampled) == 0 {
+                weave.observe(combed: combed, above: above, below: below, sampled: sampled)
             }
             frames += 1
             older.unref()
@@ -182,43 +183,59 @@ struct TelecineSurvey {
     }
 }
 
-/// Whether each picture's top field weaves whole with the bottom field of its own picture
-/// or a neighbour's (`kiln_weave_combing`): where the picture moves, a whole weave hardly
-/// combs while the other two do. Video shot interlaced combs about alike in its own weave
-/// and the nearer neighbour's, each half a picture's time from the top field. Only where
-/// the weaves disagree is counted, so detail standing still (which combs alike in all
-/// three) and a picture mostly still around a small moving part judge by the moving part.
+/// Whether each picture's fields weave whole with its own picture's other field or a
+/// neighbour's (`kiln_weave_combing`): where the picture moves, a whole weave hardly combs
+/// while most others do (a progressive picture has one or two whole weaves, a picture of
+/// 3:2 pulldown two), so its least-combed weave has a small share of the median weave's
+/// combing. Video shot interlaced combs about alike in three weaves, each half a picture's
+/// time from the field they are woven with. Only combing beyond the least-combed weave's
+/// counts, so detail (which combs alike in all five) and a picture mostly still around a
+/// small moving part judge by the motion. Video tilting by one line a field weaves whole
+/// by its own fields, each line then equal to its neighbour on one side: a whole weave's
+/// lines must lie as far from the line above as from the one below.
 struct WeaveSurvey {
-    /// 8-bit code values by which a line must stand off both its neighbours to comb, and
-    /// the weaves differ to count: above grain and coding noise.
+    /// 8-bit code values by which a weave must comb beyond the least-combed one to count:
+    /// above grain and coding noise.
     static let combThreshold = 16
     /// Combed pixels in the most-combed weave, as a share of those sampled, for a picture
     /// to count as moving.
     static let movingShare = 0.0005
     /// A picture weaves whole where its least-combed weave has at most this share of the
-    /// next least's combed pixels.
+    /// median weave's combed pixels, and is video shot interlaced from this share on (or
+    /// where its least-combed weave's lines each follow one neighbour); between, it says
+    /// nothing (fine detail moving little combs a little in every weave).
     static let wholeRatio = 0.4
-    /// Share of the moving pictures that weave whole for progressive pictures, and at most
-    /// for video shot interlaced; between the two the window is undecided.
+    static let interlacedRatio = 0.7
+    /// The least of a whole weave's distances to the lines above and below, as a share of
+    /// the larger.
+    static let balance = 0.25
+    /// Share of the pictures that say which they are that weave whole for progressive
+    /// pictures, and at most for video shot interlaced; between the two the window is
+    /// undecided.
     static let progressiveShare = 0.8
     static let interlacedShare = 0.5
 
     private(set) var moving = 0
     private(set) var whole = 0
+    private(set) var interlaced = 0
 
-    /// Counts a picture's combed pixels in each of its weaves (`kiln_weave_combing`).
-    mutating func observe(combed: [Int64], sampled: Int64) {
+    /// Counts a picture's weaves (`kiln_weave_combing`).
+    mutating func observe(combed: [Int64], above: [Int64], below: [Int64], sampled: Int64) {
         let sorted = combed.sorted()
-        guard sampled > 0, let most = sorted.last, Double(most) >= max(8, Double(sampled) * Self.movingShare) else { return }
+        guard sampled > 0, let most = sorted.last, Double(most) >= max(8, Double(sampled) * Self.movingShare),
+              let best = combed.indices.min(by: { combed[$0] < combed[$1] }) else { return }
         moving += 1
-        if Double(sorted[0]) <= Double(sorted[2]) * Self.wholeRatio { whole += 1 }
+        let ratio = Double(sorted[0]) / Double(max(1, sorted[2]))
+        let balanced = Double(min(above[best], below[best])) >= Self.balance * Double(max(above[best], below[best]))
+        if ratio <= Self.wholeRatio && balanced { whole += 1 } else if ratio >= Self.interlacedRatio || !balanced { interlaced += 1 }
     }
 
     /// Progressive pictures (true), video shot interlaced (false), or nil with too few
-    /// moving pictures or a share in between.
+    /// moving pictures that say which they are, or a share in between.
     var verdict: Bool? {
-        guard moving >= FieldSurvey.movingNeeded else { return nil }
-        let share = Double(whole) / Double(moving)
+        let saying = whole + interlaced
+        guard moving >= FieldSurvey.movingNeeded, saying * 2 >= FieldSurvey.movingNeeded else { return nil }
+        let share = Double(whole) / Double(saying)
         if share >= Self.progressiveShare { return true }
         if share <= Self.interlacedShare { return false }
         return nil

@@ -3356,7 +3356,16 @@ struct StoredInterlacedTests {
                                                                  "-f", "mpegts"])
     }
 
-    @Test("the probe finds progressive pictures in interlaced ones, 2:2 shifted by a field and film in 3:2 pulldown too; video shot interlaced is not, even where only a small part of the picture moves")
+    /// Video shot interlaced tilting down a still card by exactly a line a field: each
+    /// picture's own fields weave without combing, into lines each equal to the one below.
+    static func tilt() throws -> String {
+        try Media.generated("interlaced-tilt-line-a-field-mpeg2.ts", ["-f", "lavfi", "-i",
+            "testsrc2=size=1440x1800:rate=50,trim=end_frame=1,loop=loop=300:size=1,setpts=N/50/TB", "-t", "6",
+            "-vf", "crop=1440:1152:0:'n*2',scale=720:576:flags=lanczos,tinterlace=mode=interleave_top,setfield=tff",
+            "-flags", "+ilme+ildct", "-top", "1", "-c:v", "mpeg2video", "-b:v", "8M", "-f", "mpegts"])
+    }
+
+    @Test("the probe finds progressive pictures in interlaced ones, 2:2 shifted by a field and film in 3:2 pulldown too; video shot interlaced is not, even where only a small part of the picture moves, or where it tilts a line a field (whose own fields weave without combing: it had been matched into line-doubled pictures, 3 dB below deinterlacing)")
     func probe() throws {
         func progressiveFrames(_ path: String) throws -> JSONValue? {
             try Command.probedStreams(path).first { $0["type"] == .string("video") }?["progressive_frames"]
@@ -3366,6 +3375,7 @@ struct StoredInterlacedTests {
         #expect(try progressiveFrames(TelecineTests.telecined()) == .bool(true))
         #expect(try progressiveFrames(TelecineTests.interlacedVideo()) == .bool(false))
         #expect(try progressiveFrames(Self.smallMotion()) == .bool(false))
+        #expect(try progressiveFrames(Self.tilt()) == .bool(false))
         #expect(try progressiveFrames(Self.progressive()) == nil)
     }
 

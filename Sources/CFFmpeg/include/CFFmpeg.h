@@ -165,12 +165,13 @@ int kiln_field_motion(const AVFrame *frame, const AVFrame *previous, double *top
 /// How `frame`'s fields weave with its neighbours': into combed[0...4], for its top field
 /// with the bottom field of `previous`, of `frame` and of `next` (fieldmatch's p, c and n),
 /// then its bottom field with the top field of `previous` and of `next`, how many sampled
-/// pixels of the woven luma comb (a line off both its neighbours the same way by more than
-/// `comb_threshold` 8-bit code values) where the weaves differ by more than that (where
-/// the picture moves). *sampled: how many pixels were looked at. AVERROR(EINVAL) as
-/// kiln_field_motion.
+/// pixels of the woven luma comb (a line off both its neighbours the same way) by more
+/// than `comb_threshold` 8-bit code values beyond the least-combed weave's. Where any
+/// weave does, into above[w] and below[w] the sums of how far the weave's line lies from
+/// the line above and below it (8-bit code values). *sampled: how many pixels were looked
+/// at. AVERROR(EINVAL) as kiln_field_motion.
 int kiln_weave_combing(const AVFrame *previous, const AVFrame *frame, const AVFrame *next, int comb_threshold,
-                       int64_t combed[5], int64_t *sampled);
+                       int64_t combed[5], int64_t above[5], int64_t below[5], int64_t *sampled);
 
 // ---- verification decoding (verify_buffers.c) ----
 /// Memory for one picture that every picture a decoder allocates shares.
