@@ -617,9 +617,21 @@ struct PlanContext {
     /// (`surround`), within the channels the device decodes; else stereo (`encodeStereo`).
     func encode(_ a: StreamInfo, surround target: SurroundTarget?, stereo: AudioTarget) throws(KilnError) -> AudioPlan {
         guard let sur = surround(target, for: a) else { return try encodeStereo(a, stereo) }
-        return AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec,
-                         channels: min(a.channels ?? 2, device.channels(sur.target.channels, decodedAs: sur.codec)),
-                         bitrateKbps: sur.target.bitrateKbps, language: language(a))
+        let channels = min(a.channels ?? 2, device.channels(sur.target.channels, decodedAs: sur.codec))
+        return AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec, channels: channels,
+                         bitrateKbps: Self.reachableKbps(sur.target.bitrateKbps, codec: sur.codec, sampleRate: a.sampleRate, channels: channels),
+                         language: language(a))
+    }
+
+    /// At most what the encoder spends at the rate it encodes the source's sound: AAC puts
+    /// at most 6,144 bits in a channel's frame of 1,024 samples (libavcodec clamps to it),
+    /// so 8 kHz mono (an old phone's AMR voice) takes 48 kbit/s, and a plan that said the
+    /// ladder's 64 or 128 promised what the output never had. The rate is the source's,
+    /// up to 48 kHz (`AudioTranscodeLane.sampleRate`); AC-3 and E-AC-3 encode at 48 kHz.
+    static func reachableKbps(_ kbps: Int, codec: String, sampleRate: Int?, channels: Int) -> Int {
+        guard codec == "aac", let rate = sampleRate, rate > 0, channels > 0 else { return kbps }
+        let encoded = rate <= 48000 ? rate : rate % 44100 == 0 ? 44100 : 48000
+        return min(kbps, 6 * encoded * channels / 1000)
     }
 
     func encodeStereo(_ a: StreamInfo, _ t: AudioTarget) throws(KilnError) -> AudioPlan {
@@ -635,7 +647,9 @@ struct PlanContext {
         }
         let channels = min(a.channels ?? 2, device.channels(t.channels, decodedAs: codec))
         return AudioPlan(sourceIndex: a.index, action: .transcode, codec: codec, channels: max(1, channels),
-                         bitrateKbps: stereoKbps(t, channels: channels), language: language(a))
+                         bitrateKbps: Self.reachableKbps(stereoKbps(t, channels: channels), codec: codec, sampleRate: a.sampleRate,
+                                                         channels: max(1, channels)),
+                         language: language(a))
     }
 
     /// Bitmap subtitles the media engine paints into a picture it re-encodes (the planes

@@ -1086,6 +1086,23 @@ struct PlannerRuleTests {
         #expect(telecine.reasons.contains("inverse_telecined") && !telecine.reasons.contains("field_matched"))
     }
 
+    @Test("sound at a low sample rate is planned at what AAC reaches there (6,144 bits a channel's frame): an old phone's 8 kHz AMR voice at 48 kbit/s, not the ladder's 64 the output never had; 48 kHz keeps the ladder's")
+    func lowSampleRateBitrate() throws {
+        func planned(_ sound: StreamInfo, _ quality: Quality = .mbps2) throws -> AudioPlan {
+            try #require(try Planner.plan(source: media("mp4", kbps: 700, video("h264", 640, 480, fps: 30), sound), quality: quality,
+                                          caps: ios, presets: presets).audio)
+        }
+        let voice = try planned(audio("amr_nb", ch: 1, kbps: 12, rate: 8000))
+        #expect(voice.codec == "aac" && voice.channels == 1 && voice.bitrateKbps == 48, "\(voice)")
+        let stereo = try planned(audio("amr_wb", ch: 2, kbps: 24, rate: 8000))
+        #expect(stereo.channels == 2 && stereo.bitrateKbps <= 96, "\(stereo)")
+        let wide = try planned(audio("amr_wb", ch: 1, kbps: 24, rate: 16000))
+        #expect(wide.bitrateKbps <= 96, "\(wide)")
+        // The same ladder at 48 kHz: what 8 kHz mono was capped from.
+        let full = try planned(audio("mp2", ch: 1, kbps: 256, rate: 48000))
+        #expect(full.codec == "aac" && full.bitrateKbps > 48, "\(full)")
+    }
+
     @Test("a remux that copies video carries the encode that replaces it if the copy stops; nothing else does")
     func videoFallback() throws {
         func plan(_ source: MediaInfo, _ quality: Quality, policy: ServerPolicy = ServerPolicy()) throws -> Plan {
