@@ -1,6 +1,27 @@
 #include "CFFmpeg.h"
 #include <stdlib.h>
 
+// Where `frame`'s luma samples lie: *step bytes apart in plane 0, the first *offset bytes
+// in (a capture card's packed UYVY has its luma every other byte, from the second); 8-bit
+// samples a byte each, 9- to 16-bit ones little-endian in two. Returns their depth; 0 for
+// a layout with none such (RGB, palettes, bitstream and big-endian formats).
+static int luma_layout(const AVFrame *frame, int *step, int *offset) {
+    const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(frame->format);
+    if (!desc || (desc->flags & (AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL | AV_PIX_FMT_FLAG_BE)))
+        return 0;
+    int depth = desc->comp[0].depth;
+    if (desc->comp[0].plane != 0 || desc->comp[0].shift != 0 || depth < 8 || depth > 16 || desc->comp[0].step < (depth > 8 ? 2 : 1))
+        return 0;
+    *step = desc->comp[0].step;
+    *offset = desc->comp[0].offset;
+    return depth;
+}
+
+static inline int luma_at(const uint8_t *row, int x, int step, int offset, int wide) {
+    const uint8_t *p = row + (ptrdiff_t)x * step + offset;
+    return wide ? (int)p[0] | ((int)p[1] << 8) : (int)p[0];
+}
+
 // Film carried at 29.97 by 3:2 pulldown baked into the pictures (hard telecine) repeats
 // one field in two of every five frames: that field is unchanged from the frame before
 // while the other one moved. Comparing each field with the same field of the frame before
@@ -10,13 +31,10 @@ int kiln_field_motion(const AVFrame *frame, const AVFrame *previous, double *top
     if (!frame || !previous || frame->format != previous->format || frame->width != previous->width
         || frame->height != previous->height || frame->width < 4 || frame->height < 8)
         return AVERROR(EINVAL);
-    const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(frame->format);
-    if (!desc || (desc->flags & (AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL | AV_PIX_FMT_FLAG_BE))
-        || desc->comp[0].plane != 0 || desc->comp[0].step > 2 || desc->comp[0].depth < 8 || desc->comp[0].depth > 16
-        || !frame->data[0] || !previous->data[0])
-        return AVERROR(EINVAL);
-    int wide = desc->comp[0].depth > 8;
-    double scale = 1.0 / (1 << (desc->comp[0].depth - 8));
+    int step, offset, depth = luma_layout(frame, &step, &offset);
+    if (!depth || !frame->data[0] || !previous->data[0]) return AVERROR(EINVAL);
+    int wide = depth > 8;
+    double scale = 1.0 / (1 << (depth - 8));
     uint64_t sum[2] = { 0, 0 }, count[2] = { 0, 0 };
     // Lines 4k (top field) and 4k+1 (bottom field): every other line of each field.
     for (int y = 0; y + 1 < frame->height; y += 4) {
@@ -24,12 +42,8 @@ int kiln_field_motion(const AVFrame *frame, const AVFrame *previous, double *top
             const uint8_t *a = frame->data[0] + (ptrdiff_t)(y + field) * frame->linesize[0];
             const uint8_t *b = previous->data[0] + (ptrdiff_t)(y + field) * previous->linesize[0];
             uint64_t s = 0;
-            if (wide) {
-                const uint16_t *a16 = (const uint16_t *)a, *b16 = (const uint16_t *)b;
-                for (int x = 0; x < frame->width; x += 2) s += (uint64_t)abs((int)a16[x] - (int)b16[x]);
-            } else {
-                for (int x = 0; x < frame->width; x += 2) s += (uint64_t)abs((int)a[x] - (int)b[x]);
-            }
+            for (int x = 0; x < frame->width; x += 2)
+                s += (uint64_t)abs(luma_at(a, x, step, offset, wide) - luma_at(b, x, step, offset, wide));
             sum[field] += s;
             count[field] += (uint64_t)(frame->width + 1) / 2;
         }
@@ -67,12 +81,10 @@ int kiln_weave_combing(const AVFrame *previous, const AVFrame *frame, const AVFr
             return AVERROR(EINVAL);
     }
     if (frame->width < 4 || frame->height < 8) return AVERROR(EINVAL);
-    const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(frame->format);
-    if (!desc || (desc->flags & (AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL | AV_PIX_FMT_FLAG_BE))
-        || desc->comp[0].plane != 0 || desc->comp[0].step > 2 || desc->comp[0].depth < 8 || desc->comp[0].depth > 16)
-        return AVERROR(EINVAL);
-    int wide = desc->comp[0].depth > 8;
-    int shift = desc->comp[0].depth - 8;
+    int step, offset, depth = luma_layout(frame, &step, &offset);
+    if (!depth) return AVERROR(EINVAL);
+    int wide = depth > 8;
+    int shift = depth - 8;
     int threshold = comb_threshold << shift;
     int64_t counts[5] = { 0 }, ups[5] = { 0 }, downs[5] = { 0 }, looked = 0;
     // Bottom-field lines 4k+1 between top-field lines 4k and 4k+2; every other pixel.
@@ -86,11 +98,9 @@ int kiln_weave_combing(const AVFrame *previous, const AVFrame *frame, const AVFr
         for (int x = 0; x < frame->width; x += 2) {
             int c[5], t1[5], v[5], t2[5], least = INT32_MAX;
             for (int w = 0; w < 5; w++) {
-                if (wide) {
-                    t1[w] = ((const uint16_t *)a[w])[x]; v[w] = ((const uint16_t *)line[w])[x]; t2[w] = ((const uint16_t *)b[w])[x];
-                } else {
-                    t1[w] = a[w][x]; v[w] = line[w][x]; t2[w] = b[w][x];
-                }
+                t1[w] = luma_at(a[w], x, step, offset, wide);
+                v[w] = luma_at(line[w], x, step, offset, wide);
+                t2[w] = luma_at(b[w], x, step, offset, wide);
                 c[w] = comb_amount(t1[w], v[w], t2[w]);
                 if (c[w] < least) least = c[w];
             }

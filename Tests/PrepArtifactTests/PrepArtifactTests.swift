@@ -3365,7 +3365,17 @@ struct StoredInterlacedTests {
             "-flags", "+ilme+ildct", "-top", "1", "-c:v", "mpeg2video", "-b:v", "8M", "-f", "mpegts"])
     }
 
-    @Test("the probe finds progressive pictures in interlaced ones, 2:2 shifted by a field and film in 3:2 pulldown too; video shot interlaced is not, even where only a small part of the picture moves, or where it tilts a line a field (whose own fields weave without combing: it had been matched into line-doubled pictures, 3 dB below deinterlacing)")
+    /// Uncompressed packed 4:2:2 (UYVY, a capture card's) in MOV, 3 s at 352x288: video
+    /// shot interlaced (`progressive` false) or progressive pictures stored interlaced.
+    static func packed(progressive: Bool) throws -> String {
+        let source = progressive
+            ? ["-f", "lavfi", "-i", "testsrc2=size=704x576:rate=25:duration=3", "-vf", "scale=352:288:flags=lanczos,setfield=tff"]
+            : ["-f", "lavfi", "-i", "testsrc2=size=352x288:rate=50:duration=3", "-vf", "interlace=scan=tff"]
+        return try Media.generated("uyvy-\(progressive ? "psf" : "interlaced").mov",
+                                   source + ["-pix_fmt", "uyvy422", "-c:v", "rawvideo", "-field_order", "tt"])
+    }
+
+    @Test("the probe finds progressive pictures in interlaced ones, 2:2 shifted by a field, film in 3:2 pulldown and packed UYVY too; video shot interlaced is not, even where only a small part of the picture moves, where it tilts a line a field (whose own fields weave without combing: it had been matched into line-doubled pictures, 3 dB below deinterlacing), or in UYVY (whose chroma bytes had been read as luma: it read progressive)")
     func probe() throws {
         func progressiveFrames(_ path: String) throws -> JSONValue? {
             try Command.probedStreams(path).first { $0["type"] == .string("video") }?["progressive_frames"]
@@ -3376,6 +3386,8 @@ struct StoredInterlacedTests {
         #expect(try progressiveFrames(TelecineTests.interlacedVideo()) == .bool(false))
         #expect(try progressiveFrames(Self.smallMotion()) == .bool(false))
         #expect(try progressiveFrames(Self.tilt()) == .bool(false))
+        #expect(try progressiveFrames(Self.packed(progressive: false)) == .bool(false))
+        #expect(try progressiveFrames(Self.packed(progressive: true)) == .bool(true))
         #expect(try progressiveFrames(Self.progressive()) == nil)
     }
 

@@ -159,8 +159,8 @@ int kiln_dovi_map(KilnDoviMapper *mapper, const AVFrame *src, AVFrame *dst, int 
 // ---- film in interlaced pictures (field_motion.c) ----
 /// How much each field of `frame`'s luma moved since the same field of `previous`: the
 /// mean absolute difference of a sample of its pixels, in 8-bit code values, into *top
-/// and *bottom. AVERROR(EINVAL) for frames of another size or format, or a format that is
-/// not planar with 8- to 16-bit luma.
+/// and *bottom. AVERROR(EINVAL) for frames of another size or format, or a format without
+/// 8- to 16-bit luma samples (RGB, palettes); packed YUV (UYVY) is read where its luma lies.
 int kiln_field_motion(const AVFrame *frame, const AVFrame *previous, double *top, double *bottom);
 /// How `frame`'s fields weave with its neighbours': into combed[0...4], for its top field
 /// with the bottom field of `previous`, of `frame` and of `next` (fieldmatch's p, c and n),
