@@ -12,10 +12,10 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// track whose sample tables fall far short of it, is refused; 15: DV's field order from
     /// its bitstream, not its container; 16: hard telecine found in interlaced 29.97; 17:
     /// progressive pictures found in interlaced ones; 18: an FLV's declared end time taken
-    /// for its length no more; 19: the rate of a stream of five to seven pictures measured),
-    /// so a
+    /// for its length no more; 19: the rate of a stream of five to seven pictures measured;
+    /// 20: pulldown looked for in SD pictures flagged progressive), so a
     /// description cached by an older one is not planned from.
-    public static let describerVersion = 19
+    public static let describerVersion = 20
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
@@ -192,11 +192,12 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     public var frameRate: Double?
     public var variableFrameRate: Bool?
     public var fieldOrder: FieldOrder?
-    /// Film carried in interlaced pictures by 3:2 pulldown baked into them (hard telecine:
-    /// two frames in five repeat a field), found by comparing the fields of pictures at
-    /// three places in the file (`TelecineSurvey`): true for film, false for video; nil
-    /// where too few pictures moved to tell or the places disagree, or not looked for (only
-    /// interlaced 29.97 and 30 are).
+    /// Film carried by 3:2 pulldown baked into the pictures (hard telecine: two frames in
+    /// five repeat a field), found by comparing the fields of pictures at three places in
+    /// the file (`FieldSurvey`): true for film, false for video; nil where too few pictures
+    /// moved to tell or the places disagree, or not looked for (only 29.97 and 30 are,
+    /// interlaced, or progressive up to 576 lines at a constant rate: a DVD or an NTSC
+    /// broadcast re-encoded with its pulldown left in).
     public var telecined: Bool?
     /// Interlaced pictures whose fields weave whole, each picture's with its own or a
     /// neighbour's (`FieldSurvey`): progressive pictures stored interlaced (PAL's 25PsF,

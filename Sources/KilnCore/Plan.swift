@@ -66,7 +66,8 @@ public struct VideoPlan: Codable, Sendable, Equatable {
     public var toneMap: Bool
     /// The source is interlaced and is deinterlaced before scaling.
     public var deinterlace: Bool
-    /// The interlaced source is film in 3:2 pulldown (`StreamInfo.telecined`): its fields
+    /// The source is film in 3:2 pulldown (`StreamInfo.telecined`; pictures flagged
+    /// interlaced, or progressive ones with the pulldown baked in): its fields
     /// are matched back into film frames and one picture in five (the repeat) is left out,
     /// 29.97 becoming 23.976; pictures no match makes whole are deinterlaced. nil when not.
     public var inverseTelecine: Bool?

@@ -1,55 +1,70 @@
 import CFFmpeg
 import KilnCore
 
-/// What the fields of an interlaced stream carry, found by decoding windows of its
-/// pictures (`windowStarts`, each from a keyframe) at three places in the file:
+/// What the fields of a stream carry, found by decoding windows of its pictures
+/// (`windowStarts`, each from a keyframe) at three places in the file:
 ///
-/// - whether each picture's fields weave into a whole picture with its own or a
-///   neighbour's (`WeaveSurvey`): progressive pictures stored interlaced (PAL's 25PsF,
-///   most films and series on DVB and PAL DVDs; 29.97p in interlaced MPEG-2; film in 2:2
-///   shifted by a field; 3:2 pulldown too) rather than video shot interlaced, whose fields
-///   are moments of their own;
-/// - at 29.97 or 30, whether they carry film by 3:2 pulldown (`TelecineSurvey`).
+/// - for interlaced pictures, whether each picture's fields weave into a whole picture
+///   with its own or a neighbour's (`WeaveSurvey`): progressive pictures stored interlaced
+///   (PAL's 25PsF, most films and series on DVB and PAL DVDs; 29.97p in interlaced MPEG-2;
+///   film in 2:2 shifted by a field; 3:2 pulldown too) rather than video shot interlaced,
+///   whose fields are moments of their own;
+/// - at 29.97 or 30, whether they carry film by 3:2 pulldown (`TelecineSurvey`): in
+///   interlaced pictures, and in SD pictures flagged progressive (a DVD or an NTSC
+///   broadcast re-encoded without its pulldown taken out, 2 pictures in 5 combed). Larger
+///   progressive pictures at 30 are phone and camera clips, whose probe would pay for a
+///   survey that finds nothing.
 ///
 /// Still pictures say nothing of either: a window with too few moving ones is undecided,
 /// and windows further into the file are looked at (a black or still opening had left
 /// whole films deinterlaced). The windows vote, each question on its own.
 struct FieldSurvey {
-    /// Where windows start, as shares of the file; each is read until both questions have
-    /// `movingWanted` moving pictures or `windowFrames` were decoded.
+    /// Where windows start, as shares of the file; each is read until each question asked
+    /// has `movingWanted` moving pictures or `windowFrames` were decoded.
     static let windowStarts = [0.0, 0.3, 0.6]
     static let windowFrames = 150
     static let movingWanted = 60
     /// Fewer moving pictures than this leave a window undecided.
     static let movingNeeded = 30
+    /// The most lines of a progressive picture surveyed for pulldown.
+    static let progressiveCadenceLines = 576
 
     struct Findings: Equatable {
         /// `StreamInfo.telecined`; nil when not asked.
         var telecined: Bool?
-        /// `StreamInfo.progressiveFrames`.
+        /// `StreamInfo.progressiveFrames`; nil when not asked.
         var progressiveFrames: Bool?
     }
 
-    /// Whether a stream is one a survey looks at: interlaced. `cadence`: whether at 29.97
-    /// or 30 pictures a second, the rates 3:2 pulldown makes of film.
-    static func applies(to stream: StreamInfo) -> (survey: Bool, cadence: Bool) {
-        guard stream.fieldOrder?.isInterlaced == true else { return (false, false) }
+    /// The questions a survey of a stream asks: `weave` for interlaced pictures, `cadence`
+    /// at 29.97 or 30 pictures a second (the rates 3:2 pulldown makes of film), interlaced
+    /// or SD at a constant rate.
+    struct Questions: Equatable {
+        var weave = false
+        var cadence = false
+        var any: Bool { weave || cadence }
+    }
+
+    static func questions(for stream: StreamInfo) -> Questions {
+        let interlaced = stream.fieldOrder?.isInterlaced == true
         let fps = stream.frameRate ?? 0
-        return (true, fps > 29.9 && fps < 30.05)
+        let pulldownRate = fps > 29.9 && fps < 30.05
+        let sd = (stream.height ?? .max) <= progressiveCadenceLines && stream.variableFrameRate != true
+        return Questions(weave: interlaced, cadence: pulldownRate && (interlaced || sd))
     }
 
     /// Surveys stream `index` of `demuxer` window by window; each finding nil when no
     /// window could say or they are split. The demuxer is left wherever the reading stopped.
-    static func survey(_ demuxer: Demuxer, stream index: Int, cadence: Bool) -> Findings {
+    static func survey(_ demuxer: Demuxer, stream index: Int, asking questions: Questions) -> Findings {
         var film = Votes(), whole = Votes()
         for start in windowStarts {
             guard seek(demuxer, stream: index, to: start) else { continue }
-            guard let (telecine, weave) = window(demuxer, stream: index, cadence: cadence) else { continue }
-            if cadence { film.add(telecine.verdict) }
-            whole.add(weave.verdict)
-            if (!cadence || film.settled) && whole.settled { break }
+            guard let (telecine, weave) = window(demuxer, stream: index, asking: questions) else { continue }
+            if questions.cadence { film.add(telecine.verdict) }
+            if questions.weave { whole.add(weave.verdict) }
+            if (!questions.cadence || film.settled) && (!questions.weave || whole.settled) { break }
         }
-        return Findings(telecined: cadence ? film.outcome : nil, progressiveFrames: whole.outcome)
+        return Findings(telecined: questions.cadence ? film.outcome : nil, progressiveFrames: questions.weave ? whole.outcome : nil)
     }
 
     /// The windows' verdicts on one question.
@@ -86,22 +101,23 @@ struct FieldSurvey {
     /// Decodes one window from the next keyframe on, each picture looked at once its next
     /// one is there (the weave wants the bottom fields on both sides). nil when the stream
     /// cannot be decoded there.
-    private static func window(_ demuxer: Demuxer, stream index: Int, cadence: Bool) -> (TelecineSurvey, WeaveSurvey)? {
+    private static func window(_ demuxer: Demuxer, stream index: Int, asking questions: Questions) -> (TelecineSurvey, WeaveSurvey)? {
         guard let decoder = try? Decoder(stream: demuxer.stream(index), threads: 2), let packet = try? Packet(),
               let older = try? Frame(), let previous = try? Frame() else { return nil }
         var telecine = TelecineSurvey(), weave = WeaveSurvey()
         var frames = 0, packets = 0, started = false
         var enough: Bool {
-            frames >= windowFrames || (weave.moving >= movingWanted && (!cadence || telecine.moving >= movingWanted))
+            frames >= windowFrames
+                || ((!questions.weave || weave.moving >= movingWanted) && (!questions.cadence || telecine.moving >= movingWanted))
         }
         let look = { (frame: Frame) throws(KilnError) in
             guard !enough else { return }
             var t = 0.0, b = 0.0
-            if cadence, previous.pointer.pointee.data.0 != nil, kiln_field_motion(frame.pointer, previous.pointer, &t, &b) == 0 {
+            if questions.cadence, previous.pointer.pointee.data.0 != nil, kiln_field_motion(frame.pointer, previous.pointer, &t, &b) == 0 {
                 telecine.observe(top: t, bottom: b, index: frames)
             }
             var combed = [Int64](repeating: 0, count: 5), above = combed, below = combed, sampled: Int64 = 0
-            if older.pointer.pointee.data.0 != nil,
+            if questions.weave, older.pointer.pointee.data.0 != nil,
                kiln_weave_combing(older.pointer, previous.pointer, frame.pointer, Int32(WeaveSurvey.combThreshold),
                                   &combed, &above, &below, &sampled) == 0 {
                 weave.observe(combed: combed, above: above, below: below, sampled: sampled)

@@ -682,9 +682,9 @@ public enum Prober {
             streams[vi].frameRate = (fps * 1000).rounded() / 1000
             streams[vi].variableFrameRate = variable
         }
-        let fields = FieldSurvey.applies(to: streams[vi])
-        if fields.survey {
-            let found = FieldSurvey.survey(demuxer, stream: Int(target), cadence: fields.cadence)
+        let questions = FieldSurvey.questions(for: streams[vi])
+        if questions.any {
+            let found = FieldSurvey.survey(demuxer, stream: Int(target), asking: questions)
             streams[vi].telecined = found.telecined
             streams[vi].progressiveFrames = found.progressiveFrames
         }

@@ -404,7 +404,8 @@ struct PlanContext {
         // screen shows, and a level then took its size).
         let deinterlace = v.fieldOrder?.isInterlaced ?? false
         // Film in 3:2 pulldown goes at its own 23.976, four pictures of every five.
-        let inverseTelecine = deinterlace && v.telecined == true
+        // Also in pictures flagged progressive: a DVD re-encoded with its pulldown left in.
+        let inverseTelecine = v.telecined == true
         // Progressive pictures stored interlaced are matched whole, at their own rate.
         let fieldMatch = deinterlace && !inverseTelecine && v.progressiveFrames == true
         let sourceFPS = Codecs.frameRate(v).map { inverseTelecine ? $0 * 4 / 5 : $0 }
@@ -476,7 +477,7 @@ struct PlanContext {
                                       gopSeconds: rung.gopSeconds, pixFmt: "yuv420p")
         let toneMap = Codecs.isHDR(v)
         if toneMap { reasons.append("hdr_tone_mapped") }
-        if deinterlace { reasons.append(inverseTelecine ? "inverse_telecined" : fieldMatch ? "field_matched" : "deinterlaced") }
+        if inverseTelecine { reasons.append("inverse_telecined") } else if deinterlace { reasons.append(fieldMatch ? "field_matched" : "deinterlaced") }
         if let sar = v.sampleAspectRatio, sar.num > 0, sar.den > 0, sar.num != sar.den { reasons.append("anamorphic_made_square") }
         if Codecs.rotation(v) != 0 { reasons.append("rotation_applied") }
         return (VideoPlan(sourceIndex: v.index, action: .transcode, codec: "h264", width: size.width, height: size.height,

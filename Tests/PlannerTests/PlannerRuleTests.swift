@@ -1052,12 +1052,17 @@ struct PlannerRuleTests {
         #expect(interlaced.reasons.contains("deinterlaced") && !interlaced.reasons.contains("inverse_telecined"))
         #expect(ArtifactKey.compute(plan: plan, source: source, presetsVersion: "v")
                 != ArtifactKey.compute(plan: interlaced, source: source, presetsVersion: "v"))
-        // Progressive film is no telecine, whatever the field says.
+        // Pictures flagged progressive with the pulldown baked in (a DVD re-encoded without
+        // taking it out) go to 23.976 too; ones the probe found no pulldown in do not.
         var progressive = film
         progressive.fieldOrder = .progressive
         let p = try Planner.plan(source: media("ts", kbps: 18000, progressive, audio("ac3", ch: 6, kbps: 448)), quality: .mbps10,
                                  caps: ios, presets: presets)
-        #expect(p.video?.inverseTelecine == nil)
+        #expect(p.video?.inverseTelecine == true && p.video?.deinterlace == false && p.reasons.contains("inverse_telecined"))
+        progressive.telecined = nil
+        let video = try Planner.plan(source: media("ts", kbps: 18000, progressive, audio("ac3", ch: 6, kbps: 448)), quality: .mbps10,
+                                     caps: ios, presets: presets)
+        #expect(video.video?.inverseTelecine == nil && !video.reasons.contains("inverse_telecined"))
     }
 
     @Test("progressive pictures stored interlaced (25PsF) are matched whole at their own rate (field_matched, its own key); film in 3:2 pulldown still goes to 23.976, video shot interlaced is deinterlaced")

@@ -3502,6 +3502,37 @@ struct TelecineTests {
         }
     }
 
+    /// `film` in 3:2 pulldown re-encoded as progressive H.264 at 29.97 (a DVD ripped
+    /// without taking the pulldown out: two pictures in five combed), with AAC.
+    static func progressiveTelecined() throws -> String {
+        try Media.generated("film-telecined-progressive-h264-v2.mkv", ["-i", try film(), "-f", "lavfi", "-i", "sine=duration=6",
+                                                                      "-vf", "telecine=first_field=top:pattern=23", "-c:v", "libx264",
+                                                                      "-preset", "veryfast", "-crf", "16", "-c:a", "aac"])
+    }
+
+    @Test("film in 3:2 pulldown in pictures flagged progressive is found and matched back into its 23.976 frames when re-encoded; progressive video at 29.97 is not (it was never surveyed: 2 pictures in 5 stayed combed)")
+    func progressiveTelecined() throws {
+        func telecined(_ path: String) throws -> JSONValue? {
+            try Command.probedStreams(path).first { $0["type"] == .string("video") }?["telecined"]
+        }
+        let video = try Media.generated("video-29.97-progressive-h264.mkv", ["-f", "lavfi", "-i", "testsrc2=size=\(Self.size):rate=30000/1001:duration=6",
+                                                                           "-c:v", "libx264", "-preset", "veryfast"])
+        #expect(try telecined(video) == .bool(false))
+        #expect(try telecined(Self.progressiveTelecined()) == .bool(true))
+        let film = try Self.film()
+        try Command.prepare(try Self.progressiveTelecined(), quality: "1mbps", caps: "web", scratch: "telecined-progressive") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["video"]?["inverse_telecine"] == .bool(true))
+            let stream = try #require(try FFprobe(out).streams("video").first)
+            #expect(stream["avg_frame_rate"] == .string("24000/1001"), "\(stream)")
+            let made = try Self.lumaFrames(out), source = try Self.lumaFrames(film)
+            #expect(made.count == source.count, "\(made.count) frames for the film's \(source.count)")
+            let worst = zip(made, source).map { Self.psnr($0, $1) }.min() ?? 0
+            #expect(worst > 30, "the worst frame is \(worst) dB from its film frame")
+        }
+    }
+
     @Test("video shot interlaced is deinterlaced at its own 29.97, every picture kept")
     func interlacedVideoKept() throws {
         try Command.prepare(try Self.interlacedVideo(), quality: "5mbps", caps: "web", scratch: "interlaced-video") { (r, out) throws in
@@ -3520,8 +3551,10 @@ struct TelecineTests {
         // Its own name: tests read the same source at once.
         let raw = NSTemporaryDirectory() + "/kiln-luma-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: raw) }
+        // Every picture once: the rawvideo muxer's constant rate would repeat the first to
+        // fill a late start.
         let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", path, "-map", "0:v:0", "-vf", "scale=\(width):\(height)",
-                                           "-pix_fmt", "gray", "-f", "rawvideo", raw])
+                                           "-fps_mode", "passthrough", "-pix_fmt", "gray", "-f", "rawvideo", raw])
         guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw))), plane = width * height
         return stride(from: 0, to: bytes.count - plane + 1, by: plane).map { Array(bytes[$0..<$0 + plane]) }
