@@ -12,7 +12,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// track whose sample tables fall far short of it, is refused; 15: DV's field order from
     /// its bitstream, not its container; 16: hard telecine found in interlaced 29.97; 17:
     /// progressive pictures found in interlaced ones; 18: an FLV's declared end time taken
-    /// for its length no more; 19: the rate of a stream of five to seven pictures measured;
+    /// for its length no more; 19: the rate of a stream of three to seven pictures measured;
     /// 20: pulldown looked for in SD pictures flagged progressive), so a
     /// description cached by an older one is not planned from.
     public static let describerVersion = 20

@@ -440,7 +440,8 @@ public enum Preparer {
             var undecodable: Int?
             let verified = Result { () throws(KilnError) -> MediaInfo in
                 do throws(KilnError) {
-                    return try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: verifiedLength,
+                    let pictureSeconds = plan.video.flatMap { info.stream($0.sourceIndex)?.frameRate }.map { $0 > 0 ? 1 / $0 : 0 } ?? 0
+                    return try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: verifiedLength, lastPicture: pictureSeconds,
                                                cancellation: cancellation, witness: witness, sourceDamaged: sourceDamaged,
                                                undecodable: { undecodable = $0 })
                 } catch {

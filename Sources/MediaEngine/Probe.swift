@@ -821,12 +821,12 @@ public enum Prober {
     /// Frame rate from presentation timestamps: the median step between sorted PTS, and
     /// "variable" when more than a tenth of the steps stray more than 10 % from it.
     static func frameRate(pts: [Int64], timeBase: AVRational) -> (Double, Bool)? {
-        // Five pictures are four steps: a slideshow of five has no more to measure, and
+        // Three pictures are two steps: a slideshow of three has no more to measure, and
         // libavformat's rate for it is its time base's (30 for one cut from a 30 fps clip).
-        guard pts.count >= 5 else { return nil }
+        guard pts.count >= 3 else { return nil }
         let sorted = pts.sorted()
         let steps = zip(sorted.dropFirst(), sorted).map { $0 - $1 }.filter { $0 > 0 }
-        guard steps.count >= 4 else { return nil }
+        guard steps.count >= 2 else { return nil }
         let median = steps.sorted()[steps.count / 2]
         let seconds = Double(median) * timeBase.seconds
         guard seconds > 0 else { return nil }

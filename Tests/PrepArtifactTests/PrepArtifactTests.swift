@@ -3219,6 +3219,24 @@ struct TranscodeFrameRateTests {
             #expect(try Command.json(r)["stats"]?["repaired_timestamps"] == .number(0))
         }
     }
+
+    @Test("an MPEG-TS slideshow whose last picture runs past its sound (0.4 fps for 12 s, with and without B-frames), and one of three pictures cut from a clip, are copied with every picture at its time: the last picture's 2.5 s past the 0.5 s libavformat guessed had it refused as verify_failed or cut short",
+          arguments: [("0.4fps-12s", 5, ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=0.4", "-f", "lavfi", "-i", "sine=sample_rate=48000", "-t", "12"]),
+                      ("0.4fps-12s-nob", 5, ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=0.4", "-f", "lavfi", "-i", "sine=sample_rate=48000", "-t", "12",
+                                             "-bf", "0"]),
+                      ("three-cut", 3, ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30", "-f", "lavfi", "-i", "sine=sample_rate=48000", "-t", "7",
+                                        "-vf", "select='not(mod(n,75))',setpts=N*2.5/TB", "-fps_mode", "vfr"])])
+    func slideshowPastItsSound(name: String, pictures: Int, generate: [String]) throws {
+        let source = try Media.generated("slideshow-\(name).ts", generate + ["-c:v", "libx264", "-preset", "veryfast", "-c:a", "aac"])
+        try Command.prepare(source, quality: "original", caps: "web", scratch: "slideshow-\(name)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let probe = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time",
+                                                    "-of", "csv=p=0", out])
+            let times = probe.stdout.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }.sorted()
+            let apart = zip(times.dropFirst(), times).map { (($0 - $1) * 10).rounded() / 10 }
+            #expect(times.count == pictures && apart == Array(repeating: 2.5, count: pictures - 1), "\(times)")
+        }
+    }
 }
 
 @Suite("the colours a transcode writes")
