@@ -394,9 +394,11 @@ final class TimelineOutliers {
         if accepting { accept(s, run.latest) }
     }
 
-    /// How far stream `s`'s time may move on at once unsuspected: `jump`, or two of its
-    /// pictures where they last longer (a slideshow's every picture had been a jump).
-    private func jump(_ s: Int) -> Int64 { max(Self.jump, 2 * frameLengths[s]) }
+    /// How far stream `s`'s time may move on at once unsuspected: `jump`, or one of its
+    /// pictures and half that where they last longer (a slideshow's every picture had been
+    /// a jump; at two pictures, a damaged time 3 s late in a slideshow of a picture every
+    /// 1.5 s went through, and its return was taken for a splice: 1.5 s out of sync).
+    private func jump(_ s: Int) -> Int64 { max(Self.jump, frameLengths[s] + Self.jump / 2) }
 
     private func accept(_ s: Int, _ t: Int64) {
         if position[s] != noPTS, t > position[s] { steps[s] = t - position[s] }
