@@ -147,8 +147,8 @@ struct FieldSurvey {
     }
 }
 
-/// Whether interlaced pictures at 29.97 (or 30) a second carry film by 3:2 pulldown baked
-/// into them (hard telecine: a US broadcast or DVD of a film or a scripted series). Such a
+/// Whether pictures at 29.97 (or 30) a second carry film by 3:2 pulldown baked into them
+/// (hard telecine: a US broadcast or DVD of a film or a scripted series). Such a
 /// stream repeats one field in two of every five frames; matched back into film frames
 /// (`fieldmatch`, `decimate`) it is 23.976 progressive pictures, sharp and without the
 /// judder and half-resolution frames a deinterlacer makes of it at 29.97.
@@ -208,7 +208,7 @@ struct TelecineSurvey {
 /// counts, so detail (which combs alike in all five) and a picture mostly still around a
 /// small moving part judge by the motion. Video tilting by one line a field weaves whole
 /// by its own fields, each line then equal to its neighbour on one side: a whole weave's
-/// lines must lie as far from the line above as from the one below.
+/// lines must lie about as far from the line above as from the one below (`balance`).
 struct WeaveSurvey {
     /// 8-bit code values by which a weave must comb beyond the least-combed one to count:
     /// above grain and coding noise.
