@@ -137,6 +137,10 @@ final class Pipeline {
         }
         return lengths
     }
+
+    /// A packet's length for judging its times: its own, or its stream's picture length
+    /// (`frameLengths`) where that is longer; its own (0 or less: unknown) where it says none.
+    static func length(ofPacket own: Int64, picture: Int64) -> Int64 { own > 0 ? max(own, picture) : own }
     /// Times made continuous across a splice (see `run`): the source's declared duration
     /// then says nothing about the output's.
     private(set) var splices = 0
@@ -285,8 +289,7 @@ final class Pipeline {
             // taken as the stream's start, left an output whose sound did not decode at its
             // start).
             // A packet of unknown length keeps `reorderBound`'s wide bound.
-            let own = rescale(p.pointee.duration, from: tb, to: kiln_time_base_q())
-            let length = own > 0 ? max(own, frameLengths[index] ?? 0) : own
+            let length = Pipeline.length(ofPacket: rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), picture: frameLengths[index] ?? 0)
             if p.pointee.pts != noPTS, p.pointee.dts != noPTS,
                abs(rescale(p.pointee.pts - p.pointee.dts, from: tb, to: kiln_time_base_q())) > Pipeline.reorderBound(duration: length) {
                 let st = demuxer.stream(Int(index))

@@ -300,6 +300,7 @@ public enum Preparer {
             mark = now
         }
         let expected = expectedDuration(info: info, plan: plan)
+        let frameLengths = Pipeline.frameLengths(of: info)
         var outInfo: MediaInfo
 
         let digest: (sha256: String, bytes: Int64)
@@ -343,7 +344,7 @@ public enum Preparer {
                     witness?.deferDecodes()
                 }
                 let pipeline = Pipeline(demuxer: demuxer, lanes: lanes, muxer: muxer, durationSeconds: expected,
-                                        cancellation: cancellation, watch: opened.watch, frameLengths: Pipeline.frameLengths(of: info),
+                                        cancellation: cancellation, watch: opened.watch, frameLengths: frameLengths,
                                         onProgress: progress)
                 // Timestamps that jump (MPEG-TS) move by more than the start; such files have no index anyway.
                 if let witness, let v = plan.video, !demuxer.hasDiscontinuousTimestamps {
@@ -440,7 +441,7 @@ public enum Preparer {
             var undecodable: Int?
             let verified = Result { () throws(KilnError) -> MediaInfo in
                 do throws(KilnError) {
-                    let pictureSeconds = plan.video.flatMap { info.stream($0.sourceIndex)?.frameRate }.map { $0 > 0 ? 1 / $0 : 0 } ?? 0
+                    let pictureSeconds = plan.video.flatMap { frameLengths[Int32($0.sourceIndex)] }.map { Double($0) / Double(kiln_time_base()) } ?? 0
                     return try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: verifiedLength, lastPicture: pictureSeconds,
                                                cancellation: cancellation, witness: witness, sourceDamaged: sourceDamaged,
                                                undecodable: { undecodable = $0 })

@@ -222,7 +222,9 @@ final class TimelineOutliers {
         // Until two times have been accepted, the packet's own length is the step, or the
         // measured rate's where that is longer (a slideshow cut from a 30 fps clip: its
         // packets say 1/30 s, its pictures come every 2.5 s).
-        if steps[s] == 0, p.duration > 0 { steps[s] = max(rescale(p.duration, from: timeBases[s], to: kiln_time_base_q()), frameLengths[s]) }
+        if steps[s] == 0 {
+            steps[s] = max(0, Pipeline.length(ofPacket: rescale(p.duration, from: timeBases[s], to: kiln_time_base_q()), picture: frameLengths[s]))
+        }
         let jump = self.jump(s)
         // Nor one whose presentation time is seconds from it: one of the two is damaged,
         // which the pipeline settles (`Pipeline.take`). Closer, a damaged decode time is
