@@ -245,13 +245,14 @@ func interlacedFrames(_ path: String) throws -> Int {
 
 @Suite("media engine on generated media", .serialized)
 struct GeneratedMediaTests {
-    func roundTrip(_ path: String, _ makePlan: (MediaInfo) -> Plan?) throws -> (MediaInfo, Plan, String, URL) {
+    /// `lasting`: the length the output must have (by default, the probe's).
+    func roundTrip(_ path: String, lasting: Double? = nil, _ makePlan: (MediaInfo) -> Plan?) throws -> (MediaInfo, Plan, String, URL) {
         let info = try Prober.probe(path: path)
         let plan = try #require(makePlan(info))
         let dir = Media.scratch("gen")
         let out = dir.appendingPathComponent("out.mp4").path
         _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
-        try checkOutput(out, plan: plan, source: info, sourcePath: path)
+        try checkOutput(out, plan: plan, source: info, sourcePath: path, lasting: lasting)
         return (info, plan, out, dir)
     }
 
@@ -367,12 +368,8 @@ struct GeneratedMediaTests {
         let info = try Prober.probe(path: path)
         #expect(info.startSeconds > 1 && declared > 7, "the source must declare its end time: \(info.startSeconds) \(declared)")
         #expect(abs(info.durationSeconds - 6) < 0.2 && info.warnings.contains("duration_from_start"), "\(info.durationSeconds)")
-        let plan = try #require(EnginePlans.remux(info))
-        let dir = Media.scratch("copyts")
+        let (_, _, _, dir) = try roundTrip(path, lasting: 6, EnginePlans.remux)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
-        try checkOutput(out, plan: plan, source: info, sourcePath: path, lasting: 6)
     }
 
     @Test("an FLV that declares its last time as its duration (pictures and sound from 1.01 s) is as long as they span and remuxes whole: it was refused as cut short")
@@ -383,12 +380,8 @@ struct GeneratedMediaTests {
         #expect(info.startSeconds > 0.9 && declared > 8.9, "the source must declare its end time: \(info.startSeconds) \(declared)")
         #expect(abs(info.durationSeconds - (declared - info.startSeconds)) < 0.05 && info.warnings.contains("duration_from_start"),
                 "\(info.durationSeconds)")
-        let plan = try #require(EnginePlans.remux(info))
-        let dir = Media.scratch("held-opening-flv")
+        let (_, _, _, dir) = try roundTrip(path, lasting: declared - info.startSeconds, EnginePlans.remux)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        _ = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
-        try checkOutput(out, plan: plan, source: info, sourcePath: path, lasting: declared - info.startSeconds)
     }
 
     @Test("chapters the pictures and sound do not reach are left out, and the last one they reach ends with them")

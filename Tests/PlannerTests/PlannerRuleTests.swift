@@ -1035,19 +1035,22 @@ struct PlannerRuleTests {
         } catch { #expect(error.code == .invalidQuality) }
     }
 
+    /// A broadcast recording of `picture` with 5.1 AC-3, and its plan at 10 Mbit/s for iOS.
+    private func broadcast(_ picture: StreamInfo) -> MediaInfo { media("ts", kbps: 18000, picture, audio("ac3", ch: 6, kbps: 448)) }
+    private func planAt10(_ source: MediaInfo) throws -> Plan { try Planner.plan(source: source, quality: .mbps10, caps: ios, presets: presets) }
+
     @Test("film in 3:2 pulldown is planned at its own 23.976 (inverse_telecined, its own key); video shot interlaced is deinterlaced")
     func inverseTelecine() throws {
         var film = video("mpeg2video", 1920, 1080, fps: 29.97, field: .tt)
         film.telecined = true
-        let source = media("ts", kbps: 18000, film, audio("ac3", ch: 6, kbps: 448))
-        let plan = try Planner.plan(source: source, quality: .mbps10, caps: ios, presets: presets)
+        let source = broadcast(film)
+        let plan = try planAt10(source)
         let v = try #require(plan.video)
         #expect(v.inverseTelecine == true && v.deinterlace && v.maxFrameRate == nil)
         #expect(plan.reasons.contains("inverse_telecined") && !plan.reasons.contains("deinterlaced"))
         var shot = film
         shot.telecined = false
-        let interlaced = try Planner.plan(source: media("ts", kbps: 18000, shot, audio("ac3", ch: 6, kbps: 448)), quality: .mbps10,
-                                          caps: ios, presets: presets)
+        let interlaced = try planAt10(broadcast(shot))
         #expect(interlaced.video?.inverseTelecine == nil && interlaced.video?.deinterlace == true)
         #expect(interlaced.reasons.contains("deinterlaced") && !interlaced.reasons.contains("inverse_telecined"))
         #expect(ArtifactKey.compute(plan: plan, source: source, presetsVersion: "v")
@@ -1056,12 +1059,10 @@ struct PlannerRuleTests {
         // taking it out) go to 23.976 too; ones the probe found no pulldown in do not.
         var progressive = film
         progressive.fieldOrder = .progressive
-        let p = try Planner.plan(source: media("ts", kbps: 18000, progressive, audio("ac3", ch: 6, kbps: 448)), quality: .mbps10,
-                                 caps: ios, presets: presets)
+        let p = try planAt10(broadcast(progressive))
         #expect(p.video?.inverseTelecine == true && p.video?.deinterlace == false && p.reasons.contains("inverse_telecined"))
         progressive.telecined = nil
-        let video = try Planner.plan(source: media("ts", kbps: 18000, progressive, audio("ac3", ch: 6, kbps: 448)), quality: .mbps10,
-                                     caps: ios, presets: presets)
+        let video = try planAt10(broadcast(progressive))
         #expect(video.video?.inverseTelecine == nil && !video.reasons.contains("inverse_telecined"))
     }
 
@@ -1069,15 +1070,14 @@ struct PlannerRuleTests {
     func fieldMatch() throws {
         var psf = video("mpeg2video", 1920, 1080, fps: 25, field: .tt)
         psf.progressiveFrames = true
-        let source = media("ts", kbps: 18000, psf, audio("ac3", ch: 6, kbps: 448))
-        let plan = try Planner.plan(source: source, quality: .mbps10, caps: ios, presets: presets)
+        let source = broadcast(psf)
+        let plan = try planAt10(source)
         let v = try #require(plan.video)
         #expect(v.fieldMatch == true && v.deinterlace && v.inverseTelecine == nil && v.maxFrameRate == nil)
         #expect(plan.reasons.contains("field_matched") && !plan.reasons.contains("deinterlaced"))
         var shot = psf
         shot.progressiveFrames = false
-        let interlaced = try Planner.plan(source: media("ts", kbps: 18000, shot, audio("ac3", ch: 6, kbps: 448)), quality: .mbps10,
-                                          caps: ios, presets: presets)
+        let interlaced = try planAt10(broadcast(shot))
         #expect(interlaced.video?.fieldMatch == nil && interlaced.video?.deinterlace == true)
         #expect(interlaced.reasons.contains("deinterlaced") && !interlaced.reasons.contains("field_matched"))
         #expect(ArtifactKey.compute(plan: plan, source: source, presetsVersion: "v")
@@ -1085,8 +1085,7 @@ struct PlannerRuleTests {
         var film = video("mpeg2video", 1920, 1080, fps: 29.97, field: .tt)
         film.telecined = true
         film.progressiveFrames = true
-        let telecine = try Planner.plan(source: media("ts", kbps: 18000, film, audio("ac3", ch: 6, kbps: 448)), quality: .mbps10,
-                                        caps: ios, presets: presets)
+        let telecine = try planAt10(broadcast(film))
         #expect(telecine.video?.inverseTelecine == true && telecine.video?.fieldMatch == nil)
         #expect(telecine.reasons.contains("inverse_telecined") && !telecine.reasons.contains("field_matched"))
     }

@@ -3395,9 +3395,7 @@ struct StoredInterlacedTests {
 
     @Test("the probe finds progressive pictures in interlaced ones, 2:2 shifted by a field, film in 3:2 pulldown and packed UYVY too; video shot interlaced is not, even where only a small part of the picture moves, where it tilts a line a field (whose own fields weave without combing: it had been matched into line-doubled pictures, 3 dB below deinterlacing), or in UYVY (whose chroma bytes had been read as luma: it read progressive)")
     func probe() throws {
-        func progressiveFrames(_ path: String) throws -> JSONValue? {
-            try Command.probedStreams(path).first { $0["type"] == .string("video") }?["progressive_frames"]
-        }
+        func progressiveFrames(_ path: String) throws -> JSONValue? { try TelecineTests.videoField(path, "progressive_frames") }
         #expect(try progressiveFrames(Self.psf()) == .bool(true))
         #expect(try progressiveFrames(Self.shifted()) == .bool(true))
         #expect(try progressiveFrames(TelecineTests.telecined()) == .bool(true))
@@ -3490,9 +3488,7 @@ struct TelecineTests {
 
     @Test("the probe tells film in 3:2 pulldown from video shot interlaced, noisy film and film after a still opening too, and leaves progressive pictures alone (noise hid every repeated field from a test of each picture; a still opening of 180 pictures left the film undecided)")
     func probe() throws {
-        func telecined(_ path: String) throws -> JSONValue? {
-            try Command.probedStreams(path).first { $0["type"] == .string("video") }?["telecined"]
-        }
+        func telecined(_ path: String) throws -> JSONValue? { try Self.videoField(path, "telecined") }
         #expect(try telecined(Self.telecined()) == .bool(true))
         #expect(try telecined(Self.noisyTelecined()) == .bool(true))
         #expect(try telecined(Self.stillOpeningTelecined()) == .bool(true))
@@ -3530,9 +3526,7 @@ struct TelecineTests {
 
     @Test("film in 3:2 pulldown in pictures flagged progressive is found and matched back into its 23.976 frames when re-encoded; progressive video at 29.97 is not (it was never surveyed: 2 pictures in 5 stayed combed)")
     func progressiveTelecined() throws {
-        func telecined(_ path: String) throws -> JSONValue? {
-            try Command.probedStreams(path).first { $0["type"] == .string("video") }?["telecined"]
-        }
+        func telecined(_ path: String) throws -> JSONValue? { try Self.videoField(path, "telecined") }
         let video = try Media.generated("video-29.97-progressive-h264.mkv", ["-f", "lavfi", "-i", "testsrc2=size=\(Self.size):rate=30000/1001:duration=6",
                                                                            "-c:v", "libx264", "-preset", "veryfast"])
         #expect(try telecined(video) == .bool(false))
@@ -3562,6 +3556,11 @@ struct TelecineTests {
             #expect(video["avg_frame_rate"] == .string("30000/1001"), "\(video)")
             #expect(try FFprobe.packetCount(out, "v") == 180)
         }
+    }
+
+    /// What the probe says of a file's first video stream under `key`.
+    static func videoField(_ path: String, _ key: String) throws -> JSONValue? {
+        try Command.probedStreams(path).first { $0["type"] == .string("video") }?[key]
     }
 
     /// Each picture's luma at `width`×`height` (by default a quarter of this suite's area).
