@@ -226,11 +226,9 @@ final class AudioTranscodeLane: Lane {
     }
 
     /// The source's rate when the encoder takes it, else 48 kHz, else the encoder's first.
-    /// Never above 48 kHz: Android guarantees AAC-LC decoding from 8 to 48 kHz only (its
-    /// compatibility definition), and Media Foundation's decoder stops there too, so a
-    /// studio master's 96 or 88.2 kHz becomes 48 or 44.1 (the same family: a whole ratio).
+    /// Never above 48 kHz (`EncodedSampleRate`).
     static func sampleRate(_ codec: UnsafePointer<AVCodec>, preferred source: Int32) -> Int32 {
-        let preferred = source <= 48000 ? source : source % 44100 == 0 ? 44100 : 48000
+        let preferred = Int32(EncodedSampleRate.of(source: Int(source)))
         guard let list = codec.pointee.supported_samplerates else { return preferred }
         var rates: [Int32] = []
         var i = 0

@@ -69,18 +69,16 @@ struct Device: Sendable {
     /// more channels than the device plays of a sound it decodes itself (one it passes
     /// through to a receiver has the receiver's); AAC above 48 kHz, which Android
     /// guarantees no decoder for and Media Foundation (browsers on Windows) refuses, the
-    /// limit Kiln's own encodes keep to. nil when it plays.
+    /// limit Kiln's own encodes keep to (`EncodedSampleRate`). nil when it plays.
     func audioProblem(_ s: StreamInfo) -> String? {
         guard playsAudio(s.codec) else { return "audio_codec_unsupported" }
         let passedThrough = audioPassthrough.contains(Codecs.canonical(s.codec))
         if let most = maxAudioChannels, (s.channels ?? 0) > most, !passedThrough { return "audio_channels_above_cap" }
-        if Codecs.canonical(s.codec) == "aac", (s.sampleRate ?? 0) > Self.mostAACSampleRate, !passedThrough {
+        if Codecs.canonical(s.codec) == "aac", (s.sampleRate ?? 0) > EncodedSampleRate.most, !passedThrough {
             return "audio_sample_rate_above_cap"
         }
         return nil
     }
-
-    static let mostAACSampleRate = 48_000
 
     /// The channels a sound the device decodes itself may have.
     func channels(_ wanted: Int, decodedAs codec: String) -> Int {

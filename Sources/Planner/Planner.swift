@@ -627,12 +627,11 @@ struct PlanContext {
     /// At most what the encoder spends at the rate it encodes the source's sound: AAC puts
     /// at most 6,144 bits in a channel's frame of 1,024 samples (libavcodec clamps to it),
     /// so 8 kHz mono (an old phone's AMR voice) takes 48 kbit/s, and a plan that said the
-    /// ladder's 64 or 128 promised what the output never had. The rate is the source's,
-    /// up to 48 kHz (`AudioTranscodeLane.sampleRate`); AC-3 and E-AC-3 encode at 48 kHz.
+    /// ladder's 64 or 128 promised what the output never had. The rate is the one the
+    /// engine encodes at (`EncodedSampleRate`); AC-3 and E-AC-3 encode at 48 kHz.
     static func reachableKbps(_ kbps: Int, codec: String, sampleRate: Int?, channels: Int) -> Int {
         guard codec == "aac", let rate = sampleRate, rate > 0, channels > 0 else { return kbps }
-        let encoded = rate <= 48000 ? rate : rate % 44100 == 0 ? 44100 : 48000
-        return min(kbps, 6 * encoded * channels / 1000)
+        return min(kbps, 6 * EncodedSampleRate.of(source: rate) * channels / 1000)
     }
 
     func encodeStereo(_ a: StreamInfo, _ t: AudioTarget) throws(KilnError) -> AudioPlan {
