@@ -28,6 +28,11 @@ struct FieldSurvey {
     static let movingNeeded = 30
     /// The most lines of a progressive picture surveyed for pulldown.
     static let progressiveCadenceLines = 576
+    /// The largest picture surveyed at all (2K's 2048x1080 with room). No broadcast, disc or
+    /// camera format stores larger pictures interlaced or by pulldown (UHD's are all
+    /// progressive), while a window of 150 UHD pictures costs seconds of decoding: a
+    /// larger picture flagged interlaced is deinterlaced unsurveyed, as before surveys.
+    static let largestSurveyedArea = 2048 * 1152
 
     struct Findings: Equatable {
         /// `StreamInfo.telecined`; nil when not asked.
@@ -46,10 +51,11 @@ struct FieldSurvey {
     }
 
     static func questions(for stream: StreamInfo) -> Questions {
+        guard let width = stream.width, let height = stream.height, width * height <= largestSurveyedArea else { return Questions() }
         let interlaced = stream.fieldOrder?.isInterlaced == true
         let fps = stream.frameRate ?? 0
         let pulldownRate = fps > 29.9 && fps < 30.05
-        let sd = (stream.height ?? .max) <= progressiveCadenceLines && stream.variableFrameRate != true
+        let sd = height <= progressiveCadenceLines && stream.variableFrameRate != true
         return Questions(weave: interlaced, cadence: pulldownRate && (interlaced || sd))
     }
 

@@ -3407,6 +3407,24 @@ struct StoredInterlacedTests {
         #expect(try progressiveFrames(Self.progressive()) == nil)
     }
 
+    @Test("pictures larger than 2K flagged interlaced are not surveyed (no format stores them so, and 150 UHD pictures a window cost seconds of probing): they are deinterlaced, as any interlaced picture the survey cannot judge")
+    func largePicturesUnsurveyed() throws {
+        // Progressive pictures that a survey finds whole at 1080 lines, as the probe()
+        // sources; only their size keeps them out of it.
+        func card(_ size: String) throws -> String {
+            try Media.generated("progressive-stored-interlaced-\(size).ts", ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25:duration=2",
+                                                                            "-c:v", "libx264", "-preset", "ultrafast", "-x264-params", "interlaced=1:tff=1",
+                                                                            "-f", "mpegts"])
+        }
+        let hd = try card("1920x1080"), large = try card("2560x1440")
+        #expect(try TelecineTests.videoField(hd, "progressive_frames") == .bool(true))
+        #expect(try TelecineTests.videoField(large, "field_order") == .string("tt"))
+        #expect(try TelecineTests.videoField(large, "progressive_frames") == nil)
+        let plan = try JSONValue.parse(Array(try Command.run(["plan", large, "--quality", "10mbps", "--caps", "web", "--json"]).stdout.utf8))
+        #expect(plan["video"]?["deinterlace"] == .bool(true), "\(plan)")
+        #expect(plan["video"]?["field_match"] == nil, "\(plan)")
+    }
+
     @Test("25PsF is matched whole, every picture at full height (deinterlaced, each was rebuilt from half its lines: the worst 38 dB from the original's)")
     func matchedWhole() throws {
         let original = try Self.progressive()
