@@ -4,7 +4,10 @@
 // Where `frame`'s luma samples lie: *step bytes apart in plane 0, the first *offset bytes
 // in (a capture card's packed UYVY has its luma every other byte, from the second); 8-bit
 // samples a byte each, 9- to 16-bit ones little-endian in two. Returns their depth; 0 for
-// a layout with none such (RGB, palettes, bitstream and big-endian formats).
+// a layout with none such (RGB, palettes, bitstream and big-endian formats), or one whose
+// rows the descriptor's step does not fit: packed 4:1:1 (uyyvyy411) has 6 bytes for 4
+// pixels, which the descriptor can only call a step of 4, so a row read by it runs far past
+// its end (a 16384-wide picture crashed the probe). Every frame read must pass.
 static int luma_layout(const AVFrame *frame, int *step, int *offset) {
     const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(frame->format);
     if (!desc || (desc->flags & (AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL | AV_PIX_FMT_FLAG_BE)))
@@ -12,6 +15,9 @@ static int luma_layout(const AVFrame *frame, int *step, int *offset) {
     int depth = desc->comp[0].depth;
     if (desc->comp[0].plane != 0 || desc->comp[0].shift != 0 || depth < 8 || depth > 16 || desc->comp[0].step < (depth > 8 ? 2 : 1))
         return 0;
+    // The last sample read of a row (x = width - 1 at most) must lie inside the row.
+    int64_t last = (int64_t)(frame->width - 1) * desc->comp[0].step + desc->comp[0].offset + (depth > 8 ? 1 : 0);
+    if (frame->linesize[0] <= 0 || last >= frame->linesize[0]) return 0;
     *step = desc->comp[0].step;
     *offset = desc->comp[0].offset;
     return depth;
@@ -32,7 +38,7 @@ int kiln_field_motion(const AVFrame *frame, const AVFrame *previous, double *top
         || frame->height != previous->height || frame->width < 4 || frame->height < 8)
         return AVERROR(EINVAL);
     int step, offset, depth = luma_layout(frame, &step, &offset);
-    if (!depth || !frame->data[0] || !previous->data[0]) return AVERROR(EINVAL);
+    if (!depth || !luma_layout(previous, &step, &offset) || !frame->data[0] || !previous->data[0]) return AVERROR(EINVAL);
     int wide = depth > 8;
     double scale = 1.0 / (1 << (depth - 8));
     uint64_t sum[2] = { 0, 0 }, count[2] = { 0, 0 };
@@ -82,7 +88,7 @@ int kiln_weave_combing(const AVFrame *previous, const AVFrame *frame, const AVFr
     }
     if (frame->width < 4 || frame->height < 8) return AVERROR(EINVAL);
     int step, offset, depth = luma_layout(frame, &step, &offset);
-    if (!depth) return AVERROR(EINVAL);
+    if (!depth || !luma_layout(previous, &step, &offset) || !luma_layout(next, &step, &offset)) return AVERROR(EINVAL);
     int wide = depth > 8;
     int shift = depth - 8;
     int threshold = comb_threshold << shift;

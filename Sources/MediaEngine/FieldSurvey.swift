@@ -51,7 +51,8 @@ struct FieldSurvey {
     }
 
     static func questions(for stream: StreamInfo) -> Questions {
-        guard let width = stream.width, let height = stream.height, width * height <= largestSurveyedArea else { return Questions() }
+        guard let width = stream.width, let height = stream.height, width * height <= largestSurveyedArea,
+              FieldFilters.fit(width: width, height: height) else { return Questions() }
         let interlaced = stream.fieldOrder?.isInterlaced == true
         let fps = stream.frameRate ?? 0
         let pulldownRate = fps > 29.9 && fps < 30.05

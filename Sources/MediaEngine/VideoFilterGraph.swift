@@ -99,7 +99,9 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
                             frameRate: AVRational? = nil,
                             outputMatrix: String?, inputMatrix: String? = nil, picture: (width: Int32, height: Int32)? = nil) -> String {
     var parts: [String] = []
-    if plan.inverseTelecine == true || plan.fieldMatch == true {
+    if !FieldFilters.fit(width: Int(input.width), height: Int(input.height)) {
+        // Too small for the field filters, whatever the plan or the pictures' flags say.
+    } else if plan.inverseTelecine == true || plan.fieldMatch == true {
         // Each picture's fields matched with its neighbours' into whole pictures (one
         // still combed where no match makes it whole, flagged for bwdif). Film in 3:2
         // pulldown then leaves out the one picture in five that repeats another, the rest
@@ -213,6 +215,14 @@ final class VideoFilterGraph {
         var why = [CChar](repeating: 0, count: 512)
         guard kiln_avfilter_available(&why, why.count) != 0 else {
             throw KilnError(.internalError, stage: .filter, cString(why))
+        }
+        // A few formats libavcodec decodes to are ones libswscale cannot read (packed 4:1:1,
+        // uyyvyy411, from raw video): no graph converts them (ENOSYS from its configuration,
+        // as from the ffmpeg command), which is the source's doing, not Kiln's.
+        let format = AVPixelFormat(rawValue: input.pixelFormat)
+        guard sws_isSupportedInput(format) != 0 else {
+            let name = av_get_pix_fmt_name(format).map { String(cString: $0) } ?? "number \(input.pixelFormat)"
+            throw KilnError(.sourceUnsupported, stage: .filter, "the pictures' pixel format \(name) cannot be converted (libswscale reads no such pictures)")
         }
         guard let g = kiln_avfilter_graph_alloc() else {
             throw KilnError(.resourceLimit, stage: .filter, "out of memory for a filter graph")

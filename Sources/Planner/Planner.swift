@@ -402,10 +402,12 @@ struct PlanContext {
         // Every n-th picture where the source shows more than the device (or, unsaid, more
         // than a display shows: a 120 fps phone clip spent its bits on pictures no 60 Hz
         // screen shows, and a level then took its size).
-        let deinterlace = v.fieldOrder?.isInterlaced ?? false
+        // Pictures too small for field filters are taken as progressive (FieldFilters).
+        let fieldsFit = FieldFilters.fit(width: v.width ?? FieldFilters.smallestSide, height: v.height ?? FieldFilters.smallestSide)
+        let deinterlace = fieldsFit && v.fieldOrder?.isInterlaced == true
         // Film in 3:2 pulldown goes at its own 23.976, four pictures of every five.
         // Also in pictures flagged progressive: a DVD re-encoded with its pulldown left in.
-        let inverseTelecine = v.telecined == true
+        let inverseTelecine = fieldsFit && v.telecined == true
         // Progressive pictures stored interlaced are matched whole, at their own rate.
         let fieldMatch = deinterlace && !inverseTelecine && v.progressiveFrames == true
         let sourceFPS = Codecs.frameRate(v).map { inverseTelecine ? $0 * 4 / 5 : $0 }

@@ -3338,6 +3338,52 @@ struct DVFieldOrderTests {
     }
 }
 
+@Suite("pictures the field filters cannot take")
+struct OddFieldPicturesTests {
+    @Test("an interlaced picture too small for the field filters (2 lines, or 4x8 with 2x4 chroma) is transcoded as progressive: bwdif had refused it, an internal_error", arguments: ["720x2", "4x8"])
+    func tinyInterlaced(_ size: String) throws {
+        let source = try Media.generated("interlaced-tiny-\(size).mkv", ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25:duration=2",
+                                                                       "-c:v", "rawvideo", "-pix_fmt", "yuv420p", "-field_order", "tt"])
+        #expect(try TelecineTests.videoField(source, "field_order") == .string("tt"))
+        try Command.prepare(source, quality: "2mbps", caps: "web", scratch: "tiny-\(size)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["video"]?["deinterlace"] == .bool(false))
+            #expect(try FFprobe.decodeErrors(out) == "")
+            #expect(try FFprobe(out).streams("video").first?["nb_frames"] == .string("50"))
+        }
+    }
+
+    /// Raw packed 4:1:1 (uyyvyy411: 6 bytes for 4 pixels) flagged interlaced, 16384x32, six
+    /// pictures of noise.
+    static func packed411() throws -> String {
+        try Media.generated("uyyvyy411-16384x32-tt.mkv") { tmp in
+            let raw = tmp + ".raw"
+            defer { try? FileManager.default.removeItem(atPath: raw) }
+            var random = SplitMix(seed: 411)
+            let bytes = (0..<(16384 * 32 * 3 / 2 * 6)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            try Data(bytes).write(to: URL(fileURLWithPath: raw))
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "uyyvyy411", "-s", "16384x32",
+                                               "-framerate", "25", "-i", raw, "-c:v", "copy", "-field_order", "tt", "-f", "matroska", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg could not write packed 4:1:1: \(r.stderr)") }
+        }
+    }
+
+    @Test("packed 4:1:1 pictures (uyyvyy411) are described without the field survey reading past their rows (a 16384-wide one crashed the probe), and their transcode is refused as source_unsupported, which libswscale cannot read (it was an internal_error)")
+    func packed411Refused() throws {
+        let source = try Self.packed411()
+        let probe = try Command.run(["probe", source, "--json"])
+        #expect(probe.status == 0, "\(probe.stderr.suffix(300))")
+        #expect(try TelecineTests.videoField(source, "pixel_format") == .string("uyyvyy411"))
+        try Command.prepare(source, quality: "2mbps", caps: "web", scratch: "packed411") { (r, out) throws in
+            #expect(r.status == 3, "\(r.stdout) \(r.stderr.suffix(300))")
+            let error = try Command.json(r)["error"]
+            #expect(error?["code"] == .string("source_unsupported"))
+            #expect(error?["message"]?.string?.contains("uyyvyy411") == true, "\(String(describing: error))")
+            #expect(!FileManager.default.fileExists(atPath: out))
+        }
+    }
+}
+
 @Suite("progressive pictures stored interlaced")
 struct StoredInterlacedTests {
     /// 6 s of progressive 25 fps pictures as a camera makes them: drawn at twice the size
