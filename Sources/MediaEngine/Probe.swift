@@ -596,10 +596,16 @@ public enum Prober {
         var fieldDecoder: Decoder? = nil
         // DV's is always its bitstream's: a MOV's `fiel` box (ffmpeg's muxer writes one)
         // said progressive for PAL DV, which the decoder flags interlaced.
-        if streams[vi].fieldOrder == nil || streams[vi].fieldOrder == .unknown || streams[vi].codec == "dvvideo",
-           Prober.interlaceCapableCodecs.contains(streams[vi].codec) {
+        let containerUnsure = streams[vi].fieldOrder == nil || streams[vi].fieldOrder == .unknown || streams[vi].codec == "dvvideo"
+        // A container that says progressive is asked the bitstream's word too, where the
+        // parser gives it for nothing: interlaced H.264 (MBAFF, PAFF) or MPEG-2 in a Matroska
+        // file flagged progressive (ffmpeg's muxer writes the flag of the pictures it was
+        // given) was copied as it was to devices that decode no interlaced pictures. The
+        // bitstream wins only where it says interlaced: that is what decoders see.
+        let containerProgressive = streams[vi].fieldOrder == .progressive && !containerUnsure
+        if containerUnsure || containerProgressive, Prober.interlaceCapableCodecs.contains(streams[vi].codec) {
             fieldParser = HeaderParser(stream: st, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO])
-            if fieldParser == nil { fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true) }
+            if fieldParser == nil && containerUnsure { fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true) }
         }
         // No seek first: the packets find_stream_info read are still buffered and come
         // back first (unless `H264Analysis` already went back to the start). Afterwards
@@ -625,8 +631,8 @@ public enum Prober {
             if let parser = fieldParser, p.flags & AV_PKT_FLAG_KEY != 0 {
                 parser.parse(packet)
                 if let order = parser.fieldOrder {
-                    streams[vi].fieldOrder = order
-                } else {
+                    if containerUnsure || order.isInterlaced { streams[vi].fieldOrder = order }
+                } else if containerUnsure {
                     fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true)
                 }
                 fieldParser = nil

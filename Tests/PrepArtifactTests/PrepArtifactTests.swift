@@ -3336,6 +3336,29 @@ struct DVFieldOrderTests {
         let plan = try JSONValue.parse(Array(try Command.run(["plan", source, "--quality", "original", "--caps", "ios", "--json"]).stdout.utf8))
         #expect(plan["video"]?["deinterlace"] == .bool(true), "\(plan)")
     }
+
+    @Test("interlaced H.264 (MBAFF) in a Matroska file flagged progressive, as ffmpeg's muxer flags it, is interlaced as its bitstream says: it had been copied as it was to devices that decode no interlaced pictures; a progressive H.264 stays progressive")
+    func interlacedInProgressiveMatroska() throws {
+        func encoded(_ name: String, _ x264: [String]) throws -> String {
+            try Media.generated(name, ["-f", "lavfi", "-i", "testsrc2=size=720x576:rate=25:duration=2", "-f", "lavfi", "-i", "sine=duration=2",
+                                       "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"] + x264 + ["-c:a", "aac"])
+        }
+        let interlaced = try encoded("mbaff-flagged-progressive.mkv", ["-x264-params", "interlaced=1:tff=1"])
+        let progressive = try encoded("h264-progressive.mkv", [])
+        // The container says progressive for both (the independent check).
+        let flagged = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "stream=field_order", "-of", "csv=p=0", interlaced])
+        #expect(flagged.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "progressive")
+        #expect(try TelecineTests.videoField(interlaced, "field_order") == .string("tt"))
+        #expect(try TelecineTests.videoField(progressive, "field_order") == .string("progressive"))
+        func plan(_ path: String) throws -> JSONValue {
+            try JSONValue.parse(Array(try Command.run(["plan", path, "--quality", "original", "--caps", "ios", "--json"]).stdout.utf8))
+        }
+        let refused = try plan(interlaced)
+        #expect(refused["video"]?["action"] != .string("copy"), "\(refused)")
+        guard case .array(let reasons)? = refused["reasons"] else { throw TestFailure("no reasons: \(refused)") }
+        #expect(reasons.contains(.string("interlaced_unsupported")), "\(reasons)")
+        #expect(try plan(progressive)["video"]?["action"] == .string("copy"))
+    }
 }
 
 @Suite("pictures the field filters cannot take")
