@@ -100,6 +100,16 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         // Whatever the migration wrote, and the log's own name, are durable before any call.
         if let flusher { try flusher.waitDurable(flusher.committedOne()) }
         self.flusher = flusher
+        // A database this user cannot write (its file read-only to it) opens and reads,
+        // BEGIN and COMMIT pass, and every statement that writes fails: a daemon started on
+        // one said it was ready and refused every request. Said here, at open, where an
+        // operator looks. (A file system gone read-only later fails its commits: store_failing.)
+        do throws(KilnError) {
+            try checkWritable(now: SystemClock().nowMillis(), always: true)
+        } catch {
+            throw KilnError(.ioError, stage: .open, underlying: error.underlying,
+                            "the database \(path) cannot be written (\(error.message)): make it, its -wal and -shm files and its folder writable by this user")
+        }
     }
 
     public var broken: KilnError? { flusher?.failed }
@@ -119,7 +129,12 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     }
 
     public func checkWritable(now: Int64) throws(KilnError) {
-        guard writeFailure != nil else { return }
+        try checkWritable(now: now, always: false)
+    }
+
+    /// The readiness write; `always` makes it where no write has failed yet too.
+    private func checkWritable(now: Int64, always: Bool) throws(KilnError) {
+        guard always || writeFailure != nil else { return }
         try write(durable: false) { db throws(KilnError) in
             try db.execute("""
                 INSERT INTO kv (name, value) VALUES ('write_checked_at', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value

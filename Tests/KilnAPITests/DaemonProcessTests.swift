@@ -34,10 +34,13 @@ final class DaemonProcess: @unchecked Sendable {
     /// `kiln serve` with `environment` over this process's (nil removes a variable),
     /// expected to exit: its status and standard error. One still running after `seconds`
     /// is recorded as an issue and stopped.
-    static func serveExpectingExit(_ environment: [String: String?], within seconds: Double = 20) throws -> (status: Int32, stderr: String) {
+    /// `runner`: a command it runs under (`setpriv` to run it as another user).
+    static func serveExpectingExit(_ environment: [String: String?], within seconds: Double = 20,
+                                   runner: [String] = []) throws -> (status: Int32, stderr: String) {
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: Binaries.path("kiln"))
-        p.arguments = ["serve"]
+        let command = runner + [Binaries.path("kiln"), "serve"]
+        p.executableURL = URL(fileURLWithPath: command[0])
+        p.arguments = Array(command.dropFirst())
         var env = ProcessInfo.processInfo.environment
         for (k, v) in environment { env[k] = v }
         p.environment = env
@@ -188,6 +191,33 @@ struct DaemonProcessTests {
         first.terminate()
         let third = try DaemonProcess(dataDir: data, mediaRoot: data.path)
         third.terminate()
+    }
+
+    @Test("a database its user cannot write (read-only to it): exit 4 naming the file at start; it had started, said it was ready and refused every request")
+    func readOnlyDatabase() throws {
+        let data = Media.scratch("readonly-data")
+        defer { try? FileManager.default.removeItem(at: data) }
+        try DaemonProcess(dataDir: data, mediaRoot: data.path).terminate()
+        // Root writes whatever the mode says: the daemon runs as nobody, owning its folder,
+        // its database file read-only.
+        let nobody = "65534"
+        #expect(try Run.command("chown", ["-R", "\(nobody):\(nobody)", data.path]).status == 0)
+        let database = data.appendingPathComponent("kiln.db").path
+        #expect(chmod(database, 0o444) == 0)
+        let environment: [String: String?] = [
+            "KILN_DATA_DIR": data.path, "KILN_LISTEN": "127.0.0.1:\(try DaemonProcess.freePort())", "KILN_MEDIA_ROOTS": data.path,
+            "KILN_PRESETS_DIR": Media.repoRoot.appendingPathComponent("Presets").path,
+        ]
+        let asNobody = ["/usr/bin/setpriv", "--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups"]
+        let r = try DaemonProcess.serveExpectingExit(environment, runner: asNobody)
+        #expect(r.status == 4 && r.stderr.contains("\(database) cannot be written"), "\(r.stderr)")
+        // Writable again (SQLite made its -wal and -shm files with the database's mode), the
+        // same user starts.
+        for file in [database, database + "-wal", database + "-shm"] where FileManager.default.fileExists(atPath: file) {
+            #expect(chmod(file, 0o644) == 0)
+        }
+        let started = try DaemonProcess.serveExpectingExit(environment, within: 3, runner: asNobody + ["/usr/bin/timeout", "2"])
+        #expect(started.status == 124, "still serving when stopped: \(started.stderr)")
     }
 
     @Test("a port another program holds: exit 4 with the system's reason, not a second listener on it")
