@@ -155,11 +155,26 @@ public final class API: Sendable {
 
     func prepare(_ req: HTTPRequest) throws -> HTTPResponse {
         var request = try PrepareBody.parse(req.body)
-        request.sourcePath = try gate.check(request.sourcePath)
-        let binding = try farm.prepare(request)
+        let asked = request
+        let binding: Binding
+        do {
+            request.sourcePath = try gate.check(request.sourcePath)
+            binding = try farm.prepare(request)
+        } catch let error where Self.isSourceGone(error) {
+            // Same reference, same request: same answer, though the source has gone since (a
+            // ready file stays ready; GET of the reference said so while this said 404).
+            var same = asked
+            same.sourcePath = SourceGate.normalize(asked.sourcePath)
+            guard let stored = try store.reference(asked.reference), stored.request == same else { throw error }
+            return try referenceAnswer(asked.reference)
+        }
         let view = ReferenceView(reference: binding.reference, artifact: binding.artifact)
         metrics.countRequest(enqueued: binding.enqueued, format: binding.artifact.plan.deliveryFormat)
         return .json(status: view.httpStatus, view)
+    }
+
+    static func isSourceGone(_ error: Error) -> Bool {
+        (error as? APIError) == SourceGate.notFound || (error as? KilnError)?.code == .sourceNotFound
     }
 
     func referenceAnswer(_ ref: String) throws -> HTTPResponse {

@@ -448,6 +448,32 @@ struct APITests {
         #expect(reference["status"] == .string("failed") && reference["error"]?["code"] == .string("source_changed"), "\(reference)")
     }
 
+    @Test("the same request again once its source is deleted answers as its reference does (a file Kiln made stays ready and downloads), where it answered 404 source_not_found; a new reference to the gone file is 404")
+    func sameRequestSourceGone() throws {
+        let root = Media.scratch("gone-root")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let film = root.appendingPathComponent("film.mp4").path
+        try FileManager.default.copyItem(atPath: Media.shared("sp_bear-640x360-ec3.mp4"), toPath: film)
+        let d = try Daemon(mediaRoot: root)
+        defer { d.stop() }
+        _ = try d.prepare("kept", film, quality: "1mbps")
+        let ready = try d.settle("kept")
+        #expect(ready["status"] == .string("ready") && ready["delivery_format"] != .string("original"), "\(ready)")
+        try FileManager.default.removeItem(atPath: film)
+        let again = try d.prepare("kept", film, quality: "1mbps")
+        let answer = try JSONValue.parse(again.body)
+        #expect(again.status == 200 && answer["status"] == .string("ready"), "\(again.status) \(answer)")
+        #expect(answer["artifact_id"] == ready["artifact_id"] && answer["file"] == ready["file"])
+        let id = try #require(answer["artifact_id"]?.string)
+        #expect(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)/file").status == 200)
+        // Not the same request: the gone file is not found.
+        let other = try d.prepare("new", film, quality: "1mbps")
+        let notFound = try JSONValue.parse(other.body)
+        #expect(other.status == 404 && notFound["error"] == .string("source_not_found"), "\(notFound)")
+        let otherQuality = try d.prepare("kept", film, quality: "2mbps")
+        #expect(otherQuality.status == 404)
+    }
+
     @Test("a download asked for while the collector deletes the artifact answers 410 artifact_collected, as it will once the row is gone, not 409 not ready yet")
     func downloadDuringCollection() throws {
         let d = try Daemon()
