@@ -175,30 +175,61 @@ final class JobRunner: @unchecked Sendable {
     /// Moves the finished file into place and marks the artifact ready, under the farm's
     /// file lock (the collector takes it too) and only after a heartbeat confirms the job is
     /// still ours, so a rescued attempt's late child cannot replace a newer attempt's file.
+    /// A store that cannot record it for a while (the database's disk full, its write lock
+    /// held by another program) is asked again, the file kept, while the job is ours and the
+    /// farm runs: the work is done, and throwing it away had left the job shown running
+    /// until its lease lapsed and then redone the whole encode. The file lock is let go
+    /// between tries, so the collector can make room meanwhile.
     private func deliver(attemptPath: String, bytes: Int64, sha256: String?, deliveredPlan: Plan?) {
+        var pause = 0.5
+        var said = false
+        while let failure = deliverOnce(attemptPath: attemptPath, bytes: bytes, sha256: sha256, deliveredPlan: deliveredPlan) {
+            guard failure.code == .diskFull || failure.code == .ioError, !farm.isStopping else {
+                farm.log.write("job \(jobID): could not record the finished file: \(failure); the file is discarded")
+                break
+            }
+            if !said {
+                farm.log.write("job \(jobID): could not record the finished file (\(failure)); keeping it and trying again")
+                said = true
+            }
+            Thread.sleep(forTimeInterval: pause)
+            pause = min(pause * 2, 5)
+        }
+        farm.events.notify()
+    }
+
+    /// One try of `deliver`: nil when it is done with the file (recorded, or discarded as no
+    /// longer ours); the store's error when the file, back at `attemptPath`, awaits another.
+    private func deliverOnce(attemptPath: String, bytes: Int64, sha256: String?, deliveredPlan: Plan?) -> KilnError? {
         let store = farm.store
         let finalPath = farm.folder.finalPath(artifactID)
         farm.fileLock.lock()
         defer { farm.fileLock.unlock() }
         let now = farm.clock.nowMillis()
-        do {
+        do throws(KilnError) {
             guard try store.heartbeat(jobID: jobID, owner: owner, leaseUntil: now + Int64(farm.config.leaseSeconds * 1000),
                                       progress: nil, now: now) else {
                 farm.log.write("job \(jobID): finished after its lease was lost; the file is discarded")
-                return
+                return nil
             }
             try farm.folder.moveIntoPlace(attemptPath, finalPath)
             let file = FileRecord(path: finalPath, bytes: bytes, sha256: sha256, owned: true)
-            if try !store.complete(jobID: jobID, owner: owner, file: file, deliveredPlan: deliveredPlan, now: now) {
+            let recorded: Bool
+            do throws(KilnError) {
+                recorded = try store.complete(jobID: jobID, owner: owner, file: file, deliveredPlan: deliveredPlan, now: now)
+            } catch {
+                // Not ready, so not at the artifact's name: back to the attempt's, for the next try.
+                try? farm.folder.moveIntoPlace(finalPath, attemptPath)
+                throw error
+            }
+            if !recorded {
                 try? farm.folder.remove(finalPath)
                 farm.log.write("job \(jobID): the store refused the result; the file is discarded")
             }
+            return nil
         } catch {
-            // The job stays running under our lease; when it lapses the rescuer retries it.
-            try? farm.folder.remove(finalPath)
-            farm.log.write("job \(jobID): could not record the finished file: \(error)")
+            return error
         }
-        farm.events.notify()
     }
 
     private func record(failure: AttemptError, permanent: Bool) {

@@ -248,6 +248,44 @@ struct FarmTests {
         #expect(try eventually { h.farm.runningJobIDs.isEmpty && h.tempFiles().isEmpty })
     }
 
+    @Test("a finished file the store cannot record for a while (its write lock held by another program, as by a full disk) is kept and recorded once it can: ready after one attempt, where it was thrown away, the job shown running until its lease lapsed and then encoded again")
+    func finishedFileKeptWhileStoreFails() throws {
+        let gate = Gate()
+        let h = try Harness("record-later", launcher: FakeLauncher([.gated(gate, then: .succeed(bytes: 333))])) {
+            $0.heartbeatSeconds = 3600   // the running job writes nothing of its own meanwhile
+        }
+        defer { gate.release(); h.cleanUp() }
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("r", try h.source())).artifact.id
+        #expect(try eventually { h.fake.launches.count == 1 })
+        // Another program takes the database's write lock: every write waits out the busy
+        // timeout (5 s) and fails.
+        let shell = Process()
+        shell.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        shell.arguments = [h.store.path]
+        let input = Pipe(), output = Pipe()
+        shell.standardInput = input
+        shell.standardOutput = output
+        try shell.run()
+        defer { if shell.isRunning { shell.terminate() } }
+        input.fileHandleForWriting.write(Data("BEGIN IMMEDIATE;\nSELECT 'held';\n".utf8))
+        var said = Data()
+        while !String(decoding: said, as: UTF8.self).contains("held") {
+            let more = output.fileHandleForReading.availableData
+            if more.isEmpty { break }
+            said.append(more)
+        }
+        gate.release()
+        #expect(try eventually { h.log.lines.contains { $0.contains("keeping it and trying again") } }, "\(h.log.lines)")
+        try input.fileHandleForWriting.close()
+        shell.waitUntilExit()
+        #expect(try eventually { try h.artifact(id)?.state == .ready }, "\(h.log.lines)")
+        #expect(try h.artifact(id)?.file?.bytes == 333)
+        #expect(FileManager.default.fileExists(atPath: h.config.artifactPath(id)))
+        #expect(h.fake.launches.count == 1, "encoded once")
+        #expect(try eventually { h.farm.runningJobIDs.isEmpty && h.tempFiles().isEmpty })
+    }
+
     @Test("cancel stops a running child; the job is not run again")
     func cancelStopsChild() throws {
         let h = try Harness("cancel", launcher: FakeLauncher([.hang]))
