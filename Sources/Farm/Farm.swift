@@ -361,8 +361,10 @@ public final class Farm: @unchecked Sendable {
     /// Ids of jobs with a runner in this process.
     public var runningJobIDs: [Int64] { state.lock(); defer { state.unlock() }; return runners.keys.sorted() }
 
-    /// Free bytes where artifacts are written.
-    public var freeBytes: Int64? { space.freeBytes(at: config.absoluteDataDir) }
+    /// Free bytes where artifacts are written: the artifacts folder's file system, which an
+    /// operator may mount apart from the data directory's (a disk for files, the database
+    /// on another).
+    public var freeBytes: Int64? { space.freeBytes(at: config.artifactsDir) }
 
     /// Bytes the output is expected to take: (video + audio bitrate) × duration × 1.1 plus
     /// a 16 MiB margin; a copied stream counts at the source's own bitrate. `original`
@@ -523,15 +525,15 @@ public final class Farm: @unchecked Sendable {
         }
     }
 
-    /// A job whose estimated output is more than the data directory's file system could
+    /// A job whose estimated output is more than the artifacts folder's file system could
     /// hold were it empty (less `minFreeBytes`) can never be admitted: its refusal.
     private func neverFits(_ claimed: ClaimedJob, now: Int64) -> AttemptError? {
-        guard let capacity = space.capacityBytes(at: config.absoluteDataDir),
+        guard let capacity = space.capacityBytes(at: config.artifactsDir),
               claimed.estimatedBytes > capacity - config.minFreeBytes else { return nil }
         // Not disk_full, which says "worth retrying": asked again, it would fail again until
         // the file system grows. Permanent for the request; asking again queues it again.
         return AttemptError(attempt: claimed.job.attempt, code: KilnError.Code.qualityUnavailable.rawValue, stage: KilnError.Stage.write.rawValue,
-                            message: "the output needs about \(Format.bytes(claimed.estimatedBytes)), more than the data directory's file system "
+                            message: "the output needs about \(Format.bytes(claimed.estimatedBytes)), more than the artifacts folder's file system "
                                 + "holds (\(Format.bytes(capacity)), \(Format.bytes(config.minFreeBytes)) of it kept free)", at: now)
     }
 
@@ -540,7 +542,7 @@ public final class Farm: @unchecked Sendable {
     /// same free space together needed twice it). nil when it does; otherwise the bytes it
     /// needs free beyond the floor.
     private func unadmitted(_ claimed: ClaimedJob) -> Int64? {
-        guard let free = space.freeBytes(at: config.absoluteDataDir) else { return nil }
+        guard let free = freeBytes else { return nil }
         state.lock()
         let running = runners.values.filter { $0.jobID != claimed.job.id }
         state.unlock()

@@ -28,7 +28,7 @@ public struct FarmConfig: Sendable, Equatable {
     public var eventsHeldForWebhook = false
     /// Total bytes of owned artifact files above which unreferenced ones are collected early.
     public var storageBudgetBytes: Int64? = nil
-    /// Free space on the data directory's file system that jobs must not eat into.
+    /// Free space on the artifacts folder's file system that jobs must not eat into.
     public var minFreeBytes: Int64 = 1 << 30
     /// A claimed job's lease; renewed by the runner's heartbeat, rescued when it expires.
     public var leaseSeconds: Double = 60

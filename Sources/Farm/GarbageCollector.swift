@@ -78,7 +78,7 @@ struct GarbageCollector: Sendable {
         }
 
         var total = try store.storedBytes().total
-        var free = space.freeBytes(at: config.absoluteDataDir)
+        var free = space.freeBytes(at: config.artifactsDir)
         // What the waiting jobs want counts if deleting every unheld file would give it.
         let unheld = candidates.reduce(Int64(0)) { sum, a in
             guard !gone.contains(a.id), let file = a.file, file.owned else { return sum }

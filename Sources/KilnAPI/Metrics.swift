@@ -86,7 +86,7 @@ public final class Metrics: @unchecked Sendable {
         sample("kiln_stored_bytes", [("held", "all")], Double(snap?.storedBytes ?? 0))
         sample("kiln_stored_bytes", [("held", "unreferenced")], Double(snap?.unreferencedBytes ?? 0))
         if let free = farm.freeBytes {
-            family("kiln_free_bytes", "gauge", "Free bytes on the data directory's file system.")
+            family("kiln_free_bytes", "gauge", "Free bytes on the artifacts folder's file system.")
             sample("kiln_free_bytes", [], Double(free))
         }
         if let cut = connectionsCut {

@@ -39,10 +39,16 @@ final class TestSpace: DiskSpace, @unchecked Sendable {
     /// A file system of `bytes` holding only `folder`'s files: its free space is what they
     /// leave, so deleting one frees its size (`free` is then ignored).
     func holding(_ folder: String, bytes: Int64) { lock.lock(); disk = (folder, bytes); lock.unlock() }
+    private var mounts: [String: Int64] = [:]
+    /// A file system of its own at `folder`, with `bytes` free (`free` and `holding` are for
+    /// every other path).
+    func mount(_ folder: String, free bytes: Int64) { lock.lock(); mounts[folder] = bytes; lock.unlock() }
     func freeBytes(at path: String) -> Int64? {
         lock.lock()
         let disk = self.disk
+        let mounted = mounts[path]
         lock.unlock()
+        if let mounted { return mounted }
         guard let disk else { return free }
         let names = (try? FileManager.default.contentsOfDirectory(atPath: disk.folder)) ?? []
         let used = names.reduce(Int64(0)) { sum, name in

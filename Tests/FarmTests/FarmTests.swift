@@ -410,6 +410,18 @@ struct FarmTests {
         #expect(try eventually { try h.artifact(id)?.state == .ready })
     }
 
+    @Test("artifacts on a file system of their own are admitted by its free space, not the data directory's: a job waited for disk with room for it where its file goes (a farm audit)")
+    func artifactsMountedApart() throws {
+        let h = try Harness("apart") { $0.diskRecheckSeconds = 3600 }
+        defer { h.cleanUp() }
+        h.space.free = 1 << 20   // the data directory's disk, the database's: at the floor
+        h.space.mount(h.config.artifactsDir, free: 1 << 40)
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("apart", try h.source())).artifact.id
+        #expect(try eventually { try h.artifact(id)?.state == .ready })
+        #expect(h.farm.freeBytes == 1 << 40)
+    }
+
     @Test("a job that would eat into the free-space floor waits for disk, then runs when space returns")
     func diskAdmission() throws {
         let h = try Harness("disk") { $0.diskRecheckSeconds = 5 }
