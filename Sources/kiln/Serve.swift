@@ -16,6 +16,37 @@ enum Serve {
     /// delete their temporary files at start-up, then claim and run jobs beside it, past
     /// its transcode limit; the port is no guard (another one may be configured, or the
     /// same one shared).
+    /// Makes `path` and the folders above it where missing, saying why it cannot in the
+    /// system's words (Foundation said "NSCocoaErrorDomain error 512" for a data directory
+    /// that is a file).
+    static func makeFolder(_ path: String) throws(KilnError) {
+        var st = stat()
+        if stat(path, &st) == 0 {
+            guard (st.st_mode & S_IFMT) == S_IFDIR else { throw KilnError(.ioError, stage: .request, "\(path) is not a folder") }
+            return
+        }
+        let parent = (path as NSString).deletingLastPathComponent
+        if !parent.isEmpty && parent != path { try makeFolder(parent) }
+        guard mkdir(path, 0o755) == 0 || errno == EEXIST else {
+            let e = errno
+            throw KilnError(.ioError, stage: .request, underlying: e, "cannot create the folder \(path): \(String(cString: strerror(e)))")
+        }
+    }
+
+    /// A file made and removed in `folder`: an artifacts folder this user cannot write had
+    /// let the daemon start, say it was ready and spend every job's attempts on "Permission
+    /// denied".
+    static func checkWritable(_ folder: String) throws(KilnError) {
+        let probe = folder + "/.kiln-write-check-\(getpid())"
+        let fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let e = errno
+            throw KilnError(.ioError, stage: .request, underlying: e, "cannot write in \(folder): \(String(cString: strerror(e)))")
+        }
+        close(fd)
+        unlink(probe)
+    }
+
     static func lockDataDir(_ dataDir: String) throws(KilnError) {
         let path = dataDir + "/kiln.lock"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
@@ -38,10 +69,9 @@ enum Serve {
                             "refusing to listen on \(config.host) without KILN_TOKEN: set a token or listen on 127.0.0.1")
         }
         let dataDir = config.farm.absoluteDataDir
-        do {
-            try FileManager.default.createDirectory(atPath: config.farm.artifactsDir, withIntermediateDirectories: true)
-        } catch {
-            throw KilnError(.ioError, stage: .request, "cannot create the data directory \(dataDir): \(error.localizedDescription)")
+        for folder in [dataDir, config.farm.artifactsDir] {
+            try makeFolder(folder)
+            try checkWritable(folder)
         }
         try lockDataDir(dataDir)
         let store = try SQLiteStore(path: dataDir + "/kiln.db", durability: config.durability)

@@ -220,6 +220,28 @@ struct DaemonProcessTests {
         #expect(started.status == 124, "still serving when stopped: \(started.stderr)")
     }
 
+    @Test("an artifacts folder its user cannot write, or a data directory that is a file: exit 4 saying so at start; the first had started, said it was ready and spent every job's attempts on Permission denied")
+    func unwritableFolders() throws {
+        let data = Media.scratch("unwritable-data")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let artifacts = data.appendingPathComponent("artifacts")
+        try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
+        let nobody = "65534"
+        #expect(try Run.command("chown", ["\(nobody):\(nobody)", data.path]).status == 0)   // artifacts/ stays root's
+        let presets = Media.repoRoot.appendingPathComponent("Presets").path
+        let r = try DaemonProcess.serveExpectingExit([
+            "KILN_DATA_DIR": data.path, "KILN_LISTEN": "127.0.0.1:\(try DaemonProcess.freePort())", "KILN_MEDIA_ROOTS": data.path,
+            "KILN_PRESETS_DIR": presets,
+        ], runner: ["/usr/bin/setpriv", "--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups"])
+        #expect(r.status == 4 && r.stderr.contains("cannot write in \(artifacts.path): Permission denied"), "\(r.stderr)")
+        let file = data.appendingPathComponent("a-file")
+        #expect(FileManager.default.createFile(atPath: file.path, contents: Data("x".utf8)))
+        let onFile = try DaemonProcess.serveExpectingExit([
+            "KILN_DATA_DIR": file.path, "KILN_LISTEN": "127.0.0.1:\(try DaemonProcess.freePort())", "KILN_PRESETS_DIR": presets,
+        ])
+        #expect(onFile.status == 4 && onFile.stderr.contains("\(file.path) is not a folder"), "\(onFile.stderr)")
+    }
+
     @Test("a port another program holds: exit 4 with the system's reason, not a second listener on it")
     func portInUse() throws {
         let data = Media.scratch("port-data")
