@@ -48,10 +48,3 @@ public struct EventView: Encodable, Sendable, Equatable {
     }
 }
 
-public enum RFC3339 {
-    public static func string(millis: Int64) -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f.string(from: Date(timeIntervalSince1970: Double(millis) / 1000))
-    }
-}

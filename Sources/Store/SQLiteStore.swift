@@ -556,7 +556,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
 
     public func rescueExpiredLeases(now: Int64) throws(KilnError) -> Int {
         try rescue(leasesBefore: now, now: now) { owner, expiredAt in
-            ("lease_expired", "the lease of \(owner) expired at \(expiredAt) without a heartbeat")
+            ("lease_expired", "the lease of \(owner) expired at \(RFC3339.string(millis: expiredAt)) without a heartbeat")
         }
     }
 

@@ -236,6 +236,10 @@ struct FarmTests {
         // Rescued: a second attempt starts while the first child still runs.
         #expect(try eventually { h.fake.launches.count == 2 })
         #expect(try h.artifact(id)?.errors.map(\.code) == ["lease_expired"])
+        // Its time as the API writes times (it gave epoch milliseconds).
+        let expiry = RFC3339.string(millis: 1_800_000_000_000 + 60_000)
+        let rescued = try h.artifact(id)?.errors.first?.message ?? ""
+        #expect(rescued.contains("expired at \(expiry)"), "\(rescued)")
 
         first.release()   // the old child finishes now: its result must not count
         #expect(try eventually { h.log.lines.contains { $0.contains("after its lease was lost") } })
