@@ -13,8 +13,8 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// its bitstream, not its container; 16: hard telecine found in interlaced 29.97; 17:
     /// progressive pictures found in interlaced ones; 18: an FLV's declared end time taken
     /// for its length no more; 19: the rate of a stream of three to seven pictures measured;
-    /// 20: pulldown looked for in SD pictures flagged progressive; 21: interlaced H.264 and
-    /// MPEG-2 in a container that says progressive), so a
+    /// 20: pulldown looked for in SD pictures flagged progressive; 21: field-coded H.264 in a
+    /// container that says progressive), so a
     /// description cached by an older one is not planned from.
     public static let describerVersion = 21
 

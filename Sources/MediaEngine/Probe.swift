@@ -597,12 +597,14 @@ public enum Prober {
         // DV's is always its bitstream's: a MOV's `fiel` box (ffmpeg's muxer writes one)
         // said progressive for PAL DV, which the decoder flags interlaced.
         let containerUnsure = streams[vi].fieldOrder == nil || streams[vi].fieldOrder == .unknown || streams[vi].codec == "dvvideo"
-        // A container that says progressive is asked the bitstream's word too, where the
-        // parser gives it for nothing: interlaced H.264 (MBAFF, PAFF) or MPEG-2 in a Matroska
+        // An H.264 stream in a container that says progressive is asked the bitstream's word
+        // too (the parser gives it for nothing): field-coded H.264 (MBAFF, PAFF) in a Matroska
         // file flagged progressive (ffmpeg's muxer writes the flag of the pictures it was
-        // given) was copied as it was to devices that decode no interlaced pictures. The
-        // bitstream wins only where it says interlaced: that is what decoders see.
-        let containerProgressive = streams[vi].fieldOrder == .progressive && !containerUnsure
+        // given) went as it was to devices whose decoders take no field-coded H.264. The
+        // bitstream wins only where it says interlaced. Not MPEG-2: every decoder of it
+        // decodes field-coded pictures, and encoders mark progressive film so (`+ildct`,
+        // progressive_frame 0), which the container's word then rightly overrules.
+        let containerProgressive = streams[vi].fieldOrder == .progressive && !containerUnsure && streams[vi].codec == "h264"
         if containerUnsure || containerProgressive, Prober.interlaceCapableCodecs.contains(streams[vi].codec) {
             fieldParser = HeaderParser(stream: st, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO])
             if fieldParser == nil && containerUnsure { fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true) }

@@ -464,7 +464,7 @@ struct FarmTests {
         #expect(try eventually { try h.artifact(big.id)?.state == .failed })
         let error = try #require(try h.artifact(big.id)?.errors.last)
         // Not disk_full, which says "worth retrying": it would fail again until the disk grows.
-        #expect(error.code == "quality_unavailable" && error.message.contains("more than the data directory's file system holds"), "\(error)")
+        #expect(error.code == "quality_unavailable" && error.message.contains("more than the artifacts folder's file system holds"), "\(error)")
         #expect(!error.message.contains("0.0 GB"), "sizes in a unit that says something: \(error.message)")
         #expect(h.fake.launches.isEmpty)
     }

@@ -3337,7 +3337,7 @@ struct DVFieldOrderTests {
         #expect(plan["video"]?["deinterlace"] == .bool(true), "\(plan)")
     }
 
-    @Test("interlaced H.264 (MBAFF) in a Matroska file flagged progressive, as ffmpeg's muxer flags it, is interlaced as its bitstream says: it had been copied as it was to devices that decode no interlaced pictures; a progressive H.264 stays progressive")
+    @Test("interlaced H.264 (MBAFF) in a Matroska file flagged progressive, as ffmpeg's muxer flags it, is interlaced as its bitstream says: it had been copied as it was to devices that decode no field-coded pictures; a progressive H.264, and progressive MPEG-2 coded as fields, stay progressive")
     func interlacedInProgressiveMatroska() throws {
         func encoded(_ name: String, _ x264: [String]) throws -> String {
             try Media.generated(name, ["-f", "lavfi", "-i", "testsrc2=size=720x576:rate=25:duration=2", "-f", "lavfi", "-i", "sine=duration=2",
@@ -3350,6 +3350,11 @@ struct DVFieldOrderTests {
         #expect(flagged.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "progressive")
         #expect(try TelecineTests.videoField(interlaced, "field_order") == .string("tt"))
         #expect(try TelecineTests.videoField(progressive, "field_order") == .string("progressive"))
+        // MPEG-2 marks progressive pictures field-coded (+ildct: progressive_frame 0), and
+        // every MPEG-2 decoder takes that: the container's word stands.
+        let mpeg2 = try Media.generated("mpeg2-ildct-progressive.mkv", ["-f", "lavfi", "-i", "testsrc2=size=720x576:rate=25:duration=2",
+                                                                        "-c:v", "mpeg2video", "-b:v", "6M", "-flags", "+ildct"])
+        #expect(try TelecineTests.videoField(mpeg2, "field_order") == .string("progressive"))
         func plan(_ path: String) throws -> JSONValue {
             try JSONValue.parse(Array(try Command.run(["plan", path, "--quality", "original", "--caps", "ios", "--json"]).stdout.utf8))
         }
