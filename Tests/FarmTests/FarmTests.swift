@@ -264,25 +264,10 @@ struct FarmTests {
         #expect(try eventually { h.fake.launches.count == 1 })
         // Another program takes the database's write lock: every write waits out the busy
         // timeout (5 s) and fails.
-        let shell = Process()
-        shell.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        shell.arguments = [h.store.path]
-        let input = Pipe(), output = Pipe()
-        shell.standardInput = input
-        shell.standardOutput = output
-        try shell.run()
-        defer { if shell.isRunning { shell.terminate() } }
-        input.fileHandleForWriting.write(Data("BEGIN IMMEDIATE;\nSELECT 'held';\n".utf8))
-        var said = Data()
-        while !String(decoding: said, as: UTF8.self).contains("held") {
-            let more = output.fileHandleForReading.availableData
-            if more.isEmpty { break }
-            said.append(more)
-        }
+        let lock = try HeldWriteLock(database: h.store.path)
         gate.release()
         #expect(try eventually { h.log.lines.contains { $0.contains("keeping it and trying again") } }, "\(h.log.lines)")
-        try input.fileHandleForWriting.close()
-        shell.waitUntilExit()
+        try lock.release()
         #expect(try eventually { try h.artifact(id)?.state == .ready }, "\(h.log.lines)")
         #expect(try h.artifact(id)?.file?.bytes == 333)
         #expect(FileManager.default.fileExists(atPath: h.config.artifactPath(id)))

@@ -281,21 +281,7 @@ struct APITests {
         let d = try Daemon()
         defer { d.stop() }
         #expect(try RawHTTP.request(port: d.port, "GET", "/readyz").status == 200)
-        let shell = Process()
-        shell.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        shell.arguments = [d.store.path]
-        let input = Pipe(), output = Pipe()
-        shell.standardInput = input
-        shell.standardOutput = output
-        try shell.run()
-        defer { if shell.isRunning { shell.terminate() } }
-        input.fileHandleForWriting.write(Data("BEGIN IMMEDIATE;\nSELECT 'held';\n".utf8))
-        var said = Data()
-        while !String(decoding: said, as: UTF8.self).contains("held") {
-            let more = output.fileHandleForReading.availableData
-            if more.isEmpty { break }
-            said.append(more)
-        }
+        let lock = try HeldWriteLock(database: d.store.path)
         // Every write now waits out the busy timeout and fails.
         let refused = try d.prepare("locked", "sp_bear-640x360-ec3.mp4")
         #expect(refused.status >= 500, "\(refused.status)")
@@ -304,8 +290,7 @@ struct APITests {
         #expect(failing.status == 503 && why["error"] == .string("store_failing"), "\(why)")
         #expect(why["message"]?.string?.contains("locked") == true, "\(why)")
         // The shell leaves: the check's own write commits, and it is ready again.
-        try input.fileHandleForWriting.close()
-        shell.waitUntilExit()
+        try lock.release()
         #expect(try RawHTTP.request(port: d.port, "GET", "/readyz").status == 200)
         #expect((200..<300).contains(try d.prepare("locked", "sp_bear-640x360-ec3.mp4").status))
     }
