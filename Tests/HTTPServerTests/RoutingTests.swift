@@ -98,11 +98,18 @@ struct RoutingTests {
         let exact = try fetch(url, ["--data-binary", String(repeating: "a", count: 1000)])
         #expect(exact.status == 200)
         #expect(exact.body == "got 1000")
-        let announced = try fetch(url, ["--data-binary", String(repeating: "a", count: 1001)])
-        #expect(announced.status == 413)
-        #expect(announced.body.contains(#""code":"payload_too_large""#))
-        let chunked = try fetch(url, ["-H", "Transfer-Encoding: chunked", "--data-binary", String(repeating: "b", count: 5000)])
-        #expect(chunked.status == 413)
+        // The server answers a body over the limit and closes while curl may still be
+        // sending: curl then sometimes fails on its side (exit 23, once in CI) before writing
+        // the answer out. The answer is what is tested, so a try curl loses is made again.
+        func refused(_ extra: [String]) -> Fetched? {
+            for _ in 0..<3 { if let answer = try? fetch(url, extra) { return answer } }
+            return nil
+        }
+        let announced = refused(["--data-binary", String(repeating: "a", count: 1001)])
+        #expect(announced?.status == 413)
+        #expect(announced?.body.contains(#""code":"payload_too_large""#) == true)
+        let chunked = refused(["-H", "Transfer-Encoding: chunked", "--data-binary", String(repeating: "b", count: 5000)])
+        #expect(chunked?.status == 413)
         // The server is still fine afterwards.
         #expect(try fetch(url, ["--data-binary", "x"]).body == "got 1")
     }
