@@ -604,7 +604,7 @@ public enum Prober {
         // bitstream wins only where it says interlaced. Not MPEG-2: every decoder of it
         // decodes field-coded pictures, and encoders mark progressive film so (`+ildct`,
         // progressive_frame 0), which the container's word then rightly overrules.
-        let containerProgressive = streams[vi].fieldOrder == .progressive && !containerUnsure && streams[vi].codec == "h264"
+        let containerProgressive = streams[vi].fieldOrder == .progressive && streams[vi].codec == "h264"
         if containerUnsure || containerProgressive, Prober.interlaceCapableCodecs.contains(streams[vi].codec) {
             fieldParser = HeaderParser(stream: st, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO])
             if fieldParser == nil && containerUnsure { fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true) }

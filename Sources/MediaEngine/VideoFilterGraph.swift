@@ -82,6 +82,23 @@ enum ToneCurve {
     }
 }
 
+/// The filters that work on the pictures' fields, first in the chain: none for a picture
+/// too small for them (`FieldFilters`), whatever the plan or the pictures' flags say.
+private func fieldFilters(plan: VideoPlan, input: VideoInput) -> [String] {
+    guard FieldFilters.fit(width: Int(input.width), height: Int(input.height)) else { return [] }
+    if plan.inverseTelecine == true || plan.fieldMatch == true {
+        // Each picture's fields matched with its neighbours' into whole pictures (one
+        // still combed where no match makes it whole, flagged for bwdif). Film in 3:2
+        // pulldown then leaves out the one picture in five that repeats another, the rest
+        // evenly timed at 4/5 of the rate.
+        return ["fieldmatch=order=auto:combmatch=full", "bwdif=mode=send_frame:parity=auto:deint=interlaced"]
+            + (plan.inverseTelecine == true ? ["decimate"] : [])
+    }
+    if plan.deinterlace { return ["bwdif=mode=send_frame:parity=auto:deint=all"] }
+    if input.interlaced { return ["bwdif=mode=send_frame:parity=auto:deint=interlaced"] }
+    return []
+}
+
 /// The filter chain a `VideoPlan` asks for, as libavfilter text. Pure, so it can be tested
 /// and reproduced with the ffmpeg command (`-vf`).
 ///
@@ -98,22 +115,7 @@ enum ToneCurve {
 func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMapSource?, peakNits: Int = ToneCurve.assumedPeak,
                             frameRate: AVRational? = nil,
                             outputMatrix: String?, inputMatrix: String? = nil, picture: (width: Int32, height: Int32)? = nil) -> String {
-    var parts: [String] = []
-    if !FieldFilters.fit(width: Int(input.width), height: Int(input.height)) {
-        // Too small for the field filters, whatever the plan or the pictures' flags say.
-    } else if plan.inverseTelecine == true || plan.fieldMatch == true {
-        // Each picture's fields matched with its neighbours' into whole pictures (one
-        // still combed where no match makes it whole, flagged for bwdif). Film in 3:2
-        // pulldown then leaves out the one picture in five that repeats another, the rest
-        // evenly timed at 4/5 of the rate.
-        parts.append("fieldmatch=order=auto:combmatch=full")
-        parts.append("bwdif=mode=send_frame:parity=auto:deint=interlaced")
-        if plan.inverseTelecine == true { parts.append("decimate") }
-    } else if plan.deinterlace {
-        parts.append("bwdif=mode=send_frame:parity=auto:deint=all")
-    } else if input.interlaced {
-        parts.append("bwdif=mode=send_frame:parity=auto:deint=interlaced")
-    }
+    var parts = fieldFilters(plan: plan, input: input)
     if let frameRate { parts.append("fps=fps=\(frameRate.num)/\(frameRate.den)") }
     // Scale before rotating: the scaler's target is the stored (pre-rotation) size.
     let (frameW, frameH) = plan.storedSize

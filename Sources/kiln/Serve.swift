@@ -10,23 +10,16 @@ import Store
 /// down gracefully (stop claiming, let running jobs finish within the grace period, then
 /// stop them and queue them again, attempt not spent).
 enum Serve {
-    /// One daemon per data directory, held for the process's life by an exclusive lock on
-    /// `kiln.lock` (closed on exec, so children do not keep it). A second daemon on the
-    /// same folder would take the first one's running attempts for a crash's leftovers and
-    /// delete their temporary files at start-up, then claim and run jobs beside it, past
-    /// its transcode limit; the port is no guard (another one may be configured, or the
-    /// same one shared).
     /// Makes `path` and the folders above it where missing, saying why it cannot in the
     /// system's words (Foundation said "NSCocoaErrorDomain error 512" for a data directory
     /// that is a file).
     static func makeFolder(_ path: String) throws(KilnError) {
-        var st = stat()
-        if stat(path, &st) == 0 {
-            guard (st.st_mode & S_IFMT) == S_IFDIR else { throw KilnError(.ioError, stage: .request, "\(path) is not a folder") }
+        if Path.exists(path) {
+            guard Path.isDirectory(path) else { throw KilnError(.ioError, stage: .request, "\(path) is not a folder") }
             return
         }
-        let parent = (path as NSString).deletingLastPathComponent
-        if !parent.isEmpty && parent != path { try makeFolder(parent) }
+        let parent = Path.directory(of: path)
+        if parent != path { try makeFolder(parent) }
         guard mkdir(path, 0o755) == 0 || errno == EEXIST else {
             let e = errno
             throw KilnError(.ioError, stage: .request, underlying: e, "cannot create the folder \(path): \(String(cString: strerror(e)))")
@@ -47,6 +40,12 @@ enum Serve {
         unlink(probe)
     }
 
+    /// One daemon per data directory, held for the process's life by an exclusive lock on
+    /// `kiln.lock` (closed on exec, so children do not keep it). A second daemon on the
+    /// same folder would take the first one's running attempts for a crash's leftovers and
+    /// delete their temporary files at start-up, then claim and run jobs beside it, past
+    /// its transcode limit; the port is no guard (another one may be configured, or the
+    /// same one shared).
     static func lockDataDir(_ dataDir: String) throws(KilnError) {
         let path = dataDir + "/kiln.lock"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)

@@ -34,7 +34,12 @@ final class DaemonProcess: @unchecked Sendable {
     /// `kiln serve` with `environment` over this process's (nil removes a variable),
     /// expected to exit: its status and standard error. One still running after `seconds`
     /// is recorded as an issue and stopped.
-    /// `runner`: a command it runs under (`setpriv` to run it as another user).
+    /// The user "nobody", and the command that runs another as it: root writes whatever a
+    /// file's mode says, so a test of what the daemon cannot write runs it as nobody.
+    static let nobody = "65534"
+    static let asNobody = ["/usr/bin/setpriv", "--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups"]
+
+    /// `runner`: a command it runs under (`asNobody` to run it as another user).
     static func serveExpectingExit(_ environment: [String: String?], within seconds: Double = 20,
                                    runner: [String] = []) throws -> (status: Int32, stderr: String) {
         let p = Process()
@@ -198,9 +203,8 @@ struct DaemonProcessTests {
         let data = Media.scratch("readonly-data")
         defer { try? FileManager.default.removeItem(at: data) }
         try DaemonProcess(dataDir: data, mediaRoot: data.path).terminate()
-        // Root writes whatever the mode says: the daemon runs as nobody, owning its folder,
-        // its database file read-only.
-        let nobody = "65534"
+        // The daemon runs as nobody, owning its folder, its database file read-only.
+        let nobody = DaemonProcess.nobody
         #expect(try Run.command("chown", ["-R", "\(nobody):\(nobody)", data.path]).status == 0)
         let database = data.appendingPathComponent("kiln.db").path
         #expect(chmod(database, 0o444) == 0)
@@ -208,15 +212,14 @@ struct DaemonProcessTests {
             "KILN_DATA_DIR": data.path, "KILN_LISTEN": "127.0.0.1:\(try DaemonProcess.freePort())", "KILN_MEDIA_ROOTS": data.path,
             "KILN_PRESETS_DIR": Media.repoRoot.appendingPathComponent("Presets").path,
         ]
-        let asNobody = ["/usr/bin/setpriv", "--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups"]
-        let r = try DaemonProcess.serveExpectingExit(environment, runner: asNobody)
+        let r = try DaemonProcess.serveExpectingExit(environment, runner: DaemonProcess.asNobody)
         #expect(r.status == 4 && r.stderr.contains("\(database) cannot be written"), "\(r.stderr)")
         // Writable again (SQLite made its -wal and -shm files with the database's mode), the
         // same user starts.
         for file in [database, database + "-wal", database + "-shm"] where FileManager.default.fileExists(atPath: file) {
             #expect(chmod(file, 0o644) == 0)
         }
-        let started = try DaemonProcess.serveExpectingExit(environment, within: 3, runner: asNobody + ["/usr/bin/timeout", "2"])
+        let started = try DaemonProcess.serveExpectingExit(environment, within: 3, runner: DaemonProcess.asNobody + ["/usr/bin/timeout", "2"])
         #expect(started.status == 124, "still serving when stopped: \(started.stderr)")
     }
 
@@ -226,13 +229,13 @@ struct DaemonProcessTests {
         defer { try? FileManager.default.removeItem(at: data) }
         let artifacts = data.appendingPathComponent("artifacts")
         try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
-        let nobody = "65534"
+        let nobody = DaemonProcess.nobody
         #expect(try Run.command("chown", ["\(nobody):\(nobody)", data.path]).status == 0)   // artifacts/ stays root's
         let presets = Media.repoRoot.appendingPathComponent("Presets").path
         let r = try DaemonProcess.serveExpectingExit([
             "KILN_DATA_DIR": data.path, "KILN_LISTEN": "127.0.0.1:\(try DaemonProcess.freePort())", "KILN_MEDIA_ROOTS": data.path,
             "KILN_PRESETS_DIR": presets,
-        ], runner: ["/usr/bin/setpriv", "--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups"])
+        ], runner: DaemonProcess.asNobody)
         #expect(r.status == 4 && r.stderr.contains("cannot write in \(artifacts.path): Permission denied"), "\(r.stderr)")
         let file = data.appendingPathComponent("a-file")
         #expect(FileManager.default.createFile(atPath: file.path, contents: Data("x".utf8)))
