@@ -1,0 +1,267 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFFmpeg
+import KilnCore
+
+/// The probe's bounded read of a source's first packets: what the headers do not say.
+extension Prober {
+    /// Reads the first packets of the main video stream (a bounded number) to learn what
+    /// the headers do not say reliably: the real frame rate and whether it varies (MKV's
+    /// default durations and r_frame_rate are often wrong), and Dolby Vision signalled
+    /// only in the bitstream (HEVC RPU NAL units, type 62, and an enhancement layer, type
+    /// 63, with no dvcC/dvvC record), whose profile is inferred from the base layer;
+    /// and what every stream's first packets tell (`FirstPackets`), in files without
+    /// video too.
+    static func scanPackets(_ demuxer: Demuxer, _ streams: inout [StreamInfo], _ warnings: inout [String]) throws(KilnError) {
+        guard let vi = streams.firstIndex(where: { $0.type == .video && !$0.disposition.attachedPicture }) else {
+            // No pictures (a radio recording, an album): only what the sound streams' first
+            // packets tell, read until each has told it.
+            var first = FirstPackets()
+            guard !first.settled(streams) || !first.measured(streams) else { return }
+            let packet = try Packet()
+            defer { _ = try? demuxer.rewind() }
+            var reads = 0
+            while !first.settled(streams) || !first.measured(streams), reads < scanPacketLimit * 4 {
+                reads += 1
+                guard try demuxer.read(into: packet) else { first.readToEnd = true; break }
+                defer { packet.unref() }
+                first.observe(packet, demuxer, &streams)
+            }
+            first.measureBitRates(&streams)
+            return
+        }
+        let target = Int32(streams[vi].index)
+        let st = demuxer.stream(Int(target))
+        let scanDV = streams[vi].codec == "hevc" && streams[vi].dolbyVision == nil
+        let lengthSize = NALScanner.lengthSize(st)
+        let packet = try Packet()
+        // The stream's packets' presentation and decode times, in the order read, since its
+        // decode times last jumped (a splice); and the longest run before that. Two
+        // timelines sorted together (DVD cells put back to back, the second timed from 2 s)
+        // made 25 fps read 50, variable.
+        var pts: [Int64] = [], dts: [Int64] = []
+        var longest: (pts: [Int64], dts: [Int64]) = ([], [])
+        var rpu = false, el = false, reads = 0, scanned = 0, decodeTimesOnly = 0
+        var first = FirstPackets()
+        defer { first.measureBitRates(&streams) }
+        // Closed captions in the pictures (`ClosedCaptions`): looked for until some text is
+        // found. Their bytes alone are not enough: stations send padding all along, through
+        // programmes no one captioned, and a track of nothing would only disappoint.
+        let codecID = st.pointee.codecpar.pointee.codec_id
+        var captions = [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO].contains(codecID)
+            ? CaptionSurvey() : nil
+        let captionsIn = { (p: AVPacket) -> [UInt8] in
+            guard let data = p.data else { return [] }
+            return ClosedCaptions.triplets(in: UnsafeBufferPointer(start: data, count: Int(p.size)), codec: codecID, lengthSize: lengthSize)
+        }
+        // Elementary streams (raw H.264, HEVC, MPEG video) carry no times at all.
+        let untimed = Prober.elementaryStreamFormats.contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
+        // Field order is only in the bitstream for many H.264 and MPEG-2 files. libavcodec's
+        // parser reads it from the first keyframe's headers (slice header and picture
+        // timing, picture coding extension) in microseconds; where it cannot say, the
+        // keyframe is decoded (one thread, drained at once rather than after the reorder
+        // delay's worth of pictures) and the picture asked.
+        var fieldParser: HeaderParser? = nil
+        var fieldDecoder: Decoder? = nil
+        // DV's is always its bitstream's: a MOV's `fiel` box (ffmpeg's muxer writes one)
+        // said progressive for PAL DV, which the decoder flags interlaced.
+        let containerUnsure = streams[vi].fieldOrder == nil || streams[vi].fieldOrder == .unknown || streams[vi].codec == "dvvideo"
+        // An H.264 stream in a container that says progressive is asked the bitstream's word
+        // too (the parser gives it for nothing): field-coded H.264 (MBAFF, PAFF) in a Matroska
+        // file flagged progressive (ffmpeg's muxer writes the flag of the pictures it was
+        // given) went as it was to devices whose decoders take no field-coded H.264. The
+        // bitstream wins only where it says interlaced. Not MPEG-2: every decoder of it
+        // decodes field-coded pictures, and encoders mark progressive film so (`+ildct`,
+        // progressive_frame 0), which the container's word then rightly overrules.
+        let containerProgressive = streams[vi].fieldOrder == .progressive && streams[vi].codec == "h264"
+        if containerUnsure || containerProgressive, Prober.interlaceCapableCodecs.contains(streams[vi].codec) {
+            fieldParser = HeaderParser(stream: st, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_MPEG2VIDEO, AV_CODEC_ID_MPEG1VIDEO])
+            if fieldParser == nil && containerUnsure { fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true) }
+        }
+        // No seek first: the packets find_stream_info read are still buffered and come
+        // back first (unless `H264Analysis` already went back to the start). Afterwards
+        // the demuxer is rewound for the pipeline.
+        defer { _ = try? demuxer.rewind() }
+        // Counted in the stream's packets, timed or not: AVI's have no presentation times,
+        // and waiting for them read the whole file.
+        while scanned < scanPacketLimit, reads < scanPacketLimit * 32 {
+            reads += 1
+            guard try demuxer.read(into: packet) else { first.readToEnd = true; break }
+            defer { packet.unref() }
+            first.observe(packet, demuxer, &streams)
+            guard packet.streamIndex == target else { continue }
+            let p = packet.pointer.pointee
+            scanned += 1
+            if p.dts != noPTS, let last = dts.last,
+               SpliceTimeline.isJump(rescale(p.dts - last, from: st.pointee.time_base, to: kiln_time_base_q())) {
+                if dts.count > longest.dts.count { longest = (pts, dts) }
+                (pts, dts) = ([], [])
+            }
+            if p.dts != noPTS { dts.append(p.dts) }
+            if p.pts != noPTS { pts.append(p.pts) } else if p.dts != noPTS || untimed { decodeTimesOnly += 1 }
+            if let parser = fieldParser, p.flags & AV_PKT_FLAG_KEY != 0 {
+                parser.parse(packet)
+                if let order = parser.fieldOrder {
+                    if containerUnsure || order.isInterlaced { streams[vi].fieldOrder = order }
+                } else if containerUnsure {
+                    fieldDecoder = try? Decoder(stream: st, threads: 1, sharedPicture: true)
+                }
+                fieldParser = nil
+            }
+            if let decoder = fieldDecoder, p.flags & AV_PKT_FLAG_KEY != 0 {
+                var order: FieldOrder? = nil
+                let look = { (frame: Frame) throws(KilnError) in
+                    guard order == nil else { return }
+                    let f = frame.pointer.pointee
+                    order = f.interlaced_frame == 0 ? .progressive : (f.top_field_first != 0 ? .tt : .bb)
+                }
+                try? decoder.decode(packet, look)
+                try? decoder.decode(nil, look)
+                if let order { streams[vi].fieldOrder = order }
+                fieldDecoder = nil
+            }
+            if captions?.complete == false { captions?.read(captionsIn(p), at: p.pts != noPTS ? p.pts : nil) }
+            if scanDV, let data = p.data {
+                let types = NALScanner.nalTypes(UnsafeBufferPointer(start: data, count: Int(p.size)), lengthSize: lengthSize)
+                if types.contains(62) { rpu = true }
+                if types.contains(63) { el = true }
+            }
+        }
+        // Caption padding and no text yet (a programme that opens on music): the pictures
+        // are read on for the first caption, and nothing else, up to `captionScanLimit`.
+        // (Only for a first caption: a second service found late is not worth reading on for.)
+        captions?.finish()
+        if let survey = captions, survey.found.isEmpty, survey.padding {
+            var more = 0
+            while more < Prober.captionScanLimit, reads < Prober.captionScanLimit * 32 {
+                reads += 1
+                guard try demuxer.read(into: packet) else { break }
+                defer { packet.unref() }
+                guard packet.streamIndex == target else { continue }
+                more += 1
+                let p = packet.pointer.pointee
+                captions?.read(captionsIn(p), at: p.pts != noPTS ? p.pts : nil)
+                if captions?.found.isEmpty == false { break }
+            }
+            captions?.finish()
+        }
+        if let found = captions?.found, !found.isEmpty {
+            streams[vi].closedCaptions = true
+            streams[vi].captionServices = found
+        }
+        // Reordered pictures (B-frames) with decode times only: a copy would show them in
+        // decode order on players that take the container's times (Apple's).
+        if decodeTimesOnly > 0, st.pointee.codecpar.pointee.video_delay > 0 { streams[vi].presentationTimesMissing = true }
+        // Where some pictures have no presentation time (MPEG-4 Part 2 in AVI gives its
+        // B-frames one), the rest's are no frame clock: the decode times are.
+        if longest.dts.count > dts.count { (pts, dts) = longest }
+        if let (fps, variable) = frameRate(pts: decodeTimesOnly > 0 ? dts : pts, timeBase: st.pointee.time_base) {
+            streams[vi].frameRate = (fps * 1000).rounded() / 1000
+            streams[vi].variableFrameRate = variable
+        }
+        let questions = FieldSurvey.questions(for: streams[vi])
+        if questions.any {
+            let found = FieldSurvey.survey(demuxer, stream: Int(target), asking: questions)
+            streams[vi].telecined = found.telecined
+            streams[vi].progressiveFrames = found.progressiveFrames
+        }
+        guard rpu else { return }
+        let base = streams[vi].hdr ?? .sdr
+        let profile: Int, compat: Int
+        if el { profile = 7; compat = 6 }
+        else {
+            switch base {
+            case .hdr10: profile = 8; compat = 1
+            case .hlg: profile = 8; compat = 4
+            default:
+                // No PQ/HLG signalling on the base layer: the IPTPQc2 colour of profile 5
+                // (or an SDR-compatible 8.2 with BT.709 tags).
+                if streams[vi].colorPrimaries == "bt709" { profile = 8; compat = 2 } else { profile = 5; compat = 0 }
+            }
+        }
+        streams[vi].dolbyVision = DolbyVision(profile: profile, level: 0, rpuPresent: true, elPresent: el, blPresent: true,
+                                              blCompatibilityId: compat, signalledIn: "bitstream")
+        streams[vi].hdr = .dolbyVision
+        warnings.append("dolby_vision_inferred_from_bitstream")
+    }
+
+    static let scanPacketLimit = 240
+    /// How many more pictures the scan reads for a first caption where it met only their
+    /// padding: half a minute at 30 frames a second.
+    static let captionScanLimit = 900
+
+    /// What a stream's first packets tell the probe beyond libavformat's analysis: that they
+    /// are encrypted; an audio stream's format where it was found without one (MPEG-TS: its
+    /// packets begin past the analysis), as its first frame decodes; and MPEG-1 audio's
+    /// layer (`mpegAudioLayer`).
+    struct FirstPackets {
+        private var tries: [Int: Int] = [:]
+        private var layerRead: Set<Int> = []
+        static let formatTries = 16
+        /// A sound stream's packets read: their bytes and the time they span (seconds).
+        private struct Heard {
+            var bytes = 0, packets = 0
+            var first: Double, end: Double
+            /// Enough to measure a bitrate by: at least two seconds.
+            var enough: Bool { packets >= 20 && end - first >= 2 }
+        }
+        private var read: [Int: Heard] = [:]
+        /// The scan read the file to its end: what it heard of a stream is all of it, so a
+        /// clip shorter than `Heard.enough` is measured too (AAC in a 1 s Matroska clip was
+        /// re-encoded for want of a bitrate).
+        var readToEnd = false
+
+        mutating func observe(_ packet: Packet, _ demuxer: Demuxer, _ streams: inout [StreamInfo]) {
+            guard let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) }) else { return }
+            if packet.isEncrypted { streams[i].encrypted = true }
+            guard streams[i].type == .audio else { return }
+            let st = demuxer.stream(Int(packet.streamIndex))
+            let p = packet.pointer.pointee
+            if packet.time != noPTS, let t = seconds(packet.time, st.pointee.time_base) {
+                let end = t + max(0, seconds(p.duration, st.pointee.time_base) ?? 0)
+                var heard = read[i] ?? Heard(first: t, end: end)
+                heard.bytes += Int(p.size)
+                heard.packets += 1
+                heard.first = min(heard.first, t)
+                heard.end = max(heard.end, end)
+                read[i] = heard
+            }
+            if streams[i].sampleRate == nil, tries[i, default: 0] < Self.formatTries {
+                tries[i, default: 0] += 1
+                if let learnt = CodecParameters.audioFormat(of: st, from: packet) {
+                    Prober.describeFormat(learnt.pointer.pointee, into: &streams[i])
+                }
+            }
+            if streams[i].codec == "mp3", !layerRead.contains(i) {
+                layerRead.insert(i)
+                if let codec = Prober.mpegAudioLayer(packet) { streams[i].codec = codec }
+            }
+        }
+
+        /// A bitrate for each sound stream whose container and headers give none (Matroska
+        /// and MPEG-TS carry no bitrate for AAC, Opus or Vorbis, whose frames vary), from
+        /// the packets the scan read: at least two seconds of them. Without one the planner
+        /// cannot tell whether the sound fits a rung, and re-encodes it.
+        func measureBitRates(_ streams: inout [StreamInfo]) {
+            for (i, r) in read where streams[i].bitRate == nil && (r.enough || readToEnd && r.packets >= 2 && r.end > r.first) {
+                streams[i].bitRate = Int((Double(r.bytes) * 8 / (r.end - r.first)).rounded())
+            }
+        }
+
+        /// Whether every sound stream without a bitrate has had enough packets read to
+        /// measure one (a file of sound only is read on for them, within the scan's cap).
+        func measured(_ streams: [StreamInfo]) -> Bool {
+            streams.indices.allSatisfy { i in streams[i].type != .audio || streams[i].bitRate != nil || read[i]?.enough == true }
+        }
+
+        /// Whether every sound stream has told what it can.
+        func settled(_ streams: [StreamInfo]) -> Bool {
+            streams.indices.allSatisfy { i in
+                streams[i].type != .audio
+                    || ((streams[i].sampleRate != nil || tries[i, default: 0] >= Self.formatTries)
+                        && (streams[i].codec != "mp3" || layerRead.contains(i)))
+            }
+        }
+    }
+}

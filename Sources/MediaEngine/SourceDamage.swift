@@ -1,0 +1,190 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFFmpeg
+import KilnCore
+
+/// The probe's checks for a source whose header or index cannot be the file's (cut short,
+/// a box or table damaged): such a file cannot go out as it is.
+extension Prober {
+    /// The first stream whose index, as the demuxer read it from the file's header (MP4
+    /// sample tables, Matroska cues, AVI's idx1), cannot be the file's: a sample lying
+    /// past the file's end (a file cut short, a size or offset damaged), or a picture
+    /// stream with no sample at all (its tables damaged: libavformat then keeps the
+    /// stream and reads nothing of it). Such a file cannot go out as it is, however
+    /// well its streams would play; the remux and its checks decide what it still holds.
+    static func indexDamage(_ demuxer: Demuxer, size: Int64, fragmented: Bool) -> String? {
+        let format = String(cString: demuxer.context.pointee.iformat.pointee.name)
+        if format.hasPrefix("matroska"), let missing = matroskaShortfall(demuxer.path, size: size) {
+            return "its Matroska segment declares \(missing) bytes past the file's end (\(size) bytes): the file is cut short"
+        }
+        let mp4 = format.hasPrefix("mov,")
+        if let mislabelled = picturesDeclaredAsSound(demuxer) { return mislabelled }
+        if mp4, let missing = movieBoxShortfall(demuxer.path, size: size) {
+            return "its index (moov) declares \(missing) bytes past the file's end (\(size) bytes): the file is cut short"
+        }
+        for i in 0..<demuxer.streamCount {
+            let st = demuxer.stream(i)
+            let type = st.pointee.codecpar.pointee.codec_type
+            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO,
+                  st.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 else { continue }
+            let count = min(Int(avformat_index_get_entries_count(st)), 1 << 22)
+            if count == 0, type == AVMEDIA_TYPE_VIDEO, mp4, !fragmented {
+                return "stream \(i): its sample tables list no picture"
+            }
+            for k in 0..<count {
+                guard let e = avformat_index_get_entry(st, Int32(k)) else { continue }
+                let end = e.pointee.pos + Int64(max(e.pointee.size, 0))
+                if e.pointee.pos >= 0, end > size {
+                    return "stream \(i): its index places a sample at bytes \(e.pointee.pos)–\(end), past the file's end (\(size) bytes): the file is cut short or its offsets are damaged"
+                }
+            }
+        }
+        return nil
+    }
+
+    /// A stream whose header declares it sound while its sample
+    /// entry names a picture codec (an MP4 track's handler damaged from `vide` to `soun`):
+    /// libavformat makes it a sound stream of no codec, and the pictures were left out
+    /// quietly as an unknown sound track. MP4 and AVI's tables of picture tags say which.
+    static func picturesDeclaredAsSound(_ demuxer: Demuxer) -> String? {
+        for i in 0..<demuxer.streamCount {
+            let par = demuxer.stream(i).pointee.codecpar.pointee
+            // Sound only: data tracks of no codec legitimately carry `mp4s` (ISMA's object
+            // descriptor and scene tracks), which the tables also list as MPEG-4 pictures.
+            guard par.codec_id == AV_CODEC_ID_NONE, par.codec_type == AVMEDIA_TYPE_AUDIO, par.codec_tag != 0,
+                  case let codec = kiln_picture_codec_for_tag(par.codec_tag), codec != AV_CODEC_ID_NONE else { continue }
+            return "stream \(i): its header declares it sound, but its sample entry (\(fourCC(par.codec_tag) ?? "?")) holds "
+                + "\(string(avcodec_get_name(codec)) ?? "video") pictures: the header is damaged"
+        }
+        return nil
+    }
+
+    /// How many bytes a Matroska file's Segment declares beyond the file's end: a file cut
+    /// short (a copy or download that stopped), whose Cues, at the end, went with it, so
+    /// libavformat has no index to find past the end and reads what is there as the whole.
+    /// nil where the Segment's size is unknown (a live recording) or fits. Only the first
+    /// two element headers are read.
+    static func matroskaShortfall(_ path: String, size: Int64) -> Int64? {
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY),
+              let head = try? file.read(upTo: 4096, at: 0) else { return nil }
+        /// An EBML variable-length number at `at`: its value (nil for "unknown", all ones)
+        /// and its length, or nil where it is not one.
+        func vint(_ at: Int) -> (value: UInt64?, length: Int)? {
+            guard at < head.count, head[at] != 0 else { return nil }
+            let length = head[at].leadingZeroBitCount + 1
+            guard at + length <= head.count else { return nil }
+            var value = UInt64(head[at] & (0xFF >> length))
+            for k in 1..<length { value = value << 8 | UInt64(head[at + k]) }
+            return (value == (UInt64(1) << (7 * length)) - 1 ? nil : value, length)
+        }
+        // EBML header (1A 45 DF A3), then the Segment (18 53 80 67).
+        guard head.count >= 8, head[0..<4] == [0x1A, 0x45, 0xDF, 0xA3], let ebml = vint(4), let ebmlSize = ebml.value,
+              case let segment = 4 + ebml.length + Int(clamping: ebmlSize), segment + 4 < head.count,
+              head[segment..<segment + 4] == [0x18, 0x53, 0x80, 0x67], let declared = vint(segment + 4),
+              let bytes = declared.value else { return nil }
+        let end = Int64(segment + 4 + declared.length) + Int64(clamping: bytes)
+        return end > size ? end - size : nil
+    }
+
+    /// How many bytes an MP4's `moov` box declares beyond the file's end: a file whose index
+    /// is at its end (not made for streaming) and was cut short there. libavformat reads
+    /// what is left of the index, streams whose sample entries went with the tail name no
+    /// codec, and the file was refused as unsupported. Only the first 64 top-level box
+    /// headers are read; nil where `moov` fits or is not found.
+    static func movieBoxShortfall(_ path: String, size: Int64) -> Int64? {
+        // Also asked of files that did not open: a named pipe must not be waited on here.
+        var st = stat()
+        guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG,
+              let file = try? FileDescriptor(path: path, flags: O_RDONLY | O_NONBLOCK) else { return nil }
+        var offset: Int64 = 0
+        for _ in 0..<64 where offset + 8 <= size {
+            guard let head = try? file.read(upTo: 16, at: offset), head.count >= 8 else { return nil }
+            var declared = Int64(head[0]) << 24 | Int64(head[1]) << 16 | Int64(head[2]) << 8 | Int64(head[3])
+            if declared == 1, head.count >= 16 {
+                declared = head[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+            }
+            guard declared >= 8 else { return nil }
+            if String(decoding: head[4..<8], as: UTF8.self) == "moov" {
+                return declared > size - offset ? declared - (size - offset) : nil
+            }
+            guard declared <= size - offset else { return nil }
+            offset += declared
+        }
+        return nil
+    }
+
+    /// Damage in the movie box's own children, which libavformat reads in turn before any
+    /// track: they must tile it (a size that runs past it, or lands inside a neighbour, has
+    /// libavformat read what follows from the wrong place, or clamp the box over it), each
+    /// of a readable four-character type, and the movie header one of its two sizes (108
+    /// bytes, or 120 in version 1). An MP4 whose `mvhd` size was damaged lost its sound
+    /// track, or every track, quietly: a remux came out with pictures alone. Fewer than 8
+    /// bytes of zeros may end the box (QuickTime's padding). nil where it is whole, or
+    /// where there is no movie box to judge.
+    static func movieBoxDamage(_ path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG,
+              let file = try? FileDescriptor(path: path, flags: O_RDONLY | O_NONBLOCK), let size = FileIO.size(atPath: path),
+              let top = try? FastStart.topLevelBoxes(file, fileSize: size, limit: 64, upToDamage: true),
+              let moov = top.first(where: { $0.type == "moov" }) else { return nil }
+        let end = moov.offset + moov.size
+        guard let children = try? FastStart.topLevelBoxes(file, from: moov.offset + 8, fileSize: end, limit: 100_000, upToDamage: true)
+        else { return nil }
+        for box in children {
+            guard box.type.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else {
+                return "its index (moov) holds a box of no readable type at byte \(box.offset)"
+            }
+            if box.type == "mvhd", box.size != 108, box.size != 120 {
+                return "its movie header (mvhd) declares \(box.size) bytes, not 108 or 120"
+            }
+        }
+        let offset = children.last.map { $0.offset + $0.size } ?? moov.offset + 8
+        if end - offset >= 8 {
+            return "its index (moov) holds a box at byte \(offset) whose size runs past the index's end"
+        }
+        if offset < end, let rest = try? file.read(upTo: Int(end - offset), at: offset), rest.contains(where: { $0 != 0 }) {
+            return "its index (moov) ends in \(end - offset) bytes that are no box"
+        }
+        return nil
+    }
+
+    /// A track whose sample tables give fewer samples than it holds, and cover far less
+    /// time than its header declares: a sample count damaged in `stsz` (one sample of 250)
+    /// leaves libavformat one picture to read, and a 10 s film came out as a single
+    /// picture beside 10 s of sound, the sound's length passing for the output's. Both
+    /// must hold: a track trimmed by an edit list also indexes fewer samples than it has,
+    /// but covers the time it declares; a still picture shown for an hour is one sample.
+    static func sampleTablesShortfall(_ demuxer: Demuxer) -> String? {
+        for i in 0..<demuxer.streamCount {
+            let st = demuxer.stream(i)
+            let type = st.pointee.codecpar.pointee.codec_type
+            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO,
+                  st.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 else { continue }
+            let entries = Int(avformat_index_get_entries_count(st)), samples = Int(st.pointee.nb_frames)
+            guard entries > 0, samples > entries, let declared = seconds(st.pointee.duration, st.pointee.time_base),
+                  let first = avformat_index_get_entry(st, 0)?.pointee.timestamp,
+                  let last = avformat_index_get_entry(st, Int32(entries - 1))?.pointee.timestamp else { continue }
+            let step = entries > 1 ? (last - first) / Int64(entries - 1) : 0
+            guard let span = seconds(last - first + step, st.pointee.time_base), declared - span > max(1, declared * 0.1) else { continue }
+            return "stream \(i): its sample tables give \(entries) of its \(samples) samples, "
+                + "\(Format.fixed(span, decimals: 2)) s of the \(Format.fixed(declared, decimals: 2)) s its track declares"
+        }
+        return nil
+    }
+
+    /// Whether an MP4 or QuickTime file is in movie fragments with no segment index: its
+    /// `moov` holds an `mvex` (which announces fragments), or a `moof` follows, and no
+    /// top-level `sidx` says where they are. Only box headers are read, of the first 64
+    /// top-level boxes and of `moov`'s children; a damaged box ends the walk (not fragmented).
+    static func isFragmented(_ path: String) -> Bool {
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY), let size = FileIO.size(atPath: path),
+              // (A file cut short in its last fragment is fragmented all the same.)
+              let top = try? FastStart.topLevelBoxes(file, fileSize: size, limit: 64, upToDamage: true) else { return false }
+        if top.contains(where: { $0.type == "sidx" }) { return false }
+        if top.contains(where: { $0.type == "moof" }) { return true }
+        guard let moov = top.first(where: { $0.type == "moov" }),
+              let children = try? FastStart.topLevelBoxes(file, from: moov.offset + 8, fileSize: moov.offset + moov.size, limit: 64) else { return false }
+        return children.contains { $0.type == "mvex" }
+    }
+}
