@@ -155,10 +155,7 @@ public enum Prober {
         // fonts) are no part of its pictures' and sound's rate, which libavformat takes as
         // the whole file's size over its length: a 6 s clip with a 357 kB font was 1.3
         // Mbit/s, and its picture was re-encoded for a 1 Mbit/s rung it fitted.
-        let attached = (0..<demuxer.streamCount).reduce(Int64(0)) { sum, i in
-            let par = demuxer.stream(i).pointee.codecpar.pointee
-            return par.codec_type == AVMEDIA_TYPE_ATTACHMENT ? sum + Int64(max(0, par.extradata_size)) : sum
-        }
+        let attached = demuxer.attachedBytes
         var bitRate = surveyedLength || lengthCorrected || attached > 0 ? 0 : Int(ctx.pointee.bit_rate)
         if bitRate <= 0, duration > 0 { bitRate = Int(Double(max(0, Int64(size) - attached)) * 8 / duration) }
 

@@ -73,8 +73,8 @@ struct ProbeFileTests {
         #expect(abs(Double(short) / 128_000 - 1) < 0.25, "\(short)")
     }
 
-    @Test("fonts attached to a Matroska file are no part of its rate: a 6 s clip with 400 kB of font reads at its streams' bitrate (it read 500 kbit/s more, and a rung it fitted re-encoded it)")
-    func attachmentsLeftOutOfTheRate() throws {
+    /// A 6 s clip, and the same clip with a 400 kB font attached.
+    static func fontAttached() throws -> (plain: String, withFont: String) {
         let plain = try Media.generated("font-plain-6s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6",
                                                               "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "600k"])
         let withFont = try Media.generated("font-attached-6s.mkv") { tmp in
@@ -85,9 +85,26 @@ struct ProbeFileTests {
                                                "-metadata:s:t", "mimetype=application/x-truetype-font", tmp])
             guard r.status == 0 else { throw TestFailure(r.stderr) }
         }
+        return (plain, withFont)
+    }
+
+    @Test("fonts attached to a Matroska file are no part of its rate: a 6 s clip with 400 kB of font reads at its streams' bitrate (it read 500 kbit/s more, and a rung it fitted re-encoded it)")
+    func attachmentsLeftOutOfTheRate() throws {
+        let (plain, withFont) = try Self.fontAttached()
         let a = try Prober.probe(path: plain, fingerprint: false), b = try Prober.probe(path: withFont, fingerprint: false)
         #expect(b.streams.contains { $0.type == .attachment })
         #expect(abs(Double(b.bitRate) / Double(a.bitRate) - 1) < 0.05, "\(a.bitRate) beside \(b.bitRate)")
+    }
+
+    @Test("an open source holds none of its attachments' data (80 MB of fonts had cost a probe 400 MB, held for the whole job), and still knows their size")
+    func attachmentDataDropped() throws {
+        let withFont = try Self.fontAttached().withFont
+        let demuxer = try Demuxer(path: withFont, cancellation: Cancellation())
+        let attachments = (0..<demuxer.streamCount).map { demuxer.stream($0).pointee.codecpar.pointee }
+            .filter { $0.codec_type == AVMEDIA_TYPE_ATTACHMENT }
+        #expect(attachments.count == 1)
+        #expect(attachments.allSatisfy { $0.extradata == nil && $0.extradata_size == 0 })
+        #expect(demuxer.attachedBytes == 400_000)
     }
 }
 
