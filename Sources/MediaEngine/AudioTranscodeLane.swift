@@ -30,8 +30,9 @@ final class AudioTranscodeLane: Lane {
     private var nextPTS = noPTS
     private var frameSize = 1024
     private var counters = LaneStats()
-    /// Decoded frames the resampler could not take (damaged parameters).
-    private var rejectedFrames = 0
+    /// Decoded frames the resampler could not take (damaged parameters), and those it took.
+    private var rejectedFrames = 0, acceptedFrames = 0
+    private var firstRejection: KilnError?
     /// The source's length in seconds, plus a second: no gap is filled past it (nil when
     /// the probe could not say). The probe's, not libavformat's: across a splice that
     /// steps back 3 s libavformat says 9 s for 12, and a gap in the sound at 8.8 s was
@@ -136,6 +137,7 @@ final class AudioTranscodeLane: Lane {
             try self.resample(f, muxer: muxer)
         }
         guard let resampler, let encoder else { return }
+        if acceptedFrames == 0, let error = firstRejection { throw Self.unconvertible(error) }
         try resampler.flush()
         try encodeBuffered(muxer: muxer)
         if resampler.buffered > 0 {
@@ -183,11 +185,20 @@ final class AudioTranscodeLane: Lane {
         }
         do { try resampler.push(decoded) } catch where error.code == .sourceCorrupt {
             // A frame no resampler takes is skipped like a packet the decoder rejected
-            // (its gap is filled at the next good frame).
+            // (its gap is filled at the next good frame). A stream none of whose frames it
+            // takes fails, as one that decodes to nothing does: its output was silence.
             rejectedFrames += 1
+            firstRejection = firstRejection ?? error
+            if acceptedFrames == 0, rejectedFrames >= Self.undecodableAfterPackets { throw Self.unconvertible(error) }
             return
         }
+        acceptedFrames += 1
         try encodeBuffered(muxer: muxer)
+    }
+
+    private static func unconvertible(_ error: KilnError) -> KilnError {
+        KilnError(.sourceUnsupported, stage: .filter, underlying: error.underlying,
+                  "none of the sound's decoded frames can be converted for the encoder (\(error.message))")
     }
 
     private func encodeBuffered(muxer: Muxer) throws(KilnError) {

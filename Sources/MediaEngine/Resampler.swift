@@ -14,10 +14,20 @@ enum ChannelLayouts {
     /// PCM in Matroska): libavutil's default, except that three are left, right and centre
     /// (3.0) rather than 2.1. Mixed down to stereo, a centre taken for LFE is dropped, and
     /// with it the dialogue; an LFE taken for a centre is only heard a little.
+    /// libavutil has no default for some counts (9, 11, 13–15, 17 …); those channels are
+    /// taken in WAVE's order, the first positions of libavutil's native order (front pair,
+    /// centre, LFE, back pair, front centre pair, back centre, side pair, top …), which
+    /// libswresample can mix. In no order at all, none of 9 channels of PCM could be mixed
+    /// down, and the output was silence. Beyond the 18 positions WAVE names, the count
+    /// stays in no order, and a mix to fewer channels is refused.
     static func assumed(_ channels: Int32, into layout: inout AVChannelLayout) {
         av_channel_layout_uninit(&layout)
         if channels == 3, av_channel_layout_from_string(&layout, "3.0") == 0 { return }
         av_channel_layout_default(&layout, channels)
+        if layout.order != AV_CHANNEL_ORDER_NATIVE, channels > 0, channels <= AV_CHAN_TOP_BACK_RIGHT.rawValue + 1 {
+            av_channel_layout_uninit(&layout)
+            av_channel_layout_from_mask(&layout, (UInt64(1) << UInt64(channels)) - 1)
+        }
     }
 
     /// Which of `candidates` (layouts of the same count) a source in `source` is best

@@ -452,6 +452,25 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(abs(stereo[0][0]) < 0.5 && abs(stereo[1][1]) < 0.5 && abs(stereo[0][2] + 3) < 0.5 && abs(stereo[1][2] + 3) < 0.5, "\(stereo)")
     }
 
+    @Test("channels in a count libavutil has no layout for (9) are mixed as WAVE orders them, not dropped as damage (the output was silence, exit 0); 20 such channels, past WAVE's positions, fail as unsupported")
+    func countsWithoutDefaultLayout() throws {
+        let dir = scratchDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let tones = [300, 500, 700, 80, 1100, 1300, 1500, 1700, 1900]
+        let nine = try Media.generated("tones-9ch-unstated.mkv", ["-f", "lavfi", "-i",
+            "aevalsrc=" + tones.map { "0.25*sin(2*PI*\($0)*t)" }.joined(separator: "|") + ":s=48000:d=4", "-c:a", "pcm_s16le"])
+        #expect(try probe(nine).first?["channel_layout"] == nil, "the generated source must state no layout")
+        let out = try transcode(nine, audio: audioPlan(0), to: dir)
+        #expect(out.audio?.stats.corruptPackets == 0)
+        let stereo = try toneLevels(out.path, channels: 2, tones: tones)
+        // Front left and right whole on their sides, the centre in both.
+        #expect(stereo[0][0] > -6 && stereo[1][1] > -6 && stereo[0][2] > -9 && stereo[1][2] > -9, "\(stereo)")
+
+        let twenty = try Media.generated("tones-20ch-unstated.mkv", ["-f", "lavfi", "-i",
+            "aevalsrc=" + (0..<20).map { "0.25*sin(2*PI*\(200 + 100 * $0)*t)" }.joined(separator: "|") + ":s=48000:d=2", "-c:a", "pcm_s16le"])
+        #expect { try transcode(twenty, audio: audioPlan(0), to: dir) } throws: { ($0 as? KilnError)?.code == .sourceUnsupported }
+    }
+
     @Test("the sound's format changing mid-stream (mono, then stereo, as at a programme change) goes through the limiter without a gap: every sample once, in order, none lost at the end")
     func formatChangeThroughLimiter() throws {
         var layout = AVChannelLayout()
