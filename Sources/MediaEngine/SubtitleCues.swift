@@ -65,8 +65,20 @@ struct CueSchedule: Equatable {
         }
         arrivals += 1
         pending.append(Cue(start: start, end: end, events: events, order: arrivals))
-        return emit(upTo: min(start, reach ?? start))
+        // A cue from where the pictures and sound have not reached changes nothing before
+        // them: while they stay where they were, there is nothing new to hand out. Cues
+        // past their end (a subtitle file longer than the film) had made every cue go over
+        // all those held before it: 40,000 took 160 s.
+        let limit = min(start, reach ?? start)
+        if let emitted = emittedUpTo, start >= limit, limit <= emitted { return [] }
+        emittedUpTo = limit
+        return emit(upTo: limit)
     }
+
+    /// The limit of the last `emit` from `add`.
+    private var emittedUpTo: Int64?
+    /// How many times the held cues were gone over (`emit`): what the schedule's work grows with.
+    private(set) var passes = 0
 
     /// A cue without an end gives way to whatever comes at `time` after it.
     private mutating func endOpenCues(at time: Int64) {
@@ -91,6 +103,7 @@ struct CueSchedule: Equatable {
     /// end. A cue whose end is not known yet starts at or after `limit` (`add` gives the
     /// others theirs), so no piece reaches into it.
     private mutating func emit(upTo limit: Int64) -> [Sample] {
+        passes += 1
         var cuts = Set<Int64>()
         for cue in pending {
             cuts.insert(cue.start)

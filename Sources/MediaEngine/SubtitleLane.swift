@@ -317,7 +317,9 @@ final class SubtitleLane: Lane {
     /// A sample holds at most 64 KB of text: where more cues are on screen at once (a
     /// typesetter's hundreds of signs), the ones that began last are left out of it.
     private func write(_ sample: CueSchedule.Sample, muxer: Muxer) throws(KilnError) {
-        var events = sample.events
+        // A cue of more text than a sample holds cannot go out whole; the encoder's time
+        // grows with the square of its length before it refuses it (2 MB of one cue: 75 s).
+        var events = sample.events.filter { $0.utf8.count < Self.sampleTextBytes }
         var encoded: [UInt8]?
         while !events.isEmpty {
             encoded = try encode(events, lasting: sample.end - sample.start, at: sample.start)
@@ -339,6 +341,9 @@ final class SubtitleLane: Lane {
         try muxer.write(out, from: SubtitleLane.timeBase)
         stats.packetsOut += 1
     }
+
+    /// What one mov_text sample holds: its text's length is 16 bits.
+    static let sampleTextBytes = 64 * 1024
 
     /// `events` as one mov_text sample: empty when there is no text, nil when the encoder
     /// refuses them (more text than a sample holds).
@@ -364,7 +369,7 @@ final class SubtitleLane: Lane {
         sub.pts = rescale(start, from: SubtitleLane.timeBase, to: kiln_time_base_q())
         sub.start_display_time = 0
         sub.end_display_time = UInt32(clamping: lasting)
-        var buf = [UInt8](repeating: 0, count: 64 * 1024)
+        var buf = [UInt8](repeating: 0, count: Self.sampleTextBytes)
         let size = avcodec_encode_subtitle(encoder, &buf, Int32(buf.count), &sub)
         return size < 0 ? nil : Array(buf[0..<Int(size)])
     }

@@ -43,6 +43,16 @@ struct CueScheduleTests {
         ])
     }
 
+    @Test("cues from past where the pictures and sound reach are held without going over the others each time (40,000 after a 10 s film took 160 s), and none outlasts the film")
+    func cuesPastTheEnd() {
+        var schedule = CueSchedule()
+        var out = schedule.add(start: 1000, end: 2000, events: ["in the film"], reach: 10_000)
+        for k in 0..<2000 { out += schedule.add(start: 12_000 + Int64(k) * 20, end: 12_010 + Int64(k) * 20, events: ["after it"], reach: 10_000) }
+        #expect(schedule.passes <= 3, "\(schedule.passes)")
+        out += schedule.finish(at: 10_000)
+        #expect(out == [Sample(start: 1000, end: 2000, events: ["in the film"])])
+    }
+
     @Test("a cue is held only until the next one starts")
     func heldUntilNext() {
         var schedule = CueSchedule()
