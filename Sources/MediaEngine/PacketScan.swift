@@ -157,7 +157,7 @@ extension Prober {
         // B-frames one), the rest's are no frame clock: the decode times are.
         if longest.dts.count > dts.count { (pts, dts) = longest }
         if let (fps, variable) = frameRate(pts: decodeTimesOnly > 0 ? dts : pts, timeBase: st.pointee.time_base) {
-            streams[vi].frameRate = (fps * 1000).rounded() / 1000
+            streams[vi].frameRate = reportedRate(fps)
             streams[vi].variableFrameRate = variable
         }
         let questions = FieldSurvey.questions(for: streams[vi])

@@ -163,6 +163,15 @@ struct FrameRateTests {
         #expect(!variable)
     }
 
+    @Test("a rate is reported to a thousandth of a frame a second, and below one a second to a thousandth of itself: a picture a minute is not 0.017 fps, 2 % fast (its encode drifted 22 s from the sound over two hours)")
+    func slowRatesKeepTheirPrecision() {
+        #expect(Prober.reportedRate(30000.0 / 1001) == 29.97)
+        #expect(Prober.reportedRate(0.5) == 0.5)
+        for fps in [1.0 / 60, 1.0 / 7, 0.0012345] {
+            #expect(abs(Prober.reportedRate(fps) / fps - 1) < 0.001, "\(fps): \(Prober.reportedRate(fps))")
+        }
+    }
+
     @Test("120 and 240 fps in milliseconds (steps of 8 and 9, 4 and 5 ms) are constant 120 and 240, not variable 125 and 250")
     func fastRoundedSteps() throws {
         for rate in [120.0, 240.0] {
