@@ -154,7 +154,8 @@ public enum Preparer {
         var current = plan
         var adjustments: [String] = []
         var source = opened
-        // Each copied stream can stop the copy once (audio, then picture): at most three runs.
+        // Each copied stream can stop the copy once (audio, then picture), and a silent audio
+        // stream be dropped once: at most four runs.
         while true {
             do {
                 var result = try prepareOnce(source: source, plan: current, output: output, forecastFrom: forecastFrom,
@@ -171,7 +172,12 @@ public enum Preparer {
                 if !cancellation.isCanceled { try opened.watch?.check(error.stage) }
                 guard let what = change, !cancellation.isCanceled else { throw blamingIndexDamage(error, info: opened.info) }
                 change = nil
-                if what.video {
+                if what.dropsAudio {
+                    guard current.audio != nil else { throw error }
+                    current.audio = nil
+                    current.audioFallback = nil
+                    adjustments.append("audio_dropped: \(what.description)")
+                } else if what.video {
                     // The picture changed size, or the stream has no keyframe to start a copy
                     // on: the plan's encode replaces the copy (the filter graph fits each size
                     // into its frame; the decoder starts on what it can).
@@ -225,10 +231,23 @@ public enum Preparer {
                             description: "the MP4 muxer refuses the source's data as damaged (\(error.message))")
     }
 
-    /// A copied stream that stopped because its format changed mid-stream (`CopyLane`).
+    /// A copied stream that stopped because its format changed mid-stream (`CopyLane`), or
+    /// (`dropsAudio`) an audio stream that gave nothing at all.
     struct FormatChange {
         let video: Bool
         let description: String
+        var dropsAudio = false
+    }
+
+    /// The plan's audio stream gave no packet at all while its pictures came (a track with
+    /// no frames, a recording whose sound PID never carried any): the file goes without
+    /// sound rather than not at all. nil where another cause is the run's.
+    static func missingSound(delivered: [Int32: Pipeline.Delivered], lanes: [Lane], demuxer: Demuxer) -> FormatChange? {
+        func packets(_ lane: Lane) -> Int { delivered[lane.inputIndex]?.packets ?? 0 }
+        func type(_ lane: Lane) -> AVMediaType { demuxer.stream(Int(lane.inputIndex)).pointee.codecpar.pointee.codec_type }
+        guard let silent = lanes.first(where: { type($0) == AVMEDIA_TYPE_AUDIO && packets($0) == 0 }),
+              lanes.contains(where: { type($0) == AVMEDIA_TYPE_VIDEO && packets($0) > 0 }) else { return nil }
+        return FormatChange(video: false, description: "the source's audio stream \(silent.inputIndex) has no packets", dropsAudio: true)
     }
 
     /// The output renamed over the source would replace the user's file with what was made
@@ -450,6 +469,13 @@ public enum Preparer {
                     if let mostlyDamaged { throw KilnError(.sourceCorrupt, stage: .decode, mostlyDamaged) }
                     let blamed = blameSource(error, delivered: delivered, lanes: lanes, demuxer: demuxer, info: info, expected: verifiedLength,
                                              timelineRepairs: timelineRepairs, cancellation: cancellation)
+                    // Not where the index reaches past the file's end: there the sound is lost
+                    // with the file's tail (an MP4 stores it in long runs after the pictures),
+                    // and the file is refused as cut short.
+                    if info.indexDamage == nil, let missing = missingSound(delivered: delivered, lanes: lanes, demuxer: demuxer) {
+                        formatChange = missing
+                        throw blamed
+                    }
                     // A copy that does not decode from the MP4 where the source does (a damaged
                     // codec header that misled the muxer): the stream is re-encoded from the
                     // source, whose decoder finds its way, as the plan's fallback.

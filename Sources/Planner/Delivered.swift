@@ -10,6 +10,7 @@ extension Planner {
     /// - A picture (its size changed mid-stream, no keyframe to start on): the plan's
     ///   fallback encode, so a transcode at the rung that encode belongs to (the lowest
     ///   whose video budget holds it), not a remux "as the source"; reason `video_reencoded`.
+    /// - A sound stream that gave no packet at all: left out, reason `audio_dropped`.
     public static func delivered(_ plan: Plan, executed: Plan?, adjustments: [String], rungs: [Rung]) -> Plan? {
         var delivered = plan
         if adjustments.contains(where: { $0.hasPrefix("audio_reencoded") }), plan.audio?.action == .copy,
@@ -27,6 +28,11 @@ extension Planner {
                 delivered.targetBitrateKbps = rung.capKbps
             }
             delivered.reasons.append("video_reencoded")
+        }
+        if adjustments.contains(where: { $0.hasPrefix("audio_dropped") }), plan.audio != nil, let executed, executed.audio == nil {
+            delivered.audio = nil
+            delivered.audioFallback = nil
+            delivered.reasons.append("audio_dropped")
         }
         return delivered == plan ? nil : delivered
     }

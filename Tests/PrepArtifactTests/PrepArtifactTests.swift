@@ -94,6 +94,29 @@ struct CommandLineTests {
         #expect(!FileManager.default.fileExists(atPath: out))
     }
 
+    @Test("a sound track with no packets at all beside pictures that play: the file goes without it, said in its adjustments and its delivered plan (it was refused as damaged), copied or encoded")
+    func soundTrackWithoutPackets() throws {
+        let source = try Media.generated("empty-audio-track.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                                   "-f", "lavfi", "-i", "sine=duration=4", "-map", "0:v", "-map", "1:a",
+                                                                   "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-frames:a", "0"])
+        let dir = Media.scratch("empty-audio")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for quality in ["original", "1mbps"] {
+            let out = dir.appendingPathComponent("\(quality).mp4").path
+            let r = try Command.run(["prepare", source, "--quality", quality, "--caps", "ios", "--output", out, "--json"])
+            #expect(r.status == 0, "\(quality): \(r.stdout.suffix(300)) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["audio"] != nil && json["plan"]?["audio"] != .null, "the plan, from the file's header, has sound")
+            #expect("\(json["stats"]?["adjustments"] ?? .null)".contains("audio_dropped"), "\(quality): \(r.stdout.suffix(400))")
+            let executed = try #require(json["executed_plan"], "\(quality): no executed_plan")
+            #expect(executed["audio"] == nil || executed["audio"] == .null)
+            #expect("\(executed["reasons"] ?? .null)".contains("audio_dropped"))
+            let probed = try FFprobe(out)
+            #expect(probed.streams("audio").isEmpty && probed.streams("video").count == 1, "\(quality)")
+            #expect(abs(probed.formatDuration - 4) < 0.2, "\(quality): \(probed.formatDuration)")
+        }
+    }
+
     @Test("a text file (README, .nfo) and a still picture (poster, photo) exit 3 with a reason (libavformat read them as video: a 2 s clip of rendered text, a 0.04 s one of the poster)")
     func textAndPictures() throws {
         let dir = Media.scratch("cli-not-film")
