@@ -349,6 +349,36 @@ public final class Farm: @unchecked Sendable {
         return report
     }
 
+    /// Whether an original's file at `path`, asked for at `bytes`, is gone or no longer that
+    /// file: an original is the file at its path, keyed by its content then, and a file
+    /// renamed over it may need another plan (a codec the device does not play). A `stat`,
+    /// cheap enough for every answer; a same-size rewrite shows in the download's ETag.
+    /// Its path was resolved inside a media root when it was asked for: one that no longer
+    /// resolves to itself (the file, or a folder above it, replaced by a symlink) may lead
+    /// anywhere, a file of the same size outside the roots included, and has changed too.
+    public static func originalChanged(path: String, bytes: Int64) -> Bool {
+        var st = stat()
+        return lstat(path, &st) != 0 || (st.st_mode & S_IFMT) != S_IFREG || Int64(st.st_size) != bytes
+            || Path.resolved(path) != path
+    }
+
+    /// Fails the held originals whose files changed (`originalChanged`), each with an
+    /// `artifact.failed` event: answers and downloads say so at once, but a media server
+    /// that follows the events asks nothing until a device finds its link dead. Run with
+    /// each collection; the number failed.
+    @discardableResult
+    public func checkOriginals() throws(KilnError) -> Int {
+        var failed = 0
+        for held in try store.heldOriginals() where Self.originalChanged(path: held.path, bytes: held.bytes) {
+            let now = clock.nowMillis()
+            guard try store.failChangedOriginal(artifactID: held.artifactID, error: .originalChanged(at: now), now: now) else { continue }
+            log.write("artifact \(held.artifactID): its original \(held.path) changed since it was asked for")
+            failed += 1
+        }
+        if failed > 0 { events.notify() }
+        return failed
+    }
+
     /// Files in the artifact folder no row knows (reported, never deleted).
     public func unknownFiles() throws(KilnError) -> [String] { try collector.unknownFiles() }
 
@@ -570,6 +600,7 @@ public final class Farm: @unchecked Sendable {
             }
             if collect {
                 do { try collectGarbage() } catch { log.write("collector: \(error)") }
+                do { try checkOriginals() } catch { log.write("originals: \(error)") }
             }
 
             state.lock()

@@ -184,18 +184,11 @@ public final class API: Sendable {
         return .json(status: view.httpStatus, view)
     }
 
-    /// Whether a ready original's file is gone or no longer the size it was asked for at:
-    /// an original is the file at its path, keyed by its content then, and a file renamed
-    /// over it may need another plan (a codec the device does not play). A `stat`, cheap
-    /// enough for every answer; a same-size rewrite shows in the download's ETag.
-    /// Its path was resolved inside a media root when it was asked for: one that no longer
-    /// resolves to itself (the file, or a folder above it, replaced by a symlink) may lead
-    /// anywhere, a file of the same size outside the roots included, and has changed too.
+    /// Whether a ready original's file changed (`Farm.originalChanged`): answered at once,
+    /// before the maintenance pass fails it.
     static func originalChanged(_ a: ArtifactRecord) -> Bool {
         guard a.plan.deliveryFormat == .original, a.state == .ready, let f = a.file else { return false }
-        var st = stat()
-        return lstat(f.path, &st) != 0 || (st.st_mode & S_IFMT) != S_IFREG || Int64(st.st_size) != f.bytes
-            || Path.resolved(f.path) != f.path
+        return Farm.originalChanged(path: f.path, bytes: f.bytes)
     }
 
     func file(_ req: HTTPRequest, _ id: String) throws -> HTTPResponse {

@@ -65,12 +65,14 @@ public struct ReferenceView: Encodable, Sendable {
         } : nil
         estimatedBytes = artifact.state == .pending ? artifact.estimatedBytes : nil
         if originalChanged {
-            error = AttemptErrorView(AttemptError(attempt: 0, code: "source_changed", stage: "open",
-                                                  message: "the file changed since it was asked for; ask again for its new content",
-                                                  at: artifact.updatedAt))
+            // Found now; the maintenance pass records when (`Farm.checkOriginals`).
+            error = AttemptErrorView(AttemptError.originalChanged(at: SystemClock().nowMillis()))
             return
         }
         switch artifact.state {
+        case .failed where artifact.plan.deliveryFormat == .original:
+            // An original fails only by its file changing; no job recorded it.
+            error = AttemptErrorView(AttemptError.originalChanged(at: artifact.updatedAt))
         case .failed: error = artifact.errors.last.map(AttemptErrorView.init)
         case .canceled:
             error = AttemptErrorView(artifact.errors.last.flatMap { $0.code == "canceled" ? $0 : nil }

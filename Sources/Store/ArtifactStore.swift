@@ -155,6 +155,15 @@ public protocol ArtifactStore: AnyObject, Sendable {
     /// reference holds it (collection takes an unheld one).
     func requeueLost(artifactID: String, path: String, maxAttempts: Int, now: Int64) throws(KilnError) -> Bool
 
+    /// Ready `original` artifacts some reference holds, with the source's path and the size
+    /// it was asked for at: the files a maintenance pass checks for a change.
+    func heldOriginals() throws(KilnError) -> [(artifactID: String, path: String, bytes: Int64)]
+
+    /// An original whose file changed (`error`, `source_changed`): failed, and an
+    /// `artifact.failed` event written with it, so followers of the events learn that its
+    /// link is dead. False unless it is still a ready original.
+    func failChangedOriginal(artifactID: String, error: AttemptError, now: Int64) throws(KilnError) -> Bool
+
     /// The source paths the references to `artifactID` asked with, the latest asked first.
     func requestedSourcePaths(artifactID: String) throws(KilnError) -> [String]
 

@@ -150,6 +150,14 @@ public struct AttemptError: Codable, Sendable, Equatable {
     }
 }
 
+extension AttemptError {
+    /// What an original whose file changed since it was asked for answers, found at `at`.
+    public static func originalChanged(at: Int64) -> AttemptError {
+        AttemptError(attempt: 0, code: "source_changed", stage: "open",
+                     message: "the file changed since it was asked for; ask again for its new content", at: at)
+    }
+}
+
 /// An artifact as the API shows it.
 public struct ArtifactRecord: Codable, Sendable, Equatable {
     public var id: String

@@ -791,6 +791,27 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         }
     }
 
+    public func heldOriginals() throws(KilnError) -> [(artifactID: String, path: String, bytes: Int64)] {
+        try read { db throws(KilnError) in
+            try db.query("""
+                SELECT id, file_path, file_bytes FROM artifacts
+                WHERE state = 'ready' AND delivery_format = 'original' AND unreferenced_since IS NULL
+                """) { (artifactID: $0.string(0), path: resolvedPath($0.string(1)), bytes: $0.int64(2)) }
+        }
+    }
+
+    public func failChangedOriginal(artifactID: String, error: AttemptError, now: Int64) throws(KilnError) -> Bool {
+        try write { db throws(KilnError) -> Bool in
+            let changed = try db.execute("""
+                UPDATE artifacts SET state = 'failed', updated_at = ?
+                WHERE id = ? AND state = 'ready' AND delivery_format = 'original'
+                """, now, artifactID)
+            guard changed > 0 else { return false }
+            try insertEvent(db, .failed, artifactID: artifactID, references: nil, error: error, now: now)
+            return true
+        }
+    }
+
     public func requeueLost(artifactID: String, path: String, maxAttempts: Int, now: Int64) throws(KilnError) -> Bool {
         try write { db throws(KilnError) -> Bool in
             guard let format = try db.queryOne("""

@@ -577,6 +577,43 @@ struct APITests {
         #expect(again["artifact_id"] != first["artifact_id"] && again["delivery_format"] == .string("transcode"), "\(again)")
     }
 
+    @Test("an original whose file changes is failed by the maintenance pass with an artifact.failed event, counted in the metrics and timed when it was found (it went failed in answers alone, with no event, timed when it was asked for)")
+    func originalChangedEvent() throws {
+        let media = Media.scratch("original-changed-event")
+        defer { try? FileManager.default.removeItem(at: media) }
+        let film = media.appendingPathComponent("film.mp4")
+        try FileManager.default.copyItem(atPath: Media.shared("sp_bear-640x360-ec3.mp4"), toPath: film.path)
+        let d = try Daemon(mediaRoot: media)
+        defer { d.stop() }
+        let caps = #"{"containers":["mp4"],"codecs_video":["h264"],"codecs_audio":["eac3"]}"#
+        let first = try JSONValue.parse(try d.prepare("o2", film.path, quality: "original", caps: caps).body)
+        #expect(first["status"] == .string("ready") && first["delivery_format"] == .string("original"), "\(first)")
+        #expect(try d.farm.checkOriginals() == 0, "an unchanged original stays ready")
+        // Appended to, as a recording still being written or a tool rewriting it in place.
+        let changedAt = SystemClock().nowMillis()
+        let handle = try FileHandle(forWritingTo: film)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(repeating: 7, count: 4096))
+        try handle.close()
+        #expect(try d.farm.checkOriginals() == 1)
+        #expect(try d.farm.checkOriginals() == 0, "failed once")
+        let events = try RawHTTP.eventStream(port: d.port, path: "/v1/events?after=0")
+        var failed: SSEEvent?
+        while let e = events.nextEvent(within: 5) {
+            if e.event == "artifact.failed" { failed = e; break }
+        }
+        let event = try JSONValue.parse(Array(try #require(failed, "no artifact.failed event").data.utf8))
+        #expect(event["references"] == .array([.string("o2")]) && event["error"]?["code"] == .string("source_changed"), "\(event)")
+        let answer = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/references/o2").body)
+        #expect(answer["status"] == .string("failed") && answer["error"]?["code"] == .string("source_changed"), "\(answer)")
+        let parser = ISO8601DateFormatter()
+        parser.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let at = try #require(answer["error"]?["at"]?.string.flatMap { parser.date(from: $0) }, "\(answer)")
+        #expect(Int64(at.timeIntervalSince1970 * 1000) >= changedAt, "\(answer)")
+        let metrics = try RawHTTP.request(port: d.port, "GET", "/metrics").text
+        #expect(metrics.contains(#"kiln_failures_total{code="source_changed"} 1"#), "\(metrics.prefix(2000))")
+    }
+
     @Test("the status endpoint, metrics and status page answer; the queue's times are RFC 3339; metrics count originals as requests, not as jobs made")
     func statusAndMetrics() throws {
         let d = try Daemon { $0.maxTranscodes = 0 }   // the transcode below stays queued
