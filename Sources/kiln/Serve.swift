@@ -63,6 +63,9 @@ enum Serve {
     }
 
     static func run(_ config: DaemonConfig) throws(KilnError) -> Int32 {
+        // First, before any thread is started: a signal that comes while the daemon starts
+        // waits for it (`ShutdownSignal`).
+        let signal = ShutdownSignal()
         guard config.isLoopback || config.token != nil else {
             throw KilnError(.usage, stage: .request, field: "KILN_TOKEN",
                             "refusing to listen on \(config.host) without KILN_TOKEN: set a token or listen on 127.0.0.1")
@@ -108,7 +111,6 @@ enum Serve {
         log("listening on http://\(config.host.contains(":") ? "[\(config.host)]" : config.host):\(server.port) (data in \(dataDir), media roots \(config.mediaRoots.joined(separator: ":")))")
         if config.mediaRoots.isEmpty { log("warning: KILN_MEDIA_ROOTS is empty, every prepare request will be refused") }
 
-        let signal = ShutdownSignal()
         // A store whose log could not be made durable refuses every call; exiting lets the
         // service manager restart the daemon, which recovers from what SQLite holds.
         let watch = DispatchSource.makeTimerSource(queue: .global())
@@ -137,11 +139,14 @@ enum Serve {
     }
 }
 
-/// Waits for SIGTERM, SIGINT or SIGHUP on a Dispatch source (not in main.swift: the handler runs
-/// on a Dispatch thread).
+/// Waits for SIGTERM, SIGINT or SIGHUP. The three are blocked in the thread that makes it,
+/// before any other thread exists (threads started later inherit the mask), and one thread
+/// takes them with `sigwait`: a signal that comes while the daemon starts stays pending
+/// until then. (A Dispatch signal source, made once the server listened, with the signals
+/// set to SIG_IGN so their default would not end the process, lost a SIGTERM sent as soon
+/// as `/healthz` answered: the daemon never stopped.)
 final class ShutdownSignal: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
-    private var sources: [DispatchSourceSignal] = []
     private let lock = NSLock()
     private var name = ""
     private var repeated: (@Sendable (String) -> Void)?
@@ -154,21 +159,30 @@ final class ShutdownSignal: @unchecked Sendable {
     init() {
         // SIGHUP too (the terminal it was started from closed, `kill -HUP`): its default
         // ended the daemon at once, its jobs counted as interrupted, with no line said.
-        for (sig, label) in [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT"), (SIGHUP, "SIGHUP")] {
-            Foundation.signal(sig, SIG_IGN)
-            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            s.setEventHandler { [weak self] in
-                guard let self else { return }
-                self.lock.lock()
-                let first = self.name.isEmpty
-                if first { self.name = label }
-                let again = first ? nil : self.repeated
-                self.lock.unlock()
-                if first { self.done.signal() } else { again?(label) }
+        var set = sigset_t()
+        sigemptyset(&set)
+        for sig in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, sig) }
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        let watched = set
+        let thread = Thread { [self] in
+            var set = watched
+            while true {
+                var sig: Int32 = 0
+                guard sigwait(&set, &sig) == 0 else { continue }
+                self.received(sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP")
             }
-            s.resume()
-            sources.append(s)
         }
+        thread.name = "kiln-signals"
+        thread.start()
+    }
+
+    private func received(_ label: String) {
+        lock.lock()
+        let first = name.isEmpty
+        if first { name = label }
+        let again = first ? nil : repeated
+        lock.unlock()
+        if first { done.signal() } else { again?(label) }
     }
 
     /// Stops the daemon as a signal would, naming why.

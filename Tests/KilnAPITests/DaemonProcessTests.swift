@@ -120,7 +120,18 @@ final class DaemonProcess: @unchecked Sendable {
     }
 
     func kill9() { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
-    func terminate() { process.terminate(); process.waitUntilExit() }
+    /// SIGTERM, and the daemon's exit awaited; one still running after a minute (jobs get
+    /// 30 s) is a failure, killed so that the run goes on.
+    func terminate() {
+        process.terminate()
+        let deadline = Date(timeIntervalSinceNow: 60)
+        while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        if process.isRunning {
+            Issue.record("kiln serve did not stop within a minute of SIGTERM: \(logText.suffix(500))")
+            kill(process.processIdentifier, SIGKILL)
+        }
+        process.waitUntilExit()
+    }
 }
 
 /// Processes whose command line mentions `needle`.
