@@ -551,17 +551,24 @@ struct APITests {
         #expect(try RawHTTP.request(port: d.port, "PUT", "/v1/prepare").status == 405)
     }
 
+    /// What a device that plays it gets for a copy of an E-AC-3 film in `media`, asked for as
+    /// `reference` at original: a daemon serving `media`, the film, the first answer (ready).
+    static let originalCaps = #"{"containers":["mp4"],"codecs_video":["h264"],"codecs_audio":["eac3"]}"#
+    static func askedAsOriginal(_ reference: String, in media: URL) throws -> (Daemon, URL, JSONValue) {
+        let film = media.appendingPathComponent("film.mp4")
+        try FileManager.default.copyItem(atPath: Media.shared("sp_bear-640x360-ec3.mp4"), toPath: film.path)
+        let d = try Daemon(mediaRoot: media)
+        let first = try JSONValue.parse(try d.prepare(reference, film.path, quality: "original", caps: originalCaps).body)
+        #expect(first["status"] == .string("ready") && first["delivery_format"] == .string("original"), "\(first)")
+        return (d, film, first)
+    }
+
     @Test("an original whose file is renamed over by another (one that needs a transcode) is answered failed with source_changed and its download refused, not ready with the old size and plan; asked again, it is planned anew")
     func originalReplaced() throws {
         let media = Media.scratch("original-replaced-media")
         defer { try? FileManager.default.removeItem(at: media) }
-        let film = media.appendingPathComponent("film.mp4")
-        try FileManager.default.copyItem(atPath: Media.shared("sp_bear-640x360-ec3.mp4"), toPath: film.path)
-        let d = try Daemon(mediaRoot: media)
+        let (d, film, first) = try Self.askedAsOriginal("o1", in: media)
         defer { d.stop() }
-        let caps = #"{"containers":["mp4"],"codecs_video":["h264"],"codecs_audio":["eac3"]}"#
-        let first = try JSONValue.parse(try d.prepare("o1", film.path, quality: "original", caps: caps).body)
-        #expect(first["status"] == .string("ready") && first["delivery_format"] == .string("original"), "\(first)")
         let id = try #require(first["artifact_id"]?.string)
         // H.264 4:4:4 (no device decodes it) renamed over the file, as a library tool does.
         let other = try Media.generated("h264-444-2s.mp4", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=2",
@@ -573,7 +580,7 @@ struct APITests {
         #expect(after["status"] == .string("failed") && after["error"]?["code"] == .string("source_changed") && after["file"] == .null, "\(after)")
         let download = try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)/file")
         #expect(download.status == 409 && download.text.contains("source_changed"), "\(download.status) \(download.text.prefix(200))")
-        let again = try JSONValue.parse(try d.prepare("o1", film.path, quality: "original", caps: caps).body)
+        let again = try JSONValue.parse(try d.prepare("o1", film.path, quality: "original", caps: Self.originalCaps).body)
         #expect(again["artifact_id"] != first["artifact_id"] && again["delivery_format"] == .string("transcode"), "\(again)")
     }
 
@@ -581,13 +588,8 @@ struct APITests {
     func originalChangedEvent() throws {
         let media = Media.scratch("original-changed-event")
         defer { try? FileManager.default.removeItem(at: media) }
-        let film = media.appendingPathComponent("film.mp4")
-        try FileManager.default.copyItem(atPath: Media.shared("sp_bear-640x360-ec3.mp4"), toPath: film.path)
-        let d = try Daemon(mediaRoot: media)
+        let (d, film, _) = try Self.askedAsOriginal("o2", in: media)
         defer { d.stop() }
-        let caps = #"{"containers":["mp4"],"codecs_video":["h264"],"codecs_audio":["eac3"]}"#
-        let first = try JSONValue.parse(try d.prepare("o2", film.path, quality: "original", caps: caps).body)
-        #expect(first["status"] == .string("ready") && first["delivery_format"] == .string("original"), "\(first)")
         #expect(try d.farm.checkOriginals() == 0, "an unchanged original stays ready")
         // Appended to, as a recording still being written or a tool rewriting it in place.
         let changedAt = SystemClock().nowMillis()
