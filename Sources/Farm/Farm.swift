@@ -138,7 +138,7 @@ public final class Farm: @unchecked Sendable {
         // rename and its row right now.
         if soleFarm { report.removedTemporaries += try collector.removeUnrecordedOutputs() }
         report.rescuedJobs = try soleFarm ? store.rescueInterruptedJobs(now: now) : store.rescueExpiredLeases(now: now)
-        for held in try store.heldOwnedFiles() where try requeueIfLost(held.artifactID, path: held.path, bytes: held.bytes, now: now) {
+        for held in try store.heldFiles(owned: true) where try requeueIfLost(held.artifactID, path: held.path, bytes: held.bytes, now: now) {
             report.requeuedLost.append(held.artifactID)
         }
         // Leases of a previous run that have not lapsed yet: rescue right after they do.
@@ -369,7 +369,7 @@ public final class Farm: @unchecked Sendable {
     @discardableResult
     public func checkOriginals() throws(KilnError) -> Int {
         var failed = 0
-        for held in try store.heldOriginals() where Self.originalChanged(path: held.path, bytes: held.bytes) {
+        for held in try store.heldFiles(owned: false) where Self.originalChanged(path: held.path, bytes: held.bytes) {
             let now = clock.nowMillis()
             guard try store.failChangedOriginal(artifactID: held.artifactID, error: .originalChanged(at: now), now: now) else { continue }
             log.write("artifact \(held.artifactID): its original \(held.path) changed since it was asked for")

@@ -70,7 +70,7 @@ struct CueSchedule: Equatable {
         // past their end (a subtitle file longer than the film) had made every cue go over
         // all those held before it: 40,000 took 160 s.
         let limit = min(start, reach ?? start)
-        if let emitted = emittedUpTo, start >= limit, limit <= emitted { return [] }
+        if let emitted = emittedUpTo, limit <= emitted { return [] }
         emittedUpTo = limit
         return emit(upTo: limit)
     }

@@ -145,19 +145,17 @@ public protocol ArtifactStore: AnyObject, Sendable {
     /// Every file path Kiln owns according to the rows, to find files no row knows.
     func ownedFilePaths() throws(KilnError) -> Set<String>
 
-    /// Ready artifacts whose files Kiln made and some reference holds, with the path and
-    /// size recorded, for start-up to find files that went missing meanwhile.
-    func heldOwnedFiles() throws(KilnError) -> [(artifactID: String, path: String, bytes: Int64)]
+    /// Ready artifacts some reference holds, with the path and size recorded: `owned`, the
+    /// files Kiln made, for start-up to find those that went missing meanwhile; not owned,
+    /// originals (the user's files as they were asked for), for the maintenance pass to
+    /// find those that changed.
+    func heldFiles(owned: Bool) throws(KilnError) -> [(artifactID: String, path: String, bytes: Int64)]
 
     /// A ready artifact whose file Kiln made is gone or no longer its recorded size (deleted
     /// by hand, a disk restored from an older backup, truncated): queued again with fresh
     /// attempts, its row back to pending. False unless it is still ready at `path` and a
     /// reference holds it (collection takes an unheld one).
     func requeueLost(artifactID: String, path: String, maxAttempts: Int, now: Int64) throws(KilnError) -> Bool
-
-    /// Ready `original` artifacts some reference holds, with the source's path and the size
-    /// it was asked for at: the files a maintenance pass checks for a change.
-    func heldOriginals() throws(KilnError) -> [(artifactID: String, path: String, bytes: Int64)]
 
     /// An original whose file changed (`error`, `source_changed`): failed, and an
     /// `artifact.failed` event written with it, so followers of the events learn that its

@@ -782,21 +782,12 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         }
     }
 
-    public func heldOwnedFiles() throws(KilnError) -> [(artifactID: String, path: String, bytes: Int64)] {
+    public func heldFiles(owned: Bool) throws(KilnError) -> [(artifactID: String, path: String, bytes: Int64)] {
         try read { db throws(KilnError) in
             try db.query("""
                 SELECT id, file_path, file_bytes FROM artifacts
-                WHERE state = 'ready' AND file_owned = 1 AND unreferenced_since IS NULL
-                """) { (artifactID: $0.string(0), path: resolvedPath($0.string(1)), bytes: $0.int64(2)) }
-        }
-    }
-
-    public func heldOriginals() throws(KilnError) -> [(artifactID: String, path: String, bytes: Int64)] {
-        try read { db throws(KilnError) in
-            try db.query("""
-                SELECT id, file_path, file_bytes FROM artifacts
-                WHERE state = 'ready' AND delivery_format = 'original' AND unreferenced_since IS NULL
-                """) { (artifactID: $0.string(0), path: resolvedPath($0.string(1)), bytes: $0.int64(2)) }
+                WHERE state = 'ready' AND file_owned = ? AND unreferenced_since IS NULL
+                """, owned) { (artifactID: $0.string(0), path: resolvedPath($0.string(1)), bytes: $0.int64(2)) }
         }
     }
 

@@ -177,18 +177,15 @@ final class ShutdownSignal: @unchecked Sendable {
     }
 
     private func received(_ label: String) {
-        lock.lock()
-        let first = name.isEmpty
-        if first { name = label }
-        let again = first ? nil : repeated
-        lock.unlock()
-        if first { done.signal() } else { again?(label) }
+        if !trigger(label) { onRepeat?(label) }
     }
 
-    /// Stops the daemon as a signal would, naming why.
-    func trigger(_ why: String) {
+    /// Stops the daemon as a signal would, naming why; whether it was the first to.
+    @discardableResult
+    func trigger(_ why: String) -> Bool {
         lock.lock(); let first = name.isEmpty; if first { name = why }; lock.unlock()
         if first { done.signal() }
+        return first
     }
 
     func wait() -> String {

@@ -757,7 +757,7 @@ struct StoreTests {
         let own = copy.standardizedFileURL.path + "/artifacts/\(b.artifact.id).mp4"
         #expect(try copied.artifact(id: b.artifact.id)?.file?.path == own)
         #expect(try copied.ownedFilePaths() == [own])
-        #expect(try copied.heldOwnedFiles().map(\.path) == [own])
+        #expect(try copied.heldFiles(owned: true).map(\.path) == [own])
         #expect(try copied.requeueLost(artifactID: b.artifact.id, path: own, maxAttempts: 4, now: 2_000))
         // The original folder's store still names its own file.
         #expect(try SQLiteStore(path: t.path).artifact(id: b.artifact.id)?.file?.path == file.path)
