@@ -587,13 +587,17 @@ public enum Preparer {
                                 lanes: [Lane], demuxer: Demuxer) -> Bool {
         let tolerance = Verifier.durationTolerance(declared)
         guard declared - end > tolerance else { return false }
-        // Not where much of the file lies past the last picture or sound packet read:
+        // Not where much of the file lies past the last packet read:
         // libavformat gave up on damage and searched on to the end for nothing (Matroska's
         // resync after a block naming no track, which came out 0.33 s of 1.23, its one
         // subtitle cue "reaching" the end), which reads as the file's end. Cues, tags and
         // an index at the end are a small part of a file.
+        // A Matroska file's Cues, at its end, hold an entry for each cue as for each
+        // keyframe: 40,000 subtitle cues are a megabyte of index past the last packet.
         if demuxer.furthestByte > 0, let size = FileIO.size(atPath: demuxer.path),
-           size - demuxer.furthestByte > max(16 << 10, size / 10) { return false }
+           case let cues = demuxer.isMatroska ? Prober.matroskaIndexStart(demuxer.path) : nil,
+           case let media = cues.flatMap { (demuxer.furthestByte...size).contains($0) ? $0 : nil } ?? size,
+           media - demuxer.furthestByte > max(16 << 10, size / 10) { return false }
         let lengths = [declared] + (demuxer.isMatroska && start > tolerance && declared - start > tolerance ? [declared - start] : [])
         for length in lengths where length - end <= tolerance || cueReach.map({ $0 >= length - tolerance }) == true { return true }
         let stated = lanes.filter { demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type != AVMEDIA_TYPE_SUBTITLE }

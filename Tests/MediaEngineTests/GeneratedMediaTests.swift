@@ -406,6 +406,30 @@ struct GeneratedMediaTests {
         #expect(abs((chapters.last?.endSeconds ?? 0) - 4) < 0.1, "\(chapters)")
     }
 
+    @Test("a film without sound whose subtitles run on long after it is whole: the cues' index at the end is not damage")
+    func manyCuesPastTheEnd() throws {
+        // 4,000 cues after 4 s of pictures: their packets and the Cues entries the muxer
+        // writes for each are most of the file, the index alone a quarter of it.
+        let path = try Media.generated("cues-past-end-no-sound.mkv") { tmp in
+            let srt = tmp + ".srt"
+            defer { try? FileManager.default.removeItem(atPath: srt) }
+            func time(_ ms: Int) -> String {
+                let h = ms / 3_600_000, m = ms / 60_000 % 60, s = ms / 1000 % 60
+                return [h, m, s].map { $0 < 10 ? "0\($0)" : "\($0)" }.joined(separator: ":") + "," + String(String(ms % 1000 + 1000).dropFirst())
+            }
+            let cues = (0..<4000).map { i in "\(i + 1)\n\(time(5000 + i * 1000)) --> \(time(5500 + i * 1000))\nline \(i)\n" }
+            try Data(cues.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: srt))
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=10:duration=4",
+                                               "-i", srt, "-c:v", "libx264", "-preset", "ultrafast", "-c:s", "srt", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+        }
+        let declared = try Prober.probe(path: path).durationSeconds
+        #expect(declared > 4000, "the segment must declare the last cue's end: \(declared)")
+        let (_, _, out, dir) = try roundTrip(path, lasting: 4, EnginePlans.remux)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try FFprobe(out).streams("subtitle").first?["codec_name"]?.string == "mov_text")
+    }
+
     @Test("a phone video's creation time (its date taken) and title are carried")
     func creationTime() throws {
         let path = try Media.generated("phone-dated.mov", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30:duration=2",
