@@ -596,7 +596,7 @@ public enum Preparer {
         // keyframe: 40,000 subtitle cues are a megabyte of index past the last packet.
         if demuxer.furthestByte > 0, let size = FileIO.size(atPath: demuxer.path),
            case let cues = demuxer.isMatroska ? Prober.matroskaIndexStart(demuxer.path) : nil,
-           case let media = cues.flatMap { (demuxer.furthestByte...size).contains($0) ? $0 : nil } ?? size,
+           case let media = cues.flatMap { $0 >= demuxer.furthestByte && $0 <= size ? $0 : nil } ?? size,
            media - demuxer.furthestByte > max(16 << 10, size / 10) { return false }
         let lengths = [declared] + (demuxer.isMatroska && start > tolerance && declared - start > tolerance ? [declared - start] : [])
         for length in lengths where length - end <= tolerance || cueReach.map({ $0 >= length - tolerance }) == true { return true }
