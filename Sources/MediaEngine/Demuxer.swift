@@ -270,8 +270,15 @@ final class Demuxer {
             if ret == kiln_averror_invaliddata() || ret == kiln_averror_enomem() { return false }
             throw classify(ret, .demux, "cannot read the source", as: .ioError)
         }
-        startMarks.note(packet.pointer.pointee, of: stream(Int(packet.streamIndex)))
+        let st = stream(Int(packet.streamIndex))
         let p = packet.pointer.pointee
+        // libavformat sets a stream's start, where its analysis did not, when it learns a
+        // packet's decode time: Matroska's H.264 with B-frames has none for its first
+        // pictures, and a picture every 30 s outlasted the analysis, so the start became the
+        // fourth picture's time, 60 s late, and the copy lost its first picture and showed
+        // the rest early. The stream starts at its first packet read, as libavformat would
+        // have said had the analysis read that far.
+        if startMarks.note(p, of: st), st.pointee.start_time == noPTS, p.pts != noPTS { st.pointee.start_time = p.pts }
         if p.pos >= 0 { furthestByte = max(furthestByte, p.pos + Int64(max(p.size, 0))) }
         return true
     }
@@ -455,16 +462,19 @@ struct StartMarks {
 
     var isEmpty: Bool { first.isEmpty }
 
-    mutating func note(_ p: AVPacket, of stream: UnsafeMutablePointer<AVStream>) {
-        guard reads < Self.window else { return }
+    /// True where `p` is the first packet of its stream since the file was opened.
+    @discardableResult
+    mutating func note(_ p: AVPacket, of stream: UnsafeMutablePointer<AVStream>) -> Bool {
+        guard reads < Self.window else { return false }
         reads += 1
         // An attached picture (cover art) is no part of the timeline: libavformat hands it
         // out again after every seek, timed then.
-        guard first[p.stream_index] == nil, stream.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 else { return }
+        guard first[p.stream_index] == nil, stream.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 else { return false }
         let timeBase = stream.pointee.time_base
         first[p.stream_index] = Mark(p)
         let t = p.dts != noPTS ? p.dts : p.pts
         if t != noPTS { times[p.stream_index] = (t, rescale(t, from: timeBase, to: kiln_time_base_q())) }
+        return true
     }
 
     /// The stream that starts earliest, and its start in its own time base: a seek there,

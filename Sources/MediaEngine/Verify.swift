@@ -182,16 +182,21 @@ enum Verifier {
             throw KilnError(.verifyFailed, stage: .verify, "the output cannot be read from \(Int(start)) s (seek failed)")
         }
         let end = min(start + 1, streamEnd)
-        var frames = 0, reads = 0, pictureSent = false, witnessFailed = false
+        var frames = 0, reads = 0, own = 0, pictureSent = false, witnessFailed = false
         var reached = -Double.infinity
         let packet = try Packet()
         var done = false
-        while !done, reads < 20_000 {
+        // The stream's own packets are counted, and the others only to bound a read gone
+        // wrong: from a keyframe that opens ten pictures a minute, a sound track's packets
+        // (47 a second) before its last second are more than 20,000, and the video's end
+        // was not reached (a slideshow's output refused as cut short).
+        while !done, own < 20_000, reads < 1_000_000 {
             reads += 1
             guard try demuxer.read(into: packet) else { break }
             defer { packet.unref() }
             try cancellation.check(.verify)
             guard packet.streamIndex == Int32(index) else { continue }
+            own += 1
             let t = seconds(packet.pointer.pointee.pts, st.pointee.time_base)
             if let t {
                 reached = max(reached, t + (seconds(packet.pointer.pointee.duration, st.pointee.time_base) ?? 0))

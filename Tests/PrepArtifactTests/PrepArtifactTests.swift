@@ -3260,6 +3260,25 @@ struct TranscodeFrameRateTests {
             #expect(times.count == pictures && apart == Array(repeating: 2.5, count: pictures - 1), "\(times)")
         }
     }
+
+    @Test("a Matroska slideshow at a picture every 30 s is copied with every picture at its time: with B-frames and no sound (its start had been taken 60 s late, the first picture lost, the rest shown early), and with its sound under one keyframe (verification had given up reading before the video's end: refused as cut short; interleaved as muxers do, not after all the sound, which libavformat cannot time)",
+          arguments: [("b-no-sound", ["-bf", "3", "-g", "10"]),
+                      ("one-keyframe-sound", ["-f", "lavfi", "-i", "sine=sample_rate=48000:duration=600", "-g", "30", "-c:a", "aac",
+                                               "-max_interleave_delta", "0"])])
+    func slowMatroskaSlideshow(name: String, generate: [String]) throws {
+        let pictures = 20
+        let source = try Media.generated("slideshow-30s-\(name).mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=1/30:duration=\(pictures * 30)"]
+                                          + generate + ["-c:v", "libx264"])
+        try Command.prepare(source, quality: "2mbps", caps: "web", scratch: "slideshow-30s-\(name)") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("copy"))
+            let probe = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time",
+                                                    "-of", "csv=p=0", out])
+            let times = probe.stdout.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }.sorted()
+            #expect(times.count == pictures && times.enumerated().allSatisfy { abs($1 - Double($0 * 30)) < 0.1 }, "\(times)")
+            #expect(abs((try FFprobe(out).duration("video") ?? 0) - Double(pictures * 30)) < 0.1)
+        }
+    }
 }
 
 @Suite("the colours a transcode writes")
