@@ -67,22 +67,36 @@ public final class EventHub: @unchecked Sendable {
         return (generation, fresh, liveCounter, closed)
     }
 
-    /// Waits until the generation moves past `seen`, the hub closes, or `deadline`.
-    fileprivate func wait(past seen: UInt64, until deadline: Date) -> Bool {
+    /// Waits until the generation moves past `seen`, the hub closes, `cursor` is stopped,
+    /// or `deadline`.
+    fileprivate func wait(past seen: UInt64, until deadline: Date, for cursor: EventCursor) -> Bool {
         state.lock(); defer { state.unlock() }
-        while generation == seen && !closed {
+        while generation == seen && !closed && !cursor.stopped {
             if !state.wait(until: deadline) { return false }
         }
         return true
     }
+
+    /// Marks `cursor` stopped and wakes it (under the lock its wait reads the mark with).
+    fileprivate func stop(_ cursor: EventCursor) {
+        state.lock(); cursor.stopped = true; state.broadcast(); state.unlock()
+    }
+
+    fileprivate func isStopped(_ cursor: EventCursor) -> Bool {
+        state.lock(); defer { state.unlock() }
+        return cursor.stopped
+    }
 }
 
-/// Reads events in order from a position. Not for sharing between threads.
+/// Reads events in order from a position. Not for sharing between threads, but for
+/// `stop`, which any thread may call.
 public final class EventCursor: @unchecked Sendable {
     let hub: EventHub
     /// The last persisted sequence number handed out.
     public private(set) var position: Int64
     private var liveSeen: UInt64
+    /// Guarded by the hub's lock (`EventHub.stop`).
+    fileprivate var stopped = false
 
     init(hub: EventHub, after: Int64, liveSeen: UInt64) {
         self.hub = hub
@@ -101,10 +115,15 @@ public final class EventCursor: @unchecked Sendable {
             let stored = try hub.store.events(after: position, limit: limit)
             if let last = stored.last { position = last.seq }
             if !stored.isEmpty || !snap.live.isEmpty { return stored + snap.live }
-            if snap.closed { return [] }
-            if !hub.wait(past: snap.generation, until: deadline) { return [] }
+            if snap.closed || hub.isStopped(self) { return [] }
+            if !hub.wait(past: snap.generation, until: deadline, for: self) { return [] }
         }
     }
+
+    /// Ends a wait in `next` at once, and every later one: whoever reads has gone (an event
+    /// listener whose connection closed, which had waited out the heartbeat, holding its
+    /// thread and counted as a listener, up to 15 s; a canceled subscription).
+    public func stop() { hub.stop(self) }
 }
 
 /// A callback subscriber; `cancel` stops it (within about a second).
@@ -115,7 +134,10 @@ public final class EventSubscription: @unchecked Sendable {
 
     init(cursor: EventCursor) { self.cursor = cursor }
 
-    public func cancel() { lock.lock(); canceled = true; lock.unlock() }
+    public func cancel() {
+        lock.lock(); canceled = true; lock.unlock()
+        cursor.stop()
+    }
 
     private var isCanceled: Bool { lock.lock(); defer { lock.unlock() }; return canceled }
 

@@ -254,6 +254,9 @@ public final class API: Sendable {
         let metrics = self.metrics
         return .eventStream { stream in
             let cursor = hub.cursor(after: after)
+            // A client gone (the server's hang-up watch ends its stream within a second)
+            // wakes the wait for events: its thread and its count as a listener go now.
+            stream.onTermination { _ in cursor.stop() }
             let thread = Thread {
                 metrics.sseClients(+1)
                 defer { metrics.sseClients(-1) }

@@ -19,7 +19,7 @@ final class Daemon: @unchecked Sendable {
     var port: UInt16 { server.port }
 
     init(token: String? = nil, retentionSeconds: Int64 = 259_200, mediaRoot: URL? = nil, space: any DiskSpace = FileSystemSpace(),
-         adjust: (inout FarmConfig) -> Void = { _ in }) throws {
+         eventHeartbeatSeconds: Double = 1, adjust: (inout FarmConfig) -> Void = { _ in }) throws {
         dir = Media.scratch("daemon")
         media = mediaRoot ?? Media.sharedFolder
         var config = FarmConfig()
@@ -37,7 +37,7 @@ final class Daemon: @unchecked Sendable {
         server = HTTPServer(configuration: http)
         let metrics = Metrics()
         metrics.observe(farm)
-        API(farm: farm, mediaRoots: [media.path], token: token, metrics: metrics, heartbeatSeconds: 1).register(on: server)
+        API(farm: farm, mediaRoots: [media.path], token: token, metrics: metrics, heartbeatSeconds: eventHeartbeatSeconds).register(on: server)
         try server.start()
     }
 
@@ -332,6 +332,25 @@ struct APITests {
         var next = upToDate.nextEvent()
         while next?.event == "artifact.progress" { next = upToDate.nextEvent() }
         #expect(next?.event == "artifact.ready", "no gap before the next event: \(String(describing: next))")
+    }
+
+    @Test("an event listener that hangs up stops counting (and holding its thread) within seconds, not at the next heartbeat")
+    func listenerGone() throws {
+        // A heartbeat far away: only the hang-up can end the listener's wait.
+        let d = try Daemon(eventHeartbeatSeconds: 600)
+        defer { d.stop() }
+        func listeners() throws -> Double? {
+            let text = String(decoding: try RawHTTP.request(port: d.port, "GET", "/metrics").body, as: UTF8.self)
+            return text.split(separator: "\n").first { $0.hasPrefix("kiln_event_stream_clients ") }
+                .flatMap { Double($0.split(separator: " ").last ?? "") }
+        }
+        var listener: RawHTTP? = try RawHTTP.eventStream(port: d.port, path: "/v1/events")
+        _ = listener
+        #expect(try listeners() == 1)
+        listener = nil   // closes the socket
+        let deadline = Date(timeIntervalSinceNow: 60)
+        while try listeners() != 0, Date() < deadline { Thread.sleep(forTimeInterval: 0.2) }
+        #expect(try listeners() == 0, "the listener is still counted after its client hung up")
     }
 
     @Test("a token guards every route but /healthz (and the page, which holds no data and asks for it), a wrong one is refused, the scheme's name in any case")
