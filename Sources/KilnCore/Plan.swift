@@ -227,8 +227,11 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 ///    converted to BT.709.
 /// 4: HDR tone-mapped after BT.2408 (reference white 203 nits, Möbius to the content's
 ///    peak) instead of Hable from 100 nits.
+/// 5: PCM of 9, 11, 13–15 or 17 channels mixed down in WAVE's order (its frames had all
+///    been refused, and the sound came out as silence); a rate under one picture a second
+///    kept to a thousandth of itself for a copy's fallback encode (1/60 had been 0.017).
 public enum EngineRecipe {
-    public static let version = 4
+    public static let version = 5
 }
 
 extension Plan {
