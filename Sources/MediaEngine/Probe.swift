@@ -89,7 +89,11 @@ public enum Prober {
         // The container's bitrate is its size over the length it declared (libavformat's):
         // where Kiln takes another length, the bitrate is worked out again from it.
         var lengthCorrected = false
-        let longestTrack = streams.compactMap(\.durationSeconds).max() ?? 0
+        // The pictures' and sound's, where there are any: an MP4's chapter track (a text
+        // track) may run on for hours past them (a chapter list ending at 10 h made a 10 s
+        // film 10 h long in its header, its bitrate 3,600 times too low for the plan).
+        let timed = streams.filter { ($0.type == .video || $0.type == .audio) && !$0.disposition.attachedPicture }
+        let longestTrack = (timed.isEmpty ? streams : timed).compactMap(\.durationSeconds).max() ?? 0
         if duration <= 0 {
             duration = longestTrack
         } else if formatName.hasPrefix("mov,mp4"), longestTrack > 0, abs(duration - longestTrack) > max(2, 0.1 * longestTrack) {

@@ -106,6 +106,25 @@ struct ProbeFileTests {
         #expect(attachments.allSatisfy { $0.extradata == nil && $0.extradata_size == 0 })
         #expect(demuxer.attachedBytes == 400_000)
     }
+
+    @Test("an MP4 whose chapter list runs 10 hours past its 10 s film lasts 10 s at its own bitrate (its chapter track made it 10 h at a 3,600th of its rate, and it went as it was to a rung it is twice)")
+    func chapterTrackPastTheFilm() throws {
+        let source = try Media.generated("chapters-10h-4mbps.mp4") { tmp in
+            let meta = tmp + ".txt"
+            defer { try? FileManager.default.removeItem(atPath: meta) }
+            try Data(";FFMETADATA1\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=0\nEND=5000\ntitle=One\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=5000\nEND=36000000\ntitle=Credits\n".utf8)
+                .write(to: URL(fileURLWithPath: meta))
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25:duration=10",
+                                               "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=10", "-i", meta, "-map", "0:v", "-map", "1:a",
+                                               "-map_chapters", "2", "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "4M", "-c:a", "aac", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+        }
+        #expect(try FFprobe(source).json["format"]?["duration"]?.string.flatMap(Double.init) ?? 0 > 30_000, "the header must declare the chapters' 10 h")
+        let info = try Prober.probe(path: source)
+        #expect(abs(info.durationSeconds - 10) < 0.2, "\(info.durationSeconds)")
+        #expect(info.bitRate > 3_000_000, "\(info.bitRate)")
+        #expect(info.chapters.count == 2)
+    }
 }
 
 @Suite("the probe's packet scan on decode-times-only video")
