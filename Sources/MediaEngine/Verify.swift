@@ -190,13 +190,15 @@ enum Verifier {
         // wrong: from a keyframe that opens ten pictures a minute, a sound track's packets
         // (47 a second) before its last second are more than 20,000, and the video's end
         // was not reached (a slideshow's output refused as cut short).
+        var ended = false, lastPosition: Int64 = -1
         while !done, own < 20_000, reads < 1_000_000 {
             reads += 1
-            guard try demuxer.read(into: packet) else { break }
+            guard try demuxer.read(into: packet) else { ended = true; break }
             defer { packet.unref() }
             try cancellation.check(.verify)
             guard packet.streamIndex == Int32(index) else { continue }
             own += 1
+            lastPosition = packet.pointer.pointee.pos
             let t = seconds(packet.pointer.pointee.pts, st.pointee.time_base)
             if let t {
                 reached = max(reached, t + (seconds(packet.pointer.pointee.duration, st.pointee.time_base) ?? 0))
@@ -223,6 +225,14 @@ enum Verifier {
             }
         }
         try opened?.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
+        // The file ended on the last sample its index lists for the stream: the stream is
+        // whole, however long that sample's packet says it lasts. An encoder's packets of
+        // sparse pictures (Theora's unchanged frames are no packets) carry no length, and
+        // the last, shown for half a second to the end, reached only its own start.
+        if ended, lastPosition >= 0, case let count = avformat_index_get_entries_count(st), count > 0,
+           let last = avformat_index_get_entry(st, count - 1), last.pointee.pos == lastPosition {
+            reached = max(reached, end)
+        }
         // Without a decoder (the witness answered), the format is the one it was opened
         // with: the stream's parameters, which verification found equal to the source's.
         let format = opened.map { d in

@@ -3261,6 +3261,19 @@ struct TranscodeFrameRateTests {
         }
     }
 
+    @Test("Theora whose unchanged pictures are no packets (a black screen flashing white each second) is encoded whole: its last picture, shown half a second to the end, reaches it (it failed verification as cut short, retryable, every time)")
+    func sparseTheora() throws {
+        let source = try Media.generated("theora-flashes.ogv", ["-f", "lavfi", "-i", "color=black:size=320x240:rate=25:duration=8,drawbox=c=white:t=fill:enable='lt(mod(t,1),0.03)'",
+                                                               "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=8", "-c:v", "libtheora", "-c:a", "libvorbis"])
+        try Command.prepare(source, quality: "original", caps: "web", scratch: "theora-flashes") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("transcode"))
+            #expect(abs((try FFprobe(out).duration("video") ?? 0) - 8) < 0.1)
+            let decode = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-f", "null", "-"])
+            #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr.suffix(300))")
+        }
+    }
+
     @Test("a Matroska slideshow at a picture every 30 s is copied with every picture at its time: with B-frames and no sound (its start had been taken 60 s late, the first picture lost, the rest shown early), and with its sound under one keyframe (verification had given up reading before the video's end: refused as cut short; interleaved as muxers do, not after all the sound, which libavformat cannot time)",
           arguments: [("b-no-sound", ["-bf", "3", "-g", "10"]),
                       ("one-keyframe-sound", ["-f", "lavfi", "-i", "sine=sample_rate=48000:duration=600", "-g", "30", "-c:a", "aac",
