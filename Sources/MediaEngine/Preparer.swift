@@ -740,10 +740,13 @@ public enum Preparer {
         // whatever the frames hold (nothing else in the index says it), and the output is
         // read without decoding.
         let copiedChannels = plan.audio.flatMap { $0.action == .copy ? source.stream($0.sourceIndex)?.channels : nil }.flatMap { $0 > 0 ? $0 : nil }
+        // A copied picture stream is the source's bitstream: its pixel format is the one the
+        // probe learnt there (the output is read without decoding, and said none).
+        let copiedPixelFormat = plan.video.flatMap { $0.action == .copy ? source.stream($0.sourceIndex)?.pixelFormat : nil }
         return OutputInfo(
             path: path, bytes: digest.bytes, sha256: digest.sha256, durationSeconds: m.durationSeconds,
             container: plan.deliveryFormat == .original ? source.container : "mp4",
-            video: v.map { .init(codec: $0.codec, width: $0.width ?? 0, height: $0.height ?? 0, pixelFormat: $0.pixelFormat,
+            video: v.map { .init(codec: $0.codec, width: $0.width ?? 0, height: $0.height ?? 0, pixelFormat: $0.pixelFormat ?? copiedPixelFormat,
                                  frameRate: $0.frameRate, rotation: $0.rotation ?? 0, hdr: $0.hdr ?? .sdr) },
             audio: a.map { .init(codec: $0.codec, channels: copiedChannels ?? $0.channels ?? 0, sampleRate: $0.sampleRate ?? 0, bitRate: $0.bitRate,
                                  language: $0.language) },

@@ -3285,6 +3285,8 @@ struct TranscodeFrameRateTests {
         try Command.prepare(source, quality: "2mbps", caps: "web", scratch: "slideshow-30s-\(name)") { (r, out) throws in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
             #expect(try Command.json(r)["plan"]?["video"]?["action"] == .string("copy"))
+            // The copy's pixel format is the source's (the output, read without decoding, says none).
+            #expect(try Command.json(r)["output"]?["video"]?["pixel_format"] == .string("yuv420p"))
             let probe = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time",
                                                     "-of", "csv=p=0", out])
             let times = probe.stdout.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }.sorted()
