@@ -79,9 +79,13 @@ final class Decoder {
             avcodec_free_context(&owned)
             kiln_one_picture_free(&one)
             let e = classify(open, .decode, "cannot open the \(codecName) decoder", as: .sourceUnsupported)
+            // Data the decoder cannot make sense of at open is its header (extradata): damaged
+            // (a fuzzed Theora header read as unsupported), not a codec Kiln lacks.
+            let damaged = open == kiln_averror_invaliddata() || open == kiln_averror(EPERM)
             throw e.code == .resourceLimit || e.code == .canceled ? e
-                : KilnError(.sourceUnsupported, stage: .decode, underlying: open,
-                            "the \(codecName) stream \(streamIndex) cannot be decoded (\(avErrorText(open)))")
+                : KilnError(damaged ? .sourceCorrupt : .sourceUnsupported, stage: .decode, underlying: open,
+                            "the \(codecName) stream \(streamIndex) cannot be decoded (\(avErrorText(open)))"
+                            + (damaged ? ": its header is damaged" : ""))
         }
         do {
             frame = try Frame()

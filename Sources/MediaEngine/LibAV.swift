@@ -3,6 +3,10 @@ import KilnCore
 
 /// libav's text for an error code.
 func avErrorText(_ code: Int32) -> String {
+    // A bare -1 is how many demuxers and decoders (AVI's header, Theora's, WMA's) say they
+    // cannot make sense of their data; as AVERROR(EPERM) it reads "Operation not permitted",
+    // which no read of a file Kiln opened gives.
+    if code == kiln_averror(EPERM) { return "invalid data" }
     var buf = [CChar](repeating: 0, count: 256)
     kiln_strerror(code, &buf, buf.count)
     return cString(buf)
@@ -28,7 +32,8 @@ func classify(_ ret: Int32, _ stage: KilnError.Stage, _ what: String,
     case kiln_averror_eio(): code = .ioError
     case kiln_averror_enoent(): code = stage == .open ? .sourceNotFound : .ioError
     case kiln_averror_eacces(): code = stage == .open ? .sourceUnreadable : .ioError
-    case kiln_averror_invaliddata(): code = stage == .open || stage == .demux ? .sourceUnreadable : defaultCode
+    case kiln_averror_invaliddata(), kiln_averror(EPERM):   // EPERM: a bare -1 (`avErrorText`)
+        code = stage == .open || stage == .demux ? .sourceUnreadable : defaultCode
     case kiln_averror_decoder_not_found(), kiln_averror_demuxer_not_found(): code = .sourceUnsupported
     default: code = defaultCode
     }

@@ -3274,6 +3274,24 @@ struct TranscodeFrameRateTests {
         }
     }
 
+    @Test("a Theora header with a damaged byte is source_corrupt, said as invalid data (libtheora's bare -1 read as EPERM: source_unsupported, \"Operation not permitted\"; found by fuzzing)")
+    func damagedTheoraHeader() throws {
+        let clean = try Media.generated("theora-2s.ogv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=2", "-c:v", "libtheora"])
+        let source = try Media.generated("theora-2s-header-byte-202.ogv") { tmp in
+            var bytes = try Data(contentsOf: URL(fileURLWithPath: clean))
+            bytes[202] ^= 0x2D   // inside the Theora identification header's page
+            try bytes.write(to: URL(fileURLWithPath: tmp))
+        }
+        try Command.prepare(source, quality: "2mbps", caps: "web", scratch: "theora-header-damaged") { (r, out) throws in
+            #expect(r.status == 3, "\(r.stdout) \(r.stderr.suffix(300))")
+            let error = try Command.json(r)["error"]
+            #expect(error?["code"] == .string("source_corrupt"), "\(String(describing: error))")
+            let message = error?["message"]?.string ?? ""
+            #expect(message.contains("invalid data") && !message.contains("not permitted"), "\(message)")
+            #expect(!FileManager.default.fileExists(atPath: out))
+        }
+    }
+
     @Test("a Matroska slideshow at a picture every 30 s is copied with every picture at its time: with B-frames and no sound (its start had been taken 60 s late, the first picture lost, the rest shown early), and with its sound under one keyframe (verification had given up reading before the video's end: refused as cut short; interleaved as muxers do, not after all the sound, which libavformat cannot time)",
           arguments: [("b-no-sound", ["-bf", "3", "-g", "10"]),
                       ("one-keyframe-sound", ["-f", "lavfi", "-i", "sine=sample_rate=48000:duration=600", "-g", "30", "-c:a", "aac",
