@@ -98,6 +98,8 @@ final class Pipeline {
         var packets = 0
         var firstSeconds = Double.infinity
         var endSeconds = -Double.infinity
+        /// Where its last packet starts.
+        var lastStartSeconds = -Double.infinity
         /// The time its packets cover.
         var span: Double { packets > 0 ? max(0, endSeconds - firstSeconds) : 0 }
 
@@ -108,6 +110,7 @@ final class Pipeline {
             if let seconds {
                 firstSeconds = min(firstSeconds, seconds)
                 endSeconds = max(endSeconds, seconds + max(0, lasting))
+                lastStartSeconds = max(lastStartSeconds, seconds)
             }
         }
     }

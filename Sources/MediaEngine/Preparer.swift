@@ -639,7 +639,10 @@ public enum Preparer {
             guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
             let name = type == AVMEDIA_TYPE_VIDEO ? "video" : "audio"
             guard let d = delivered[lane.inputIndex] else { continue }
-            last = max(last ?? 0, d.endSeconds)
+            // A sound packet lasts a fraction of a second: one whose stated length runs on
+            // for seconds is the demuxer's guess across what it lost (Ogg's last page read
+            // before a damaged one gave its packet the 4.1 s to the stream's declared end).
+            last = max(last ?? 0, type == AVMEDIA_TYPE_AUDIO ? min(d.endSeconds, d.lastStartSeconds + 1) : d.endSeconds)
             if d.span < shortest?.span ?? .infinity { shortest = (d.span, name, lane.inputIndex) }
         }
         let declared = Format.fixed(expected, decimals: 2), tolerance = Verifier.durationTolerance(expected)

@@ -3292,6 +3292,22 @@ struct TranscodeFrameRateTests {
         }
     }
 
+    @Test("Ogg Vorbis with 4 kB zeroed halfway is source_corrupt, for good: the last page read before the damage gave its packet the 4.1 s to the declared end, which hid that the sound stops (it was a retryable verify_failed, every time; found by fuzzing)")
+    func oggVorbisZeroedHalfway() throws {
+        let clean = try Media.generated("vorbis-6s.ogg", ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100:duration=6", "-c:a", "libvorbis"])
+        let source = try Media.generated("vorbis-6s-zeroed-halfway.ogg") { tmp in
+            var bytes = try Data(contentsOf: URL(fileURLWithPath: clean))
+            let at = bytes.count / 2
+            bytes.replaceSubrange(at..<at + 4096, with: Data(count: 4096))
+            try bytes.write(to: URL(fileURLWithPath: tmp))
+        }
+        try Command.prepare(source, quality: "2mbps", caps: "web", scratch: "vorbis-zeroed") { (r, out) throws in
+            #expect(r.status == 3, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["error"]?["code"] == .string("source_corrupt"), "\(r.stdout)")
+            #expect(!FileManager.default.fileExists(atPath: out))
+        }
+    }
+
     @Test("a Matroska slideshow at a picture every 30 s is copied with every picture at its time: with B-frames and no sound (its start had been taken 60 s late, the first picture lost, the rest shown early), and with its sound under one keyframe (verification had given up reading before the video's end: refused as cut short; interleaved as muxers do, not after all the sound, which libavformat cannot time)",
           arguments: [("b-no-sound", ["-bf", "3", "-g", "10"]),
                       ("one-keyframe-sound", ["-f", "lavfi", "-i", "sine=sample_rate=48000:duration=600", "-g", "30", "-c:a", "aac",
