@@ -152,6 +152,11 @@ struct PlanContext {
         }
         if video == nil && source.audioStreams.isEmpty {
             if let s = source.streams.first(where: { $0.codec == "none" }) { throw unknown(s) }
+            // An index cut short can take every track with it (an MOV cut 2 kB before its
+            // end, where its index is): the file is damaged, not one without sound or pictures.
+            if let why = source.indexDamage {
+                throw KilnError(.sourceCorrupt, stage: .plan, "the source has no video and no audio stream: \(why)")
+            }
             throw unavailable("the source has no video and no audio stream")
         }
     }
