@@ -67,24 +67,19 @@ public final class EventHub: @unchecked Sendable {
         return (generation, fresh, liveCounter, closed)
     }
 
-    /// Waits until the generation moves past `seen`, the hub closes, `cursor` is stopped,
-    /// or `deadline`.
+    /// Waits until the generation moves past `seen` or the hub closes (true), or until
+    /// `cursor` is stopped or `deadline` (false: nothing more to read for it).
     fileprivate func wait(past seen: UInt64, until deadline: Date, for cursor: EventCursor) -> Bool {
         state.lock(); defer { state.unlock() }
-        while generation == seen && !closed && !cursor.stopped {
-            if !state.wait(until: deadline) { return false }
+        while generation == seen && !closed {
+            if cursor.stopped || !state.wait(until: deadline) { return false }
         }
-        return true
+        return !cursor.stopped
     }
 
     /// Marks `cursor` stopped and wakes it (under the lock its wait reads the mark with).
     fileprivate func stop(_ cursor: EventCursor) {
         state.lock(); cursor.stopped = true; state.broadcast(); state.unlock()
-    }
-
-    fileprivate func isStopped(_ cursor: EventCursor) -> Bool {
-        state.lock(); defer { state.unlock() }
-        return cursor.stopped
     }
 }
 
@@ -115,7 +110,7 @@ public final class EventCursor: @unchecked Sendable {
             let stored = try hub.store.events(after: position, limit: limit)
             if let last = stored.last { position = last.seq }
             if !stored.isEmpty || !snap.live.isEmpty { return stored + snap.live }
-            if snap.closed || hub.isStopped(self) { return [] }
+            if snap.closed { return [] }
             if !hub.wait(past: snap.generation, until: deadline, for: self) { return [] }
         }
     }

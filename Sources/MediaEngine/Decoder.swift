@@ -81,7 +81,7 @@ final class Decoder {
             let e = classify(open, .decode, "cannot open the \(codecName) decoder", as: .sourceUnsupported)
             // Data the decoder cannot make sense of at open is its header (extradata): damaged
             // (a fuzzed Theora header read as unsupported), not a codec Kiln lacks.
-            let damaged = open == kiln_averror_invaliddata() || open == kiln_averror(EPERM)
+            let damaged = isInvalidData(open)
             throw e.code == .resourceLimit || e.code == .canceled ? e
                 : KilnError(damaged ? .sourceCorrupt : .sourceUnsupported, stage: .decode, underlying: open,
                             "the \(codecName) stream \(streamIndex) cannot be decoded (\(avErrorText(open)))"

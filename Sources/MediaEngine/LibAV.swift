@@ -1,6 +1,10 @@
 import CFFmpeg
 import KilnCore
 
+/// Whether libav said it cannot make sense of the data: AVERROR_INVALIDDATA, or the bare
+/// -1 (AVERROR(EPERM)) many demuxers and decoders return for the same (`avErrorText`).
+func isInvalidData(_ code: Int32) -> Bool { code == kiln_averror_invaliddata() || code == kiln_averror(EPERM) }
+
 /// libav's text for an error code.
 func avErrorText(_ code: Int32) -> String {
     // A bare -1 is how many demuxers and decoders (AVI's header, Theora's, WMA's) say they
@@ -32,8 +36,7 @@ func classify(_ ret: Int32, _ stage: KilnError.Stage, _ what: String,
     case kiln_averror_eio(): code = .ioError
     case kiln_averror_enoent(): code = stage == .open ? .sourceNotFound : .ioError
     case kiln_averror_eacces(): code = stage == .open ? .sourceUnreadable : .ioError
-    case kiln_averror_invaliddata(), kiln_averror(EPERM):   // EPERM: a bare -1 (`avErrorText`)
-        code = stage == .open || stage == .demux ? .sourceUnreadable : defaultCode
+    case _ where isInvalidData(ret): code = stage == .open || stage == .demux ? .sourceUnreadable : defaultCode
     case kiln_averror_decoder_not_found(), kiln_averror_demuxer_not_found(): code = .sourceUnsupported
     default: code = defaultCode
     }
