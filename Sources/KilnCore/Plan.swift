@@ -230,8 +230,10 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 /// 5: PCM of 9, 11, 13–15 or 17 channels mixed down in WAVE's order (its frames had all
 ///    been refused, and the sound came out as silence); a rate under one picture a second
 ///    kept to a thousandth of itself for a copy's fallback encode (1/60 had been 0.017).
+/// 6: a reordered video's last picture after a pause kept at its time (it had been put on
+///    the picture before the pause), and its track lasting to that picture's end.
 public enum EngineRecipe {
-    public static let version = 5
+    public static let version = 6
 }
 
 extension Plan {

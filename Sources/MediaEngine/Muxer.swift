@@ -26,6 +26,8 @@ final class Muxer {
     private var lastDuration: [Int64] = []
     /// Where the pictures and sound written so far end (AV_TIME_BASE units).
     private var mediaEnd = Int64.min
+    /// Per output stream, the ending of a reordered video stream (`Ending`).
+    private var endings: [Ending?] = []
     /// The chapters, held back from the header until the end is known (`finish`).
     private var heldChapters: (list: UnsafeMutablePointer<UnsafeMutablePointer<AVChapter>?>?, count: UInt32)?
     /// Bytes of packets written, for progress and the result.
@@ -98,6 +100,7 @@ final class Muxer {
         }
         lastDTS.append(noPTS)
         lastDuration.append(0)
+        endings.append(nil)
         return st
     }
 
@@ -182,6 +185,60 @@ final class Muxer {
         if type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO {
             mediaEnd = max(mediaEnd, rescale(p.pointee.pts + max(0, p.pointee.duration), from: st.pointee.time_base, to: kiln_time_base_q()))
         }
+        if type == AVMEDIA_TYPE_VIDEO {
+            if endings[index] == nil { endings[index] = Ending(firstDelay: p.pointee.pts - p.pointee.dts) }
+            let ending = endings[index]!
+            ending.presentedEnd = max(ending.presentedEnd, p.pointee.pts + max(0, p.pointee.duration))
+            if p.pointee.pts > p.pointee.dts, ending.packet == nil { ending.packet = try Packet() }
+            if let held = ending.packet {
+                if ending.holding {
+                    ending.previousDTS = held.pointer.pointee.dts
+                    try send(held.pointer)
+                }
+                held.take(packet)
+                ending.holding = true
+                return
+            }
+        }
+        try send(p)
+    }
+
+    /// A reordered video stream's last packet, held back until the next comes or the file
+    /// ends. The MP4 muxer makes a track's length (`mdhd`, and the length players and
+    /// ffprobe give the stream) its decode times' span: the last packet's decode time plus
+    /// its duration. Reordered, the picture shown last need not be decoded last, nor only
+    /// the usual delay before it is shown: a variable-rate stream whose last picture comes
+    /// seconds after the one before (a screen recording's still ending) decodes it among
+    /// the pictures shown before the gap, and its track was seconds short of the film
+    /// (3.04 s of a 6 s clip; verification refused it). So the last packet is written at
+    /// the end, its decode time moved to its presentation time less the stream's first
+    /// delay where it was shown later than that (nothing is decoded after it), and lasting
+    /// to where the stream's pictures end.
+    private final class Ending {
+        /// The first packet's presentation less decode time: the delay the muxer's edit
+        /// list takes off the whole track.
+        let firstDelay: Int64
+        var presentedEnd = Int64.min
+        /// Made once the stream shows a reordered picture: before that, each picture is
+        /// shown as it is decoded, and its packet goes straight through.
+        var packet: Packet?
+        var holding = false
+        /// The decode time of the packet written before the held one.
+        var previousDTS = noPTS
+        init(firstDelay: Int64) { self.firstDelay = firstDelay }
+
+        /// The held packet, made to end the track where its pictures end.
+        func close() {
+            guard let p = packet?.pointer else { return }
+            if p.pointee.pts - p.pointee.dts > firstDelay {
+                p.pointee.dts = p.pointee.pts - firstDelay
+                if previousDTS != noPTS { p.pointee.dts = max(p.pointee.dts, previousDTS + 1) }
+            }
+            p.pointee.duration = max(p.pointee.duration, presentedEnd - firstDelay - p.pointee.dts)
+        }
+    }
+
+    private func send(_ p: UnsafeMutablePointer<AVPacket>) throws(KilnError) {
         payloadBytes += Int64(p.pointee.size)
         unsentBytes += Int64(p.pointee.size)
         if unsentBytes >= Muxer.writebackBytes, let writeback {
@@ -216,6 +273,11 @@ final class Muxer {
     /// MB for a film) is gone.
     func finish() throws(KilnError) {
         finished = true
+        for case let ending? in endings where ending.holding {
+            ending.close()
+            ending.holding = false
+            if let held = ending.packet { try send(held.pointer) }
+        }
         if let recorder {
             // Everything still queued for interleaving is media data; what the trailer
             // writes after it is the index, which the recorder keeps.

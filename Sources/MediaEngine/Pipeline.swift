@@ -293,8 +293,12 @@ final class Pipeline {
             // start).
             // A packet of unknown length keeps `reorderBound`'s wide bound.
             let length = Pipeline.length(ofPacket: rescale(p.pointee.duration, from: tb, to: kiln_time_base_q()), picture: frameLengths[index] ?? 0)
+            // A picture that is shown seconds later, the stream's own way (a pause in a
+            // variable-rate stream), is vouched for by the reader, which saw the stream's
+            // decode times come up to it (`TimelineOutliers.Ahead`).
             if p.pointee.pts != noPTS, p.pointee.dts != noPTS,
-               abs(rescale(p.pointee.pts - p.pointee.dts, from: tb, to: kiln_time_base_q())) > Pipeline.reorderBound(duration: length) {
+               abs(rescale(p.pointee.pts - p.pointee.dts, from: tb, to: kiln_time_base_q())) > Pipeline.reorderBound(duration: length),
+               !reader.vouches(for: packet) {
                 let st = demuxer.stream(Int(index))
                 // A first packet's own stream start is its damaged time, whichever it is
                 // (libavformat takes the start from the first presentation time): the other

@@ -93,10 +93,26 @@ public enum Prober {
         // track) may run on for hours past them (a chapter list ending at 10 h made a 10 s
         // film 10 h long in its header, its bitrate 3,600 times too low for the plan).
         let timed = streams.filter { ($0.type == .video || $0.type == .audio) && !$0.disposition.attachedPicture }
-        let longestTrack = (timed.isEmpty ? streams : timed).compactMap(\.durationSeconds).max() ?? 0
+        var longestTrack = (timed.isEmpty ? streams : timed).compactMap(\.durationSeconds).max() ?? 0
+        func disagrees() -> Bool { abs(duration - longestTrack) > max(2, 0.1 * longestTrack) }
+        if formatName.hasPrefix("mov,mp4"), scan, duration > 0, longestTrack > 0, disagrees() {
+            // A track's own length (mdhd) is its decode times' span, which a reordered
+            // stream's presentation can outrun by seconds: a variable-rate stream's last
+            // picture, after a pause, is decoded among those before the pause (ffmpeg's
+            // muxer wrote 3.04 s for the video of a 6 s clip whose last picture is at
+            // 5.96 s, and its movie 6 s). Where they disagree, the tracks' last packets say
+            // where each is shown to.
+            let ends = try demuxer.keepingParameters { () throws(KilnError) in presentedEnds(demuxer, of: timed.map(\.index)) }
+            for k in streams.indices {
+                guard let end = ends[streams[k].index] else { continue }
+                let length = end - (streams[k].startSeconds ?? seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0)
+                if length > (streams[k].durationSeconds ?? 0) { streams[k].durationSeconds = length }
+            }
+            longestTrack = streams.filter { timed.map(\.index).contains($0.index) }.compactMap(\.durationSeconds).max() ?? longestTrack
+        }
         if duration <= 0 {
             duration = longestTrack
-        } else if formatName.hasPrefix("mov,mp4"), longestTrack > 0, abs(duration - longestTrack) > max(2, 0.1 * longestTrack) {
+        } else if formatName.hasPrefix("mov,mp4"), longestTrack > 0, disagrees() {
             // An MP4's movie duration (mvhd) is its longest track's by definition: one that
             // says otherwise is damaged (three times its length, or 49 days), and its
             // tracks' own (mdhd, edit lists) say how long the file plays. Its bitrate read a
@@ -377,6 +393,34 @@ public enum Prober {
     /// demuxer is back at the start afterwards, whatever the tail held: left at the end when
     /// the tail said nothing (a Matroska file without a Duration), the pipeline found no
     /// packets and the file was refused as damaged.
+    /// Where each of `streams` is shown to (seconds, the file's time), from the packets
+    /// after its last keyframe: a picture is decoded after that keyframe at the latest, and
+    /// reordering may show an earlier-decoded one last. Streams whose end is not read
+    /// (no index, a failed seek, more packets than a probe reads) are left out.
+    static func presentedEnds(_ demuxer: Demuxer, of streams: [Int]) -> [Int: Double] {
+        guard let packet = try? Packet() else { return [:] }
+        defer { try? demuxer.rewind() }
+        var ends: [Int: Double] = [:]
+        for i in streams where i >= 0 && i < demuxer.streamCount {
+            let st = demuxer.stream(i)
+            let entries = avformat_index_get_entries_count(st)
+            guard entries > 0, let last = avformat_index_get_entry(st, entries - 1),
+                  demuxer.seek(stream: Int32(i), to: last.pointee.timestamp, flags: AVSEEK_FLAG_BACKWARD) >= 0 else { continue }
+            var end: Int64?
+            var reads = 0
+            while reads < 20_000, (try? demuxer.read(into: packet)) == true {
+                reads += 1
+                defer { packet.unref() }
+                let p = packet.pointer.pointee
+                guard Int(p.stream_index) == i, p.pts != noPTS else { continue }
+                end = max(end ?? Int64.min, p.pts + max(0, p.duration))
+            }
+            guard reads < 20_000, let end, let t = seconds(end, st.pointee.time_base) else { continue }
+            ends[i] = t
+        }
+        return ends
+    }
+
     static func measuredEnd(_ demuxer: Demuxer, size: Int64) -> Double? {
         guard size > 0, demuxer.readsFromAnyByte, let packet = try? Packet() else { return nil }
         defer { try? demuxer.rewind() }

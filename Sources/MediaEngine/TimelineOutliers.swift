@@ -30,6 +30,10 @@ import KilnCore
 /// Holding is bounded (`holdPackets`, `holdBytes`); past that,
 /// everything held goes through as it is. Only audio and video are judged: subtitles are
 /// sparse by nature.
+///
+/// A picture shown far later than it is decoded (`Pipeline.reorderBound`) is held as well,
+/// until the stream shows whether that is its own time (`Ahead`): the pipeline takes such
+/// a presentation time for damage unless this reader vouches for it (`vouches`).
 final class TimelineOutliers {
     /// How far a stream's time may move on at once without being suspected.
     static let jump = Int64(kiln_time_base())
@@ -84,6 +88,33 @@ final class TimelineOutliers {
         var opening = false
     }
 
+    /// A picture whose presentation time lies far ahead of its decode time. Reordered
+    /// pictures are shown a few pictures after they are decoded, and where the stream's
+    /// pictures stop for a while (a variable-rate screen recording holding a still), the
+    /// first one after the pause is decoded before the pause and shown after it: seconds
+    /// later. Its decode time is the stream's pace, and within a picture's reordering
+    /// (`window`) the decode times come up to its presentation time, as they step to the
+    /// pictures after the pause; a damaged presentation time (a flipped bit) sees them
+    /// go on where they were. The stream's last pictures have none after them: theirs is
+    /// their own time where it lies within the file's declared length (the pause before a
+    /// still ending, 3 s of a 6 s clip, had been "repaired" onto the picture before it).
+    private struct Ahead {
+        var stream: Int
+        var pts: Int64
+        var dts: Int64
+        /// Where the stream's decode times must come to, in its time base.
+        var reach: Int64
+        /// Where the picture ends, in Kiln's time base (from the file's start).
+        var end: Int64
+        /// The stream's packets still to come that may show it.
+        var window: Int
+    }
+    private var ahead: [Ahead] = []
+    /// Pictures whose presentation time this reader vouches for: (stream, pts, dts).
+    private var vouched: Set<[Int64]> = []
+    /// Where the file declares it ends (Kiln's time base), if it does.
+    private let declaredEnd: Int64?
+
     private let demuxer: Demuxer
     /// Per input stream (arrays: this runs for every packet of a film): whether it is
     /// judged, its time base, its latest accepted time (noPTS before any) and its run.
@@ -122,6 +153,16 @@ final class TimelineOutliers {
         runs = Array(repeating: nil, count: n)
         remembered = Array(repeating: Remembered(), count: n)
         openingLeft = Array(repeating: Self.openingPackets, count: n)
+        let ctx = demuxer.context.pointee
+        declaredEnd = ctx.duration > 0 ? (ctx.start_time != noPTS ? ctx.start_time : 0) + ctx.duration : nil
+    }
+
+    /// Whether the reader has seen the stream's decode times come up to this picture's
+    /// presentation time, or the file end where it is shown (`Ahead`). Asked once per
+    /// picture: the answer is forgotten.
+    func vouches(for packet: Packet) -> Bool {
+        let p = packet.pointer.pointee
+        return vouched.remove([Int64(p.stream_index), p.pts, p.dts]) != nil
     }
 
     /// The next packet in file order, outliers left out. False at the end of the file.
@@ -144,16 +185,19 @@ final class TimelineOutliers {
             }
             guard try demuxer.read(into: packet) else {
                 ended = true
+                settleAheadAtEnd()
                 release()
                 continue
             }
             try hold(packet, judge(packet))
-            let waiting = runs.contains(where: { $0 != nil }) || inOpening
+            let waiting = runs.contains(where: { $0 != nil }) || inOpening || !ahead.isEmpty
             if !waiting || held.count >= Self.holdPackets || heldBytes >= Self.holdBytes { release() }
         }
     }
 
-    private enum Verdict { case clear, inRun, opening }
+    /// `ahead`: a picture shown far after it is decoded, held until the stream shows why
+    /// (`Ahead`).
+    private enum Verdict { case clear, inRun, opening, ahead }
 
     /// What tells a packet written twice: its decode time, size and bytes (the first 256
     /// and the last 64: two pictures or sound frames at one time and of one size differ
@@ -210,11 +254,57 @@ final class TimelineOutliers {
         // rate may step back and forth by more than `jump`. A packet without one (Matroska's
         // first reordered pictures) is not judged.
         guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return .clear }
+        let suspect = watchAhead(p, s)
         // The same bytes at the same time as a packet already taken (`Run.known`).
         let identity = Self.identity(p)
         let verdict = judgeTime(p, s, known: remembered[s].set.contains(identity))
         if verdict != .inRun { remembered[s].insert(identity) }
-        return verdict
+        return verdict == .clear && suspect ? .ahead : verdict
+    }
+
+    /// Settles the pictures ahead of their stream (`Ahead`) that this packet shows, and
+    /// whether the packet is one itself (to be held).
+    private func watchAhead(_ p: AVPacket, _ s: Int) -> Bool {
+        var k = 0
+        while k < ahead.count {
+            guard ahead[k].stream == s else { k += 1; continue }
+            if p.dts >= ahead[k].reach {
+                vouched.insert([Int64(s), ahead[k].pts, ahead[k].dts])
+                ahead.remove(at: k)
+                continue
+            }
+            ahead[k].window -= 1
+            if ahead[k].window <= 0 { ahead.remove(at: k) } else { k += 1 }
+        }
+        let st = demuxer.stream(s)
+        let tb = timeBases[s]
+        // A stream's first picture has nothing before it to be ahead of (`Pipeline.take`
+        // judges it against the other streams).
+        guard p.pts != noPTS, position[s] != noPTS, st.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO else { return false }
+        let length = Pipeline.length(ofPacket: rescale(p.duration, from: tb, to: kiln_time_base_q()), picture: frameLengths[s])
+        let bound = rescale(Pipeline.reorderBound(duration: length), from: kiln_time_base_q(), to: tb)
+        guard p.pts - p.dts > bound else { return false }
+        // A picture is shown once its decoder has taken in as many more as it holds back
+        // (the reorder depth), which it may itself follow in display order by as many: the
+        // decode time `2 × depth` packets on is the latest that can be its.
+        let depth = Int(max(1, min(16, st.pointee.codecpar.pointee.video_delay)))
+        // The decode times step to the presentation times of the pictures they stand for
+        // (libavformat and encoders derive them so): within two pictures (or 0.1 s) of its
+        // own, or the reordering bound where a picture's length is unknown.
+        let near = length > 0 ? rescale(max(2 * length, Self.jump / 10), from: kiln_time_base_q(), to: tb) : bound
+        ahead.append(Ahead(stream: s, pts: p.pts, dts: p.dts, reach: p.pts - near,
+                           end: rescale(p.pts + max(0, p.duration), from: tb, to: kiln_time_base_q()),
+                           window: 2 * depth + 2))
+        return true
+    }
+
+    /// The stream's pictures still ahead when the file ends: theirs is their own time where
+    /// the file's declared length reaches it (`Ahead`).
+    private func settleAheadAtEnd() {
+        for a in ahead where a.end <= (declaredEnd ?? Int64.min) + Int64(kiln_time_base()) / 2 {
+            vouched.insert([Int64(a.stream), a.pts, a.dts])
+        }
+        ahead = []
     }
 
     private func judgeTime(_ p: AVPacket, _ s: Int, known: Bool) -> Verdict {
@@ -419,6 +509,8 @@ final class TimelineOutliers {
     /// Hands out what is held, in file order, without the dropped runs; runs still open go
     /// through as real jumps.
     private func release() {
+        // Pictures still ahead of their stream at the hold's limit are not vouched for.
+        ahead = []
         for s in runs.indices { end(s, accepting: true) }
         for s in openingLeft.indices where position[s] != noPTS { openingLeft[s] = 0 }
         released += held.lazy.filter { !$0.dropped }.map(\.packet)
