@@ -55,8 +55,12 @@ enum TrackDrift {
     }
 
     /// The change, from the file's first quarter to its last, of how far a track's
-    /// samples lie in time from the reference's samples written just before them.
-    /// nil where too few of its samples lie among the reference's to say.
+    /// samples lie in time from the reference's time where they are written: between the
+    /// reference's samples around them, at the time their position is between those two.
+    /// (The sample just before had been the reference: across a 15 s pause in a
+    /// variable-rate recording's pictures, the sound written there lay up to 15 s from
+    /// it, which read as 12 s of drift.) nil where too few of its samples lie among the
+    /// reference's to say.
     static func drift(of samples: [Sample], against reference: [Sample]) -> Double? {
         guard let first = reference.first?.pos, let last = reference.last?.pos else { return nil }
         let step = max(1, samples.count / comparedSamples)
@@ -70,7 +74,12 @@ enum TrackDrift {
                 let mid = (lo + hi + 1) / 2
                 if reference[mid].pos <= s.pos { lo = mid } else { hi = mid - 1 }
             }
-            offsets.append((s.pos, s.seconds - reference[lo].seconds))
+            var at = reference[lo].seconds
+            if lo + 1 < reference.count, reference[lo + 1].pos > reference[lo].pos {
+                let (a, b) = (reference[lo], reference[lo + 1])
+                at += (b.seconds - a.seconds) * Double(s.pos - a.pos) / Double(b.pos - a.pos)
+            }
+            offsets.append((s.pos, s.seconds - at))
         }
         guard offsets.count >= minimumCompared else { return nil }
         offsets.sort { $0.pos < $1.pos }

@@ -488,7 +488,7 @@ struct CommandLineTests {
         }
     }
 
-    @Test("an MP4 whose tracks drift apart in time (the pictures' timescale rewritten: 250 pictures in a third of a second beside 10 s of sound, or stretched to 200 s) is refused as source_corrupt, as it is and at a rung; the intact file is not")
+    @Test("an MP4 whose tracks drift apart in time (the pictures' timescale rewritten: 250 pictures in a third of a second beside 10 s of sound, or stretched to 200 s) is refused as source_corrupt, as it is and at a rung; the intact file is not, nor one whose pictures pause for 15 s")
     func trackTimingDamaged() throws {
         let whole = try Media.generated("drift-10s.mp4", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=10",
                                                          "-f", "lavfi", "-i", "sine=duration=10", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac"])
@@ -500,6 +500,12 @@ struct CommandLineTests {
         let dir = Media.scratch("cli-drift")
         defer { try? FileManager.default.removeItem(at: dir) }
         #expect(try JSONValue.parse(Array(try Command.run(["probe", whole, "--json"]).stdout.utf8))["timing_damage"] == nil)
+        // Nor pictures that pause for 15 s (a variable-rate recording holding a still), the
+        // sound going on: it had read as 12 s of drift, and the file was refused.
+        let paused = try Media.generated("drift-none-15s-pause.mp4", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=20",
+                                                                      "-f", "lavfi", "-i", "sine=duration=20", "-vf", "select='lt(t,3)+gte(t,17.96)'",
+                                                                      "-vsync", "vfr", "-c:v", "libx264", "-bf", "3", "-pix_fmt", "yuv420p", "-c:a", "aac"])
+        #expect(try JSONValue.parse(Array(try Command.run(["probe", paused, "--json"]).stdout.utf8))["timing_damage"] == nil)
         for (name, scaled) in [("squeezed", timescale * 30), ("stretched", timescale / 20)] {
             for k in 0..<4 { bytes[at + k] = UInt8(truncatingIfNeeded: scaled >> (24 - 8 * UInt32(k))) }
             let damaged = dir.appendingPathComponent("\(name).mp4").path
