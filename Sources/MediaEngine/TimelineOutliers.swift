@@ -185,7 +185,6 @@ final class TimelineOutliers {
             }
             guard try demuxer.read(into: packet) else {
                 ended = true
-                settleAheadAtEnd()
                 release()
                 continue
             }
@@ -298,9 +297,9 @@ final class TimelineOutliers {
         return true
     }
 
-    /// The stream's pictures still ahead when the file ends: theirs is their own time where
-    /// the file's declared length reaches it (`Ahead`).
-    private func settleAheadAtEnd() {
+    /// The stream's pictures still ahead when the file ends (or the hold is full): theirs
+    /// is their own time where the file's declared length reaches it (`Ahead`).
+    private func settleAhead() {
         for a in ahead where a.end <= (declaredEnd ?? Int64.min) + Int64(kiln_time_base()) / 2 {
             vouched.insert([Int64(a.stream), a.pts, a.dts])
         }
@@ -509,8 +508,10 @@ final class TimelineOutliers {
     /// Hands out what is held, in file order, without the dropped runs; runs still open go
     /// through as real jumps.
     private func release() {
-        // Pictures still ahead of their stream at the hold's limit are not vouched for.
-        ahead = []
+        // At the hold's limit, a picture still ahead whose stream has not gone on within its
+        // window (ffmpeg's muxer wrote a still ending's last picture among the sound of its
+        // pause, 27 s before its stream's next packets) is judged as at the file's end.
+        settleAhead()
         for s in runs.indices { end(s, accepting: true) }
         for s in openingLeft.indices where position[s] != noPTS { openingLeft[s] = 0 }
         released += held.lazy.filter { !$0.dropped }.map(\.packet)

@@ -59,10 +59,16 @@ enum TrackDrift {
     /// reference's samples around them, at the time their position is between those two.
     /// (The sample just before had been the reference: across a 15 s pause in a
     /// variable-rate recording's pictures, the sound written there lay up to 15 s from
-    /// it, which read as 12 s of drift.) nil where too few of its samples lie among the
-    /// reference's to say.
+    /// it, which read as 12 s of drift.) Only where the reference's samples lie close
+    /// together in the file, as an interleaving muxer writes them: a picture written long
+    /// after those around it in time is no measure of what lies between (ffmpeg's muxer
+    /// wrote a recording's last picture, shown after a 27 s still, at the file's end,
+    /// having had it from the encoder only there; its decode time is the pictures' before
+    /// the still). nil where too few of its samples lie among the reference's to say.
     static func drift(of samples: [Sample], against reference: [Sample]) -> Double? {
         guard let first = reference.first?.pos, let last = reference.last?.pos else { return nil }
+        let gaps = zip(reference.dropFirst(), reference).map { $0.pos - $1.pos }.sorted()
+        let wideGap = max(16 * (gaps.isEmpty ? 0 : gaps[gaps.count / 2]), 4096)
         let step = max(1, samples.count / comparedSamples)
         var offsets: [(pos: Int64, seconds: Double)] = []
         for k in stride(from: 0, to: samples.count, by: step) {
@@ -74,11 +80,10 @@ enum TrackDrift {
                 let mid = (lo + hi + 1) / 2
                 if reference[mid].pos <= s.pos { lo = mid } else { hi = mid - 1 }
             }
-            var at = reference[lo].seconds
-            if lo + 1 < reference.count, reference[lo + 1].pos > reference[lo].pos {
-                let (a, b) = (reference[lo], reference[lo + 1])
-                at += (b.seconds - a.seconds) * Double(s.pos - a.pos) / Double(b.pos - a.pos)
-            }
+            guard lo + 1 < reference.count else { continue }
+            let (a, b) = (reference[lo], reference[lo + 1])
+            guard b.pos - a.pos <= wideGap else { continue }
+            let at = a.seconds + (b.pos > a.pos ? (b.seconds - a.seconds) * Double(s.pos - a.pos) / Double(b.pos - a.pos) : 0)
             offsets.append((s.pos, s.seconds - at))
         }
         guard offsets.count >= minimumCompared else { return nil }

@@ -326,27 +326,30 @@ struct GeneratedMediaTests {
         #expect(try FFprobe.packetCount(out, "v:0") == FFprobe.packetCount(path, "v:0"), "every frame kept")
     }
 
-    @Test("a variable-rate recording whose last picture comes after a 3 s pause (B-frames) keeps it there, copied and re-encoded, from MKV and MP4: it was put on the picture before the pause (MKV refused as damaged), the MP4 probed 3 s short, and the output's track ended at the pause",
-          arguments: ["mkv", "mp4", "silent.mp4"])
+    @Test("a variable-rate recording whose last picture comes after a pause (B-frames) keeps it there, copied and re-encoded: it was put on the picture before the pause (MKV refused as damaged), an MP4 of pictures alone probed short, the output's track ended at the pause, and a 27 s still ending, its picture written at the file's end, was taken for drifting tracks",
+          arguments: ["mkv", "mp4", "silent.mp4", "long-still.mov"])
     func pauseBeforeLastPicture(name: String) throws {
-        // A screen recording that held a still: pictures to 2.96 s, then one at 5.96 s, which
-        // x264 decodes before the pictures shown ahead of it; sound throughout, or none (then
-        // the MP4's only track is the short one).
-        let sound = name.hasPrefix("silent") ? [] : ["-f", "lavfi", "-i", "sine=sample_rate=48000:duration=6", "-c:a", "aac"]
+        // A screen recording that held a still: pictures to 2.96 s, then one 3 s (or 27 s)
+        // later, which x264 decodes before the pictures shown ahead of it; sound throughout,
+        // or none (then the MP4's only track is the short one). The long still's last picture
+        // comes from the encoder only at the end, and ffmpeg's muxer writes it there.
+        let length = name.hasPrefix("long") ? 30.0 : 6
+        let sound = name.hasPrefix("silent") ? [] : ["-f", "lavfi", "-i", "sine=sample_rate=48000:duration=\(Int(length))", "-c:a", "aac"]
         let path = try Media.generated("pause-before-last-picture.\(name)", [
-            "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=6"] + sound + [
-            "-vf", "select='lt(t,3)+gte(t,5.96)'", "-vsync", "vfr", "-c:v", "libx264", "-preset", "superfast", "-bf", "3"])
+            "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=\(Int(length))"] + sound + [
+            "-vf", "select='lt(t,3)+gte(t,\(length - 0.04))'", "-vsync", "vfr", "-c:v", "libx264", "-preset", "superfast", "-bf", "3"])
         let sourceTimes = try FFprobe.packetTimes(path, "v:0")
         // (Matroska starts the pictures 21 ms in, after the sound's priming.)
         func lastAfterFirst(_ times: [Double]) -> Double { (times.last ?? 0) - (times.first ?? 0) }
-        #expect(sourceTimes.count == 76 && abs(lastAfterFirst(sourceTimes) - 5.96) < 0.01, "\(sourceTimes.suffix(3))")
-        #expect(abs(try Prober.probe(path: path).durationSeconds - 6) < 0.1)
+        #expect(sourceTimes.count == 76 && abs(lastAfterFirst(sourceTimes) - (length - 0.04)) < 0.01, "\(sourceTimes.suffix(3))")
+        let info = try Prober.probe(path: path)
+        #expect(abs(info.durationSeconds - length) < 0.1 && info.timingDamage == nil, "\(info.durationSeconds) \(String(describing: info.timingDamage))")
         for plan in [EnginePlans.remux, { EnginePlans.transcode($0) }] as [(MediaInfo) -> Plan?] {
-            let (_, _, out, dir) = try roundTrip(path, lasting: 6, plan)
+            let (_, _, out, dir) = try roundTrip(path, lasting: length, plan)
             defer { try? FileManager.default.removeItem(at: dir) }
             let times = try FFprobe.packetTimes(out, "v:0")
-            #expect(times.count == 76 && abs(lastAfterFirst(times) - 5.96) < 0.01, "\(times.suffix(3))")
-            #expect(abs((try FFprobe(out).duration("video") ?? 0) - 6) < 0.05, "the track lasts to its last picture's end")
+            #expect(times.count == 76 && abs(lastAfterFirst(times) - (length - 0.04)) < 0.01, "\(times.suffix(3))")
+            #expect(abs((try FFprobe(out).duration("video") ?? 0) - length) < 0.05, "the track lasts to its last picture's end")
         }
     }
 
