@@ -271,12 +271,16 @@ public enum Preparer {
     static func refuseImplausibleDuration(_ info: MediaInfo, plan: Plan, demuxer: Demuxer) throws(KilnError) {
         let kept = [plan.video?.sourceIndex, plan.audio?.sourceIndex].compactMap { $0 }.filter { $0 < demuxer.streamCount }
         let stated = kept.compactMap { Prober.statedDuration(demuxer.stream($0)) }
-        let seconds = !kept.isEmpty && stated.count == kept.count ? min(info.durationSeconds, stated.max() ?? 0) : info.durationSeconds
-        guard seconds > 60, info.sizeBytes > 0 else { return }
-        let bitsPerSecond = Double(info.sizeBytes) * 8 / seconds
+        let length = !kept.isEmpty && stated.count == kept.count ? min(info.durationSeconds, stated.max() ?? 0) : info.durationSeconds
+        guard length > 60, info.sizeBytes > 0 else { return }
+        let bitsPerSecond = Double(info.sizeBytes) * 8 / length
         guard bitsPerSecond < 1000 else { return }
+        // Unless a kept stream's last packets are there: a slideshow of a plain picture a
+        // minute is a few hundred bytes a picture (five minutes in 1.7 kB were refused).
+        // A damaged header's length is no packet's.
+        if let reach = Prober.presentedEnds(demuxer, of: kept).values.max(), reach - (info.startSeconds ?? 0) >= 0.9 * length - 60 { return }
         throw KilnError(.sourceCorrupt, stage: .probe,
-                        "the source declares \(Format.fixed(seconds, decimals: 0)) s for \(info.sizeBytes) bytes "
+                        "the source declares \(Format.fixed(length, decimals: 0)) s for \(info.sizeBytes) bytes "
                         + "(\(Format.fixed(bitsPerSecond, decimals: 0)) bit/s): its header's duration is damaged")
     }
 

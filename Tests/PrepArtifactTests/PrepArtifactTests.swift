@@ -1123,6 +1123,19 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("a slideshow of a plain picture a minute (five minutes in 1.7 kB, 45 bit/s) remuxes from Matroska: its packets reach the length it declares, which had been refused as a damaged header")
+    func slowPlainSlideshow() throws {
+        let source = try Media.generated("plain-picture-a-minute.mkv", ["-f", "lavfi", "-i", "color=c=blue:size=320x240:rate=1/60:duration=300",
+                                                                        "-c:v", "libx264", "-bf", "0", "-pix_fmt", "yuv420p"])
+        #expect((try FileManager.default.attributesOfItem(atPath: source)[.size] as? Int ?? 0) < 2500)
+        try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "plain-slideshow") { r, out in
+            #expect(r.status == 0, "\(r.stdout)")
+            let plan = try Command.json(r)["plan"], times = try FFprobe.packetTimes(out, "v:0"), length = try FFprobe(out).duration("video")
+            #expect(plan?["delivery_format"]?.string == "remux", "a remux, not the file as it is")
+            #expect(times == [0, 60, 120, 180, 240] && abs((length ?? 0) - 300) < 1, "\(times) \(String(describing: length))")
+        }
+    }
+
     @Test("a Matroska file whose VobSub track (the ffmpeg command's, from PGS) makes the segment 49 days long prepares from its pictures' and sound's own stated lengths: that track is left out anyway")
     func implausibleSubtitleDuration() throws {
         let dir = Media.scratch("vobsub-duration")
