@@ -246,6 +246,7 @@ final class Demuxer {
     func read(into packet: Packet) throws(KilnError) -> Bool {
         if !pending.isEmpty {
             packet.take(pending.removeFirst())
+            deriveDecodeTime(packet)
             return true
         }
         var ret = av_read_frame(context, packet.pointer)
@@ -270,6 +271,7 @@ final class Demuxer {
             if ret == kiln_averror_invaliddata() || ret == kiln_averror_enomem() { return false }
             throw classify(ret, .demux, "cannot read the source", as: .ioError)
         }
+        deriveDecodeTime(packet)
         let st = stream(Int(packet.streamIndex))
         let p = packet.pointer.pointee
         // libavformat sets a stream's start, where its analysis did not, when it learns a
@@ -281,6 +283,23 @@ final class Demuxer {
         if startMarks.note(p, of: st), st.pointee.start_time == noPTS, p.pts != noPTS { st.pointee.start_time = p.pts }
         if p.pos >= 0 { furthestByte = max(furthestByte, p.pos + Int64(max(p.size, 0))) }
         return true
+    }
+
+    /// Per stream, its decode times' derivation (`DecodeTimes`), made at its first packet
+    /// read; nil for every stream after a seek (the derivation starts again where the
+    /// reading goes on), and for a stream whose times libavformat's are.
+    private var decodeTimes: [DecodeTimes?] = []
+    private var derivesDecodeTimes: [Bool]?
+
+    private func deriveDecodeTime(_ packet: Packet) {
+        let i = Int(packet.streamIndex)
+        if derivesDecodeTimes == nil {
+            derivesDecodeTimes = (0..<streamCount).map { DecodeTimes.applies(to: stream($0), in: context) }
+            decodeTimes = Array(repeating: nil, count: streamCount)
+        }
+        guard let derives = derivesDecodeTimes, i >= 0, i < derives.count, derives[i] else { return }
+        if decodeTimes[i] == nil { decodeTimes[i] = DecodeTimes.make(for: stream(i), firstDuration: packet.pointer.pointee.duration) }
+        decodeTimes[i]!.time(&packet.pointer.pointee)
     }
 
     /// Whether the last `rewind` failed, or would have lost packets: the read position is
@@ -303,6 +322,7 @@ final class Demuxer {
         }
         let marks = marks ?? startMarks
         pending = []
+        derivesDecodeTimes = nil
         guard let landing = Demuxer.land(context, atStartOf: marks) else {
             rewindFailed = true
             throw KilnError(.sourceUnreadable, stage: .demux, "cannot go back to the start of the source without losing its first packets")
@@ -337,6 +357,7 @@ final class Demuxer {
     /// next read is wherever the seek went.
     func seek(stream: Int32, to timestamp: Int64, flags: Int32) -> Int32 {
         pending = []
+        derivesDecodeTimes = nil
         return av_seek_frame(context, stream, timestamp, flags)
     }
 

@@ -256,7 +256,13 @@ public enum Prober {
         case .video:
             info.width = Int(par.width)
             info.height = Int(par.height)
-            let fmt = AVPixelFormat(rawValue: par.format)
+            var fmt = AVPixelFormat(rawValue: par.format)
+            // Undecoded by the analysis (a slideshow's pictures come after it), an H.264
+            // stream's format is still its sequence parameter set's.
+            var sps = KilnH264Parameters()
+            if par.format < 0, par.codec_id == AV_CODEC_ID_H264, kiln_h264_parameters(st.pointee.codecpar, &sps) == 1 {
+                fmt = AVPixelFormat(rawValue: sps.pix_fmt)
+            }
             if let desc = av_pix_fmt_desc_get(fmt) {
                 info.pixelFormat = string(desc.pointee.name)
                 info.bitDepth = Int(desc.pointee.comp.0.depth)

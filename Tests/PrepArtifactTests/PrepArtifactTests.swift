@@ -3327,8 +3327,9 @@ struct TranscodeFrameRateTests {
         }
     }
 
-    @Test("a Matroska slideshow at a picture every 30 s is copied with every picture at its time: with B-frames and no sound (its start had been taken 60 s late, the first picture lost, the rest shown early), and with its sound under one keyframe (verification had given up reading before the video's end: refused as cut short; interleaved as muxers do, not after all the sound, which libavformat cannot time)",
+    @Test("a Matroska slideshow at a picture every 30 s is copied with every picture at its time: with B-frames and no sound (its start had been taken 60 s late, the first picture lost, the rest shown early), and with its sound under one keyframe (verification had given up reading before the video's end: refused as cut short; interleaved as muxers do), and with B-frames and sound, all the sound written before each late picture (libavformat, whose analysis had seen one picture, took the second one's presentation time for its decode time: one picture was lost, others shown at the wrong time, exit 0)",
           arguments: [("b-no-sound", ["-bf", "3", "-g", "10"]),
+                      ("b-sound", ["-f", "lavfi", "-i", "sine=sample_rate=48000:duration=600", "-bf", "3", "-c:a", "aac"]),
                       ("one-keyframe-sound", ["-f", "lavfi", "-i", "sine=sample_rate=48000:duration=600", "-g", "30", "-c:a", "aac",
                                                "-max_interleave_delta", "0"])])
     func slowMatroskaSlideshow(name: String, generate: [String]) throws {
