@@ -123,6 +123,8 @@ final class TimelineOutliers {
     /// Per stream, its pictures' length at the measured rate (0: unknown, or sound).
     private let frameLengths: [Int64]
     private var position: [Int64]
+    /// Per stream, its first accepted time (noPTS before any).
+    private var firstTimes: [Int64]
     /// Per stream, its last step forward between accepted times (0 before two).
     private var steps: [Int64]
     private var runs: [Run?]
@@ -149,6 +151,7 @@ final class TimelineOutliers {
         self.frameLengths = (0..<n).map { frameLengths[Int32($0)] ?? 0 }
         timeBases = (0..<n).map { demuxer.stream($0).pointee.time_base }
         position = Array(repeating: noPTS, count: n)
+        firstTimes = Array(repeating: noPTS, count: n)
         steps = Array(repeating: 0, count: n)
         runs = Array(repeating: nil, count: n)
         remembered = Array(repeating: Remembered(), count: n)
@@ -367,7 +370,7 @@ final class TimelineOutliers {
                 // opening was astray. Not while it brings only packets already taken: a
                 // stretch written again is waited out to its end, however long.
                 if run.packets >= Self.runPackets, !run.known {
-                    if run.fromOpening { dropOpening(s, before: run.first) }
+                    if run.fromOpening, !openingAgrees(s) { dropOpening(s, before: run.first) }
                     end(s, accepting: true)
                 }
                 return .inRun
@@ -400,6 +403,15 @@ final class TimelineOutliers {
         guard openingLeft[s] > 0 else { return .clear }
         openingLeft[s] -= 1
         return .opening
+    }
+
+    /// Whether stream `s`'s opening starts where another stream of the file starts: then
+    /// the stream paused after it (a variable-rate recording's first picture, held a
+    /// second or more before the next), and the opening is no outlier. A damaged time
+    /// lands anywhere (16 hours after the pictures), not on another stream's start.
+    private func openingAgrees(_ s: Int) -> Bool {
+        guard firstTimes[s] != noPTS else { return false }
+        return firstTimes.indices.contains { $0 != s && firstTimes[$0] != noPTS && abs(firstTimes[$0] - firstTimes[s]) <= Self.jump / 2 }
     }
 
     /// Leaves out stream `s`'s opening packets still held (its first keyframe is put just
@@ -492,6 +504,7 @@ final class TimelineOutliers {
     private func jump(_ s: Int) -> Int64 { max(Self.jump, frameLengths[s] + Self.jump / 2) }
 
     private func accept(_ s: Int, _ t: Int64) {
+        if firstTimes[s] == noPTS { firstTimes[s] = t }
         if position[s] != noPTS, t > position[s] { steps[s] = t - position[s] }
         position[s] = t
         filePosition = max(filePosition ?? t, t)

@@ -353,6 +353,26 @@ struct GeneratedMediaTests {
         }
     }
 
+    @Test("a variable-rate recording whose first picture is held before the next (1.5 s with B-frames, 3 s without) keeps it at the start, copied and re-encoded: it had been taken for a damaged opening and moved to the second picture's time, or left out",
+          arguments: [("1.5s", "-bf 3"), ("3s", "-bf 0")])
+    func pauseAfterFirstPicture(pause: String, bframes: String) throws {
+        let seconds = Double(pause.dropLast())!
+        let path = try Media.generated("pause-after-first-picture-\(pause)\(bframes.replacingOccurrences(of: " ", with: "")).mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=30:duration=8", "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=8",
+            "-vf", "select='lt(t,0.02)+gte(t,\(seconds))'", "-vsync", "vfr", "-c:v", "libx264", "-preset", "superfast"]
+            + bframes.split(separator: " ").map(String.init) + ["-c:a", "aac"])
+        let sourceTimes = try FFprobe.packetTimes(path, "v:0")
+        #expect(sourceTimes.count > 100 && (sourceTimes.dropFirst().first ?? 0) - (sourceTimes.first ?? 0) > seconds - 0.1, "\(sourceTimes.prefix(3))")
+        for plan in [EnginePlans.remux, { EnginePlans.transcode($0) }] as [(MediaInfo) -> Plan?] {
+            let (_, _, out, dir) = try roundTrip(path, lasting: 8, plan)
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let times = try FFprobe.packetTimes(out, "v:0")
+            // (A transcode puts pictures on its 30 fps grid: 21 ms becomes 33.)
+            #expect(times.count == sourceTimes.count && abs((times.first ?? 9) - (sourceTimes.first ?? 0)) < 0.02
+                    && abs((times.dropFirst().first ?? 0) - (sourceTimes.dropFirst().first ?? 0)) < 0.02, "\(times.prefix(3)) for \(sourceTimes.prefix(3))")
+        }
+    }
+
     @Test("a phone clip whose rate varies (30 fps, then 24) is transcoded with every frame, on the 30 fps grid: on its 27 fps average one frame in ten of the 30 fps part was dropped")
     func vfrTranscode() throws {
         let path = try Generated.phoneVFR()
