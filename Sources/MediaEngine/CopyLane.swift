@@ -80,6 +80,14 @@ final class CopyLane: Lane {
     /// another codec on the same PID stay, for libavformat, the first codec's, and a copy
     /// wrote them into its track (exit 0, and no player could show the rest).
     private let annexBCodec: Bool?
+    /// H.264 or HEVC (length-prefixed, `h264` saying which) from an MP4 or QuickTime file
+    /// that marks every sample a keyframe (no sync sample table, as the ffmpeg command
+    /// writes for a source whose packets it was given all flagged so), though its pictures
+    /// are not all random access points: each packet is flagged by its first picture
+    /// unit's type instead (IDR; HEVC's IRAP). Flagged as the file says, the copy's index
+    /// said the same, a player seeking into it started on a P-picture, and verification,
+    /// seeking the output's last second to one, decoded nothing and refused the file.
+    private let keyframesFromPictures: (lengthSize: Int, h264: Bool)?
     /// Packets in a row without such a picture, and the time of the first of them.
     private var withoutPicture = 0
     private var withoutPictureFrom = noPTS
@@ -136,6 +144,9 @@ final class CopyLane: Lane {
         pictureOrder = isVideo && derivePresentationTimes ? PictureOrderTimes(stream: input) : nil
         let codec = input.pointee.codecpar.pointee.codec_id
         annexBCodec = isVideo && lengthSize == 0 && (codec == AV_CODEC_ID_H264 || codec == AV_CODEC_ID_HEVC) ? codec == AV_CODEC_ID_H264 : nil
+        keyframesFromPictures = isVideo && lengthSize > 0 && (codec == AV_CODEC_ID_H264 || codec == AV_CODEC_ID_HEVC)
+            && String(cString: demuxer.context.pointee.iformat.pointee.name).hasPrefix("mov") && Self.everySampleSync(input)
+            ? (lengthSize, codec == AV_CODEC_ID_H264) : nil
         let timesPackets = ["mpeg", "mpegts"].contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
         untimedPictures = isVideo && pictureOrder == nil && timesPackets && input.pointee.codecpar.pointee.video_delay > 0
             ? HeaderParser(stream: input, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC]) : nil
@@ -224,8 +235,36 @@ final class CopyLane: Lane {
         copyStreamMetadata(from: input, to: out)
     }
 
+    /// Whether the stream's index (two samples or more) marks every sample a keyframe.
+    private static func everySampleSync(_ st: UnsafeMutablePointer<AVStream>) -> Bool {
+        let n = avformat_index_get_entries_count(st)
+        guard n >= 2 else { return false }
+        for k in 0..<n {
+            guard let e = avformat_index_get_entry(st, k), e.pointee.flags & AVINDEX_KEYFRAME != 0 else { return false }
+        }
+        return true
+    }
+
+    /// Whether the packet's first picture unit is a random access point (`keyframesFromPictures`).
+    private static func startsRandomAccess(_ packet: Packet, lengthSize: Int, h264: Bool) -> Bool {
+        guard let data = packet.pointer.pointee.data, packet.pointer.pointee.size > 0 else { return false }
+        var first: Int?
+        NALUnits.forEach(in: UnsafeBufferPointer(start: data, count: Int(packet.pointer.pointee.size)), lengthSize: lengthSize) { unit in
+            guard first == nil else { return }
+            let type = NALUnits.type(of: unit[0], h264: h264)
+            if h264 ? (1...5).contains(type) : type < 32 { first = type }
+        }
+        guard let first else { return false }
+        return h264 ? first == 5 : (16...23).contains(first)
+    }
+
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         counters.packetsIn += 1
+        if let k = keyframesFromPictures {
+            let p = packet.pointer
+            p.pointee.flags = Self.startsRandomAccess(packet, lengthSize: k.lengthSize, h264: k.h264)
+                ? p.pointee.flags | AV_PKT_FLAG_KEY : p.pointee.flags & ~AV_PKT_FLAG_KEY
+        }
         // A copied video must start on a keyframe: leading frames that reference
         // pictures before the cut would decode as garbage.
         if isVideo && !sawKeyframe {

@@ -1123,6 +1123,28 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("a QuickTime file without a sync sample table (ffmpeg's copy of pictures that are all I-frames, only some IDR, flags each a keyframe) is copied with the IDR pictures as its keyframes: it had been refused as not decoding near its end, and its copy's index said every picture was one")
+    func everySampleSyncCopy() throws {
+        // Temporal noise makes every picture a scene cut: x264 codes each as an I picture, an
+        // IDR every 25 at most; libavformat flags all of them, and the copy leaves out `stss`.
+        let noise = "color=c=black:s=160x120:r=30,format=yuv420p,geq=lum='40+mod(T*2\\,160)':cb='40+mod(T*24\\,160)':cr=128,noise=alls=30:allf=t"
+        let encoded = try Media.generated("all-i-pictures-20s.mov", ["-t", "20", "-f", "lavfi", "-i", noise, "-t", "20", "-f", "lavfi", "-i", "sine=f=440:r=48000",
+                                                                      "-c:v", "libx264", "-bf", "0", "-preset", "veryfast", "-b:v", "1M", "-c:a", "aac"])
+        let source = try Media.generated("all-i-pictures-20s-copied.mov", ["-i", encoded, "-c", "copy"])
+        func syncSamples(_ path: String) throws -> Int? {
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+            guard let box = bytes.firstRange(of: Array("stss".utf8)) else { return nil }
+            return bytes[box.upperBound + 4..<box.upperBound + 8].reduce(0) { $0 << 8 | Int($1) }
+        }
+        #expect(try syncSamples(encoded).map { $0 > 1 && $0 < 600 } == true && syncSamples(source) == nil, "the source has no sync sample table")
+        try Command.prepare(source, quality: "20mbps", caps: "web", scratch: "every-sample-sync") { r, out in
+            #expect(r.status == 0, "\(r.stdout)")
+            let plan = try Command.json(r)["plan"], synced = try syncSamples(out), expected = try syncSamples(encoded)
+            #expect(plan?["video"]?["action"]?.string == "copy")
+            #expect(synced != nil && synced == expected, "the IDR pictures are the copy's sync samples: \(String(describing: synced)) of 600, \(String(describing: expected)) in the encode")
+        }
+    }
+
     @Test("a slideshow of a plain picture a minute (five minutes in 1.7 kB, 45 bit/s) remuxes from Matroska: its packets reach the length it declares, which had been refused as a damaged header")
     func slowPlainSlideshow() throws {
         let source = try Media.generated("plain-picture-a-minute.mkv", ["-f", "lavfi", "-i", "color=c=blue:size=320x240:rate=1/60:duration=300",
