@@ -60,7 +60,11 @@ final class Decoder {
         var one: OpaquePointer? = nil
         if sharedPicture && par.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
             // Intra pictures only: they never read the references that share their memory.
-            ctx.pointee.skip_frame = AVDISCARD_NONKEY
+            // Intra, not key: libavcodec's H.264 "key" is an IDR (or a recovery point), and a
+            // keyframe a muxer flagged that is an I-picture decodes alone all the same (x264's
+            // I-pictures at scene cuts, which the ffmpeg command flags so in Matroska: a copy
+            // of one near the end failed verification and was encoded instead).
+            ctx.pointee.skip_frame = AVDISCARD_NONINTRA
             // Nobody looks at these pixels: skip the deblocking filter too (a quarter of
             // H.264's and HEVC's decoding time; errors are found before it runs).
             ctx.pointee.skip_loop_filter = AVDISCARD_ALL

@@ -1145,6 +1145,20 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("a Matroska file whose keyframes are I-pictures, most not IDR (x264's scene cuts, which ffmpeg flags as keyframes), is copied: verification decoded only IDR pictures alone, found none near the end, and encoded the film instead")
+    func intraKeyframesCopy() throws {
+        let noise = "color=c=black:s=160x120:r=30,format=yuv420p,geq=lum='40+mod(T*2\\,160)':cb='40+mod(T*24\\,160)':cr=128,noise=alls=30:allf=t"
+        let source = try Media.generated("all-i-pictures-10s.mkv", ["-t", "10", "-f", "lavfi", "-i", noise, "-t", "10", "-f", "lavfi", "-i", "sine=f=440:r=48000",
+                                                                     "-c:v", "libx264", "-bf", "0", "-preset", "veryfast", "-b:v", "1M", "-c:a", "aac"])
+        try Command.prepare(source, quality: "20mbps", caps: "web", scratch: "intra-keyframes") { r, out in
+            #expect(r.status == 0, "\(r.stdout)")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["video"]?["action"]?.string == "copy")
+            #expect(json["executed_plan"] == nil && json["stats"]?["adjustments"] == nil, "copied as planned: \(String(describing: json["stats"]?["adjustments"]))")
+            #expect(try FFprobe.packetCount(out, "v:0") == 300)
+        }
+    }
+
     @Test("a slideshow of a plain picture a minute (five minutes in 1.7 kB, 45 bit/s) remuxes from Matroska: its packets reach the length it declares, which had been refused as a damaged header")
     func slowPlainSlideshow() throws {
         let source = try Media.generated("plain-picture-a-minute.mkv", ["-f", "lavfi", "-i", "color=c=blue:size=320x240:rate=1/60:duration=300",
