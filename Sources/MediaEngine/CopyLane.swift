@@ -83,8 +83,8 @@ final class CopyLane: Lane {
     /// H.264 or HEVC (length-prefixed, `h264` saying which) from an MP4 or QuickTime file
     /// that marks every sample a keyframe (no sync sample table, as the ffmpeg command
     /// writes for a source whose packets it was given all flagged so), though its pictures
-    /// are not all random access points: each packet is flagged by its first picture
-    /// unit's type instead (IDR; HEVC's IRAP). Flagged as the file says, the copy's index
+    /// are not all random access points: each packet is flagged by its picture units'
+    /// types instead (IDR; HEVC's IRAP). Flagged as the file says, the copy's index
     /// said the same, a player seeking into it started on a P-picture, and verification,
     /// seeking the output's last second to one, decoded nothing and refused the file.
     private let keyframesFromPictures: (lengthSize: Int, h264: Bool)?
@@ -133,7 +133,8 @@ final class CopyLane: Lane {
         path = demuxer.path
         isVideo = input.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
         let par = input.pointee.codecpar.pointee
-        let oneFrameSamples = String(cString: demuxer.context.pointee.iformat.pointee.name).hasPrefix("mov")
+        let format = String(cString: demuxer.context.pointee.iformat.pointee.name)
+        let oneFrameSamples = format.hasPrefix("mov")
             && [AV_CODEC_ID_AAC, AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3, AV_CODEC_ID_MP3].contains(par.codec_id)
         sampleFrameTicks = !isVideo && oneFrameSamples && par.frame_size > 0 && par.sample_rate > 0
             ? rescale(Int64(par.frame_size), from: AVRational(num: 1, den: par.sample_rate), to: input.pointee.time_base) : 0
@@ -145,9 +146,9 @@ final class CopyLane: Lane {
         let codec = input.pointee.codecpar.pointee.codec_id
         annexBCodec = isVideo && lengthSize == 0 && (codec == AV_CODEC_ID_H264 || codec == AV_CODEC_ID_HEVC) ? codec == AV_CODEC_ID_H264 : nil
         keyframesFromPictures = isVideo && lengthSize > 0 && (codec == AV_CODEC_ID_H264 || codec == AV_CODEC_ID_HEVC)
-            && String(cString: demuxer.context.pointee.iformat.pointee.name).hasPrefix("mov") && Self.everySampleSync(input)
+            && format.hasPrefix("mov") && Self.everySampleSync(input)
             ? (lengthSize, codec == AV_CODEC_ID_H264) : nil
-        let timesPackets = ["mpeg", "mpegts"].contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
+        let timesPackets = ["mpeg", "mpegts"].contains(format)
         untimedPictures = isVideo && pictureOrder == nil && timesPackets && input.pointee.codecpar.pointee.video_delay > 0
             ? HeaderParser(stream: input, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC]) : nil
     }
@@ -245,17 +246,15 @@ final class CopyLane: Lane {
         return true
     }
 
-    /// Whether the packet's first picture unit is a random access point (`keyframesFromPictures`).
+    /// The picture units that begin a random access point: H.264's IDR, HEVC's IRAP.
+    private static let h264RandomAccess: Set<Int> = [5]
+    private static let hevcRandomAccess = Set(16...23)
+
+    /// Whether the packet's picture is a random access point (`keyframesFromPictures`).
     private static func startsRandomAccess(_ packet: Packet, lengthSize: Int, h264: Bool) -> Bool {
         guard let data = packet.pointer.pointee.data, packet.pointer.pointee.size > 0 else { return false }
-        var first: Int?
-        NALUnits.forEach(in: UnsafeBufferPointer(start: data, count: Int(packet.pointer.pointee.size)), lengthSize: lengthSize) { unit in
-            guard first == nil else { return }
-            let type = NALUnits.type(of: unit[0], h264: h264)
-            if h264 ? (1...5).contains(type) : type < 32 { first = type }
-        }
-        guard let first else { return false }
-        return h264 ? first == 5 : (16...23).contains(first)
+        return !NALScanner.nalTypes(UnsafeBufferPointer(start: data, count: Int(packet.pointer.pointee.size)), lengthSize: lengthSize, h264: h264)
+            .isDisjoint(with: h264 ? h264RandomAccess : hevcRandomAccess)
     }
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {

@@ -102,13 +102,14 @@ public enum Prober {
             // muxer wrote 3.04 s for the video of a 6 s clip whose last picture is at
             // 5.96 s, and its movie 6 s). Where they disagree, the tracks' last packets say
             // where each is shown to.
-            let ends = try demuxer.keepingParameters { () throws(KilnError) in presentedEnds(demuxer, of: timed.map(\.index)) }
+            let timedIndexes = timed.map(\.index)
+            let ends = try demuxer.keepingParameters { () throws(KilnError) in presentedEnds(demuxer, of: timedIndexes) }
             for k in streams.indices {
                 guard let end = ends[streams[k].index] else { continue }
                 let length = end - (streams[k].startSeconds ?? seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0)
                 if length > (streams[k].durationSeconds ?? 0) { streams[k].durationSeconds = length }
             }
-            longestTrack = streams.filter { timed.map(\.index).contains($0.index) }.compactMap(\.durationSeconds).max() ?? longestTrack
+            longestTrack = streams.filter { timedIndexes.contains($0.index) }.compactMap(\.durationSeconds).max() ?? longestTrack
         }
         if duration <= 0 {
             duration = longestTrack
@@ -393,12 +394,6 @@ public enum Prober {
     /// How much of a file's end `measuredEnd` reads.
     static let tailBytes: Int64 = 4 << 20
 
-    /// Where a file without a declared duration ends: the latest audio or video packet end
-    /// in its last `tailBytes`, read after a byte seek (demuxers find their next packet from
-    /// any byte). nil when the container cannot seek by byte or shows no times there. The
-    /// demuxer is back at the start afterwards, whatever the tail held: left at the end when
-    /// the tail said nothing (a Matroska file without a Duration), the pipeline found no
-    /// packets and the file was refused as damaged.
     /// Where each of `streams` is shown to (seconds, the file's time), from the packets
     /// after its last keyframe: a picture is decoded after that keyframe at the latest, and
     /// reordering may show an earlier-decoded one last. Streams whose end is not read
@@ -427,6 +422,12 @@ public enum Prober {
         return ends
     }
 
+    /// Where a file without a declared duration ends: the latest audio or video packet end
+    /// in its last `tailBytes`, read after a byte seek (demuxers find their next packet from
+    /// any byte). nil when the container cannot seek by byte or shows no times there. The
+    /// demuxer is back at the start afterwards, whatever the tail held: left at the end when
+    /// the tail said nothing (a Matroska file without a Duration), the pipeline found no
+    /// packets and the file was refused as damaged.
     static func measuredEnd(_ demuxer: Demuxer, size: Int64) -> Double? {
         guard size > 0, demuxer.readsFromAnyByte, let packet = try? Packet() else { return nil }
         defer { try? demuxer.rewind() }
