@@ -25,15 +25,20 @@ final class Decoder {
     /// - Parameter sharedPicture: a video decoder that decodes keyframes only (it skips the
     ///   rest), into one shared picture's memory, without deblocking — for pictures whose
     ///   pixels nobody reads (verification, the probe's field order; see CFFmpeg.h).
-    convenience init(stream: UnsafeMutablePointer<AVStream>, threads: Int = 0, sharedPicture: Bool = false) throws(KilnError) {
+    /// - Parameter showUnrecovered: output pictures decoded from a keyframe that is a
+    ///   recovery point before decoding has recovered (`AV_CODEC_FLAG2_SHOW_ALL`): the
+    ///   pictures of a periodic intra refresh, which verification decodes on from one.
+    convenience init(stream: UnsafeMutablePointer<AVStream>, threads: Int = 0, sharedPicture: Bool = false,
+                     showUnrecovered: Bool = false) throws(KilnError) {
         let rate = stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
         try self.init(parameters: stream.pointee.codecpar, timeBase: stream.pointee.time_base, frameRate: rate,
-                      streamIndex: Int(stream.pointee.index), threads: threads, sharedPicture: sharedPicture)
+                      streamIndex: Int(stream.pointee.index), threads: threads, sharedPicture: sharedPicture,
+                      showUnrecovered: showUnrecovered)
     }
 
     /// The same from a stream's parameters alone (a copy another thread may keep).
     init(parameters par: UnsafePointer<AVCodecParameters>, timeBase: AVRational, frameRate: AVRational, streamIndex: Int,
-         threads: Int = 0, sharedPicture: Bool = false) throws(KilnError) {
+         threads: Int = 0, sharedPicture: Bool = false, showUnrecovered: Bool = false) throws(KilnError) {
         let codecName = string(avcodec_get_name(par.pointee.codec_id)) ?? "unknown"
         guard let codec = avcodec_find_decoder(par.pointee.codec_id) else {
             // No codec at all: the container names none libavformat knows, or its header
@@ -57,6 +62,7 @@ final class Decoder {
             // The container's frame rate helps decoders that guess timestamps (MPEG-2 in TS).
             ctx.pointee.framerate = frameRate
         }
+        if showUnrecovered { ctx.pointee.flags2 |= AV_CODEC_FLAG2_SHOW_ALL }
         var one: OpaquePointer? = nil
         if sharedPicture && par.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
             // Intra pictures only: they never read the references that share their memory.
@@ -113,6 +119,15 @@ final class Decoder {
     /// Pictures a shared-picture decoder has allocated: the ones it output, and the
     /// references it had to invent for them.
     var picturesAllocated: Int { Int(kiln_one_picture_requests(onePicture)) }
+
+    /// Whether a keyframe's picture can be decoded alone: not when the codec's parser reads
+    /// it as a P- or B-picture (a recovery point of x264's periodic intra refresh, which
+    /// ffmpeg's muxers flag as keyframes: decoding recovers over the pictures after it).
+    /// A picture the parser cannot type is taken to be intra, as before.
+    static func decodesAlone(_ packet: Packet, parameters: UnsafePointer<AVCodecParameters>) -> Bool {
+        let type = kiln_picture_type(parameters, packet.pointer)
+        return type != Int32(AV_PICTURE_TYPE_P.rawValue) && type != Int32(AV_PICTURE_TYPE_B.rawValue)
+    }
 
     /// Decodes one keyframe as the first picture of a stream and flushes (verification's
     /// question: does it decode?). An HEVC open-GOP keyframe (CRA) is decoded as the IDR

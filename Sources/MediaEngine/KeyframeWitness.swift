@@ -58,6 +58,7 @@ final class KeyframeWitness: @unchecked Sendable {
     /// Keyframes no decoder has started on.
     var waiting: Int { state.withLock { $0.waiting.count } }
     private var candidate: Entry?
+    private var offeredFirst = false
     /// The stream's keyframes as the source's index lists them (MP4's sample table,
     /// Matroska's cues), in output seconds, ascending; empty without an index.
     private var indexed: [Double] = []
@@ -109,12 +110,20 @@ final class KeyframeWitness: @unchecked Sendable {
     /// Called by the copy lane with each video keyframe it writes (timestamps shifted so
     /// the output starts at zero).
     func offer(_ packet: Packet) throws(KilnError) {
-        if entries.isEmpty {
+        let first = !offeredFirst
+        offeredFirst = true
+        if !first {
+            let t = seconds(packet.time, timeBase)
+            guard let t, t <= lastSecondStart + Self.boundary, t >= lastSecondStart - Self.speculationWindow else { return }
+        }
+        // A keyframe that cannot be decoded alone (a recovery point) verification decodes
+        // on from itself; a lone decode here would only fail.
+        guard Decoder.decodesAlone(packet, parameters: parameters.pointer) else { return }
+        if first {
             try enqueue(packet, replacing: nil)
             return
         }
-        let t = seconds(packet.time, timeBase)
-        guard let t, t <= lastSecondStart + Self.boundary, t >= lastSecondStart - Self.speculationWindow else { return }
+        guard let t = seconds(packet.time, timeBase) else { return }
         if t >= lastSecondStart - Self.boundary {
             // Near the boundary the output's own duration (what verification measures from)
             // decides which side a keyframe falls on: keep both.

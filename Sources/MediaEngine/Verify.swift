@@ -163,6 +163,9 @@ enum Verifier {
         // Opened when a packet needs it: a video keyframe the witness decoded needs none, and
         // a UHD HEVC decoder's context alone is most of a megabyte.
         var opened: Decoder? = nil
+        // A keyframe that is no intra picture (a recovery point) is decoded on from, with
+        // every packet of the second after it, by a decoder that keeps its references.
+        var recovering: Decoder? = nil
         func decoder() throws(KilnError) -> Decoder {
             if let opened { return opened }
             do { opened = try Decoder(stream: st, threads: 1, sharedPicture: true) } catch {
@@ -209,12 +212,22 @@ enum Verifier {
                         // These very bytes, through this very decoder setup, were decoded
                         // during the copy.
                         if entry.verdict { frames += 1 } else { witnessFailed = true }
+                    } else if !Decoder.decodesAlone(packet, parameters: st.pointee.codecpar) {
+                        // Periodic intra refresh: the keyframe is a P-picture whose refresh
+                        // completes over the pictures after it. Decoding on from it (its
+                        // pictures shown before they are whole) is what a player does.
+                        do { recovering = try Decoder(stream: st, threads: 1, showUnrecovered: true) } catch {
+                            throw KilnError(.verifyFailed, stage: .verify, "the output's stream \(index) has no decoder: \(error.message)")
+                        }
+                        try recovering?.decode(packet) { (_: Frame) throws(KilnError) in frames += 1 }
                     } else {
                         // The one picture: sent, then drained at once, so the decoder never
                         // holds more than it and the references it names.
                         try decoder().decodeKeyframeAlone(packet) { (_: Frame) throws(KilnError) in frames += 1 }
                     }
                     pictureSent = true
+                } else if let recovering, !done {
+                    try recovering.decode(packet) { (_: Frame) throws(KilnError) in frames += 1 }
                 }
                 if pictureSent, let t, t >= end { done = true }
                 continue
@@ -225,6 +238,7 @@ enum Verifier {
             }
         }
         try opened?.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
+        try recovering?.decode(nil) { (_: Frame) throws(KilnError) in frames += 1 }
         // The file ended on the last sample its index lists for the stream: the stream is
         // whole, however long that sample's packet says it lasts. An encoder's packets of
         // sparse pictures (Theora's unchanged frames are no packets) carry no length, and
@@ -235,10 +249,10 @@ enum Verifier {
         }
         // Without a decoder (the witness answered), the format is the one it was opened
         // with: the stream's parameters, which verification found equal to the source's.
-        let format = opened.map { d in
+        let format = (opened ?? recovering).map { d in
             d.context.pointee.codec_type == AVMEDIA_TYPE_VIDEO ? d.context.pointee.pix_fmt.rawValue : d.context.pointee.sample_fmt.rawValue
         } ?? st.pointee.codecpar.pointee.format
-        return Second(frames: frames, errors: opened?.corruptPackets ?? 0, witnessFailed: witnessFailed, keyframeSent: pictureSent,
+        return Second(frames: frames, errors: (opened?.corruptPackets ?? 0) + (recovering?.corruptPackets ?? 0), witnessFailed: witnessFailed, keyframeSent: pictureSent,
                       reached: reached, end: end, format: format)
     }
 

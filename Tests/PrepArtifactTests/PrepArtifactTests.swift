@@ -1159,6 +1159,22 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("x264 with periodic intra refresh (its keyframes after the first are P-pictures with a recovery point) copies from Matroska and MPEG-TS: verification decoded a keyframe alone, got no picture, and refused the file as damaged", arguments: ["mkv", "ts"])
+    func intraRefreshCopy(container: String) throws {
+        let source = try Media.generated("intra-refresh-8s.\(container)", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8",
+                                                                          "-f", "lavfi", "-i", "sine=f=440:r=48000", "-t", "8",
+                                                                          "-c:v", "libx264", "-preset", "veryfast", "-b:v", "1M", "-bf", "3",
+                                                                          "-x264-params", "intra-refresh=1:keyint=50", "-c:a", "aac"])
+        try Command.prepare(source, quality: "20mbps", caps: "ios", scratch: "intra-refresh-\(container)") { r, out in
+            #expect(r.status == 0, "\(r.stdout)")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["video"]?["action"]?.string == "copy")
+            #expect(json["executed_plan"] == nil, "copied as planned")
+            #expect(try FFprobe.packetCount(out, "v:0") == 200)
+            #expect(try FFprobe.decodeErrors(out) == "")
+        }
+    }
+
     @Test("a slideshow of a plain picture a minute (five minutes in 1.7 kB, 45 bit/s) remuxes from Matroska: its packets reach the length it declares, which had been refused as a damaged header")
     func slowPlainSlideshow() throws {
         let source = try Media.generated("plain-picture-a-minute.mkv", ["-f", "lavfi", "-i", "color=c=blue:size=320x240:rate=1/60:duration=300",

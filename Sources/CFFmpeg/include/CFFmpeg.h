@@ -210,6 +210,15 @@ typedef struct {
 /// reorder depth, wide-gamut or HDR colour, damage): the decoder then says.
 int kiln_h264_parameters(const AVCodecParameters *par, KilnH264Parameters *out);
 
+// ---- a packet's picture coding type (picture_type.c) ----
+/// The coding type (AV_PICTURE_TYPE_I, _P, _B, ...) of the picture in `pkt`, one whole
+/// access unit of a stream with parameters `par`, as libavcodec's parser for the codec
+/// reads its first slice header; AV_PICTURE_TYPE_NONE when no parser knows or says.
+/// A keyframe is not always intra: x264's periodic intra refresh flags P-pictures that
+/// carry a recovery point, and decoding recovers over the pictures after it, so such a
+/// keyframe cannot be checked by decoding it alone (verification decodes on from it).
+int kiln_picture_type(const AVCodecParameters *par, const AVPacket *pkt);
+
 // ---- an HEVC keyframe decoded alone (hevc_keyframe.c) ----
 /// Writes into `out` the access unit `in` (length-prefixed, as `hvcc`, the stream's
 /// decoder configuration record, says) with its CRA or BLA slices turned into IDR_N_LP
