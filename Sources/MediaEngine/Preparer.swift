@@ -278,7 +278,7 @@ public enum Preparer {
         // Unless a kept stream's last packets are there: a slideshow of a plain picture a
         // minute is a few hundred bytes a picture (five minutes in 1.7 kB were refused).
         // A damaged header's length is no packet's.
-        if let reach = Prober.presentedEnds(demuxer, of: kept).values.max(), reach - (info.startSeconds ?? 0) >= 0.9 * length - 60 { return }
+        if let reach = Prober.presentedEnds(demuxer, of: kept).values.max(), reach - info.startSeconds >= 0.9 * length - 60 { return }
         throw KilnError(.sourceCorrupt, stage: .probe,
                         "the source declares \(Format.fixed(length, decimals: 0)) s for \(info.sizeBytes) bytes "
                         + "(\(Format.fixed(bitsPerSecond, decimals: 0)) bit/s): its header's duration is damaged")
@@ -600,7 +600,7 @@ public enum Preparer {
         // keyframe: 40,000 subtitle cues are a megabyte of index past the last packet.
         if demuxer.furthestByte > 0, let size = FileIO.size(atPath: demuxer.path),
            case let cues = demuxer.isMatroska ? Prober.matroskaIndexStart(demuxer.path) : nil,
-           case let media = cues.flatMap { $0 >= demuxer.furthestByte && $0 <= size ? $0 : nil } ?? size,
+           case let media = cues.flatMap({ $0 >= demuxer.furthestByte && $0 <= size ? $0 : nil }) ?? size,
            media - demuxer.furthestByte > max(16 << 10, size / 10) { return false }
         let lengths = [declared] + (demuxer.isMatroska && start > tolerance && declared - start > tolerance ? [declared - start] : [])
         for length in lengths where length - end <= tolerance || cueReach.map({ $0 >= length - tolerance }) == true { return true }
