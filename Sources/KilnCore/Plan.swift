@@ -232,8 +232,11 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 ///    kept to a thousandth of itself for a copy's fallback encode (1/60 had been 0.017).
 /// 6: a reordered video's last picture after a pause kept at its time (it had been put on
 ///    the picture before the pause), and its track lasting to that picture's end.
+/// 7: a transcode's constant rate timed in tenths of a frame (pictures off its grid keep
+///    their own times instead of being dropped), and its rate the probe's where a track
+///    declares one over 1.5 times that.
 public enum EngineRecipe {
-    public static let version = 6
+    public static let version = 7
 }
 
 extension Plan {

@@ -373,6 +373,34 @@ struct GeneratedMediaTests {
         }
     }
 
+    @Test("a film at 23.976 fps with a stretch at 29.97 after its first 10 s (an anime episode's opening, timecodes v2) is transcoded with every picture at its own time and keyframes 2 s apart: the probe judges the rate from the start, and on 23.976's grid one picture in five of the stretch was dropped; the track's declared 120 fps put keyframes 10 s apart")
+    func laterStretchAtAnotherRate() throws {
+        let path = try Media.generated("23.976-then-29.97.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=120000/1001:duration=16", "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=16",
+            "-vf", "select='if(between(t,10,14),not(mod(n,4)),not(mod(n,5)))'", "-vsync", "vfr",
+            "-c:v", "libx264", "-preset", "superfast", "-bf", "3", "-c:a", "aac"])
+        let info = try Prober.probe(path: path)
+        #expect(info.videoStreams.first?.variableFrameRate != true, "the start is at one rate")
+        let sourceTimes = try FFprobe.packetTimes(path, "v:0").sorted()
+        #expect(sourceTimes.count == 408)
+        let (_, _, out, dir) = try roundTrip(path) { EnginePlans.transcode($0) }
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let times = try FFprobe.packetTimes(out, "v:0").sorted()
+        #expect(times.count == sourceTimes.count, "every picture kept: \(times.count) of \(sourceTimes.count)")
+        // Both start at zero (Matroska's first picture is 21 ms in, after the sound's priming).
+        let offset = (sourceTimes.first ?? 0) - (times.first ?? 0)
+        let off = zip(sourceTimes, times).map { abs($0 - offset - $1) }.max() ?? 1
+        #expect(off < 0.0045, "each picture within a tenth of a frame of its time (where it is put on the grid): \(off)")
+        // Where the source's millisecond times keep to the rate (its first 4 s), the output's
+        // lie exactly a frame apart: on the grid, not the source's rounding.
+        let steps = zip(times, times.dropFirst()).map { $1 - $0 }
+        #expect(steps.prefix(90).allSatisfy { abs($0 - 1001.0 / 24000) < 0.0001 }, "\(steps.prefix(90).map { Int(($0 * 1000).rounded()) })")
+        // The track declares 120 fps (ffmpeg's muxer, after the select): x264 was told so,
+        // and put its keyframes 10 s apart, not the plan's 2 s.
+        let keys = try FFprobe.keyframeTimes(out)
+        #expect(keys.count >= 8 && zip(keys.dropFirst(), keys).allSatisfy { $0 - $1 <= 2.1 }, "keyframes \(keys)")
+    }
+
     @Test("a phone clip whose rate varies (30 fps, then 24) is transcoded with every frame, on the 30 fps grid: on its 27 fps average one frame in ten of the 30 fps part was dropped")
     func vfrTranscode() throws {
         let path = try Generated.phoneVFR()

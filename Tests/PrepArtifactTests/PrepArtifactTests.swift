@@ -3266,10 +3266,7 @@ struct TranscodeFrameRateTests {
                 let shifted = zip(before, after).map { abs($0 - $1 - (before[0] - after[0])) }.max() ?? 1
                 #expect(shifted < 0.002, "a frame moved \(shifted) s")
             }
-            let keys = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time,flags",
-                                                   "-of", "csv=p=0", out])
-            let keyTimes = keys.stdout.split(separator: "\n").filter { $0.contains("K") }
-                .compactMap { Double($0.split(separator: ",").first ?? "") }.sorted()
+            let keyTimes = try FFprobe.keyframeTimes(out)
             let apart = zip(keyTimes.dropFirst(), keyTimes).map { $0 - $1 }.max() ?? 99
             #expect(keyTimes.count >= 3 && apart <= 2.1, "keyframes \(keyTimes)")
         }

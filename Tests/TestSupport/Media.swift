@@ -143,6 +143,14 @@ public struct FFprobe {
         return r.stdout.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: CharacterSet(charactersIn: ", "))) }.sorted()
     }
 
+    /// The presentation times of a file's video keyframes, ascending.
+    public static func keyframeTimes(_ path: String) throws -> [Double] {
+        let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time,flags",
+                                            "-of", "csv=p=0", path])
+        guard r.status == 0 else { throw TestFailure("ffprobe failed on \(path): \(r.stderr)") }
+        return r.stdout.split(separator: "\n").filter { $0.contains("K") }.compactMap { Double($0.split(separator: ",").first ?? "") }.sorted()
+    }
+
     /// How far the last sound frame starts after the last picture, in seconds: the sync
     /// at a recording's end.
     public static func endsApart(_ path: String) throws -> Double {
@@ -167,10 +175,14 @@ public struct FFprobe {
     }
 
     /// Decodes the audio and video (or the given streams) in full; returns ffmpeg's error
-    /// output (empty when clean).
+    /// output (empty when clean). The decoded frames are timed for the null output in the
+    /// stream's own time base (`-enc_time_base -1`): by default the command times them in
+    /// frames of the rate its analysis guessed from the first pictures, and a later stretch
+    /// at a faster rate (23.976 fps, then 29.97) collides there ("non monotonically
+    /// increasing dts"), which is the command's rounding, not the file's.
     public static func decodeErrors(_ path: String, streams: [Int]? = nil) throws -> String {
         let maps = streams.map { $0.flatMap { ["-map", "0:\($0)"] } } ?? ["-map", "0:v?", "-map", "0:a?"]
-        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", path] + maps + ["-f", "null", "-"])
+        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", path] + maps + ["-enc_time_base", "-1", "-f", "null", "-"])
         return r.status == 0 ? r.stderr : "exit \(r.status): \(r.stderr)"
     }
 }
