@@ -61,12 +61,8 @@ final class VideoTranscodeLane: Lane {
     /// The HDR content's peak in cd/m² the tone curve ends at (`ToneCurve.peakNits`).
     private var contentPeak: Int?
     private var lastPTS = noPTS
-    /// On a constant rate's grid, where the last frame lies in the encoder's ticks unrounded:
-    /// its own time, or its slot's where it took one (`outputPTS`).
-    private var lastSlot = 0.0
-    /// How far the first frame's tick lies from its own time: every frame's own time is
-    /// shifted by as much, so that its rounding is not added to theirs.
-    private var firstRounding = 0.0
+    /// Where frames go on a constant rate's grid.
+    private var grid: FrameGrid
     private var counters = LaneStats()
     /// Frames dropped because their timestamp did not advance in the encoder's time base.
     private(set) var droppedFrames = 0
@@ -108,6 +104,7 @@ final class VideoTranscodeLane: Lane {
         frameRate = Self.limited(filmRate, to: plan.maxFrameRate)
         variableTiming = source.variableFrameRate == true && av_cmp_q(frameRate, sourceRate) == 0
         gridTicks = Int64(max(1, min(10, 240_000 / max(1, Int(frameRate.num)))))
+        grid = FrameGrid(step: gridTicks)
         decoder = try Decoder(stream: stream)
         filtered = try Frame()
     }
@@ -289,16 +286,8 @@ final class VideoTranscodeLane: Lane {
     /// One frame of `frameRate` in the encoder's time base.
     private var frameTicks: Double { av_inv_q(frameRate).seconds / encoderTimeBase.seconds }
 
-    /// The encoder timestamp for a filtered frame, or nil to drop it.
-    /// On a constant rate's grid, a frame within a tenth of a frame of the slot after the
-    /// last one takes that slot, so millisecond-rounded timestamps (Matroska: 21, 63, 104 ms
-    /// at 24 fps → 0.504, 1.512, 2.496 frames) neither jitter nor drift. One at least three
-    /// quarters of a frame after the last keeps its own time to a tick (`gridTicks`): a gap,
-    /// or a stretch at a faster rate (29.97 fps on 23.976's grid is 0.8 of a frame), where
-    /// the ffmpeg command's variable-rate sync lost one picture in five. Closer than that,
-    /// as that sync does: within 0.6 of a frame of the next slot, it takes that slot (a
-    /// timeline that ran back half a frame is not squeezed into a 20 ms step); further
-    /// behind, it is a duplicate and is dropped (x264 needs strictly increasing timestamps).
+    /// The encoder timestamp for a filtered frame, or nil to drop it: on a constant rate's
+    /// grid as `FrameGrid` places it.
     /// With pictures on their own times, a picture keeps its time (a tick after the last at
     /// least); one more than 0.6 of a frame behind the last is dropped as a duplicate.
     private func outputPTS(_ ts: Int64, from tb: AVRational, to encoderTB: AVRational) -> Int64? {
@@ -310,27 +299,7 @@ final class VideoTranscodeLane: Lane {
             if Double(exact - lastPTS) <= -0.6 * frameTicks { return nil }
             return max(exact, lastPTS + 1)
         }
-        let step = gridTicks, frame = Double(step)
-        if ts == noPTS {
-            lastSlot += frame
-            return lastPTS == noPTS ? 0 : lastPTS + step
-        }
-        let exact = Double(ts) * tb.seconds / encoderTB.seconds
-        if lastPTS == noPTS {
-            lastSlot = exact
-            firstRounding = exact.rounded() - exact
-            return Int64(exact.rounded())
-        }
-        // Judged against the last frame's unrounded place, so that a tick's rounding of the
-        // first frame does not count as jitter.
-        let slot = lastSlot + frame
-        if abs(exact - slot) <= 0.1 * frame || (exact < lastSlot + 0.75 * frame && exact > slot - 0.6 * frame) {
-            lastSlot = slot
-            return lastPTS + step
-        }
-        guard exact >= lastSlot + 0.75 * frame else { return nil }
-        lastSlot = exact
-        return max(lastPTS + 1, Int64((exact + firstRounding).rounded()))
+        return grid.place(ts == noPTS ? nil : Double(ts) * tb.seconds / encoderTB.seconds)
     }
 
     private func write(_ packet: Packet, muxer: Muxer) throws(KilnError) {
@@ -383,9 +352,13 @@ final class VideoTranscodeLane: Lane {
         // (MP4 computes it), not a Matroska track's declared 120 fps for a clip at 24 to 30
         // (keyframes 10 s apart, bits spent as if on five times the pictures). Nor where the
         // probe saw one rate: ffmpeg's Matroska muxer declares the rate it was given, which
-        // after a select of every fifth picture of 119.88 fps is still 120.
+        // after a select of every fifth picture of 119.88 fps is still 120. Nor above a rate
+        // the probe found constant: libavformat's average for Matroska is its analysis's
+        // guess, and 23.976 fps with a few milliseconds of jitter read 27.39 (keyframes
+        // 2.3 s apart for a plan's 2 s, and every picture off that grid).
         if let fps = source.frameRate, fps >= 0.001, fps <= 240,
-           !sane(avg) || (fps > avg.seconds * 1.01 && !pulldown(film: avg.seconds, carried: fps)) || avg.seconds > fps * 1.5 {
+           !sane(avg) || (fps > avg.seconds * 1.01 && !pulldown(film: avg.seconds, carried: fps)) || avg.seconds > fps * 1.5
+            || (source.variableFrameRate == false && avg.seconds > fps * 1.01) {
             return standardRate(fps)
         }
         if sane(avg) { return standard(reduce(avg)) }

@@ -401,6 +401,39 @@ struct GeneratedMediaTests {
         #expect(keys.count >= 8 && zip(keys.dropFirst(), keys).allSatisfy { $0 - $1 <= 2.1 }, "keyframes \(keys)")
     }
 
+    @Test("a 23.976 fps Matroska whose times jitter by up to 3 ms is transcoded on 23.976's grid with keyframes 2 s apart: libavformat's average for it (27.7 fps) had been the encode's rate, with keyframes 2.3 s apart and every picture off the grid")
+    func jitteredMatroska() throws {
+        let plain = try Media.generated("23.976-plain-8s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=24000/1001:duration=8",
+                                                                "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=8",
+                                                                "-c:v", "libx264", "-preset", "superfast", "-bf", "0", "-c:a", "aac"])
+        let path = try Media.generated("23.976-jittered-3ms.mkv") { tmp in
+            // Each picture's time moved by up to 3 ms, pseudo-randomly and the same way every run.
+            var seed: UInt64 = 1
+            let times = (0..<192).map { (i: Int) -> String in
+                seed = (1_103_515_245 * seed + 12_345) % (1 << 31)
+                let jitter: Double = i == 0 ? 0 : Double(seed) / Double(1 << 31) * 6 - 3
+                return String(format: "%.3f", Double(i) * 1001 / 24 + jitter)
+            }
+            let file = tmp + ".times.txt"
+            defer { try? FileManager.default.removeItem(atPath: file) }
+            try ("# timestamp format v2\n" + times.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let r = try Run.command("mkvmerge", ["-q", "-o", tmp, "--timestamps", "0:\(file)", plain])
+            guard r.status == 0 || r.status == 1 else { throw TestFailure("mkvmerge (installed by make deps) failed: \(r.stderr)") }
+        }
+        let info = try Prober.probe(path: path)
+        #expect(info.videoStreams.first?.variableFrameRate == false && abs((info.videoStreams.first?.frameRate ?? 0) - 23.976) < 0.02)
+        let average = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "stream=avg_frame_rate", "-of", "csv=p=0", path])
+        let rate = average.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "/").compactMap { Double($0) }
+        #expect(rate.count == 2 && rate[0] / rate[1] > 26, "libavformat's average for it: \(average.stdout)")
+        let (_, _, out, dir) = try roundTrip(path) { EnginePlans.transcode($0) }
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let times = try FFprobe.packetTimes(out, "v:0")
+        let steps = zip(times, times.dropFirst()).map { $1 - $0 }
+        #expect(times.count == 192 && steps.allSatisfy { abs($0 - 1001.0 / 24000) < 0.0001 }, "\(steps.map { Int(($0 * 1000).rounded()) })")
+        let keys = try FFprobe.keyframeTimes(out)
+        #expect(keys.count >= 4 && zip(keys.dropFirst(), keys).allSatisfy { $0 - $1 <= 2.1 }, "keyframes \(keys)")
+    }
+
     @Test("a phone clip whose rate varies (30 fps, then 24) is transcoded with every frame, on the 30 fps grid: on its 27 fps average one frame in ten of the 30 fps part was dropped")
     func vfrTranscode() throws {
         let path = try Generated.phoneVFR()
