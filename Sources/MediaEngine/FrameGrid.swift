@@ -23,13 +23,12 @@ struct FrameGrid {
     /// A slot of the grid: its place in the source's time (in unrounded ticks) and its tick.
     private var slot = 0.0
     private var slotTick: Int64 = 0
-    /// The last frame placed: its place, its tick, whether it took a slot, and its own time
-    /// (a slot's, where it took the slot after the frame before: `next`). The next frame is
-    /// judged against its time, not its slot: a picture 0.2 of a frame early on the grid
-    /// put there, and the picture 0.8 of a frame after it (29.97 on 23.976's grid) had
-    /// seemed too close to keep its own time, and those after it, each pushed a slot on,
+    /// The last frame placed: its tick, whether it took a slot (then it is at `slot`), and
+    /// its own time (a slot's, where it took the slot after the frame before: `next`). The
+    /// next frame is judged against its time, not its slot: a picture 0.2 of a frame early
+    /// put on the grid, and the picture 0.8 of a frame after it (29.97 on 23.976's grid)
+    /// had seemed too close to keep its own time, and those after it, each pushed a slot on,
     /// closer still, until one was dropped.
-    private var last = 0.0
     private var lastTick = noPTS
     private var onGrid = true
     private var lastTime = 0.0
@@ -49,7 +48,7 @@ struct FrameGrid {
             firstRounding = t.rounded() - t
             slot = t
             slotTick = Int64(t.rounded())
-            return placed(t, slotTick, onGrid: true, time: t)
+            return placed(slotTick, onGrid: true, time: t)
         }
         guard let t = time else { return next() }
         let slots = ((t - slot) / frame).rounded()
@@ -58,16 +57,16 @@ struct FrameGrid {
             slot += slots * frame
             slotTick = tick
             phaseRun = 0
-            return placed(slot, tick, onGrid: true, time: t)
+            return placed(tick, onGrid: true, time: t)
         }
         if t >= lastTime + 0.7 * frame {
             let tick = max(lastTick + 1, Int64((t + firstRounding).rounded()))
             phaseRun = !onGrid && abs(t - lastTime - frame) <= 0.1 * frame ? phaseRun + 1 : 0
-            guard phaseRun >= 2 else { return placed(t, tick, onGrid: false, time: t) }
+            guard phaseRun >= 2 else { return placed(tick, onGrid: false, time: t) }
             phaseRun = 0
             slot = t
             slotTick = tick
-            return placed(t, tick, onGrid: true, time: t)
+            return placed(tick, onGrid: true, time: t)
         }
         return t > lastTime + 0.4 * frame ? next() : nil
     }
@@ -76,14 +75,13 @@ struct FrameGrid {
     private mutating func next() -> Int64 {
         let tick = lastTick + step
         if onGrid {
-            slot = last + frame
+            slot += frame
             slotTick = tick
         }
-        return placed(last + frame, tick, onGrid: onGrid, time: lastTime + frame)
+        return placed(tick, onGrid: onGrid, time: lastTime + frame)
     }
 
-    private mutating func placed(_ at: Double, _ tick: Int64, onGrid: Bool, time: Double) -> Int64 {
-        last = at
+    private mutating func placed(_ tick: Int64, onGrid: Bool, time: Double) -> Int64 {
         lastTick = tick
         self.onGrid = onGrid
         lastTime = time

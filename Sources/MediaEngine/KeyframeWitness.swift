@@ -110,20 +110,15 @@ final class KeyframeWitness: @unchecked Sendable {
     /// Called by the copy lane with each video keyframe it writes (timestamps shifted so
     /// the output starts at zero).
     func offer(_ packet: Packet) throws(KilnError) {
-        let first = !offeredFirst
-        offeredFirst = true
-        if !first {
-            let t = seconds(packet.time, timeBase)
-            guard let t, t <= lastSecondStart + Self.boundary, t >= lastSecondStart - Self.speculationWindow else { return }
-        }
         // A keyframe that cannot be decoded alone (a recovery point) verification decodes
         // on from itself; a lone decode here would only fail.
-        guard Decoder.decodesAlone(packet, parameters: parameters.pointer) else { return }
-        if first {
-            try enqueue(packet, replacing: nil)
+        if !offeredFirst {
+            offeredFirst = true
+            if Decoder.decodesAlone(packet, parameters: parameters.pointer) { try enqueue(packet, replacing: nil) }
             return
         }
-        guard let t = seconds(packet.time, timeBase) else { return }
+        guard let t = seconds(packet.time, timeBase), t <= lastSecondStart + Self.boundary,
+              t >= lastSecondStart - Self.speculationWindow, Decoder.decodesAlone(packet, parameters: parameters.pointer) else { return }
         if t >= lastSecondStart - Self.boundary {
             // Near the boundary the output's own duration (what verification measures from)
             // decides which side a keyframe falls on: keep both.

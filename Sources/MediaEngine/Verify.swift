@@ -166,11 +166,14 @@ enum Verifier {
         // A keyframe that is no intra picture (a recovery point) is decoded on from, with
         // every packet of the second after it, by a decoder that keeps its references.
         var recovering: Decoder? = nil
-        func decoder() throws(KilnError) -> Decoder {
-            if let opened { return opened }
-            do { opened = try Decoder(stream: st, threads: 1, sharedPicture: true) } catch {
+        func open(recovering: Bool) throws(KilnError) -> Decoder {
+            do { return try Decoder(stream: st, threads: 1, sharedPicture: !recovering, showUnrecovered: recovering) } catch {
                 throw KilnError(.verifyFailed, stage: .verify, "the output's stream \(index) has no decoder: \(error.message)")
             }
+        }
+        func decoder() throws(KilnError) -> Decoder {
+            if let opened { return opened }
+            opened = try open(recovering: false)
             return opened!
         }
         if !isVideo || witness == nil { _ = try decoder() }
@@ -216,10 +219,9 @@ enum Verifier {
                         // Periodic intra refresh: the keyframe is a P-picture whose refresh
                         // completes over the pictures after it. Decoding on from it (its
                         // pictures shown before they are whole) is what a player does.
-                        do { recovering = try Decoder(stream: st, threads: 1, showUnrecovered: true) } catch {
-                            throw KilnError(.verifyFailed, stage: .verify, "the output's stream \(index) has no decoder: \(error.message)")
-                        }
-                        try recovering?.decode(packet) { (_: Frame) throws(KilnError) in frames += 1 }
+                        let decoder = try open(recovering: true)
+                        recovering = decoder
+                        try decoder.decode(packet) { (_: Frame) throws(KilnError) in frames += 1 }
                     } else {
                         // The one picture: sent, then drained at once, so the decoder never
                         // holds more than it and the references it names.

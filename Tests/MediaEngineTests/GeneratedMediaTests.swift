@@ -422,9 +422,9 @@ struct GeneratedMediaTests {
         }
         let info = try Prober.probe(path: path)
         #expect(info.videoStreams.first?.variableFrameRate == false && abs((info.videoStreams.first?.frameRate ?? 0) - 23.976) < 0.02)
-        let average = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "stream=avg_frame_rate", "-of", "csv=p=0", path])
-        let rate = average.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "/").compactMap { Double($0) }
-        #expect(rate.count == 2 && rate[0] / rate[1] > 26, "libavformat's average for it: \(average.stdout)")
+        let average = try FFprobe(path).streams("video").first?["avg_frame_rate"]?.string ?? ""
+        let rate = average.split(separator: "/").compactMap { Double($0) }
+        #expect(rate.count == 2 && rate[0] / rate[1] > 26, "libavformat's average for it: \(average)")
         let (_, _, out, dir) = try roundTrip(path) { EnginePlans.transcode($0) }
         defer { try? FileManager.default.removeItem(at: dir) }
         let times = try FFprobe.packetTimes(out, "v:0")
