@@ -41,7 +41,8 @@ public final class Farm: @unchecked Sendable {
     private let fingerprints = SourceFingerprintCache()
     private let plans = PlanCache()
     let space: any DiskSpace
-    let log: any FarmLog
+    /// The daemon's log, also the API's for what only an operator can act on.
+    public let log: any FarmLog
     let folder: ArtifactFolder
     /// Taken while a finished file moves into place and while the collector deletes one.
     let fileLock = NSLock()
@@ -92,10 +93,10 @@ public final class Farm: @unchecked Sendable {
 
     /// The farm with the real child: `prep-artifact` from the config for jobs and probes.
     public convenience init(config: FarmConfig, store: any ArtifactStore, presets: Presets, policy: ServerPolicy = .standard,
-                            space: any DiskSpace = FileSystemSpace()) {
+                            space: any DiskSpace = FileSystemSpace(), log: any FarmLog = StandardErrorLog()) {
         self.init(config: config, store: store, presets: presets, policy: policy,
                   launcher: ChildProcessLauncher(config: config),
-                  prober: ChildProcessProber(executable: config.prepArtifactPath), space: space)
+                  prober: ChildProcessProber(executable: config.prepArtifactPath), space: space, log: log)
     }
 
     /// Whether the data directory's file system has room for the store to write (a

@@ -41,7 +41,7 @@ public final class API: Sendable {
             // database's write lock, a file system gone read-only): asked again here, so
             // the answer turns ready once a write commits.
             do throws(KilnError) { try store.checkWritable(now: SystemClock().nowMillis()) } catch {
-                return API.fail(APIError(503, "store_failing", "The store cannot record requests: \(error.message)."))
+                return API.fail(APIError(503, "store_failing", "The store cannot record requests: \(error.sentence)"))
             }
             // Draining before exit (up to KILN_SHUTDOWN_GRACE_SECONDS): a balancer or a health
             // check sends new work elsewhere. Requests are still taken (they are durable and
@@ -52,9 +52,7 @@ public final class API: Sendable {
         route(server, "POST", "/v1/prepare") { [self] req, _ in try prepare(req) }
         route(server, "GET", "/v1/references/:ref") { [self] _, p in try referenceAnswer(p["ref"] ?? "") }
         route(server, "DELETE", "/v1/references/:ref") { [self] _, p in
-            do {
-                guard try farm.release(reference: p["ref"] ?? "") else { throw APIError.notFound }
-            } catch let e as KilnError { throw APIError(e) }
+            guard try farm.release(reference: p["ref"] ?? "") else { throw APIError.notFound }
             return .empty(204)
         }
         route(server, "GET", "/v1/artifacts/:id") { [self] _, p in .json(ArtifactView(try artifact(p["id"] ?? ""))) }
@@ -63,21 +61,17 @@ public final class API: Sendable {
         route(server, "POST", "/v1/artifacts/:id/cancel") { [self] _, p in
             let id = p["id"] ?? ""
             _ = try artifact(id)
-            do {
-                guard try farm.cancel(artifactID: id) else {
-                    throw APIError(409, "not_cancelable", "Only a pending artifact can be canceled.")
-                }
-            } catch let e as KilnError { throw APIError(e) }
+            guard try farm.cancel(artifactID: id) else {
+                throw APIError(409, "not_cancelable", "Only a pending artifact can be canceled.")
+            }
             return .json(ArtifactView(try artifact(id)))
         }
         route(server, "POST", "/v1/artifacts/:id/retry") { [self] _, p in
             let id = p["id"] ?? ""
             _ = try artifact(id)
-            do {
-                guard try farm.retry(artifactID: id) else {
-                    throw APIError(409, "not_retryable", "Only a failed or canceled artifact can be retried.")
-                }
-            } catch let e as KilnError { throw APIError(e) }
+            guard try farm.retry(artifactID: id) else {
+                throw APIError(409, "not_retryable", "Only a failed or canceled artifact can be retried.")
+            }
             return .json(status: 202, ArtifactView(try artifact(id)))
         }
         route(server, "GET", "/v1/queue") { [self] _, _ in .json(try queue()) }
@@ -107,7 +101,13 @@ public final class API: Sendable {
             }
             do { return try handler(req, params) }
             catch let e as APIError { return API.fail(e) }
-            catch let e as KilnError { return API.fail(APIError(e)) }
+            catch let e as KilnError {
+                let answer = APIError(e)
+                // The caller is told the code and a sentence; what went wrong inside (which
+                // file, which statement) is for the operator.
+                if answer.status >= 500 { farm.log.write("\(req.method) \(req.path): \(e)") }
+                return API.fail(answer)
+            }
             catch { return API.fail(APIError(500, "internal_error", "Unexpected error.")) }
         }
     }

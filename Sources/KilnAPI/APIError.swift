@@ -49,6 +49,8 @@ public struct APIError: Error, Sendable, Equatable, Encodable {
         case .sourceNotFound, .sourceUnreadable, .sourceUnsupported, .sourceCorrupt, .sourceChanged: field = "source.path"
         default: field = nil
         }
-        self.init(status, e.code == .usage ? "bad_request" : e.code.rawValue, e.message, field: e.field ?? field)
+        // The sentence only: the error's detail (a database's path, a statement) is the
+        // operator's, in the daemon's log (`API.route`).
+        self.init(status, e.code == .usage ? "bad_request" : e.code.rawValue, e.sentence, field: e.field ?? field)
     }
 }

@@ -219,7 +219,9 @@ public struct AttemptErrorView: Encodable, Sendable, Equatable {
     }
 
     init(_ e: AttemptError) {
-        attempt = e.attempt; code = e.code; stage = e.stage; message = e.message
+        // The engine writes its messages as clauses (they are composed into one another);
+        // the API's are sentences, as the contract's envelope says.
+        attempt = e.attempt; code = e.code; stage = e.stage; message = KilnError.sentence(e.message)
         exitStatus = e.exitStatus; signal = e.signal; logTail = e.logTail; at = RFC3339.string(millis: e.at)
     }
 }

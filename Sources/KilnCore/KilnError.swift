@@ -35,13 +35,36 @@ public struct KilnError: Error, Sendable, Equatable, Codable, CustomStringConver
     public var field: String?
     /// The underlying library error number (an AVERROR, errno), when there is one.
     public var underlying: Int32?
+    /// What only the operator can use (the database file, the statement that failed): in
+    /// the daemon's log and `description`, never in an answer to a caller, who can do
+    /// nothing with it.
+    public var detail: String?
 
-    public init(_ code: Code, stage: Stage, field: String? = nil, underlying: Int32? = nil, _ message: String) {
+    public init(_ code: Code, stage: Stage, field: String? = nil, underlying: Int32? = nil, detail: String? = nil,
+                _ message: String) {
         self.code = code
         self.stage = stage
         self.field = field
         self.underlying = underlying
+        self.detail = detail
         self.message = message
+    }
+
+    /// The message as the contract's envelopes give it, one sentence: the first word
+    /// capitalised (unless it is a name such as `libx264` or `caps.max_h264_level`, whose
+    /// case matters) and a full stop at the end.
+    public var sentence: String { KilnError.sentence(message) }
+
+    public static func sentence(_ text: String) -> String {
+        var s = Substring(text)
+        while s.first == " " { s = s.dropFirst() }
+        while s.last == " " { s = s.dropLast() }
+        guard let first = s.first else { return "" }
+        let word = s.prefix { $0 != " " && $0 != ":" && $0 != "," }
+        if first.isLowercase, word.allSatisfy({ $0.isLetter && $0.isLowercase }) {
+            s = Substring(first.uppercased()) + s.dropFirst()
+        }
+        return ".!?".contains(s.last!) ? String(s) : s + "."
     }
 
     public var retryable: Bool {
@@ -63,7 +86,7 @@ public struct KilnError: Error, Sendable, Equatable, Codable, CustomStringConver
         }
     }
 
-    public var description: String { "\(code.rawValue): \(message)" }
+    public var description: String { "\(code.rawValue): \(message)" + (detail.map { " [\($0)]" } ?? "") }
 
     enum CodingKeys: String, CodingKey { case code, stage, message, field, underlying, retryable }
 
@@ -80,7 +103,8 @@ public struct KilnError: Error, Sendable, Equatable, Codable, CustomStringConver
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(code, forKey: .code)
         try c.encode(stage, forKey: .stage)
-        try c.encode(message, forKey: .message)
+        // As the contract's JSON gives it (one sentence); the detail stays out, as in the API.
+        try c.encode(sentence, forKey: .message)
         try c.encodeIfPresent(field, forKey: .field)
         try c.encodeIfPresent(underlying, forKey: .underlying)
         try c.encode(retryable, forKey: .retryable)

@@ -95,8 +95,8 @@ final class LogFlusher: @unchecked Sendable {
     private func flush() -> KilnError? {
         if log == nil {
             do { log = try FileDescriptor(path: logPath, flags: O_RDONLY) } catch {
-                return KilnError(.ioError, stage: .write, underlying: error.errno,
-                                 "the store's log \(logPath) cannot be opened to make it durable: \(error)")
+                return KilnError(.ioError, stage: .write, underlying: error.errno, detail: logPath,
+                                 "the store's log cannot be opened to make it durable (\(String(cString: strerror(error.errno))))")
             }
             let folder = (logPath as NSString).deletingLastPathComponent
             if let dir = try? FileDescriptor(path: folder.isEmpty ? "." : folder, flags: O_RDONLY | O_DIRECTORY) {

@@ -58,8 +58,9 @@ final class Database {
     /// Maps a result code to Kiln's error vocabulary: a full disk is `disk_full`, lock
     /// contention and I/O trouble are worth retrying (`io_error`), anything else (a
     /// constraint, misuse) is a bug.
-    /// The message names the database file (an operator must know which file is full,
-    /// locked or damaged) and the statement's first line.
+    /// The detail names the database file (an operator must know which file is full,
+    /// locked or damaged) and the statement's first line; the message only what SQLite
+    /// said, which is all an API caller is told.
     static func error(code: Int32, message: String, path: String, sql: String) -> KilnError {
         let primary = code & 0xff
         let kind: KilnError.Code
@@ -71,7 +72,8 @@ final class Database {
         default: kind = .internalError
         }
         let statement = String((sql.split(separator: "\n").first ?? "").drop(while: { $0 == " " }))
-        return KilnError(kind, stage: .write, underlying: code, "SQLite error \(code) (\(message)) on \(path) in: \(statement)")
+        return KilnError(kind, stage: .write, underlying: code, detail: "\(path), in: \(statement)",
+                         "the store's database says \"\(message)\" (SQLite error \(code))")
     }
 
     func lastError(_ code: Int32, sql: String) -> KilnError {
@@ -180,7 +182,7 @@ final class Statement {
         sqlite3_clear_bindings(handle)
         let expected = Int(sqlite3_bind_parameter_count(handle))
         guard expected == args.count else {
-            throw KilnError(.internalError, stage: .write, "statement expects \(expected) parameters, got \(args.count): \(sql)")
+            throw KilnError(.internalError, stage: .write, detail: sql, "a statement expects \(expected) parameters, got \(args.count)")
         }
         for (i, arg) in args.enumerated() {
             let index = Int32(i + 1)

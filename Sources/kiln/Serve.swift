@@ -116,7 +116,7 @@ enum Serve {
         let watch = DispatchSource.makeTimerSource(queue: .global())
         watch.schedule(deadline: .now() + 1, repeating: 1)
         watch.setEventHandler { [store] in
-            if let broken = store.broken { signal.trigger("the store failed (\(broken.message))") }
+            if let broken = store.broken { signal.trigger("the store failed (\(broken))") }
         }
         watch.resume()
         let name = signal.wait()

@@ -10,12 +10,24 @@ import Store
 
 /// A daemon in this process: real SQLite store in a temp folder, real farm running the
 /// real `prep-artifact`, real HTTP server on a free port.
+final class LinesLog: FarmLog, @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [String] = []
+    var lines: [String] { lock.lock(); defer { lock.unlock() }; return stored }
+    func write(_ line: String) {
+        StandardErrorLog().write(line)
+        lock.lock(); stored.append(line); lock.unlock()
+    }
+}
+
 final class Daemon: @unchecked Sendable {
     let dir: URL
     let farm: Farm
     let server: HTTPServer
     let store: SQLiteStore
     let media: URL
+    /// What the daemon told its operator.
+    let log = LinesLog()
     var port: UInt16 { server.port }
 
     init(token: String? = nil, retentionSeconds: Int64 = 259_200, mediaRoot: URL? = nil, space: any DiskSpace = FileSystemSpace(),
@@ -30,7 +42,7 @@ final class Daemon: @unchecked Sendable {
         adjust(&config)
         store = try SQLiteStore(path: dir.appendingPathComponent("kiln.db").path)
         let presets = try Presets.load(directory: Media.repoRoot.appendingPathComponent("Presets").path)
-        farm = Farm(config: config, store: store, presets: presets, space: space)
+        farm = Farm(config: config, store: store, presets: presets, space: space, log: log)
         _ = try farm.start()
         var http = HTTPServer.Configuration(host: "127.0.0.1", port: 0)
         http.errorResponse = API.errorResponse
@@ -247,7 +259,8 @@ struct APITests {
         #expect(answer["status"] == .string("preparing") && answer["error"] == .null, "\(answer)")
         #expect(answer["waiting_reason"] == .string("retrying") && isRFC3339(answer["retry_at"]), "\(answer)")
         #expect(answer["last_error"]?["code"] == .string("io_error") && answer["last_error"]?["attempt"] == .number(1), "\(answer)")
-        #expect(answer["last_error"]?["message"]?.string?.contains("Input/output error") == true, "\(answer)")
+        // The child's clause, told as the contract's envelopes tell: one sentence.
+        #expect(answer["last_error"]?["message"] == .string("Cannot write the output: Input/output error."), "\(answer)")
     }
 
     @Test("/readyz says not ready while the data directory's disk is full (every prepare would fail), ready again when there is room, and not ready while the daemon drains")
@@ -285,10 +298,19 @@ struct APITests {
         // Every write now waits out the busy timeout and fails.
         let refused = try d.prepare("locked", "sp_bear-640x360-ec3.mp4")
         #expect(refused.status >= 500, "\(refused.status)")
+        // The caller learns what and a sentence; which file and which statement are the
+        // operator's, in the daemon's log.
+        let refusal = try JSONValue.parse(refused.body)
+        let sentence = refusal["message"]?.string ?? ""
+        #expect(refusal["error"] == .string("io_error") && sentence.contains("database is locked"), "\(refusal)")
+        #expect(sentence.first?.isUppercase == true && sentence.hasSuffix("."), "\(sentence)")
+        #expect(!sentence.contains(d.store.path) && !sentence.contains("INSERT") && !sentence.contains("BEGIN"), "\(sentence)")
+        #expect(d.log.lines.contains { $0.contains("POST /v1/prepare") && $0.contains(d.store.path) }, "\(d.log.lines)")
         let failing = try RawHTTP.request(port: d.port, "GET", "/readyz")
         let why = try JSONValue.parse(failing.body)
         #expect(failing.status == 503 && why["error"] == .string("store_failing"), "\(why)")
         #expect(why["message"]?.string?.contains("locked") == true, "\(why)")
+        #expect(why["message"]?.string?.contains(d.store.path) == false, "\(why)")
         // The shell leaves: the check's own write commits, and it is ready again.
         try lock.release()
         #expect(try RawHTTP.request(port: d.port, "GET", "/readyz").status == 200)

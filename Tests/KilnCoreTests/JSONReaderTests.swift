@@ -177,8 +177,8 @@ struct JSONReaderTests {
                             maxResolution: .uhd4k, hdr: true, interlaced: false))
         try same(DeviceCaps())
         // Both encode more than they decode (retryable; fraction and eta): extra keys are ignored.
-        try same(KilnError(.invalidCaps, stage: .request, field: "codecs_video", underlying: -2, "caps.codecs_video must be an array"))
-        try same(KilnError(.internalError, stage: .finalize, "no field, no code"))
+        try same(KilnError(.invalidCaps, stage: .request, field: "codecs_video", underlying: -2, "caps.codecs_video must be an array."))
+        try same(KilnError(.internalError, stage: .finalize, "No field, no code."))
         try same(JobProgress(encodedSeconds: 12.5, durationSeconds: 5400.125, speed: 3.25))
         try same(JobProgress(encodedSeconds: 0, durationSeconds: 0, speed: 0))
     }

@@ -300,7 +300,7 @@ struct CommandLineTests {
         for quality in ["original", "2mbps"] {
             let error = try SourceDamageTests.expectSourceCorrupt(soundless, quality: quality, in: dir, saying: "the file is cut short")
             let message = error?["message"]?.string ?? ""
-            #expect(message.hasPrefix("the source's index is damaged") && message.hasSuffix("has no readable packets"), "\(message)")
+            #expect(message.hasPrefix("The source's index is damaged") && message.hasSuffix("has no readable packets."), "\(message)")
         }
     }
 
