@@ -127,6 +127,7 @@ final class Demuxer {
             avformat_close_input(&p)
             throw refusal
         }
+        if String(cString: opened.pointee.iformat.pointee.name) == "avi" { AVIFrameRate.reconcile(opened, path: path) }
         dropAttachmentData(opened)
         return opened
     }

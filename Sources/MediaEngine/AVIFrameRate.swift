@@ -1,0 +1,56 @@
+import CFFmpeg
+import Glibc
+import KilnCore
+
+/// An AVI file states its picture rate twice: the main header's frame period (`avih`
+/// dwMicroSecPerFrame) and the video stream header's dwRate/dwScale (`strh`), which
+/// libavformat uses alone (the period only when the stream's is zero). A damaged `strh`
+/// (dwScale 1 → 223, one flipped byte) made 150 pictures of a 6 s clip last 1338 s, and the
+/// remux went out that way beside 6 s of sound, exit 0. Where the two disagree, the sound
+/// says which is right: the video's pictures span what the sound does at one rate only.
+enum AVIFrameRate {
+    /// Gives the video stream the main header's rate when its own is off by more than half
+    /// and only the main header's makes the pictures last as long as the sound. Called on
+    /// an AVI's context right after it is opened, before any packet is read.
+    static func reconcile(_ ctx: UnsafeMutablePointer<AVFormatContext>, path: String) {
+        guard let period = mainHeaderPeriod(path: path) else { return }
+        let streams = (0..<Int(ctx.pointee.nb_streams)).map { ctx.pointee.streams[$0]! }
+        guard let video = streams.first(where: {
+                  $0.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO && $0.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 }),
+              let audio = streams.first(where: { $0.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO }),
+              video.pointee.duration > 0, audio.pointee.duration > 0 else { return }
+        let stated = video.pointee.time_base.seconds
+        let main = Double(period.num) / Double(period.den)
+        guard stated > 0, max(stated, main) / min(stated, main) > 1.5 else { return }
+        let frames = Double(video.pointee.duration)
+        let sound = Double(audio.pointee.duration) * audio.pointee.time_base.seconds
+        let tolerance = max(1, sound * 0.1)
+        guard abs(frames * main - sound) <= tolerance, abs(frames * stated - sound) > 3 * tolerance else { return }
+        // AVI's timestamps are frame numbers in the stream's time base: a new time base
+        // re-times every packet, and the stream's length in frames stays what it was.
+        video.pointee.time_base = period
+        video.pointee.avg_frame_rate = av_inv_q(period)
+        video.pointee.r_frame_rate = av_inv_q(period)
+        // libavformat worked the stream's rate out from its length in time, at the old rate.
+        let par = video.pointee.codecpar!
+        if par.pointee.bit_rate > 0 { par.pointee.bit_rate = Int64((Double(par.pointee.bit_rate) * stated / main).rounded()) }
+    }
+
+    /// The main header's frame period as a reduced fraction of a second, when the file
+    /// starts as an AVI does and states one.
+    static func mainHeaderPeriod(path: String) -> AVRational? {
+        guard let fd = try? FileDescriptor(path: path, flags: O_RDONLY),
+              let head = try? fd.read(upTo: 4096, at: 0), head.count >= 64,
+              head[0..<4].elementsEqual("RIFF".utf8), head[8..<12].elementsEqual("AVI ".utf8) else { return nil }
+        // The header list's first chunk: "LIST" size "hdrl" "avih" size dwMicroSecPerFrame.
+        let tag = Array("avih".utf8)
+        guard let at = (12..<(head.count - 12)).first(where: { head[$0..<$0 + 4].elementsEqual(tag) }) else { return nil }
+        var micro: UInt32 = 0
+        for i in 0..<4 { micro |= UInt32(head[at + 8 + i]) << UInt32(8 * i) }
+        // Between 1 and 1000 fps: anything else is no rate a picture stream has.
+        guard (1_000...1_000_000).contains(micro) else { return nil }
+        var num: Int32 = 0, den: Int32 = 0
+        av_reduce(&num, &den, Int64(micro), 1_000_000, Int64(Int32.max))
+        return AVRational(num: num, den: den)
+    }
+}
