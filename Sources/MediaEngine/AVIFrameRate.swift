@@ -13,17 +13,15 @@ enum AVIFrameRate {
     /// and only the main header's makes the pictures last as long as the sound. Called on
     /// an AVI's context right after it is opened, before any packet is read.
     static func reconcile(_ ctx: UnsafeMutablePointer<AVFormatContext>, path: String) {
-        guard let period = mainHeaderPeriod(path: path) else { return }
-        let streams = (0..<Int(ctx.pointee.nb_streams)).map { ctx.pointee.streams[$0]! }
-        guard let video = streams.first(where: {
+        guard let header = Header(path: path), let sound = header.soundSeconds, sound > 0 else { return }
+        let period = header.framePeriod
+        guard let video = (0..<Int(ctx.pointee.nb_streams)).map({ ctx.pointee.streams[$0]! }).first(where: {
                   $0.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO && $0.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 }),
-              let audio = streams.first(where: { $0.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO }),
-              video.pointee.duration > 0, audio.pointee.duration > 0 else { return }
+              video.pointee.duration > 0 else { return }
         let stated = video.pointee.time_base.seconds
         let main = Double(period.num) / Double(period.den)
         guard stated > 0, max(stated, main) / min(stated, main) > 1.5 else { return }
         let frames = Double(video.pointee.duration)
-        let sound = Double(audio.pointee.duration) * audio.pointee.time_base.seconds
         let tolerance = max(1, sound * 0.1)
         guard abs(frames * main - sound) <= tolerance, abs(frames * stated - sound) > 3 * tolerance else { return }
         // AVI's timestamps are frame numbers in the stream's time base: a new time base
@@ -36,21 +34,39 @@ enum AVIFrameRate {
         if par.pointee.bit_rate > 0 { par.pointee.bit_rate = Int64((Double(par.pointee.bit_rate) * stated / main).rounded()) }
     }
 
-    /// The main header's frame period as a reduced fraction of a second, when the file
-    /// starts as an AVI does and states one.
-    static func mainHeaderPeriod(path: String) -> AVRational? {
-        guard let fd = try? FileDescriptor(path: path, flags: O_RDONLY),
-              let head = try? fd.read(upTo: 4096, at: 0), head.count >= 64,
-              head[0..<4].elementsEqual("RIFF".utf8), head[8..<12].elementsEqual("AVI ".utf8) else { return nil }
-        // The header list's first chunk: "LIST" size "hdrl" "avih" size dwMicroSecPerFrame.
-        let tag = Array("avih".utf8)
-        guard let at = (12..<(head.count - 12)).first(where: { head[$0..<$0 + 4].elementsEqual(tag) }) else { return nil }
-        var micro: UInt32 = 0
-        for i in 0..<4 { micro |= UInt32(head[at + 8 + i]) << UInt32(8 * i) }
-        // Between 1 and 1000 fps: anything else is no rate a picture stream has.
-        guard (1_000...1_000_000).contains(micro) else { return nil }
-        var num: Int32 = 0, den: Int32 = 0
-        av_reduce(&num, &den, Int64(micro), 1_000_000, Int64(Int32.max))
-        return AVRational(num: num, den: den)
+    /// What an AVI's header lists: the main header's frame period, and the first sound
+    /// stream's length (its `strh` dwLength × dwScale / dwRate: libavformat gives PCM's none).
+    struct Header {
+        var framePeriod: AVRational
+        var soundSeconds: Double?
+
+        init?(path: String) {
+            guard let fd = try? FileDescriptor(path: path, flags: O_RDONLY),
+                  let head = try? fd.read(upTo: 16_384, at: 0), head.count >= 64,
+                  head[0..<4].elementsEqual("RIFF".utf8), head[8..<12].elementsEqual("AVI ".utf8) else { return nil }
+            func u32(_ at: Int) -> UInt32 {
+                var v: UInt32 = 0
+                for i in 0..<4 { v |= UInt32(head[at + i]) << UInt32(8 * i) }
+                return v
+            }
+            func chunks(_ tag: String) -> [Int] {
+                let t = Array(tag.utf8)
+                return (12..<(head.count - 48)).filter { head[$0..<$0 + 4].elementsEqual(t) }
+            }
+            // The header list's first chunk: "avih" size dwMicroSecPerFrame …
+            guard let avih = chunks("avih").first else { return nil }
+            let micro = u32(avih + 8)
+            // Between 1 and 1000 fps: anything else is no rate a picture stream has.
+            guard (1_000...1_000_000).contains(micro) else { return nil }
+            var num: Int32 = 0, den: Int32 = 0
+            av_reduce(&num, &den, Int64(micro), 1_000_000, Int64(Int32.max))
+            framePeriod = AVRational(num: num, den: den)
+            // "strh" size fccType fccHandler dwFlags wPriority wLanguage dwInitialFrames
+            // dwScale dwRate dwStart dwLength …
+            soundSeconds = chunks("strh").first { head[$0 + 8..<$0 + 12].elementsEqual("auds".utf8) }.flatMap { at in
+                let scale = Double(u32(at + 28)), rate = Double(u32(at + 32)), length = Double(u32(at + 40))
+                return rate > 0 && scale > 0 ? length * scale / rate : nil
+            }
+        }
     }
 }
