@@ -61,6 +61,15 @@ final class VideoTranscodeLane: Lane {
     /// The HDR content's peak in cd/m² the tone curve ends at (`ToneCurve.peakNits`).
     private var contentPeak: Int?
     private var lastPTS = noPTS
+    /// With pictures on their own times: each one's length (the source's, in the encoder's
+    /// time base) by its time, until its packet is written. Only the last packet's length
+    /// is the MP4 track's own to say (the others' are the steps between them): it was one
+    /// frame of the rate, so a screen recording whose last picture holds 0.2 s ended
+    /// before its sound.
+    private var pictureTicks: [Int64: Int64] = [:]
+    /// The longest step between pictures so far: no picture is taken to last longer (a
+    /// container's default length is a guess, and may be anything).
+    private var longestStep: Int64 = 0
     /// Where frames go on a constant rate's grid.
     private var grid: FrameGrid
     private var counters = LaneStats()
@@ -275,6 +284,12 @@ final class VideoTranscodeLane: Lane {
             if let burner, time != noPTS {
                 try burner.paint(filtered, at: rescale(time, from: graph.outputTimeBase, to: kiln_time_base_q()))
             }
+            if variableTiming {
+                if lastPTS != noPTS { longestStep = max(longestStep, pts - lastPTS) }
+                if p.pointee.pkt_duration > 0 {
+                    pictureTicks[pts] = rescale(p.pointee.pkt_duration, from: graph.outputTimeBase, to: encoder.timeBase)
+                }
+            }
             lastPTS = pts
             p.pointee.pts = pts
             // A decoded picture type would make libx264 force keyframes where the source had them.
@@ -305,7 +320,11 @@ final class VideoTranscodeLane: Lane {
     private func write(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         guard let encoder else { return }
         packet.streamIndex = outputIndex
-        if packet.pointer.pointee.duration == 0 { packet.pointer.pointee.duration = max(1, Int64(frameTicks.rounded())) }
+        let step = max(1, Int64(frameTicks.rounded()))
+        let own = variableTiming ? pictureTicks.removeValue(forKey: packet.pointer.pointee.pts) : nil
+        if packet.pointer.pointee.duration == 0 {
+            packet.pointer.pointee.duration = own.map { max(1, min($0, max(step, longestStep))) } ?? step
+        }
         try muxer.write(packet, from: encoder.timeBase)
         counters.packetsOut += 1
     }

@@ -373,6 +373,42 @@ struct GeneratedMediaTests {
         }
     }
 
+    @Test("a variable-rate screen recording whose last picture is held (30 fps, then a picture each 0.2 s; the MP4's last sample lasts 0.2 s) is re-encoded with that picture lasting as long: it lasted one frame of 30 fps, and the video ended 0.17 s before the sound")
+    func heldLastPicture() throws {
+        let made = try Media.generated("screen-recording-5fps-end.mp4", [
+            "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=30:duration=6", "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=6",
+            "-vf", "select='lt(t,2)+not(mod(n,6))'", "-vsync", "vfr", "-c:v", "libx264", "-preset", "superfast", "-bf", "0",
+            "-c:a", "aac", "-use_editlist", "0", "-video_track_timescale", "15360"])
+        // As a recorder writes it: the last sample lasts until the recording stopped (3072
+        // ticks, 0.2 s; ffmpeg's muxer wrote one frame of the rate), the media's and the
+        // track's durations with it.
+        let path = try Media.generated("screen-recording-5fps-end-held.mp4") { tmp in
+            var b = [UInt8](try Data(contentsOf: URL(fileURLWithPath: made)))
+            func u32(_ at: Int) -> Int { b[at..<at + 4].reduce(0) { $0 << 8 | Int($1) } }
+            func set(_ at: Int, _ v: Int) { for i in 0..<4 { b[at + i] = UInt8(truncatingIfNeeded: v >> (24 - 8 * i)) } }
+            let stts = try #require(b.firstRange(of: Array("stts".utf8))).lowerBound
+            let last = stts + 12 + 8 * (u32(stts + 8) - 1)
+            try #require(u32(last) == 1, "the last sample has an entry of its own")
+            let extra = 3072 - u32(last + 4)
+            set(last + 4, 3072)
+            let mdhd = try #require(b[..<stts].lastRange(of: Array("mdhd".utf8))).lowerBound
+            let timescale = u32(mdhd + 16)
+            set(mdhd + 20, u32(mdhd + 20) + extra)
+            let tkhd = try #require(b[..<stts].lastRange(of: Array("tkhd".utf8))).lowerBound
+            let mvhd = try #require(b.firstRange(of: Array("mvhd".utf8))).lowerBound
+            set(tkhd + 24, u32(tkhd + 24) + extra * u32(mvhd + 16) / timescale)
+            try Data(b).write(to: URL(fileURLWithPath: tmp))
+        }
+        let held = try #require(try FFprobe(path).duration("video"))
+        #expect(abs(held - 6.02) < 0.01, "the source's pictures last to its end: \(held)")
+        let info = try Prober.probe(path: path)
+        #expect(info.videoStreams.first?.variableFrameRate == true)
+        let (_, _, out, dir) = try roundTrip(path) { EnginePlans.transcode($0) }
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let video = try #require(try FFprobe(out).duration("video"))
+        #expect(abs(video - held) < 0.01, "the last picture lasts as it did: \(video) s for \(held) s")
+    }
+
     @Test("a film at 23.976 fps with a stretch at 29.97 after its first 10 s (an anime episode's opening, timecodes v2) is transcoded with every picture at its own time and keyframes 2 s apart: the probe judges the rate from the start, and on 23.976's grid one picture in five of the stretch was dropped; the track's declared 120 fps put keyframes 10 s apart")
     func laterStretchAtAnotherRate() throws {
         let path = try Media.generated("23.976-then-29.97.mkv", [
