@@ -68,7 +68,8 @@ final class VideoTranscodeLane: Lane {
     /// before its sound.
     private var pictureTicks: [Int64: Int64] = [:]
     /// The longest step between pictures so far: no picture is taken to last longer (a
-    /// container's default length is a guess, and may be anything).
+    /// container's default length is a guess, and may be anything) than that, nor less
+    /// than a frame of the rate.
     private var longestStep: Int64 = 0
     /// Where frames go on a constant rate's grid.
     private var grid: FrameGrid
@@ -323,7 +324,9 @@ final class VideoTranscodeLane: Lane {
         let step = max(1, Int64(frameTicks.rounded()))
         let own = variableTiming ? pictureTicks.removeValue(forKey: packet.pointer.pointee.pts) : nil
         if packet.pointer.pointee.duration == 0 {
-            packet.pointer.pointee.duration = own.map { max(1, min($0, max(step, longestStep))) } ?? step
+            // Never less than the step: a source's packets may state a frame of the codec's
+            // rate (Theora, Matroska's default) for a picture held half a second.
+            packet.pointer.pointee.duration = own.map { max(step, min($0, longestStep)) } ?? step
         }
         try muxer.write(packet, from: encoder.timeBase)
         counters.packetsOut += 1

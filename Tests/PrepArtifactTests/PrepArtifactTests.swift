@@ -438,7 +438,7 @@ struct CommandLineTests {
                 bytes.replaceSubrange(i..<i + 4, with: [UInt8(declared >> 24), UInt8(declared >> 16 & 0xff), UInt8(declared >> 8 & 0xff), UInt8(declared & 0xff)])
             }
             for quality in ["original", "1mbps"] {
-                try SourceDamageTests.expectSourceCorrupt(source.path, quality: quality, in: dir, saying: "the source's index is damaged")
+                try SourceDamageTests.expectSourceCorrupt(source.path, quality: quality, in: dir, saying: "The source's index is damaged")
             }
         }
     }
