@@ -235,8 +235,11 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 /// 7: a transcode's constant rate timed in tenths of a frame (pictures off its grid keep
 ///    their own times instead of being dropped), and its rate the probe's where a track
 ///    declares one over 1.5 times that.
+/// 8: a variable-rate transcode's last picture lasting as long as the source's says (up to
+///    the longest step between its pictures), not one frame of the rate; an AVI whose
+///    stream header's rate is damaged timed by its main header's where the sound agrees.
 public enum EngineRecipe {
-    public static let version = 7
+    public static let version = 8
 }
 
 extension Plan {
