@@ -34,7 +34,10 @@ public final class API: Sendable {
     public func register(on server: HTTPServer) {
         server.route("GET", "/healthz") { _, _ in .json(["ok": true]) }
         route(server, "GET", "/readyz") { [self] _, _ in
-            do { _ = try store.lastEventSeq() } catch { return API.fail(APIError(503, "unavailable", "The store is not answering.")) }
+            do { _ = try store.lastEventSeq() } catch {
+                farm.log.write("GET /readyz: the store does not answer: \(error)")
+                return API.fail(APIError(503, "unavailable", "The store is not answering."))
+            }
             // Reading is not enough: with its disk full, every request that writes fails.
             guard farm.canWrite else { return API.fail(APIError(503, "disk_full", "The data directory's disk is full: requests cannot be recorded.")) }
             // Nor when writes fail for another reason (another program holding the
@@ -108,7 +111,10 @@ public final class API: Sendable {
                 if answer.status >= 500 { farm.log.write("\(req.method) \(req.path): \(e)") }
                 return API.fail(answer)
             }
-            catch { return API.fail(APIError(500, "internal_error", "Unexpected error.")) }
+            catch {
+                farm.log.write("\(req.method) \(req.path): unexpected \(error)")
+                return API.fail(APIError(500, "internal_error", "Unexpected error."))
+            }
         }
     }
 
