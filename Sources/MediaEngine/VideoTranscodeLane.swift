@@ -287,8 +287,10 @@ final class VideoTranscodeLane: Lane {
             }
             if variableTiming {
                 if lastPTS != noPTS { longestStep = max(longestStep, pts - lastPTS) }
+                // Filters copy a picture's length as it came (in the decoder's time base),
+                // also those that halve the graph's time base (yadif, bwdif).
                 if p.pointee.pkt_duration > 0 {
-                    pictureTicks[pts] = rescale(p.pointee.pkt_duration, from: graph.outputTimeBase, to: encoder.timeBase)
+                    pictureTicks[pts] = rescale(p.pointee.pkt_duration, from: decoder.timeBase, to: encoder.timeBase)
                 }
             }
             lastPTS = pts
