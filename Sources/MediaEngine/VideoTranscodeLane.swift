@@ -17,7 +17,7 @@ final class VideoTranscodeLane: Lane {
     private let inputStream: UnsafeMutablePointer<AVStream>
     private var decoder: Decoder
     /// Counts of the decoders of streams the pictures went on from (`follow`).
-    private var retired = (corrupt: 0, decoded: 0)
+    private var retired = (corrupt: 0, decoded: 0, repaired: 0)
     private var encoder: Encoder?
     private var graph: VideoFilterGraph?
     /// The first decoded picture's display aspect ratio, which the plan's frame was made for.
@@ -71,6 +71,12 @@ final class VideoTranscodeLane: Lane {
     /// container's default length is a guess, and may be anything) than that, nor less
     /// than a frame of the rate.
     private var longestStep: Int64 = 0
+    /// Presentation times from the pictures' order for H.264 or HEVC whose container gives
+    /// reordered pictures decode times only (AVI, bare streams), as a copy takes them
+    /// (`PictureOrderTimes`). Without them the decoder times each picture by the packet
+    /// that pushed it out, its reorder depth later: an AVI with B-frames was encoded 80 ms
+    /// behind its sound, and 80 ms apart from its own copy.
+    private var pictureOrder: PictureOrderTimes?
     /// Where frames go on a constant rate's grid.
     private var grid: FrameGrid
     private var counters = LaneStats()
@@ -116,6 +122,7 @@ final class VideoTranscodeLane: Lane {
         gridTicks = Int64(max(1, min(10, 240_000 / max(1, Int(frameRate.num)))))
         grid = FrameGrid(step: gridTicks)
         decoder = try Decoder(stream: stream)
+        pictureOrder = source.presentationTimesMissing == true ? PictureOrderTimes(stream: stream) : nil
         filtered = try Frame()
     }
 
@@ -128,6 +135,7 @@ final class VideoTranscodeLane: Lane {
         var s = counters
         s.corruptPackets = retired.corrupt + decoder.corruptPackets
         s.framesDecoded = retired.decoded + decoder.framesDecoded
+        s.repairedTimestamps += retired.repaired + (pictureOrder?.repaired ?? 0)
         s.framesEncoded = encoder?.framesEncoded ?? 0
         return s
     }
@@ -199,9 +207,21 @@ final class VideoTranscodeLane: Lane {
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         counters.packetsIn += 1
+        guard let pictureOrder else { return try decode(packet, muxer: muxer) }
+        for ready in try pictureOrder.add(packet) { try decode(ready, muxer: muxer) }
+    }
+
+    /// Decodes a packet (nil: the end of the stream) and sends its pictures on.
+    private func decode(_ packet: Packet?, muxer: Muxer) throws(KilnError) {
         try decoder.decodeRequiringOutput(packet, giveUpAfter: Self.undecodableAfterPackets) { (frame: Frame) throws(KilnError) in
             try self.filter(frame, muxer: muxer)
         }
+    }
+
+    /// The packets the picture order still holds, then the decoder's last pictures.
+    private func drainDecoder(muxer: Muxer) throws(KilnError) {
+        for ready in pictureOrder?.finish() ?? [] { try decode(ready, muxer: muxer) }
+        try decode(nil, muxer: muxer)
     }
 
     /// The pictures go on in another stream (`StreamSuccession`): what this decoder holds
@@ -209,18 +229,16 @@ final class VideoTranscodeLane: Lane {
     /// new picture shape as it does one that changes mid-stream (fitted in the plan's
     /// frame); the time base is the same.
     func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError) {
-        try decoder.decodeRequiringOutput(nil, giveUpAfter: Self.undecodableAfterPackets) { (frame: Frame) throws(KilnError) in
-            try self.filter(frame, muxer: muxer)
-        }
+        try drainDecoder(muxer: muxer)
         retired.corrupt += decoder.corruptPackets
         retired.decoded += decoder.framesDecoded
+        retired.repaired += pictureOrder?.repaired ?? 0
         decoder = try Decoder(stream: stream)
+        pictureOrder = pictureOrder != nil ? PictureOrderTimes(stream: stream) : nil
     }
 
     func finish(muxer: Muxer) throws(KilnError) {
-        try decoder.decodeRequiringOutput(nil, giveUpAfter: Self.undecodableAfterPackets) { (frame: Frame) throws(KilnError) in
-            try self.filter(frame, muxer: muxer)
-        }
+        try drainDecoder(muxer: muxer)
         if let graph {
             try graph.push(nil)
             try drain(graph, muxer: muxer)

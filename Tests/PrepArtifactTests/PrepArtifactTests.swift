@@ -1123,6 +1123,31 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("H.264 with B-frames in AVI (decode times only) is re-encoded with each picture at its time, as its copy is: a picture flashed at 1 s is at 1 s, not two frames later (the decoder's times, the packet that pushed each picture out), and the pictures start with the sound",
+          arguments: ["1mbps", "original"])
+    func reorderedAVITranscode(quality: String) throws {
+        let source = try Media.generated("h264-bframes-qp5-flash-at-1s.avi", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3,drawbox=c=white:t=fill:enable='between(t,1,1.036)'",
+            "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=3", "-c:v", "libx264", "-preset", "veryfast", "-bf", "3", "-qp", "5", "-c:a", "pcm_s16le"])
+        // A remux copies the pictures (their order gives their times); the rung re-encodes
+        // them (1.1 Mbit/s at a fixed quantiser; lossless would leave out B-frames).
+        try Command.prepare(source, quality: quality, caps: quality == "original" ? "apple-tv-4k" : "ios", scratch: "reordered-avi-\(quality)") { r, out in
+            #expect(r.status == 0, "\(r.stdout)")
+            let action = try Command.json(r)["plan"]?["video"]?["action"]
+            #expect(action == .string(quality == "original" ? "copy" : "transcode"), "\(String(describing: action))")
+            let stats = try Run.command("ffprobe", ["-v", "error", "-f", "lavfi", "-i", "movie=\(out),signalstats",
+                                                    "-show_entries", "frame=pts_time:frame_tags=lavfi.signalstats.YAVG", "-of", "csv=p=0"])
+            let frames = stats.stdout.split(separator: "\n").compactMap { line -> (time: Double, luma: Double)? in
+                let f = line.split(separator: ",").compactMap { Double($0) }
+                return f.count == 2 ? (f[0], f[1]) : nil
+            }
+            let flash = try #require(frames.first { $0.luma > 190 }, "\(frames.prefix(5))").time
+            #expect(abs(flash - 1) < 0.02, "the flash is at \(flash) s")
+            let probe = try FFprobe(out)
+            #expect(abs((try probe.startTime("video") ?? 1) - (try probe.startTime("audio") ?? 0)) < 0.01)
+        }
+    }
+
     @Test("an AVI whose video stream header's rate is damaged (dwScale 1 → 223: 0.11 fps) takes its main header's 25 fps, which makes its 100 pictures last as long as its 4 s of sound: a remux and a transcode last 4 s (the remux went out exit 0 with 100 pictures over 892 s); PCM's length is its stream header's (libavformat gives it none)",
           arguments: ["ac3", "pcm_s16le"])
     func damagedStreamRate(audio: String) throws {
