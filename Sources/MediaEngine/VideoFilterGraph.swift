@@ -208,10 +208,24 @@ final class VideoFilterGraph {
     private var graph: UnsafeMutablePointer<AVFilterGraph>?
     private let source: UnsafeMutablePointer<AVFilterContext>
     private let sink: UnsafeMutablePointer<AVFilterContext>
+    /// `decimate` times the pictures it keeps from the first one it keeps, not from the
+    /// first it was given: where the first cycle's repeat is its first picture, every
+    /// picture came out one video frame (33 ms) late, behind the sound. The first kept
+    /// picture shows the film's first frame, whose time is the first picture's: the
+    /// output is moved back by the difference (`shift`, in the output's time base, once
+    /// known), when it is under two video frames.
+    private let decimates: Bool
+    private let inputTimeBase: AVRational
+    private let inputFrameRate: AVRational
+    private var firstIn = noPTS
+    private var shift: Int64?
 
     init(input: VideoInput, timeBase: AVRational, frameRate: AVRational, description: String) throws(KilnError) {
         self.input = input
         self.description = description
+        decimates = description.split(separator: ",").contains { $0.hasPrefix("decimate") }
+        inputTimeBase = timeBase
+        inputFrameRate = frameRate
         // libavfilter is not linked (probe and remux children start without it): it is loaded
         // here, by the first graph, and a machine without it fails the transcode, not the start.
         var why = [CChar](repeating: 0, count: 512)
@@ -283,6 +297,7 @@ final class VideoFilterGraph {
 
     /// Pushes a decoded frame (its `pts` in the graph's input time base), or nil at the end.
     func push(_ frame: Frame?) throws(KilnError) {
+        if decimates, firstIn == noPTS, let pts = frame?.pointer.pointee.pts { firstIn = pts }
         let ret = kiln_av_buffersrc_add_frame_flags(source, frame?.pointer, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
         try check(ret, .filter, "cannot feed the filter graph")
     }
@@ -293,6 +308,17 @@ final class VideoFilterGraph {
         let ret = kiln_av_buffersink_get_frame(sink, frame.pointer)
         if ret == avErrorEAGAIN || ret == avErrorEOF { return false }
         try check(ret, .filter, "the filter graph failed")
+        let pts = frame.pointer.pointee.pts
+        guard decimates, pts != noPTS else { return true }
+        if shift == nil {
+            shift = 0
+            if firstIn != noPTS, inputFrameRate.num > 0, inputFrameRate.den > 0 {
+                let late = pts - rescale(firstIn, from: inputTimeBase, to: outputTimeBase)
+                let frame = rescale(1, from: av_inv_q(inputFrameRate), to: outputTimeBase)
+                if late > 0, late < 2 * frame { shift = -late }
+            }
+        }
+        frame.pointer.pointee.pts = pts + (shift ?? 0)
         return true
     }
 }

@@ -1135,13 +1135,7 @@ struct SourceDamageTests {
             #expect(r.status == 0, "\(r.stdout)")
             let action = try Command.json(r)["plan"]?["video"]?["action"]
             #expect(action == .string(quality == "original" ? "copy" : "transcode"), "\(String(describing: action))")
-            let stats = try Run.command("ffprobe", ["-v", "error", "-f", "lavfi", "-i", "movie=\(out),signalstats",
-                                                    "-show_entries", "frame=pts_time:frame_tags=lavfi.signalstats.YAVG", "-of", "csv=p=0"])
-            let frames = stats.stdout.split(separator: "\n").compactMap { line -> (time: Double, luma: Double)? in
-                let f = line.split(separator: ",").compactMap { Double($0) }
-                return f.count == 2 ? (f[0], f[1]) : nil
-            }
-            let flash = try #require(frames.first { $0.luma > 190 }, "\(frames.prefix(5))").time
+            let flash = try #require(try FFprobe.firstFlash(out))
             #expect(abs(flash - 1) < 0.02, "the flash is at \(flash) s")
             let probe = try FFprobe(out)
             #expect(abs((try probe.startTime("video") ?? 1) - (try probe.startTime("audio") ?? 0)) < 0.01)
@@ -3824,6 +3818,23 @@ struct TelecineTests {
         try Media.generated("film-telecined-progressive-h264-v2.mkv", ["-i", try film(), "-f", "lavfi", "-i", "sine=duration=6",
                                                                       "-vf", "telecine=first_field=top:pattern=23", "-c:v", "libx264",
                                                                       "-preset", "veryfast", "-crf", "16", "-c:a", "aac"])
+    }
+
+    @Test("film in 3:2 pulldown in interlaced H.264 whose first repeated picture is its first is matched back with its pictures at their times: decimate timed them from the first it kept, one 29.97 frame (33 ms) behind the sound")
+    func inverseTelecinedOnTime() throws {
+        let source = try Media.generated("film-flash-at-1s-telecined-h264.mp4", [
+            "-f", "lavfi", "-i", "testsrc2=size=640x480:rate=24000/1001:duration=5,drawbox=c=white:t=fill:enable='between(t,1,1.0375)',telecine=first_field=t:pattern=23",
+            "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=5",
+            "-c:v", "libx264", "-preset", "veryfast", "-flags", "+ildct+ilme", "-top", "1", "-x264-params", "tff=1", "-c:a", "aac"])
+        let flashed = try #require(try FFprobe.firstFlash(source))
+        try Command.prepare(source, quality: "original", caps: "apple-tv-4k", scratch: "telecined-h264-on-time") { r, out in
+            #expect(r.status == 0, "\(r.stdout)")
+            #expect("\(try Command.json(r)["plan"]?["reasons"] ?? .null)".contains("inverse_telecined"), "\(r.stdout.prefix(400))")
+            let flash = try #require(try FFprobe.firstFlash(out))
+            #expect(abs(flash - flashed) < 0.01, "the flash is at \(flash) s, at \(flashed) s in the source")
+            let probe = try FFprobe(out)
+            #expect(abs((try probe.startTime("video") ?? 1) - (try probe.startTime("audio") ?? 0)) < 0.01)
+        }
     }
 
     @Test("film in 3:2 pulldown in pictures flagged progressive is found and matched back into its 23.976 frames when re-encoded; progressive video at 29.97 is not (it was never surveyed: 2 pictures in 5 stayed combed)")

@@ -151,6 +151,19 @@ public struct FFprobe {
         return r.stdout.split(separator: "\n").filter { $0.contains("K") }.compactMap { Double($0.split(separator: ",").first ?? "") }.sorted()
     }
 
+    /// When a file's first bright picture (average luma over 190: a white flash on test
+    /// pictures) is shown, in seconds; nil without one.
+    public static func firstFlash(_ path: String) throws -> Double? {
+        let r = try Run.command("ffprobe", ["-v", "error", "-f", "lavfi", "-i", "movie=\(path),signalstats",
+                                            "-show_entries", "frame=pts_time:frame_tags=lavfi.signalstats.YAVG", "-of", "csv=p=0"])
+        guard r.status == 0 else { throw TestFailure("ffprobe failed on \(path): \(r.stderr)") }
+        for line in r.stdout.split(separator: "\n") {
+            let fields: [Double] = line.split(separator: ",").compactMap { Double($0) }
+            if fields.count == 2, fields[1] > 190 { return fields[0] }
+        }
+        return nil
+    }
+
     /// How far the last sound frame starts after the last picture, in seconds: the sync
     /// at a recording's end.
     public static func endsApart(_ path: String) throws -> Double {
