@@ -237,7 +237,9 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 ///    declares one over 1.5 times that.
 /// 8: a variable-rate transcode's last picture lasting as long as the source's says (up to
 ///    the longest step between its pictures), not one frame of the rate; an AVI whose
-///    stream header's rate is damaged timed by its main header's where the sound agrees.
+///    stream header's rate is damaged timed by its main header's where the sound agrees;
+///    reordered H.264/HEVC with decode times only (AVI) re-encoded with its pictures'
+///    order times; inverse telecine's film kept at its first picture's time.
 public enum EngineRecipe {
     public static let version = 8
 }
