@@ -213,17 +213,20 @@ final class VideoFilterGraph {
     /// picture came out one video frame (33 ms) late, behind the sound. The first kept
     /// picture shows the film's first frame, whose time is the first picture's: the
     /// output is moved back by the difference (`shift`, in the output's time base, once
-    /// known), when it is under two video frames.
+    /// known), when it is under two video frames. Only for the stream's first graph: one
+    /// made again mid-stream starts at any point of the pattern, where the first picture it
+    /// is given may repeat the film frame before, and the first it keeps is on time.
     private let decimates: Bool
     private let inputTimeBase: AVRational
     private let inputFrameRate: AVRational
     private var firstIn = noPTS
     private var shift: Int64?
 
-    init(input: VideoInput, timeBase: AVRational, frameRate: AVRational, description: String) throws(KilnError) {
+    init(input: VideoInput, timeBase: AVRational, frameRate: AVRational, description: String,
+         streamStart: Bool = true) throws(KilnError) {
         self.input = input
         self.description = description
-        decimates = description.split(separator: ",").contains { $0.hasPrefix("decimate") }
+        decimates = streamStart && description.split(separator: ",").contains { $0.hasPrefix("decimate") }
         inputTimeBase = timeBase
         inputFrameRate = frameRate
         // libavfilter is not linked (probe and remux children start without it): it is loaded

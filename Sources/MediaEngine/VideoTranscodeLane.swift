@@ -266,6 +266,7 @@ final class VideoTranscodeLane: Lane {
                 kiln_content_light(inputStream, f, &maxCLL, &masteringPeak)
                 contentPeak = ToneCurve.peakNits(maxCLL: maxCLL, masteringPeak: masteringPeak)
             }
+            let streamStart = graph == nil
             if let old = graph {
                 // The old graph may still hold frames (bwdif keeps one): let them out first.
                 try old.push(nil)
@@ -277,7 +278,8 @@ final class VideoTranscodeLane: Lane {
                                                                              peakNits: contentPeak ?? ToneCurve.assumedPeak,
                                                                              frameRate: av_cmp_q(frameRate, filmRate) == 0 ? nil : frameRate,
                                                                              outputMatrix: color.matrixName, inputMatrix: inputMatrix,
-                                                                             picture: picture(for: input)))
+                                                                             picture: picture(for: input)),
+                                         streamStart: streamStart)
         }
         guard let graph else { return }
         try graph.push(frame)
