@@ -113,6 +113,16 @@ enum Codecs {
         return 8
     }
 
+    /// Whether an H.264 profile is one hardware decoders take (unknown: assumed so). The
+    /// high profiles past High are known by their depth or chroma, all but one: x264's
+    /// lossless mode (`-qp 0`, OBS's lossless recordings) is High 4:4:4 Predictive in
+    /// 8-bit 4:2:0, whose transform bypass no phone or TV decodes.
+    static func hardwareH264Profile(_ profile: String?) -> Bool {
+        guard let p = profile?.lowercased(), !p.isEmpty else { return true }
+        return ["baseline", "constrained baseline", "main", "extended", "high",
+                "multiview high", "stereo high"].contains(p)
+    }
+
     /// Chroma subsampling (420, 422, 444) from the stream, else its pixel format or profile; 420 when unknown.
     static func chroma(_ s: StreamInfo) -> Int {
         if let c = s.chroma, c > 0 { return c }

@@ -97,7 +97,10 @@ struct Device: Sendable {
         } else {
             let depth = Codecs.bitDepth(s), chroma = Codecs.chroma(s)
             let maxDepth = maxVideoBitDepthByCodec[codec] ?? maxVideoBitDepth ?? (["hevc", "vp9", "av1"].contains(codec) ? 10 : 8)
-            if depth > maxDepth || chroma != 420 { problems.append("video_profile_unsupported") }
+            // A device that takes H.264 past 8 bits decodes it in software, any profile.
+            if depth > maxDepth || chroma != 420 || (codec == "h264" && maxDepth <= 8 && !Codecs.hardwareH264Profile(s.profile)) {
+                problems.append("video_profile_unsupported")
+            }
             if codec == "h264", let most = maxH264Level, let level = s.level, level > most { problems.append("video_level_above_cap") }
         }
         if let cap = maxResolution, !FrameSize.codedFits(s, cap) {
