@@ -238,8 +238,9 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 /// 8: a variable-rate transcode's last picture lasting as long as the source's says (up to
 ///    the longest step between its pictures), not one frame of the rate; an AVI whose
 ///    stream header's rate is damaged timed by its main header's where the sound agrees;
-///    reordered H.264/HEVC with decode times only (AVI) re-encoded with its pictures'
-///    order times; inverse telecine's film kept at its first picture's time.
+///    reordered pictures with decode times only (AVI) re-encoded at their times (H.264
+///    and HEVC from their order, MPEG-4 Part 2 on the frame clock); inverse telecine's
+///    film kept at its first picture's time.
 public enum EngineRecipe {
     public static let version = 8
 }

@@ -77,6 +77,14 @@ final class VideoTranscodeLane: Lane {
     /// that pushed it out, its reorder depth later: an AVI with B-frames was encoded 80 ms
     /// behind its sound, and 80 ms apart from its own copy.
     private var pictureOrder: PictureOrderTimes?
+    /// The same for reordered pictures whose order Kiln does not read (MPEG-4 Part 2 in
+    /// AVI: Xvid, DivX), from the container's frame clock: the k-th picture shown takes the
+    /// k-th frame from the first packet's time. The decoder's time for a picture (the
+    /// packet that pushed it out) is later by the decoder's delay, which the first picture
+    /// shows; a later picture is never put earlier than its time less that delay, so a
+    /// frame the file leaves out (an empty chunk, a picture that decodes to nothing) moves
+    /// the clock on instead of pulling every later picture early. nil for other streams.
+    private var frameClock: FrameClock?
     /// Where frames go on a constant rate's grid.
     private var grid: FrameGrid
     private var counters = LaneStats()
@@ -123,6 +131,9 @@ final class VideoTranscodeLane: Lane {
         grid = FrameGrid(step: gridTicks)
         decoder = try Decoder(stream: stream)
         pictureOrder = source.presentationTimesMissing == true ? PictureOrderTimes(stream: stream) : nil
+        if source.presentationTimesMissing == true, pictureOrder == nil, sourceRate.num > 0, sourceRate.den > 0 {
+            frameClock = FrameClock(step: max(1, rescale(1, from: av_inv_q(sourceRate), to: stream.pointee.time_base)))
+        }
         filtered = try Frame()
     }
 
@@ -207,6 +218,7 @@ final class VideoTranscodeLane: Lane {
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         counters.packetsIn += 1
+        frameClock?.start(packet.pointer.pointee.dts)
         guard let pictureOrder else { return try decode(packet, muxer: muxer) }
         for ready in try pictureOrder.add(packet) { try decode(ready, muxer: muxer) }
     }
@@ -248,7 +260,8 @@ final class VideoTranscodeLane: Lane {
     }
 
     private func filter(_ decoded: Frame, muxer: Muxer) throws(KilnError) {
-        decoded.pointer.pointee.pts = decoded.pointer.pointee.best_effort_timestamp
+        decoded.pointer.pointee.pts = frameClock?.time(decoded: decoded.pointer.pointee.best_effort_timestamp)
+            ?? decoded.pointer.pointee.best_effort_timestamp
         var frame = decoded
         if let dolbyVision {
             // Mapped at the stored (pre-rotation) output size: the graph then only tone-maps.
@@ -516,5 +529,31 @@ struct ColorTags {
         case AVCOL_SPC_FCC: "fcc"
         default: nil
         }
+    }
+}
+
+/// Presentation times on a container's frame clock for reordered pictures that come with
+/// decode times only (`VideoTranscodeLane.frameClock`).
+struct FrameClock {
+    /// One frame in the stream's time base.
+    let step: Int64
+    /// The first packet's decode time: the first picture shown is at it.
+    private var first = noPTS
+    /// How much later than its time the decoder gave the first picture.
+    private var delay: Int64?
+    private var next = noPTS
+
+    init(step: Int64) { self.step = step }
+
+    mutating func start(_ dts: Int64) { if first == noPTS, dts != noPTS { first = dts } }
+
+    /// The time of the next picture shown, which the decoder timed `decoded`.
+    mutating func time(decoded: Int64) -> Int64? {
+        guard first != noPTS, decoded != noPTS else { return nil }
+        let delay = self.delay ?? max(0, decoded - first)
+        self.delay = delay
+        let at = next == noPTS ? first : max(next, decoded - delay)
+        next = at + step
+        return at
     }
 }

@@ -1142,6 +1142,22 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("MPEG-4 Part 2 with B-frames in AVI (Xvid packed bitstream, libavcodec's own) is re-encoded with each picture at its time on the file's frame clock: the decoder's times (the packet that pushed each picture out) had them 40-120 ms behind the sound, as the ffmpeg command has them",
+          arguments: [["-c:v", "libxvid", "-bf", "2"], ["-c:v", "mpeg4", "-bf", "2"]])
+    func reorderedMPEG4AVI(encoder: [String]) throws {
+        let source = try Media.generated("\(encoder[1])-bf2-flash-at-1s.avi", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3,drawbox=c=white:t=fill:enable='between(t,1,1.036)'",
+            "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=3"] + encoder + ["-c:a", "pcm_s16le"])
+        try Command.prepare(source, quality: "2mbps", caps: "ios", scratch: "reordered-\(encoder[1])-avi") { r, out in
+            #expect(r.status == 0, "\(r.stdout)")
+            let flash = try #require(try FFprobe.firstFlash(out))
+            #expect(abs(flash - 1) < 0.02, "the flash is at \(flash) s")
+            let probe = try FFprobe(out)
+            #expect(abs((try probe.startTime("video") ?? 1) - (try probe.startTime("audio") ?? 0)) < 0.01)
+            #expect(try FFprobe.packetCount(out, "v:0") == FFprobe.packetCount(source, "v:0"), "every picture kept")
+        }
+    }
+
     @Test("an AVI whose video stream header's rate is damaged (dwScale 1 → 223: 0.11 fps) takes its main header's 25 fps, which makes its 100 pictures last as long as its 4 s of sound: a remux and a transcode last 4 s (the remux went out exit 0 with 100 pictures over 892 s); PCM's length is its stream header's (libavformat gives it none)",
           arguments: ["ac3", "pcm_s16le"])
     func damagedStreamRate(audio: String) throws {
