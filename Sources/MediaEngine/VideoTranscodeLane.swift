@@ -131,7 +131,12 @@ final class VideoTranscodeLane: Lane {
         grid = FrameGrid(step: gridTicks)
         decoder = try Decoder(stream: stream)
         pictureOrder = source.presentationTimesMissing == true ? PictureOrderTimes(stream: stream) : nil
-        if source.presentationTimesMissing == true, pictureOrder == nil, sourceRate.num > 0, sourceRate.den > 0 {
+        // Only where the container's times are a frame clock whose first slot is the first
+        // picture's (AVI, bare streams): a program or transport stream that leaves a picture
+        // untimed times the others itself, the first shown later than the first decoded.
+        let format = String(cString: demuxer.context.pointee.iformat.pointee.name)
+        if source.presentationTimesMissing == true, pictureOrder == nil, sourceRate.num > 0, sourceRate.den > 0,
+           format == "avi" || Prober.elementaryStreamFormats.contains(format) {
             frameClock = FrameClock(step: max(1, rescale(1, from: av_inv_q(sourceRate), to: stream.pointee.time_base)))
         }
         filtered = try Frame()
