@@ -49,12 +49,13 @@ enum AVIFrameRate {
                 for i in 0..<4 { v |= UInt32(head[at + i]) << UInt32(8 * i) }
                 return v
             }
-            func chunks(_ tag: String) -> [Int] {
+            /// Where the first chunk `tag` that `accepted` starts.
+            func chunk(_ tag: String, _ accepted: (Int) -> Bool = { _ in true }) -> Int? {
                 let t = Array(tag.utf8)
-                return (12..<(head.count - 48)).filter { head[$0..<$0 + 4].elementsEqual(t) }
+                return (12..<(head.count - 48)).first { head[$0..<$0 + 4].elementsEqual(t) && accepted($0) }
             }
             // The header list's first chunk: "avih" size dwMicroSecPerFrame …
-            guard let avih = chunks("avih").first else { return nil }
+            guard let avih = chunk("avih") else { return nil }
             let micro = u32(avih + 8)
             // Between 1 and 1000 fps: anything else is no rate a picture stream has.
             guard (1_000...1_000_000).contains(micro) else { return nil }
@@ -63,7 +64,7 @@ enum AVIFrameRate {
             framePeriod = AVRational(num: num, den: den)
             // "strh" size fccType fccHandler dwFlags wPriority wLanguage dwInitialFrames
             // dwScale dwRate dwStart dwLength …
-            soundSeconds = chunks("strh").first { head[$0 + 8..<$0 + 12].elementsEqual("auds".utf8) }.flatMap { at in
+            soundSeconds = chunk("strh", { head[$0 + 8..<$0 + 12].elementsEqual("auds".utf8) }).flatMap { at in
                 let scale = Double(u32(at + 28)), rate = Double(u32(at + 32)), length = Double(u32(at + 40))
                 return rate > 0 && scale > 0 ? length * scale / rate : nil
             }

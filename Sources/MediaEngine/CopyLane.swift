@@ -133,7 +133,7 @@ final class CopyLane: Lane {
         path = demuxer.path
         isVideo = input.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO
         let par = input.pointee.codecpar.pointee
-        let format = String(cString: demuxer.context.pointee.iformat.pointee.name)
+        let format = demuxer.formatName
         let oneFrameSamples = format.hasPrefix("mov")
             && [AV_CODEC_ID_AAC, AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3, AV_CODEC_ID_MP3].contains(par.codec_id)
         sampleFrameTicks = !isVideo && oneFrameSamples && par.frame_size > 0 && par.sample_rate > 0

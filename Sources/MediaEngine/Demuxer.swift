@@ -122,12 +122,13 @@ final class Demuxer {
             throw KilnError(e.code == .sourceUnsupported ? .sourceUnsupported : .sourceUnreadable, stage: .open,
                             underlying: ret, "the source is not a media file libavformat can read (\(why))")
         }
-        if let refusal = notAFilm(String(cString: opened.pointee.iformat.pointee.name)) {
+        let format = String(cString: opened.pointee.iformat.pointee.name)
+        if let refusal = notAFilm(format) {
             p = opened
             avformat_close_input(&p)
             throw refusal
         }
-        if String(cString: opened.pointee.iformat.pointee.name) == "avi" { AVIFrameRate.reconcile(opened, path: path) }
+        if format == "avi" { AVIFrameRate.reconcile(opened, path: path) }
         dropAttachmentData(opened)
         return opened
     }
@@ -450,8 +451,11 @@ final class Demuxer {
     /// Whether the container's timestamps may jump (MPEG-TS and friends).
     var hasDiscontinuousTimestamps: Bool { Demuxer.discontinuous(context) }
 
+    /// libavformat's name for the container ("avi", "mpegts", "mov,mp4,m4a,3gp,3g2,mj2" …).
+    var formatName: String { String(cString: context.pointee.iformat.pointee.name) }
+
     /// Whether the container is Matroska (or WebM, which libavformat reads as one).
-    var isMatroska: Bool { String(cString: context.pointee.iformat.pointee.name).hasPrefix("matroska") }
+    var isMatroska: Bool { formatName.hasPrefix("matroska") }
 
     static func discontinuous(_ context: UnsafeMutablePointer<AVFormatContext>) -> Bool {
         (context.pointee.iformat.pointee.flags & AVFMT_TS_DISCONT) != 0

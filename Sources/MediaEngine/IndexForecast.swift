@@ -58,7 +58,7 @@ final class IndexForecast: @unchecked Sendable {
     /// small packets through the buffer, which a skimming reader's small one would only
     /// refill more often.
     static func skimming(_ demuxer: Demuxer) -> Demuxer.Skim? {
-        if String(cString: demuxer.context.pointee.iformat.pointee.name).hasPrefix("mov,") { return .all }
+        if demuxer.formatName.hasPrefix("mov,") { return .all }
         return demuxer.isMatroska ? .unlacedMatroskaBlocks : nil
     }
 

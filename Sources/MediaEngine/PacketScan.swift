@@ -56,7 +56,7 @@ extension Prober {
             return ClosedCaptions.triplets(in: UnsafeBufferPointer(start: data, count: Int(p.size)), codec: codecID, lengthSize: lengthSize)
         }
         // Elementary streams (raw H.264, HEVC, MPEG video) carry no times at all.
-        let untimed = Prober.elementaryStreamFormats.contains(String(cString: demuxer.context.pointee.iformat.pointee.name))
+        let untimed = Prober.elementaryStreamFormats.contains(demuxer.formatName)
         // Field order is only in the bitstream for many H.264 and MPEG-2 files. libavcodec's
         // parser reads it from the first keyframe's headers (slice header and picture
         // timing, picture coding extension) in microseconds; where it cannot say, the

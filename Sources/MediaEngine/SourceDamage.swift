@@ -14,7 +14,7 @@ extension Prober {
     /// stream and reads nothing of it). Such a file cannot go out as it is, however
     /// well its streams would play; the remux and its checks decide what it still holds.
     static func indexDamage(_ demuxer: Demuxer, size: Int64, fragmented: Bool) -> String? {
-        let format = String(cString: demuxer.context.pointee.iformat.pointee.name)
+        let format = demuxer.formatName
         if format.hasPrefix("matroska"), let missing = matroskaShortfall(demuxer.path, size: size) {
             return "its Matroska segment declares \(missing) bytes past the file's end (\(size) bytes): the file is cut short"
         }

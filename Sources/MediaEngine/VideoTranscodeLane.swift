@@ -134,7 +134,7 @@ final class VideoTranscodeLane: Lane {
         // Only where the container's times are a frame clock whose first slot is the first
         // picture's (AVI, bare streams): a program or transport stream that leaves a picture
         // untimed times the others itself, the first shown later than the first decoded.
-        let format = String(cString: demuxer.context.pointee.iformat.pointee.name)
+        let format = demuxer.formatName
         if source.presentationTimesMissing == true, pictureOrder == nil, sourceRate.num > 0, sourceRate.den > 0,
            format == "avi" || Prober.elementaryStreamFormats.contains(format) {
             frameClock = FrameClock(step: max(1, rescale(1, from: av_inv_q(sourceRate), to: stream.pointee.time_base)))
@@ -534,31 +534,5 @@ struct ColorTags {
         case AVCOL_SPC_FCC: "fcc"
         default: nil
         }
-    }
-}
-
-/// Presentation times on a container's frame clock for reordered pictures that come with
-/// decode times only (`VideoTranscodeLane.frameClock`).
-struct FrameClock {
-    /// One frame in the stream's time base.
-    let step: Int64
-    /// The first packet's decode time: the first picture shown is at it.
-    private var first = noPTS
-    /// How much later than its time the decoder gave the first picture.
-    private var delay: Int64?
-    private var next = noPTS
-
-    init(step: Int64) { self.step = step }
-
-    mutating func start(_ dts: Int64) { if first == noPTS, dts != noPTS { first = dts } }
-
-    /// The time of the next picture shown, which the decoder timed `decoded`.
-    mutating func time(decoded: Int64) -> Int64? {
-        guard first != noPTS, decoded != noPTS else { return nil }
-        let delay = self.delay ?? max(0, decoded - first)
-        self.delay = delay
-        let at = next == noPTS ? first : max(next, decoded - delay)
-        next = at + step
-        return at
     }
 }

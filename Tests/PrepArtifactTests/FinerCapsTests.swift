@@ -58,10 +58,8 @@ struct FinerCapsTests {
                 let frames = Int(v["nb_read_frames"]?.string ?? "") ?? 0
                 #expect(abs(frames - 2 * rate) <= 1, "\(frames) pictures for 2 s at \(rate) fps")
                 #expect(abs((Double(v["duration"]?.string ?? "") ?? 0) - 2) < 0.05, "\(r.stdout)")
-                let stats = try Run.command("ffprobe", ["-v", "error", "-f", "lavfi", "-i", "movie=\(out),signalstats",
-                                                        "-show_entries", "frame_tags=lavfi.signalstats.YAVG", "-of", "csv=p=0"])
-                let brightness = stats.stdout.split(whereSeparator: \.isNewline).compactMap { Double($0) }
-                #expect(brightness.count == frames, "\(stats.stderr)")
+                let brightness = try FFprobe.brightness(out).map(\.luma)
+                #expect(brightness.count == frames, "\(brightness.count) pictures measured")
                 #expect((brightness.max() ?? 0) - (brightness.min() ?? 0) < 20, "pictures of both kinds: \(brightness.prefix(8))")
             }
         }

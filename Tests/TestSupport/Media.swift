@@ -151,17 +151,22 @@ public struct FFprobe {
         return r.stdout.split(separator: "\n").filter { $0.contains("K") }.compactMap { Double($0.split(separator: ",").first ?? "") }.sorted()
     }
 
-    /// When a file's first bright picture (average luma over 190: a white flash on test
-    /// pictures) is shown, in seconds; nil without one.
-    public static func firstFlash(_ path: String) throws -> Double? {
+    /// Each decoded picture's time and average luma (libavfilter's signalstats YAVG), in
+    /// the order shown.
+    public static func brightness(_ path: String) throws -> [(time: Double, luma: Double)] {
         let r = try Run.command("ffprobe", ["-v", "error", "-f", "lavfi", "-i", "movie=\(path),signalstats",
                                             "-show_entries", "frame=pts_time:frame_tags=lavfi.signalstats.YAVG", "-of", "csv=p=0"])
         guard r.status == 0 else { throw TestFailure("ffprobe failed on \(path): \(r.stderr)") }
-        for line in r.stdout.split(separator: "\n") {
+        return r.stdout.split(whereSeparator: \.isNewline).compactMap { line in
             let fields: [Double] = line.split(separator: ",").compactMap { Double($0) }
-            if fields.count == 2, fields[1] > 190 { return fields[0] }
+            return fields.count == 2 ? (fields[0], fields[1]) : nil
         }
-        return nil
+    }
+
+    /// When a file's first bright picture (average luma over 190: a white flash on test
+    /// pictures) is shown, in seconds; nil without one.
+    public static func firstFlash(_ path: String) throws -> Double? {
+        try brightness(path).first { $0.luma > 190 }?.time
     }
 
     /// How far the last sound frame starts after the last picture, in seconds: the sync
