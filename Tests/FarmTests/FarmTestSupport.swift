@@ -233,6 +233,9 @@ final class Harness: @unchecked Sendable {
     var config: FarmConfig
     let store: SQLiteStore
     private(set) var farm: Farm
+    /// Farms a restart replaced: a daemon that stopped without a word still has threads
+    /// that would write into the folder after the test removed it.
+    private var replaced: [Farm] = []
     private var sourceCount = 0
 
     init(_ label: String, launcher: any JobLauncher = FakeLauncher(), prober: any SourceProber = FakeProber(),
@@ -260,6 +263,7 @@ final class Harness: @unchecked Sendable {
 
     /// A new farm on the same data directory and database, as after a restart.
     func restart() {
+        replaced.append(farm)
         farm = Farm(config: config, store: store, clock: clock, presets: TestPresets.shared, policy: .standard,
                     launcher: launcher, prober: prober, space: space, log: log)
     }
@@ -284,7 +288,7 @@ final class Harness: @unchecked Sendable {
     }
 
     func cleanUp() {
-        farm.shutdown(grace: 0)
+        for f in replaced + [farm] { f.shutdown(grace: 0) }
         try? FileManager.default.removeItem(at: dir)
     }
 }
