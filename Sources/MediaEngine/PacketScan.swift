@@ -43,6 +43,9 @@ extension Prober {
         var pts: [Int64] = [], dts: [Int64] = []
         var longest: (pts: [Int64], dts: [Int64]) = ([], [])
         var rpu = false, el = false, reads = 0, scanned = 0, decodeTimesOnly = 0
+        // Packets with both times, and how many of those have the same two, rising: decode
+        // times given as presentation times too (ffmpeg's MXF muxer writes H.264's so).
+        var timedTwice = 0, sameTimes = 0, lastSame = Int64.min, sameRising = true
         var first = FirstPackets()
         defer { first.measureBitRates(&streams) }
         // Closed captions in the pictures (`ClosedCaptions`): looked for until some text is
@@ -100,6 +103,14 @@ extension Prober {
             }
             if p.dts != noPTS { dts.append(p.dts) }
             if p.pts != noPTS { pts.append(p.pts) } else if p.dts != noPTS || untimed { decodeTimesOnly += 1 }
+            if p.pts != noPTS, p.dts != noPTS {
+                timedTwice += 1
+                if p.pts == p.dts {
+                    sameTimes += 1
+                    if p.dts <= lastSame { sameRising = false }
+                    lastSame = p.dts
+                }
+            }
             if let parser = fieldParser, p.flags & AV_PKT_FLAG_KEY != 0 {
                 parser.parse(packet)
                 if let order = parser.fieldOrder {
@@ -152,7 +163,19 @@ extension Prober {
         }
         // Reordered pictures (B-frames) with decode times only: a copy would show them in
         // decode order on players that take the container's times (Apple's).
-        if decodeTimesOnly > 0, st.pointee.codecpar.pointee.video_delay > 0 { streams[vi].presentationTimesMissing = true }
+        let delay = Int(st.pointee.codecpar.pointee.video_delay)
+        if decodeTimesOnly > 0, delay > 0 { streams[vi].presentationTimesMissing = true }
+        // A stream that reorders shows some picture after its decode time: where every
+        // picture's two times are the same and rise in decode order, they are decode times
+        // (a stream's own presentation times given as both would go back at each B-frame).
+        // Copied, such a file played its pictures in decode order; re-encoded, the pictures
+        // took the times of the packets that pushed them out of the decoder, and two fell
+        // on taken times and were lost. Only where the pictures' order counts give their
+        // times back (`PictureOrderTimes`); nothing else is refused on this guess.
+        if delay > 0, codecID == AV_CODEC_ID_H264 || codecID == AV_CODEC_ID_HEVC,
+           timedTwice >= max(8, 2 * (delay + 1)), sameTimes == timedTwice, sameRising {
+            streams[vi].presentationTimesMissing = true
+        }
         // Where some pictures have no presentation time (MPEG-4 Part 2 in AVI gives its
         // B-frames one), the rest's are no frame clock: the decode times are.
         if longest.dts.count > dts.count { (pts, dts) = longest }

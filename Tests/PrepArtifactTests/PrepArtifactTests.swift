@@ -1142,6 +1142,27 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("H.264 with B-frames in an MXF file whose two times are both the decode time (ffmpeg's MXF muxer writes them so) is copied and re-encoded with each picture at its time: the copy had played its pictures in decode order (the flash two frames late), the re-encode lost two pictures",
+          arguments: ["original", "1mbps"])
+    func decodeTimesAsPresentationTimes(quality: String) throws {
+        let source = try Media.generated("h264-bframes-qp5-flash-at-1s.mxf", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3,drawbox=c=white:t=fill:enable='between(t,1,1.036)'",
+            "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=3", "-c:v", "libx264", "-preset", "veryfast", "-bf", "3", "-qp", "5", "-c:a", "pcm_s16le"])
+        let packets = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts,dts", "-of", "csv=p=0", source])
+        let pairs = packets.stdout.split(whereSeparator: \.isNewline).map { $0.split(separator: ",") }
+        #expect(pairs.count == 75 && pairs.allSatisfy { $0.count == 2 && $0[0] == $0[1] }, "libavformat reads both times the same")
+        try Command.prepare(source, quality: quality, caps: quality == "original" ? "apple-tv-4k" : "ios", scratch: "decode-times-mxf-\(quality)") { r, out in
+            #expect(r.status == 0, "\(r.stdout)")
+            let action = try Command.json(r)["plan"]?["video"]?["action"]
+            #expect(action == .string(quality == "original" ? "copy" : "transcode"), "\(String(describing: action))")
+            let flash = try #require(try FFprobe.firstFlash(out))
+            #expect(abs(flash - 1) < 0.02, "the flash is at \(flash) s")
+            #expect(try FFprobe.packetCount(out, "v:0") == 75, "every picture kept")
+            let probe = try FFprobe(out)
+            #expect(abs((try probe.startTime("video") ?? 1) - (try probe.startTime("audio") ?? 0)) < 0.01)
+        }
+    }
+
     @Test("MPEG-4 Part 2 with B-frames in AVI (Xvid packed bitstream, libavcodec's own) is re-encoded with each picture at its time on the file's frame clock: the decoder's times (the packet that pushed each picture out) had them 40-120 ms behind the sound, as the ffmpeg command has them",
           arguments: [["-c:v", "libxvid", "-bf", "2"], ["-c:v", "mpeg4", "-bf", "2"]])
     func reorderedMPEG4AVI(encoder: [String]) throws {
