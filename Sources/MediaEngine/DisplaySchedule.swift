@@ -22,6 +22,12 @@ import KilnCore
 /// decoded i-th is shown k-th with k >= i - depth, so its presentation time is at least
 /// the decode time it is given, whatever the stream's POCs say.
 ///
+/// Decode times before zero (an MP4 whose composition offsets were lost: its muxer moved
+/// the decode times a reorder delay earlier, the edit list starting the film at 0) are no
+/// display slots: the first picture is shown at the first decode time from zero on (at
+/// most `depth` slots on), and the packets keep their decode times. Shown from the first
+/// decode time, the film began that many pictures early and the edit cut them.
+///
 /// A sequence starts at each IDR picture (its POC restarts). A POC below one already shown
 /// in the same sequence (a reset by memory management, or a stream that reorders deeper
 /// than its headers say) starts one too, and counts as repaired: that picture is shown late.
@@ -56,9 +62,12 @@ struct DisplaySchedule {
     private var firstTime = 0
     /// Pictures waiting to be shown (at most `depth` + 1 outside damage).
     private var waiting: [Key] = []
-    /// Decode and (once known) presentation times of the packets not yet handed out, from
-    /// decode index `nextOut` on.
-    private var held: [(dts: Int64, pts: Int64?)] = []
+    /// The presentation times (once known) of the packets not yet handed out, from decode
+    /// index `nextOut` on.
+    private var held: [Int64?] = []
+    /// Display slots skipped at the start: decode times before zero (decided when the
+    /// first picture is shown).
+    private var lead: Int?
     private var nextOut = 0
     /// Packets added; display slots given.
     private var added = 0
@@ -84,10 +93,7 @@ struct DisplaySchedule {
         let index = added
         added += 1
         times.append(dts)
-        // Decode times move `depth` packets earlier (a source clock that jumps back is put
-        // right by the muxer, as for any stream).
-        let shifted = index >= depth ? time(index - depth) : times[0] - Int64(depth - index) * step
-        held.append((shifted, nil))
+        held.append(nil)
         if let order {
             if idr || (floor.map { order < $0 } ?? false) {
                 if !idr { repaired += 1 }
@@ -99,7 +105,7 @@ struct DisplaySchedule {
         waiting.append(Key(sequence: sequence, order: order ?? max(lastOrder, floor ?? lastOrder), index: index))
         while waiting.count > depth { showNext() }
         // A picture nothing ever passes: shown now, in the next slot.
-        if held.count > depth + DisplaySchedule.maxHeld, held[0].pts == nil,
+        if held.count > depth + DisplaySchedule.maxHeld, held[0] == nil,
            let stuck = waiting.firstIndex(where: { $0.index == nextOut }) {
             waiting.remove(at: stuck)
             give(nextOut)
@@ -114,7 +120,13 @@ struct DisplaySchedule {
         return release()
     }
 
-    private func time(_ index: Int) -> Int64 { times[index - firstTime] }
+    /// The decode time of the packet at `index`; one step apart before the first and after
+    /// the last.
+    private func time(_ index: Int) -> Int64 {
+        if index < 0 { return times[0] - Int64(-index) * step }
+        if index >= added { return times[times.count - 1] + Int64(index - added + 1) * step }
+        return times[index - firstTime]
+    }
 
     /// The waiting picture with the lowest key takes the next display slot.
     private mutating func showNext() {
@@ -125,7 +137,10 @@ struct DisplaySchedule {
     }
 
     private mutating func give(_ index: Int) {
-        held[index - nextOut].pts = time(shown)
+        if lead == nil {
+            lead = times.prefix(depth).prefix { $0 < 0 }.count
+        }
+        held[index - nextOut] = time(shown + (lead ?? 0))
         shown += 1
     }
 
@@ -133,12 +148,15 @@ struct DisplaySchedule {
     /// decode times no slot or shift will read again.
     private mutating func release() -> [Timed] {
         var out: [Timed] = []
-        while let first = held.first, let pts = first.pts {
-            out.append(Timed(index: nextOut, pts: pts, dts: first.dts))
+        let lead = lead ?? 0
+        while let first = held.first, let pts = first {
+            // Decode times move `depth` packets earlier, less those already before zero (a
+            // source clock that jumps back is put right by the muxer, as for any stream).
+            out.append(Timed(index: nextOut, pts: pts, dts: time(nextOut - depth + lead)))
             held.removeFirst()
             nextOut += 1
         }
-        let keep = min(shown, added - depth)
+        let keep = min(shown, nextOut - depth) + lead
         if keep - firstTime > 256 {
             times.removeFirst(keep - firstTime)
             firstTime = keep
@@ -161,6 +179,8 @@ final class PictureOrderTimes {
     private let lengthSize: Int
     private let h264: Bool
     private var queue: [Packet] = []
+    /// Where the stream starts (an edit list's start).
+    private let start: Int64
     var repaired: Int { schedule.repaired }
 
     /// nil for a stream this cannot serve (neither H.264 nor HEVC).
@@ -169,6 +189,7 @@ final class PictureOrderTimes {
         self.parser = parser
         h264 = stream.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_H264
         lengthSize = NALScanner.lengthSize(stream)
+        start = stream.pointee.start_time != noPTS ? stream.pointee.start_time : 0
         let rate = stream.pointee.avg_frame_rate.num > 0 ? stream.pointee.avg_frame_rate : stream.pointee.r_frame_rate
         let step = rate.num > 0 && rate.den > 0
             ? rescale(1, from: AVRational(num: rate.den, den: rate.num), to: stream.pointee.time_base) : 1
@@ -201,6 +222,10 @@ final class PictureOrderTimes {
         for (packet, t) in zip(ready, timed) {
             packet.pointer.pointee.pts = t.pts
             packet.pointer.pointee.dts = t.dts
+            // libavformat's word that a picture is shown before an edit list's start (to be
+            // decoded and not shown) was judged from the times just replaced: a picture
+            // now shown from the start on is shown (a transcode lost two such pictures).
+            if t.pts >= start { packet.pointer.pointee.flags &= ~AV_PKT_FLAG_DISCARD }
         }
         queue.removeFirst(timed.count)
         return Array(ready)

@@ -97,6 +97,10 @@ struct PlanContext {
         guard device.playsMP4, !encrypted, video.flatMap(mp4CopyProblem) == nil else { return [] }
         var fixes: [String] = []
         if source.fragmented == true { fixes.append("container_fragmented") }
+        // Reordered pictures an MP4 gives decode times only (no composition offsets, as a
+        // muxer that lost them writes): as they are, players show them in decode order.
+        // (A container the device does not take is the remux's reason already.)
+        if video?.presentationTimesMissing == true, containerProblems.isEmpty { fixes.append("video_timestamps_missing") }
         if video?.dolbyVision?.profile == 7, ["mp4", "mov", "m4v"].contains(source.container) { fixes.append("dolby_vision_base_layer_only") }
         return fixes + (chosen.map(audioTrackProblems) ?? [])
     }

@@ -126,6 +126,18 @@ struct DisplayScheduleTests {
         #expect(repaired == 0)
     }
 
+    @Test("decode times that start before zero (an MP4 whose muxer moved them a reorder delay earlier, then lost its composition offsets): the first picture is shown at zero and the packets keep their decode times")
+    func decodeTimesBeforeZero() {
+        let orders: [Int32] = [0, 8, 4, 2, 6, 16, 12, 10, 14, 24, 20, 18, 22]
+        let (timed, _) = schedule(orders.map { Picture(order: $0) }, depth: 2, times: (0..<13).map { Int64($0 - 2) })
+        #expect(timed.map(\.pts) == orders.map { Int64($0 / 2) }, "shown from zero, not two frames early")
+        #expect(timed.map(\.dts) == (0..<13).map { Int64($0 - 2) })
+        // Before zero for longer than the reorder delay (an edit that cuts the start): only
+        // the delay's worth of slots is skipped.
+        let (cut, _) = schedule(orders.map { Picture(order: $0) }, depth: 2, times: (0..<13).map { Int64($0 - 5) })
+        #expect(cut.map(\.pts) == orders.map { Int64($0 / 2 - 3) })
+    }
+
     @Test("generated GOP structures with IDRs whose POC does not start at zero: every picture at its display slot, never before its decode time", arguments: 0..<40)
     func generated(seed: UInt64) {
         let (pictures, depth) = stream(seed: seed)

@@ -1142,19 +1142,38 @@ struct SourceDamageTests {
         }
     }
 
-    @Test("H.264 with B-frames in an MXF file whose two times are both the decode time (ffmpeg's MXF muxer writes them so) is copied and re-encoded with each picture at its time: the copy had played its pictures in decode order (the flash two frames late), the re-encode lost two pictures",
-          arguments: ["original", "1mbps"])
-    func decodeTimesAsPresentationTimes(quality: String) throws {
-        let source = try Media.generated("h264-bframes-qp5-flash-at-1s.mxf", [
-            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3,drawbox=c=white:t=fill:enable='between(t,1,1.036)'",
-            "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=3", "-c:v", "libx264", "-preset", "veryfast", "-bf", "3", "-qp", "5", "-c:a", "pcm_s16le"])
+    /// H.264 with B-frames (a flash at 1 s) whose every picture's two times are its decode
+    /// time, as libavformat reads them: "mxf" as ffmpeg's MXF muxer writes it, "mp4" an MP4
+    /// whose composition offsets (`ctts`) were lost (its decode times start two frames before
+    /// zero, where its edit list starts the film).
+    static func decodeTimesTwice(_ container: String) throws -> String {
+        let args = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3,drawbox=c=white:t=fill:enable='between(t,1,1.036)'",
+                    "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=3", "-c:v", "libx264", "-preset", "veryfast", "-bf", "3", "-qp", "5"]
+        guard container == "mp4" else { return try Media.generated("h264-bframes-qp5-flash-at-1s.mxf", args + ["-c:a", "pcm_s16le"]) }
+        let made = try Media.generated("h264-bframes-qp5-flash-at-1s.mp4", args + ["-c:a", "aac"])
+        return try Media.generated("h264-bframes-qp5-flash-at-1s-ctts-lost.mp4") { tmp in
+            var b = [UInt8](try Data(contentsOf: URL(fileURLWithPath: made)))
+            let ctts = try #require(b.firstRange(of: Array("ctts".utf8)))
+            b.replaceSubrange(ctts, with: Array("free".utf8))
+            try Data(b).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    @Test("reordered H.264 whose two times are both the decode time (ffmpeg's MXF; an MP4 that lost its composition offsets) is copied and re-encoded with each picture at its time: the copy had played its pictures in decode order (the flash two frames off) or was sent as it is, the re-encode lost pictures",
+          arguments: ["mxf", "mp4"], ["original", "1mbps"])
+    func decodeTimesAsPresentationTimes(container: String, quality: String) throws {
+        let source = try Self.decodeTimesTwice(container)
         let packets = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts,dts", "-of", "csv=p=0", source])
         let pairs = packets.stdout.split(whereSeparator: \.isNewline).map { $0.split(separator: ",") }
         #expect(pairs.count == 75 && pairs.allSatisfy { $0.count == 2 && $0[0] == $0[1] }, "libavformat reads both times the same")
-        try Command.prepare(source, quality: quality, caps: quality == "original" ? "apple-tv-4k" : "ios", scratch: "decode-times-mxf-\(quality)") { r, out in
+        try Command.prepare(source, quality: quality, caps: quality == "original" ? "apple-tv-4k" : "ios", scratch: "decode-times-\(container)-\(quality)") { r, out in
             #expect(r.status == 0, "\(r.stdout)")
-            let action = try Command.json(r)["plan"]?["video"]?["action"]
-            #expect(action == .string(quality == "original" ? "copy" : "transcode"), "\(String(describing: action))")
+            let plan = try Command.json(r)["plan"]
+            #expect(plan?["video"]?["action"] == .string(quality == "original" ? "copy" : "transcode"), "\(String(describing: plan))")
+            if container == "mp4", quality == "original" {
+                #expect(plan?["delivery_format"] == .string("remux") && plan?["reasons"] == .array([.string("video_timestamps_missing")]),
+                        "\(String(describing: plan))")
+            }
             let flash = try #require(try FFprobe.firstFlash(out))
             #expect(abs(flash - 1) < 0.02, "the flash is at \(flash) s")
             #expect(try FFprobe.packetCount(out, "v:0") == 75, "every picture kept")
