@@ -241,8 +241,12 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 ///    reordered pictures with decode times only (AVI) re-encoded at their times (H.264
 ///    and HEVC from their order, MPEG-4 Part 2 on the frame clock); inverse telecine's
 ///    film kept at its first picture's time.
+/// 9: reordered H.264/HEVC whose two times are both the decode time (ffmpeg's MXF, an MP4
+///    without composition offsets) timed from its pictures' order; HDR tone-mapped from
+///    the primaries and matrix it states; SDR in P3 converted to BT.709, and HD in the
+///    FCC's or SMPTE 240M's matrix; BT.601 to BT.709 YCbCr rounded exactly.
 public enum EngineRecipe {
-    public static let version = 8
+    public static let version = 9
 }
 
 extension Plan {

@@ -46,20 +46,23 @@ enum ToneMapSource: Equatable {
     /// Dolby Vision without a watchable base layer (profile 5): `DolbyVisionMapper` has
     /// already made the frames linear-light BT.2020 RGB at the output size.
     case dolbyVision
-    /// SDR in BT.2020's primaries (a UHD broadcast's SDR, 10-bit camera footage): the
-    /// colours are moved into BT.709's primaries in linear light, with no tone curve.
-    /// Left in BT.2020, 8-bit H.264 for devices that play SDR alone came out washed out
-    /// wherever a player takes the primaries for BT.709's, as most without HDR do.
+    /// SDR in primaries wider than BT.709's (BT.2020: a UHD broadcast's SDR, 10-bit camera
+    /// footage; P3: a cinema master, a grading suite's export): the colours are moved into
+    /// BT.709's primaries in linear light, with no tone curve. Left as they were, 8-bit
+    /// H.264 for devices that play SDR alone came out washed out wherever a player takes
+    /// the primaries for BT.709's, as most without HDR do.
     case wideGamut
 }
 
 /// HDR → SDR after ITU-R BT.2408: HDR's reference white (graphics white, 203 cd/m²) is
-/// SDR's 100 % white, so a grey card (26 cd/m²) or a face comes out as bright as an SDR
-/// grade shows it. Linear light up to `linearUpTo` of that white passes as it is; above it
-/// Möbius' curve rolls the rest smoothly into the top of the range, reaching SDR white at
-/// the content's peak, so highlights stay apart. Hable from 100 cd/m² (the usual ffmpeg
-/// recipe, Kiln's until engine recipe 4) put a grey card at Y 99 and reference white at
-/// Y 182 instead of 109 and 235: whole films came out a stop too dark.
+/// 1.0 of the linear scale SDR's white stands at, so a grey card (26 cd/m²) or a face
+/// comes out as bright as an SDR grade shows it. Linear light up to `linearUpTo` of that
+/// white passes as it is; above it Möbius' curve rolls the rest smoothly into the top of
+/// the range, reaching SDR white at the content's peak, so highlights stay apart: reference
+/// white itself lands at about 85 % (Y ~200 for a 1,000 cd/m² master), the headroom
+/// BT.2390-style curves leave too. Hable from 100 cd/m² (the usual ffmpeg recipe, Kiln's
+/// until engine recipe 4) put a grey card at Y 99 and reference white at Y 182: whole
+/// films came out a stop too dark.
 enum ToneCurve {
     /// cd/m² that linear 1.0 stands for in the tone-mapping graph (zscale's `npl`).
     static let referenceWhite = 203
@@ -113,7 +116,7 @@ private func fieldFilters(plan: VideoPlan, input: VideoInput) -> [String] {
 /// `picture`: the size the picture takes inside the plan's frame when it does not fill it
 /// (`pictureSize`); the rest is padded black.
 func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMapSource?, peakNits: Int = ToneCurve.assumedPeak,
-                            frameRate: AVRational? = nil,
+                            sourceColor: ColorTags = .bt2020, frameRate: AVRational? = nil,
                             outputMatrix: String?, inputMatrix: String? = nil, picture: (width: Int32, height: Int32)? = nil) -> String {
     var parts = fieldFilters(plan: plan, input: input)
     if let frameRate { parts.append("fps=fps=\(frameRate.num)/\(frameRate.den)") }
@@ -124,7 +127,10 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
     var scale = "scale=w=\(w):h=\(h):flags=bicubic:out_range=tv"
     if let outputMatrix, input.isRGB { scale += ":out_color_matrix=\(outputMatrix)" }
     if let outputMatrix, let inputMatrix, !input.isRGB, inputMatrix != outputMatrix {
-        scale += ":in_color_matrix=\(inputMatrix):out_color_matrix=\(outputMatrix)"
+        // Rounded exactly and with chroma at full resolution in between: libswscale's fast
+        // path tinted a BT.601 source's greys green by one to three levels.
+        scale = "scale=w=\(w):h=\(h):flags=bicubic+accurate_rnd+full_chroma_int:out_range=tv"
+            + ":in_color_matrix=\(inputMatrix):out_color_matrix=\(outputMatrix)"
     }
     if let toneMap {
         let downscale = Int(w) * Int(h) < Int(input.width) * Int(input.height)
@@ -133,15 +139,14 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
         switch toneMap {
         case .pq, .hlg:
             let tin = toneMap == .pq ? "smpte2084" : "arib-std-b67"
-            parts.append("zscale=tin=\(tin):pin=bt2020:min=bt2020nc:t=linear:npl=\(white)")
+            parts.append("zscale=tin=\(tin):\(sourceColor.zscaleInput):t=linear:npl=\(white)")
             parts.append("format=gbrpf32le")
             parts.append("zscale=p=bt709")
         case .dolbyVision:
             // Already linear with 1.0 = reference white (DolbyVisionMapper).
             parts.append("zscale=tin=linear:pin=bt2020:t=linear:p=bt709:npl=\(white)")
         case .wideGamut:
-            // BT.2020's SDR transfer (10- and 12-bit) is BT.709's curve.
-            parts.append("zscale=tin=709:pin=bt2020:min=bt2020nc:t=linear:npl=100")
+            parts.append("zscale=tin=\(sourceColor.zscaleSDRTransfer):\(sourceColor.zscaleInput):t=linear:npl=100")
             parts.append("format=gbrpf32le")
             parts.append("zscale=p=bt709")
         }

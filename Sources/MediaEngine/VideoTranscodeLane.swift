@@ -30,6 +30,8 @@ final class VideoTranscodeLane: Lane {
     private let color: ColorTags
     /// The source's matrix where the output's differs (BT.601 YCbCr made HD), for the scaler.
     private let inputMatrix: String?
+    /// The source's colours as the tone map or gamut conversion reads them.
+    private let zscaleSource: ColorTags
     /// The source's rate, as the filter graph's input is timed.
     private let sourceRate: AVRational
     /// The rate the filter graph gives: the source's, or 4/5 of it where film in 3:2
@@ -117,9 +119,10 @@ final class VideoTranscodeLane: Lane {
         self.settings = settings
         let par = stream.pointee.codecpar!
         toneMap = plan.toneMap ? try Self.toneMapSource(par: par, source: source)
-            : par.pointee.color_primaries == AVCOL_PRI_BT2020 && (source.hdr ?? .sdr) == .sdr
+            : ColorTags.widerThanBT709.contains(par.pointee.color_primaries) && (source.hdr ?? .sdr) == .sdr
                 && par.pointee.color_trc != AVCOL_TRC_SMPTE2084 && par.pointee.color_trc != AVCOL_TRC_ARIB_STD_B67 ? .wideGamut : nil
         let sourceColor = ColorTags(par: par)
+        zscaleSource = toneMap == .wideGamut ? sourceColor : ColorTags(hdr: par)
         color = toneMap != nil ? .bt709 : sourceColor.forOutput(width: even.width, height: even.height)
         inputMatrix = toneMap == nil && color.matrix != sourceColor.matrix ? sourceColor.matrixName : nil
         dolbyVision = toneMap == .dolbyVision ? try DolbyVisionMapper(whiteNits: Double(ToneCurve.referenceWhite)) : nil
@@ -294,6 +297,7 @@ final class VideoTranscodeLane: Lane {
             graph = try VideoFilterGraph(input: input, timeBase: decoder.timeBase, frameRate: sourceRate,
                                          description: videoFilterDescription(plan: plan, input: input, toneMap: toneMap,
                                                                              peakNits: contentPeak ?? ToneCurve.assumedPeak,
+                                                                             sourceColor: zscaleSource,
                                                                              frameRate: av_cmp_q(frameRate, filmRate) == 0 ? nil : frameRate,
                                                                              outputMatrix: color.matrixName, inputMatrix: inputMatrix,
                                                                              picture: picture(for: input)),
@@ -485,6 +489,12 @@ struct ColorTags {
     /// BT.601's 625-line (PAL, SECAM) description: its own primaries (H.273 code 5), the
     /// same transfer and matrix coefficients as 525-line.
     static let bt601_625 = ColorTags(primaries: AVCOL_PRI_BT470BG, transfer: AVCOL_TRC_SMPTE170M, matrix: AVCOL_SPC_BT470BG)
+    static let bt2020 = ColorTags(primaries: AVCOL_PRI_BT2020, transfer: AVCOL_TRC_BT2020_10, matrix: AVCOL_SPC_BT2020_NCL)
+    /// Primaries whose colours BT.709's cannot hold, which an SDR output is converted from
+    /// (`ToneMapSource.wideGamut`): BT.2020's, DCI-P3's and Display P3's. Not BT.601's (625-
+    /// and 525-line, SMPTE 240M's are 525-line's), near enough to BT.709's that players
+    /// show them as such, nor BT.470 System M's, which files name for NTSC's 525-line ones.
+    static let widerThanBT709: Set<AVColorPrimaries> = [AVCOL_PRI_BT2020, AVCOL_PRI_SMPTE431, AVCOL_PRI_SMPTE432]
 
     init(primaries: AVColorPrimaries, transfer: AVColorTransferCharacteristic, matrix: AVColorSpace) {
         self.primaries = primaries
@@ -514,14 +524,52 @@ struct ColorTags {
         }
     }
 
+    /// The colours of an HDR source as a tone map reads them: its own primaries and matrix
+    /// where it states them (HLG and PQ with BT.709's, as Sony, Panasonic and DJI cameras
+    /// record them, were read as BT.2020's: every colour oversaturated, greens and reds
+    /// clipped), else BT.2020's, which HDR10 and HLG broadcasts use.
+    init(hdr par: UnsafeMutablePointer<AVCodecParameters>) {
+        let p = par.pointee
+        let unsaidPrimaries = [AVCOL_PRI_UNSPECIFIED, AVCOL_PRI_RESERVED0, AVCOL_PRI_RESERVED].contains(p.color_primaries)
+        let unsaidMatrix = [AVCOL_SPC_UNSPECIFIED, AVCOL_SPC_RESERVED, AVCOL_SPC_RGB].contains(p.color_space)
+        self.init(primaries: unsaidPrimaries ? ColorTags.bt2020.primaries : p.color_primaries, transfer: p.color_trc,
+                  matrix: unsaidMatrix ? ColorTags.bt2020.matrix : p.color_space)
+    }
+
+    /// zscale's options for pictures with these primaries and matrix (its names are
+    /// libavutil's, but for two matrices it spells otherwise: those by number).
+    var zscaleInput: String {
+        let primariesName = string(av_color_primaries_name(primaries)) ?? String(primaries.rawValue)
+        let matrixName = [AVCOL_SPC_SMPTE240M, AVCOL_SPC_SMPTE2085].contains(matrix) ? nil : string(av_color_space_name(matrix))
+        return "pin=\(primariesName):min=\(matrixName ?? String(matrix.rawValue))"
+    }
+
+    /// zscale's name for an SDR transfer: the stated one where zscale has it, else BT.709's
+    /// (BT.2020's SDR transfer, 10- and 12-bit, is BT.709's curve).
+    var zscaleSDRTransfer: String {
+        switch transfer {
+        case AVCOL_TRC_SMPTE170M: "601"
+        case AVCOL_TRC_GAMMA22: "bt470m"
+        case AVCOL_TRC_GAMMA28: "bt470bg"
+        case AVCOL_TRC_IEC61966_2_1: "iec61966-2-1"
+        case AVCOL_TRC_LINEAR: "linear"
+        default: "709"
+        }
+    }
+
     /// The tags of an output of `width` x `height` made from pictures with these: from 720
     /// lines (or 1280 columns) up, BT.601's matrix becomes BT.709's (the scaler converts):
     /// the ladder promises BT.709, and players that do not read the tag take HD for BT.709
     /// (an MJPEG camera's 720p had come out with JPEG's BT.601 matrix, greens off for them).
-    /// Primaries and transfer stay as they are tagged.
+    /// The FCC's and SMPTE 240M's matrices, which players do not read (they take BT.601's or
+    /// BT.709's by size), become the one for the output's size. Primaries and transfer stay
+    /// as they are tagged.
     func forOutput(width: Int, height: Int) -> ColorTags {
-        guard width >= 1280 || height >= 720, matrix == AVCOL_SPC_SMPTE170M || matrix == AVCOL_SPC_BT470BG else { return self }
-        return ColorTags(primaries: primaries, transfer: transfer, matrix: AVCOL_SPC_BT709)
+        let unread = matrix == AVCOL_SPC_FCC || matrix == AVCOL_SPC_SMPTE240M
+        if width >= 1280 || height >= 720, unread || matrix == AVCOL_SPC_SMPTE170M || matrix == AVCOL_SPC_BT470BG {
+            return ColorTags(primaries: primaries, transfer: transfer, matrix: AVCOL_SPC_BT709)
+        }
+        return unread ? ColorTags(primaries: primaries, transfer: transfer, matrix: AVCOL_SPC_SMPTE170M) : self
     }
 
     /// The matrix as libswscale's `out_color_matrix` names it, for RGB → YCbCr conversion.

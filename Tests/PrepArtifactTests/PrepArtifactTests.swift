@@ -3569,6 +3569,60 @@ struct TranscodeColourTests {
         }
     }
 
+    @Test("HDR that states BT.709's primaries and matrix (HLG or PQ, as Sony, Panasonic and DJI cameras record BT.709 colour) is tone-mapped from them: a green stays that green (read as BT.2020, it came out pure green, red and blue clipped to 0)",
+          arguments: ["arib-std-b67", "smpte2084"])
+    func hdrInBT709Colour(transfer: String) throws {
+        let source = try Media.generated("green-\(transfer)-bt709.mp4", [
+            "-f", "lavfi", "-i", "color=c=0x28C83C:size=640x360:rate=25:duration=2,format=gbrp", "-f", "lavfi", "-i", "sine=duration=2",
+            "-vf", "zscale=min=gbr:rin=full:pin=709:tin=709:p=709:t=\(transfer):m=709:r=limited:npl=203,format=yuv420p10le",
+            "-c:v", "libx265", "-x265-params", "log-level=error", "-crf", "8", "-tag:v", "hvc1",
+            "-color_primaries", "bt709", "-color_trc", transfer, "-colorspace", "bt709", "-color_range", "tv", "-c:a", "aac"])
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "green-\(transfer)-bt709") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["video"]?["tone_map"] == .bool(true))
+            let video = try #require(try FFprobe(out).streams("video").first)
+            #expect(video["color_primaries"] == .string("bt709") && video["color_transfer"] == .string("bt709"), "\(video)")
+            // (40, 200, 60) with the highlights' roll-off: a little darker, the same colour.
+            let rgb = try Self.firstPictureRGB(out)
+            #expect((25...55).contains(rgb[0]) && (170...205).contains(rgb[1]) && (40...75).contains(rgb[2]), "\(rgb)")
+        }
+    }
+
+    @Test("SDR in P3's primaries (a ProRes master) becomes BT.709: tagged so, its colours moved there (its P3 tags had been kept: a player taking them for BT.709's, as most do, showed the green washed out)")
+    func p3SDR() throws {
+        let source = try Media.generated("green-p3.mov", [
+            "-f", "lavfi", "-i", "color=c=0x28C83C:size=1280x720:rate=25:duration=2,format=gbrp", "-f", "lavfi", "-i", "sine=duration=2",
+            "-vf", "zscale=min=gbr:rin=full:pin=709:tin=709:p=smpte432:t=709:m=709:r=limited,format=yuv422p10le",
+            "-c:v", "prores_ks", "-profile:v", "3", "-color_primaries", "smpte432", "-color_trc", "bt709", "-colorspace", "bt709",
+            "-color_range", "tv", "-c:a", "pcm_s16le"])
+        try Command.prepare(source, quality: "5mbps", caps: "web", scratch: "green-p3") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let video = try #require(try FFprobe(out).streams("video").first)
+            #expect(video["color_primaries"] == .string("bt709"), "\(video)")
+            let rgb = try Self.firstPictureRGB(out)
+            let expected = [0x28, 0xC8, 0x3C]
+            #expect(zip(rgb, expected).allSatisfy { abs($0 - $1) <= 4 }, "\(rgb) for \(expected)")
+        }
+    }
+
+    @Test("HD in a matrix players do not take for HD (BT.601's, SMPTE 240M's) becomes BT.709's without a tint: a dark grey stays grey (libswscale's fast path made it green by up to three levels), a green stays that green",
+          arguments: [("smpte170m", "bt601", "0x101010"), ("smpte170m", "bt601", "0xB4B4B4"), ("smpte240m", "smpte240m", "0x28C83C")])
+    func hdMatrixConverted(tag: String, matrix: String, colour: String) throws {
+        let source = try Media.generated("hd-\(tag)-\(colour).mkv", [
+            "-f", "lavfi", "-i", "color=c=\(colour):size=1280x720:rate=25:duration=2", "-f", "lavfi", "-i", "sine=duration=2",
+            "-vf", "scale=out_color_matrix=\(matrix):out_range=tv,format=yuv420p", "-c:v", "ffv1",
+            "-colorspace", tag, "-color_primaries", "smpte170m", "-color_trc", "smpte170m", "-color_range", "tv", "-c:a", "aac"])
+        try Command.prepare(source, quality: "5mbps", caps: "web", scratch: "hd-\(tag)-\(colour)") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let video = try #require(try FFprobe(out).streams("video").first)
+            #expect(video["color_space"] == .string("bt709"), "\(video)")
+            // As a player shows the source, reading its tags.
+            let expected = try Self.firstPictureRGB(source)
+            let rgb = try Self.firstPictureRGB(out)
+            #expect(zip(rgb, expected).allSatisfy { abs($0 - $1) <= 1 }, "\(rgb) for \(expected)")
+        }
+    }
+
     /// The mean R, G, B of `path`'s first picture, decoded with the matrix its tags name
     /// (`auto`) or the one given.
     static func firstPictureRGB(_ path: String, matrix: String = "auto") throws -> [Int] {
