@@ -44,8 +44,13 @@ extension Prober {
         var longest: (pts: [Int64], dts: [Int64]) = ([], [])
         var rpu = false, el = false, reads = 0, scanned = 0, decodeTimesOnly = 0
         // Packets with both times, and how many of those have the same two, rising: decode
-        // times given as presentation times too (ffmpeg's MXF muxer writes H.264's so).
+        // times given as presentation times too (ffmpeg's MXF muxer writes H.264's so);
+        // and whether the pictures' order counts say they are shown out of decode order
+        // (read while every packet so far has its two times the same).
         var timedTwice = 0, sameTimes = 0, lastSame = Int64.min, sameRising = true
+        let delay = Int(st.pointee.codecpar.pointee.video_delay)
+        let orders = delay > 0 ? HeaderParser(stream: st, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC]) : nil
+        var lastOrder: Int32?, reordered = false
         var first = FirstPackets()
         defer { first.measureBitRates(&streams) }
         // Closed captions in the pictures (`ClosedCaptions`): looked for until some text is
@@ -111,6 +116,11 @@ extension Prober {
                     lastSame = p.dts
                 }
             }
+            if let orders, !reordered, sameTimes == timedTwice, sameRising, let order = orders.pictureOrder(packet) {
+                // A keyframe may restart the count (an IDR picture).
+                if !orders.keyFrame, let last = lastOrder, order < last { reordered = true }
+                lastOrder = order
+            }
             if let parser = fieldParser, p.flags & AV_PKT_FLAG_KEY != 0 {
                 parser.parse(packet)
                 if let order = parser.fieldOrder {
@@ -163,17 +173,17 @@ extension Prober {
         }
         // Reordered pictures (B-frames) with decode times only: a copy would show them in
         // decode order on players that take the container's times (Apple's).
-        let delay = Int(st.pointee.codecpar.pointee.video_delay)
         if decodeTimesOnly > 0, delay > 0 { streams[vi].presentationTimesMissing = true }
-        // A stream that reorders shows some picture after its decode time: where every
-        // picture's two times are the same and rise in decode order, they are decode times
-        // (a stream's own presentation times given as both would go back at each B-frame).
-        // Copied, such a file played its pictures in decode order; re-encoded, the pictures
-        // took the times of the packets that pushed them out of the decoder, and two fell
-        // on taken times and were lost. Only where the pictures' order counts give their
-        // times back (`PictureOrderTimes`); nothing else is refused on this guess.
-        if delay > 0, codecID == AV_CODEC_ID_H264 || codecID == AV_CODEC_ID_HEVC,
-           timedTwice >= max(8, 2 * (delay + 1)), sameTimes == timedTwice, sameRising {
+        // Pictures shown out of decode order (their order counts say so) are each shown after
+        // their decode time: where every picture's two times are the same and rise in decode
+        // order, they are decode times (a stream's own presentation times given as both
+        // would go back at each B-frame). Copied, such a file played its pictures in decode
+        // order; re-encoded, the pictures took the times of the packets that pushed them out
+        // of the decoder, and two fell on taken times and were lost. Only where the order
+        // counts give the times back (`PictureOrderTimes`, H.264 and HEVC); a stream whose
+        // headers allow reordering but whose pictures come in order (a phone's encoder
+        // without B-frames) has its times right, and goes as it is.
+        if reordered, timedTwice >= max(8, 2 * (delay + 1)), sameTimes == timedTwice, sameRising {
             streams[vi].presentationTimesMissing = true
         }
         // Where some pictures have no presentation time (MPEG-4 Part 2 in AVI gives its
