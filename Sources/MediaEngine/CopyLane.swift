@@ -142,7 +142,7 @@ final class CopyLane: Lane {
         sizeWatch = isVideo && watchPictureSize ? HeaderParser(stream: input, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC]) : nil
         let lengthSize = NALScanner.lengthSize(input)
         dolbyVisionLayers = isVideo && kiln_stream_dovi(input)?.pointee.dv_profile == 7 && lengthSize > 0 ? lengthSize : nil
-        pictureOrder = isVideo && derivePresentationTimes ? PictureOrderTimes(stream: input) : nil
+        pictureOrder = isVideo && derivePresentationTimes ? PictureOrderTimes(stream: input, format: format) : nil
         let codec = input.pointee.codecpar.pointee.codec_id
         annexBCodec = isVideo && lengthSize == 0 && (codec == AV_CODEC_ID_H264 || codec == AV_CODEC_ID_HEVC) ? codec == AV_CODEC_ID_H264 : nil
         keyframesFromPictures = isVideo && lengthSize > 0 && (codec == AV_CODEC_ID_H264 || codec == AV_CODEC_ID_HEVC)

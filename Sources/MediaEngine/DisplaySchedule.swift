@@ -22,11 +22,14 @@ import KilnCore
 /// decoded i-th is shown k-th with k >= i - depth, so its presentation time is at least
 /// the decode time it is given, whatever the stream's POCs say.
 ///
-/// Decode times before zero (an MP4 whose composition offsets were lost: its muxer moved
-/// the decode times a reorder delay earlier, the edit list starting the film at 0) are no
-/// display slots: the first picture is shown at the first decode time from zero on (at
-/// most `depth` slots on), and the packets keep their decode times. Shown from the first
-/// decode time, the film began that many pictures early and the edit cut them.
+/// An MP4's decode times are decode times (ISO/IEC 14496-12: composition time = decode time
+/// + offset), not a frame clock: where its composition offsets were lost, the k-th picture
+/// shown takes the (k + `depth`)-th decode time and the packets keep theirs
+/// (`decodeTimesLead`). Shown from the first decode time, the film began two pictures
+/// early: its muxer had moved the decode times a reorder delay before the pictures' (an
+/// edit list starting the film at 0 then cut two; without one, the sound ran two frames
+/// behind). Elsewhere decode times before zero are no display slots either (at most
+/// `depth` of them).
 ///
 /// A sequence starts at each IDR picture (its POC restarts). A POC below one already shown
 /// in the same sequence (a reset by memory management, or a stream that reorders deeper
@@ -79,9 +82,10 @@ struct DisplaySchedule {
     /// Pictures shown out of their POC order (see above).
     private(set) var repaired = 0
 
-    init(depth: Int, step: Int64) {
+    init(depth: Int, step: Int64, decodeTimesLead: Bool = false) {
         self.depth = max(0, depth)
         self.step = max(1, step)
+        if decodeTimesLead { lead = self.depth }
     }
 
     /// Adds the next packet in decode order: its decode time (nil: one step after the
@@ -183,8 +187,9 @@ final class PictureOrderTimes {
     private let start: Int64
     var repaired: Int { schedule.repaired }
 
-    /// nil for a stream this cannot serve (neither H.264 nor HEVC).
-    init?(stream: UnsafeMutablePointer<AVStream>) {
+    /// nil for a stream this cannot serve (neither H.264 nor HEVC). `format`: the
+    /// demuxer's, whose decode times may be decode times (MP4) rather than a frame clock.
+    init?(stream: UnsafeMutablePointer<AVStream>, format: String) {
         guard let parser = HeaderParser(stream: stream, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC]) else { return nil }
         self.parser = parser
         h264 = stream.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_H264
@@ -195,7 +200,8 @@ final class PictureOrderTimes {
             ? rescale(1, from: AVRational(num: rate.den, den: rate.num), to: stream.pointee.time_base) : 1
         // The reorder depth the analysis's decoder settled on (at least one: the stream
         // reorders, or it would not be here).
-        schedule = DisplaySchedule(depth: max(1, Int(stream.pointee.codecpar.pointee.video_delay)), step: step)
+        schedule = DisplaySchedule(depth: max(1, Int(stream.pointee.codecpar.pointee.video_delay)), step: step,
+                                   decodeTimesLead: format.hasPrefix("mov"))
     }
 
     /// Takes `packet`'s contents (leaving it blank) and returns the packets whose times are

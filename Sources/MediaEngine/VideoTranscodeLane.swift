@@ -79,6 +79,8 @@ final class VideoTranscodeLane: Lane {
     /// that pushed it out, its reorder depth later: an AVI with B-frames was encoded 80 ms
     /// behind its sound, and 80 ms apart from its own copy.
     private var pictureOrder: PictureOrderTimes?
+    /// The demuxer's format name.
+    private let format: String
     /// The same for reordered pictures whose order Kiln does not read (MPEG-4 Part 2 in
     /// AVI: Xvid, DivX), from the container's frame clock: the k-th picture shown takes the
     /// k-th frame from the first packet's time. The decoder's time for a picture (the
@@ -133,11 +135,12 @@ final class VideoTranscodeLane: Lane {
         gridTicks = Int64(max(1, min(10, 240_000 / max(1, Int(frameRate.num)))))
         grid = FrameGrid(step: gridTicks)
         decoder = try Decoder(stream: stream)
-        pictureOrder = source.presentationTimesMissing == true ? PictureOrderTimes(stream: stream) : nil
+        let format = demuxer.formatName
+        self.format = format
+        pictureOrder = source.presentationTimesMissing == true ? PictureOrderTimes(stream: stream, format: format) : nil
         // Only where the container's times are a frame clock whose first slot is the first
         // picture's (AVI, bare streams): a program or transport stream that leaves a picture
         // untimed times the others itself, the first shown later than the first decoded.
-        let format = demuxer.formatName
         if source.presentationTimesMissing == true, pictureOrder == nil, sourceRate.num > 0, sourceRate.den > 0,
            format == "avi" || Prober.elementaryStreamFormats.contains(format) {
             frameClock = FrameClock(step: max(1, rescale(1, from: av_inv_q(sourceRate), to: stream.pointee.time_base)))
@@ -254,7 +257,7 @@ final class VideoTranscodeLane: Lane {
         retired.decoded += decoder.framesDecoded
         retired.repaired += pictureOrder?.repaired ?? 0
         decoder = try Decoder(stream: stream)
-        pictureOrder = pictureOrder != nil ? PictureOrderTimes(stream: stream) : nil
+        pictureOrder = pictureOrder != nil ? PictureOrderTimes(stream: stream, format: format) : nil
     }
 
     func finish(muxer: Muxer) throws(KilnError) {
@@ -537,11 +540,14 @@ struct ColorTags {
     }
 
     /// zscale's options for pictures with these primaries and matrix (its names are
-    /// libavutil's, but for two matrices it spells otherwise: those by number).
+    /// libavutil's, but for two matrices it spells otherwise: those by number). The output's
+    /// primaries are stated as the same: zscale's default is the picture's own tag, and an
+    /// HLG file that states none left the next zscale nothing to convert from ("no path
+    /// between colorspaces": the transcode failed).
     var zscaleInput: String {
         let primariesName = string(av_color_primaries_name(primaries)) ?? String(primaries.rawValue)
         let matrixName = [AVCOL_SPC_SMPTE240M, AVCOL_SPC_SMPTE2085].contains(matrix) ? nil : string(av_color_space_name(matrix))
-        return "pin=\(primariesName):min=\(matrixName ?? String(matrix.rawValue))"
+        return "pin=\(primariesName):min=\(matrixName ?? String(matrix.rawValue)):p=\(primariesName)"
     }
 
     /// zscale's name for an SDR transfer: the stated one where zscale has it, else BT.709's

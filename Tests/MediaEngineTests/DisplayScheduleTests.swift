@@ -13,8 +13,8 @@ struct DisplayScheduleTests {
     }
 
     /// Runs `pictures` through a schedule; the result in decode order, each packet once.
-    func schedule(_ pictures: [Picture], depth: Int, times: [Int64]? = nil) -> (timed: [DisplaySchedule.Timed], repaired: Int) {
-        var s = DisplaySchedule(depth: depth, step: 1)
+    func schedule(_ pictures: [Picture], depth: Int, times: [Int64]? = nil, decodeTimesLead: Bool = false) -> (timed: [DisplaySchedule.Timed], repaired: Int) {
+        var s = DisplaySchedule(depth: depth, step: 1, decodeTimesLead: decodeTimesLead)
         var out: [DisplaySchedule.Timed] = []
         for (i, p) in pictures.enumerated() {
             out += s.add(decodeTime: times?[i] ?? Int64(i), order: p.order, idr: p.idr)
@@ -136,6 +136,13 @@ struct DisplayScheduleTests {
         // the delay's worth of slots is skipped.
         let (cut, _) = schedule(orders.map { Picture(order: $0) }, depth: 2, times: (0..<13).map { Int64($0 - 5) })
         #expect(cut.map(\.pts) == orders.map { Int64($0 / 2 - 3) })
+        // An MP4's decode times are decode times: without an edit list they start at zero,
+        // and the pictures two frames later, as they were before the offsets were lost.
+        for (first, start) in [(Int64(0), Int64(2)), (-2, 0)] {
+            let (mp4, _) = schedule(orders.map { Picture(order: $0) }, depth: 2, times: (0..<13).map { Int64($0) + first }, decodeTimesLead: true)
+            #expect(mp4.map(\.pts) == orders.map { Int64($0 / 2) + start }, "decode times from \(first)")
+            #expect(mp4.map(\.dts) == (0..<13).map { Int64($0) + first })
+        }
     }
 
     @Test("generated GOP structures with IDRs whose POC does not start at zero: every picture at its display slot, never before its decode time", arguments: 0..<40)

@@ -220,13 +220,13 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         let hdr = videoFilterDescription(plan: videoPlan(0, 720, 1280, toneMap: true, deinterlace: true, rotation: 90),
                                          input: input, toneMap: .pq, peakNits: 4000, outputMatrix: "bt709")
         #expect(hdr == "bwdif=mode=send_frame:parity=auto:deint=all,scale=w=1280:h=720:flags=bicubic,"
-                + "zscale=tin=smpte2084:pin=bt2020:min=bt2020nc:t=linear:npl=203,format=gbrpf32le,zscale=p=bt709,"
+                + "zscale=tin=smpte2084:pin=bt2020:min=bt2020nc:p=bt2020:t=linear:npl=203,format=gbrpf32le,zscale=p=bt709,"
                 + "tonemap=tonemap=mobius:param=0.3:desat=0:peak=4000/203,zscale=t=bt709:m=bt709:r=tv,format=yuv420p,format=yuv420p,setsar=1,transpose=clock")
         // HLG's peak is its reference display's, whatever the stream says; content dimmer
         // than reference white is left linear.
         let hlg = videoFilterDescription(plan: videoPlan(0, 1920, 1080, toneMap: true), input: input, toneMap: .hlg,
                                          peakNits: 4000, outputMatrix: "bt709")
-        #expect(hlg.contains("zscale=tin=arib-std-b67:pin=bt2020:min=bt2020nc:t=linear:npl=203,") && hlg.contains(":peak=1000/203,"))
+        #expect(hlg.contains("zscale=tin=arib-std-b67:pin=bt2020:min=bt2020nc:p=bt2020:t=linear:npl=203,") && hlg.contains(":peak=1000/203,"))
         let dim = videoFilterDescription(plan: videoPlan(0, 1920, 1080, toneMap: true), input: input, toneMap: .pq,
                                          peakNits: 150, outputMatrix: "bt709")
         #expect(dim.contains(":peak=203/203,"))

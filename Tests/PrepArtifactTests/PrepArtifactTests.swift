@@ -3588,6 +3588,24 @@ struct TranscodeColourTests {
         }
     }
 
+    @Test("HLG that states its transfer alone (no primaries, no matrix) is tone-mapped as BT.2020's: the transcode had failed inside zscale (\"no path between colorspaces\")")
+    func hlgWithoutPrimaries() throws {
+        let source = try Media.generated("green-hlg-untagged-primaries-v2.mp4", [
+            "-f", "lavfi", "-i", "color=c=0x28C83C:size=640x360:rate=25:duration=2,format=gbrp", "-f", "lavfi", "-i", "sine=duration=2",
+            "-vf", "zscale=min=gbr:rin=full:pin=709:tin=709:p=2020:t=arib-std-b67:m=2020_ncl:r=limited:npl=203,format=yuv420p10le,"
+                + "setparams=color_primaries=unknown:colorspace=unknown",
+            "-c:v", "libx265", "-x265-params", "log-level=error", "-crf", "8", "-tag:v", "hvc1",
+            "-color_trc", "arib-std-b67", "-color_range", "tv", "-c:a", "aac"])
+        let video = try #require(try FFprobe(source).streams("video").first)
+        #expect(video["color_primaries"] == nil && video["color_space"] == nil, "the source states neither: \(video)")
+        try Command.prepare(source, quality: "2mbps", caps: "ios", scratch: "green-hlg-untagged") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["video"]?["tone_map"] == .bool(true))
+            let rgb = try Self.firstPictureRGB(out)
+            #expect((25...55).contains(rgb[0]) && (170...205).contains(rgb[1]) && (40...75).contains(rgb[2]), "\(rgb)")
+        }
+    }
+
     @Test("SDR in P3's primaries (a ProRes master) becomes BT.709: tagged so, its colours moved there (its P3 tags had been kept: a player taking them for BT.709's, as most do, showed the green washed out)")
     func p3SDR() throws {
         let source = try Media.generated("green-p3.mov", [
