@@ -124,14 +124,12 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
     let (frameW, frameH) = plan.storedSize
     let w = picture.map { Int($0.width) } ?? frameW
     let h = picture.map { Int($0.height) } ?? frameH
-    var scale = "scale=w=\(w):h=\(h):flags=bicubic:out_range=tv"
+    let convertsMatrix = outputMatrix != nil && inputMatrix != nil && !input.isRGB && inputMatrix != outputMatrix
+    // Converting matrices, rounded exactly and with chroma at full resolution in between:
+    // libswscale's fast path tinted a BT.601 source's greys green by one to three levels.
+    var scale = "scale=w=\(w):h=\(h):flags=bicubic\(convertsMatrix ? "+accurate_rnd+full_chroma_int" : ""):out_range=tv"
     if let outputMatrix, input.isRGB { scale += ":out_color_matrix=\(outputMatrix)" }
-    if let outputMatrix, let inputMatrix, !input.isRGB, inputMatrix != outputMatrix {
-        // Rounded exactly and with chroma at full resolution in between: libswscale's fast
-        // path tinted a BT.601 source's greys green by one to three levels.
-        scale = "scale=w=\(w):h=\(h):flags=bicubic+accurate_rnd+full_chroma_int:out_range=tv"
-            + ":in_color_matrix=\(inputMatrix):out_color_matrix=\(outputMatrix)"
-    }
+    if convertsMatrix, let outputMatrix, let inputMatrix { scale += ":in_color_matrix=\(inputMatrix):out_color_matrix=\(outputMatrix)" }
     if let toneMap {
         let downscale = Int(w) * Int(h) < Int(input.width) * Int(input.height)
         if downscale { parts.append("scale=w=\(w):h=\(h):flags=bicubic") }

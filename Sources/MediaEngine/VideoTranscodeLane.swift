@@ -517,27 +517,24 @@ struct ColorTags {
         let rgb = p.color_space == AVCOL_SPC_RGB
             || (av_pix_fmt_desc_get(AVPixelFormat(rawValue: p.format)).map { $0.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB) != 0 } ?? false)
         let assumed: ColorTags = rgb || p.height >= 720 || p.width >= 1280 ? .bt709 : [576, 288].contains(p.height) ? .bt601_625 : .bt601
-        primaries = p.color_primaries == AVCOL_PRI_UNSPECIFIED || p.color_primaries == AVCOL_PRI_RESERVED0 || p.color_primaries == AVCOL_PRI_RESERVED
+        self.init(par: par, filling: assumed)
+    }
+
+    /// The stream's tags, with what it leaves unsaid (unspecified, reserved; an RGB
+    /// matrix, which YCbCr pictures cannot have) taken from `assumed`.
+    private init(par: UnsafeMutablePointer<AVCodecParameters>, filling assumed: ColorTags) {
+        let p = par.pointee
+        primaries = [AVCOL_PRI_UNSPECIFIED, AVCOL_PRI_RESERVED0, AVCOL_PRI_RESERVED].contains(p.color_primaries)
             ? assumed.primaries : p.color_primaries
-        transfer = p.color_trc == AVCOL_TRC_UNSPECIFIED || p.color_trc == AVCOL_TRC_RESERVED0 || p.color_trc == AVCOL_TRC_RESERVED
-            ? assumed.transfer : p.color_trc
-        switch p.color_space {
-        case AVCOL_SPC_UNSPECIFIED, AVCOL_SPC_RESERVED, AVCOL_SPC_RGB: matrix = assumed.matrix
-        default: matrix = p.color_space
-        }
+        transfer = [AVCOL_TRC_UNSPECIFIED, AVCOL_TRC_RESERVED0, AVCOL_TRC_RESERVED].contains(p.color_trc) ? assumed.transfer : p.color_trc
+        matrix = [AVCOL_SPC_UNSPECIFIED, AVCOL_SPC_RESERVED, AVCOL_SPC_RGB].contains(p.color_space) ? assumed.matrix : p.color_space
     }
 
     /// The colours of an HDR source as a tone map reads them: its own primaries and matrix
     /// where it states them (HLG and PQ with BT.709's, as Sony, Panasonic and DJI cameras
     /// record them, were read as BT.2020's: every colour oversaturated, greens and reds
     /// clipped), else BT.2020's, which HDR10 and HLG broadcasts use.
-    init(hdr par: UnsafeMutablePointer<AVCodecParameters>) {
-        let p = par.pointee
-        let unsaidPrimaries = [AVCOL_PRI_UNSPECIFIED, AVCOL_PRI_RESERVED0, AVCOL_PRI_RESERVED].contains(p.color_primaries)
-        let unsaidMatrix = [AVCOL_SPC_UNSPECIFIED, AVCOL_SPC_RESERVED, AVCOL_SPC_RGB].contains(p.color_space)
-        self.init(primaries: unsaidPrimaries ? ColorTags.bt2020.primaries : p.color_primaries, transfer: p.color_trc,
-                  matrix: unsaidMatrix ? ColorTags.bt2020.matrix : p.color_space)
-    }
+    init(hdr par: UnsafeMutablePointer<AVCodecParameters>) { self.init(par: par, filling: .bt2020) }
 
     /// zscale's options for pictures with these primaries and matrix (its names are
     /// libavutil's, but for two matrices it spells otherwise: those by number). The output's
