@@ -88,6 +88,12 @@ final class Demuxer {
         // The analysis gives each stream the parameters of its decoder context, which
         // libavformat filled at open, before the data was dropped: drop it again.
         Demuxer.dropAttachmentData(ctx!)
+        do {
+            try TimeLimit.check(ctx!)
+        } catch {
+            avformat_close_input(&ctx)
+            throw error
+        }
         context = ctx!
         self.skim = skim
     }
@@ -248,6 +254,7 @@ final class Demuxer {
     func read(into packet: Packet) throws(KilnError) -> Bool {
         if !pending.isEmpty {
             packet.take(pending.removeFirst())
+            TimeLimit.clear(packet, in: stream(Int(packet.streamIndex)))
             deriveDecodeTime(packet)
             return true
         }
@@ -273,6 +280,7 @@ final class Demuxer {
             if ret == kiln_averror_invaliddata() || ret == kiln_averror_enomem() { return false }
             throw classify(ret, .demux, "cannot read the source", as: .ioError)
         }
+        TimeLimit.clear(packet, in: stream(Int(packet.streamIndex)))
         deriveDecodeTime(packet)
         let st = stream(Int(packet.streamIndex))
         let p = packet.pointer.pointee
@@ -532,5 +540,62 @@ final class SkimReader {
     deinit {
         var r: OpaquePointer? = reader
         kiln_skim_reader_free(&r)
+    }
+}
+
+/// The range of times Kiln works with: ±2^62 (in microseconds, and in a stream's own ticks),
+/// so that the sum or difference of any two (a start and a duration, a presentation and a
+/// decode time) stays a 64-bit number. A time beyond it is no time.
+///
+/// libavformat passes on whatever a container says: a Matroska file whose clock starts
+/// 292,000 years in (its times near 2^63 µs) made the run trap on `start + duration`. Real
+/// recordings stay far inside: times counted from 1970 in microseconds are near 2^51.
+enum TimeLimit {
+    static let bound: Int64 = 1 << 62
+
+    /// Whether `time` (in `timeBase`) is a time within the range, in its ticks and in µs.
+    static func within(_ time: Int64, _ timeBase: AVRational) -> Bool {
+        guard time != noPTS, (-bound...bound).contains(time) else { return false }
+        let micro = rescale(time, from: timeBase, to: kiln_time_base_q())
+        return micro != noPTS && (-bound...bound).contains(micro)
+    }
+
+    /// A packet's times beyond the range become no times (as a damaged packet's are read),
+    /// a length beyond it none.
+    static func clear(_ packet: Packet, in stream: UnsafeMutablePointer<AVStream>) {
+        let tb = stream.pointee.time_base
+        let p = packet.pointer
+        if p.pointee.pts != noPTS, !within(p.pointee.pts, tb) { p.pointee.pts = noPTS }
+        if p.pointee.dts != noPTS, !within(p.pointee.dts, tb) { p.pointee.dts = noPTS }
+        if p.pointee.duration != 0, !within(p.pointee.duration, tb) || p.pointee.duration < 0 { p.pointee.duration = 0 }
+    }
+
+    /// Refuses a source whose streams start beyond the range (every time it has would be
+    /// none), and forgets durations that end beyond it: a container's word on its length is
+    /// only a hint, and its packets say where it ends.
+    static func check(_ ctx: UnsafeMutablePointer<AVFormatContext>) throws(KilnError) {
+        let micro = kiln_time_base_q()
+        var starts = [(ctx.pointee.start_time, micro)]
+        for i in 0..<Int(ctx.pointee.nb_streams) {
+            guard let st = ctx.pointee.streams[i] else { continue }
+            starts.append((st.pointee.start_time, st.pointee.time_base))
+        }
+        for (start, tb) in starts where start != noPTS && !within(start, tb) {
+            let years = Double(start) * tb.seconds / (365.25 * 86_400)
+            throw KilnError(.sourceUnsupported, stage: .open,
+                            "its times start \(Int(years.rounded())) years in, beyond the ±146,000 years (2^62 µs) Kiln counts in")
+        }
+        ctx.pointee.duration = ending(ctx.pointee.duration, after: ctx.pointee.start_time, micro)
+        for i in 0..<Int(ctx.pointee.nb_streams) {
+            guard let st = ctx.pointee.streams[i] else { continue }
+            st.pointee.duration = ending(st.pointee.duration, after: st.pointee.start_time, st.pointee.time_base)
+        }
+    }
+
+    /// `duration`, or no time when it or the end it gives lies beyond the range.
+    private static func ending(_ duration: Int64, after start: Int64, _ tb: AVRational) -> Int64 {
+        guard duration != noPTS else { return duration }
+        let (end, overflow) = (start == noPTS ? 0 : start).addingReportingOverflow(duration)
+        return duration >= 0 && within(duration, tb) && !overflow && within(end, tb) ? duration : noPTS
     }
 }
