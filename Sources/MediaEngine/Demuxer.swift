@@ -581,6 +581,11 @@ enum TimeLimit {
             starts.append((st.pointee.start_time, st.pointee.time_base))
         }
         for (start, tb) in starts where start != noPTS && !within(start, tb) {
+            // Within the range in µs: the stream's own ticks are past it.
+            if within(rescale(start, from: tb, to: micro), micro) {
+                throw KilnError(.sourceUnsupported, stage: .open,
+                                "its times start at tick \(start) of a \(tb.num)/\(tb.den) s clock, beyond the ±2^62 ticks Kiln counts in")
+            }
             let years = Double(start) * tb.seconds / (365.25 * 86_400)
             throw KilnError(.sourceUnsupported, stage: .open,
                             "its times start \(Int(years.rounded())) years in, beyond the ±146,000 years (2^62 µs) Kiln counts in")

@@ -8,33 +8,36 @@ import KilnTestSupport
 struct TimeRangeTests {
     /// A 3 s 640x360 clip (4 Mb/s, B-frames, AAC) in `container`, its times moved by
     /// `offset` seconds (`-output_ts_offset`), or with `setts` applied to its video packets.
-    static func clip(_ container: String, offset: String? = nil, setts: (name: String, expression: String)? = nil) throws -> String {
+    static func clip(_ container: String, offset: String? = nil, setts: (name: String, expression: String)? = nil,
+                     timescale: String? = nil) throws -> String {
         let base = try Media.generated("noisy-640x360-4mbps-bf2-3s.mp4", [
             "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25,noise=alls=20:allf=t", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
             "-t", "3", "-c:v", "libx264", "-preset", "veryfast", "-b:v", "4M", "-bf", "2", "-g", "25", "-c:a", "aac"])
         if let offset {
-            return try Media.generated("noisy-640x360-from-\(offset)s.\(container)", ["-i", base, "-c", "copy", "-output_ts_offset", offset])
+            let clock = timescale.map { ["-video_track_timescale", $0] } ?? []
+            return try Media.generated("noisy-640x360-from-\(offset)s\(timescale.map { "-timescale-\($0)" } ?? "").\(container)",
+                                       ["-i", base, "-c", "copy", "-output_ts_offset", offset] + clock)
         }
         let setts = try #require(setts)
         return try Media.generated("noisy-640x360-\(setts.name).\(container)",
                                    ["-i", base, "-c", "copy", "-bsf:v", "setts=pts=\(setts.expression):dts=\(setts.expression)"])
     }
 
-    @Test("a source whose times start 291,000 years in (near 2^63 µs) is refused at open with a reason, in the probe and in a remux and a transcode, leaving nothing behind: the run had trapped on its start plus its length (signal 4)",
-          arguments: ["mkv", "mp4"])
-    func startBeyondTheRange(container: String) throws {
-        let source = try Self.clip(container, offset: "9200000000000")
+    @Test("a source whose times start 291,000 years in (near 2^63 µs), or 127 years in on a 1/2147483647 s clock (near 2^63 ticks), is refused at open with a reason, in the probe and in a remux and a transcode, leaving nothing behind: the run had trapped on its start plus its length (signal 4)",
+          arguments: [("mkv", "9200000000000", nil), ("mp4", "9200000000000", nil), ("mp4", "4000000000", "2147483647")])
+    func startBeyondTheRange(container: String, offset: String, timescale: String?) throws {
+        let source = try Self.clip(container, offset: offset, timescale: timescale)
         let probe = try Command.run(["probe", source, "--json"])
         let refusal = try Command.json(probe)["error"]?["code"]
         #expect(probe.status == 3 && refusal == .string("source_unsupported"), "\(probe.stdout) \(probe.stderr)")
         for (quality, caps) in [("original", "ios"), ("1mbps", "ios")] {
-            let dir = Media.scratch("time-range-\(container)-\(quality)")
+            let dir = Media.scratch("time-range-\(container)-\(offset)-\(quality)")
             defer { try? FileManager.default.removeItem(at: dir) }
             let r = try Command.run(["prepare", source, "--quality", quality, "--caps", caps, "--output", dir.appendingPathComponent("out.mp4").path, "--json"])
             #expect(r.status == 3, "\(quality): \(r.stdout) \(r.stderr.prefix(400))")
             let error = try Command.json(r)["error"]
             #expect(error?["code"] == .string("source_unsupported") && error?["stage"] == .string("open")
-                    && error?["message"]?.string?.contains("years in") == true, "\(String(describing: error))")
+                    && error?["message"]?.string?.contains(timescale == nil ? "years in" : "ticks") == true, "\(String(describing: error))")
             #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty, "nothing left behind")
         }
     }
