@@ -513,7 +513,7 @@ struct GeneratedMediaTests {
         #expect(info.startSeconds > 1 && declared > 7, "the source must declare its end time: \(info.startSeconds) \(declared)")
         #expect(abs(info.durationSeconds - 6) < 0.2 && info.warnings.contains("duration_from_start"), "\(info.durationSeconds)")
         let (_, _, _, dir) = try roundTrip(path, lasting: 6, EnginePlans.remux)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        try? FileManager.default.removeItem(at: dir)
     }
 
     @Test("an FLV that declares its last time as its duration (pictures and sound from 1.01 s) is as long as they span and remuxes whole: it was refused as cut short")
@@ -525,7 +525,7 @@ struct GeneratedMediaTests {
         #expect(abs(info.durationSeconds - (declared - info.startSeconds)) < 0.05 && info.warnings.contains("duration_from_start"),
                 "\(info.durationSeconds)")
         let (_, _, _, dir) = try roundTrip(path, lasting: declared - info.startSeconds, EnginePlans.remux)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        try? FileManager.default.removeItem(at: dir)
     }
 
     @Test("chapters the pictures and sound do not reach are left out, and the last one they reach ends with them")
