@@ -245,8 +245,11 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 ///    without composition offsets) timed from its pictures' order; HDR tone-mapped from
 ///    the primaries and matrix it states; SDR in P3 converted to BT.709, and HD in the
 ///    FCC's or SMPTE 240M's matrix; BT.601 to BT.709 YCbCr rounded exactly.
+/// 10: a transcode's chroma read where the source sites it and written where players look
+///    for it (left, once rotated): centre- and top-left-sited sources, every shrunk one and
+///    every rotated one had it up to half a pixel off.
 public enum EngineRecipe {
-    public static let version = 9
+    public static let version = 10
 }
 
 extension Plan {

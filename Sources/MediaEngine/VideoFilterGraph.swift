@@ -1,39 +1,121 @@
 import CFFmpeg
 import KilnCore
 
-/// What a video filter graph is built for: the decoded frames' size, pixel format and
-/// sample aspect ratio, and whether interlaced frames have been seen. A change of any of
-/// these mid-stream rebuilds the graph.
+/// What a video filter graph is built for: the decoded frames' size, pixel format, sample
+/// aspect ratio and chroma siting, and whether interlaced frames have been seen. A change
+/// of any of these mid-stream rebuilds the graph.
 struct VideoInput: Equatable {
     var width: Int32
     var height: Int32
     var pixelFormat: Int32
     var sampleAspect: AVRational
     var interlaced: Bool
+    var chromaLocation: AVChromaLocation
 
-    init(width: Int32, height: Int32, pixelFormat: Int32, sampleAspect: AVRational, interlaced: Bool) {
+    init(width: Int32, height: Int32, pixelFormat: Int32, sampleAspect: AVRational, interlaced: Bool,
+         chromaLocation: AVChromaLocation = AVCHROMA_LOC_UNSPECIFIED) {
         self.width = width
         self.height = height
         self.pixelFormat = pixelFormat
         self.sampleAspect = sampleAspect
         self.interlaced = interlaced
+        self.chromaLocation = chromaLocation
     }
 
     init(_ frame: UnsafeMutablePointer<AVFrame>, interlacedSeen: Bool) {
         let sar = frame.pointee.sample_aspect_ratio
         self.init(width: frame.pointee.width, height: frame.pointee.height, pixelFormat: frame.pointee.format,
                   sampleAspect: sar.num > 0 && sar.den > 0 ? sar : AVRational(num: 1, den: 1),
-                  interlaced: interlacedSeen)
+                  interlaced: interlacedSeen, chromaLocation: frame.pointee.chroma_location)
     }
 
     static func == (a: VideoInput, b: VideoInput) -> Bool {
         a.width == b.width && a.height == b.height && a.pixelFormat == b.pixelFormat
             && av_cmp_q(a.sampleAspect, b.sampleAspect) == 0 && a.interlaced == b.interlaced
+            && a.chromaLocation == b.chromaLocation
     }
 
     var isRGB: Bool {
         guard let d = av_pix_fmt_desc_get(AVPixelFormat(rawValue: pixelFormat)) else { return false }
         return (d.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB)) != 0
+    }
+
+    /// Which axes the format keeps fewer chroma samples on (4:2:0 both, 4:2:2 across).
+    var chromaSubsampled: (across: Bool, down: Bool) {
+        guard !isRGB, let d = av_pix_fmt_desc_get(AVPixelFormat(rawValue: pixelFormat)) else { return (false, false) }
+        return (d.pointee.log2_chroma_w > 0, d.pointee.log2_chroma_h > 0)
+    }
+}
+
+/// Where a subsampled picture's chroma samples sit, in 1/256 of a luma pixel from the
+/// top-left luma sample of the block they stand for (libswscale's `*_chr_pos` units): H.264
+/// and MPEG-2's "left" (0, 128) is co-sited with the left column and midway down, JPEG's and
+/// MPEG-1's "center" (128, 128), UHD HDR10's "top-left" (0, 0).
+///
+/// The output is 4:2:0 that says nothing of its siting, which players read as left. A
+/// helper's audit measured what came out: libswscale takes every source's chroma as
+/// centred unless told (a left-sited film shrunk to 720 lines had its colour 0.17 px left
+/// of its edges, 0.27 px at 480), zscale keeps the source's siting (a top-left HDR10 film
+/// came out 0.5 px low), and a rotation moves the samples with the planes (a portrait
+/// phone clip turned a quarter came out sited at the top). The chain now says both ends.
+struct ChromaSiting: Equatable {
+    var across: Int32
+    var down: Int32
+
+    static let left = ChromaSiting(across: 0, down: 128)
+
+    init(across: Int32, down: Int32) {
+        self.across = across
+        self.down = down
+    }
+
+    /// A stream's or frame's chroma location; unsaid is left (H.264's and HEVC's default).
+    init(_ location: AVChromaLocation) {
+        switch location {
+        case AVCHROMA_LOC_CENTER: self.init(across: 128, down: 128)
+        case AVCHROMA_LOC_TOPLEFT: self.init(across: 0, down: 0)
+        case AVCHROMA_LOC_TOP: self.init(across: 128, down: 0)
+        case AVCHROMA_LOC_BOTTOMLEFT: self.init(across: 0, down: 256)
+        case AVCHROMA_LOC_BOTTOM: self.init(across: 128, down: 256)
+        default: self = .left
+        }
+    }
+
+    /// The siting that turning the picture `degrees` clockwise (transpose and flips, plane
+    /// by plane) makes into this one.
+    func beforeRotation(_ degrees: Int) -> ChromaSiting {
+        switch ((degrees % 360) + 360) % 360 {
+        case 90: return ChromaSiting(across: down, down: 256 - across)
+        case 180: return ChromaSiting(across: 256 - across, down: 256 - down)
+        case 270: return ChromaSiting(across: 256 - down, down: across)
+        default: return self
+        }
+    }
+
+    /// zscale's name for the siting, nil where it has none.
+    var zscaleName: String? {
+        switch (across, down) {
+        case (0, 128): return "left"
+        case (128, 128): return "center"
+        case (0, 0): return "topleft"
+        case (128, 0): return "top"
+        case (0, 256): return "bottomleft"
+        case (128, 256): return "bottom"
+        default: return nil
+        }
+    }
+
+    /// libswscale's options for chroma read at `self` on the axes `subsampled` says the
+    /// input has (elsewhere there is nothing to place) and written at `output`, if given
+    /// (4:2:0 unless `outputSubsampled` says otherwise).
+    func swscale(subsampled: (across: Bool, down: Bool), to output: ChromaSiting?,
+                 outputSubsampled: (across: Bool, down: Bool) = (true, true)) -> String {
+        var options = ""
+        if subsampled.across { options += ":in_h_chr_pos=\(across)" }
+        if subsampled.down { options += ":in_v_chr_pos=\(down)" }
+        if let output, outputSubsampled.across { options += ":out_h_chr_pos=\(output.across)" }
+        if let output, outputSubsampled.down { options += ":out_v_chr_pos=\(output.down)" }
+        return options
     }
 }
 
@@ -130,9 +212,25 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
     var scale = "scale=w=\(w):h=\(h):flags=bicubic\(convertsMatrix ? "+accurate_rnd+full_chroma_int" : ""):out_range=tv"
     if let outputMatrix, input.isRGB { scale += ":out_color_matrix=\(outputMatrix)" }
     if convertsMatrix, let outputMatrix, let inputMatrix { scale += ":in_color_matrix=\(inputMatrix):out_color_matrix=\(outputMatrix)" }
+    // Chroma sited where, once rotated, players look for it (`ChromaSiting`).
+    let target = ChromaSiting.left.beforeRotation(plan.rotation)
+    let source = ChromaSiting(input.chromaLocation)
+    let subsampled = input.chromaSubsampled
+    // A last re-siting, from 4:4:4, where no scale resamples the chroma on an axis it must move on.
+    var resite: String?
+    func finalScale(from siting: ChromaSiting, subsampled: (across: Bool, down: Bool)) -> [String] {
+        let resampled = (across: w != Int(input.width) || !subsampled.across, down: h != Int(input.height) || !subsampled.down)
+        guard (!resampled.across && siting.across != target.across) || (!resampled.down && siting.down != target.down) else {
+            return [scale + siting.swscale(subsampled: subsampled, to: target)]
+        }
+        // At its own size libswscale copies the chroma planes as they are.
+        resite = "scale=out_h_chr_pos=\(target.across):out_v_chr_pos=\(target.down)"
+        return [scale + siting.swscale(subsampled: subsampled, to: nil), "format=yuv444p"]
+    }
     if let toneMap {
         let downscale = Int(w) * Int(h) < Int(input.width) * Int(input.height)
-        if downscale { parts.append("scale=w=\(w):h=\(h):flags=bicubic") }
+        // Shrunk first, its chroma kept where it was: zscale reads the frame's siting.
+        if downscale { parts.append("scale=w=\(w):h=\(h):flags=bicubic" + source.swscale(subsampled: subsampled, to: source, outputSubsampled: subsampled)) }
         let white = ToneCurve.referenceWhite
         switch toneMap {
         case .pq, .hlg:
@@ -152,16 +250,26 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
             let peak = toneMap == .hlg ? ToneCurve.hlgPeak : max(peakNits, white)
             parts.append("tonemap=tonemap=mobius:param=\(ToneCurve.linearUpTo):desat=0:peak=\(peak)/\(white)")
         }
-        parts.append("zscale=t=bt709:m=bt709:r=tv")
-        parts.append("format=yuv420p")
-        if !downscale { parts.append(scale) }
+        if !downscale {
+            parts.append("zscale=t=bt709:m=bt709:r=tv:c=left")
+            parts.append("format=yuv420p")
+            parts += finalScale(from: .left, subsampled: (true, true))
+        } else if let name = target.zscaleName {
+            parts.append("zscale=t=bt709:m=bt709:r=tv:c=\(name)")
+            parts.append("format=yuv420p")
+        } else {
+            parts.append("zscale=t=bt709:m=bt709:r=tv")
+            parts.append("format=yuv444p")
+            resite = "scale=out_h_chr_pos=\(target.across):out_v_chr_pos=\(target.down)"
+        }
     } else {
-        parts.append(scale)
+        parts += finalScale(from: source, subsampled: subsampled)
     }
     if w != frameW || h != frameH {
         // Centred on even lines and columns, so the 4:2:0 chroma of the bars stays black.
         parts.append("pad=w=\(frameW):h=\(frameH):x=\((frameW - w) / 4 * 2):y=\((frameH - h) / 4 * 2):color=black")
     }
+    if let resite { parts.append(resite) }
     parts.append("format=yuv420p")
     parts.append("setsar=1")
     switch ((plan.rotation % 360) + 360) % 360 {

@@ -213,15 +213,15 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(ToneCurve.peakNits(maxCLL: 40, masteringPeak: 0.01) == 1000)
     }
 
-    @Test("the filter chain deinterlaces, scales before tone mapping when shrinking, and rotates last")
+    @Test("the filter chain deinterlaces, scales before tone mapping when shrinking, rotates last, and says where the chroma is read and written (sited so that the rotation leaves it left)")
     func filterDescription() {
         let input = VideoInput(width: 1920, height: 1080, pixelFormat: AV_PIX_FMT_YUV420P10LE.rawValue,
                                sampleAspect: AVRational(num: 1, den: 1), interlaced: false)
         let hdr = videoFilterDescription(plan: videoPlan(0, 720, 1280, toneMap: true, deinterlace: true, rotation: 90),
                                          input: input, toneMap: .pq, peakNits: 4000, outputMatrix: "bt709")
-        #expect(hdr == "bwdif=mode=send_frame:parity=auto:deint=all,scale=w=1280:h=720:flags=bicubic,"
+        #expect(hdr == "bwdif=mode=send_frame:parity=auto:deint=all,scale=w=1280:h=720:flags=bicubic:in_h_chr_pos=0:in_v_chr_pos=128:out_h_chr_pos=0:out_v_chr_pos=128,"
                 + "zscale=tin=smpte2084:pin=bt2020:min=bt2020nc:p=bt2020:t=linear:npl=203,format=gbrpf32le,zscale=p=bt709,"
-                + "tonemap=tonemap=mobius:param=0.3:desat=0:peak=4000/203,zscale=t=bt709:m=bt709:r=tv,format=yuv420p,format=yuv420p,setsar=1,transpose=clock")
+                + "tonemap=tonemap=mobius:param=0.3:desat=0:peak=4000/203,zscale=t=bt709:m=bt709:r=tv:c=bottom,format=yuv420p,format=yuv420p,setsar=1,transpose=clock")
         // HLG's peak is its reference display's, whatever the stream says; content dimmer
         // than reference white is left linear.
         let hlg = videoFilterDescription(plan: videoPlan(0, 1920, 1080, toneMap: true), input: input, toneMap: .hlg,
@@ -233,14 +233,14 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         var flagged = input
         flagged.interlaced = true
         let sdr = videoFilterDescription(plan: videoPlan(0, 1920, 1080), input: flagged, toneMap: nil, outputMatrix: "bt709")
-        #expect(sdr == "bwdif=mode=send_frame:parity=auto:deint=interlaced,scale=w=1920:h=1080:flags=bicubic:out_range=tv,format=yuv420p,setsar=1")
+        #expect(sdr == "bwdif=mode=send_frame:parity=auto:deint=interlaced,scale=w=1920:h=1080:flags=bicubic:out_range=tv:in_h_chr_pos=0:in_v_chr_pos=128:out_h_chr_pos=0:out_v_chr_pos=128,format=yuv420p,setsar=1")
         // Progressive pictures stored interlaced are matched whole at their own rate; film
         // in 3:2 pulldown is matched, then its repeats left out.
         var matched = videoPlan(0, 1920, 1080, deinterlace: true)
         matched.fieldMatch = true
         #expect(videoFilterDescription(plan: matched, input: flagged, toneMap: nil, outputMatrix: "bt709")
                 == "fieldmatch=order=auto:combmatch=full,bwdif=mode=send_frame:parity=auto:deint=interlaced,"
-                + "scale=w=1920:h=1080:flags=bicubic:out_range=tv,format=yuv420p,setsar=1")
+                + "scale=w=1920:h=1080:flags=bicubic:out_range=tv:in_h_chr_pos=0:in_v_chr_pos=128:out_h_chr_pos=0:out_v_chr_pos=128,format=yuv420p,setsar=1")
         var film = videoPlan(0, 1920, 1080, deinterlace: true)
         film.inverseTelecine = true
         #expect(videoFilterDescription(plan: film, input: flagged, toneMap: nil, outputMatrix: "bt709")
@@ -271,7 +271,7 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
                                sampleAspect: AVRational(num: 1, den: 1), interlaced: false)
         let padded = videoFilterDescription(plan: videoPlan(0, 640, 480), input: input, toneMap: nil, outputMatrix: "bt709",
                                             picture: (640, 360))
-        #expect(padded == "scale=w=640:h=360:flags=bicubic:out_range=tv,pad=w=640:h=480:x=0:y=60:color=black,format=yuv420p,setsar=1")
+        #expect(padded == "scale=w=640:h=360:flags=bicubic:out_range=tv:in_h_chr_pos=0:in_v_chr_pos=128:out_h_chr_pos=0:out_v_chr_pos=128,pad=w=640:h=480:x=0:y=60:color=black,format=yuv420p,setsar=1")
     }
 
     @Test("an untagged source's colours are written as players assume them for its size: BT.709 from 720 lines, PAL's BT.601 for 576 lines, NTSC's for 480, BT.709 for RGB at any size; tags it has are kept")
