@@ -216,16 +216,14 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
     let target = ChromaSiting.left.beforeRotation(plan.rotation)
     let source = ChromaSiting(input.chromaLocation)
     let subsampled = input.chromaSubsampled
-    // A last re-siting, from 4:4:4, where no scale resamples the chroma on an axis it must move on.
-    var resite: String?
+    // Where no scale resamples the chroma on an axis it must move on (at its own size
+    // libswscale copies the chroma planes as they are): through 4:4:4, re-sited last.
+    var viaYUV444 = false
     func finalScale(from siting: ChromaSiting, subsampled: (across: Bool, down: Bool)) -> [String] {
         let resampled = (across: w != Int(input.width) || !subsampled.across, down: h != Int(input.height) || !subsampled.down)
-        guard (!resampled.across && siting.across != target.across) || (!resampled.down && siting.down != target.down) else {
-            return [scale + siting.swscale(subsampled: subsampled, to: target)]
-        }
-        // At its own size libswscale copies the chroma planes as they are.
-        resite = "scale=out_h_chr_pos=\(target.across):out_v_chr_pos=\(target.down)"
-        return [scale + siting.swscale(subsampled: subsampled, to: nil), "format=yuv444p"]
+        viaYUV444 = (!resampled.across && siting.across != target.across) || (!resampled.down && siting.down != target.down)
+        return viaYUV444 ? [scale + siting.swscale(subsampled: subsampled, to: nil), "format=yuv444p"]
+            : [scale + siting.swscale(subsampled: subsampled, to: target)]
     }
     if let toneMap {
         let downscale = Int(w) * Int(h) < Int(input.width) * Int(input.height)
@@ -260,7 +258,7 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
         } else {
             parts.append("zscale=t=bt709:m=bt709:r=tv")
             parts.append("format=yuv444p")
-            resite = "scale=out_h_chr_pos=\(target.across):out_v_chr_pos=\(target.down)"
+            viaYUV444 = true
         }
     } else {
         parts += finalScale(from: source, subsampled: subsampled)
@@ -269,7 +267,7 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
         // Centred on even lines and columns, so the 4:2:0 chroma of the bars stays black.
         parts.append("pad=w=\(frameW):h=\(frameH):x=\((frameW - w) / 4 * 2):y=\((frameH - h) / 4 * 2):color=black")
     }
-    if let resite { parts.append(resite) }
+    if viaYUV444 { parts.append("scale=out_h_chr_pos=\(target.across):out_v_chr_pos=\(target.down)") }
     parts.append("format=yuv420p")
     parts.append("setsar=1")
     switch ((plan.rotation % 360) + 360) % 360 {
