@@ -29,3 +29,7 @@ int kiln_malloc_policy(size_t trim_above, size_t map_above) {
     return mallopt(M_TRIM_THRESHOLD, (int)trim_above) && mallopt(M_MMAP_THRESHOLD, (int)map_above)
         && mallopt(M_MXFAST, 0);
 }
+
+int kiln_malloc_release(void) {
+    return malloc_trim(0);
+}

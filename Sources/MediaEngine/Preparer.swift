@@ -431,6 +431,12 @@ public enum Preparer {
             let claimed = readingOn ? nil : streaming?.claim()
             try cancellation.check(.mux)
             let fastStart = try FastStart.apply(path: out.temporary, room: room, cancellation: cancellation)
+            // Keyframes the witness deferred (the hash holds the other core) are decoded now,
+            // before verification opens the output: a UHD keyframe's decoder tables (~9 MB)
+            // and the output's sample index (~1 MB for a 6-minute film) are then never held
+            // at once.
+            EngineMemory.release()
+            witness?.decodeWaiting()
             phase("work")
             try cancellation.check(.verify)
             // Hashing (one core), flushing (the disk) and verification (decoding, the other

@@ -259,6 +259,9 @@ int kiln_start_writeback(int fd);
 /// takes back at the free; no fast bins, whose small freed blocks every large allocation
 /// first merges back (malloc_consolidate).
 int kiln_malloc_policy(size_t trim_above, size_t map_above);
+/// Hands every malloc heap's free pages back to the system (malloc_trim(0): all arenas,
+/// also the free pages inside them); 1 if any memory was released.
+int kiln_malloc_release(void);
 
 // ---- the index forecast's output: an MP4 muxed to nowhere (index_recorder.c) ----
 /// A seekable write-only AVIOContext that keeps the `head_bytes` bytes from `origin` (where
