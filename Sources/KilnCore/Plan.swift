@@ -248,8 +248,10 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 /// 10: a transcode's chroma read where the source sites it and written where players look
 ///    for it (left, once rotated): centre- and top-left-sited sources, every shrunk one and
 ///    every rotated one had it up to half a pixel off.
+/// 11: chroma that must move where no scale resamples it (a quarter-turned or centre-sited
+///    picture at its own size) re-sited by zscale on the 4:2:0 planes, not through 4:4:4.
 public enum EngineRecipe {
-    public static let version = 10
+    public static let version = 11
 }
 
 extension Plan {

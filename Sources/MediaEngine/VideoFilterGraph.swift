@@ -217,13 +217,26 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
     let source = ChromaSiting(input.chromaLocation)
     let subsampled = input.chromaSubsampled
     // Where no scale resamples the chroma on an axis it must move on (at its own size
-    // libswscale copies the chroma planes as they are): through 4:4:4, re-sited last.
+    // libswscale copies the chroma planes as they are), it is re-sited last: by zscale,
+    // which resamples only the chroma planes (~0.4 ms a 1080p picture), where zscale has
+    // names for both sitings; otherwise (a half turn's target is right-sited) through
+    // 4:4:4 and back (~3.5 ms).
     var viaYUV444 = false
+    var resite: (from: String, to: String)? = nil
     func finalScale(from siting: ChromaSiting, subsampled: (across: Bool, down: Bool)) -> [String] {
         let resampled = (across: w != Int(input.width) || !subsampled.across, down: h != Int(input.height) || !subsampled.down)
-        viaYUV444 = (!resampled.across && siting.across != target.across) || (!resampled.down && siting.down != target.down)
-        return viaYUV444 ? [scale + siting.swscale(subsampled: subsampled, to: nil), "format=yuv444p"]
-            : [scale + siting.swscale(subsampled: subsampled, to: target)]
+        guard (!resampled.across && siting.across != target.across) || (!resampled.down && siting.down != target.down) else {
+            return [scale + siting.swscale(subsampled: subsampled, to: target)]
+        }
+        // What the scale leaves: the target on the axes it resamples, the source's elsewhere.
+        let between = ChromaSiting(across: resampled.across ? target.across : siting.across,
+                                   down: resampled.down ? target.down : siting.down)
+        if let from = between.zscaleName, let to = target.zscaleName {
+            resite = (from, to)
+            return [scale + siting.swscale(subsampled: subsampled, to: between), "format=yuv420p"]
+        }
+        viaYUV444 = true
+        return [scale + siting.swscale(subsampled: subsampled, to: nil), "format=yuv444p"]
     }
     if let toneMap {
         let downscale = Int(w) * Int(h) < Int(input.width) * Int(input.height)
@@ -268,6 +281,7 @@ func videoFilterDescription(plan: VideoPlan, input: VideoInput, toneMap: ToneMap
         parts.append("pad=w=\(frameW):h=\(frameH):x=\((frameW - w) / 4 * 2):y=\((frameH - h) / 4 * 2):color=black")
     }
     if viaYUV444 { parts.append("scale=out_h_chr_pos=\(target.across):out_v_chr_pos=\(target.down)") }
+    if let resite { parts.append("zscale=cin=\(resite.from):c=\(resite.to):f=bicubic") }
     parts.append("format=yuv420p")
     parts.append("setsar=1")
     switch ((plan.rotation % 360) + 360) % 360 {

@@ -230,6 +230,17 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         let dim = videoFilterDescription(plan: videoPlan(0, 1920, 1080, toneMap: true), input: input, toneMap: .pq,
                                          peakNits: 150, outputMatrix: "bt709")
         #expect(dim.contains(":peak=203/203,"))
+        // At its own size no scale moves the chroma: a quarter turn's is re-sited by zscale on
+        // the 4:2:0 planes; a half turn's target (right of its pair) has no zscale name, so
+        // it goes through 4:4:4.
+        var phone = input
+        phone.pixelFormat = AV_PIX_FMT_YUV420P.rawValue
+        #expect(videoFilterDescription(plan: videoPlan(0, 1080, 1920, rotation: 90), input: phone, toneMap: nil, outputMatrix: "bt709")
+                == "scale=w=1920:h=1080:flags=bicubic:out_range=tv:in_h_chr_pos=0:in_v_chr_pos=128:out_h_chr_pos=0:out_v_chr_pos=128,format=yuv420p,"
+                + "zscale=cin=left:c=bottom:f=bicubic,format=yuv420p,setsar=1,transpose=clock")
+        #expect(videoFilterDescription(plan: videoPlan(0, 1920, 1080, rotation: 180), input: phone, toneMap: nil, outputMatrix: "bt709")
+                == "scale=w=1920:h=1080:flags=bicubic:out_range=tv:in_h_chr_pos=0:in_v_chr_pos=128,format=yuv444p,"
+                + "scale=out_h_chr_pos=256:out_v_chr_pos=128,format=yuv420p,setsar=1,hflip,vflip")
         var flagged = input
         flagged.interlaced = true
         let sdr = videoFilterDescription(plan: videoPlan(0, 1920, 1080), input: flagged, toneMap: nil, outputMatrix: "bt709")
