@@ -19,7 +19,7 @@ final class VideoTranscodeLane: Lane {
     /// Counts of the decoders of streams the pictures went on from (`follow`).
     private var retired = (corrupt: 0, decoded: 0, repaired: 0)
     private var encoder: Encoder?
-    private var graph: VideoFilterGraph?
+    private var graph: VideoFilters?
     /// The first decoded picture's display aspect ratio, which the plan's frame was made for.
     private var firstAspect: Double?
     private let filtered: Frame
@@ -175,7 +175,7 @@ final class VideoTranscodeLane: Lane {
     var ffmpegEquivalent: [String] {
         let o = outputIndex, s = settings
         var args = ["-map", "0:\(inputIndex)"]
-        if let graph { args += ["-filter:\(o)", graph.description] }
+        if let graph { args += ["-filter:\(o)", graph.chain.description] }
         args += ["-c:\(o)", s.name, "-preset:\(o)", s.preset, "-crf:\(o)", String(s.crf),
                  "-maxrate:\(o)", "\(s.maxrateKbps)k", "-bufsize:\(o)", "\(s.bufsizeKbps)k",
                  "-rc_init_occupancy:\(o)", String(Self.initialOccupancyBits(s)),
@@ -297,14 +297,14 @@ final class VideoTranscodeLane: Lane {
                 try drain(old, muxer: muxer)
             }
             graph = nil
-            graph = try VideoFilterGraph(input: input, timeBase: decoder.timeBase, frameRate: sourceRate,
-                                         description: videoFilterDescription(plan: plan, input: input, toneMap: toneMap,
-                                                                             peakNits: contentPeak ?? ToneCurve.assumedPeak,
-                                                                             sourceColor: zscaleSource,
-                                                                             frameRate: av_cmp_q(frameRate, filmRate) == 0 ? nil : frameRate,
-                                                                             outputMatrix: color.matrixName, inputMatrix: inputMatrix,
-                                                                             picture: picture(for: input)),
-                                         streamStart: streamStart)
+            graph = try VideoFilters(input: input, timeBase: decoder.timeBase, frameRate: sourceRate,
+                                     chain: videoFilterChain(plan: plan, input: input, toneMap: toneMap,
+                                                             peakNits: contentPeak ?? ToneCurve.assumedPeak,
+                                                             sourceColor: zscaleSource,
+                                                             frameRate: av_cmp_q(frameRate, filmRate) == 0 ? nil : frameRate,
+                                                             outputMatrix: color.matrixName, inputMatrix: inputMatrix,
+                                                             picture: picture(for: input)),
+                                     streamStart: streamStart)
         }
         guard let graph else { return }
         try graph.push(frame)
@@ -317,7 +317,7 @@ final class VideoTranscodeLane: Lane {
                            firstAspect: firstAspect ?? input.displayAspect, aspect: input.displayAspect)
     }
 
-    private func drain(_ graph: VideoFilterGraph, muxer: Muxer) throws(KilnError) {
+    private func drain(_ graph: VideoFilters, muxer: Muxer) throws(KilnError) {
         guard let encoder else { throw KilnError(.internalError, stage: .encode, "the video encoder is not open") }
         while try graph.pull(into: filtered) {
             defer { filtered.unref() }

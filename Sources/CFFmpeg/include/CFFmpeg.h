@@ -156,6 +156,12 @@ void kiln_dovi_mapper_free(KilnDoviMapper **mapper);
 /// AVERROR_INVALIDDATA for an RPU out of range; other AVERRORs from libav.
 int kiln_dovi_map(KilnDoviMapper *mapper, const AVFrame *src, AVFrame *dst, int width, int height);
 
+// ---- the tone map's curve (tone_map.c) ----
+/// Applies libavfilter's `tonemap=tonemap=mobius:param=<param>:desat=0:peak=<peak>` to a
+/// gbrpf32le frame in place (made writable first), bit for bit as the filter does; 0 or a
+/// negative AVERROR (EINVAL for another pixel format).
+int kiln_tone_map_mobius(AVFrame *frame, double param, double peak);
+
 // ---- film in interlaced pictures (field_motion.c) ----
 /// How much each field of `frame`'s luma moved since the same field of `previous`: the
 /// mean absolute difference of a sample of its pixels, in 8-bit code values, into *top
