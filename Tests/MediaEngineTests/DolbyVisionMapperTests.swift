@@ -13,25 +13,6 @@ import KilnTestSupport
 
 @Suite("Dolby Vision RPU mapping")
 struct DolbyVisionMapperTests {
-    /// The first decoded pictures of a file's video stream, each pushed through `body`.
-    private func firstPictures(_ path: String, count: Int, _ body: (Frame, Decoder) throws -> Void) throws {
-        let demuxer = try Demuxer(path: path, cancellation: Cancellation())
-        let index = demuxer.firstVideoStream
-        let decoder = try Decoder(stream: demuxer.stream(index))
-        let packet = try Packet()
-        var seen = 0
-        while seen < count, try demuxer.read(into: packet) {
-            defer { packet.unref() }
-            guard packet.pointer.pointee.stream_index == Int32(index) else { continue }
-            try decoder.decode(packet) { (frame: Frame) throws(KilnError) in
-                guard seen < count else { return }
-                seen += 1
-                do { try body(frame, decoder) } catch { throw KilnError(.internalError, stage: .filter, "\(error)") }
-            }
-        }
-        #expect(seen == count)
-    }
-
     /// Runs `frame` through the engine's tone-mapping chain for `toneMap` at w x h and
     /// returns the yuv420p planes.
     private func toneMapped(_ frame: Frame, _ toneMap: ToneMapSource, width: Int, height: Int, timeBase: AVRational) throws -> [[UInt8]] {

@@ -76,10 +76,6 @@ struct ToneMapStepTests {
 
     /// Every yuv420p picture `filters` gives for `path`'s first `count` pictures.
     private func pictures(_ path: String, count: Int, through make: (VideoInput, AVRational) throws -> (push: (Frame?) throws -> Void, pull: (Frame) throws -> Bool)) throws -> [[UInt8]] {
-        let demuxer = try Demuxer(path: path, cancellation: Cancellation())
-        let index = demuxer.firstVideoStream
-        let decoder = try Decoder(stream: demuxer.stream(index))
-        let packet = try Packet()
         var stage: (push: (Frame?) throws -> Void, pull: (Frame) throws -> Bool)?
         var out: [[UInt8]] = []
         let picture = try Frame()
@@ -94,19 +90,10 @@ struct ToneMapStepTests {
                 })
             }
         }
-        var seen = 0
-        while seen < count, try demuxer.read(into: packet) {
-            defer { packet.unref() }
-            guard packet.pointer.pointee.stream_index == Int32(index) else { continue }
-            try decoder.decode(packet) { (frame: Frame) throws(KilnError) in
-                guard seen < count else { return }
-                seen += 1
-                do {
-                    if stage == nil { stage = try make(VideoInput(frame.pointer, interlacedSeen: false), decoder.timeBase) }
-                    try stage?.push(frame)
-                    try collect()
-                } catch { throw KilnError(.internalError, stage: .filter, "\(error)") }
-            }
+        try firstPictures(path, count: count) { frame, decoder in
+            if stage == nil { stage = try make(VideoInput(frame.pointer, interlacedSeen: false), decoder.timeBase) }
+            try stage?.push(frame)
+            try collect()
         }
         try stage?.push(nil)
         try collect()
