@@ -7,7 +7,8 @@
 // fixed by j and the peak — and all three components are scaled by curve(sig)/sig, which
 // keeps their ratios (no hue shift). The filter recomputes a and b and calls a function
 // per component of every pixel; here the constants are computed once and the loop is plain
-// enough for the compiler to vectorise: a 1080p picture takes ~1 ms instead of ~17.
+// enough for the compiler to vectorise: a 1080p picture takes ~4 ms (its 24 MB of floats read
+// and written once) instead of ~17.
 #include "CFFmpeg.h"
 #include <math.h>
 

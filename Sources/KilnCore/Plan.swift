@@ -250,8 +250,10 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 ///    every rotated one had it up to half a pixel off.
 /// 11: chroma that must move where no scale resamples it (a quarter-turned or centre-sited
 ///    picture at its own size) re-sited by zscale on the 4:2:0 planes, not through 4:4:4.
+/// 12: an HDR picture tone-mapped at its own size gets its chroma where the rotation wants
+///    it from the tone map's last zscale, not left and then moved by a second one.
 public enum EngineRecipe {
-    public static let version = 11
+    public static let version = 12
 }
 
 extension Plan {

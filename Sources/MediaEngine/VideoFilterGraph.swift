@@ -303,7 +303,12 @@ func videoFilterChain(plan: VideoPlan, input: VideoInput, toneMap: ToneMapSource
             let peak = toneMap == .hlg ? ToneCurve.hlgPeak : max(peakNits, white)
             curve = (parts.count, MobiusToneMap(param: ToneCurve.linearUpTo, peakNits: peak, whiteNits: white))
         }
-        if !downscale {
+        // zscale's picture is at the plan's size (shrunk first, or the source's own): it
+        // writes the chroma where the rotation wants it, or 4:4:4 where it has no name for
+        // that (re-sited last). Only a larger picture's scale comes after it, moving the
+        // chroma from left.
+        let atSize = downscale || (w == Int(input.width) && h == Int(input.height))
+        if !atSize {
             parts.append("zscale=t=bt709:m=bt709:r=tv:c=left")
             parts.append("format=yuv420p")
             parts += finalScale(from: .left, subsampled: (true, true))

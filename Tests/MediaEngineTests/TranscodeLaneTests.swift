@@ -241,6 +241,15 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
         #expect(videoFilterDescription(plan: videoPlan(0, 1920, 1080, rotation: 180), input: phone, toneMap: nil, outputMatrix: "bt709")
                 == "scale=w=1920:h=1080:flags=bicubic:out_range=tv:in_h_chr_pos=0:in_v_chr_pos=128,format=yuv444p,"
                 + "scale=out_h_chr_pos=256:out_v_chr_pos=128,format=yuv420p,setsar=1,hflip,vflip")
+        // Tone-mapped at its own size, the tone map's last zscale writes the chroma where the
+        // rotation wants it: no second zscale, and no scale after it that would only copy.
+        #expect(videoFilterDescription(plan: videoPlan(0, 1080, 1920, toneMap: true, rotation: 90), input: input, toneMap: .pq,
+                                       peakNits: 1000, outputMatrix: "bt709")
+                == "zscale=tin=smpte2084:pin=bt2020:min=bt2020nc:p=bt2020:t=linear:npl=203,format=gbrpf32le,zscale=p=bt709,"
+                + "tonemap=tonemap=mobius:param=0.3:desat=0:peak=1000/203,zscale=t=bt709:m=bt709:r=tv:c=bottom,format=yuv420p,"
+                + "format=yuv420p,setsar=1,transpose=clock")
+        #expect(videoFilterDescription(plan: videoPlan(0, 1920, 1080, toneMap: true), input: input, toneMap: .pq,
+                                       peakNits: 1000, outputMatrix: "bt709").hasSuffix(",zscale=t=bt709:m=bt709:r=tv:c=left,format=yuv420p,format=yuv420p,setsar=1"))
         var flagged = input
         flagged.interlaced = true
         let sdr = videoFilterDescription(plan: videoPlan(0, 1920, 1080), input: flagged, toneMap: nil, outputMatrix: "bt709")
