@@ -239,8 +239,9 @@ def main():
             while i < (TRANSCODE_PAIRS if not k_wall or min(k_wall) >= 20 else 3 * TRANSCODE_PAIRS):
                 for who in (("kiln", "ffmpeg") if i % 2 == 0 else ("ffmpeg", "kiln")):
                     # Each run writes to a path that does not exist (as the remux's do).
-                    if os.path.exists(kout if who == "kiln" else fout):
-                        os.remove(kout if who == "kiln" else fout)
+                    out = kout if who == "kiln" else fout
+                    if os.path.exists(out):
+                        os.remove(out)
                     if who == "kiln":
                         w, _ = timed_rss([BIN, "prepare", src, "--quality", q, "--caps", "ios", "--output", kout])
                         k_wall.append(w)
