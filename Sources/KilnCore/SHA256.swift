@@ -42,6 +42,11 @@ public final class SHA256 {
     }
 
     public static func hex(_ string: String) -> String { hex(Array(string.utf8)) }
+
+    /// The digest of `bytes`.
+    public static func digest(_ bytes: [UInt8]) -> [UInt8] {
+        let s = SHA256(); bytes.withUnsafeBytes { s.update($0) }; return s.finalize()
+    }
 }
 
 extension SHA256 {

@@ -52,8 +52,8 @@ final class CopyLane: Lane {
     private var adts = ChangeWatch<ADTSConfiguration>(confirmations: 8)
     /// H.264/HEVC keyframes' headers, when a change of picture size must stop the copy
     /// (the plan has an encode to fall back on). A size counts once two keyframes in a row
-    /// have it, or the last keyframe has it to the end.
-    private let sizeWatch: HeaderParser?
+    /// have it, or the last keyframe has it to the end. Freed by `finish`.
+    private var sizeWatch: HeaderParser?
     private var pictureSize = ChangeWatch<PictureSize>(confirmations: 2)
     /// Dolby Vision profile 7 in one track (UHD Blu-ray remuxes): the length size of its
     /// NAL units, whose enhancement layer and RPUs are left out (`DolbyVisionLayers`);
@@ -64,8 +64,8 @@ final class CopyLane: Lane {
     private let pictureOrder: PictureOrderTimes?
     /// The headers of reordered H.264 or HEVC from MPEG program and transport streams, which time
     /// PES packets, not pictures: a picture without a time gets the one its order count
-    /// stands for (`OrderTimeLine`). nil for any other stream.
-    private let untimedPictures: HeaderParser?
+    /// stands for (`OrderTimeLine`). nil for any other stream; freed by `finish`.
+    private var untimedPictures: HeaderParser?
     private var orderTimeLine = OrderTimeLine()
     /// Pictures given a time that way.
     private var timesFromOrder = 0
@@ -546,6 +546,9 @@ final class CopyLane: Lane {
     }
 
     func finish(muxer: Muxer) throws(KilnError) {
+        // The lane lives on through verification: the parsers' tables (~320 kB for HEVC)
+        // need not, at the run's peak of memory.
+        defer { sizeWatch = nil; untimedPictures = nil }
         // Not one keyframe in the whole stream (a damaged recording whose only IDR was hit,
         // a broadcast that marks none): the copy had nothing to start on, and an MP4 track
         // without samples is no track at all. The plan's encode decodes what it can.

@@ -42,14 +42,25 @@ enum FastStart {
         var length: Int64
         /// How much of it was inserted in front (0: the index fitted its room).
         var inserted: Int64
+
+        /// What identifies the head once it is written: its bytes' SHA-256 and its sizes.
+        /// Kept instead of the bytes (a film's index is hundreds of kB, and the forecast's
+        /// and the index move's copies would otherwise both live to the end of the run).
+        var mark: Mark { Mark(sha256: SHA256.digest(bytes), length: length, inserted: inserted) }
+
+        struct Mark: Equatable {
+            var sha256: [UInt8]
+            var length: Int64
+            var inserted: Int64
+        }
     }
 
     /// What `apply` did: how, and for an index written into the room or inserted blocks,
-    /// the head (the muxer's bytes follow it unchanged, from `room` up to `dataEnd`, where
-    /// the old index began).
+    /// the head's mark (the muxer's bytes follow the head unchanged, from `room` up to
+    /// `dataEnd`, where the old index began).
     struct Outcome: Equatable {
         var method: Method
-        var head: Head? = nil
+        var head: Head.Mark? = nil
         var dataEnd: Int64 = 0
     }
 
@@ -79,7 +90,7 @@ enum FastStart {
         if head.inserted == 0 {
             try write(file, head.bytes, at: 0)
             guard ftruncate(fd, off_t(moovBox.offset)) == 0 else { throw ioError(errno, "cannot cut the old index off") }
-            return Outcome(method: .inRoom, head: head, dataEnd: moovBox.offset)
+            return Outcome(method: .inRoom, head: head.mark, dataEnd: moovBox.offset)
         }
         if kiln_insert_range(fd, 0, head.inserted) == 0 {
             try write(file, head.bytes, at: 0)
@@ -87,7 +98,7 @@ enum FastStart {
             guard ftruncate(fd, off_t(head.inserted + moovBox.offset)) == 0 else {
                 throw ioError(errno, "cannot cut the old index off")
             }
-            return Outcome(method: .inserted, head: head, dataEnd: moovBox.offset)
+            return Outcome(method: .inserted, head: head.mark, dataEnd: moovBox.offset)
         }
         let e = errno
         guard e == EOPNOTSUPP || e == EINVAL || e == ENOSYS || e == EPERM else {

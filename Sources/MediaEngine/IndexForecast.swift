@@ -145,12 +145,15 @@ final class IndexForecast: @unchecked Sendable {
     /// Stops the forecast if it is still running; it then has no layout.
     func abandon() { cancellation.cancel() }
 
-    /// The layout, once the forecast is done; nil if it failed or was abandoned.
+    /// The layout, once the forecast is done; nil if it failed, was abandoned or released.
     @discardableResult
     func wait() -> Layout? {
         done.wait()
         return state.withLock { $0.layout }
     }
+
+    /// Frees the layout (its copy of the index) once its one reader has what it needs.
+    func release() { state.withLock { $0.layout = nil } }
 
     private func forecast(reader second: SecondReader, rewind: StartMarks?, plan: Plan, info: MediaInfo,
                           room: Int64) throws(KilnError) -> Layout? {
@@ -287,7 +290,7 @@ final class StreamingDigest: @unchecked Sendable {
     struct Claim: Sendable {
         var sha256: String
         var bytes: Int64
-        var head: FastStart.Head
+        var head: FastStart.Head.Mark
         var dataEnd: Int64
 
         /// Whether the index move wrote what the forecast said it would, where it said.
@@ -298,9 +301,13 @@ final class StreamingDigest: @unchecked Sendable {
     }
 
     private let done = Latch()
+    /// Opened once the reader knows the head it hashes (or that there is none).
+    private let headKnown = Latch()
     private let writerDone = Atomic<Bool>(false)
     private let abandoned = Atomic<Bool>(false)
     private var followed: Claim?
+    /// Whether the forecast's head fits the room (written once, before `headKnown` opens).
+    private var fitsRoom = false
     private let forecast: IndexForecast
     private let file: FileDescriptor
     private let cancellation: Cancellation
@@ -315,6 +322,7 @@ final class StreamingDigest: @unchecked Sendable {
         }
         Threads.start { [self] in
             followed = follow()
+            headKnown.open()  // also where `follow` gave up before it knew the head
             done.open()
         }
     }
@@ -336,8 +344,8 @@ final class StreamingDigest: @unchecked Sendable {
     func writerFinished(awaitingForecast: Bool = false) -> Bool {
         if !awaitingForecast && !forecast.isFinished { forecast.abandon() }
         writerDone.store(true, ordering: .releasing)
-        guard let layout = forecast.wait() else { return false }
-        return FastStart.headBytes(ftyp: layout.ftyp, moov: layout.moov) <= layout.room
+        headKnown.wait()
+        return fitsRoom
     }
 
     /// The digest once the reader has caught up with the finished file (`writerFinished`
@@ -347,7 +355,19 @@ final class StreamingDigest: @unchecked Sendable {
         return followed
     }
 
-    private func follow() -> Claim? {
+    /// Where the hash of the forecast's file stands once its head is in: what the rest of
+    /// the run needs of the forecast, without its index.
+    private struct Start {
+        var mark: FastStart.Head.Mark
+        var prefix: [UInt8]
+        var room: Int64
+        var dataEnd: Int64
+    }
+
+    /// Hashes the head the forecast says the file will have, then frees the forecast's
+    /// index: the head's mark is all that is compared later (a film's index is hundreds of
+    /// kB, and the index move makes a copy of its own). Nil without a forecast.
+    private func start(_ hash: SHA256) -> Start? {
         guard let layout = forecast.wait() else { return nil }
         var st = stat()
         guard fstat(file.rawValue, &st) == 0,
@@ -355,7 +375,9 @@ final class StreamingDigest: @unchecked Sendable {
                                              blockSize: FastStart.blockSize(st)) else {
             return nil
         }
-        let hash = SHA256()
+        forecast.release()
+        fitsRoom = head.inserted == 0
+        headKnown.open()
         head.bytes.withUnsafeBytes { hash.update($0) }
         var zeros = head.length - Int64(head.bytes.count)
         let zero = [UInt8](repeating: 0, count: Int(min(zeros, 1 << 16)))
@@ -363,9 +385,16 @@ final class StreamingDigest: @unchecked Sendable {
             zero.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[0..<Int(min(zeros, Int64(zero.count)))])) }
             zeros -= Int64(zero.count)
         }
-        layout.prefix.withUnsafeBytes { hash.update($0) }
-        var position = layout.room + Int64(layout.prefix.count)
-        let end = layout.moovOffset
+        return Start(mark: head.mark, prefix: layout.prefix, room: layout.room, dataEnd: layout.moovOffset)
+    }
+
+    private func follow() -> Claim? {
+        let hash = SHA256()
+        guard let start = start(hash) else { return nil }
+        let prefix = start.prefix, end = start.dataEnd
+        prefix.withUnsafeBytes { hash.update($0) }
+        var position = start.room + Int64(prefix.count)
+        var st = stat()
         while position < end {
             if abandoned.load(ordering: .acquiring) || cancellation.isCanceled { return nil }
             // Read the flag before the size: a writer that finished after the size was taken
@@ -389,7 +418,7 @@ final class StreamingDigest: @unchecked Sendable {
             if abandoned.load(ordering: .acquiring) || cancellation.isCanceled { return nil }
             usleep(500)
         }
-        guard (try? file.read(upTo: layout.prefix.count, at: layout.room)) == layout.prefix else { return nil }
-        return Claim(sha256: hash.hexDigest(), bytes: head.length + end - layout.room, head: head, dataEnd: end)
+        guard (try? file.read(upTo: prefix.count, at: start.room)) == prefix else { return nil }
+        return Claim(sha256: hash.hexDigest(), bytes: start.mark.length + end - start.room, head: start.mark, dataEnd: end)
     }
 }

@@ -226,8 +226,8 @@ struct IndexForecastTests {
 
     @Test("a claim holds only for the head and index offset the index move really wrote")
     func claimMatching() {
-        func head(_ bytes: [UInt8], length: Int64 = 4096, inserted: Int64 = 0) -> FastStart.Head {
-            FastStart.Head(bytes: bytes, length: length, inserted: inserted)
+        func head(_ bytes: [UInt8], length: Int64 = 4096, inserted: Int64 = 0) -> FastStart.Head.Mark {
+            FastStart.Head(bytes: bytes, length: length, inserted: inserted).mark
         }
         let claim = StreamingDigest.Claim(sha256: "x", bytes: 10, head: head([1, 2, 3]), dataEnd: 100)
         #expect(claim.matches(FastStart.Outcome(method: .inRoom, head: head([1, 2, 3]), dataEnd: 100)))
