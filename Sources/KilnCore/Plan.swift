@@ -9,13 +9,13 @@ public struct Plan: Codable, Sendable, Equatable {
     public var targetBitrateKbps: Int
     /// Output container: the source's for `original`, "mp4" otherwise.
     public var container: String
-    public var video: VideoPlan?
+    @Nullable public var video: VideoPlan?
     /// For a copied picture: the encode that replaces the copy if the copy stops (an
     /// H.264/HEVC stream that changes its picture size mid-stream, which one MP4 sample
     /// entry cannot carry; damage the muxer cannot take). Made from the same inputs as the
     /// rest of the plan, so not part of its key.
     public var videoFallback: VideoPlan?
-    public var audio: AudioPlan?
+    @Nullable public var audio: AudioPlan?
     /// For a copied sound: the encode that replaces the copy if the copy stops (its format
     /// changes mid-stream, damage the muxer cannot take), made by the device's rules (its
     /// codecs, its channels). Not part of the key, as `videoFallback`; nil where the
@@ -80,7 +80,7 @@ public struct VideoPlan: Codable, Sendable, Equatable {
     /// Clockwise degrees the source's display matrix asks for. A copy carries the matrix;
     /// a transcode applies it to the pixels (width/height are then the upright size).
     public var rotation: Int
-    public var encoder: EncoderSettings?
+    @Nullable public var encoder: EncoderSettings?
     /// A transcode only: the most pictures a second it shows; a source above it shows every
     /// n-th picture (`FrameRateLimit`). Set only where the source's rate is above it, nil
     /// where the encode keeps the source's rate.
@@ -152,7 +152,7 @@ public struct AudioPlan: Codable, Sendable, Equatable {
     public var channels: Int
     /// 0 when copied.
     public var bitrateKbps: Int
-    public var language: String?
+    @Nullable public var language: String?
 
     public init(sourceIndex: Int, action: StreamAction, codec: String, channels: Int, bitrateKbps: Int,
                 language: String? = nil) {
@@ -180,7 +180,7 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
     public var action: SubtitleAction
     /// "mov_text" when converted; the source codec when dropped or burnt in.
     public var codec: String
-    public var language: String?
+    @Nullable public var language: String?
     public var forced: Bool
     /// Why it is dropped (`subtitle_bitmap`) or burnt in (`forced_subtitles_burned_in`), nil when converted.
     public var reason: String?

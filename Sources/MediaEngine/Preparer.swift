@@ -46,8 +46,8 @@ public struct OutputInfo: Codable, Sendable, Equatable {
     public var sha256: String
     public var durationSeconds: Double
     public var container: String
-    public var video: Video?
-    public var audio: Audio?
+    @Nullable public var video: Video?
+    @Nullable public var audio: Audio?
     public var subtitles: [Subtitle]
     public var chapters: Int
     public var dropped: [Dropped]

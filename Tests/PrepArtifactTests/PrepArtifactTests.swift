@@ -73,6 +73,26 @@ struct CommandLineTests {
         #expect(noOut.status == 2)
     }
 
+    @Test("what the contract writes as …|null is there as null when it has no value: an audio-only file's video, a copy's encoder, an untagged track's language")
+    func contractNulls() throws {
+        try Command.prepare(Media.shared("mb_eac3.mkv"), quality: "original", caps: "ios", scratch: "nulls") { r, _ in
+            #expect(r.status == 0, "\(r.stderr)")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["video"] == .null, "the plan's video: \(r.stdout.prefix(400))")
+            #expect(json["output"]?["video"] == .null, "the output's video")
+            #expect(json["plan"]?["audio"]?["language"] == .null, "an untagged track's language")
+            #expect(json["output"]?["audio"]?["codec"] == .string("eac3"))
+        }
+        let copy = try Command.run(["plan", Media.shared("sp_bear-640x360-ec3.mp4"), "--quality", "original", "--caps", "ios", "--json"])
+        let plan = try JSONValue.parse(Array(copy.stdout.utf8))
+        #expect(plan["video"]?["action"] == .string("copy"))
+        #expect(plan["video"]?["encoder"] == .null, "a copied picture has no encoder: \(copy.stdout.prefix(400))")
+        // A plan stored without those keys (before they were written) still reads.
+        let stored = #"{"quality":"original","effective_quality":"original","delivery_format":"remux","target_bitrate_kbps":0,"container":"mp4","audio":{"source_index":0,"action":"copy","codec":"eac3","channels":6,"bitrate_kbps":0},"subtitles":[],"reasons":[],"artifact_key":"k"}"#
+        let read = try JSON.decode(Plan.self, from: Array(stored.utf8))
+        #expect(read.video == nil && read.audio?.language == nil && read.audio?.channels == 6)
+    }
+
     @Test("a missing file and a file that is not media exit 3 with a one-line reason")
     func unreadable() throws {
         let missing = try Command.run(["probe", "/nonexistent/file.mkv", "--json"])
