@@ -213,9 +213,11 @@ public struct AttemptErrorView: Encodable, Sendable, Equatable {
     let signal: Int32?
     let logTail: [String]
     let at: String
+    /// As the contract's error object has it (`AttemptError.retryable`).
+    let retryable: Bool
 
     enum CodingKeys: String, CodingKey {
-        case attempt, code, stage, message, exitStatus = "exit_status", signal, logTail = "log_tail", at
+        case attempt, code, stage, message, exitStatus = "exit_status", signal, logTail = "log_tail", at, retryable
     }
 
     init(_ e: AttemptError) {
@@ -223,6 +225,7 @@ public struct AttemptErrorView: Encodable, Sendable, Equatable {
         // the API's are sentences, as the contract's envelope says.
         attempt = e.attempt; code = e.code; stage = e.stage; message = KilnError.sentence(e.message)
         exitStatus = e.exitStatus; signal = e.signal; logTail = e.logTail; at = RFC3339.string(millis: e.at)
+        retryable = e.retryable
     }
 }
 

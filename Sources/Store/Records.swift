@@ -151,6 +151,20 @@ public struct AttemptError: Codable, Sendable, Equatable {
 }
 
 extension AttemptError {
+    /// Whether asking again later may succeed: the failure says nothing against the source
+    /// or the request. The engine's transient codes (`KilnError.retryable`: I/O, space,
+    /// resources, a verification that may pass on another try) and the farm's own (a lost
+    /// lease, a daemon stopped mid-job, a child that could not start, stalled, ran out of
+    /// time or was killed by a signal, as the OOM killer does) are; what the source or the
+    /// request cannot do, a cancel and a bug are not. A caller re-asking failed rows goes
+    /// by it.
+    public var retryable: Bool {
+        if let known = KilnError.Code(rawValue: code) { return KilnError(known, stage: .request, "").retryable }
+        return Self.transientFarmCodes.contains(code)
+    }
+
+    static let transientFarmCodes: Set<String> = ["lease_expired", "interrupted", "launch_failed", "stalled", "timeout", "crashed"]
+
     /// What an original whose file changed since it was asked for answers, found at `at`.
     public static func originalChanged(at: Int64) -> AttemptError {
         AttemptError(attempt: 0, code: "source_changed", stage: "open",

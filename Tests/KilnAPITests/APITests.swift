@@ -157,6 +157,7 @@ struct APITests {
         let after = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/references/c-1").body)
         #expect(after["status"] == .string("failed") && after["error"]?["code"] == .string("canceled") && after["file"] == .null, "\(after)")
         #expect(isRFC3339(after["error"]?["at"]), "an error's time is written like every other time: \(after)")
+        #expect(after["error"]?["retryable"] == .bool(false), "a cancel is not a failure to try again: \(after)")
         let again = try JSONValue.parse(try d.prepare("c-1", "sp_bear-640x360-ec3.mp4", quality: "1mbps").body)
         #expect(again["status"] == .string("preparing"), "\(again)")
     }
@@ -259,6 +260,7 @@ struct APITests {
         #expect(answer["status"] == .string("preparing") && answer["error"] == .null, "\(answer)")
         #expect(answer["waiting_reason"] == .string("retrying") && isRFC3339(answer["retry_at"]), "\(answer)")
         #expect(answer["last_error"]?["code"] == .string("io_error") && answer["last_error"]?["attempt"] == .number(1), "\(answer)")
+        #expect(answer["last_error"]?["retryable"] == .bool(true), "an I/O error may pass on another try: \(answer)")
         // The child's clause, told as the contract's envelopes tell: one sentence.
         #expect(answer["last_error"]?["message"] == .string("Cannot write the output: Input/output error."), "\(answer)")
     }

@@ -10,6 +10,17 @@ struct StoreTests {
 
     // MARK: Intake
 
+    @Test("a failure says whether asking again later may succeed: the source's and the request's faults, a cancel and a bug do not; I/O, space, a crash, a stall, a lost lease may")
+    func retryableFailures() {
+        func retryable(_ code: String) -> Bool { AttemptError(attempt: 1, code: code, stage: "run", message: "m", at: 0).retryable }
+        for code in ["source_corrupt", "source_unsupported", "invalid_caps", "quality_unavailable", "canceled", "internal_error", "output_missing"] {
+            #expect(!retryable(code), "\(code)")
+        }
+        for code in ["io_error", "disk_full", "resource_limit", "verify_failed", "crashed", "stalled", "timeout", "lease_expired", "interrupted", "launch_failed"] {
+            #expect(retryable(code), "\(code)")
+        }
+    }
+
     @Test("a first request creates a pending artifact with one queued job")
     func bindCreates() throws {
         let t = try TempStore()
