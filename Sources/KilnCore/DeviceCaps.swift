@@ -75,6 +75,10 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
     /// older sticks). Absent: a copied stream keeps its rate, and an encode is kept within
     /// 60 fps (`Planner`). A source above it is re-encoded (`frame_rate_above_cap`).
     public var maxFrameRate: Double?
+    /// Fields the caps held that Kiln does not know (a newer client's, another player's),
+    /// as written, sorted: ignored, and listed in the plan (`Plan.ignoredCaps`) so that
+    /// one that was meant (`hdr_support`) is seen rather than silently dropped. nil if none.
+    public var ignoredFields: [String]?
 
     public init(codecsVideo: [String]? = nil, codecsAudio: [String]? = nil,
                 audioPassthroughCodecs: [String]? = nil, containers: [String]? = nil,
@@ -101,9 +105,61 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         case maxResolution = "max_resolution", hdr, interlaced
         case maxH264Level = "max_h264_level", maxVideoBitDepth = "max_video_bit_depth", hdrFormats = "hdr_formats"
         case maxAudioChannels = "max_audio_channels", maxFrameRate = "max_frame_rate"
+        case ignoredFields = "ignored_fields"
     }
 
-    static let fieldNames = Set(CodingKeys.allCases.map(\.rawValue))
+    /// The fields a client may send (`ignored_fields` is Kiln's own note, not one of them).
+    static let fieldNames = Set(CodingKeys.allCases.filter { $0 != .ignoredFields }.map(\.rawValue))
+
+    /// A field name as clients vary it: any case, with or without `_` or `-`
+    /// (`maxResolution`, `Max-Resolution` and `max_resolution` are one field).
+    static func canonical(_ key: String) -> String {
+        String(key.lowercased().filter { $0 != "_" && $0 != "-" && $0 != " " })
+    }
+
+    static let fieldsByCanonical = Dictionary(uniqueKeysWithValues: fieldNames.map { (canonical($0), $0) })
+
+    /// The caps object with each field under the name Kiln reads it by, and the fields it
+    /// does not know. A name one or two letters from a field's (`codec_video`) is taken
+    /// for a misspelling of it, and refused: read as unknown, the device would silently
+    /// lose the limit it states. Two spellings of one field are refused too.
+    static func normalized(_ o: [String: JSONValue]) throws(KilnError) -> (fields: [String: JSONValue], ignored: [String]) {
+        var fields: [String: JSONValue] = [:], ignored: [String] = []
+        var spelt: [String: String] = [:]
+        for (key, value) in o.sorted(by: { $0.key < $1.key }) {
+            let canon = canonical(key)
+            if let field = fieldsByCanonical[canon] {
+                if let other = spelt[field] {
+                    throw KilnError(.invalidCaps, stage: .request, field: field,
+                                    "caps give \(field) twice (as \"\(other)\" and \"\(key)\")")
+                }
+                spelt[field] = key
+                fields[field] = value
+            } else if let near = fieldsByCanonical.first(where: { isMisspelling(canon, of: $0.key) })?.value {
+                throw KilnError(.invalidCaps, stage: .request, field: key, "caps.\(key) is not a caps field; did you mean \(near)?")
+            } else {
+                ignored.append(key)
+            }
+        }
+        return (fields, ignored)
+    }
+
+    /// Whether `name` is within one edit (two for names of eight letters or more) of
+    /// `field`, both canonical: a typo rather than another field.
+    static func isMisspelling(_ name: String, of field: String) -> Bool {
+        let a = Array(name), b = Array(field)
+        let allowed = b.count >= 8 ? 2 : 1
+        guard abs(a.count - b.count) <= allowed, a.count >= 3, !b.isEmpty else { return false }
+        var row = Array(0...b.count)
+        for i in 1...a.count {
+            var next = [i] + Array(repeating: 0, count: b.count)
+            for j in 1...b.count {
+                next[j] = min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            row = next
+        }
+        return row[b.count] <= allowed
+    }
 
     /// The HDR format words `hdr_formats` takes (HDR10+ is HDR10 to a display without it).
     public static let hdrFormatNames: Set<String> = ["hdr10", "hlg", "dolby_vision"]
@@ -161,14 +217,15 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
     }
 
     public static func parse(_ value: JSONValue) throws(KilnError) -> DeviceCaps {
-        guard case .object(let o) = value else {
+        guard case .object(let written) = value else {
             throw KilnError(.invalidCaps, stage: .request, "caps must be a JSON object")
         }
+        let (o, ignored) = try normalized(written)
         // The caps as the media server's downloads request carries them, `{"caps": {…}}`
         // (seed 000), are the caps inside: read as caps, the wrapper says nothing, and the
         // device would silently be taken for the baseline one (1080p sent to a 720p phone).
-        if case .object? = o["caps"], !o.keys.contains(where: Self.fieldNames.contains) {
-            return try parse(o["caps"]!)
+        if o.isEmpty, case .object? = written["caps"] {
+            return try parse(written["caps"]!)
         }
         func list(_ key: String) throws(KilnError) -> [String]? {
             guard let v = o[key], v != .null else { return nil }
@@ -186,6 +243,7 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
             return out
         }
         var caps = DeviceCaps()
+        caps.ignoredFields = ignored.isEmpty ? nil : ignored
         caps.codecsVideo = try list("codecs_video")
         caps.codecsAudio = try list("codecs_audio")
         caps.audioPassthroughCodecs = try list("audio_passthrough_codecs")

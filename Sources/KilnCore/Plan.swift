@@ -25,6 +25,9 @@ public struct Plan: Codable, Sendable, Equatable {
     /// Stable machine words saying why (e.g. `container_unsupported`, `source_fits_target`).
     public var reasons: [String]
     public var artifactKey: String
+    /// The caps' fields Kiln does not know, as the client wrote them (`DeviceCaps.ignoredFields`):
+    /// they shaped nothing. nil if none.
+    public var ignoredCaps: [String]?
 
     public init(quality: Quality, effectiveQuality: Quality, deliveryFormat: DeliveryFormat,
                 targetBitrateKbps: Int, container: String, video: VideoPlan?, audio: AudioPlan?,
@@ -45,6 +48,7 @@ public struct Plan: Codable, Sendable, Equatable {
         case quality, effectiveQuality = "effective_quality", deliveryFormat = "delivery_format"
         case targetBitrateKbps = "target_bitrate_kbps", container, video, audio, subtitles, reasons
         case artifactKey = "artifact_key", videoFallback = "video_fallback", audioFallback = "audio_fallback"
+        case ignoredCaps = "ignored_caps"
     }
 }
 

@@ -3,9 +3,23 @@ import KilnCore
 /// What Kiln knows about codec names, containers and pixel formats, independent of any device.
 enum Codecs {
     /// Folds the spellings clients and tools use onto libavcodec's names, so caps written
-    /// as `["avc1", "HEVC", "ec-3"]` mean what their author meant.
+    /// as `["avc1", "HEVC", "ec-3"]` mean what their author meant. A codec string as
+    /// browsers and Apple's players take it (RFC 6381: `avc1.640028`, `hvc1.2.4.L153.B0`,
+    /// `mp4a.40.2`) names its codec by what comes before the first dot (for `mp4a`, by the
+    /// object type after it); its profile and level say more than a caps list can use.
     static func canonical(_ name: String) -> String {
         let n = name.lowercased()
+        if let dot = n.firstIndex(of: "."), case let family = String(n[..<dot]), family.count == 4 {
+            let detail = n[n.index(after: dot)...]
+            guard family == "mp4a" else { return canonical(family) }
+            switch detail.prefix(2) {
+            case "40", "66", "67", "68": return "aac"  // MPEG-4 audio and MPEG-2 AAC's profiles
+            case "69", "6b": return "mp3"
+            case "a5": return "ac3"
+            case "a6": return "eac3"
+            default: return n
+            }
+        }
         switch n {
         case "avc", "avc1", "avc3", "h.264", "x264", "libx264": return "h264"
         case "h265", "h.265", "hvc1", "hev1", "x265", "libx265": return "hevc"

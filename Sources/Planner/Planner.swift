@@ -34,6 +34,7 @@ public enum Planner {
         let context = PlanContext(source: source, caps: caps, policy: policy, audioLanguage: audioLanguage, presets: presets)
         var plan = try quality == .original ? context.planOriginal() : context.planRung(quality)
         plan.reasons = unique(plan.reasons)
+        plan.ignoredCaps = caps?.ignoredFields
         plan.artifactKey = ArtifactKey.compute(plan: plan, source: source, presetsVersion: presets.version)
         return plan
     }

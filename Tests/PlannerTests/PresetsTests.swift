@@ -50,6 +50,26 @@ struct PresetsTests {
         }
     }
 
+    @Test("caps field names as clients vary them (maxResolution, Max-Resolution) are the fields; one a letter or two off (codec_video) names itself and the field it misses, as does a field given twice; a field Kiln does not know is kept aside and listed in the plan")
+    func fieldSpellings() throws {
+        let camel = try DeviceCaps.parse(Array(#"{"codecsVideo": ["h264"], "maxResolution": "720p", "Max-Audio-Channels": 2, "HDR": false}"#.utf8))
+        #expect(camel.codecsVideo == ["h264"] && camel.maxResolution == .p720 && camel.maxAudioChannels == 2 && camel.hdr == false)
+        #expect(camel.ignoredFields == nil)
+        for (bad, field, meant) in [(#"{"codec_video": ["h264"]}"#, "codec_video", "codecs_video"),
+                                    (#"{"max_resolutoin": "720p"}"#, "max_resolutoin", "max_resolution"),
+                                    (#"{"hdrs": true}"#, "hdrs", "hdr"),
+                                    (#"{"max_resolution": "720p", "maxResolution": "480p"}"#, "max_resolution", "max_resolution")] {
+            do { _ = try DeviceCaps.parse(Array(bad.utf8)); Issue.record("parsed \(bad)") } catch {
+                #expect(error.code == .invalidCaps && error.field == field && error.message.contains(meant), "\(bad): \(error)")
+            }
+        }
+        let unknown = try DeviceCaps.parse(Array(#"{"hdr_support": false, "codecs_subtitle": ["srt"], "max_resolution": "720p"}"#.utf8))
+        #expect(unknown.maxResolution == .p720 && unknown.ignoredFields == ["codecs_subtitle", "hdr_support"])
+        let source = media("mp4", kbps: 4000, video("h264", 1920, 1080, profile: "High", level: 40), audio("aac", ch: 2, index: 1, lang: "eng", isDefault: true))
+        let limited = try Planner.plan(source: source, quality: .original, caps: unknown, presets: presets)
+        #expect(limited.video?.height == 720 && limited.ignoredCaps == ["codecs_subtitle", "hdr_support"], "\(limited)")
+    }
+
     @Test("caps as clients write them: names in any case with stray spaces, 4K as 2160p or uhd, a height; an empty name or an unknown size names the field")
     func lenientCaps() throws {
         let caps = try DeviceCaps.parse(Array(#"{"codecs_video": [" H264 ", "hevc\r\n"], "containers": ["MP4"], "max_resolution": " 2160P"}"#.utf8))
