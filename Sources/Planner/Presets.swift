@@ -131,7 +131,11 @@ public struct Presets: Sendable, Equatable, Encodable {
                 throw KilnError(.internalError, stage: .plan, "cannot read the device profile \(path)")
             }
             do {
-                devices[name] = try DeviceCaps.parse(data)
+                var caps = try DeviceCaps.parse(data)
+                // The profile's own description, not a caps field the device left to guess.
+                caps.ignoredFields = caps.ignoredFields?.filter { $0 != "notes" }
+                if caps.ignoredFields?.isEmpty == true { caps.ignoredFields = nil }
+                devices[name] = caps
             } catch {
                 throw KilnError(error.code, stage: error.stage, field: error.field, "device profile \(file): \(error.message)")
             }
