@@ -163,6 +163,9 @@ final class ShutdownSignal: @unchecked Sendable {
         sigemptyset(&set)
         for sig in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, sig) }
         pthread_sigmask(SIG_BLOCK, &set, nil)
+        // A file size limit (systemd's LimitFSIZE) reached by the database or a log must fail
+        // that write (EFBIG), not end the daemon mid-transaction as SIGXFSZ's default does.
+        signal(SIGXFSZ, SIG_IGN)
         let watched = set
         let thread = Thread { [self] in
             var set = watched

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import KilnCore
 import MediaEngine
 
@@ -16,6 +19,11 @@ enum CommandLineTool {
         // its watcher started (the daemon stopping a job it just launched), they killed it
         // with no answer; held, the watcher takes them and it answers `canceled`.
         if ["prepare", "run"].contains(args.first) { SignalWatcher.holdUntilWatched() }
+        // A file size limit (`ulimit -f`, systemd's LimitFSIZE) reached mid-write raises
+        // SIGXFSZ, whose default ends the process with its temporary output left beside the
+        // destination. Ignored, the write fails (EFBIG) and the run ends as any failed
+        // write does: exit 4, nothing left behind.
+        signal(SIGXFSZ, SIG_IGN)
         ChildSetup.apply()
         EngineMemory.configure()
         guard let command = args.first else {

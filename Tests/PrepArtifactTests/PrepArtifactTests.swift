@@ -93,6 +93,24 @@ struct CommandLineTests {
         #expect(read.video == nil && read.audio?.language == nil && read.audio?.channels == 6)
     }
 
+    @Test("a file size limit (ulimit -f) reached mid-write: exit 4 with io_error and nothing left in the folder (SIGXFSZ killed the command and left its temporary file)")
+    func fileSizeLimit() throws {
+        let dir = Media.scratch("fsize")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        // A 32 kB limit on a remux of about 100 kB, with SIGXFSZ at its default and unblocked
+        // as in a login shell (the test runner blocks it, which children inherit).
+        let limited = "import os, resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_DFL); "
+            + "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGXFSZ]); "
+            + "resource.setrlimit(resource.RLIMIT_FSIZE, (32768, 32768)); os.execv(sys.argv[1], sys.argv[1:])"
+        let r = try Run.command("python3", ["-c", limited, Command.binary, "prepare",
+                                            Media.shared("mb_eac3.mkv"), "--quality", "original", "--caps", "ios",
+                                            "--output", out, "--json"])
+        #expect(r.status == 4, "\(r.status): \(r.stdout) \(r.stderr.suffix(300))")
+        #expect(try Command.json(r)["error"]?["code"] == .string("io_error"), "\(r.stdout)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty, "left behind")
+    }
+
     @Test("a missing file and a file that is not media exit 3 with a one-line reason")
     func unreadable() throws {
         let missing = try Command.run(["probe", "/nonexistent/file.mkv", "--json"])
