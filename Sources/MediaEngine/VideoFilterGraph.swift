@@ -329,7 +329,8 @@ func videoFilterChain(plan: VideoPlan, input: VideoInput, toneMap: ToneMapSource
     }
     if viaYUV444 { parts.append("scale=out_h_chr_pos=\(target.across):out_v_chr_pos=\(target.down)") }
     if let resite { parts.append("zscale=cin=\(resite.from):c=\(resite.to):f=bicubic") }
-    parts.append("format=yuv420p")
+    // Once: a tone-mapped picture at its size is 4:2:0 already.
+    if parts.last != "format=yuv420p" { parts.append("format=yuv420p") }
     parts.append("setsar=1")
     switch ((plan.rotation % 360) + 360) % 360 {
     case 90: parts.append("transpose=clock")

@@ -221,7 +221,7 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
                                          input: input, toneMap: .pq, peakNits: 4000, outputMatrix: "bt709")
         #expect(hdr == "bwdif=mode=send_frame:parity=auto:deint=all,scale=w=1280:h=720:flags=bicubic:in_h_chr_pos=0:in_v_chr_pos=128:out_h_chr_pos=0:out_v_chr_pos=128,"
                 + "zscale=tin=smpte2084:pin=bt2020:min=bt2020nc:p=bt2020:t=linear:npl=203,format=gbrpf32le,zscale=p=bt709,"
-                + "tonemap=tonemap=mobius:param=0.3:desat=0:peak=4000/203,zscale=t=bt709:m=bt709:r=tv:c=bottom,format=yuv420p,format=yuv420p,setsar=1,transpose=clock")
+                + "tonemap=tonemap=mobius:param=0.3:desat=0:peak=4000/203,zscale=t=bt709:m=bt709:r=tv:c=bottom,format=yuv420p,setsar=1,transpose=clock")
         // HLG's peak is its reference display's, whatever the stream says; content dimmer
         // than reference white is left linear.
         let hlg = videoFilterDescription(plan: videoPlan(0, 1920, 1080, toneMap: true), input: input, toneMap: .hlg,
@@ -247,9 +247,9 @@ private func duration(_ s: ProbedStream) -> Double { Double(s["duration"] ?? "")
                                        peakNits: 1000, outputMatrix: "bt709")
                 == "zscale=tin=smpte2084:pin=bt2020:min=bt2020nc:p=bt2020:t=linear:npl=203,format=gbrpf32le,zscale=p=bt709,"
                 + "tonemap=tonemap=mobius:param=0.3:desat=0:peak=1000/203,zscale=t=bt709:m=bt709:r=tv:c=bottom,format=yuv420p,"
-                + "format=yuv420p,setsar=1,transpose=clock")
+                + "setsar=1,transpose=clock")
         #expect(videoFilterDescription(plan: videoPlan(0, 1920, 1080, toneMap: true), input: input, toneMap: .pq,
-                                       peakNits: 1000, outputMatrix: "bt709").hasSuffix(",zscale=t=bt709:m=bt709:r=tv:c=left,format=yuv420p,format=yuv420p,setsar=1"))
+                                       peakNits: 1000, outputMatrix: "bt709").hasSuffix(",zscale=t=bt709:m=bt709:r=tv:c=left,format=yuv420p,setsar=1"))
         var flagged = input
         flagged.interlaced = true
         let sdr = videoFilterDescription(plan: videoPlan(0, 1920, 1080), input: flagged, toneMap: nil, outputMatrix: "bt709")
