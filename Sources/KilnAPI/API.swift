@@ -340,7 +340,7 @@ public final class API: Sendable {
             counts: snap.jobsByState, artifacts: snap.artifactsByState, running: snap.running.map(JobView.init), queued: snap.queued.map(JobView.init),
             recentFailures: snap.recentFailures.map {
                 .init(artifactID: $0.id, deliveryFormat: $0.plan.deliveryFormat.rawValue, source: $0.source.path,
-                      error: $0.errors.last.map(AttemptErrorView.init), at: RFC3339.string(millis: $0.updatedAt))
+                      error: ($0.failure ?? $0.errors.last).map(AttemptErrorView.init), at: RFC3339.string(millis: $0.updatedAt))
             },
             slots: slots,
             storage: .init(storedBytes: snap.storedBytes, unreferencedBytes: snap.unreferencedBytes, freeBytes: farm.freeBytes,

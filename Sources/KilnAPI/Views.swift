@@ -70,10 +70,7 @@ public struct ReferenceView: Encodable, Sendable {
             return
         }
         switch artifact.state {
-        case .failed where artifact.plan.deliveryFormat == .original:
-            // An original fails only by its file changing; no job recorded it.
-            error = AttemptErrorView(AttemptError.originalChanged(at: artifact.updatedAt))
-        case .failed: error = artifact.errors.last.map(AttemptErrorView.init)
+        case .failed: error = artifact.failure.map(AttemptErrorView.init)
         case .canceled:
             error = AttemptErrorView(artifact.errors.last.flatMap { $0.code == "canceled" ? $0 : nil }
                 ?? AttemptError(attempt: artifact.job?.attempt ?? 0, code: "canceled", stage: "request",
@@ -150,7 +147,7 @@ public struct ArtifactView: Encodable, Sendable {
         references = a.references
         job = a.job.map(JobView.init)
         attempts = a.job?.attempt ?? 0
-        errors = a.errors.map(AttemptErrorView.init)
+        errors = (a.errors.isEmpty ? a.failure.map { [$0] } ?? [] : a.errors).map(AttemptErrorView.init)
         progress = a.state == .pending ? a.job?.progress : nil
         createdAt = RFC3339.string(millis: a.createdAt)
         updatedAt = RFC3339.string(millis: a.updatedAt)
@@ -199,6 +196,15 @@ public struct JobView: Encodable, Sendable {
         leaseOwner = j.leaseOwner; leaseExpiresAt = j.leaseExpiresAt.map(RFC3339.string); progress = j.state == .running ? j.progress : nil
         waitingReason = j.waitingReason; queuedAt = RFC3339.string(millis: j.queuedAt)
         startedAt = j.startedAt.map(RFC3339.string); finishedAt = j.finishedAt.map(RFC3339.string)
+    }
+}
+
+extension ArtifactRecord {
+    /// What failed it, for a failed artifact: its last attempt's error, or for an original
+    /// (which fails only by its file changing, and has no job to record it) that change.
+    var failure: AttemptError? {
+        guard state == .failed else { return nil }
+        return plan.deliveryFormat == .original ? errors.last ?? .originalChanged(at: updatedAt) : errors.last
     }
 }
 

@@ -669,6 +669,16 @@ struct APITests {
         #expect(Int64(at.timeIntervalSince1970 * 1000) >= changedAt, "\(answer)")
         let metrics = try RawHTTP.request(port: d.port, "GET", "/metrics").text
         #expect(metrics.contains(#"kiln_failures_total{code="source_changed"} 1"#), "\(metrics.prefix(2000))")
+        // The status endpoint's failures and the artifact say why too (they said nothing).
+        let queue = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/queue").body)
+        guard case .array(let failures)? = queue["recent_failures"], let first = failures.first else {
+            Issue.record("no recent failure: \(queue)"); return
+        }
+        #expect(first["error"]?["code"] == .string("source_changed"), "\(first)")
+        let id = try #require(answer["artifact_id"]?.string)
+        let artifact = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)").body)
+        guard case .array(let errors)? = artifact["errors"] else { Issue.record("no errors: \(artifact)"); return }
+        #expect(errors.first?["code"] == .string("source_changed"), "\(artifact)")
     }
 
     @Test("the status endpoint, metrics and status page answer; the queue's times are RFC 3339; metrics count originals as requests, not as jobs made")
