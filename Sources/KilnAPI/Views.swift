@@ -5,7 +5,15 @@ import Store
 /// The answer about one reference (CONTRACT.md section 3, `POST /v1/prepare` and
 /// `GET /v1/references/{ref}`).
 public struct ReferenceView: Encodable, Sendable {
-    public struct File: Encodable, Sendable { let path: String; let bytes: Int64; let sha256: String? }
+    /// `sha256` is null for an original: the file is the source as it is, which Kiln does
+    /// not read whole to answer (a film can be tens of GB); its fingerprint and the
+    /// download's `ETag` identify it.
+    public struct File: Encodable, Sendable {
+        let path: String
+        let bytes: Int64
+        @Nullable var sha256: String?
+        init(path: String, bytes: Int64, sha256: String?) { self.path = path; self.bytes = bytes; self.sha256 = sha256 }
+    }
     let reference: String
     let artifactID: String?
     let status: String

@@ -615,6 +615,8 @@ struct APITests {
         let d = try Daemon(mediaRoot: media)
         let first = try JSONValue.parse(try d.prepare(reference, film.path, quality: "original", caps: originalCaps).body)
         #expect(first["status"] == .string("ready") && first["delivery_format"] == .string("original"), "\(first)")
+        // The contract's file object has its three keys; Kiln does not hash a source whole.
+        #expect(first["file"]?["bytes"] != nil && first["file"]?["sha256"] == .null, "\(first)")
         return (d, film, first)
     }
 
