@@ -256,8 +256,10 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 ///    picture at its own size) re-sited by zscale on the 4:2:0 planes, not through 4:4:4.
 /// 12: an HDR picture tone-mapped at its own size gets its chroma where the rotation wants
 ///    it from the tone map's last zscale, not left and then moved by a second one.
+/// 13: a variable-rate transcode's keyframes at least every `gop_seconds` in time, not
+///    only every so many pictures (a 15 fps stretch of a 60 fps clip had them 2.33 s apart).
 public enum EngineRecipe {
-    public static let version = 12
+    public static let version = 13
 }
 
 extension Plan {

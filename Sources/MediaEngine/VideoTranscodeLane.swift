@@ -73,6 +73,10 @@ final class VideoTranscodeLane: Lane {
     /// container's default length is a guess, and may be anything) than that, nor less
     /// than a frame of the rate.
     private var longestStep: Int64 = 0
+    /// A variable rate's keyframe clock (`forcedKeyframe`): its first picture's time, and
+    /// how many keyframes it has forced.
+    private var keyframeClockStart = noPTS
+    private var forcedKeyframes = 0
     /// Presentation times from the pictures' order for H.264 or HEVC whose container gives
     /// reordered pictures decode times only (AVI, bare streams), as a copy takes them
     /// (`PictureOrderTimes`). Without them the decoder times each picture by the packet
@@ -181,7 +185,8 @@ final class VideoTranscodeLane: Lane {
                  "-rc_init_occupancy:\(o)", String(Self.initialOccupancyBits(s)),
                  "-profile:\(o)", s.profile, "-level:\(o)", s.level, "-g:\(o)", String(keyint),
                  "-keyint_min:\(o)", String(keyintMin)]
-        args += variableTiming ? ["-fps_mode:\(o)", "passthrough", "-enc_time_base:\(o)", "1:90000"]
+        args += variableTiming ? ["-fps_mode:\(o)", "passthrough", "-enc_time_base:\(o)", "1:90000",
+                                  "-force_key_frames:\(o)", "expr:gte(t,n_forced*\(s.gopSeconds))"]
             : ["-r:\(o)", "\(frameRate.num)/\(frameRate.den)"]
         args += ["-pix_fmt:\(o)", s.pixFmt]
         if let p = string(av_color_primaries_name(color.primaries)) { args += ["-color_primaries:\(o)", p] }
@@ -341,9 +346,25 @@ final class VideoTranscodeLane: Lane {
             lastPTS = pts
             p.pointee.pts = pts
             // A decoded picture type would make libx264 force keyframes where the source had them.
-            p.pointee.pict_type = AV_PICTURE_TYPE_NONE
+            p.pointee.pict_type = forcedKeyframe(at: pts, timeBase: encoder.timeBase) ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
             try encoder.encode(filtered) { (packet: Packet) throws(KilnError) in try self.write(packet, muxer: muxer) }
         }
+    }
+
+    /// Whether the picture at `pts` starts a keyframe the plan's interval asks for. The
+    /// keyframe interval is counted in pictures (`keyint`), which with pictures on their own
+    /// times is no bound in time: a phone clip at 60 then 30 fps had its second keyframe
+    /// 2.5 s in, a 15 fps stretch 2.33 s apart. So a variable rate also gets a keyframe at
+    /// the first picture at or past each multiple of the interval from its first picture,
+    /// as ffmpeg's `-force_key_frames expr:gte(t,n_forced*G)` does (the same arithmetic, so
+    /// its equivalent still reproduces the output); a constant rate's interval is exact.
+    private func forcedKeyframe(at pts: Int64, timeBase: AVRational) -> Bool {
+        guard variableTiming else { return false }
+        if keyframeClockStart == noPTS { keyframeClockStart = pts }
+        let t = Double(pts - keyframeClockStart) * av_q2d(timeBase)
+        guard t >= Double(forcedKeyframes) * settings.gopSeconds else { return false }
+        forcedKeyframes += 1
+        return true
     }
 
     /// One frame of `frameRate` in the encoder's time base.

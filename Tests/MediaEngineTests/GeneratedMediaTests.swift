@@ -409,6 +409,26 @@ struct GeneratedMediaTests {
         #expect(abs(video - held) < 0.01, "the last picture lasts as it did: \(video) s for \(held) s")
     }
 
+    @Test("a variable-rate phone clip (60 fps for half a second, then 15) is transcoded with keyframes no more than the plan's 2 s apart in time, as its ffmpeg equivalent says: counted in pictures at its 17 fps average they were 2.33 s apart")
+    func variableRateKeyframesInTime() throws {
+        let path = try Media.generated("vfr-60-then-15fps.mp4", [
+            "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=60:duration=8", "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=8",
+            "-vf", "select='if(lt(t,0.5),1,not(mod(n,4)))'", "-fps_mode", "vfr", "-c:v", "libx264", "-preset", "superfast",
+            "-c:a", "aac"])
+        let info = try Prober.probe(path: path)
+        #expect(info.videoStreams.first?.variableFrameRate == true)
+        let plan = try #require(EnginePlans.transcode(info))
+        let dir = Media.scratch("vfr-keyframes")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let result = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+        try checkOutput(out, plan: plan, source: info, sourcePath: path)
+        let keys = try FFprobe.keyframeTimes(out)
+        let gaps = zip(keys.dropFirst(), keys).map { $0 - $1 }
+        #expect(keys.count >= 4 && gaps.allSatisfy { $0 <= 2.0 + 1.0 / 15 + 0.001 }, "keyframes \(keys)")
+        #expect(result.stats.ffmpegEquivalent?.contains("expr:gte(t,n_forced*2.0)") == true, "\(result.stats.ffmpegEquivalent ?? [])")
+    }
+
     @Test("a film at 23.976 fps with a stretch at 29.97 after its first 10 s (an anime episode's opening, timecodes v2) is transcoded with every picture at its own time and keyframes 2 s apart: the probe judges the rate from the start, and on 23.976's grid one picture in five of the stretch was dropped; the track's declared 120 fps put keyframes 10 s apart")
     func laterStretchAtAnotherRate() throws {
         let path = try Media.generated("23.976-then-29.97.mkv", [
