@@ -101,7 +101,7 @@ def remux_inputs(ins):
 
 
 def plan(path, quality, caps):
-    return json.loads(sh([BIN, "plan", path, "--quality", quality, "--caps", caps, "--json"]).stdout)
+    return json.loads(sh([BIN, "plan", path, "--quality", quality, "--caps", caps, "--json"]).stdout)["plan"]
 
 
 def ffmpeg_equivalent(src, quality, caps, out):

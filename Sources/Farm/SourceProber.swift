@@ -19,6 +19,7 @@ public struct ChildProcessProber: SourceProber {
     }
 
     private struct FailureReport: Decodable { let ok: Bool; let error: KilnError }
+    private struct ProbeReport: Decodable { let ok: Bool; let media: MediaInfo }
 
     public func probe(path: String) throws(KilnError) -> MediaInfo {
         let child = try ChildProcess.spawn(executable: executable, arguments: ["probe", path, "--json", "--no-fingerprint"],
@@ -30,7 +31,7 @@ public struct ChildProcessProber: SourceProber {
             throw KilnError(.resourceLimit, stage: .probe, "the probe took longer than \(Int(timeoutSeconds)) s")
         }
         if ended.termination == .exited(0) {
-            do { return try JSONDecoder().decode(MediaInfo.self, from: ended.stdout) } catch {
+            do { return try JSONDecoder().decode(ProbeReport.self, from: ended.stdout).media } catch {
                 throw KilnError(.internalError, stage: .probe, "the probe printed no media description: \(error)")
             }
         }

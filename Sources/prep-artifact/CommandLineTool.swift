@@ -112,11 +112,35 @@ struct Arguments {
     }
 }
 
+/// What `--json` prints when a command succeeds (CONTRACT.md section 2): one object,
+/// `{"ok": true, …}`, its answer under a name (`plan`, `media`, `presets`), as `prepare`
+/// gives its plan and output, so that a script reads `ok` whatever the outcome.
+struct Success<Body: Encodable>: Encodable {
+    let name: String
+    let body: Body
+
+    init(_ name: String, _ body: Body) { self.name = name; self.body = body }
+
+    private struct Key: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(_ name: String) { stringValue = name }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(true, forKey: Key("ok"))
+        try c.encode(body, forKey: Key(name))
+    }
+}
+
 enum ProbeCommand {
     static func run(_ args: Arguments) throws(KilnError) -> Int32 {
         let info = try Prober.probe(path: try args.file(), fingerprint: !args.flag("--no-fingerprint"))
         if args.flag("--json") {
-            print(JSON.string(info, pretty: true))
+            print(JSON.string(Success("media", info), pretty: true))
         } else {
             print(MediaInfoText.render(info))
         }

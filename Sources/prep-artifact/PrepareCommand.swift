@@ -62,7 +62,7 @@ enum CapsArgument {
 enum PlanCommand {
     static func run(_ args: Arguments) throws(KilnError) -> Int32 {
         let inputs = try PlanInputs(args)
-        if args.flag("--json") { print(JSON.string(inputs.plan, pretty: true)) }
+        if args.flag("--json") { print(JSON.string(Success("plan", inputs.plan), pretty: true)) }
         else { print(renderTable(plan: inputs.plan, source: inputs.info)) }
         return 0
     }
@@ -71,7 +71,7 @@ enum PlanCommand {
 enum PresetsCommand {
     static func run(_ args: Arguments) throws(KilnError) -> Int32 {
         let presets = try PresetsLocation.load(args.values["--presets"])
-        if args.flag("--json") { print(JSON.string(presets, pretty: true)) }
+        if args.flag("--json") { print(JSON.string(Success("presets", presets), pretty: true)) }
         else { print(renderPresets(presets)) }
         return 0
     }

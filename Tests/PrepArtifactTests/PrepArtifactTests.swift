@@ -12,9 +12,19 @@ struct Command {
         return r
     }
 
+    /// What `probe --json` says of `path` (its `media`; null if it printed an error).
+    static func probed(_ path: String) throws -> JSONValue {
+        try JSONValue.parse(Array(try run(["probe", path, "--json"]).stdout.utf8))["media"] ?? .null
+    }
+
+    /// The plan `plan … --json` prints for these arguments (null if it printed an error).
+    static func planned(_ args: [String]) throws -> JSONValue {
+        try JSONValue.parse(Array(try run(["plan"] + args).stdout.utf8))["plan"] ?? .null
+    }
+
     /// The streams `probe --json` lists for `path`.
     static func probedStreams(_ path: String) throws -> [JSONValue] {
-        let probe = try JSONValue.parse(Array(try run(["probe", path, "--json"]).stdout.utf8))
+        let probe = try probed(path)
         guard case .array(let streams)? = probe["streams"] else { throw TestFailure("the probe lists no streams for \(path)") }
         return streams
     }
@@ -84,7 +94,9 @@ struct CommandLineTests {
             #expect(json["output"]?["audio"]?["codec"] == .string("eac3"))
         }
         let copy = try Command.run(["plan", Media.shared("sp_bear-640x360-ec3.mp4"), "--quality", "original", "--caps", "ios", "--json"])
-        let plan = try JSONValue.parse(Array(copy.stdout.utf8))
+        let answer = try JSONValue.parse(Array(copy.stdout.utf8))
+        #expect(answer["ok"] == .bool(true), "plan --json answers as the contract's success: \(copy.stdout.prefix(200))")
+        let plan = answer["plan"] ?? .null
         #expect(plan["video"]?["action"] == .string("copy"))
         #expect(plan["video"]?["encoder"] == .null, "a copied picture has no encoder: \(copy.stdout.prefix(400))")
         // A plan stored without those keys (before they were written) still reads.
@@ -293,7 +305,7 @@ struct CommandLineTests {
     @Test("a fragmented MP4 (ExoPlayer cannot seek in one without a segment index) is remuxed into one index at the front, even where the device plays it as it is")
     func fragmentedMP4() throws {
         let source = Media.shared("mb_rotate-buck-bunny.mp4")
-        #expect(try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))["fragmented"] == .bool(true))
+        #expect(try Command.probed(source)["fragmented"] == .bool(true))
         try Command.prepare(source, quality: "original", caps: "android", scratch: "cli-fragmented") { r, out in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
             let plan = try Command.json(r)["plan"]
@@ -315,8 +327,8 @@ struct CommandLineTests {
         let slightly = dir.appendingPathComponent("slightly.mp4").path, third = dir.appendingPathComponent("third.mp4").path
         try bytes.prefix(bytes.count - 3000).write(to: URL(fileURLWithPath: slightly))
         try bytes.prefix(bytes.count / 3).write(to: URL(fileURLWithPath: third))
-        #expect(try JSONValue.parse(Array(try Command.run(["probe", whole, "--json"]).stdout.utf8))["index_damage"] == nil)
-        let damage = try JSONValue.parse(Array(try Command.run(["probe", third, "--json"]).stdout.utf8))["index_damage"]?.string
+        #expect(try Command.probed(whole)["index_damage"] == nil)
+        let damage = try Command.probed(third)["index_damage"]?.string
         #expect(damage?.contains("past the file's end") == true, "\(String(describing: damage))")
 
         try Command.prepare(slightly, quality: "original", caps: "ios", scratch: "cli-cut-slightly") { r, out in
@@ -367,8 +379,8 @@ struct CommandLineTests {
         let slightly = dir.appendingPathComponent("slightly.mkv").path, half = dir.appendingPathComponent("half.mkv").path
         try bytes.prefix(bytes.count * 95 / 100).write(to: URL(fileURLWithPath: slightly))
         try bytes.prefix(bytes.count / 2).write(to: URL(fileURLWithPath: half))
-        #expect(try JSONValue.parse(Array(try Command.run(["probe", whole, "--json"]).stdout.utf8))["index_damage"] == nil)
-        let damage = try JSONValue.parse(Array(try Command.run(["probe", half, "--json"]).stdout.utf8))["index_damage"]?.string
+        #expect(try Command.probed(whole)["index_damage"] == nil)
+        let damage = try Command.probed(half)["index_damage"]?.string
         #expect(damage?.contains("cut short") == true, "\(String(describing: damage))")
         try Command.prepare(slightly, quality: "2mbps", caps: "android", scratch: "cli-cut-mkv-slightly") { r, out in
             let plan = try Command.json(r)["plan"]
@@ -420,10 +432,10 @@ struct CommandLineTests {
                 let damaged = factor == 0 ? UInt32.max : declared * factor
                 for k in 0..<4 { bytes[d + k] = UInt8(truncatingIfNeeded: damaged >> (24 - 8 * k)) }
             }
-            let info = try JSONValue.parse(Array(try Command.run(["probe", source.path, "--json"]).stdout.utf8))
+            let info = try Command.probed(source.path)
             let seconds = info["duration_seconds"]?.double ?? 0, kbps = (info["bit_rate"]?.double ?? 0) / 1000
             #expect(abs(seconds - 4) < 0.2 && kbps > 2000, "\(name): \(seconds) s, \(kbps) kbit/s")
-            let plan = try JSONValue.parse(Array(try Command.run(["plan", source.path, "--quality", "1mbps", "--caps", "android", "--json"]).stdout.utf8))
+            let plan = try Command.planned([source.path, "--quality", "1mbps", "--caps", "android", "--json"])
             #expect(plan["delivery_format"]?.string == "transcode", "\(name): \(plan["reasons"] ?? .null)")
         }
     }
@@ -459,7 +471,7 @@ struct CommandLineTests {
             let i = try #require(bytes.firstRange(of: handler)).lowerBound
             bytes.replaceSubrange(i + 12..<i + 16, with: Array("soun".utf8))
         }
-        let damage = try JSONValue.parse(Array(try Command.run(["probe", source.path, "--json"]).stdout.utf8))["index_damage"]?.string
+        let damage = try Command.probed(source.path)["index_damage"]?.string
         #expect(damage?.contains("declares it sound, but its sample entry (hvc1) holds hevc pictures") == true, "\(String(describing: damage))")
         for quality in ["original", "1mbps"] {
             try SourceDamageTests.expectSourceCorrupt(source.path, quality: quality, in: dir, saying: "the header is damaged")
@@ -510,7 +522,7 @@ struct CommandLineTests {
         let source = try Media.generated("late-clock-6s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=6",
                                                                "-f", "lavfi", "-i", "sine=duration=6", "-c:v", "libx264", "-preset", "ultrafast",
                                                                "-b:v", "3M", "-c:a", "aac", "-output_ts_offset", "3600"])
-        let info = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+        let info = try Command.probed(source)
         let seconds = try #require(info["duration_seconds"]?.double), kbps = (info["bit_rate"]?.double ?? 0) / 1000
         #expect(abs(seconds - 6) < 0.2 && kbps > 2000, "\(seconds) s, \(kbps) kbit/s")
         try Command.prepare(source, quality: "1mbps", caps: "android", scratch: "cli-late-clock-rung") { r, out in
@@ -537,18 +549,18 @@ struct CommandLineTests {
         let timescale = bytes[at..<at + 4].reduce(0) { $0 << 8 | UInt32($1) }
         let dir = Media.scratch("cli-drift")
         defer { try? FileManager.default.removeItem(at: dir) }
-        #expect(try JSONValue.parse(Array(try Command.run(["probe", whole, "--json"]).stdout.utf8))["timing_damage"] == nil)
+        #expect(try Command.probed(whole)["timing_damage"] == nil)
         // Nor pictures that pause for 15 s (a variable-rate recording holding a still), the
         // sound going on: it had read as 12 s of drift, and the file was refused.
         let paused = try Media.generated("drift-none-15s-pause.mp4", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=20",
                                                                       "-f", "lavfi", "-i", "sine=duration=20", "-vf", "select='lt(t,3)+gte(t,17.96)'",
                                                                       "-vsync", "vfr", "-c:v", "libx264", "-bf", "3", "-pix_fmt", "yuv420p", "-c:a", "aac"])
-        #expect(try JSONValue.parse(Array(try Command.run(["probe", paused, "--json"]).stdout.utf8))["timing_damage"] == nil)
+        #expect(try Command.probed(paused)["timing_damage"] == nil)
         for (name, scaled) in [("squeezed", timescale * 30), ("stretched", timescale / 20)] {
             for k in 0..<4 { bytes[at + k] = UInt8(truncatingIfNeeded: scaled >> (24 - 8 * UInt32(k))) }
             let damaged = dir.appendingPathComponent("\(name).mp4").path
             try Data(bytes).write(to: URL(fileURLWithPath: damaged))
-            let damage = try JSONValue.parse(Array(try Command.run(["probe", damaged, "--json"]).stdout.utf8))["timing_damage"]?.string
+            let damage = try Command.probed(damaged)["timing_damage"]?.string
             #expect(damage?.contains("stream 1's times drift") == true, "\(name): \(String(describing: damage))")
             for quality in ["original", "2mbps"] {
                 try SourceDamageTests.expectSourceCorrupt(damaged, quality: quality, in: dir, saying: "do not keep time together")
@@ -669,7 +681,8 @@ struct CommandLineTests {
     @Test("presets lists the ladder and every named device")
     func presets() throws {
         let r = try Command.run(["presets", "--json"])
-        #expect(r.status == 0)
+        let ok = try JSONValue.parse(Array(r.stdout.utf8))["ok"]
+        #expect(r.status == 0 && ok == .bool(true))
         let text = r.stdout
         for name in ["ios", "apple-tv-4k", "android", "android-tv", "web"] { #expect(text.contains("\"\(name)\"")) }
         for q in ["20mbps", "10mbps", "5mbps", "2mbps", "1mbps"] { #expect(text.contains(q)) }
@@ -1390,7 +1403,7 @@ struct SourceDamageTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let source = try Self.hrdAVI(in: dir, audioChunk: 100, sizeByte: 2, to: 0xe9)
         let planned = try Command.run(["plan", source, "--quality", "original", "--caps", "ios", "--json"])
-        guard case .object(var plan) = try JSONValue.parse(Array(planned.stdout.utf8)), case .object(let audio)? = plan["audio"],
+        guard case .object(var plan)? = try JSONValue.parse(Array(planned.stdout.utf8))["plan"], case .object(let audio)? = plan["audio"],
               audio["action"] == .string("copy") else { throw TestFailure("no copied sound in \(planned.stdout.prefix(400))") }
         // The engine's own would be AAC at 96 kbit/s; the plan's says 40.
         plan["audio_fallback"] = .object(["source_index": audio["source_index"] ?? .null, "action": .string("transcode"), "codec": .string("aac"),
@@ -2090,7 +2103,7 @@ struct FormatChangeTests {
             let source = try Media.generated("mpeg-audio-\(codec).mp4", [
                 "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
                 "-t", "3", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", codec, "-b:a", "192k"])
-            let info = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+            let info = try Command.probed(source)
             guard case .array(let streams)? = info["streams"] else { Issue.record("no streams"); continue }
             #expect(streams.contains { $0["type"] == .string("audio") && $0["codec"] == .string(probed) }, "\(streams)")
             try Command.prepare(source, quality: "original", caps: "ios", scratch: "layer-\(codec)") { (r, out) throws in
@@ -2116,7 +2129,7 @@ struct FormatChangeTests {
         // Without pictures too (the probe's packet scan was the video's).
         let sound = try Media.generated("mpeg-audio-mp2-only.m4a", [
             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "3", "-c:a", "mp2", "-b:a", "192k", "-f", "mp4"])
-        let info = try JSONValue.parse(Array(try Command.run(["probe", sound, "--json"]).stdout.utf8))
+        let info = try Command.probed(sound)
         guard case .array(let streams)? = info["streams"] else { Issue.record("no streams: \(info)"); return }
         #expect(streams.first?["codec"] == .string("mp2"), "\(streams)")
     }
@@ -2175,7 +2188,7 @@ struct FormatChangeTests {
                                                         "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=8",
                                                         "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-live", "1", "-f", "matroska"])
         #expect(try FFprobe(source).formatDuration == 0, "the header says no duration")
-        let probe = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+        let probe = try Command.probed(source)
         guard case .number(let duration)? = probe["duration_seconds"] else { Issue.record("no duration"); return }
         #expect(abs(duration - 8) < 0.1, "measured \(duration) s")
         guard case .array(let warnings)? = probe["warnings"] else { Issue.record("no warnings"); return }
@@ -2972,7 +2985,7 @@ struct SplicedLengthTests {
     @Test("probe gives what the recordings last, 12 s, whether the clock stepped back 3 s (libavformat: 9 s) or on 11 hours (libavformat: 40 000 s)",
           arguments: [13.0, 40_000])
     func probed(_ secondOffset: Double) throws {
-        let info = try JSONValue.parse(Array(try Command.run(["probe", try Splice.spliced(secondOffset: secondOffset), "--json"]).stdout.utf8))
+        let info = try Command.probed(try Splice.spliced(secondOffset: secondOffset))
         guard case .number(let seconds)? = info["duration_seconds"] else { Issue.record("no duration: \(info)"); return }
         #expect(abs(seconds - 12) < 0.15)
         #expect(info["warnings"] == .array([.string("timestamps_jump")]))
@@ -2981,7 +2994,7 @@ struct SplicedLengthTests {
     @Test("DVD cells put back to back, the second timed from 2 s: probe says 25 fps, constant, and 12 s (the two timelines' pictures sorted together read 50 fps, variable), and a transcode lasts 12 s")
     func dvdCells() throws {
         let source = try Splice.dvdCells()
-        let info = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+        let info = try Command.probed(source)
         guard case .number(let seconds)? = info["duration_seconds"], case .array(let streams)? = info["streams"],
               let video = streams.first(where: { $0["type"] == .string("video") }) else { Issue.record("no duration or video: \(info)"); return }
         #expect(abs(seconds - 12) < 0.15)
@@ -2996,7 +3009,7 @@ struct SplicedLengthTests {
     @Test("a stretch written twice is no splice: probe keeps the recording's 4 s (read as jumps ahead and back, it made 6.2 s)",
           arguments: [false, true])
     func repeatedStretch(_ late: Bool) throws {
-        let info = try JSONValue.parse(Array(try Command.run(["probe", try RepeatedStretchTests.repeated(late: late), "--json"]).stdout.utf8))
+        let info = try Command.probed(try RepeatedStretchTests.repeated(late: late))
         guard case .number(let seconds)? = info["duration_seconds"] else { Issue.record("no duration: \(info)"); return }
         #expect(abs(seconds - 4.02) < 0.01)
         #expect(info["warnings"] == .array([]))
@@ -3015,7 +3028,7 @@ struct SplicedLengthTests {
     @Test("a recording whose bitrate falls a hundredfold for a minute (black) keeps libavformat's length: its times do not jump")
     func cheapStretch() throws {
         let source = try Splice.blackMinute()
-        let info = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+        let info = try Command.probed(source)
         guard case .number(let seconds)? = info["duration_seconds"] else { Issue.record("no duration: \(info)"); return }
         #expect(abs(seconds - (try FFprobe(source).formatDuration)) < 0.001)
         #expect(info["warnings"] == .array([]))
@@ -3340,7 +3353,7 @@ extension StreamSuccessionTests {
           arguments: ["original", "2mbps"])
     func foundWithoutFormat(_ quality: String) throws {
         let source = try Succession.pidChange(language: "fra")
-        let probe = try JSONValue.parse(Array(try Command.run(["probe", source, "--json"]).stdout.utf8))
+        let probe = try Command.probed(source)
         guard case .array(let streams)? = probe["streams"] else { throw TestFailure("no streams: \(probe)") }
         let french = try #require(streams.first { $0["language"] == .string("fra") })
         #expect(french["channels"]?.int == 2 && french["sample_rate"]?.int == 48000, "\(french)")
@@ -3710,7 +3723,7 @@ struct DVFieldOrderTests {
                                                           "-aspect", "16:9", "-c:a", "pcm_s16le"])
         let video = try #require(try Command.probedStreams(source).first { $0["type"] == .string("video") })
         #expect(video["field_order"] == .string("bb"), "\(video)")
-        let plan = try JSONValue.parse(Array(try Command.run(["plan", source, "--quality", "original", "--caps", "ios", "--json"]).stdout.utf8))
+        let plan = try Command.planned([source, "--quality", "original", "--caps", "ios", "--json"])
         #expect(plan["video"]?["deinterlace"] == .bool(true), "\(plan)")
     }
 
@@ -3733,7 +3746,7 @@ struct DVFieldOrderTests {
                                                                         "-c:v", "mpeg2video", "-b:v", "6M", "-flags", "+ildct"])
         #expect(try TelecineTests.videoField(mpeg2, "field_order") == .string("progressive"))
         func plan(_ path: String) throws -> JSONValue {
-            try JSONValue.parse(Array(try Command.run(["plan", path, "--quality", "original", "--caps", "ios", "--json"]).stdout.utf8))
+            try Command.planned([path, "--quality", "original", "--caps", "ios", "--json"])
         }
         let refused = try plan(interlaced)
         #expect(refused["video"]?["action"] != .string("copy"), "\(refused)")
@@ -3778,7 +3791,7 @@ struct OddFieldPicturesTests {
         let source = try Self.packed411()
         let probe = try Command.run(["probe", source, "--json"])
         #expect(probe.status == 0, "\(probe.stderr.suffix(300))")
-        guard case .array(let streams)? = try JSONValue.parse(Array(probe.stdout.utf8))["streams"] else { throw TestFailure("no streams: \(probe.stdout)") }
+        guard case .array(let streams)? = try JSONValue.parse(Array(probe.stdout.utf8))["media"]?["streams"] else { throw TestFailure("no streams: \(probe.stdout)") }
         #expect(streams.first { $0["type"] == .string("video") }?["pixel_format"] == .string("uyyvyy411"))
         try Command.prepare(source, quality: "2mbps", caps: "web", scratch: "packed411") { (r, out) throws in
             #expect(r.status == 3, "\(r.stdout) \(r.stderr.suffix(300))")
@@ -3872,7 +3885,7 @@ struct StoredInterlacedTests {
         #expect(try TelecineTests.videoField(hd, "progressive_frames") == .bool(true))
         #expect(try TelecineTests.videoField(large, "field_order") == .string("tt"))
         #expect(try TelecineTests.videoField(large, "progressive_frames") == nil)
-        let plan = try JSONValue.parse(Array(try Command.run(["plan", large, "--quality", "10mbps", "--caps", "web", "--json"]).stdout.utf8))
+        let plan = try Command.planned([large, "--quality", "10mbps", "--caps", "web", "--json"])
         #expect(plan["video"]?["deinterlace"] == .bool(true), "\(plan)")
         #expect(plan["video"]?["field_match"] == nil, "\(plan)")
     }
