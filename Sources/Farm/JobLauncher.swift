@@ -61,7 +61,13 @@ public struct ChildReport: Decodable, Sendable, Equatable {
     public struct Stats: Decodable, Sendable, Equatable {
         /// What the engine changed from the plan to finish it (`video_reencoded: …`).
         public var adjustments: [String]?
-        public init(adjustments: [String]?) { self.adjustments = adjustments }
+        /// The ffmpeg command that makes the same output (its last argument the output's path).
+        public var ffmpegEquivalent: [String]?
+        public init(adjustments: [String]?, ffmpegEquivalent: [String]? = nil) {
+            self.adjustments = adjustments
+            self.ffmpegEquivalent = ffmpegEquivalent
+        }
+        enum CodingKeys: String, CodingKey { case adjustments, ffmpegEquivalent = "ffmpeg_equivalent" }
     }
     public var ok: Bool
     public var output: Output?

@@ -130,6 +130,9 @@ public struct ArtifactView: Encodable, Sendable {
     let plan: Plan
     let source: SourceRecord
     let file: ReferenceView.File?
+    /// The ffmpeg command that makes the same file from the source (`FileRecord.ffmpegEquivalent`):
+    /// with the plan, every setting of the encode. nil for an original, or not ready.
+    let ffmpegEquivalent: [String]?
     let referenceCount: Int
     let references: [String]
     let job: JobView?
@@ -151,6 +154,7 @@ public struct ArtifactView: Encodable, Sendable {
         plan = a.plan
         source = a.source
         file = a.state == .ready ? a.file.map { .init(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) } : nil
+        ffmpegEquivalent = a.state == .ready ? a.file?.ffmpegEquivalent : nil
         referenceCount = a.references.count
         references = a.references
         job = a.job.map(JobView.init)
@@ -166,6 +170,7 @@ public struct ArtifactView: Encodable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case artifactID = "artifact_id", key, status, state, deliveryFormat = "delivery_format", plan, source, file
+        case ffmpegEquivalent = "ffmpeg_equivalent"
         case referenceCount = "reference_count", references, job, attempts, errors, progress
         case createdAt = "created_at", updatedAt = "updated_at", readyAt = "ready_at", lastUsedAt = "last_used_at"
         case unreferencedSince = "unreferenced_since"

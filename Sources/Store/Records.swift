@@ -110,12 +110,18 @@ public struct FileRecord: Codable, Sendable, Equatable {
     public var sha256: String?
     /// Whether Kiln wrote the file and may delete it (false for `original`: the source).
     public var owned: Bool
+    /// The ffmpeg command that makes the same file from the source (the engine's
+    /// `ffmpeg_equivalent`, writing to `path`), for a file Kiln made: the encode's every
+    /// setting, as the plan made before it cannot know them all (the rate the pictures
+    /// come at, the colour the source states). nil for an original and before it was kept.
+    public var ffmpegEquivalent: [String]?
 
-    public init(path: String, bytes: Int64, sha256: String?, owned: Bool) {
+    public init(path: String, bytes: Int64, sha256: String?, owned: Bool, ffmpegEquivalent: [String]? = nil) {
         self.path = path
         self.bytes = bytes
         self.sha256 = sha256
         self.owned = owned
+        self.ffmpegEquivalent = ffmpegEquivalent
     }
 }
 

@@ -10,7 +10,7 @@ enum Schema {
         case code(@Sendable (Database) throws(KilnError) -> Void)
     }
 
-    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3), .sql(v4), .code(v5), .sql(v6), .sql(v7), .sql(v8)]
+    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3), .sql(v4), .code(v5), .sql(v6), .sql(v7), .sql(v8), .code(v9)]
 
     static func migrate(_ db: Database) throws(KilnError) {
         let current = try db.queryOne("PRAGMA user_version") { row in row.int(0) } ?? 0
@@ -244,4 +244,14 @@ enum Schema {
     WHERE file_owned = 1 AND file_path LIKE '/%'
       AND substr(file_path, -length('/artifacts/' || id || '.mp4')) = '/artifacts/' || id || '.mp4';
     """
+
+    /// The ffmpeg command that makes a file Kiln made (`FileRecord.ffmpegEquivalent`), a
+    /// JSON array of its arguments. NULL in rows written before and for originals. Added
+    /// only where it is missing (SQLite has no ADD COLUMN IF NOT EXISTS): a database an
+    /// earlier migration is run on again keeps the column it has.
+    static func v9(_ db: Database) throws(KilnError) {
+        let columns = try db.query("PRAGMA table_info(artifacts)") { row in row.string(1) }
+        guard !columns.contains("file_ffmpeg_equivalent") else { return }
+        try db.executeScript("ALTER TABLE artifacts ADD COLUMN file_ffmpeg_equivalent TEXT")
+    }
 }

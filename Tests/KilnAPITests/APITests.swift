@@ -506,6 +506,13 @@ struct APITests {
         #expect(answer["artifact_id"] == ready["artifact_id"] && answer["file"] == ready["file"])
         let id = try #require(answer["artifact_id"]?.string)
         #expect(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)/file").status == 200)
+        // The artifact says how to make the same file with the ffmpeg command: the encode's
+        // every setting, written where the file is.
+        let artifact = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)").body)
+        guard case .array(let command)? = artifact["ffmpeg_equivalent"] else { Issue.record("no ffmpeg_equivalent: \(artifact)"); return }
+        let words = command.compactMap(\.string)
+        #expect(words.first == "ffmpeg" && words.contains("-c:1") && words.contains(film), "\(words)")
+        #expect(words.last == ready["file"]?["path"]?.string, "\(words.suffix(2)) \(ready["file"] ?? .null)")
         // Not the same request: the gone file is not found.
         let other = try d.prepare("new", film, quality: "1mbps")
         let notFound = try JSONValue.parse(other.body)
