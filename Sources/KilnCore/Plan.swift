@@ -257,7 +257,9 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 /// 12: an HDR picture tone-mapped at its own size gets its chroma where the rotation wants
 ///    it from the tone map's last zscale, not left and then moved by a second one.
 /// 13: a variable-rate transcode's keyframes at least every `gop_seconds` in time, not
-///    only every so many pictures (a 15 fps stretch of a 60 fps clip had them 2.33 s apart).
+///    only every so many pictures (a 15 fps stretch of a 60 fps clip had them 2.33 s apart);
+///    AC-3 or E-AC-3 that changes its layout or rate mid-stream re-encoded, not copied under
+///    its first frames' sample entry.
 public enum EngineRecipe {
     public static let version = 13
 }

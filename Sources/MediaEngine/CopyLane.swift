@@ -50,6 +50,8 @@ final class CopyLane: Lane {
     /// a row (about a sixth of a second): one header hit by a reception error is one
     /// damaged frame (as in the source), not a change.
     private var adts = ChangeWatch<ADTSConfiguration>(confirmations: 8)
+    /// AC-3 and E-AC-3 frames' configuration, watched as ADTS's is (`DolbyDigitalConfiguration`).
+    private var dolbyDigital = ChangeWatch<DolbyDigitalConfiguration>(confirmations: 8)
     /// H.264/HEVC keyframes' headers, when a change of picture size must stop the copy
     /// (the plan has an encode to fall back on). A size counts once two keyframes in a row
     /// have it, or the last keyframe has it to the end. Freed by `finish`.
@@ -282,6 +284,7 @@ final class CopyLane: Lane {
         if let lengthSize = dolbyVisionLayers { try DolbyVisionLayers.strip(packet, lengthSize: lengthSize) }
         if let sizeWatch, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try checkPictureSize(packet, sizeWatch) }
         if !isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AAC { try checkADTS(packet) }
+        if !isVideo, [AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3].contains(input.pointee.codecpar.pointee.codec_id) { try checkDolbyDigital(packet) }
         if isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AV1 { try checkOBUs(packet) }
         if let annexBCodec { try checkHoldsPicture(packet, h264: annexBCodec) }
         if let untimedPictures { placeByOrder(packet, untimedPictures) }
@@ -338,6 +341,19 @@ final class CopyLane: Lane {
         guard let data = p.data, let config = ADTSConfiguration(UnsafeBufferPointer(start: data, count: Int(p.size))) else { return }
         if adts.observe(config, at: seconds(packet.time, input.pointee.time_base) ?? 0) {
             try stop(adts, what: "AAC audio", why: "one MP4 track cannot carry both as they are")
+        }
+    }
+
+    /// AC-3 and E-AC-3 broadcasts change channels too (ATSC and DVB stations send adverts
+    /// in stereo, films in 5.1), and rarely their rate. Each frame's header says so and a
+    /// decoder that follows the headers plays it, but the MP4 sample entry (`dac3`, `dec3`)
+    /// states one layout, which players set their output up from: the copy stops, and the
+    /// sound is re-encoded at one layout (the plan's fallback), as for AAC.
+    private func checkDolbyDigital(_ packet: Packet) throws(KilnError) {
+        let p = packet.pointer.pointee
+        guard let data = p.data, let config = DolbyDigitalConfiguration(UnsafeBufferPointer(start: data, count: Int(p.size))) else { return }
+        if dolbyDigital.observe(config, at: seconds(packet.time, input.pointee.time_base) ?? 0) {
+            try stop(dolbyDigital, what: config.enhanced ? "E-AC-3 audio" : "AC-3 audio", why: "one MP4 track states one layout")
         }
     }
 
@@ -616,6 +632,54 @@ struct ADTSConfiguration: Equatable, CustomStringConvertible {
         let channels = [0: "channels set in the stream", 1: "mono", 2: "stereo", 6: "5.1", 7: "7.1"][Int(channelConfiguration)]
             ?? "\(channelConfiguration) channels"
         return "\(channels) \(rate)"
+    }
+}
+
+/// The configuration an AC-3 or E-AC-3 frame's header states (ATSC A/52, section 5.4 and
+/// annex E): which of the two, the sample rate, and the channels (`acmod`, the LFE). Read
+/// from the packet's first frame: for E-AC-3 its independent substream, which a 7.1
+/// stream's dependent one extends without changing.
+struct DolbyDigitalConfiguration: Equatable, CustomStringConvertible {
+    let enhanced: Bool
+    /// `fscod`, or 3 + `fscod2` for E-AC-3's half rates.
+    let rateCode: UInt8
+    let acmod: UInt8
+    let lfe: Bool
+
+    /// nil when the bytes do not start with a frame header.
+    init?(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard bytes.count >= 8, bytes[0] == 0x0B, bytes[1] == 0x77 else { return nil }
+        let bsid = bytes[5] >> 3
+        if bsid <= 10 {
+            enhanced = false
+            rateCode = bytes[4] >> 6
+            guard rateCode != 3 else { return nil }
+            acmod = bytes[6] >> 5
+            // After acmod, the mix levels and surround mode each layout has, then lfeon.
+            var bit = 3
+            if acmod & 1 != 0 && acmod != 1 { bit += 2 }
+            if acmod & 4 != 0 { bit += 2 }
+            if acmod == 2 { bit += 2 }
+            let byte = 6 + bit / 8
+            lfe = (bytes[byte] >> (7 - UInt8(bit % 8))) & 1 == 1
+        } else if bsid <= 16 {
+            enhanced = true
+            let fscod = bytes[4] >> 6
+            rateCode = fscod == 3 ? 3 + (bytes[4] >> 4) & 3 : fscod
+            guard rateCode != 6 else { return nil }
+            acmod = (bytes[4] >> 1) & 7
+            lfe = bytes[4] & 1 == 1
+        } else {
+            return nil
+        }
+    }
+
+    var sampleRate: Int { [48000, 44100, 32000, 24000, 22050, 16000][Int(rateCode)] }
+
+    var description: String {
+        let main = ["1+1", "1.0", "2.0", "3.0", "2.1", "3.1", "2.2", "3.2"][Int(acmod)]
+        let layout = ["2.0": "stereo", "1.0": "mono", "3.2 LFE": "5.1"][main + (lfe ? " LFE" : "")] ?? main + (lfe ? " with LFE" : "")
+        return "\(layout) \(sampleRate) Hz"
     }
 }
 

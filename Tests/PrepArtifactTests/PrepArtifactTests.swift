@@ -2165,7 +2165,38 @@ struct FormatChangeTests {
         return list.compactMap { $0["pts"]?.int }
     }
 
-    @Test("AC-3 that turns 5.1 at 44.1 kHz within the probe's reach is copied and re-encoded as it starts, stereo at 48 kHz (the probe's packet scan left the later format behind)")
+    @Test("AC-3 that goes from stereo adverts to a 5.1 film (an ATSC or DVB recording) is not copied under one sample entry stating stereo: the copy stops at the change and the sound is re-encoded at one layout, said in the adjustments; a recording that stays 5.1 is still copied",
+          arguments: ["ac3", "eac3"])
+    func dolbyDigitalLayoutChange(codec: String) throws {
+        let changing = try Self.concatenatedTS("\(codec)-stereo-then-5.1-48k.ts", parts: [(2, "0"), (6, "8")].map { channels, offset in
+            ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8",
+             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
+             "-c:v", "libx264", "-preset", "ultrafast", "-c:a", codec, "-ac", "\(channels)", "-output_ts_offset", offset]
+        })
+        let steady = try Self.concatenatedTS("\(codec)-5.1-throughout.ts", parts: ["0", "8"].map { offset in
+            ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8",
+             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
+             "-c:v", "libx264", "-preset", "ultrafast", "-c:a", codec, "-ac", "6", "-output_ts_offset", offset]
+        })
+        try Command.prepare(changing, quality: "original", caps: "ios", scratch: "dd-change-\(codec)") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["audio"]?["action"] == .string("copy"), "planned as a copy from the probe's first seconds")
+            #expect("\(json["stats"]?["adjustments"] ?? .null)".contains("changes from stereo 48000 Hz to 5.1 48000 Hz"), "\(r.stdout.suffix(600))")
+            #expect(json["executed_plan"]?["audio"]?["action"] == .string("transcode"), "\(r.stdout.suffix(600))")
+            let audio = try FFprobe(out).streams("audio")
+            #expect(audio.count == 1 && audio.first?["codec_name"]?.string != codec, "\(audio)")
+            #expect(try FFprobe(out).duration("audio").map { abs($0 - 16) < 0.2 } == true)
+        }
+        try Command.prepare(steady, quality: "original", caps: "ios", scratch: "dd-steady-\(codec)") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["executed_plan"] == nil && json["stats"]?["adjustments"] == nil, "\(r.stdout.suffix(600))")
+            #expect(try FFprobe(out).streams("audio").first?["codec_name"]?.string == codec)
+        }
+    }
+
+    @Test("AC-3 that turns 5.1 at 44.1 kHz within the probe's reach is re-encoded as it starts, stereo at 48 kHz (the probe's packet scan left the later format behind; the copy stops at the change)")
     func formatAsItStarts() throws {
         let source = try Self.earlyAC3Change()
         let dir = Media.scratch("early-change")
