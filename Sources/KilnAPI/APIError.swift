@@ -16,7 +16,19 @@ public struct APIError: Error, Sendable, Equatable, Encodable {
         self.field = field
     }
 
-    enum CodingKeys: String, CodingKey { case error, message, field }
+    /// Whether the same request may succeed later, as a job's error says it (503s: a disk
+    /// full, a store that cannot write, a daemon stopping); a request's own fault is not.
+    public var retryable: Bool { status == 503 }
+
+    enum CodingKeys: String, CodingKey { case error, message, field, retryable }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(error, forKey: .error)
+        try c.encode(message, forKey: .message)
+        try c.encodeIfPresent(field, forKey: .field)
+        try c.encode(retryable, forKey: .retryable)
+    }
 
     public static func badRequest(_ message: String, field: String? = nil) -> APIError {
         APIError(400, "bad_request", message, field: field)

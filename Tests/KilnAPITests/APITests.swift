@@ -279,7 +279,7 @@ struct APITests {
         space.lock.lock(); space.free = 4096; space.lock.unlock()
         let full = try RawHTTP.request(port: d.port, "GET", "/readyz")
         let answer = try JSONValue.parse(full.body)
-        #expect(full.status == 503 && answer["error"] == .string("disk_full"), "\(answer)")
+        #expect(full.status == 503 && answer["error"] == .string("disk_full") && answer["retryable"] == .bool(true), "\(answer)")
         space.lock.lock(); space.free = 1 << 40; space.lock.unlock()
         #expect(try RawHTTP.request(port: d.port, "GET", "/readyz").status == 200)
 
@@ -582,6 +582,7 @@ struct APITests {
         let quality = try JSONValue.parse(try RawHTTP.json(port: d.port, "POST", "/v1/prepare",
                                                            #"{"reference":"q","source":{"path":"/x"},"quality":"4k"}"#).body)
         #expect(quality["error"] == .string("invalid_quality") && quality["field"] == .string("quality"), "\(quality)")
+        #expect(quality["retryable"] == .bool(false), "a request's own fault is not worth asking again: \(quality)")
         let media = Media.scratch("not-media")
         defer { try? FileManager.default.removeItem(at: media) }
         try Data("not a film".utf8).write(to: media.appendingPathComponent("notes.mkv"))
