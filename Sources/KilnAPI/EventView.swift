@@ -8,7 +8,7 @@ import Store
 /// stored and has no sequence number: its `seq` is null (and its SSE message no `id:`),
 /// so a client that resumes from the last `seq` it saw never resumes from a progress.
 public struct EventView: Encodable, Sendable, Equatable {
-    public let seq: Int64?
+    @Nullable public var seq: Int64?
     public let type: String
     public let artifactID: String
     public let status: String
@@ -28,19 +28,6 @@ public struct EventView: Encodable, Sendable, Equatable {
         error = e.error.map(AttemptErrorView.init)
         progress = e.progress
         at = RFC3339.string(millis: e.at)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encodeOrNull(seq, forKey: .seq)
-        try c.encode(type, forKey: .type)
-        try c.encode(artifactID, forKey: .artifactID)
-        try c.encode(status, forKey: .status)
-        try c.encode(deliveryFormat, forKey: .deliveryFormat)
-        try c.encode(references, forKey: .references)
-        try c.encodeIfPresent(error, forKey: .error)
-        try c.encodeIfPresent(progress, forKey: .progress)
-        try c.encode(at, forKey: .at)
     }
 
     enum CodingKeys: String, CodingKey {

@@ -12,10 +12,9 @@ public struct ReferenceView: Encodable, Sendable {
         let path: String
         let bytes: Int64
         @Nullable var sha256: String?
-        init(path: String, bytes: Int64, sha256: String?) { self.path = path; self.bytes = bytes; self.sha256 = sha256 }
     }
     let reference: String
-    let artifactID: String?
+    @Nullable var artifactID: String?
     let status: String
     let quality: String
     let effectiveQuality: String
@@ -23,14 +22,14 @@ public struct ReferenceView: Encodable, Sendable {
     let targetBitrateKbps: Int
     let revision: Int
     let plan: Plan
-    let file: File?
-    let progress: JobProgress?
+    @Nullable var file: File?
+    @Nullable var progress: JobProgress?
     /// Why a queued job is not running yet (`waiting_for_disk`), so a caller can say why.
-    let waitingReason: String?
+    @Nullable var waitingReason: String?
     /// While preparing, the output's expected size (what disk admission reserves), so a
     /// caller can show a size before there is a file.
-    let estimatedBytes: Int64?
-    let error: AttemptErrorView?
+    @Nullable var estimatedBytes: Int64?
+    @Nullable var error: AttemptErrorView?
     /// While a job that failed an attempt goes on (it waits to retry, or retries), that
     /// attempt's error: a download waiting minutes on a backoff says why.
     let lastError: AttemptErrorView?
@@ -85,28 +84,6 @@ public struct ReferenceView: Encodable, Sendable {
                                 message: "the job was canceled before it finished; ask again to prepare it", at: artifact.updatedAt))
         default: error = nil
         }
-    }
-
-    /// Every key of the contract's answer, `file`, `progress` and `error` as null when
-    /// there is none (a client reading `answer["file"]` must find the key).
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(reference, forKey: .reference)
-        try c.encode(artifactID, forKey: .artifactID)
-        try c.encode(status, forKey: .status)
-        try c.encode(quality, forKey: .quality)
-        try c.encode(effectiveQuality, forKey: .effectiveQuality)
-        try c.encode(deliveryFormat, forKey: .deliveryFormat)
-        try c.encode(targetBitrateKbps, forKey: .targetBitrateKbps)
-        try c.encode(revision, forKey: .revision)
-        try c.encode(plan, forKey: .plan)
-        try c.encodeOrNull(file, forKey: .file)
-        try c.encodeOrNull(progress, forKey: .progress)
-        try c.encodeOrNull(waitingReason, forKey: .waitingReason)
-        try c.encodeOrNull(estimatedBytes, forKey: .estimatedBytes)
-        try c.encodeOrNull(error, forKey: .error)
-        try c.encodeIfPresent(lastError, forKey: .lastError)
-        try c.encodeIfPresent(retryAt, forKey: .retryAt)
     }
 
     /// 200 when the file can be fetched now (ready, every original), 202 while preparing.
@@ -245,13 +222,5 @@ public struct AttemptErrorView: Encodable, Sendable, Equatable {
         attempt = e.attempt; code = e.code; stage = e.stage; message = KilnError.sentence(e.message)
         exitStatus = e.exitStatus; signal = e.signal; logTail = e.logTail; at = RFC3339.string(millis: e.at)
         retryable = e.retryable
-    }
-}
-
-extension KeyedEncodingContainer {
-    /// `value`, or an explicit null: the synthesized encoders leave a nil out, and a client
-    /// reading `answer["file"]` must find the key.
-    mutating func encodeOrNull<T: Encodable>(_ value: T?, forKey key: Key) throws {
-        if let value { try encode(value, forKey: key) } else { try encodeNil(forKey: key) }
     }
 }

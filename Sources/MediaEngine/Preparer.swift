@@ -759,9 +759,9 @@ public enum Preparer {
         return OutputInfo(
             path: path, bytes: digest.bytes, sha256: digest.sha256, durationSeconds: m.durationSeconds,
             container: plan.deliveryFormat == .original ? source.container : "mp4",
-            video: v.map { .init(codec: $0.codec, width: $0.width ?? 0, height: $0.height ?? 0, pixelFormat: $0.pixelFormat ?? copiedPixelFormat,
+            video: v.map { OutputInfo.Video(codec: $0.codec, width: $0.width ?? 0, height: $0.height ?? 0, pixelFormat: $0.pixelFormat ?? copiedPixelFormat,
                                  frameRate: $0.frameRate, rotation: $0.rotation ?? 0, hdr: $0.hdr ?? .sdr) },
-            audio: a.map { .init(codec: $0.codec, channels: copiedChannels ?? $0.channels ?? 0, sampleRate: $0.sampleRate ?? 0, bitRate: $0.bitRate,
+            audio: a.map { OutputInfo.Audio(codec: $0.codec, channels: copiedChannels ?? $0.channels ?? 0, sampleRate: $0.sampleRate ?? 0, bitRate: $0.bitRate,
                                  language: $0.language) },
             subtitles: m.subtitleStreams.map { .init(codec: $0.codec, language: $0.language, forced: $0.disposition.forced) },
             chapters: m.chapters.count, dropped: dropped)
