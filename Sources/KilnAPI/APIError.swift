@@ -8,27 +8,19 @@ public struct APIError: Error, Sendable, Equatable, Encodable {
     public let message: String
     /// The request field at fault, when there is one.
     public let field: String?
+    /// Whether the same request may succeed later, as a job's error says it (503s: a disk
+    /// full, a store that cannot write, a daemon stopping); a request's own fault is not.
+    public let retryable: Bool
 
     public init(_ status: Int, _ error: String, _ message: String, field: String? = nil) {
         self.status = status
         self.error = error
         self.message = message
         self.field = field
+        retryable = status == 503
     }
-
-    /// Whether the same request may succeed later, as a job's error says it (503s: a disk
-    /// full, a store that cannot write, a daemon stopping); a request's own fault is not.
-    public var retryable: Bool { status == 503 }
 
     enum CodingKeys: String, CodingKey { case error, message, field, retryable }
-
-    public func encode(to encoder: Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(error, forKey: .error)
-        try c.encode(message, forKey: .message)
-        try c.encodeIfPresent(field, forKey: .field)
-        try c.encode(retryable, forKey: .retryable)
-    }
 
     public static func badRequest(_ message: String, field: String? = nil) -> APIError {
         APIError(400, "bad_request", message, field: field)

@@ -21,6 +21,15 @@ public struct KilnError: Error, Sendable, Equatable, Codable, CustomStringConver
         case canceled
         // A bug (exit 1).
         case internalError = "internal_error"
+
+        /// Whether trying again could help: the failure says nothing against the source or
+        /// the request.
+        public var retryable: Bool {
+            switch self {
+            case .ioError, .diskFull, .resourceLimit, .verifyFailed: true
+            default: false
+            }
+        }
     }
 
     /// Where the failure happened; the farm stores it with each attempt.
@@ -67,12 +76,7 @@ public struct KilnError: Error, Sendable, Equatable, Codable, CustomStringConver
         return ".!?".contains(s.last!) ? String(s) : s + "."
     }
 
-    public var retryable: Bool {
-        switch code {
-        case .ioError, .diskFull, .resourceLimit, .verifyFailed: true
-        default: false
-        }
-    }
+    public var retryable: Bool { code.retryable }
 
     /// `prep-artifact`'s exit status for this error (CONTRACT.md section 2).
     public var exitStatus: Int32 {

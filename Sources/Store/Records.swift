@@ -165,8 +165,7 @@ extension AttemptError {
     /// request cannot do, a cancel and a bug are not. A caller re-asking failed rows goes
     /// by it.
     public var retryable: Bool {
-        if let known = KilnError.Code(rawValue: code) { return KilnError(known, stage: .request, "").retryable }
-        return Self.transientFarmCodes.contains(code)
+        KilnError.Code(rawValue: code)?.retryable ?? Self.transientFarmCodes.contains(code)
     }
 
     static let transientFarmCodes: Set<String> = ["lease_expired", "interrupted", "launch_failed", "stalled", "timeout", "crashed"]
