@@ -283,8 +283,7 @@ final class CopyLane: Lane {
         }
         if let lengthSize = dolbyVisionLayers { try DolbyVisionLayers.strip(packet, lengthSize: lengthSize) }
         if let sizeWatch, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try checkPictureSize(packet, sizeWatch) }
-        if !isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AAC { try checkADTS(packet) }
-        if !isVideo, [AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3].contains(input.pointee.codecpar.pointee.codec_id) { try checkDolbyDigital(packet) }
+        if !isVideo { try checkSoundFormat(packet) }
         if isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AV1 { try checkOBUs(packet) }
         if let annexBCodec { try checkHoldsPicture(packet, h264: annexBCodec) }
         if let untimedPictures { placeByOrder(packet, untimedPictures) }
@@ -333,27 +332,28 @@ final class CopyLane: Lane {
         throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): one MP4 track cannot carry both as they are")
     }
 
-    /// Broadcast AAC may change its channels or sample rate mid-stream (a 5.1 film after
-    /// stereo adverts): each ADTS frame says so, but an MP4 track has one configuration, so
-    /// the frames after the change would not decode from the output.
-    private func checkADTS(_ packet: Packet) throws(KilnError) {
+    /// Broadcast sound may change its channels or sample rate mid-stream (a 5.1 film after
+    /// stereo adverts): each frame's header says so, but an MP4 track has one sample entry.
+    /// AAC's frames after the change would not decode from the output (the entry configures
+    /// the decoder); AC-3's and E-AC-3's would, but players set their output up from the
+    /// entry (`dac3`, `dec3`). The copy stops there, and the sound is re-encoded at one
+    /// format (the plan's fallback).
+    private func checkSoundFormat(_ packet: Packet) throws(KilnError) {
         let p = packet.pointer.pointee
-        guard let data = p.data, let config = ADTSConfiguration(UnsafeBufferPointer(start: data, count: Int(p.size))) else { return }
-        if adts.observe(config, at: seconds(packet.time, input.pointee.time_base) ?? 0) {
-            try stop(adts, what: "AAC audio", why: "one MP4 track cannot carry both as they are")
+        guard let data = p.data else { return }
+        let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
+        func watch<Config>(_ watch: inout ChangeWatch<Config>, _ config: Config?, what: String, why: String) throws(KilnError) {
+            guard let config, watch.observe(config, at: seconds(packet.time, input.pointee.time_base) ?? 0) else { return }
+            try stop(watch, what: what, why: why)
         }
-    }
-
-    /// AC-3 and E-AC-3 broadcasts change channels too (ATSC and DVB stations send adverts
-    /// in stereo, films in 5.1), and rarely their rate. Each frame's header says so and a
-    /// decoder that follows the headers plays it, but the MP4 sample entry (`dac3`, `dec3`)
-    /// states one layout, which players set their output up from: the copy stops, and the
-    /// sound is re-encoded at one layout (the plan's fallback), as for AAC.
-    private func checkDolbyDigital(_ packet: Packet) throws(KilnError) {
-        let p = packet.pointer.pointee
-        guard let data = p.data, let config = DolbyDigitalConfiguration(UnsafeBufferPointer(start: data, count: Int(p.size))) else { return }
-        if dolbyDigital.observe(config, at: seconds(packet.time, input.pointee.time_base) ?? 0) {
-            try stop(dolbyDigital, what: config.enhanced ? "E-AC-3 audio" : "AC-3 audio", why: "one MP4 track states one layout")
+        switch input.pointee.codecpar.pointee.codec_id {
+        case AV_CODEC_ID_AAC:
+            try watch(&adts, ADTSConfiguration(bytes), what: "AAC audio", why: "one MP4 track cannot carry both as they are")
+        case AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3:
+            let config = DolbyDigitalConfiguration(bytes)
+            try watch(&dolbyDigital, config, what: config?.enhanced == true ? "E-AC-3 audio" : "AC-3 audio", why: "one MP4 track states one layout")
+        default:
+            break
         }
     }
 
