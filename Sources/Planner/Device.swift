@@ -6,23 +6,19 @@ import KilnCore
 struct Device: Sendable {
     /// Absent fields fall back to this floor: H.264 8-bit 4:2:0, AAC/MP3, MP4, SDR. An
     /// absent `max_resolution` sets no limit (the ladder still does).
+    static let baseline = DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac", "mp3"],
+                                     audioPassthroughCodecs: [], containers: ["mp4"], maxResolution: nil, hdr: false)
+
     /// The H.264 level a stream needs, as `level_idc`: the one it signals, or a higher one
     /// where its picture size and rate need more (an encoder told `-level 4.1` for 1080p60
     /// writes 4.1, and a decoder held to 4.1 falls behind on it; a stream may also signal
     /// none). Its bitrate is not known at its peaks, so it is not counted.
     static func h264Level(_ s: StreamInfo) -> Int? {
-        let required = s.width.flatMap { w in s.height.map { h in (w, h) } }.flatMap { w, h -> Int? in
-            guard w > 0, h > 0, let lowest = H264Level.table.first else { return nil }
-            return H264Level.required(width: w, height: h, fps: Codecs.frameRate(s) ?? 0, maxrateKbps: 0, bufsizeKbps: 0, floor: lowest).idc
-        }
-        switch (s.level.flatMap { $0 > 0 ? $0 : nil }, required) {
-        case let (signalled?, required?): return max(signalled, required)
-        case let (signalled, required): return signalled ?? required
-        }
+        let signalled = s.level.flatMap { $0 > 0 ? $0 : nil }
+        guard let w = s.width, let h = s.height, w > 0, h > 0, let lowest = H264Level.table.first else { return signalled }
+        let needed = H264Level.required(width: w, height: h, fps: Codecs.frameRate(s) ?? 0, maxrateKbps: 0, bufsizeKbps: 0, floor: lowest).idc
+        return max(signalled ?? needed, needed)
     }
-
-    static let baseline = DeviceCaps(codecsVideo: ["h264"], codecsAudio: ["aac", "mp3"],
-                                     audioPassthroughCodecs: [], containers: ["mp4"], maxResolution: nil, hdr: false)
 
     let known: Bool
     let video: Set<String>
