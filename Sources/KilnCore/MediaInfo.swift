@@ -226,9 +226,18 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     public var captionServices: [String]?
 
     // Audio
+    /// The most channels the stream carries: where its layout changes along the file
+    /// (`formatChanges`), the largest the probe's samples met, not the first frames'.
     public var channels: Int?
+    /// The layout of those channels.
     public var channelLayout: String?
+    /// The first frames' rate.
     public var sampleRate: Int?
+    /// The sound's frames change channels or rate along the file, as broadcast sound does
+    /// (stereo adverts around a 5.1 film), seen at samples through a recording
+    /// (`SoundFormatSurvey`): one MP4 sample entry cannot carry that as it is. nil when no
+    /// change was seen.
+    public var formatChanges: Bool?
 
     /// The stream's samples are encrypted (DRM: CENC/CBCS, FairPlay): they can be delivered
     /// in the file as it is, never decoded or copied into a new file.
@@ -291,7 +300,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case presentationTimesMissing = "presentation_times_missing", encrypted
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
         case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", closedCaptions = "closed_captions", captionServices = "caption_services", channels
-        case channelLayout = "channel_layout", sampleRate = "sample_rate", textSubtitle = "text_subtitle"
+        case channelLayout = "channel_layout", sampleRate = "sample_rate", formatChanges = "format_changes", textSubtitle = "text_subtitle"
         case teletextPages = "teletext_pages"
     }
 

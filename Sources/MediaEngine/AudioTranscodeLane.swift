@@ -77,8 +77,8 @@ final class AudioTranscodeLane: Lane {
         let o = outputIndex
         var mix: [String] = []
         if let context = encoder?.context {
-            var buf = [CChar](repeating: 0, count: 64), layout = context.pointee.ch_layout
-            let name = av_channel_layout_describe(&layout, &buf, buf.count) > 0 ? cString(buf) : nil
+            var layout = context.pointee.ch_layout
+            let name = Prober.name(of: &layout)
             mix = ["-ar:\(o)", String(context.pointee.sample_rate)]
             if let name, context.pointee.sample_fmt == AV_SAMPLE_FMT_FLTP {
                 mix += ["-filter:\(o)", "aformat=sample_rates=\(context.pointee.sample_rate):channel_layouts=\(name),"

@@ -616,6 +616,11 @@ struct ADTSConfiguration: Equatable, CustomStringConvertible {
 
     static let rates = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350]
 
+    var sampleRate: Int? { Int(frequencyIndex) < Self.rates.count ? Self.rates[Int(frequencyIndex)] : nil }
+
+    /// nil for configuration 0 (the channels are set in the stream's own program config).
+    var channels: Int? { [1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6, 7: 8][Int(channelConfiguration)] }
+
     /// The 7-byte header (no CRC) of a frame of this configuration with `payloadBytes`.
     func header(payloadBytes: Int) -> [UInt8] {
         let length = 7 + payloadBytes  // 13 bits; an AAC frame is far shorter
@@ -628,7 +633,7 @@ struct ADTSConfiguration: Equatable, CustomStringConvertible {
     }
 
     var description: String {
-        let rate = Int(frequencyIndex) < Self.rates.count ? "\(Self.rates[Int(frequencyIndex)]) Hz" : "rate #\(frequencyIndex)"
+        let rate = sampleRate.map { "\($0) Hz" } ?? "rate #\(frequencyIndex)"
         let channels = [0: "channels set in the stream", 1: "mono", 2: "stereo", 6: "5.1", 7: "7.1"][Int(channelConfiguration)]
             ?? "\(channelConfiguration) channels"
         return "\(channels) \(rate)"
@@ -675,6 +680,9 @@ struct DolbyDigitalConfiguration: Equatable, CustomStringConvertible {
     }
 
     var sampleRate: Int { [48000, 44100, 32000, 24000, 22050, 16000][Int(rateCode)] }
+
+    /// The full-bandwidth channels `acmod` names (1+1 is two mono programmes), and the LFE.
+    var channels: Int { [2, 1, 2, 3, 3, 4, 4, 5][Int(acmod)] + (lfe ? 1 : 0) }
 
     var description: String {
         let main = ["1+1", "1.0", "2.0", "3.0", "2.1", "3.1", "2.2", "3.2"][Int(acmod)]

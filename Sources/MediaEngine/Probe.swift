@@ -161,6 +161,7 @@ public enum Prober {
                     }
                 }
                 if demuxer.hasDiscontinuousTimestamps {
+                    SoundFormatSurvey.survey(demuxer, size: Int64(size), streams: &streams)
                     let surveyed = TimelineSurvey.duration(demuxer, size: Int64(size))
                     try? demuxer.rewind()
                     if let surveyed {
@@ -209,10 +210,15 @@ public enum Prober {
     static func describeFormat(_ par: AVCodecParameters, into info: inout StreamInfo) {
         guard par.ch_layout.nb_channels > 0, par.sample_rate > 0 else { return }
         info.channels = Int(par.ch_layout.nb_channels)
-        var buf = [CChar](repeating: 0, count: 128)
         var layout = par.ch_layout
-        if av_channel_layout_describe(&layout, &buf, buf.count) > 0 { info.channelLayout = cString(buf) }
+        info.channelLayout = name(of: &layout)
         info.sampleRate = Int(par.sample_rate)
+    }
+
+    /// libavutil's name for a layout ("5.1(side)"), nil if it has none.
+    static func name(of layout: inout AVChannelLayout) -> String? {
+        var buf = [CChar](repeating: 0, count: 128)
+        return av_channel_layout_describe(&layout, &buf, buf.count) > 0 ? cString(buf) : nil
     }
 
     static func describe(stream st: UnsafeMutablePointer<AVStream>) -> StreamInfo {

@@ -559,8 +559,18 @@ struct PlanContext {
         return v.presentationTimesMissing == true && !Codecs.presentationTimesDerivable.contains(codec) ? "video_timestamps_missing" : nil
     }
 
-    func copiesIntoMP4(_ a: StreamInfo) -> Bool {
-        device.playsAudio(a) && Codecs.copiesIntoMP4(a.codec) && a.formatKnown
+    func copiesIntoMP4(_ a: StreamInfo) -> Bool { copyProblem(a) == nil }
+
+    /// Why a sound cannot be copied into the device's MP4, nil when it can: the device
+    /// does not play it, MP4 does not carry it, or one sample entry could not state its
+    /// format (unknown, or changing along the file: the copy would stop at the change and
+    /// the whole run be made again).
+    func copyProblem(_ a: StreamInfo) -> String? {
+        if let problem = device.audioProblem(a) { return problem }
+        if !Codecs.copiesIntoMP4(a.codec) { return "audio_codec_unsupported_in_mp4" }
+        if !a.formatKnown { return "audio_format_unknown" }
+        if a.formatChanges == true { return "audio_format_changes" }
+        return nil
     }
 
     /// The surround target when the rung has one, the source has more than two channels
@@ -600,9 +610,7 @@ struct PlanContext {
         let maxChannels = sur.map { device.channels($0.target.channels, decodedAs: $0.codec) } ?? device.channels(rung.audio.channels, decodedAs: rung.audio.codec)
         let kbps = a.bitRate.map(PlanContext.kbps)
         var why: [String] = []
-        if let problem = device.audioProblem(a) { why.append(problem) }
-        else if !Codecs.copiesIntoMP4(a.codec) { why.append("audio_codec_unsupported_in_mp4") }
-        else if !a.formatKnown { why.append("audio_format_unknown") }
+        if let problem = copyProblem(a) { why.append(problem) }
         // A track a few percent over (AAC at 128.2 kbit/s beside a 128 budget) is copied: a
         // second encode of it would cost more than the bits it saves.
         if let kbps, Double(kbps) > Double(budget) * Self.audioBudgetSlack { why.append("audio_bitrate_above_target") }
@@ -618,12 +626,11 @@ struct PlanContext {
     /// For a remux at `original`: the picture is untouched, so the audio gets a generous
     /// target; multichannel stays multichannel when the device plays a surround codec.
     func compatibilityAudio(_ a: StreamInfo) throws(KilnError) -> (AudioPlan, [String]) {
-        if copiesIntoMP4(a) {
+        guard let problem = copyProblem(a) else {
             return (AudioPlan(sourceIndex: a.index, action: .copy, codec: Codecs.canonical(a.codec), channels: a.channels ?? 0,
                               bitrateKbps: 0, language: language(a)), [])
         }
-        let why = [device.audioProblem(a) ?? (Codecs.copiesIntoMP4(a.codec) ? "audio_format_unknown" : "audio_codec_unsupported_in_mp4")]
-        return (try encode(a, surround: presets.compatibilityAudio.surround, stereo: presets.compatibilityAudio.stereo), why)
+        return (try encode(a, surround: presets.compatibilityAudio.surround, stereo: presets.compatibilityAudio.stereo), [problem])
     }
 
     /// The sound re-encoded for the device: the surround target where it applies

@@ -240,3 +240,41 @@ struct RemuxMetadataTests {
         #expect(result.output.dropped.contains { $0.type == "subtitle" && $0.codec == "hdmv_pgs_subtitle" && $0.reason == "subtitle_bitmap" })
     }
 }
+
+@Suite("broadcast sound whose format changes")
+struct SoundFormatChangeTests {
+    /// Eight seconds of stereo AC-3 (the adverts), then eight of 5.1 (the film), as the
+    /// ATSC or DVB recording of a film goes (the prep-artifact tests share the file).
+    static func recording() throws -> String {
+        try Media.concatenatedTS("ac3-stereo-then-5.1-48k.ts", parts: [(2, "0"), (6, "8")].map { channels, offset in
+            ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8",
+             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
+             "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "ac3", "-ac", "\(channels)", "-output_ts_offset", offset]
+        })
+    }
+
+    @Test("the probe's samples through a recording find the 5.1 after its stereo start: the sound is described by its largest layout and said to change (it probed as stereo from its first frames)")
+    func surveyed() throws {
+        let info = try Prober.probe(path: try Self.recording())
+        let sound = try #require(info.audioStreams.first)
+        #expect(sound.channels == 6 && sound.formatChanges == true, "\(sound)")
+        #expect(sound.sampleRate == 48000)
+    }
+
+    @Test("a copy of a sound whose change the probe did not foresee (a plan that copies it anyway) stops at the change, and the sound is re-encoded at the plan's channels, 5.1 from the probe's samples, said in the adjustments")
+    func copyStopsAtChange() throws {
+        let path = try Self.recording()
+        let info = try Prober.probe(path: path)
+        let plan = try #require(EnginePlans.remux(info))
+        #expect(plan.audio?.action == .copy && plan.audio?.channels == 6)
+        let dir = Media.scratch("sound-change")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let result = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+        let said = result.stats.adjustments ?? []
+        #expect(said.contains { $0.hasPrefix("audio_reencoded:") && $0.contains("changes from stereo 48000 Hz to 5.1 48000 Hz") }, "\(said)")
+        let audio = try FFprobe(out).streams("audio")
+        #expect(audio.count == 1 && audio.first?["codec_name"] == .string("aac") && audio.first?["channels"]?.int == 6, "\(audio)")
+        #expect(try FFprobe(out).duration("audio").map { abs($0 - 16) < 0.2 } == true)
+    }
+}

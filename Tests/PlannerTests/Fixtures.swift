@@ -43,6 +43,13 @@ func audio(_ codec: String = "aac", ch: Int = 2, index: Int = 1, lang: String? =
                channels: ch, sampleRate: rate)
 }
 
+/// `s` as the probe's survey describes sound whose format changes along the file.
+func changing(_ s: StreamInfo) -> StreamInfo {
+    var s = s
+    s.formatChanges = true
+    return s
+}
+
 func subtitle(_ codec: String, index: Int, lang: String? = "eng", forced: Bool = false, text: Bool? = nil, title: String? = nil,
               hearingImpaired: Bool = false, commentary: Bool = false) -> StreamInfo {
     StreamInfo(index: index, type: .subtitle, codec: codec, language: lang, title: title,

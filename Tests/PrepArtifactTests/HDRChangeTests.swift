@@ -10,7 +10,7 @@ import KilnTestSupport
 struct HDRChangeTests {
     /// Three seconds of 640x360 HDR10 HEVC, then three of 1280x720, in one MPEG-TS stream.
     static func recording() throws -> String {
-        try FormatChangeTests.concatenatedTS("hdr10-360p-then-720p.ts", parts: [("640x360", "0"), ("1280x720", "3")].map { size, offset in
+        try Media.concatenatedTS("hdr10-360p-then-720p.ts", parts: [("640x360", "0"), ("1280x720", "3")].map { size, offset in
             ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25:duration=3",
              "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=3",
              "-pix_fmt", "yuv420p10le", "-c:v", "libx265", "-preset", "ultrafast",

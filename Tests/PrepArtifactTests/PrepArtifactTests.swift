@@ -2081,22 +2081,6 @@ struct FileNameTests {
 
 @Suite("sources whose packets do not go into MP4 as they are: format changes, LATM, missing times, encryption")
 struct FormatChangeTests {
-    /// A transport stream made of parts, each encoded by the ffmpeg command from `parts`'
-    /// arguments and the bytes laid end to end, as a recording that runs across a change is.
-    static func concatenatedTS(_ name: String, parts: [[String]]) throws -> String {
-        try Media.generated(name) { tmp in
-            var bytes = Data()
-            for (i, args) in parts.enumerated() {
-                let part = "\(tmp).\(i).ts"
-                defer { try? FileManager.default.removeItem(atPath: part) }
-                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + args + ["-f", "mpegts", part])
-                guard r.status == 0 else { throw TestFailure(r.stderr) }
-                bytes += try Data(contentsOf: URL(fileURLWithPath: part))
-            }
-            try bytes.write(to: URL(fileURLWithPath: tmp))
-        }
-    }
-
     @Test("MPEG-1 Layer II in MP4 (one code for every layer, which libavformat calls MP3) is probed as mp2 and re-encoded for a device that plays MP3 (it was copied as MP3); real MP3 is still copied")
     func layerTwoInMP4() throws {
         for (codec, probed) in [("mp2", "mp2"), ("libmp3lame", "mp3")] {
@@ -2137,7 +2121,7 @@ struct FormatChangeTests {
     /// Five seconds of 4:3 SD with stereo AAC, then five of 16:9 HD with 5.1 AAC, in one
     /// transport stream: a recording that runs from adverts into a film.
     static func recording() throws -> String {
-        try concatenatedTS("sd-stereo-then-hd-surround.ts", parts: [("640x480", 2, "0"), ("1280x720", 6, "5")].map { size, channels, offset in
+        try Media.concatenatedTS("sd-stereo-then-hd-surround.ts", parts: [("640x480", 2, "0"), ("1280x720", 6, "5")].map { size, channels, offset in
             ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25:duration=5",
              "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=5",
              "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:a", "aac", "-ac", "\(channels)",
@@ -2148,7 +2132,7 @@ struct FormatChangeTests {
     /// Three seconds of stereo 48 kHz AC-3, then three of 5.1 at 44.1 kHz: the change
     /// falls inside what the probe reads.
     static func earlyAC3Change() throws -> String {
-        try concatenatedTS("ac3-stereo-then-surround.ts", parts: [(2, 48000, "0"), (6, 44100, "3")].map { channels, rate, offset in
+        try Media.concatenatedTS("ac3-stereo-then-surround.ts", parts: [(2, 48000, "0"), (6, 44100, "3")].map { channels, rate, offset in
             ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
              "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=\(rate):duration=3",
              "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "ac3", "-ac", "\(channels)",
@@ -2165,28 +2149,39 @@ struct FormatChangeTests {
         return list.compactMap { $0["pts"]?.int }
     }
 
-    @Test("AC-3 that goes from stereo adverts to a 5.1 film (an ATSC or DVB recording) is not copied under one sample entry stating stereo: the copy stops at the change and the sound is re-encoded at one layout, said in the adjustments; a recording that stays 5.1 is still copied",
+    @Test("AC-3 that goes from stereo adverts to a 5.1 film (an ATSC or DVB recording) is probed by its largest layout, its format said to change, and encoded once at 5.1 (it was copied from the stereo start, stopped at the change and the whole run made again in stereo); a stereo device gets stereo; a recording that stays 5.1 is still copied",
           arguments: ["ac3", "eac3"])
     func dolbyDigitalLayoutChange(codec: String) throws {
-        let changing = try Self.concatenatedTS("\(codec)-stereo-then-5.1-48k.ts", parts: [(2, "0"), (6, "8")].map { channels, offset in
+        let changing = try Media.concatenatedTS("\(codec)-stereo-then-5.1-48k.ts", parts: [(2, "0"), (6, "8")].map { channels, offset in
             ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8",
              "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
              "-c:v", "libx264", "-preset", "ultrafast", "-c:a", codec, "-ac", "\(channels)", "-output_ts_offset", offset]
         })
-        let steady = try Self.concatenatedTS("\(codec)-5.1-throughout.ts", parts: ["0", "8"].map { offset in
+        let steady = try Media.concatenatedTS("\(codec)-5.1-throughout.ts", parts: ["0", "8"].map { offset in
             ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8",
              "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
              "-c:v", "libx264", "-preset", "ultrafast", "-c:a", codec, "-ac", "6", "-output_ts_offset", offset]
         })
+        guard case .array(let streams)? = try Command.probed(changing)["streams"],
+              let sound = streams.first(where: { $0["type"] == .string("audio") }) else { Issue.record("no audio probed"); return }
+        #expect(sound["channels"]?.int == 6 && sound["format_changes"] == .bool(true), "\(sound)")
         try Command.prepare(changing, quality: "original", caps: "ios", scratch: "dd-change-\(codec)") { r, out in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
             let json = try Command.json(r)
-            #expect(json["plan"]?["audio"]?["action"] == .string("copy"), "planned as a copy from the probe's first seconds")
-            #expect("\(json["stats"]?["adjustments"] ?? .null)".contains("changes from stereo 48000 Hz to 5.1 48000 Hz"), "\(r.stdout.suffix(600))")
-            #expect(json["executed_plan"]?["audio"]?["action"] == .string("transcode"), "\(r.stdout.suffix(600))")
+            #expect(json["plan"]?["audio"]?["action"] == .string("transcode"), "\(r.stdout.prefix(600))")
+            #expect("\(json["plan"]?["reasons"] ?? .null)".contains("audio_format_changes"), "\(r.stdout.prefix(600))")
+            #expect(json["stats"]?["adjustments"] == nil && json["executed_plan"] == nil, "encoded once: \(r.stdout.suffix(600))")
             let audio = try FFprobe(out).streams("audio")
-            #expect(audio.count == 1 && audio.first?["codec_name"]?.string != codec, "\(audio)")
+            #expect(audio.count == 1 && audio.first?["channels"]?.int == 6, "\(audio)")
             #expect(try FFprobe(out).duration("audio").map { abs($0 - 16) < 0.2 } == true)
+            let decode = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:a", "-f", "null", "-"])
+            #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr.prefix(300))")
+        }
+        let stereo = #"{"containers":["mp4"],"codecs_video":["h264"],"codecs_audio":["aac","ac3","eac3"],"max_audio_channels":2}"#
+        try Command.prepare(changing, quality: "original", caps: stereo, scratch: "dd-change-stereo-\(codec)") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let audio = try FFprobe(out).streams("audio")
+            #expect(audio.count == 1 && audio.first?["channels"]?.int == 2 && audio.first?["codec_name"] == .string("aac"), "\(audio)")
         }
         try Command.prepare(steady, quality: "original", caps: "ios", scratch: "dd-steady-\(codec)") { r, out in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
@@ -2196,20 +2191,20 @@ struct FormatChangeTests {
         }
     }
 
-    @Test("AC-3 that turns 5.1 at 44.1 kHz within the probe's reach is re-encoded as it starts, stereo at 48 kHz (the probe's packet scan left the later format behind; the copy stops at the change)")
+    @Test("AC-3 that turns 5.1 at 44.1 kHz within the probe's reach is re-encoded at the first frames' rate (48 kHz; the probe's packet scan left the later rate behind) and its largest layout where the device takes it (5.1 for iOS, stereo for a browser)")
     func formatAsItStarts() throws {
         let source = try Self.earlyAC3Change()
         let dir = Media.scratch("early-change")
         defer { try? FileManager.default.removeItem(at: dir) }
-        for (caps, action) in [("ios", "copy"), ("web", "transcode")] {
+        for (caps, channels) in [("ios", 6), ("web", 2)] {
             let out = dir.appendingPathComponent("\(caps).mp4").path
             let r = try Command.run(["prepare", source, "--quality", "original", "--caps", caps, "--output", out, "--json"])
             #expect(r.status == 0, "\(caps): \(r.stdout) \(r.stderr.suffix(300))")
             let json = try Command.json(r)
-            #expect(json["plan"]?["audio"]?["action"] == .string(action), "\(caps): \(r.stdout.prefix(400))")
-            // The output's own sample entry (read without decoding): the first frames' format.
+            #expect(json["plan"]?["audio"]?["action"] == .string("transcode"), "\(caps): \(r.stdout.prefix(400))")
+            // The output's own sample entry (read without decoding).
             #expect(json["output"]?["audio"]?["sample_rate"]?.int == 48000, "\(caps): \(r.stdout.suffix(500))")
-            #expect(json["output"]?["audio"]?["channels"]?.int == 2, "\(caps): \(r.stdout.suffix(500))")
+            #expect(json["output"]?["audio"]?["channels"]?.int == channels, "\(caps): \(r.stdout.suffix(500))")
         }
     }
 
@@ -2599,7 +2594,7 @@ struct FormatChangeTests {
         #expect(json["plan"]?["audio"]?["action"] == .string("copy"))
     }
 
-    @Test("a recording whose AAC goes from stereo to 5.1 and whose H.264 goes from SD to HD mid-stream: what the copy cannot carry is re-encoded (the audio failed verification; one MP4 sample entry described only the first picture size)")
+    @Test("a recording whose AAC goes from stereo to 5.1 and whose H.264 goes from SD to HD mid-stream: the sound, seen changing by the probe, is encoded at 5.1 from the start, and the picture's copy stops at the change and is re-encoded (one MP4 sample entry described only the first picture size)")
     func formatChangesInCopy() throws {
         let source = try Self.recording()
         let dir = Media.scratch("format-change")
@@ -2608,15 +2603,14 @@ struct FormatChangeTests {
         let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
         #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
         let json = try Command.json(r)
-        #expect(json["plan"]?["audio"]?["action"] == .string("copy"), "the plan, made from the file's start, copies the audio")
+        #expect(json["plan"]?["audio"]?["action"] == .string("transcode"), "the probe's samples saw the sound change")
         #expect(json["plan"]?["video"]?["action"] == .string("copy"), "the plan, made from the file's start, copies the picture")
         #expect(json["plan"]?["video_fallback"]?["action"] == .string("transcode"))
         guard case .array(let adjustments)? = json["stats"]?["adjustments"] else {
             Issue.record("no adjustment reported: \(r.stdout.suffix(400))")
             return
         }
-        // The sound changes first (in stream order): its copy stops first.
-        #expect(adjustments.first?.string?.hasPrefix("audio_reencoded:") == true, "\(adjustments)")
+        #expect(adjustments.count == 1, "\(adjustments)")
         #expect(adjustments.contains { $0.string?.hasPrefix("video_reencoded: the source's picture changes from 640x480 to 1280x720") == true },
                 "\(adjustments)")
         // The plan as carried out, as the daemon stores it: a transcode at the rung of the
@@ -2628,8 +2622,9 @@ struct FormatChangeTests {
         #expect(executed["effective_quality"] != json["plan"]?["effective_quality"], "a rung of the ladder, not original: \(executed)")
         #expect(executed["audio"]?["action"] == .string("transcode"))
         let reasons = executed["reasons"].map { "\($0)" } ?? ""
-        #expect(reasons.contains("video_reencoded") && reasons.contains("audio_reencoded"), "\(reasons)")
-        #expect(json["output"]?["audio"]?["codec"] == .string("aac") && json["output"]?["audio"]?["channels"]?.int == 2)
+        #expect(reasons.contains("video_reencoded") && reasons.contains("audio_format_changes"), "\(reasons)")
+        #expect(json["output"]?["audio"]?["codec"] == executed["audio"]?["codec"] && json["output"]?["audio"]?["channels"]?.int == 6,
+                "\(json["output"] ?? .null)")
         let decodeAudio = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:a", "-f", "null", "-"])
         #expect(decodeAudio.status == 0 && decodeAudio.stderr.isEmpty, "the sound decodes to the end: \(decodeAudio.stderr.prefix(300))")
         let audio = try #require(try FFprobe(out).duration("audio"))

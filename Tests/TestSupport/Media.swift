@@ -50,6 +50,22 @@ public enum Media {
         }
     }
 
+    /// A transport stream made of parts, each encoded by the ffmpeg command from `parts`'
+    /// arguments and the bytes laid end to end, as a recording that runs across a change is.
+    public static func concatenatedTS(_ name: String, parts: [[String]]) throws -> String {
+        try generated(name) { tmp in
+            var bytes = Data()
+            for (i, args) in parts.enumerated() {
+                let part = "\(tmp).\(i).ts"
+                defer { try? FileManager.default.removeItem(atPath: part) }
+                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + args + ["-f", "mpegts", part])
+                guard r.status == 0 else { throw TestFailure(r.stderr) }
+                bytes += try Data(contentsOf: URL(fileURLWithPath: part))
+            }
+            try bytes.write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
     /// A generated file cached in .build/test-media: `make` writes it to the temporary path
     /// it is given (same folder, same extension), which then takes its name.
     public static func generated(_ name: String, make: (_ tmp: String) throws -> Void) throws -> String {
