@@ -18,8 +18,10 @@ import KilnCore
 enum SoundFormatSurvey {
     /// Samples through the file, its start the first.
     static let samples = 16
-    /// How far past a sample's byte a stream's frames are looked for.
+    /// How far past a sample's byte a stream's frames are looked for, in bytes and in
+    /// packets (the bound where a container gives packets no position).
     static let sampleBytes: Int64 = 4 << 20
+    static let samplePackets = 4096
     /// Packets of a stream a sample takes, all of one format: the first frame read after a
     /// jump into the file may be a damaged one (a reception error's header).
     static let agreeing = 2
@@ -58,7 +60,7 @@ enum SoundFormatSurvey {
             let from = size * Int64(i) / Int64(samples)
             var runs: [Int32: (format: Format?, count: Int)] = [:]
             var settled = Set<Int32>()
-            demuxer.read(fromByte: from, limit: 100_000, into: packet) { packet in
+            demuxer.read(fromByte: from, limit: samplePackets, into: packet) { packet in
                 let p = packet.pointer.pointee
                 if p.pos >= 0, p.pos - from > sampleBytes { return false }
                 guard let codec = surveyed[p.stream_index], !settled.contains(p.stream_index), let data = p.data else { return true }

@@ -534,8 +534,14 @@ struct PlanContext {
     /// nearest it (a lower rung must not pick the larger track: with a 448 kbit/s AC-3 as
     /// default and a 128 kbit/s AAC beside it, 5 Mbps copied the AAC and 1 Mbps, where
     /// neither fits, the AC-3, a file twice the size); then tracks that must be re-encoded.
+    /// A sound whose format changes along the recording (`audio_format_changes`) is ranked
+    /// as if it did not: it is the programme's, and would otherwise lose to a steady track
+    /// of the same language beside it, which in a broadcast is most often the audio
+    /// description or a second mix, not flagged as such.
     func chooseAudio(rung: Rung?) -> (stream: StreamInfo, reasons: [String])? {
-        AudioSelection.choose(from: source, language: audioLanguage) { a in
+        AudioSelection.choose(from: source, language: audioLanguage) { changing in
+            var a = changing
+            a.formatChanges = nil
             guard copiesIntoMP4(a) else { return Self.reencodedFit }
             guard let rung else { return 0 }
             if (try? rungAudio(a, rung))?.0.action == .copy { return 0 }

@@ -14,7 +14,10 @@ public final class HeldWriteLock {
         shell.standardInput = input
         shell.standardOutput = output
         try shell.run()
-        input.fileHandleForWriting.write(Data("BEGIN IMMEDIATE;\nSELECT 'held';\n".utf8))
+        // The shell waits for the lock as the daemon's writes do (its own default is not
+        // to wait): a daemon writing at that moment (a lease, a start-up record) made the
+        // BEGIN fail, the SELECT answer all the same, and the test run with no lock held.
+        input.fileHandleForWriting.write(Data(".timeout 10000\nBEGIN IMMEDIATE;\nSELECT 'held';\n".utf8))
         var said = Data()
         while !String(decoding: said, as: UTF8.self).contains("held") {
             let more = output.fileHandleForReading.availableData
