@@ -6,13 +6,17 @@ import KilnCore
 /// of the encoder's size → encoder. The first output sample takes the first decoded
 /// frame's timestamp; after that timestamps count samples, so the output has no gaps.
 /// The source's gaps (a recording's dropout, packets dropped as corrupt) are filled with
-/// silence and its overlaps dropped, once they pass `syncTolerance`: otherwise everything
-/// after a gap would play early by its length.
+/// silence and its overlaps cut, once they pass `syncTolerance`: otherwise everything
+/// after a gap would play early by its length, after an overlap late.
 final class AudioTranscodeLane: Lane {
     static let undecodableAfterPackets = 200
     /// How far the audio may drift from its source timestamps before silence is inserted or
-    /// a frame dropped (aresample's hard compensation threshold; within lip-sync tolerance).
-    static let syncTolerance = 0.1
+    /// an overlap cut: EBU R37's tolerance for sound ahead of the picture (40 ms; behind it,
+    /// 60). It was aresample's hard compensation threshold, 100 ms, with overlaps dropped a
+    /// frame at a time: parts of a recording laid end to end, each sound a few ms longer
+    /// than its pictures (whole AC-3 frames), left the sound up to 93 ms late before a frame
+    /// went. Each cut or fill puts the sound back on its timestamps exactly.
+    static let syncTolerance = 0.04
     /// Encoders the plan may name, by libavcodec name.
     static let encoders: Set<String> = ["aac", "ac3", "eac3"]
 
@@ -153,6 +157,7 @@ final class AudioTranscodeLane: Lane {
         let rate = resampler.output.sampleRate
         let ts = decoded.pointer.pointee.best_effort_timestamp
         let start = ts == noPTS ? noPTS : rescale(ts, from: decoder.timeBase, to: AVRational(num: 1, den: rate))
+        var skip: Int32 = 0
         if nextPTS == noPTS {
             nextPTS = start == noPTS ? 0 : start
         } else if start != noPTS {
@@ -179,11 +184,16 @@ final class AudioTranscodeLane: Lane {
                     counters.gapsFilled += 1
                 }
             } else if lands - start > tolerance {
+                // The source overlaps itself: its part already in the output is left out,
+                // the whole frame if it lies there entirely.
                 counters.framesDropped += 1
-                return
+                let inputRate = Int64(decoded.pointer.pointee.sample_rate)
+                let overlap = inputRate > 0 ? (lands - start) * inputRate / Int64(rate) : .max
+                guard overlap < Int64(decoded.pointer.pointee.nb_samples) else { return }
+                skip = Int32(overlap)
             }
         }
-        do { try resampler.push(decoded) } catch where error.code == .sourceCorrupt {
+        do { try resampler.push(decoded, skipping: skip) } catch where error.code == .sourceCorrupt {
             // A frame no resampler takes is skipped like a packet the decoder rejected
             // (its gap is filled at the next good frame). A stream none of whose frames it
             // takes fails, as one that decodes to nothing does: its output was silence.

@@ -48,8 +48,8 @@ public struct LaneStats: Sendable, Codable, Equatable {
     public var corruptPackets = 0
     public var framesDecoded = 0
     public var framesEncoded = 0
-    /// Audio: gaps in the source filled with silence, and frames dropped where the source
-    /// overlapped itself, to keep the sound on its timestamps.
+    /// Audio: gaps in the source filled with silence, and frames dropped or cut where the
+    /// source overlapped itself, to keep the sound on its timestamps.
     public var gapsFilled = 0
     public var framesDropped = 0
     /// Timestamps put right (a picture shown out of its order count's order, an audio

@@ -97,8 +97,9 @@ final class Resampler {
     /// Samples waiting in the FIFO.
     var buffered: Int { Int(av_audio_fifo_size(fifo)) }
 
-    /// Converts one decoded frame and appends the result to the FIFO.
-    func push(_ frame: Frame) throws(KilnError) {
+    /// Converts one decoded frame and appends the result to the FIFO; without its first
+    /// `skipping` samples (at the frame's rate) where the source overlapped itself.
+    func push(_ frame: Frame, skipping: Int32 = 0) throws(KilnError) {
         let f = frame.pointer
         var layout = AVChannelLayout()
         if f.pointee.ch_layout.order == AV_CHANNEL_ORDER_UNSPEC || f.pointee.ch_layout.nb_channels == 0 {
@@ -115,8 +116,16 @@ final class Resampler {
                             "a decoded audio frame has \(f.pointee.sample_rate) Hz and \(layout.nb_channels) channels")
         }
         try configure(format: f.pointee.format, rate: f.pointee.sample_rate, layout: layout)
-        let inputPlanes = UnsafeMutablePointer<UnsafePointer<UInt8>?>(OpaquePointer(f.pointee.extended_data))
-        try convert(inputPlanes, count: f.pointee.nb_samples)
+        let skip = min(max(0, skipping), f.pointee.nb_samples)
+        let format = AVSampleFormat(rawValue: f.pointee.format)
+        let planar = av_sample_fmt_is_planar(format) != 0
+        // Each plane from its `skip`-th sample: a plane a channel (planar), or one plane
+        // of interleaved channels.
+        let step = Int(skip) * Int(av_get_bytes_per_sample(format)) * (planar ? 1 : Int(layout.nb_channels))
+        var planes: [UnsafePointer<UInt8>?] = (0..<(planar ? Int(layout.nb_channels) : 1)).map {
+            f.pointee.extended_data[$0].map { UnsafePointer($0 + step) }
+        }
+        try planes.withUnsafeMutableBufferPointer { (p) throws(KilnError) in try convert(p.baseAddress, count: f.pointee.nb_samples - skip) }
     }
 
     /// Appends `count` samples of silence to the FIFO (a gap in the source's audio).
