@@ -354,13 +354,41 @@ final class Demuxer {
     @discardableResult
     func read(fromByte offset: Int64, limit: Int, into packet: Packet, _ body: (Packet) -> Bool) -> Bool {
         guard seek(stream: -1, to: offset, flags: AVSEEK_FLAG_BYTE | AVSEEK_FLAG_ANY) >= 0 else { return false }
+        readOn(limit: limit, into: packet, body)
+        return true
+    }
+
+    /// The same from the last index entry at or before `seconds` (an indexed container).
+    @discardableResult
+    func read(fromSecond seconds: Double, limit: Int, into packet: Packet, _ body: (Packet) -> Bool) -> Bool {
+        guard seek(stream: -1, to: Int64(seconds * Double(AV_TIME_BASE)), flags: AVSEEK_FLAG_BACKWARD) >= 0 else { return false }
+        readOn(limit: limit, into: packet, body)
+        return true
+    }
+
+    /// The time of the container's last index entry at or before `seconds` (Matroska's
+    /// cues list one a cluster or a keyframe), in any stream's index: where a seek there
+    /// reads from. An index built from what was read so far (a live-written file has no
+    /// cues) holds the probe's first seconds and its last: a seek between reads on from the
+    /// last entry before it, through the file.
+    func indexEntry(atOrBefore seconds: Double) -> Double? {
+        (0..<streamCount).compactMap { i -> Double? in
+            let st = stream(i)
+            let tb = st.pointee.time_base
+            guard tb.num > 0, tb.den > 0 else { return nil }
+            let found = av_index_search_timestamp(st, Int64(seconds * Double(tb.den) / Double(tb.num)), AVSEEK_FLAG_BACKWARD)
+            guard found >= 0, let entry = avformat_index_get_entry(st, found)?.pointee else { return nil }
+            return MediaEngine.seconds(entry.timestamp, tb)
+        }.max()
+    }
+
+    private func readOn(limit: Int, into packet: Packet, _ body: (Packet) -> Bool) {
         var reads = 0
         while reads < limit, (try? read(into: packet)) == true {
             reads += 1
             defer { packet.unref() }
             if !body(packet) { break }
         }
-        return true
     }
 
     /// `av_seek_frame` on the context, dropping what a rewind held back: after a seek, the

@@ -160,8 +160,10 @@ public enum Prober {
                         warnings.append("duration_from_start")
                     }
                 }
+                if SoundFormatSurvey.survey(demuxer, size: Int64(size), start: start, duration: duration, streams: &streams) {
+                    try? demuxer.rewind()
+                }
                 if demuxer.hasDiscontinuousTimestamps {
-                    SoundFormatSurvey.survey(demuxer, size: Int64(size), streams: &streams)
                     let surveyed = TimelineSurvey.duration(demuxer, size: Int64(size))
                     try? demuxer.rewind()
                     if let surveyed {
@@ -434,7 +436,10 @@ public enum Prober {
     /// demuxer is back at the start afterwards, whatever the tail held: left at the end when
     /// the tail said nothing (a Matroska file without a Duration), the pipeline found no
     /// packets and the file was refused as damaged.
+    /// Matroska's is read from its last cluster (`MatroskaTail`): its demuxer does not go
+    /// where a byte seek puts it.
     static func measuredEnd(_ demuxer: Demuxer, size: Int64) -> Double? {
+        if demuxer.isMatroska { return matroskaEnd(demuxer, size: size) }
         guard size > 0, demuxer.readsFromAnyByte, let packet = try? Packet() else { return nil }
         defer { try? demuxer.rewind() }
         var end: Double? = nil
@@ -451,6 +456,42 @@ public enum Prober {
         }
         return read ? end : nil
     }
+
+    /// The latest end of an audio or video block in a Matroska file's last cluster: its
+    /// start, plus a frame of its stream (a picture at its rate, a sound frame's samples).
+    /// A cluster can be longer than `tailBytes` (5 MB, or 5 s of a high-rate picture, from
+    /// ffmpeg's muxer): then the last 64 MB are read.
+    static func matroskaEnd(_ demuxer: Demuxer, size: Int64) -> Double? {
+        guard size > 0, let file = try? FileDescriptor(path: demuxer.path, flags: O_RDONLY) else { return nil }
+        func blocks(_ bytes: Int64) -> [MatroskaTail.Block]? {
+            (try? file.read(upTo: Int(min(size, bytes)), at: max(0, size - bytes))).flatMap(MatroskaTail.lastBlocks)
+        }
+        guard let blocks = blocks(tailBytes) ?? (size > tailBytes ? blocks(16 * tailBytes) : nil) else { return nil }
+        // libavformat makes a stream of each track in the order of their entries, which
+        // muxers number from 1 (it keeps no track number). Every track's times are in the
+        // segment's units: a block whose track is not found that way still gives its time.
+        return blocks.compactMap { b -> Double? in
+            guard demuxer.streamCount > 0 else { return nil }
+            let known = b.track >= 1 && b.track <= demuxer.streamCount
+            let st = demuxer.stream(known ? b.track - 1 : 0)
+            let par = st.pointee.codecpar.pointee
+            var frame = 0.0
+            switch par.codec_type {
+            case AVMEDIA_TYPE_VIDEO where known && st.pointee.r_frame_rate.num > 0:
+                frame = 1 / st.pointee.r_frame_rate.seconds
+            case AVMEDIA_TYPE_AUDIO where known && par.frame_size > 0 && par.sample_rate > 0:
+                frame = Double(par.frame_size) / Double(par.sample_rate)
+            case AVMEDIA_TYPE_VIDEO, AVMEDIA_TYPE_AUDIO:
+                break
+            default:
+                if known { return nil }  // subtitles and attachments are not the film's end
+            }
+            // A time beyond the range is no time, as the demuxer reads it (`TimeLimit`).
+            guard TimeLimit.within(b.time, st.pointee.time_base) else { return nil }
+            return seconds(b.time, st.pointee.time_base).map { $0 + frame }
+        }.max()
+    }
+
     /// Codecs whose streams are interlaced in real files (HEVC's field SEI is too rare to
     /// pay a UHD decoder for on every probe).
     static let interlaceCapableCodecs: Set<String> = ["h264", "mpeg2video", "mpeg1video", "vc1", "mpeg4", "dvvideo"]

@@ -10,8 +10,7 @@ import KilnCore
 /// transcodes were stereo, and its remux copied the stereo start until the copy met the
 /// change (`CopyLane`), was thrown away and made again with the sound re-encoded, in stereo.
 /// The survey reads each AC-3, E-AC-3 and ADTS AAC stream's frame headers at evenly spaced
-/// bytes through the file (as `TimelineSurvey` reads times), in the containers whose
-/// recordings are spliced (MPEG-TS and PS): a format the samples disagree on is said
+/// places through the file (`Places`): a format the samples disagree on is said
 /// (`StreamInfo.formatChanges`) and the stream is described by its largest layout, so the
 /// plan encodes the sound once, at the channels the film has and the device takes. A
 /// change between two samples is still met by the copy's own watch.
@@ -22,6 +21,8 @@ enum SoundFormatSurvey {
     /// packets (the bound where a container gives packets no position).
     static let sampleBytes: Int64 = 4 << 20
     static let samplePackets = 4096
+    /// The shortest Matroska file surveyed, in seconds.
+    static let shortestMatroska: Double = 60
     /// Packets of a stream a sample takes, all of one format: the first frame read after a
     /// jump into the file may be a damaged one (a reception error's header).
     static let agreeing = 2
@@ -45,24 +46,98 @@ enum SoundFormatSurvey {
         }
     }
 
+    /// Where the samples are read: at bytes in the containers whose recordings are spliced
+    /// (MPEG-TS and PS, whose demuxers find the next packet from any byte, as
+    /// `TimelineSurvey` reads them); at times in Matroska with an index (recordings remuxed
+    /// by MKVToolNix or ffmpeg, TVHeadend's profile), where a byte is no place to read from
+    /// and, without cues, a seek reads the file to build them. Nil elsewhere.
+    ///
+    /// Matroska holds films from discs far more often than recordings, and a disc's sound
+    /// does not change: there only AC-3 and E-AC-3 that start in stereo or fewer channels
+    /// are surveyed (a film's 5.1 after a recording's stereo start is what the survey is
+    /// for; a disc's 5.1 pays nothing). Its AAC has no ADTS headers to read.
+    enum Places {
+        case bytes(Int64)
+        /// The index entries the places' seeks land on, each once.
+        case seconds([Double])
+
+        init?(_ demuxer: Demuxer, size: Int64, start: Double, duration: Double) {
+            if demuxer.hasDiscontinuousTimestamps {
+                guard size > 0, demuxer.readsFromAnyByte else { return nil }
+                self = .bytes(size)
+            } else if demuxer.isMatroska {
+                // A recording is minutes long; a clip's places would each read a keyframe
+                // (a UHD one is a megabyte) for a sound the packet scan has mostly heard.
+                guard duration >= shortestMatroska else { return nil }
+                // Each place near an entry of its cues (a file without, however short,
+                // is not surveyed: the reads could be the file's); places that land on one
+                // entry (a short file, sparse cues) read once.
+                let slack = max(10, duration / Double(samples))
+                var landings: [Double] = []
+                for i in 0..<samples {
+                    let t = start + duration * Double(i) / Double(samples)
+                    guard let entry = demuxer.indexEntry(atOrBefore: t), t - entry <= slack else { return nil }
+                    if landings.last != entry { landings.append(entry) }
+                }
+                self = .seconds(landings)
+            } else {
+                return nil
+            }
+        }
+
+        var count: Int {
+            switch self {
+            case .bytes: return samples
+            case .seconds(let landings): return landings.count
+            }
+        }
+
+        /// Reads from the `i`-th place.
+        func read(_ i: Int, _ demuxer: Demuxer, into packet: Packet, _ body: (Packet) -> Bool) {
+            switch self {
+            case .bytes(let size):
+                let from = size * Int64(i) / Int64(samples)
+                demuxer.read(fromByte: from, limit: samplePackets, into: packet) { packet in
+                    let p = packet.pointer.pointee
+                    return (p.pos < 0 || p.pos - from <= sampleBytes) && body(packet)
+                }
+            case .seconds(let landings):
+                var first: Int64?
+                demuxer.read(fromSecond: landings[i], limit: samplePackets, into: packet) { packet in
+                    let p = packet.pointer.pointee
+                    if p.pos >= 0, first == nil { first = p.pos }
+                    return (p.pos < 0 || p.pos - (first ?? p.pos) <= sampleBytes) && body(packet)
+                }
+            }
+        }
+
+        /// Whether a stream's frames at these places can say its format: ADTS AAC only in
+        /// MPEG-TS and PS (elsewhere AAC is raw), and in Matroska only a sound that starts in
+        /// stereo or less.
+        func surveys(_ codec: AVCodecID, startingWith channels: Int?) -> Bool {
+            switch self {
+            case .bytes: return [AV_CODEC_ID_AAC, AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3].contains(codec)
+            case .seconds: return [AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3].contains(codec) && (channels ?? 0) <= 2
+            }
+        }
+    }
+
     /// Marks the streams whose samples disagree (`formatChanges`) and gives each its largest
-    /// layout where that is more than the header's. Leaves the read position anywhere: the
-    /// caller rewinds.
-    static func survey(_ demuxer: Demuxer, size: Int64, streams: inout [StreamInfo]) {
-        guard size > 0, demuxer.readsFromAnyByte, let packet = try? Packet() else { return }
+    /// layout where that is more than the header's. Returns whether it read: the read
+    /// position is then anywhere, and the caller rewinds.
+    static func survey(_ demuxer: Demuxer, size: Int64, start: Double, duration: Double, streams: inout [StreamInfo]) -> Bool {
+        guard let places = Places(demuxer, size: size, start: start, duration: duration) else { return false }
         let surveyed: [Int32: AVCodecID] = Dictionary(uniqueKeysWithValues: streams.filter { $0.type == .audio }.compactMap { s in
             let codec = demuxer.stream(s.index).pointee.codecpar.pointee.codec_id
-            return [AV_CODEC_ID_AAC, AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3].contains(codec) ? (Int32(s.index), codec) : nil
+            return places.surveys(codec, startingWith: s.channels) ? (Int32(s.index), codec) : nil
         })
-        guard !surveyed.isEmpty else { return }
+        guard !surveyed.isEmpty, let packet = try? Packet() else { return false }
         var seen: [Int32: Set<Format>] = [:]
-        for i in 0..<samples {
-            let from = size * Int64(i) / Int64(samples)
+        for i in 0..<places.count {
             var runs: [Int32: (format: Format?, count: Int)] = [:]
             var settled = Set<Int32>()
-            demuxer.read(fromByte: from, limit: samplePackets, into: packet) { packet in
+            places.read(i, demuxer, into: packet) { packet in
                 let p = packet.pointer.pointee
-                if p.pos >= 0, p.pos - from > sampleBytes { return false }
                 guard let codec = surveyed[p.stream_index], !settled.contains(p.stream_index), let data = p.data else { return true }
                 let format = Format(codec, UnsafeBufferPointer(start: data, count: Int(p.size)))
                 let run = runs[p.stream_index]
@@ -87,5 +162,6 @@ enum SoundFormatSurvey {
                 streams[k].channelLayout = Prober.name(of: &layout)
             }
         }
+        return true
     }
 }

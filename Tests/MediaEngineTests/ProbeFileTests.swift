@@ -264,3 +264,41 @@ struct TrackTitleTests {
         _ = context
     }
 }
+
+@Suite("a Matroska file's end from its last cluster")
+struct MatroskaTailTests {
+    /// Eight seconds of pictures and AAC, written with cues or live (without).
+    static func clip(live: Bool) throws -> String {
+        try Media.generated("tail-\(live ? "live" : "cued").mkv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=8",
+                                                                   "-f", "lavfi", "-i", "sine=sample_rate=48000:duration=8",
+                                                                   "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac",
+                                                                   "-live", live ? "1" : "0", "-f", "matroska"])
+    }
+
+    @Test("the last cluster's blocks are read from the file's tail, with or without the cluster's size (a live writer leaves it unknown)",
+          arguments: [false, true])
+    func lastBlocks(live: Bool) throws {
+        let source = try Self.clip(live: live)
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
+        let blocks = try #require(MatroskaTail.lastBlocks(Array(bytes.suffix(Int(Prober.tailBytes)))), "no cluster read")
+        let last = try #require(blocks.map(\.time).max())
+        // ffprobe's last packet times, in the file's milliseconds.
+        let packets = try Run.command("ffprobe", ["-v", "error", "-show_entries", "packet=pts", "-of", "csv=p=0", source]).stdout
+        let latest = packets.split(separator: "\n").compactMap { Int64($0.trimmingCharacters(in: .whitespaces)) }.max()
+        #expect(last == latest, "\(blocks.suffix(4))")
+        #expect(Set(blocks.map(\.track)) == [1, 2], "\(blocks.suffix(4))")
+        // A tail inside the last cluster holds none to read: the probe reads further back.
+        #expect(MatroskaTail.lastBlocks(Array(bytes.suffix(1000))) == nil)
+        let info = try Prober.probe(path: source)
+        #expect(abs(info.durationSeconds - 8) < 0.1, "\(info.durationSeconds)")
+    }
+
+    @Test("a film-length Matroska recording written live (no duration, no cues: 115,000 packets) is measured to its end, 1,600 s (the byte seek to its tail made the demuxer read from the start, and it was measured at the 100,000th packet, 1,392 s)")
+    func longLiveRecording() throws {
+        let source = try Media.generated("looped-200-live.mkv", ["-stream_loop", "199", "-i", try Self.clip(live: false), "-c", "copy",
+                                                                 "-live", "1", "-f", "matroska"])
+        let info = try Prober.probe(path: source)
+        #expect(abs(info.durationSeconds - 1600) < 0.5, "\(info.durationSeconds)")
+        #expect(info.warnings.contains("duration_measured"), "\(info.warnings)")
+    }
+}

@@ -1,0 +1,106 @@
+/// Where a Matroska file's blocks end, read from its last bytes: the last cluster's
+/// timestamp and its blocks' own.
+///
+/// The probe wants a Matroska file's end where its header's duration is missing (a file
+/// written live, a recording cut off) or doubtful (a recording kept on its capture clock).
+/// A byte seek does not take the Matroska demuxer there: it resyncs from where it last
+/// parsed, the file's start, and reads every block on the way, so a 135 MB recording was
+/// read whole by the probe and a film-length one measured at the 100,000th packet the
+/// read stopped at. The last cluster holds the answer in a few kB.
+enum MatroskaTail {
+    private static let cluster: UInt32 = 0x1F43_B675
+    private static let timestamp: UInt32 = 0xE7
+    private static let simpleBlock: UInt32 = 0xA3
+    private static let blockGroup: UInt32 = 0xA0
+    private static let block: UInt32 = 0xA1
+
+    /// A block's start, in the segment's timestamp units, and its track.
+    struct Block: Equatable {
+        var track: Int
+        var time: Int64
+    }
+
+    /// The blocks of the last cluster in `bytes` (a file's tail) that has any, nil if none
+    /// can be read there.
+    static func lastBlocks(_ bytes: [UInt8]) -> [Block]? {
+        var before = bytes.count
+        while let at = lastCluster(bytes, before: before) {
+            if let blocks = blocks(inClusterAt: at, bytes), !blocks.isEmpty { return blocks }
+            before = at
+        }
+        return nil
+    }
+
+    /// The offset of the last cluster ID that starts before `before`.
+    private static func lastCluster(_ bytes: [UInt8], before: Int) -> Int? {
+        var i = min(before, bytes.count - 4) - 1
+        while i >= 0 {
+            if bytes[i] == 0x1F, bytes[i + 1] == 0x43, bytes[i + 2] == 0xB6, bytes[i + 3] == 0x75 { return i }
+            i -= 1
+        }
+        return nil
+    }
+
+    /// An EBML element's header at `at`: its ID (length marker kept), where its data
+    /// starts, and its size (nil: unknown, as a live writer leaves a cluster's).
+    private static func header(_ bytes: [UInt8], at: Int) -> (id: UInt32, data: Int, size: Int?)? {
+        guard at < bytes.count, bytes[at] != 0 else { return nil }
+        let idLength = bytes[at].leadingZeroBitCount + 1
+        guard idLength <= 4, at + idLength < bytes.count else { return nil }
+        let id = bytes[at..<at + idLength].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        let s = at + idLength
+        guard bytes[s] != 0 else { return nil }
+        let sizeLength = bytes[s].leadingZeroBitCount + 1
+        guard s + sizeLength <= bytes.count else { return nil }
+        var size = UInt64(bytes[s] & (0xFF >> sizeLength))
+        var allOnes = size == UInt64(0xFF >> sizeLength)
+        for b in bytes[s + 1..<s + sizeLength] {
+            size = size << 8 | UInt64(b)
+            allOnes = allOnes && b == 0xFF
+        }
+        return (id, s + sizeLength, allOnes || size > UInt64(Int.max / 2) ? nil : Int(size))
+    }
+
+    /// The blocks of the cluster whose ID is at `at`, nil if it has no timestamp first.
+    private static func blocks(inClusterAt at: Int, _ bytes: [UInt8]) -> [Block]? {
+        guard let c = header(bytes, at: at), c.id == cluster else { return nil }
+        let end = c.size.map { min(bytes.count, c.data + $0) } ?? bytes.count
+        var base: Int64?
+        var found: [Block] = []
+        /// Walks the elements from `from` to `to`, into block groups.
+        func walk(_ from: Int, _ to: Int) -> Bool {
+            var p = from
+            while p < to, let e = header(bytes, at: p) {
+                switch e.id {
+                case timestamp:
+                    guard let size = e.size, size >= 1, size <= 8, e.data + size <= bytes.count else { return false }
+                    base = bytes[e.data..<e.data + size].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+                case simpleBlock, block:
+                    guard let base, let b = blockHeader(bytes, at: e.data) else { break }
+                    found.append(Block(track: b.track, time: base &+ Int64(b.relative)))  // a damaged one may wrap
+                case blockGroup:
+                    guard let size = e.size, walk(e.data, min(to, e.data + size)) else { return false }
+                case cluster:
+                    return true  // the next cluster, cut off
+                default:
+                    break
+                }
+                guard let size = e.size else { return true }  // no size: nothing past it is known
+                p = e.data + size
+            }
+            return true
+        }
+        _ = walk(c.data, end)
+        return base == nil ? nil : found
+    }
+
+    /// A block's track number and its time relative to its cluster's.
+    private static func blockHeader(_ bytes: [UInt8], at: Int) -> (track: Int, relative: Int16)? {
+        guard at < bytes.count, bytes[at] != 0 else { return nil }
+        let length = bytes[at].leadingZeroBitCount + 1
+        guard length <= 8, at + length + 2 <= bytes.count else { return nil }
+        let track = bytes[at + 1..<at + length].reduce(Int(bytes[at] & (0xFF >> length))) { $0 << 8 | Int($1) }
+        let relative = Int16(bitPattern: UInt16(bytes[at + length]) << 8 | UInt16(bytes[at + length + 1]))
+        return (track, relative)
+    }
+}
