@@ -13,6 +13,7 @@ enum MatroskaTail {
     private static let simpleBlock: UInt32 = 0xA3
     private static let blockGroup: UInt32 = 0xA0
     private static let block: UInt32 = 0xA1
+    private static let crc32: UInt32 = 0xBF
 
     /// A block's start, in the segment's timestamp units, and its track.
     struct Block: Equatable {
@@ -22,14 +23,21 @@ enum MatroskaTail {
 
     /// The blocks of the last cluster in `bytes` (a file's tail) that has any, nil if none
     /// can be read there.
+    /// At most `candidates` places that look like a cluster are tried, last first: a
+    /// file's own ID in its index (SeekHead, Cues) is one, and bytes that happen to look like
+    /// one rarely also start with a timestamp. A damaged or hostile tail full of them is not
+    /// walked through again and again.
     static func lastBlocks(_ bytes: [UInt8]) -> [Block]? {
         var before = bytes.count
-        while let at = lastCluster(bytes, before: before) {
+        for _ in 0..<candidates {
+            guard let at = lastCluster(bytes, before: before) else { return nil }
             if let blocks = blocks(inClusterAt: at, bytes), !blocks.isEmpty { return blocks }
             before = at
         }
         return nil
     }
+
+    static let candidates = 16
 
     /// The offset of the last cluster ID that starts before `before`.
     private static func lastCluster(_ bytes: [UInt8], before: Int) -> Int? {
@@ -61,14 +69,18 @@ enum MatroskaTail {
         return (id, s + sizeLength, allOnes || size > UInt64(Int.max / 2) ? nil : Int(size))
     }
 
-    /// The blocks of the cluster whose ID is at `at`, nil if it has no timestamp first.
+    /// The blocks of the cluster whose ID is at `at`, nil if it has no timestamp first
+    /// (where muxers write it, after a CRC-32 where they write one: ffmpeg's does).
     private static func blocks(inClusterAt at: Int, _ bytes: [UInt8]) -> [Block]? {
-        guard let c = header(bytes, at: at), c.id == cluster else { return nil }
+        guard let c = header(bytes, at: at), c.id == cluster, var first = header(bytes, at: c.data) else { return nil }
+        if first.id == crc32, let size = first.size, let next = header(bytes, at: first.data + size) { first = next }
+        guard first.id == timestamp else { return nil }
         let end = c.size.map { min(bytes.count, c.data + $0) } ?? bytes.count
         var base: Int64?
         var found: [Block] = []
-        /// Walks the elements from `from` to `to`, into block groups.
-        func walk(_ from: Int, _ to: Int) -> Bool {
+        /// Walks the elements from `from` to `to`, into block groups (which hold no
+        /// others: a damaged one nested a million deep is not followed).
+        func walk(_ from: Int, _ to: Int, inGroup: Bool = false) -> Bool {
             var p = from
             while p < to, let e = header(bytes, at: p) {
                 switch e.id {
@@ -78,8 +90,8 @@ enum MatroskaTail {
                 case simpleBlock, block:
                     guard let base, let b = blockHeader(bytes, at: e.data) else { break }
                     found.append(Block(track: b.track, time: base &+ Int64(b.relative)))  // a damaged one may wrap
-                case blockGroup:
-                    guard let size = e.size, walk(e.data, min(to, e.data + size)) else { return false }
+                case blockGroup where !inGroup:
+                    guard let size = e.size, walk(e.data, min(to, e.data + size), inGroup: true) else { return false }
                 case cluster:
                     return true  // the next cluster, cut off
                 default:

@@ -302,3 +302,18 @@ struct MatroskaTailTests {
         #expect(info.warnings.contains("duration_measured"), "\(info.warnings)")
     }
 }
+
+@Suite("a damaged Matroska tail")
+struct MatroskaTailDamageTests {
+    @Test("a tail of block groups nested a million deep, or of clusters every 12 bytes each with a timestamp and no block, answers at once without a crash: no end")
+    func hostileTails() {
+        // A cluster of unknown size, its timestamp, then block groups nested, each as long
+        // as the rest (an 8-byte size).
+        var nested: [UInt8] = [0x1F, 0x43, 0xB6, 0x75, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xE7, 0x81, 0x05]
+        for _ in 0..<1_000_000 { nested += [0xA0, 0x01, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF] }
+        #expect(MatroskaTail.lastBlocks(nested) == nil)
+        // Cluster (4 bytes long), its timestamp, a void element, over and over.
+        let many = (0..<400_000).flatMap { _ in [0x1F, 0x43, 0xB6, 0x75, 0x84, 0xE7, 0x81, 0x00, 0xEC, 0x80, 0xEC, 0x80] as [UInt8] }
+        #expect(MatroskaTail.lastBlocks(many) == nil)
+    }
+}
