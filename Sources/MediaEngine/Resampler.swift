@@ -117,6 +117,10 @@ final class Resampler {
         }
         try configure(format: f.pointee.format, rate: f.pointee.sample_rate, layout: layout)
         let skip = min(max(0, skipping), f.pointee.nb_samples)
+        guard skip > 0 else {
+            // Every frame but a cut one: its planes as they are, no array built per frame.
+            return try convert(UnsafeMutablePointer<UnsafePointer<UInt8>?>(OpaquePointer(f.pointee.extended_data)), count: f.pointee.nb_samples)
+        }
         let format = AVSampleFormat(rawValue: f.pointee.format)
         let planar = av_sample_fmt_is_planar(format) != 0
         // Each plane from its `skip`-th sample: a plane a channel (planar), or one plane
