@@ -136,8 +136,10 @@ public enum Prober {
                 // No duration in the header (a live or interrupted recording's Matroska): the
                 // last packets say where the file ends, for progress, the plan's bitrate and
                 // verification's length check.
+                var measured = false
                 if duration <= 0, let end = measuredEnd(demuxer, size: Int64(size)), end > start {
                     duration = end - start
+                    measured = true
                     warnings.append("duration_measured")
                 }
                 // libavformat's length of an MPEG-TS file is its last time less its first:
@@ -151,8 +153,9 @@ public enum Prober {
                 // the last packets end at the declared time, not at the start plus it, the
                 // length is the declared time less the start. FLV's onMetaData duration, as
                 // the ffmpeg command writes it, is the same (a clip whose pictures start at
-                // 1.03 s declared 9.03 s for 8.02, and was refused as cut short).
-                if formatName.hasPrefix("matroska") || formatName == "flv", start > 0.5, duration > start,
+                // 1.03 s declared 9.03 s for 8.02, and was refused as cut short). A length just
+                // measured from the end is already its length: the tail is not read again.
+                if formatName.hasPrefix("matroska") || formatName == "flv", !measured, start > 0.5, duration > start,
                    let end = measuredEnd(demuxer, size: Int64(size)) {
                     if abs(end - duration) < abs(end - (start + duration)) {
                         duration -= start
