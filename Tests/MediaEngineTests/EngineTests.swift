@@ -243,23 +243,12 @@ struct RemuxMetadataTests {
 
 @Suite("broadcast sound whose format changes")
 struct SoundFormatChangeTests {
-    /// Eight seconds of stereo AC-3 (the adverts), then eight of 5.1 (the film), as the
-    /// ATSC or DVB recording of a film goes (the prep-artifact tests share the file).
-    static func recording(seconds: Int = 8) throws -> String {
-        try Media.concatenatedTS(seconds == 8 ? "ac3-stereo-then-5.1-48k.ts" : "ac3-stereo-then-5.1-\(2 * seconds)s.ts",
-                                 parts: [(2, 0), (6, seconds)].map { channels, offset in
-            ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=\(seconds)",
-             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=\(seconds)",
-             "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "ac3", "-ac", "\(channels)", "-output_ts_offset", "\(offset)"]
-        })
-    }
-
     @Test("the probe's samples through a recording find the 5.1 after its stereo start, in MPEG-TS and remuxed into Matroska (sampled by time through its cues): the sound is described by its largest layout and said to change (it probed as stereo from its first frames); a steady one is not",
           arguments: ["ts", "mkv"])
     func surveyed(container: String) throws {
         // Matroska is surveyed from a minute (`SoundFormatSurvey.shortestMatroska`).
-        let source = container == "ts" ? try Self.recording()
-            : try Media.generated("ac3-stereo-then-5.1-70s.mkv", ["-i", try Self.recording(seconds: 35), "-c", "copy"])
+        let source = container == "ts" ? try Media.soundRecording("ac3", channels: [2, 6])
+            : try Media.generated("ac3-stereo-then-5.1-70s.mkv", ["-i", try Media.soundRecording("ac3", channels: [2, 6], seconds: 35), "-c", "copy"])
         let info = try Prober.probe(path: source)
         let sound = try #require(info.audioStreams.first)
         #expect(sound.channels == 6 && sound.formatChanges == true, "\(sound)")
@@ -273,7 +262,7 @@ struct SoundFormatChangeTests {
 
     @Test("a copy of a sound whose change the probe did not foresee (a plan that copies it anyway) stops at the change, and the sound is re-encoded at the plan's channels, 5.1 from the probe's samples, said in the adjustments")
     func copyStopsAtChange() throws {
-        let path = try Self.recording()
+        let path = try Media.soundRecording("ac3", channels: [2, 6])
         let info = try Prober.probe(path: path)
         let plan = try #require(EnginePlans.remux(info))
         #expect(plan.audio?.action == .copy && plan.audio?.channels == 6)

@@ -38,19 +38,17 @@ struct SpliceSyncTests {
     @Test("a recording whose parts' sound overlaps the next part's start, its sound re-encoded: each beep within 45 ms of its flash (the sound fell up to 93 ms behind before a frame was dropped; it is now cut where it overlaps, past 40 ms)")
     func overlapsCut() throws {
         let source = try Self.recording()
-        let dir = Media.scratch("splice-sync")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
         // A browser plays no AC-3: the sound is re-encoded, the pictures copied.
-        let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "web", "--output", out, "--json"])
-        #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
-        let json = try Command.json(r)
-        #expect(json["plan"]?["audio"]?["action"] == .string("transcode") && json["plan"]?["video"]?["action"] == .string("copy"),
-                "\(r.stdout.prefix(500))")
-        let (flashes, beeps) = try Self.flashesAndBeeps(out)
-        #expect(flashes.count == Self.parts && beeps.count == Self.parts, "flashes \(flashes), beeps \(beeps)")
-        let offsets = zip(flashes, beeps).map { Int((($1 - $0) * 1000).rounded()) }
-        #expect(offsets.allSatisfy { abs($0) <= 45 }, "beep minus flash, ms: \(offsets)")
+        try Command.prepare(source, quality: "original", caps: "web", scratch: "splice-sync") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["audio"]?["action"] == .string("transcode") && json["plan"]?["video"]?["action"] == .string("copy"),
+                    "\(r.stdout.prefix(500))")
+            let (flashes, beeps) = try Self.flashesAndBeeps(out)
+            #expect(flashes.count == Self.parts && beeps.count == Self.parts, "flashes \(flashes), beeps \(beeps)")
+            let offsets = zip(flashes, beeps).map { Int((($1 - $0) * 1000).rounded()) }
+            #expect(offsets.allSatisfy { abs($0) <= 45 }, "beep minus flash, ms: \(offsets)")
+        }
         // The source's own, read the same way: the reading itself is right.
         let (sourceFlashes, sourceBeeps) = try Self.flashesAndBeeps(source)
         #expect(zip(sourceFlashes, sourceBeeps).allSatisfy { abs($1 - $0) < 0.01 }, "\(sourceFlashes) \(sourceBeeps)")

@@ -66,6 +66,18 @@ public enum Media {
         }
     }
 
+    /// A recording of `seconds`-long parts laid end to end, 320x240 pictures and a 48 kHz
+    /// tone in `codec` at each part's channels: [2, 6] goes from stereo adverts into a 5.1
+    /// film, as an ATSC or DVB recording does.
+    public static func soundRecording(_ codec: String, channels: [Int], seconds: Int = 8) throws -> String {
+        try concatenatedTS("\(codec)-\(channels.map(String.init).joined(separator: "-"))ch-\(seconds)s.ts",
+                           parts: channels.enumerated().map { i, count in
+            ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=\(seconds)",
+             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=\(seconds)",
+             "-c:v", "libx264", "-preset", "ultrafast", "-c:a", codec, "-ac", "\(count)", "-output_ts_offset", "\(i * seconds)"]
+        })
+    }
+
     /// A generated file cached in .build/test-media: `make` writes it to the temporary path
     /// it is given (same folder, same extension), which then takes its name.
     public static func generated(_ name: String, make: (_ tmp: String) throws -> Void) throws -> String {
