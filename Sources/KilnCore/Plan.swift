@@ -260,8 +260,12 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 ///    only every so many pictures (a 15 fps stretch of a 60 fps clip had them 2.33 s apart);
 ///    AC-3 or E-AC-3 that changes its layout or rate mid-stream re-encoded, not copied under
 ///    its first frames' sample entry.
+/// 14: a steady transcode's grid at its standard base rate where its average falls a little
+///    short (one picture held, one missing) and is no standard rate; an MP4 sample the file
+///    ends inside left out; a movie-fragment MP4 read afresh after the probe (its last
+///    fragment had been read twice).
 public enum EngineRecipe {
-    public static let version = 13
+    public static let version = 14
 }
 
 extension Plan {

@@ -280,6 +280,11 @@ final class Demuxer {
             if ret == kiln_averror_invaliddata() || ret == kiln_averror_enomem() { return false }
             throw classify(ret, .demux, "cannot read the source", as: .ioError)
         }
+        if endsCutShort(packet.pointer.pointee) {
+            cutShortPackets += 1
+            packet.unref()
+            return try read(into: packet)
+        }
         TimeLimit.clear(packet, in: stream(Int(packet.streamIndex)))
         deriveDecodeTime(packet)
         let st = stream(Int(packet.streamIndex))
@@ -293,6 +298,31 @@ final class Demuxer {
         if startMarks.note(p, of: st), st.pointee.start_time == noPTS, p.pts != noPTS { st.pointee.start_time = p.pts }
         if p.pos >= 0 { furthestByte = max(furthestByte, p.pos + Int64(max(p.size, 0))) }
         return true
+    }
+
+    /// Packets left out because the file ends inside them (`endsCutShort`).
+    private(set) var cutShortPackets = 0
+    private lazy var fileBytes: Int64 = FileIO.size(atPath: path).map { Int64($0) } ?? -1
+    private lazy var indexesSampleSizes = String(cString: context.pointee.iformat.pointee.name).hasPrefix("mov,")
+
+    /// Whether `p` ends where the file does, short of the size the MP4's index gives its
+    /// sample: a download cut short inside its last sample (a fragment's index is whole
+    /// before its data). libavformat hands over the bytes there are; a copy wrote the part
+    /// of a picture, which decoders reported as damage at the output's end, counted nowhere.
+    private func endsCutShort(_ p: AVPacket) -> Bool {
+        guard p.pos >= 0, p.size >= 0, p.stream_index >= 0, p.stream_index < Int32(streamCount), fileBytes > 0,
+              p.pos + Int64(p.size) >= fileBytes, indexesSampleSizes else { return false }
+        let st = stream(Int(p.stream_index))
+        let count = avformat_index_get_entries_count(st)
+        guard count > 0 else { return false }
+        // The sample's entry, found by its position among those timed near it.
+        let near = av_index_search_timestamp(st, p.dts, AVSEEK_FLAG_ANY | AVSEEK_FLAG_BACKWARD)
+        let range = near >= 0 ? max(0, near - 8)...min(count - 1, near + 8) : max(0, count - 16)...(count - 1)
+        for k in range {
+            guard let e = avformat_index_get_entry(st, k), e.pointee.pos == p.pos else { continue }
+            return Int(e.pointee.size) > Int(p.size)
+        }
+        return false
     }
 
     /// Per stream, its decode times' derivation (`DecodeTimes`), made at its first packet
@@ -316,6 +346,14 @@ final class Demuxer {
     /// then anywhere (a failed seek in a damaged index can leave it mid-file), so the
     /// demuxer must not be read on.
     private(set) var rewindFailed = false
+
+    /// Whether this reader, sent back to the start, would read a fragment twice: an MP4 in
+    /// movie fragments whose last fragment it has read (the probe's look at its end, or all
+    /// of a short file). libavformat 5.1 then reads the last fragment again after the
+    /// others: an HLS download of 2 s segments laid end to end gave its last 2 s twice, and
+    /// the copy stopped at the times running back and re-encoded the picture. Set by the
+    /// probe for any such file, whose run then opens it afresh.
+    var readsFragmentsAgain = false
 
     /// Goes back to the first packet after the probe's packet scan, so the pipeline can
     /// reuse this demuxer instead of opening and analysing the file a second time. Checked,

@@ -416,7 +416,7 @@ public enum Preparer {
                 }
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
                     + lanes.reduce(0) { $0 + $1.stats.repairedTimestamps }
-                corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets } + pipeline.outliers
+                corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets } + pipeline.outliers + demuxer.cutShortPackets
                 timelineRepairs = repaired + pipeline.outliers + pipeline.splices
                 gaps = lanes.reduce(0) { $0 + $1.stats.gapsFilled }
                 let decoding: [String] = lanes.flatMap(\.ffmpegInputOptions)

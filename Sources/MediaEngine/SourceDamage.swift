@@ -213,18 +213,57 @@ extension Prober {
         return nil
     }
 
-    /// Whether an MP4 or QuickTime file is in movie fragments with no segment index: its
-    /// `moov` holds an `mvex` (which announces fragments), or a `moof` follows, and no
-    /// top-level `sidx` says where they are. Only box headers are read, of the first 64
-    /// top-level boxes and of `moov`'s children; a damaged box ends the walk (not fragmented).
-    static func isFragmented(_ path: String) -> Bool {
+    /// How an MP4 or QuickTime file is laid out in movie fragments: whether it has any
+    /// (its `moov` holds an `mvex`, which announces them, or a `moof` follows), and whether
+    /// a segment index says where all of them are: the first top-level `sidx`, the one
+    /// players read (ExoPlayer builds its seek map from it alone), must reach the file's
+    /// last fragment. A DASH or HLS download is its segments laid end to end, each with a
+    /// `sidx` of its own 2 s: the first indexed only the first segment, and the file went
+    /// out as it was, to players that could not seek in it. Only box headers are read (and
+    /// the one `sidx`), of the first 64 top-level boxes and of `moov`'s children; a damaged
+    /// box ends the walk.
+    static func fragmentLayout(_ path: String) -> (fragments: Bool, indexed: Bool) {
         guard let file = try? FileDescriptor(path: path, flags: O_RDONLY), let size = FileIO.size(atPath: path),
               // (A file cut short in its last fragment is fragmented all the same.)
-              let top = try? FastStart.topLevelBoxes(file, fileSize: size, limit: 64, upToDamage: true) else { return false }
-        if top.contains(where: { $0.type == "sidx" }) { return false }
-        if top.contains(where: { $0.type == "moof" }) { return true }
-        guard let moov = top.first(where: { $0.type == "moov" }),
-              let children = try? FastStart.topLevelBoxes(file, from: moov.offset + 8, fileSize: moov.offset + moov.size, limit: 64) else { return false }
-        return children.contains { $0.type == "mvex" }
+              let top = try? FastStart.topLevelBoxes(file, fileSize: size, limit: 64, upToDamage: true) else { return (false, false) }
+        var fragments = top.contains { $0.type == "moof" }
+        if !fragments, let moov = top.first(where: { $0.type == "moov" }),
+           let children = try? FastStart.topLevelBoxes(file, from: moov.offset + 8, fileSize: moov.offset + moov.size, limit: 64) {
+            fragments = children.contains { $0.type == "mvex" }
+        }
+        guard let sidx = top.first(where: { $0.type == "sidx" }) else { return (fragments, false) }
+        // A sidx without fragments (a damaged or odd file) indexes nothing to seek in: as before, not fragmented.
+        guard fragments, let end = indexedEnd(file, sidx) else { return (fragments, !fragments) }
+        if end >= Int64(size) { return (true, true) }
+        // What follows the indexed fragments may be a fragment index (`mfra`) or free space, no fragment.
+        let after = (try? FastStart.topLevelBoxes(file, from: end, fileSize: Int64(size), limit: 8, upToDamage: true)) ?? []
+        return (true, !after.isEmpty && !after.contains { $0.type == "moof" || $0.type == "mdat" })
+    }
+
+    /// Where the fragments a `sidx` box references end: its anchor (the byte after it) plus
+    /// its first offset and every reference's size. Nil where it references other `sidx`
+    /// boxes (a hierarchy, which ExoPlayer refuses), or cannot be read.
+    static func indexedEnd(_ file: FileDescriptor, _ sidx: FastStart.Box) -> Int64? {
+        guard sidx.size >= 32, sidx.size <= 1 << 22, let b = try? file.read(upTo: Int(sidx.size), at: sidx.offset),
+              b.count == Int(sidx.size) else { return nil }
+        func be32(_ i: Int) -> Int64 { Int64(FastStart.be32(b, i)) }
+        // Its header (8 bytes, 16 with a 64-bit size), version and flags, reference ID and
+        // timescale; then the earliest time and the first offset, 32 or 64 bits each, 16
+        // reserved bits and the count of 12-byte references.
+        let h = be32(0) == 1 ? 16 : 8
+        let version = b[h]
+        let firstOffset = version == 0 ? be32(h + 16) : (be32(h + 20) << 32 | be32(h + 24))
+        let countAt = version == 0 ? h + 22 : h + 30
+        guard countAt + 2 <= b.count, firstOffset >= 0, firstOffset < 1 << 52 else { return nil }
+        let count = Int(b[countAt]) << 8 | Int(b[countAt + 1])
+        var end = sidx.offset + sidx.size + firstOffset
+        for k in 0..<count {
+            let at = countAt + 2 + 12 * k
+            guard at + 12 <= b.count else { return nil }
+            let word = be32(at)
+            guard word & 0x8000_0000 == 0 else { return nil }
+            end += word
+        }
+        return end
     }
 }

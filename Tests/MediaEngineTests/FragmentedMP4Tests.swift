@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+import KilnCore
+import KilnTestSupport
+@testable import MediaEngine
+
+/// MP4 in movie fragments as downloads and recorders write it: ffmpeg's fragmented output
+/// (OBS, screen recorders), an HLS download's segments laid end to end, DASH with a segment
+/// index, and a download cut short.
+@Suite("fragmented MP4")
+struct FragmentedMP4Tests {
+    static let pictures = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30:duration=6",
+                           "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
+                           "-c:v", "libx264", "-preset", "ultrafast", "-g", "30", "-c:a", "aac"]
+
+    /// ffmpeg's fragments (a moof a keyframe, no segment index): its pictures after the
+    /// first are 21 ms on (the sound's priming), so the first lasts 55 ms.
+    static func fragmented() throws -> String {
+        try Media.generated("fragmented-30fps.mp4", pictures + ["-movflags", "frag_keyframe+empty_moov+default_base_moof"])
+    }
+
+    /// An HLS download: its init segment and its 2 s fMP4 segments laid end to end, each
+    /// segment with a `sidx` a track of its own 2 s.
+    static func hlsDownload() throws -> String {
+        try Media.generated("hls-fmp4-concatenated.mp4") { tmp in
+            let dir = Media.scratch("hls")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + pictures
+                + ["-f", "hls", "-hls_time", "2", "-hls_segment_type", "fmp4", "-hls_playlist_type", "vod",
+                   dir.appendingPathComponent("list.m3u8").path])
+            guard r.status == 0 else { throw TestFailure(r.stderr) }
+            let segments = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".m4s") }
+                .sorted { $0.count != $1.count ? $0.count < $1.count : $0 < $1 }
+            var bytes = try Data(contentsOf: dir.appendingPathComponent("init.mp4"))
+            for s in segments { bytes += try Data(contentsOf: dir.appendingPathComponent(s)) }
+            try bytes.write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    @Test("a fragmented MP4 whose first picture is held 55 ms is re-encoded at its 30 fps, every picture at its own time: at the 29.89 fps average its pictures slid across the grid and the sound led them by up to 34 ms")
+    func heldFirstPicture() throws {
+        let path = try Self.fragmented()
+        let info = try Prober.probe(path: path)
+        #expect(info.fragmented == true)
+        let dir = Media.scratch("frag")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let plan = try #require(EnginePlans.transcode(info))
+        let result = try Preparer.prepare(source: path, plan: plan, info: info, output: out)
+        let rate = result.stats.ffmpegEquivalent.flatMap { args in args.firstIndex(of: "-r:0").map { args[$0 + 1] } }
+        #expect(rate == "30/1")
+        let source = try FFprobe.packetTimes(path, "v:0"), output = try FFprobe.packetTimes(out, "v:0")
+        #expect(output.count == source.count)
+        let offsets = zip(source, output).map { abs($0 - $1) }
+        #expect(offsets.allSatisfy { $0 < 0.005 }, "\(offsets.max() ?? 0) s at most between a picture's time and its source's")
+    }
+
+    @Test("an HLS download (fMP4 segments laid end to end) is fragmented, its pictures' bitrate left to the file's size, and copied once through: read to its end by the probe and sent back, the reader gave its last segment again, and the copy stopped there and re-encoded the picture")
+    func hlsSegmentsLaidEndToEnd() throws {
+        let path = try Self.hlsDownload()
+        let opened = try Prober.open(path: path)
+        // Each segment's sidx indexes only its own 2 s: not an index of the file.
+        #expect(opened.info.fragmented == true)
+        // libavformat's figure counts the fragments it read at the start over the whole length.
+        #expect(opened.info.videoStreams.first?.bitRate == nil)
+        let dir = Media.scratch("hls")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let plan = try #require(EnginePlans.remux(opened.info))
+        let result = try Preparer.prepare(source: opened, plan: plan, output: out)
+        #expect(result.stats.adjustments == nil)
+        #expect(result.executedPlan?.video?.action != .transcode)
+        #expect(try FFprobe.packetCount(out, "v:0") == FFprobe.packetCount(path, "v:0"))
+        #expect(abs(result.output.durationSeconds - 6) < 0.1)
+    }
+
+    @Test("fragments indexed by one segment index from the start (DASH on demand, ffmpeg's global_sidx) are not fragmented: players seek through it")
+    func globalSegmentIndex() throws {
+        let path = try Media.generated("fragmented-global-sidx.mp4",
+                                       Self.pictures + ["-movflags", "frag_keyframe+empty_moov+default_base_moof+global_sidx"])
+        #expect(try Prober.probe(path: path).fragmented == nil)
+    }
+
+    @Test("a fragmented download cut short inside a picture leaves that picture out, counted: the copy had written its first bytes, which decoders report as damage")
+    func cutInsideItsLastSample() throws {
+        let whole = try Self.fragmented()
+        let path = try Media.generated("fragmented-cut-60pc.mp4") { tmp in
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+            try bytes.prefix(bytes.count * 6 / 10).write(to: URL(fileURLWithPath: tmp))
+        }
+        let info = try Prober.probe(path: path)
+        let dir = Media.scratch("cut")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let result = try Preparer.prepare(source: path, plan: try #require(EnginePlans.remux(info)), info: info, output: out)
+        #expect(result.stats.corruptPackets >= 1)
+        #expect(try FFprobe.decodeErrors(out) == "")
+    }
+}
