@@ -386,9 +386,13 @@ public enum Preparer {
                     verifiedLength = end
                 }
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
+                // Cues that reach the declared length explain nothing in a file whose index
+                // says it is cut short: a download stopped at 80 % keeps a subtitle line
+                // stored before the cut and shown to the end (a Matroska film with subtitles
+                // went out 4.8 s of 6, where one without was refused as cut short).
                 if let end = pipeline.picturesAndSoundEnd,
-                   lengthExplained(declared: verifiedLength, picturesAndSoundEnd: end, start: startOffset, cueReach: pipeline.cueReach,
-                                   lanes: lanes, demuxer: demuxer) {
+                   lengthExplained(declared: verifiedLength, picturesAndSoundEnd: end, start: startOffset,
+                                   cueReach: info.indexDamage == nil ? pipeline.cueReach : nil, lanes: lanes, demuxer: demuxer) {
                     verifiedLength = end
                 }
                 burned = lanes.lazy.compactMap { ($0 as? BurnLane)?.burner }.first.map {
