@@ -258,6 +258,17 @@ final class Demuxer {
             deriveDecodeTime(packet)
             return true
         }
+        // A loop, not a call again: a damaged index may end thousands of samples inside the file's last bytes.
+        while try readFrame(into: packet) {
+            guard endsCutShort(packet.pointer.pointee) else { return taken(packet) }
+            cutShortPackets += 1
+            packet.unref()
+        }
+        return false
+    }
+
+    /// libavformat's next packet; false at the end (or where damage ends what is readable).
+    private func readFrame(into packet: Packet) throws(KilnError) -> Bool {
         var ret = av_read_frame(context, packet.pointer)
         // EAGAIN from a file is MPEG-TS giving up a resync after 64 kB without a sync byte
         // (a zeroed stretch): the next read goes on past it, as the ffmpeg command's does.
@@ -280,11 +291,11 @@ final class Demuxer {
             if ret == kiln_averror_invaliddata() || ret == kiln_averror_enomem() { return false }
             throw classify(ret, .demux, "cannot read the source", as: .ioError)
         }
-        if endsCutShort(packet.pointer.pointee) {
-            cutShortPackets += 1
-            packet.unref()
-            return try read(into: packet)
-        }
+        return true
+    }
+
+    /// A packet just read from libavformat, timed and noted.
+    private func taken(_ packet: Packet) -> Bool {
         TimeLimit.clear(packet, in: stream(Int(packet.streamIndex)))
         deriveDecodeTime(packet)
         let st = stream(Int(packet.streamIndex))
