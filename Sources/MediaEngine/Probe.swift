@@ -204,9 +204,18 @@ public enum Prober {
                 demuxer.readsFragmentsAgain = true
                 // libavformat counts a stream's bytes in the fragments it read at the
                 // start over the length a `sidx` gives: an HLS download's pictures read
-                // 1.3 Mbit/s for 1.9, and went as they were to a 2 Mbit/s rung. The
-                // file's size over its length, less the sound, is the planner's figure.
-                for i in info.streams.indices where info.streams[i].type == .video { info.streams[i].bitRate = nil }
+                // 1.3 Mbit/s for 1.9, and went as they were to a 2 Mbit/s rung; a DASH
+                // file's 128 kbit/s sound read 12.5 and was copied where it did not fit.
+                // The sound's is its samples read so far over the time they cover; the
+                // pictures', the file's size over its length less the sound (the
+                // planner's figure where a stream says none).
+                for i in info.streams.indices {
+                    switch info.streams[i].type {
+                    case .video: info.streams[i].bitRate = nil
+                    case .audio: info.streams[i].bitRate = indexedBitRate(demuxer.stream(info.streams[i].index))
+                    default: break
+                    }
+                }
             }
         }
         if scan {
@@ -219,6 +228,20 @@ public enum Prober {
             if formatName.hasPrefix("mov,"), info.fragmented != true { info.timingDamage = TrackDrift.judge(demuxer) }
         }
         return info
+    }
+
+    /// A stream's bitrate from the samples its index lists (a fragmented MP4's: those of the
+    /// fragments read so far), over the time they cover; nil under half a second of them.
+    static func indexedBitRate(_ st: UnsafeMutablePointer<AVStream>) -> Int? {
+        let count = min(Int(avformat_index_get_entries_count(st)), 1 << 20)
+        guard count >= 2, let first = avformat_index_get_entry(st, 0)?.pointee,
+              let last = avformat_index_get_entry(st, Int32(count - 1))?.pointee,
+              let span = seconds(last.timestamp - first.timestamp, st.pointee.time_base), span > 0 else { return nil }
+        let covered = span * Double(count) / Double(count - 1)
+        guard covered >= 0.5 else { return nil }
+        var bytes: Int64 = 0
+        for k in 0..<count { bytes += Int64(max(avformat_index_get_entry(st, Int32(k))?.pointee.size ?? 0, 0)) }
+        return Int(Double(bytes) * 8 / covered)
     }
 
     /// An audio stream's channels, layout and sample rate; none when its parameters do not

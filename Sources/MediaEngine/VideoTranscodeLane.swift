@@ -446,13 +446,12 @@ final class VideoTranscodeLane: Lane {
         // the probe found constant: libavformat's average for Matroska is its analysis's
         // guess, and 23.976 fps with a few milliseconds of jitter read 27.39 (keyframes
         // 2.3 s apart for a plan's 2 s, and every picture off that grid).
-        // Nor, for a steady stream at a standard rate, an average a little below it and no
-        // standard rate itself: one picture held longer (a fragmented MP4 whose first
-        // picture lasts 55 ms for 33 averaged 29.894 fps) or one missing. On that grid the
-        // pictures, at 30, slid across its slots and sound led by up to 34 ms.
+        // Nor, for a steady stream at a standard rate, an average a little below it: one
+        // picture held longer (a fragmented MP4 whose first picture lasts 55 ms for 33
+        // averaged 29.894 fps over 6 s, 29.936 over 10, 29.968 over 20) or one missing. On
+        // that grid the pictures, at 30, slid across its slots and sound led by up to 34 ms.
         func steadyBelowStandard(_ fps: Double) -> Bool {
-            source.variableFrameRate == false && fps > avg.seconds
-                && StandardFrameRate.nearest(fps) != nil && StandardFrameRate.nearest(avg.seconds) == nil
+            source.variableFrameRate == false && StandardFrameRate.nearest(fps) != nil && avg.seconds < fps * (1 - 1e-5)
         }
         if let fps = source.frameRate, fps >= 0.001, fps <= 240,
            !sane(avg) || (fps > avg.seconds * 1.01 && !pulldown(film: avg.seconds, carried: fps)) || avg.seconds > fps * 1.5

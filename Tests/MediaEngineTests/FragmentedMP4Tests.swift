@@ -9,14 +9,17 @@ import KilnTestSupport
 /// index, and a download cut short.
 @Suite("fragmented MP4")
 struct FragmentedMP4Tests {
-    static let pictures = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30:duration=6",
-                           "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
-                           "-c:v", "libx264", "-preset", "ultrafast", "-g", "30", "-c:a", "aac"]
+    static func pictures(seconds: Int = 6) -> [String] {
+        ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30:duration=\(seconds)",
+         "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=\(seconds)",
+         "-c:v", "libx264", "-preset", "ultrafast", "-g", "30", "-c:a", "aac"]
+    }
 
     /// ffmpeg's fragments (a moof a keyframe, no segment index): its pictures after the
     /// first are 21 ms on (the sound's priming), so the first lasts 55 ms.
-    static func fragmented() throws -> String {
-        try Media.generated("fragmented-30fps.mp4", pictures + ["-movflags", "frag_keyframe+empty_moov+default_base_moof"])
+    static func fragmented(seconds: Int = 6) throws -> String {
+        try Media.generated(seconds == 6 ? "fragmented-30fps.mp4" : "fragmented-30fps-\(seconds)s.mp4",
+                            pictures(seconds: seconds) + ["-movflags", "frag_keyframe+empty_moov+default_base_moof"])
     }
 
     /// An HLS download: its init segment and its 2 s fMP4 segments laid end to end, each
@@ -25,7 +28,7 @@ struct FragmentedMP4Tests {
         try Media.generated("hls-fmp4-concatenated.mp4") { tmp in
             let dir = Media.scratch("hls")
             defer { try? FileManager.default.removeItem(at: dir) }
-            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + pictures
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + pictures()
                 + ["-f", "hls", "-hls_time", "2", "-hls_segment_type", "fmp4", "-hls_playlist_type", "vod",
                    dir.appendingPathComponent("list.m3u8").path])
             guard r.status == 0 else { throw TestFailure(r.stderr) }
@@ -37,9 +40,10 @@ struct FragmentedMP4Tests {
         }
     }
 
-    @Test("a fragmented MP4 whose first picture is held 55 ms is re-encoded at its 30 fps, every picture at its own time: at the 29.89 fps average its pictures slid across the grid and the sound led them by up to 34 ms")
-    func heldFirstPicture() throws {
-        let path = try Self.fragmented()
+    @Test("a fragmented MP4 whose first picture is held 55 ms is re-encoded at its 30 fps, every picture at its own time: at its average (29.89 fps over 6 s, 29.97 over 20) its pictures slid across the grid and the sound led them by up to 34 ms",
+          arguments: [6, 20])
+    func heldFirstPicture(seconds: Int) throws {
+        let path = try Self.fragmented(seconds: seconds)
         let info = try Prober.probe(path: path)
         #expect(info.fragmented == true)
         let dir = Media.scratch("frag")
@@ -74,11 +78,17 @@ struct FragmentedMP4Tests {
         #expect(abs(result.output.durationSeconds - 6) < 0.1)
     }
 
-    @Test("fragments indexed by one segment index from the start (DASH on demand, ffmpeg's global_sidx) are not fragmented: players seek through it")
+    @Test("fragments indexed by one segment index from the start (DASH on demand, ffmpeg's global_sidx) are not fragmented: players seek through it; its sound's bitrate is its samples' (libavformat's figure was a tenth of it, and a rung copied a sound it had no room for)")
     func globalSegmentIndex() throws {
         let path = try Media.generated("fragmented-global-sidx.mp4",
-                                       Self.pictures + ["-movflags", "frag_keyframe+empty_moov+default_base_moof+global_sidx"])
-        #expect(try Prober.probe(path: path).fragmented == nil)
+                                       Self.pictures() + ["-movflags", "frag_keyframe+empty_moov+default_base_moof+global_sidx"])
+        let info = try Prober.probe(path: path)
+        #expect(info.fragmented == nil)
+        let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "a", "-show_entries", "packet=size", "-of", "csv=p=0", path])
+        let bits = r.stdout.split(separator: "\n").compactMap { Int($0) }.reduce(0, +) * 8
+        let measured = Double(bits) / info.durationSeconds
+        let probed = Double(try #require(info.audioStreams.first?.bitRate))
+        #expect(abs(probed / measured - 1) < 0.05, "probed \(probed) bit/s, the packets hold \(measured)")
     }
 
     @Test("a fragmented download cut short inside a picture leaves that picture out, counted: the copy had written its first bytes, which decoders report as damage")
