@@ -64,11 +64,12 @@ public enum Prober {
                 throw KilnError(.sourceUnreadable, stage: .probe,
                                 "probing took longer than \(Int(deadlineSeconds)) s; the file is too damaged to read")
             }
-            // An MP4 cut short inside its index (at its end) may not open at all: say so.
-            if error.code == .sourceUnreadable, let size = FileIO.size(atPath: path),
-               let missing = movieBoxShortfall(path, size: Int64(size)) {
+            // An MP4 cut short inside its index (at its end), or inside a fragment, may not
+            // open at all: say so.
+            if error.code == .sourceUnreadable, let size = FileIO.size(atPath: path), let cut = cutBox(path, size: Int64(size)) {
+                let box = cut.type == "moov" ? "index (moov)" : "\(cut.type) box at byte \(cut.offset)"
                 throw KilnError(.sourceCorrupt, stage: .probe,
-                                "the file is cut short: its index (moov) declares \(missing) bytes past its end (\(size) bytes)")
+                                "the file is cut short: its \(box) declares \(cut.missing) bytes past its end (\(size) bytes)")
             }
             throw error
         }

@@ -154,6 +154,30 @@ extension Prober {
         return nil
     }
 
+    /// The first top-level box of an MP4 or QuickTime file that declares bytes past the
+    /// file's end, and how many: where a file cut short stops. libavformat does not open a
+    /// fragmented MP4 cut inside a `moof` (an interrupted download), nor one whose index
+    /// was to come after its `mdat`, and said only that it was no media file it can read.
+    /// Every box header is read (16 bytes each, a million at most); nil where the file
+    /// does not start as MP4 does, or every box fits.
+    static func cutBox(_ path: String, size: Int64) -> (type: String, offset: Int64, missing: Int64)? {
+        var st = stat()
+        guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG,
+              let file = try? FileDescriptor(path: path, flags: O_RDONLY | O_NONBLOCK) else { return nil }
+        var offset: Int64 = 0
+        for n in 0..<(1 << 20) where offset + 8 <= size {
+            guard let head = try? file.read(upTo: 16, at: offset), head.count >= 8 else { return nil }
+            var declared = Int64(FastStart.be32(head, 0))
+            if declared == 1, head.count >= 16 { declared = head[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) } }
+            let type = String(decoding: head[4..<8], as: UTF8.self)
+            if n == 0, !["ftyp", "styp", "moov", "mdat", "free", "skip", "wide"].contains(type) { return nil }
+            guard declared >= 8 else { return nil }
+            if declared > size - offset { return (type, offset, declared - (size - offset)) }
+            offset += declared
+        }
+        return nil
+    }
+
     /// Damage in the movie box's own children, which libavformat reads in turn before any
     /// track: they must tile it (a size that runs past it, or lands inside a neighbour, has
     /// libavformat read what follows from the wrong place, or clamp the box over it), each

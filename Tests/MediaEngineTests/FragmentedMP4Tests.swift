@@ -91,6 +91,28 @@ struct FragmentedMP4Tests {
         #expect(abs(probed / measured - 1) < 0.05, "probed \(probed) bit/s, the packets hold \(measured)")
     }
 
+    @Test("a fragmented download cut short inside a fragment's sample table (its moof), which libavformat does not open, is refused as cut short, not as a file that is no media")
+    func cutInsideAFragmentHeader() throws {
+        let whole = try Self.fragmented()
+        let path = try Media.generated("fragmented-cut-in-moof.mp4") { tmp in
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: whole)))
+            // The third fragment's moof, cut inside its sample table (its last 40 bytes).
+            var offset = 0, moofs = 0, size = 0
+            while offset + 8 <= bytes.count {
+                size = bytes[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
+                if String(decoding: bytes[offset + 4..<offset + 8], as: UTF8.self) == "moof" {
+                    moofs += 1
+                    if moofs == 3 { break }
+                }
+                guard size >= 8 else { throw TestFailure("a box of \(size) bytes at \(offset)") }
+                offset += size
+            }
+            try Data(bytes.prefix(offset + size - 40)).write(to: URL(fileURLWithPath: tmp))
+        }
+        let error = #expect(throws: KilnError.self) { _ = try Prober.probe(path: path) }
+        #expect(error?.code == .sourceCorrupt && error?.message.contains("cut short: its moof box") == true, "\(String(describing: error))")
+    }
+
     @Test("a fragmented download cut short inside a picture leaves that picture out, counted: the copy had written its first bytes, which decoders report as damage")
     func cutInsideItsLastSample() throws {
         let whole = try Self.fragmented()
