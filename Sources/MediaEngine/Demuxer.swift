@@ -260,8 +260,8 @@ final class Demuxer {
         }
         // A loop, not a call again: a damaged index may end thousands of samples inside the file's last bytes.
         while try readFrame(into: packet) {
+            // Left out; counted with the samples the index places past the end (`samplesPastEnd`).
             guard endsCutShort(packet.pointer.pointee) else { return taken(packet) }
-            cutShortPackets += 1
             packet.unref()
         }
         return false
@@ -311,8 +311,22 @@ final class Demuxer {
         return true
     }
 
-    /// Packets left out because the file ends inside them (`endsCutShort`).
-    private(set) var cutShortPackets = 0
+    /// How many of `stream`'s samples its MP4 index (as read so far: a fragmented file's
+    /// fragments met) places past the file's end, wholly or in part: what a file cut short
+    /// lost of it. Zero for other containers.
+    func samplesPastEnd(stream index: Int) -> Int {
+        guard indexesSampleSizes, fileBytes > 0, index >= 0, index < streamCount else { return 0 }
+        let st = stream(index)
+        let count = min(Int(avformat_index_get_entries_count(st)), 1 << 24)
+        // Samples lie in file order within a stream: those past the end are its last ones.
+        var lost = 0
+        for k in stride(from: count - 1, through: 0, by: -1) {
+            guard let e = avformat_index_get_entry(st, Int32(k)), e.pointee.pos >= 0,
+                  e.pointee.pos + Int64(max(e.pointee.size, 0)) > fileBytes else { break }
+            lost += 1
+        }
+        return lost
+    }
     private lazy var fileBytes: Int64 = FileIO.size(atPath: path).map { Int64($0) } ?? -1
     private lazy var indexesSampleSizes = String(cString: context.pointee.iformat.pointee.name).hasPrefix("mov,")
 

@@ -420,7 +420,10 @@ public enum Preparer {
                 }
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
                     + lanes.reduce(0) { $0 + $1.stats.repairedTimestamps }
-                corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets } + pipeline.outliers + demuxer.cutShortPackets
+                // What a file cut short lost of the kept streams counts too (the sound of a
+                // fragmented download's last second, laid after its pictures, went uncounted).
+                corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets } + pipeline.outliers
+                    + Set(lanes.map(\.inputIndex)).reduce(0) { $0 + demuxer.samplesPastEnd(stream: Int($1)) }
                 timelineRepairs = repaired + pipeline.outliers + pipeline.splices
                 gaps = lanes.reduce(0) { $0 + $1.stats.gapsFilled }
                 let decoding: [String] = lanes.flatMap(\.ffmpegInputOptions)
