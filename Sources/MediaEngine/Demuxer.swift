@@ -321,8 +321,9 @@ final class Demuxer {
         // Samples lie in file order within a stream: those past the end are its last ones.
         var lost = 0
         for k in stride(from: count - 1, through: 0, by: -1) {
+            // (Compared as what is left: a damaged offset near 2^63 would overflow a sum.)
             guard let e = avformat_index_get_entry(st, Int32(k)), e.pointee.pos >= 0,
-                  e.pointee.pos + Int64(max(e.pointee.size, 0)) > fileBytes else { break }
+                  e.pointee.pos > fileBytes - Int64(max(e.pointee.size, 0)) else { break }
             lost += 1
         }
         return lost
@@ -336,7 +337,7 @@ final class Demuxer {
     /// of a picture, which decoders reported as damage at the output's end, counted nowhere.
     private func endsCutShort(_ p: AVPacket) -> Bool {
         guard p.pos >= 0, p.size >= 0, p.stream_index >= 0, p.stream_index < Int32(streamCount), fileBytes > 0,
-              p.pos + Int64(p.size) >= fileBytes, indexesSampleSizes else { return false }
+              p.pos >= fileBytes - Int64(p.size), indexesSampleSizes else { return false }
         let st = stream(Int(p.stream_index))
         let count = avformat_index_get_entries_count(st)
         guard count > 0 else { return false }

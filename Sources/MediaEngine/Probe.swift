@@ -232,16 +232,27 @@ public enum Prober {
     }
 
     /// A stream's bitrate from the samples its index lists (a fragmented MP4's: those of the
-    /// fragments read so far), over the time they cover; nil under half a second of them.
+    /// fragments read so far) over the time they cover: the first run of them without a
+    /// gap of a second (the probe's surveys read fragments further in, and a span to those
+    /// read a 128 kbit/s sound at 7); nil under half a second of them.
     static func indexedBitRate(_ st: UnsafeMutablePointer<AVStream>) -> Int? {
         let count = min(Int(avformat_index_get_entries_count(st)), 1 << 20)
-        guard count >= 2, let first = avformat_index_get_entry(st, 0)?.pointee,
-              let last = avformat_index_get_entry(st, Int32(count - 1))?.pointee,
-              let span = seconds(last.timestamp - first.timestamp, st.pointee.time_base), span > 0 else { return nil }
-        let covered = span * Double(count) / Double(count - 1)
+        let tb = st.pointee.time_base
+        guard count >= 2, tb.num > 0, tb.den > 0, let first = avformat_index_get_entry(st, 0)?.pointee else { return nil }
+        let tick = Double(tb.num) / Double(tb.den)
+        var bytes = Int64(max(first.size, 0)), previous = Double(first.timestamp), steps = 0
+        for k in 1..<count {
+            guard let e = avformat_index_get_entry(st, Int32(k))?.pointee else { break }
+            // (In doubles: damaged times near ±2^63 would overflow a difference.)
+            let step = (Double(e.timestamp) - previous) * tick
+            guard step >= 0, step < 1 else { break }
+            bytes += Int64(max(e.size, 0))
+            previous = Double(e.timestamp)
+            steps += 1
+        }
+        guard steps > 0 else { return nil }
+        let covered = (previous - Double(first.timestamp)) * tick * Double(steps + 1) / Double(steps)
         guard covered >= 0.5 else { return nil }
-        var bytes: Int64 = 0
-        for k in 0..<count { bytes += Int64(max(avformat_index_get_entry(st, Int32(k))?.pointee.size ?? 0, 0)) }
         return Int(Double(bytes) * 8 / covered)
     }
 

@@ -34,8 +34,9 @@ extension Prober {
             }
             for k in 0..<count {
                 guard let e = avformat_index_get_entry(st, Int32(k)) else { continue }
-                let end = e.pointee.pos + Int64(max(e.pointee.size, 0))
-                if e.pointee.pos >= 0, end > size {
+                // (Compared as what is left: a damaged offset near 2^63 would overflow a sum.)
+                if e.pointee.pos >= 0, e.pointee.pos > size - Int64(max(e.pointee.size, 0)) {
+                    let end = e.pointee.pos.addingReportingOverflow(Int64(max(e.pointee.size, 0))).partialValue
                     return "stream \(i): its index places a sample at bytes \(e.pointee.pos)–\(end), past the file's end (\(size) bytes): the file is cut short or its offsets are damaged"
                 }
             }
@@ -164,8 +165,9 @@ extension Prober {
         var st = stat()
         guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG,
               let file = try? FileDescriptor(path: path, flags: O_RDONLY | O_NONBLOCK) else { return nil }
-        var offset: Int64 = 0
-        for n in 0..<(1 << 20) where offset + 8 <= size {
+        var offset: Int64 = 0, n = 0
+        while offset + 8 <= size, n < 1 << 20 {
+            defer { n += 1 }
             guard let head = try? file.read(upTo: 16, at: offset), head.count >= 8 else { return nil }
             var declared = Int64(FastStart.be32(head, 0))
             if declared == 1, head.count >= 16 { declared = head[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) } }
@@ -276,9 +278,10 @@ extension Prober {
         // reserved bits and the count of 12-byte references.
         let h = be32(0) == 1 ? 16 : 8
         let version = b[h]
-        let firstOffset = version == 0 ? be32(h + 16) : (be32(h + 20) << 32 | be32(h + 24))
         let countAt = version == 0 ? h + 22 : h + 30
-        guard countAt + 2 <= b.count, firstOffset >= 0, firstOffset < 1 << 52 else { return nil }
+        guard countAt + 2 <= b.count else { return nil }
+        let firstOffset = version == 0 ? be32(h + 16) : (be32(h + 20) << 32 | be32(h + 24))
+        guard firstOffset >= 0, firstOffset < 1 << 52 else { return nil }
         let count = Int(b[countAt]) << 8 | Int(b[countAt + 1])
         var end = sidx.offset + sidx.size + firstOffset
         for k in 0..<count {

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 import KilnCore
 import KilnTestSupport
@@ -80,8 +83,14 @@ struct FragmentedMP4Tests {
 
     @Test("fragments indexed by one segment index from the start (DASH on demand, ffmpeg's global_sidx) are not fragmented: players seek through it; its sound's bitrate is its samples' (libavformat's figure was a tenth of it, and a rung copied a sound it had no room for)")
     func globalSegmentIndex() throws {
-        let path = try Media.generated("fragmented-global-sidx.mp4",
-                                       Self.pictures() + ["-movflags", "frag_keyframe+empty_moov+default_base_moof+global_sidx"])
+        // Two minutes of SD at 29.97, which the probe's field survey reads at 30 % and 60 %
+        // too: the sound's figure is its first samples' (over the span to the survey's, it
+        // read a fraction of itself).
+        let path = try Media.generated("fragmented-global-sidx-480p.mp4", [
+            "-f", "lavfi", "-i", "testsrc2=size=854x480:rate=30000/1001:duration=120",
+            "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=120",
+            "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "300k", "-g", "60", "-c:a", "aac", "-b:a", "128k",
+            "-movflags", "frag_keyframe+empty_moov+default_base_moof+global_sidx"])
         let info = try Prober.probe(path: path)
         #expect(info.fragmented == nil)
         let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "a", "-show_entries", "packet=size", "-of", "csv=p=0", path])
@@ -89,6 +98,36 @@ struct FragmentedMP4Tests {
         let measured = Double(bits) / info.durationSeconds
         let probed = Double(try #require(info.audioStreams.first?.bitRate))
         #expect(abs(probed / measured - 1) < 0.05, "probed \(probed) bit/s, the packets hold \(measured)")
+    }
+
+    @Test("a segment index is read in both versions and either header size, to where its references end; one that references others (a hierarchy), or too short for its fields, indexes nothing and traps nothing")
+    func segmentIndexBoxes() throws {
+        func be(_ v: Int, _ n: Int) -> [UInt8] { (0..<n).map { UInt8(truncatingIfNeeded: v >> (8 * (n - 1 - $0))) } }
+        /// A sidx at byte 100 whose first offset is 10 and whose references are `sizes`.
+        func sidx(version: UInt8, large: Bool, sizes: [Int]) -> [UInt8] {
+            var body: [UInt8] = [version, 0, 0, 0] + be(1, 4) + be(1000, 4)
+            body += version == 0 ? be(0, 4) + be(10, 4) : be(0, 8) + be(10, 8)
+            body += be(0, 2) + be(sizes.count, 2)
+            for s in sizes { body += be(s, 4) + be(1000, 4) + be(0x9000_0000, 4) }
+            return large ? be(1, 4) + Array("sidx".utf8) + be(16 + body.count, 8) + body : be(8 + body.count, 4) + Array("sidx".utf8) + body
+        }
+        let dir = Media.scratch("sidx")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func end(_ box: [UInt8]) throws -> Int64? {
+            let path = dir.appendingPathComponent("box").path
+            try Data([UInt8](repeating: 0, count: 100) + box).write(to: URL(fileURLWithPath: path))
+            let file = try FileDescriptor(path: path, flags: O_RDONLY)
+            return Prober.indexedEnd(file, FastStart.Box(type: "sidx", offset: 100, size: Int64(box.count)))
+        }
+        for version: UInt8 in [0, 1] {
+            for large in [false, true] {
+                let box = sidx(version: version, large: large, sizes: [500, 700])
+                #expect(try end(box) == Int64(100 + box.count + 10 + 1200), "version \(version), 64-bit size \(large)")
+            }
+        }
+        #expect(try end(sidx(version: 0, large: false, sizes: [500, 0x8000_0000 | 700])) == nil)
+        // Version 1 in 32 bytes: its offsets lie past the box.
+        #expect(try end(be(32, 4) + Array("sidx".utf8) + [1, 0, 0, 0] + [UInt8](repeating: 0, count: 20)) == nil)
     }
 
     @Test("a fragmented download cut short inside a fragment's sample table (its moof), which libavformat does not open, is refused as cut short, not as a file that is no media")
