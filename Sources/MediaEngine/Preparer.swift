@@ -149,7 +149,7 @@ public enum Preparer {
                         awaitForecast: Bool, room fixedRoom: Int64? = nil, cancellation: Cancellation = Cancellation(),
                         progress: @escaping (JobProgress) -> Void = { _ in }) throws(KilnError) -> PrepareResult {
         try refuseOverwritingSource(opened.path, output: output)
-        if plan.deliveryFormat != .original { try refuseImplausibleDuration(opened.info, plan: plan, demuxer: opened.demuxer) }
+        if plan.deliveryFormat != .original { try refuseImplausibleDuration(opened.info, plan: plan, demuxer: try opened.demuxer()) }
         var change: FormatChange?
         var current = plan
         var adjustments: [String] = []
@@ -344,7 +344,7 @@ public enum Preparer {
                                   watch: opened.watch, progress: progress)
             outInfo = info
         } else {
-            let demuxer = opened.demuxer
+            let demuxer = try opened.demuxer()
             if let v = plan.video, v.action == .copy, let s = info.stream(v.sourceIndex), v.sourceIndex < demuxer.streamCount,
                KeyframeWitness.copyKeepsSamples(demuxer.stream(v.sourceIndex)) {
                 // Without a decoder for it, verification decodes the keyframes itself (and says why).

@@ -39,7 +39,7 @@ public enum Prober {
         let fingerprinting = fingerprint
             ? Background { () throws(KilnError) -> String in try SourceFingerprint.compute(path: path) } : nil
         do {
-            var demuxer = try Demuxer(path: path, cancellation: cancellation)
+            let demuxer = try Demuxer(path: path, cancellation: cancellation)
             // Opened once the first reader's analysis is done, not beside it: two analyses at
             // once would double the probe's peak memory (each holds decoded pictures). It
             // still runs while the packets are scanned and the plan is made. A failed probe
@@ -49,11 +49,10 @@ public enum Prober {
                     ? SecondReader(path: path, skimmable: IndexForecast.skimmable(demuxer)) : nil
             }
             var info = try describe(demuxer)
-            // The packet scan could not go back to the start (a seek that failed in a
+            // Where the packet scan could not go back to the start (a seek that failed in a
             // damaged index, or one that would skip sound before the first keyframe), or
-            // going back would read a fragment twice: a fresh demuxer reads the file from
-            // its beginning.
-            if demuxer.rewindFailed || demuxer.readsFragmentsAgain { demuxer = try Demuxer(path: path, cancellation: cancellation) }
+            // going back would read a fragment twice, the run reads the file from a fresh
+            // demuxer (`ProbedSource.demuxer()`).
             info.fingerprint = try fingerprinting?.wait()
             return ProbedSource(demuxer: demuxer, info: info, watch: watch, secondReader: second)
         } catch {
@@ -594,19 +593,35 @@ public enum Prober {
 
 /// A probed source, still open: its `MediaInfo` and the demuxer a pipeline reads.
 public final class ProbedSource {
-    let demuxer: Demuxer
+    private var reader: Demuxer
+    /// Whether `reader` cannot be read on from its start (`Demuxer.rewindFailed`,
+    /// `readsFragmentsAgain`) and the run needs the file opened afresh.
+    private var mustReopen: Bool
     public let info: MediaInfo
-    public var path: String { demuxer.path }
+    public let path: String
     /// The index forecast's reader, when the probe opened one and nothing has taken it yet.
     var secondReader: SecondReader?
     /// Begun before the source was first opened: whether it changed since.
     let watch: SourceWatch?
 
     init(demuxer: Demuxer, info: MediaInfo, watch: SourceWatch?, secondReader: SecondReader? = nil) {
-        self.demuxer = demuxer
+        reader = demuxer
+        mustReopen = demuxer.rewindFailed || demuxer.readsFragmentsAgain
+        path = demuxer.path
         self.info = info
         self.watch = watch
         self.secondReader = secondReader
+    }
+
+    /// The reader positioned at the source's first packet: the probe's, or one opened
+    /// afresh when the run first asks for it, so that a probe alone (`Prober.probe`, the
+    /// daemon's probe child) never opens the file twice.
+    func demuxer() throws(KilnError) -> Demuxer {
+        if mustReopen {
+            reader = try Demuxer(path: path, cancellation: reader.cancellation)
+            mustReopen = false
+        }
+        return reader
     }
 }
 

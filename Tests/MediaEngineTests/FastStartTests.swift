@@ -149,7 +149,7 @@ struct IndexRoomTests {
     static func remux(_ path: String, room: Int64? = nil, in dir: URL) throws -> (PrepareResult, String, Int64)? {
         let opened = try Prober.open(path: path, secondReaderFrom: .always)
         guard let plan = EnginePlans.remux(opened.info) else { return nil }
-        let estimate = IndexRoom.bytes(plan: plan, demuxer: opened.demuxer,
+        let estimate = IndexRoom.bytes(plan: plan, demuxer: try opened.demuxer(),
                                        durationSeconds: Preparer.expectedDuration(info: opened.info, plan: plan))
         let out = dir.appendingPathComponent("out.mp4").path
         let result = try Preparer.prepare(source: opened, plan: plan, output: out, forecastFrom: .always, awaitForecast: true,
@@ -190,9 +190,9 @@ struct IndexRoomTests {
         let opened = try Prober.open(path: path)
         let plan = try #require(EnginePlans.remux(opened.info))
         let size = try #require(FileIO.size(atPath: path))
-        let sane = IndexRoom.bytes(plan: plan, demuxer: opened.demuxer, durationSeconds: opened.info.durationSeconds)
+        let sane = IndexRoom.bytes(plan: plan, demuxer: try opened.demuxer(), durationSeconds: opened.info.durationSeconds)
         for bogus in [1e9, .infinity, .nan, -5] {
-            let room = IndexRoom.bytes(plan: plan, demuxer: opened.demuxer, durationSeconds: bogus)
+            let room = IndexRoom.bytes(plan: plan, demuxer: try opened.demuxer(), durationSeconds: bogus)
             #expect(room > 0 && room <= size / 16 + (256 << 10) + IndexRoom.granule, "\(bogus): \(room)")
             #expect(room % IndexRoom.granule == 0)
         }
