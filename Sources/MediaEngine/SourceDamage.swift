@@ -134,47 +134,34 @@ extension Prober {
     /// codec, and the file was refused as unsupported. Only the first 64 top-level box
     /// headers are read; nil where `moov` fits or is not found.
     static func movieBoxShortfall(_ path: String, size: Int64) -> Int64? {
-        // Also asked of files that did not open: a named pipe must not be waited on here.
-        var st = stat()
-        guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG,
-              let file = try? FileDescriptor(path: path, flags: O_RDONLY | O_NONBLOCK) else { return nil }
-        var offset: Int64 = 0
-        for _ in 0..<64 where offset + 8 <= size {
-            guard let head = try? file.read(upTo: 16, at: offset), head.count >= 8 else { return nil }
-            var declared = Int64(head[0]) << 24 | Int64(head[1]) << 16 | Int64(head[2]) << 8 | Int64(head[3])
-            if declared == 1, head.count >= 16 {
-                declared = head[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) }
-            }
-            guard declared >= 8 else { return nil }
-            if String(decoding: head[4..<8], as: UTF8.self) == "moov" {
-                return declared > size - offset ? declared - (size - offset) : nil
-            }
-            guard declared <= size - offset else { return nil }
-            offset += declared
-        }
-        return nil
+        guard let cut = cutBox(path, size: size, through: "moov", boxes: 64), cut.type == "moov" else { return nil }
+        return cut.missing
     }
 
     /// The first top-level box of an MP4 or QuickTime file that declares bytes past the
     /// file's end, and how many: where a file cut short stops. libavformat does not open a
     /// fragmented MP4 cut inside a `moof` (an interrupted download), nor one whose index
     /// was to come after its `mdat`, and said only that it was no media file it can read.
-    /// Every box header is read (16 bytes each, a million at most); nil where the file
-    /// does not start as MP4 does, or every box fits.
-    static func cutBox(_ path: String, size: Int64) -> (type: String, offset: Int64, missing: Int64)? {
+    /// Box headers are read (16 bytes each) up to `boxes` of them, or up to a box of type
+    /// `through` that fits; nil where every box read fits, or, for any type, where the file
+    /// does not start as MP4 does (random bytes would name a box).
+    static func cutBox(_ path: String, size: Int64, through last: String? = nil,
+                       boxes limit: Int = 1 << 20) -> (type: String, offset: Int64, missing: Int64)? {
+        // Also asked of files that did not open: a named pipe must not be waited on here.
         var st = stat()
         guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG,
               let file = try? FileDescriptor(path: path, flags: O_RDONLY | O_NONBLOCK) else { return nil }
         var offset: Int64 = 0, n = 0
-        while offset + 8 <= size, n < 1 << 20 {
+        while offset + 8 <= size, n < limit {
             defer { n += 1 }
             guard let head = try? file.read(upTo: 16, at: offset), head.count >= 8 else { return nil }
             var declared = Int64(FastStart.be32(head, 0))
             if declared == 1, head.count >= 16 { declared = head[8..<16].reduce(Int64(0)) { $0 << 8 | Int64($1) } }
             let type = String(decoding: head[4..<8], as: UTF8.self)
-            if n == 0, !["ftyp", "styp", "moov", "mdat", "free", "skip", "wide"].contains(type) { return nil }
+            if n == 0, last == nil, !["ftyp", "styp", "moov", "mdat", "free", "skip", "wide"].contains(type) { return nil }
             guard declared >= 8 else { return nil }
             if declared > size - offset { return (type, offset, declared - (size - offset)) }
+            if type == last { return nil }
             offset += declared
         }
         return nil
