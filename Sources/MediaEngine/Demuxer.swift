@@ -329,7 +329,8 @@ final class Demuxer {
         return lost
     }
     private lazy var fileBytes: Int64 = FileIO.size(atPath: path).map { Int64($0) } ?? -1
-    private lazy var indexesSampleSizes = String(cString: context.pointee.iformat.pointee.name).hasPrefix("mov,")
+    /// Whether the container's index gives every sample's size and place (MP4, QuickTime).
+    private var indexesSampleSizes: Bool { formatName.hasPrefix("mov,") }
 
     /// Whether `p` ends where the file does, short of the size the MP4's index gives its
     /// sample: a download cut short inside its last sample (a fragment's index is whole
