@@ -44,6 +44,9 @@ public struct Plan: Codable, Sendable, Equatable {
         self.artifactKey = artifactKey
     }
 
+    /// The source streams whose pictures or sound go out (a merged sound's each).
+    public var keptSourceIndices: [Int] { [video?.sourceIndex].compactMap { $0 } + (audio?.sourceIndices ?? []) }
+
     enum CodingKeys: String, CodingKey {
         case quality, effectiveQuality = "effective_quality", deliveryFormat = "delivery_format"
         case targetBitrateKbps = "target_bitrate_kbps", container, video, audio, subtitles, reasons
@@ -157,19 +160,30 @@ public struct AudioPlan: Codable, Sendable, Equatable {
     /// 0 when copied.
     public var bitrateKbps: Int
     @Nullable public var language: String?
+    /// The source streams whose channels follow `sourceIndex`'s in the sound, in order
+    /// (`merge_sources`): a camera records its microphone's left and right as two mono
+    /// tracks (Sony XAVC, Canon Cinema EOS, Panasonic P2), and the sound is both, the
+    /// first track left, the second right, as ffmpeg's `amerge` makes it. Re-encoded
+    /// only (a copy is one stream). nil for a sound of one stream.
+    public var mergeSources: [Int]?
 
     public init(sourceIndex: Int, action: StreamAction, codec: String, channels: Int, bitrateKbps: Int,
-                language: String? = nil) {
+                language: String? = nil, mergeSources: [Int]? = nil) {
         self.sourceIndex = sourceIndex
         self.action = action
         self.codec = codec
         self.channels = channels
         self.bitrateKbps = bitrateKbps
         self.language = language
+        self.mergeSources = mergeSources
     }
+
+    /// Every source stream the sound is made of, `sourceIndex` first.
+    public var sourceIndices: [Int] { [sourceIndex] + (mergeSources ?? []) }
 
     enum CodingKeys: String, CodingKey {
         case sourceIndex = "source_index", action, codec, channels, bitrateKbps = "bitrate_kbps", language
+        case mergeSources = "merge_sources"
     }
 }
 

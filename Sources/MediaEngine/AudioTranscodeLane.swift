@@ -8,6 +8,8 @@ import KilnCore
 /// The source's gaps (a recording's dropout, packets dropped as corrupt) are filled with
 /// silence and its overlaps cut, once they pass `syncTolerance`: otherwise everything
 /// after a gap would play early by its length, after an overlap late.
+/// A sound made of several streams (`AudioPlan.mergeSources`) is merged first
+/// (`ChannelMerge`), and its merged frames go the same way.
 final class AudioTranscodeLane: Lane {
     static let undecodableAfterPackets = 200
     /// How far the audio may drift from its source timestamps before silence is inserted or
@@ -44,6 +46,12 @@ final class AudioTranscodeLane: Lane {
     private let lastSecond: Double?
     /// Checked while a gap is filled: minutes of silence are minutes of encoding.
     private let cancellation: Cancellation
+    /// The streams whose channels follow this one's (`AudioPlan.mergeSources`), and their
+    /// merge (at this stream's rate; the resampler takes it to the encoder's).
+    private let mergeSources: [Int32]
+    private let merge: ChannelMerge?
+
+    var inputIndices: [Int32] { [inputIndex] + mergeSources }
 
     init(demuxer: Demuxer, plan: AudioPlan, source: StreamInfo, sourceSeconds: Double) throws(KilnError) {
         guard Self.encoders.contains(plan.codec) else {
@@ -56,6 +64,17 @@ final class AudioTranscodeLane: Lane {
               demuxer.stream(plan.sourceIndex).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO else {
             throw KilnError(.planUnsupported, stage: .plan, "the plan's audio stream \(plan.sourceIndex) is not an audio stream of the source")
         }
+        let merged = plan.mergeSources ?? []
+        for index in merged {
+            guard index >= 0, index < demuxer.streamCount, index != plan.sourceIndex,
+                  demuxer.stream(index).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO else {
+                throw KilnError(.planUnsupported, stage: .plan, "the plan's audio stream \(index) to merge is not another audio stream of the source")
+            }
+        }
+        guard Set(merged).count == merged.count, merged.count < 8 else {
+            throw KilnError(.planUnsupported, stage: .plan, "the plan merges the audio streams \(merged.map(String.init).joined(separator: ", ")), more than 8 or one twice")
+        }
+        mergeSources = merged.map(Int32.init)
         let stream = demuxer.stream(plan.sourceIndex)
         inputIndex = Int32(plan.sourceIndex)
         inputStream = stream
@@ -64,12 +83,19 @@ final class AudioTranscodeLane: Lane {
         frame = try Frame()
         cancellation = demuxer.cancellation
         lastSecond = sourceSeconds > 0 ? sourceSeconds + 1 : nil
+        let rate = stream.pointee.codecpar.pointee.sample_rate
+        merge = merged.isEmpty ? nil : try ChannelMerge(demuxer: demuxer, indices: [inputIndex] + mergeSources,
+                                                        rate: rate > 0 ? rate : 48000, lastSecond: lastSecond)
     }
 
     var stats: LaneStats {
         var s = counters
-        s.corruptPackets = retired.corrupt + decoder.corruptPackets + rejectedFrames
-        s.framesDecoded = retired.decoded + decoder.framesDecoded
+        let merged = merge?.stats ?? LaneStats()
+        s.corruptPackets = retired.corrupt + decoder.corruptPackets + rejectedFrames + merged.corruptPackets
+        s.framesDecoded = retired.decoded + decoder.framesDecoded + merged.framesDecoded
+        s.gapsFilled += merged.gapsFilled
+        s.framesDropped += merged.framesDropped
+        s.repairedTimestamps += merged.repairedTimestamps
         s.framesEncoded = encoder?.framesEncoded ?? 0
         return s
     }
@@ -89,14 +115,27 @@ final class AudioTranscodeLane: Lane {
                         + "alimiter=limit=\(PeakLimiter.ceiling):attack=5:release=100:level=false:latency=true"]
             }
         }
+        if !mergeSources.isEmpty, let graph = mix.last, mix.count == 4 {
+            // The streams merged as `amerge` does, then the same mix.
+            let inputs = inputIndices.map { "[0:\($0)]" }.joined()
+            return ["-filter_complex", "\(inputs)amerge=inputs=\(inputIndices.count),\(graph)[a\(o)]", "-map", "[a\(o)]",
+                    "-c:\(o)", plan.codec, "-b:\(o)", "\(plan.bitrateKbps)k", "-ac:\(o)", String(plan.channels)] + mix.prefix(2)
+        }
         return ["-map", "0:\(inputIndex)", "-c:\(o)", plan.codec, "-b:\(o)", "\(plan.bitrateKbps)k", "-ac:\(o)", String(plan.channels)] + mix
     }
 
     func prepare(muxer: Muxer) throws(KilnError) {
         let plan = self.plan
         let par = inputStream.pointee.codecpar!
-        let sourceRate = par.pointee.sample_rate > 0 ? par.pointee.sample_rate : 48000
-        var sourceLayout = par.pointee.ch_layout
+        // A merged sound's rate and layout are the merge's (stereo for two mono streams).
+        let sourceRate = merge?.rate ?? (par.pointee.sample_rate > 0 ? par.pointee.sample_rate : 48000)
+        var sourceLayout = AVChannelLayout()
+        defer { av_channel_layout_uninit(&sourceLayout) }
+        if let merge {
+            try merge.copyLayout(into: &sourceLayout)
+        } else {
+            try check(av_channel_layout_copy(&sourceLayout, &par.pointee.ch_layout), .encode, "cannot copy the channel layout")
+        }
         var chosen = AudioFormat(sampleFormat: AV_SAMPLE_FMT_FLTP, sampleRate: 48000, layout: AVChannelLayout())
         let encoder = try Encoder(name: plan.codec) { ctx, codec throws(KilnError) in
             chosen.sampleFormat = Self.sampleFormat(codec)
@@ -118,8 +157,19 @@ final class AudioTranscodeLane: Lane {
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         counters.packetsIn += 1
+        if let merge, packet.streamIndex != inputIndex {
+            return try merge.consume(packet) { (f: Frame) throws(KilnError) in try self.resample(f, timeBase: merge.timeBase, muxer: muxer) }
+        }
         try decoder.decodeRequiringOutput(packet, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
-            try self.resample(f, muxer: muxer)
+            try self.decoded(f, muxer: muxer)
+        }
+    }
+
+    /// A frame of this lane's own stream: resampled, or merged first.
+    private func decoded(_ f: Frame, muxer: Muxer) throws(KilnError) {
+        guard let merge else { return try resample(f, timeBase: decoder.timeBase, muxer: muxer) }
+        try merge.take(f, input: 0, timeBase: decoder.timeBase) { (m: Frame) throws(KilnError) in
+            try self.resample(m, timeBase: merge.timeBase, muxer: muxer)
         }
     }
 
@@ -129,7 +179,7 @@ final class AudioTranscodeLane: Lane {
     /// as they are (the same clock, the same time base).
     func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError) {
         try decoder.decodeRequiringOutput(nil, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
-            try self.resample(f, muxer: muxer)
+            try self.decoded(f, muxer: muxer)
         }
         retired.corrupt += decoder.corruptPackets
         retired.decoded += decoder.framesDecoded
@@ -138,8 +188,9 @@ final class AudioTranscodeLane: Lane {
 
     func finish(muxer: Muxer) throws(KilnError) {
         try decoder.decodeRequiringOutput(nil, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
-            try self.resample(f, muxer: muxer)
+            try self.decoded(f, muxer: muxer)
         }
+        try merge?.finish { (m: Frame) throws(KilnError) in try self.resample(m, timeBase: merge!.timeBase, muxer: muxer) }
         guard let resampler, let encoder else { return }
         if acceptedFrames == 0, let error = firstRejection { throw Self.unconvertible(error) }
         try resampler.flush()
@@ -152,11 +203,12 @@ final class AudioTranscodeLane: Lane {
         try encoder.encode(nil) { (p: Packet) throws(KilnError) in try self.write(p, muxer: muxer) }
     }
 
-    private func resample(_ decoded: Frame, muxer: Muxer) throws(KilnError) {
+    /// `timeBase`: the frame's timestamps'.
+    private func resample(_ decoded: Frame, timeBase: AVRational, muxer: Muxer) throws(KilnError) {
         guard let resampler else { throw KilnError(.internalError, stage: .encode, "the audio encoder is not open") }
         let rate = resampler.output.sampleRate
         let ts = decoded.pointer.pointee.best_effort_timestamp
-        let start = ts == noPTS ? noPTS : rescale(ts, from: decoder.timeBase, to: AVRational(num: 1, den: rate))
+        let start = ts == noPTS ? noPTS : rescale(ts, from: timeBase, to: AVRational(num: 1, den: rate))
         var skip: Int32 = 0
         if nextPTS == noPTS {
             nextPTS = start == noPTS ? 0 : start

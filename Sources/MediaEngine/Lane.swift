@@ -8,6 +8,9 @@ import KilnCore
 protocol Lane: AnyObject {
     /// The input stream this lane consumes.
     var inputIndex: Int32 { get }
+    /// Every input stream whose packets this lane takes, `inputIndex` first: more than one
+    /// for a sound made of several streams (`ChannelMerge`).
+    var inputIndices: [Int32] { get }
     /// The output stream index, set by `prepare`.
     var outputIndex: Int32 { get }
     /// Adds the output stream to the muxer and configures it (codec parameters, time
@@ -33,6 +36,7 @@ protocol Lane: AnyObject {
 }
 
 extension Lane {
+    var inputIndices: [Int32] { [inputIndex] }
     var ffmpegInputOptions: [String] { [] }
     var readsOnlyPacketHeads: Bool { false }
 

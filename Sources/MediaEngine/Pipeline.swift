@@ -83,9 +83,12 @@ final class Pipeline {
         return s == noPTS ? 0 : s
     }
 
+    /// Every input stream an owner takes (a merged sound's streams each).
+    private var ownedInputs: [Int32] { owners.flatMap(\.inputIndices) }
+
     /// The kept input streams that are audio or video (not subtitles).
     private var timedInputs: [Int32] {
-        owners.map(\.inputIndex).filter {
+        ownedInputs.filter {
             let type = demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type
             return type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO
         }
@@ -166,7 +169,7 @@ final class Pipeline {
 
     func run() throws(KilnError) {
         var laneFor = [Int32: Lane]()
-        for lane in owners { laneFor[lane.inputIndex] = lane }
+        for lane in owners { for index in lane.inputIndices { laneFor[index] = lane } }
         // The one audio lane and the one video lane of a recording whose streams come and
         // go follow their sound and pictures from stream to stream (`StreamSuccession`):
         // the streams that could carry them on are read too.
@@ -174,7 +177,8 @@ final class Pipeline {
         var followers: [(Int32) -> Bool] = []
         for type in [AVMEDIA_TYPE_AUDIO, AVMEDIA_TYPE_VIDEO] where demuxer.hasDiscontinuousTimestamps {
             let ofType = owners.filter { demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type == type }
-            guard ofType.count == 1 else { continue }
+            // A sound made of several streams keeps to them.
+            guard ofType.count == 1, ofType[0].inputIndices.count == 1 else { continue }
             let chosen = ofType[0].inputIndex
             let programmes = StreamSuccession.programmes(of: chosen, in: demuxer)
             let eligible = { [demuxer] (i: Int32) in StreamSuccession.succeeds(i, chosen, in: demuxer) }
@@ -210,9 +214,9 @@ final class Pipeline {
         var position = 0.0
         let packet = try Packet()
         let timed = Set(timedInputs)
-        let sounds = Set(owners.map(\.inputIndex).filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO })
+        let sounds = Set(ownedInputs.filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO })
         // The kept subtitle streams (converted or burnt in): where their cues end.
-        let texts = Set(owners.map(\.inputIndex).filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_SUBTITLE })
+        let texts = Set(ownedInputs.filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_SUBTITLE })
         /// How far the kept audio and video have come (seconds, output time).
         func reach() -> Double? { timed.compactMap { delivered[$0]?.endSeconds }.filter(\.isFinite).max() }
         let reader = TimelineOutliers(demuxer: demuxer, judged: timed, frameLengths: frameLengths)

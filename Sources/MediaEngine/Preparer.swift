@@ -243,7 +243,7 @@ public enum Preparer {
     /// no frames, a recording whose sound PID never carried any): the file goes without
     /// sound rather than not at all. nil where another cause is the run's.
     static func missingSound(delivered: [Int32: Pipeline.Delivered], lanes: [Lane], demuxer: Demuxer) -> FormatChange? {
-        func packets(_ lane: Lane) -> Int { delivered[lane.inputIndex]?.packets ?? 0 }
+        func packets(_ lane: Lane) -> Int { lane.inputIndices.reduce(0) { $0 + (delivered[$1]?.packets ?? 0) } }
         func type(_ lane: Lane) -> AVMediaType { demuxer.stream(Int(lane.inputIndex)).pointee.codecpar.pointee.codec_type }
         guard let silent = lanes.first(where: { type($0) == AVMEDIA_TYPE_AUDIO && packets($0) == 0 }),
               lanes.contains(where: { type($0) == AVMEDIA_TYPE_VIDEO && packets($0) > 0 }) else { return nil }
@@ -269,7 +269,7 @@ public enum Preparer {
     /// copy leaves out can carry the damage (the ffmpeg command's VobSub from PGS gives a
     /// packet 49 days long, and the segment that length).
     static func refuseImplausibleDuration(_ info: MediaInfo, plan: Plan, demuxer: Demuxer) throws(KilnError) {
-        let kept = [plan.video?.sourceIndex, plan.audio?.sourceIndex].compactMap { $0 }.filter { $0 < demuxer.streamCount }
+        let kept = plan.keptSourceIndices.filter { $0 < demuxer.streamCount }
         let stated = kept.compactMap { Prober.statedDuration(demuxer.stream($0)) }
         let length = !kept.isEmpty && stated.count == kept.count ? min(info.durationSeconds, stated.max() ?? 0) : info.durationSeconds
         guard length > 60, info.sizeBytes > 0 else { return }
@@ -423,7 +423,7 @@ public enum Preparer {
                 // What a file cut short lost of the kept streams counts too (the sound of a
                 // fragmented download's last second, laid after its pictures, went uncounted).
                 corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets } + pipeline.outliers
-                    + Set(lanes.map(\.inputIndex)).reduce(0) { $0 + demuxer.samplesPastEnd(stream: Int($1)) }
+                    + Set(lanes.flatMap(\.inputIndices)).reduce(0) { $0 + demuxer.samplesPastEnd(stream: Int($1)) }
                 timelineRepairs = repaired + pipeline.outliers + pipeline.splices
                 gaps = lanes.reduce(0) { $0 + $1.stats.gapsFilled }
                 let decoding: [String] = lanes.flatMap(\.ffmpegInputOptions)
@@ -538,7 +538,7 @@ public enum Preparer {
         // Whatever a plan says, nothing the probe found encrypted is decoded or copied: CENC
         // (whose packets the pipeline also refuses as they come), FairPlay and Windows Media
         // DRM (whose packets say nothing, and FairPlay video has no decoder to fail on first).
-        for index in [plan.video?.sourceIndex, plan.audio?.sourceIndex].compactMap({ $0 }) where info.stream(index)?.encrypted == true {
+        for index in plan.keptSourceIndices where info.stream(index)?.encrypted == true {
             throw KilnError(.sourceUnsupported, stage: .plan,
                             "the source's stream \(index) is encrypted (DRM): it can only be delivered as the file it is")
         }
@@ -726,7 +726,7 @@ public enum Preparer {
     /// The duration the output must have: the longest of the kept audio and video
     /// streams of the source, or the container's duration when streams do not say.
     static func expectedDuration(info: MediaInfo, plan: Plan) -> Double {
-        let kept = [plan.video?.sourceIndex, plan.audio?.sourceIndex].compactMap { $0 }.compactMap { info.stream($0) }
+        let kept = plan.keptSourceIndices.compactMap { info.stream($0) }
         // From the first kept stream's start to the last one's end: the output starts where
         // the first starts, and a stream that starts late (pictures half a second after the
         // sound) lasts less than the whole.

@@ -70,13 +70,15 @@ final class Resampler {
     /// Kiln re-encodes with takes).
     private var limiter: PeakLimiter?
 
-    /// The resampler keeps its own copy of `output.layout`.
-    init(output: AudioFormat) throws(KilnError) {
+    /// The resampler keeps its own copy of `output.layout`. `limiting`: float planar output
+    /// goes through the peak limiter (false where the sound is not yet the encoder's: one
+    /// stream of several a `ChannelMerge` makes one of).
+    init(output: AudioFormat, limiting: Bool = true) throws(KilnError) {
         var own = output, source = output.layout
         own.layout = AVChannelLayout()
         try check(av_channel_layout_copy(&own.layout, &source), .filter, "cannot copy the channel layout")
         self.output = own
-        if output.sampleFormat == AV_SAMPLE_FMT_FLTP {
+        if limiting, output.sampleFormat == AV_SAMPLE_FMT_FLTP {
             limiter = PeakLimiter(channels: Int(output.layout.nb_channels), sampleRate: output.sampleRate)
         }
         guard let fifo = av_audio_fifo_alloc(output.sampleFormat, output.layout.nb_channels, 4096) else {
@@ -190,6 +192,14 @@ final class Resampler {
             av_samples_set_silence(f.pointee.extended_data, read, Int32(size) - read,
                                    output.layout.nb_channels, output.sampleFormat)
         }
+    }
+
+    /// Takes `count` samples from the FIFO into `planes` (one a channel, planar; one for all,
+    /// interleaved), which have room for them.
+    func read(_ count: Int, into planes: UnsafeMutablePointer<UnsafeMutableRawPointer?>) throws(KilnError) {
+        let read = av_audio_fifo_read(fifo, planes, Int32(count))
+        try check(read, .filter, "cannot read the audio FIFO")
+        guard Int(read) == count else { throw KilnError(.internalError, stage: .filter, "the audio FIFO held \(read) samples, not \(count)") }
     }
 
     /// Gives `frame` (emptied first) a buffer of `samples` samples in the output format.

@@ -64,7 +64,9 @@ public enum ArtifactKey {
         }
         if let a = plan.audio {
             lines.append("audio=\(a.sourceIndex),\(a.action.rawValue),\(field(a.codec)),\(a.channels),\(a.bitrateKbps),"
-                + "lang=\(field(a.language ?? ""))")
+                + "lang=\(field(a.language ?? ""))"
+                // Only for a merged sound, so every plan made before it keeps its key.
+                + (a.mergeSources.map { ",merge=" + $0.map(String.init).joined(separator: "+") } ?? ""))
         } else {
             lines.append("audio=none")
         }

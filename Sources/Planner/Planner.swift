@@ -66,8 +66,11 @@ struct PlanContext {
     let presets: Presets
     let device: Device
     let video: StreamInfo?
+    /// A camera's mono tracks that make one stereo sound (`MonoPairs`).
+    let monoPairs: MonoPairs
 
     init(source: MediaInfo, caps: DeviceCaps?, policy: ServerPolicy, audioLanguage: String?, presets: Presets) {
+        self.monoPairs = MonoPairs(source)
         self.source = source
         self.caps = caps
         self.policy = policy
@@ -538,8 +541,10 @@ struct PlanContext {
     /// as if it did not: it is the programme's, and would otherwise lose to a steady track
     /// of the same language beside it, which in a broadcast is most often the audio
     /// description or a second mix, not flagged as such.
+    /// A track that is one side of a camera's stereo pair comes back as the pair
+    /// (`MonoPairs.sound`), re-encoded (`audio_tracks_merged`).
     func chooseAudio(rung: Rung?) -> (stream: StreamInfo, reasons: [String])? {
-        AudioSelection.choose(from: source, language: audioLanguage) { changing in
+        let chosen = AudioSelection.choose(from: source, language: audioLanguage) { changing in
             var a = changing
             a.formatChanges = nil
             guard copiesIntoMP4(a) else { return Self.reencodedFit }
@@ -548,6 +553,8 @@ struct PlanContext {
             guard let kbps = a.bitRate.map(PlanContext.kbps) else { return Self.reencodedFit - 1 }
             return 1 + min(kbps / max(1, audioBudget(a, rung)), Self.reencodedFit - 3)
         }
+        guard let chosen, monoPairs.paired(chosen.stream.index) else { return chosen }
+        return (monoPairs.sound(of: chosen.stream), chosen.reasons + ["audio_tracks_merged"])
     }
 
     /// `chooseAudio`'s rank of a track that must be re-encoded (after every copyable one).
@@ -576,6 +583,8 @@ struct PlanContext {
         if !Codecs.copiesIntoMP4(a.codec) { return "audio_codec_unsupported_in_mp4" }
         if !a.formatKnown { return "audio_format_unknown" }
         if a.formatChanges == true { return "audio_format_changes" }
+        // One side of a stereo pair: a copy would be the one track.
+        if monoPairs.paired(a.index) { return "audio_tracks_merged" }
         return nil
     }
 
@@ -646,7 +655,7 @@ struct PlanContext {
         let channels = min(a.channels ?? 2, device.channels(sur.target.channels, decodedAs: sur.codec))
         return AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec, channels: channels,
                          bitrateKbps: Self.reachableKbps(sur.target.bitrateKbps, codec: sur.codec, sampleRate: a.sampleRate, channels: channels),
-                         language: language(a))
+                         language: language(a), mergeSources: mergeSources(a))
     }
 
     /// At most what the encoder spends at the rate it encodes the source's sound: AAC puts
@@ -674,7 +683,12 @@ struct PlanContext {
         return AudioPlan(sourceIndex: a.index, action: .transcode, codec: codec, channels: max(1, channels),
                          bitrateKbps: Self.reachableKbps(stereoKbps(t, channels: channels), codec: codec, sampleRate: a.sampleRate,
                                                          channels: max(1, channels)),
-                         language: language(a))
+                         language: language(a), mergeSources: mergeSources(a))
+    }
+
+    /// The streams whose channels join `a`'s in its encode (`MonoPairs`), nil for none.
+    func mergeSources(_ a: StreamInfo) -> [Int]? {
+        monoPairs.partner(of: a.index).map { [$0] }
     }
 
     /// Bitmap subtitles the media engine paints into a picture it re-encodes (the planes
