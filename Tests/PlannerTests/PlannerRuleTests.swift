@@ -1253,3 +1253,73 @@ struct HostileInputTests {
         }
     }
 }
+
+@Suite("a camera's mono tracks")
+struct MonoPairTests {
+    /// A camera's MXF or MOV: the picture, then CH1..CHn as mono PCM tracks.
+    static func camera(_ tracks: [StreamInfo], container: String = "mxf") -> MediaInfo {
+        var source = media(container, kbps: 50_000, seconds: 120, video("mpeg2video", 1920, 1080, fps: 25, kbps: 48_000))
+        source.streams += tracks
+        return source
+    }
+    static func channel(_ index: Int, codec: String = "pcm_s24le", lang: String? = nil, title: String? = nil, rate: Int = 48000,
+                        commentary: Bool = false) -> StreamInfo {
+        audio(codec, ch: 1, index: index, lang: lang, isDefault: index == 1, kbps: 1152, commentary: commentary, title: title, rate: rate)
+    }
+
+    @Test("CH1 and CH2 of a camera (mono PCM tracks) go out as one stereo sound, CH1 left and CH2 right, at the stereo bitrate, at every quality that re-encodes or remuxes; CH3 and CH4 stay behind",
+          arguments: [Quality.original, .mbps20, .mbps5, .mbps1])
+    func cameraPair(quality: Quality) throws {
+        let source = Self.camera((1...4).map { Self.channel($0) })
+        let plan = try Planner.plan(source: source, quality: quality, caps: ios, presets: presets)
+        let a = try #require(plan.audio)
+        #expect(a.sourceIndex == 1 && a.mergeSources == [2], "\(a)")
+        #expect(a.action == .transcode && a.codec == "aac" && a.channels == 2, "\(a)")
+        #expect(a.bitrateKbps >= 96, "a stereo sound's bitrate, not half of it: \(a)")
+        #expect(plan.reasons.contains("audio_tracks_merged"))
+        #expect(plan.keptSourceIndices == [0, 1, 2])
+        // The same plan without the merge is another output: another key.
+        var single = plan
+        single.audio?.mergeSources = nil
+        #expect(ArtifactKey.compute(plan: single, source: source, presetsVersion: presets.version) != plan.artifactKey)
+    }
+
+    @Test("a language asked for that is the second pair's picks CH3+CH4; a device that plays one channel gets both sides mixed into it")
+    func secondPairAndMono() throws {
+        let source = Self.camera([Self.channel(1, lang: "eng"), Self.channel(2, lang: "eng"), Self.channel(3, lang: "deu"), Self.channel(4, lang: "deu")])
+        let german = try Planner.plan(source: source, quality: .mbps5, caps: ios, audioLanguage: "de", presets: presets)
+        #expect(german.audio?.sourceIndex == 3 && german.audio?.mergeSources == [4], "\(String(describing: german.audio))")
+        var monoDevice = ios
+        monoDevice.maxAudioChannels = 1
+        let mono = try Planner.plan(source: source, quality: .mbps5, caps: monoDevice, presets: presets)
+        #expect(mono.audio?.channels == 1 && mono.audio?.mergeSources == [2], "\(String(describing: mono.audio))")
+    }
+
+    @Test("mono tracks that are not one microphone's two sides stay apart: other languages, other names, a commentary, other rates, coded (AAC) tracks, and a mono track beside a stereo one",
+          arguments: [
+            [MonoPairTests.channel(1, lang: "eng"), MonoPairTests.channel(2, lang: "fra")],
+            [MonoPairTests.channel(1, title: "Interview"), MonoPairTests.channel(2, title: "Room")],
+            [MonoPairTests.channel(1), MonoPairTests.channel(2, commentary: true)],
+            [MonoPairTests.channel(1), MonoPairTests.channel(2, rate: 44100)],
+            [MonoPairTests.channel(1, codec: "aac"), MonoPairTests.channel(2, codec: "aac")],
+            [MonoPairTests.channel(1), audio("pcm_s24le", ch: 2, index: 2, lang: nil, kbps: 2304)],
+          ])
+    func notPairs(tracks: [StreamInfo]) throws {
+        let plan = try Planner.plan(source: Self.camera(tracks), quality: .mbps5, caps: ios, presets: presets)
+        #expect(plan.audio?.mergeSources == nil, "\(String(describing: plan.audio))")
+        #expect(!plan.reasons.contains("audio_tracks_merged"))
+    }
+
+    @Test("the file as it is keeps its tracks as they are: original without caps, and a device that takes the camera's MOV with its PCM")
+    func asItIs() throws {
+        let source = Self.camera([Self.channel(1), Self.channel(2)], container: "mov")
+        let bare = try Planner.plan(source: source, quality: .original, caps: nil, presets: presets)
+        #expect(bare.deliveryFormat == .original && bare.audio?.mergeSources == nil)
+        var pro = ios
+        pro.containers = ["mp4", "mov"]
+        pro.codecsVideo = ["h264", "mpeg2video"]
+        pro.codecsAudio = ["aac", "pcm"]
+        let plays = try Planner.plan(source: source, quality: .original, caps: pro, presets: presets)
+        #expect(plays.deliveryFormat == .original && plays.audio?.mergeSources == nil, "\(plays.reasons)")
+    }
+}
