@@ -267,7 +267,9 @@ struct PlanContext {
                     var reasons = ["source_fits_target"] + containerProblems + fixes
                     // Said where another audio track is left behind; a track re-encoded to fit
                     // says why itself (audio_bitrate_above_target, audio_codec_unsupported).
-                    if !overallFits && source.audioStreams.count > 1 { reasons.append("tracks_dropped_to_fit") }
+                    // (A camera's two mono tracks merged into the sound are both kept.)
+                    let kept = remuxAudio.map { 1 + (mergeSources($0.stream)?.count ?? 0) } ?? 0
+                    if !overallFits && source.audioStreams.count > kept { reasons.append("tracks_dropped_to_fit") }
                     return try remux(quality, reasons: reasons, audioTarget: rung)
                 }
                 // Only the sound keeps the file from the rung (an AC-3 5.1 at 640 kbit/s, or one

@@ -1310,6 +1310,21 @@ struct MonoPairTests {
         #expect(!plan.reasons.contains("audio_tracks_merged"))
     }
 
+    @Test("a camera's H.264 whose PCM takes it over the rung is remuxed with the pair as its sound: no track is said dropped to fit where both go, and the third and fourth are")
+    func remuxedPair() throws {
+        func plan(_ channels: Int) throws -> Plan {
+            var source = media("mov", kbps: 4000 + 1152 * channels, seconds: 120, video("h264", 1920, 1080, fps: 25, kbps: 4000))
+            source.streams += (1...channels).map { Self.channel($0) }
+            return try Planner.plan(source: source, quality: .mbps5, caps: ios, presets: presets)
+        }
+        let two = try plan(2), four = try plan(4)
+        for p in [two, four] {
+            #expect(p.deliveryFormat == .remux && p.audio?.mergeSources == [2] && p.reasons.contains("source_fits_target"), "\(p.reasons)")
+        }
+        #expect(!two.reasons.contains("tracks_dropped_to_fit"), "\(two.reasons)")
+        #expect(four.reasons.contains("tracks_dropped_to_fit"), "\(four.reasons)")
+    }
+
     @Test("the file as it is keeps its tracks as they are: original without caps, and a device that takes the camera's MOV with its PCM")
     func asItIs() throws {
         let source = Self.camera([Self.channel(1), Self.channel(2)], container: "mov")
