@@ -381,6 +381,9 @@ final class Demuxer {
     /// the copy stopped at the times running back and re-encoded the picture. Set by the
     /// probe for any such file, whose run then opens it afresh.
     var readsFragmentsAgain = false
+    /// Whether `rewind` sent this reader back while `readsFragmentsAgain`: it is not to be
+    /// read from the start again (`ProbedSource.demuxer`).
+    private(set) var rewoundThroughFragments = false
 
     /// Goes back to the first packet after the probe's packet scan, so the pipeline can
     /// reuse this demuxer instead of opening and analysing the file a second time. Checked,
@@ -403,6 +406,7 @@ final class Demuxer {
             throw KilnError(.sourceUnreadable, stage: .demux, "cannot go back to the start of the source without losing its first packets")
         }
         rewindFailed = false
+        rewoundThroughFragments = rewoundThroughFragments || readsFragmentsAgain
         pending = landing.held
         wasRewound = true
     }

@@ -615,10 +615,15 @@ public final class ProbedSource {
 
     /// The reader positioned at the source's first packet: the probe's, or one opened
     /// afresh when the run first asks for it, so that a probe alone (`Prober.probe`, the
-    /// daemon's probe child) never opens the file twice.
+    /// daemon's probe child) never opens the file twice. Opened afresh again where a check
+    /// before the run (`Preparer.refuseImplausibleDuration`) read a movie-fragment file's
+    /// end and sent the reader back: a 120 s slideshow in fragments then went out as its
+    /// last 30 s.
     func demuxer() throws(KilnError) -> Demuxer {
-        if mustReopen {
-            reader = try Demuxer(path: path, cancellation: reader.cancellation)
+        if mustReopen || reader.rewoundThroughFragments {
+            let fresh = try Demuxer(path: path, cancellation: reader.cancellation)
+            fresh.readsFragmentsAgain = reader.readsFragmentsAgain
+            reader = fresh
             mustReopen = false
         }
         return reader

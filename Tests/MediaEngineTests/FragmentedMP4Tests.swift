@@ -81,6 +81,22 @@ struct FragmentedMP4Tests {
         #expect(abs(result.output.durationSeconds - 6) < 0.1)
     }
 
+    @Test("a slideshow in fragments (120 s in 4 kB, under the 1 kbit/s at which the engine reads where its streams end before it believes the length) goes out whole: that read sent the run's reader back from the last fragment, and the copy was its last 30 s")
+    func sparseSlideshow() throws {
+        let path = try Media.generated("fragmented-slideshow-120s.mp4",
+            ["-f", "lavfi", "-i", "color=c=blue:size=64x64:rate=1:duration=120", "-c:v", "libx264", "-preset", "ultrafast", "-g", "30",
+             "-movflags", "frag_keyframe+empty_moov+default_base_moof"])
+        let opened = try Prober.open(path: path)
+        #expect(Double(opened.info.sizeBytes) * 8 / opened.info.durationSeconds < 1000)
+        let dir = Media.scratch("slideshow")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let plan = try #require(EnginePlans.remux(opened.info))
+        let result = try Preparer.prepare(source: opened, plan: plan, output: out)
+        #expect(try FFprobe.packetCount(out, "v:0") == 120)
+        #expect(abs(result.output.durationSeconds - 120) < 1.5, "\(result.output.durationSeconds) s")
+    }
+
     @Test("fragments indexed by one segment index from the start (DASH on demand, ffmpeg's global_sidx) are not fragmented: players seek through it; its sound's bitrate is its samples' (libavformat's figure was a tenth of it, and a rung copied a sound it had no room for)")
     func globalSegmentIndex() throws {
         // Two minutes of SD at 29.97, which the probe's field survey reads at 30 % and 60 %
