@@ -44,6 +44,7 @@ final class AudioTranscodeLane: Lane {
     /// steps back 3 s libavformat says 9 s for 12, and a gap in the sound at 8.8 s was
     /// taken for damage 10 s on: not filled, everything after it 1.3 s early.
     private let lastSecond: Double?
+    private let sourceSeconds: Double
     /// Checked while a gap is filled: minutes of silence are minutes of encoding.
     private let cancellation: Cancellation
     /// The streams whose channels follow this one's (`AudioPlan.mergeSources`), and their
@@ -83,6 +84,7 @@ final class AudioTranscodeLane: Lane {
         frame = try Frame()
         cancellation = demuxer.cancellation
         lastSecond = sourceSeconds > 0 ? sourceSeconds + 1 : nil
+        self.sourceSeconds = sourceSeconds
         let rate = stream.pointee.codecpar.pointee.sample_rate
         merge = merged.isEmpty ? nil : try ChannelMerge(demuxer: demuxer, indices: [inputIndex] + mergeSources,
                                                         rate: rate > 0 ? rate : 48000, lastSecond: lastSecond)
@@ -103,25 +105,30 @@ final class AudioTranscodeLane: Lane {
     /// The ffmpeg command's options for this stream: its mix to the encoder's layout and
     /// rate, then the limiter (`PeakLimiter`; alimiter is its nearest equivalent there, the
     /// same ceiling, look-ahead and release, its delay compensated).
+    /// A merged sound's streams each keep their times as `ChannelMerge` keeps them: from
+    /// the output's start (`aresample`'s `first_pts`), silence where they have none, to the
+    /// source's length (`apad`), and `amerge` puts them side by side.
     var ffmpegEquivalent: [String] {
         let o = outputIndex
-        var mix: [String] = []
+        var encode = ["-c:\(o)", plan.codec, "-b:\(o)", "\(plan.bitrateKbps)k", "-ac:\(o)", String(plan.channels)]
+        var graph: String?
         if let context = encoder?.context {
             var layout = context.pointee.ch_layout
             let name = Prober.name(of: &layout)
-            mix = ["-ar:\(o)", String(context.pointee.sample_rate)]
+            encode += ["-ar:\(o)", String(context.pointee.sample_rate)]
             if let name, context.pointee.sample_fmt == AV_SAMPLE_FMT_FLTP {
-                mix += ["-filter:\(o)", "aformat=sample_rates=\(context.pointee.sample_rate):channel_layouts=\(name),"
-                        + "alimiter=limit=\(PeakLimiter.ceiling):attack=5:release=100:level=false:latency=true"]
+                graph = "aformat=sample_rates=\(context.pointee.sample_rate):channel_layouts=\(name),"
+                    + "alimiter=limit=\(PeakLimiter.ceiling):attack=5:release=100:level=false:latency=true"
             }
         }
-        if !mergeSources.isEmpty, let graph = mix.last, mix.count == 4 {
-            // The streams merged as `amerge` does, then the same mix.
-            let inputs = inputIndices.map { "[0:\($0)]" }.joined()
-            return ["-filter_complex", "\(inputs)amerge=inputs=\(inputIndices.count),\(graph)[a\(o)]", "-map", "[a\(o)]",
-                    "-c:\(o)", plan.codec, "-b:\(o)", "\(plan.bitrateKbps)k", "-ac:\(o)", String(plan.channels)] + mix.prefix(2)
+        guard let merge else { return ["-map", "0:\(inputIndex)"] + encode + (graph.map { ["-filter:\(o)", $0] } ?? []) }
+        let padded = inputIndices.enumerated().map { k, index in
+            "[0:\(index)]aresample=async=1:first_pts=0"
+                + (sourceSeconds > 0 ? ",apad=whole_dur=\(Format.fixed(sourceSeconds, decimals: 3))" : "")
+                + ",aformat=channel_layouts=\(merge.layoutName(of: k))[m\(k)]"
         }
-        return ["-map", "0:\(inputIndex)", "-c:\(o)", plan.codec, "-b:\(o)", "\(plan.bitrateKbps)k", "-ac:\(o)", String(plan.channels)] + mix
+        let merged = inputIndices.indices.map { "[m\($0)]" }.joined() + "amerge=inputs=\(inputIndices.count)" + (graph.map { "," + $0 } ?? "") + "[a\(o)]"
+        return ["-filter_complex", (padded + [merged]).joined(separator: ";"), "-map", "[a\(o)]"] + encode
     }
 
     func prepare(muxer: Muxer) throws(KilnError) {

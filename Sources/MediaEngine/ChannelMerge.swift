@@ -5,22 +5,50 @@ import KilnCore
 /// (ffmpeg's `amerge`): a camera's CH1 and CH2, recorded as two mono tracks, become the
 /// left and right of one stereo sound (`AudioPlan.mergeSources`).
 ///
-/// Each stream's decoded frames are converted to float planar at the encoder's rate into
-/// a FIFO of their own; whenever every FIFO holds samples, the same count is taken from
-/// each into one frame, which the lane encodes as it would a decoded one. The streams keep
-/// to their timestamps on one clock, started by the first frame any of them gives: a
-/// stream that starts later or has a gap is filled with silence, one that overlaps itself
-/// is cut, past `AudioTranscodeLane.syncTolerance`, as the lane does for one stream. So
-/// the sides stay together to the sample however the file interleaves them. A stream that
-/// stops while another goes on is filled with silence once the other is `heldSeconds`
-/// ahead (memory stays bounded); at the end every stream is filled to the longest, so
-/// nothing of any is lost (`amerge` stops at the shortest).
+/// Each stream's decoded frames are converted to float planar at the first stream's rate
+/// into a FIFO of their own. What a stream sends out is a queue of runs: its own samples
+/// (in the FIFO) and silence (a count, which takes no memory). Whenever every queue holds
+/// samples, the same count is taken from each into one frame, which the lane resamples
+/// and encodes as it would a decoded one.
+///
+/// The streams keep to their timestamps on one clock, started by the first frame any of
+/// them gives: a stream that starts later or has a gap gets silence there, one that
+/// overlaps itself is cut, as the lane does for one stream, but past a tick of the
+/// stream's clock (`tolerance`), not the 40 ms sound may stray from pictures: one lost
+/// 25p edit unit (1,920 samples) left the sides 40 ms apart for good. So the sides stay
+/// together to within a tick however the file interleaves them. Memory stays bounded:
+/// - a stream that stops while another goes on gets silence once the other's own samples
+///   have waited `heldSeconds` for it, and its sound, if it comes back, takes the place of
+///   that silence;
+/// - a stream whose times jump ahead alone (damage: a flipped bit put it an hour on)
+///   waits behind its silence while the others go on: once that silence has gone out for
+///   `jumpSeconds` with half a second of the stream's own samples waiting behind it, the jump
+///   is taken for damage, the silence left out and the stream goes on where it is (what
+///   waited of it is lost), so a gap both streams have (a recording's dropout) is still
+///   kept, whatever its length, and costs no memory.
+/// At the end every stream is filled with silence to the longest, so nothing of any is
+/// lost (`amerge` stops at the shortest); a stream that gave nothing is silence.
 final class ChannelMerge {
-    /// How far one stream's samples may wait for another's before the other is taken to
-    /// have stopped: 30 s of float mono is 5.6 MB at 48 kHz.
+    /// How far one stream's own samples may wait for another's before the other is taken
+    /// to have stopped: 30 s of float mono is 5.6 MB at 48 kHz.
     static let heldSeconds = 30
+    /// How long a jump's silence goes out with the stream's own samples waiting behind it
+    /// (`Run.overtaken`) before the jump is taken for damage. A stream that starts late
+    /// beside one that has stopped waits behind its silence too, but nothing overtakes it.
+    static let jumpSeconds = 1
     /// The most samples in one merged frame (the lane re-cuts them for its encoder).
     static let frameSamples = 4096
+
+    /// Samples of one stream in the order they go out: its own (`silent` false, in the
+    /// FIFO) or silence. `consumed`: how much of a silent run has gone out; `overtaken`:
+    /// how much of that went out while half a second or more of the stream's own samples waited
+    /// behind it (the other streams going on past a jump it alone made).
+    private struct Run {
+        var silent: Bool
+        var count: Int
+        var consumed = 0
+        var overtaken = 0
+    }
 
     private struct Input {
         let index: Int32
@@ -28,6 +56,21 @@ final class ChannelMerge {
         var decoder: Decoder?
         let fifo: Resampler
         let channels: Int32
+        var packets = 0
+        var runs: [Run] = []
+        /// Samples its times are ahead of where it is: the jumps taken for damage.
+        var shift: Int64 = 0
+        /// Samples queued, own and silence.
+        var queued: Int { runs.reduce(0) { $0 + $1.count } }
+
+        mutating func append(silent: Bool, _ count: Int) {
+            guard count > 0 else { return }
+            if let last = runs.last, last.silent == silent {
+                runs[runs.count - 1].count += count
+            } else {
+                runs.append(Run(silent: silent, count: count))
+            }
+        }
     }
     private var inputs: [Input]
     /// The merged frames' layout: libavutil's default for the channels together (stereo
@@ -35,7 +78,7 @@ final class ChannelMerge {
     private var layout = AVChannelLayout()
     let rate: Int32
     var timeBase: AVRational { AVRational(num: 1, den: rate) }
-    /// Output timestamp (samples at `rate`) of the first sample the FIFOs hold; nil until
+    /// Output timestamp (samples at `rate`) of the first sample the queues hold; nil until
     /// the first frame.
     private var next: Int64?
     private let merged: Frame
@@ -46,7 +89,7 @@ final class ChannelMerge {
     /// Frames no resampler takes (damaged parameters): skipped, their time filled later.
     private var rejected = 0
 
-    /// `indices`: the lane's own stream first; `rate`: the encoder's.
+    /// `indices`: the lane's own stream first; `rate`: the first stream's.
     init(demuxer: Demuxer, indices: [Int32], rate: Int32, lastSecond: Double?) throws(KilnError) {
         self.rate = rate
         self.lastSecond = lastSecond
@@ -68,8 +111,13 @@ final class ChannelMerge {
 
     deinit { av_channel_layout_uninit(&layout) }
 
-    /// The channel count of the merged sound.
-    var channels: Int32 { layout.nb_channels }
+    /// Input `k`'s layout by name, as its FIFO holds it ("mono").
+    func layoutName(of k: Int) -> String {
+        var layout = AVChannelLayout()
+        defer { av_channel_layout_uninit(&layout) }
+        ChannelLayouts.assumed(inputs[k].channels, into: &layout)
+        return Prober.name(of: &layout) ?? "\(inputs[k].channels)c"
+    }
 
     /// The merged layout, copied into `out`.
     func copyLayout(into out: inout AVChannelLayout) throws(KilnError) {
@@ -88,6 +136,7 @@ final class ChannelMerge {
         guard let k = inputs.firstIndex(where: { $0.index == packet.streamIndex }), let decoder = inputs[k].decoder else {
             throw KilnError(.internalError, stage: .decode, "the merged sound has no stream \(packet.streamIndex)")
         }
+        inputs[k].packets += 1
         try decoder.decodeRequiringOutput(packet, giveUpAfter: AudioTranscodeLane.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
             try self.take(f, input: k, timeBase: decoder.timeBase, emit: emit)
         }
@@ -97,78 +146,115 @@ final class ChannelMerge {
     func take(_ frame: Frame, input k: Int, timeBase: AVRational, emit: (Frame) throws(KilnError) -> Void) throws(KilnError) {
         let f = frame.pointer
         let ts = f.pointee.best_effort_timestamp
-        let start: Int64? = ts == noPTS ? nil : rescale(ts, from: timeBase, to: self.timeBase)
+        let start: Int64? = ts == noPTS ? nil : rescale(ts, from: timeBase, to: self.timeBase) - inputs[k].shift
         if next == nil { next = start ?? 0 }
         var skip: Int32 = 0
         if let start, let next {
-            let fifo = inputs[k].fifo
-            let lands = next + Int64(fifo.buffered + fifo.held)
-            let tolerance = Int64(AudioTranscodeLane.syncTolerance * Double(rate))
+            var lands = next + Int64(inputs[k].queued + inputs[k].fifo.held)
+            // Within a tick of the stream's clock (Matroska's millisecond) its times are as
+            // exact as they can be; a lost frame is more than half a frame.
+            let tick = Double(rate) * Double(timeBase.num) / Double(max(1, timeBase.den))
+            let half = Double(f.pointee.nb_samples) * Double(rate) / Double(max(1, f.pointee.sample_rate)) / 2
+            let tolerance = Int64(max(2, min(tick.rounded(.up) + 2, half)))
             if start - lands > tolerance {
                 // A time past the source's end is damage, not a gap (`AudioTranscodeLane`).
                 if let lastSecond, Double(start) > lastSecond * Double(rate) {
                     counters.repairedTimestamps += 1
                 } else {
-                    try fill(k, count: Int(start - lands), emit: emit)
+                    // Lost frames are whole frames: on a clock coarser than a sample
+                    // (Matroska's millisecond) a hole within a tick of a number of this
+                    // frame's length is that many frames (1,024 samples, not the 1,008 the
+                    // rounded times say, which moved the side after it 0.3 ms).
+                    var gap = start - lands
+                    let frame = Int64((2 * half).rounded())
+                    if tick > 1, frame > 0, case let frames = (gap + frame / 2) / frame, frames >= 1,
+                       abs(gap - frames * frame) <= Int64(tick.rounded(.up)) {
+                        gap = frames * frame
+                    }
+                    inputs[k].append(silent: true, Int(gap))
                     counters.gapsFilled += 1
                 }
             } else if lands - start > tolerance {
-                counters.framesDropped += 1
-                let inputRate = Int64(f.pointee.sample_rate)
-                let overlap = inputRate > 0 ? (lands - start) * inputRate / Int64(rate) : .max
-                guard overlap < Int64(f.pointee.nb_samples) else { return }
-                skip = Int32(overlap)
+                // Silence given to a stream that had stopped gives way to its sound, where
+                // it has not gone out yet.
+                if let last = inputs[k].runs.last, last.silent {
+                    let give = Int(min(Int64(last.count), lands - start))
+                    inputs[k].runs[inputs[k].runs.count - 1].count -= give
+                    if inputs[k].runs[inputs[k].runs.count - 1].count == 0 { inputs[k].runs.removeLast() }
+                    lands -= Int64(give)
+                }
+                if lands - start > tolerance {
+                    counters.framesDropped += 1
+                    let inputRate = Int64(f.pointee.sample_rate)
+                    let overlap = inputRate > 0 ? (lands - start) * inputRate / Int64(rate) : .max
+                    guard overlap < Int64(f.pointee.nb_samples) else { return }
+                    skip = Int32(overlap)
+                }
             }
         }
+        let before = inputs[k].fifo.buffered
         do { try inputs[k].fifo.push(frame, skipping: skip) } catch where error.code == .sourceCorrupt {
             rejected += 1
             return
         }
+        inputs[k].append(silent: false, inputs[k].fifo.buffered - before)
         try drain(emit: emit)
-        // A stream that has stopped (its track ends early, its packets are gone): silence,
-        // so the others' samples do not pile up waiting for it.
-        let most = inputs.map(\.fifo.buffered).max() ?? 0
-        if most > Self.heldSeconds * Int(rate) {
-            for j in inputs.indices where inputs[j].fifo.buffered < most - Int(rate) {
-                try fill(j, count: most - inputs[j].fifo.buffered, emit: emit)
-                counters.gapsFilled += 1
-            }
-        }
+        try settle(emit: emit)
     }
 
     /// At the end: the other streams' decoders drained, what each FIFO's converter holds
     /// flushed, every stream filled with silence to the longest, and the rest merged.
     func finish(emit: (Frame) throws(KilnError) -> Void) throws(KilnError) {
-        for k in inputs.indices {
+        // (A stream that gave no packet is silence: its decoder would say it gave nothing.)
+        for k in inputs.indices where inputs[k].packets > 0 {
             guard let decoder = inputs[k].decoder else { continue }
             try decoder.decodeRequiringOutput(nil, giveUpAfter: AudioTranscodeLane.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
                 try self.take(f, input: k, timeBase: decoder.timeBase, emit: emit)
             }
         }
-        for input in inputs { try input.fifo.flush() }
-        let most = inputs.map(\.fifo.buffered).max() ?? 0
-        for k in inputs.indices where inputs[k].fifo.buffered < most {
-            try fill(k, count: most - inputs[k].fifo.buffered, emit: emit)
+        for k in inputs.indices {
+            let before = inputs[k].fifo.buffered
+            try inputs[k].fifo.flush()
+            inputs[k].append(silent: false, inputs[k].fifo.buffered - before)
+        }
+        let most = inputs.map(\.queued).max() ?? 0
+        for k in inputs.indices { pad(k, to: most) }
+        try drain(emit: emit)
+    }
+
+    /// Silence for input `k` up to `queued` samples.
+    private func pad(_ k: Int, to queued: Int) {
+        let n = queued - inputs[k].queued
+        guard n > 0 else { return }
+        inputs[k].append(silent: true, n)
+        if n > Int(AudioTranscodeLane.syncTolerance * Double(rate)) { counters.gapsFilled += 1 }
+    }
+
+    /// Bounds what waits (see the type's comment): a jump that stood in long enough is left
+    /// out; a stream whose own samples waited `heldSeconds` for the others gives them silence.
+    private func settle(emit: (Frame) throws(KilnError) -> Void) throws(KilnError) {
+        let jump = Self.jumpSeconds * Int(rate)
+        for k in inputs.indices {
+            guard let first = inputs[k].runs.first, first.silent, first.overtaken >= jump, first.count > jump else { continue }
+            // The samples that waited were due when the silence went out in their place; the
+            // stream's later times are the jump ahead.
+            inputs[k].runs.removeFirst()
+            inputs[k].shift += Int64(first.consumed + first.count)
+            try take(first.consumed, from: k, into: nil)
+            counters.repairedTimestamps += 1
+        }
+        if let waiting = inputs.indices.max(by: { inputs[$0].fifo.buffered < inputs[$1].fifo.buffered }),
+           inputs[waiting].fifo.buffered > Self.heldSeconds * Int(rate) {
+            let level = inputs[waiting].queued
+            for k in inputs.indices where inputs[k].queued < level - Int(rate) { pad(k, to: level) }
         }
         try drain(emit: emit)
     }
 
-    /// Silence for input `k`, merged as it is made, a second at a time: the other streams
-    /// hold the samples it pairs with, or come with them next.
-    private func fill(_ k: Int, count: Int, emit: (Frame) throws(KilnError) -> Void) throws(KilnError) {
-        var left = count
-        while left > 0 {
-            try cancellation.check(.encode)
-            let n = min(left, Int(rate))
-            try inputs[k].fifo.pushSilence(n)
-            try drain(emit: emit)
-            left -= n
-        }
-    }
-
-    /// Merges what every FIFO holds, in frames of at most `frameSamples`.
+    /// Merges what every queue holds, in frames of at most `frameSamples`.
     private func drain(emit: (Frame) throws(KilnError) -> Void) throws(KilnError) {
-        while let next, let ready = inputs.map(\.fifo.buffered).min(), ready > 0 {
+        while let next, let ready = inputs.map(\.queued).min(), ready > 0 {
+            try cancellation.check(.encode)
             let n = min(ready, Self.frameSamples)
             let f = merged.pointer
             merged.unref()
@@ -179,15 +265,39 @@ final class ChannelMerge {
             try check(av_frame_get_buffer(f, 0), .filter, "cannot allocate an audio frame")
             let planes = UnsafeMutablePointer<UnsafeMutableRawPointer?>(OpaquePointer(f.pointee.extended_data!))
             var channel = 0
-            for input in inputs {
-                try input.fifo.read(n, into: planes + channel)
-                channel += Int(input.channels)
+            for k in inputs.indices {
+                try take(n, from: k, into: planes + channel)
+                channel += Int(inputs[k].channels)
             }
             f.pointee.pts = next
             f.pointee.best_effort_timestamp = next
             self.next = next + Int64(n)
             try emit(merged)
             merged.unref()
+        }
+    }
+
+    /// Takes `count` samples from the front of input `k`'s queue into its channels' planes
+    /// (`planes`, float), or leaves them out (nil).
+    private func take(_ count: Int, from k: Int, into planes: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) throws(KilnError) {
+        var done = 0
+        let channels = Int(inputs[k].channels)
+        let width = MemoryLayout<Float>.size
+        while done < count, let run = inputs[k].runs.first {
+            let m = min(run.count, count - done)
+            if run.silent {
+                if let planes { for c in 0..<channels { planes[c]!.advanced(by: done * width).initializeMemory(as: UInt8.self, repeating: 0, count: m * width) } }
+                inputs[k].runs[0].consumed += m
+                if inputs[k].fifo.buffered >= Int(rate) / 2 { inputs[k].runs[0].overtaken += m }
+            } else if let planes {
+                var at = (0..<channels).map { planes[$0]!.advanced(by: done * width) as UnsafeMutableRawPointer? }
+                try at.withUnsafeMutableBufferPointer { (p) throws(KilnError) in try inputs[k].fifo.read(m, into: p.baseAddress!) }
+            } else {
+                try inputs[k].fifo.discard(m)
+            }
+            inputs[k].runs[0].count -= m
+            if inputs[k].runs[0].count == 0 { inputs[k].runs.removeFirst() }
+            done += m
         }
     }
 }

@@ -202,6 +202,11 @@ final class Resampler {
         guard Int(read) == count else { throw KilnError(.internalError, stage: .filter, "the audio FIFO held \(read) samples, not \(count)") }
     }
 
+    /// Leaves out the FIFO's first `count` samples.
+    func discard(_ count: Int) throws(KilnError) {
+        try check(av_audio_fifo_drain(fifo, Int32(count)), .filter, "cannot drain the audio FIFO")
+    }
+
     /// Gives `frame` (emptied first) a buffer of `samples` samples in the output format.
     private func allocate(_ frame: Frame, samples: Int32) throws(KilnError) {
         let f = frame.pointer

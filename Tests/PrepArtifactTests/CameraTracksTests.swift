@@ -81,4 +81,91 @@ struct CameraTracksTests {
             #expect(abs(length - 6) < 0.1, "the sound lasts \(length) s")
         }
     }
+
+    /// Zero crossings' phase within a 1 kHz tone's half period (0.5 ms), averaged on the
+    /// circle, over `samples[from..<to]` (seconds): where the tone sits in time, to a few µs.
+    static func phase(_ samples: [Int16], from: Double, to: Double) -> Double {
+        var x = 0.0, y = 0.0
+        for i in Int(from * 48000)..<min(samples.count, Int(to * 48000)) where samples[i - 1] < 0 && samples[i] >= 0 {
+            // The crossing between samples i-1 and i, interpolated.
+            let t = (Double(i - 1) + Double(-samples[i - 1]) / Double(Int(samples[i]) - Int(samples[i - 1]))) / 48000
+            let angle = 2 * Double.pi * t.truncatingRemainder(dividingBy: 0.001) / 0.001
+            x += cos(angle)
+            y += sin(angle)
+        }
+        return atan2(y, x) / (2 * Double.pi) * 0.001
+    }
+
+    @Test("one lost frame of CH2 (21 ms) is kept as a hole: the right goes on at its own time, not 21 ms early for the rest of the file (the 40 ms that sound may stray from the pictures had let the sides drift apart by it)")
+    func lostFrameKeepsSidesTogether() throws {
+        let source = try Media.generated("camera-ch2-lost-frame.mkv",
+            ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=6",
+             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
+             "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000:duration=6",
+             "-map", "0", "-map", "1", "-map", "2", "-filter:a:1", "asetnsamples=1024,aselect='not(eq(n\\,141))'",
+             "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s24le"])
+        try Command.prepare(source, quality: "5mbps", caps: "ios", scratch: "camera-lost-frame") { run, out in
+            #expect(run.status == 0, "\(run.stdout) \(run.stderr.suffix(300))")
+            guard run.status == 0 else { return }
+            let right = try Self.channel(out, 1)
+            let before = Self.phase(right, from: 1, to: 2.9), after = Self.phase(right, from: 3.2, to: 5.5)
+            var shift = abs(after - before)
+            shift = min(shift, 0.001 - shift)
+            #expect(shift < 0.00005, "the right's tone moved \(shift * 1000) ms across the lost frame")
+            #expect(Self.frequency(right, from: 3.01, to: 3.025) == 0, "the lost frame's time is silent")
+        }
+    }
+
+    @Test("CH1 stopping at 40 s beside CH2 to 90 s: the right keeps its tone to the end and the left is silent after 40 s (CH2's waiting samples had made the merge give it 30 s of silence and cut its sound, and the job failed as damaged)")
+    func firstChannelStopsEarly() throws {
+        let source = try Media.generated("camera-ch1-40s-of-90.mov",
+            ["-f", "lavfi", "-i", "color=c=gray:size=64x64:rate=5:duration=90",
+             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=40",
+             "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000:duration=90",
+             "-map", "0", "-map", "1", "-map", "2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s16le"])
+        try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "camera-ch1-short") { run, out in
+            #expect(run.status == 0, "\(run.stdout) \(run.stderr.suffix(300))")
+            guard run.status == 0 else { return }
+            let left = try Self.channel(out, 0), right = try Self.channel(out, 1)
+            #expect(abs(Self.frequency(left, from: 1, to: 39) - 440) < 5)
+            #expect(Self.frequency(left, from: 41, to: 89) == 0)
+            #expect(abs(Self.frequency(right, from: 1, to: 89) - 1000) < 5, "right: \(Self.frequency(right, from: 1, to: 89)) Hz")
+            let length = try #require(FFprobe(out).duration("audio"))
+            #expect(abs(length - 90) < 0.2, "the sound lasts \(length) s")
+        }
+    }
+
+    /// 120 s of pictures and CH1/CH2 tones, both tracks without packets from 10 s to
+    /// 110 s where `dropout` (a recording's dropout).
+    static func dropout(_ dropout: Bool) throws -> String {
+        let cut = dropout ? ["-filter:a", "asetnsamples=1024,aselect='not(between(t\\,10\\,110))'"] : []
+        return try Media.generated("camera-\(dropout ? "both-dropout" : "no-dropout")-120s.mkv",
+            ["-f", "lavfi", "-i", "color=c=gray:size=64x64:rate=5:duration=120",
+             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=120",
+             "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000:duration=120",
+             "-map", "0", "-map", "1", "-map", "2"] + cut + ["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s16le"])
+    }
+
+    @Test("both tracks losing the same 100 s (a recording's dropout, longer than the merge holds anything for) keep the hole, both sides going on at their own times after it, in no more memory than without it (the silence had waited in memory, 19 MB here, 370 MB for half an hour)")
+    func commonDropout() throws {
+        let dir = Media.scratch("camera-dropout")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var peaks: [Int] = []
+        for dropout in [false, true] {
+            let out = dir.appendingPathComponent("\(dropout).mp4").path
+            let r = try Run.peakMemory(Command.binary, ["prepare", try Self.dropout(dropout), "--quality", "1mbps", "--caps", "ios", "--output", out])
+            #expect(r.status == 0)
+            peaks.append(r.maxRSSKiB)
+            guard dropout, r.status == 0 else { continue }
+            let left = try Self.channel(out, 0), right = try Self.channel(out, 1)
+            for (side, tone) in [(left, 440.0), (right, 1000.0)] {
+                #expect(abs(Self.frequency(side, from: 1, to: 9.9) - tone) < 5)
+                #expect(Self.frequency(side, from: 10.2, to: 109.8) == 0)
+                #expect(abs(Self.frequency(side, from: 110.2, to: 119.5) - tone) < 5)
+                let back = try #require(Self.onset(Array(side[(109 * 48000)...]))) + 109
+                #expect(abs(back - 110) < 0.03, "the tone comes back at \(back) s")
+            }
+        }
+        #expect(peaks[1] < peaks[0] + 8192, "peak RSS \(peaks[0]) KiB without the dropout, \(peaks[1]) KiB with it")
+    }
 }
