@@ -162,7 +162,7 @@ public struct AudioPlan: Codable, Sendable, Equatable {
     @Nullable public var language: String?
     /// The source streams whose channels follow `sourceIndex`'s in the sound, in order
     /// (`merge_sources`): a camera records its microphone's left and right as two mono
-    /// tracks (Sony XAVC, Canon Cinema EOS, Panasonic P2), and the sound is both, the
+    /// tracks (Sony XAVC, Canon Cinema EOS), and the sound is both, the
     /// first track left, the second right, as ffmpeg's `amerge` makes it. Re-encoded
     /// only (a copy is one stream). nil for a sound of one stream.
     public var mergeSources: [Int]?

@@ -118,6 +118,20 @@ final class Pipeline {
         }
     }
     private(set) var delivered: [Int32: Delivered] = [:]
+
+    /// What the source gave `lane`, over all its streams (a merged sound's streams
+    /// together: from the first one's first packet to the last one's end).
+    static func delivered(to lane: Lane, from delivered: [Int32: Delivered]) -> Delivered? {
+        let parts = lane.inputIndices.compactMap { delivered[$0] }
+        guard var whole = parts.first else { return nil }
+        for d in parts.dropFirst() {
+            whole.packets += d.packets
+            whole.firstSeconds = min(whole.firstSeconds, d.firstSeconds)
+            whole.endSeconds = max(whole.endSeconds, d.endSeconds)
+            whole.lastStartSeconds = max(whole.lastStartSeconds, d.lastStartSeconds)
+        }
+        return whole
+    }
     /// Where the kept audio and video end (seconds, output time), once all is read; no
     /// subtitle cue goes on past it.
     private(set) var picturesAndSoundEnd: Double?

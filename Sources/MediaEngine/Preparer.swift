@@ -243,7 +243,7 @@ public enum Preparer {
     /// no frames, a recording whose sound PID never carried any): the file goes without
     /// sound rather than not at all. nil where another cause is the run's.
     static func missingSound(delivered: [Int32: Pipeline.Delivered], lanes: [Lane], demuxer: Demuxer) -> FormatChange? {
-        func packets(_ lane: Lane) -> Int { lane.inputIndices.reduce(0) { $0 + (delivered[$1]?.packets ?? 0) } }
+        func packets(_ lane: Lane) -> Int { Pipeline.delivered(to: lane, from: delivered)?.packets ?? 0 }
         func type(_ lane: Lane) -> AVMediaType { demuxer.stream(Int(lane.inputIndex)).pointee.codecpar.pointee.codec_type }
         guard let silent = lanes.first(where: { type($0) == AVMEDIA_TYPE_AUDIO && packets($0) == 0 }),
               lanes.contains(where: { type($0) == AVMEDIA_TYPE_VIDEO && packets($0) > 0 }) else { return nil }
@@ -574,6 +574,9 @@ public enum Preparer {
             guard let s = info.stream(a.sourceIndex), a.sourceIndex < demuxer.streamCount else {
                 throw KilnError(.planUnsupported, stage: .plan, "the plan's audio stream \(a.sourceIndex) is not in the source")
             }
+            if a.action == .copy, a.mergeSources?.isEmpty == false {
+                throw KilnError(.planUnsupported, stage: .plan, "the plan copies audio stream \(a.sourceIndex) and merges others into it: only an encode merges streams")
+            }
             lanes.append(a.action == .copy ? CopyLane(demuxer: demuxer, index: a.sourceIndex, probed: s, sourceSeconds: info.durationSeconds)
                                            : try AudioTranscodeLane(demuxer: demuxer, plan: a, source: s, sourceSeconds: info.durationSeconds))
         }
@@ -634,7 +637,7 @@ public enum Preparer {
     static func blameSource(_ error: KilnError, delivered: [Int32: Pipeline.Delivered], lanes: [Lane], demuxer: Demuxer,
                             info: MediaInfo, expected: Double, timelineRepairs: Int = 0, cancellation: Cancellation) -> KilnError {
         // A stream that gave nothing at all says more than the packets that failed beside it.
-        for lane in lanes where (delivered[lane.inputIndex]?.packets ?? 0) == 0 {
+        for lane in lanes where (Pipeline.delivered(to: lane, from: delivered)?.packets ?? 0) == 0 {
             let type = demuxer.stream(Int(lane.inputIndex)).pointee.codecpar.pointee.codec_type
             guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
             return KilnError(.sourceCorrupt, stage: .demux,
@@ -655,7 +658,7 @@ public enum Preparer {
             let type = demuxer.stream(Int(lane.inputIndex)).pointee.codecpar.pointee.codec_type
             guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
             let name = type == AVMEDIA_TYPE_VIDEO ? "video" : "audio"
-            guard let d = delivered[lane.inputIndex] else { continue }
+            guard let d = Pipeline.delivered(to: lane, from: delivered) else { continue }
             // A sound packet lasts a fraction of a second: one whose stated length runs on
             // for seconds is the demuxer's guess across what it lost (Ogg's last page read
             // before a damaged one gave its packet the 4.1 s to the stream's declared end).

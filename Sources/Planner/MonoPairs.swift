@@ -1,7 +1,7 @@
 import KilnCore
 
-/// A camera's microphone recorded as mono tracks: Sony XAVC, Canon Cinema EOS and
-/// Panasonic P2 write CH1 and CH2 (the built-in microphone's left and right, or two
+/// A camera's microphone recorded as mono tracks: Sony XAVC and Canon Cinema EOS
+/// (MXF) and pro cameras' MOV write CH1 and CH2 (the built-in microphone's left and right, or two
 /// microphones on its inputs) as tracks of one channel each. A player plays the first
 /// track alone, so a delivery made of it loses half the sound: the pair goes out as one
 /// stereo sound (`AudioPlan.mergeSources`), the first track left, the second right, as

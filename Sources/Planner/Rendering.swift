@@ -31,7 +31,8 @@ public enum PlanTable {
                 rows.append([label, describe(s), a.action.rawValue, describe(a), audioWhy.joined(separator: " ")])
             } else if let a = plan.audio, let k = a.mergeSources?.firstIndex(of: s.index), s.type == .audio {
                 // Its channels follow the first stream's in the same sound.
-                rows.append([label, describe(s), "merge", "channel \(k + 2) of #\(a.sourceIndex)", "audio_tracks_merged"])
+                let into = a.channels > k + 1 ? "channel \(k + 2) of #\(a.sourceIndex)" : "mixed into #\(a.sourceIndex)"
+                rows.append([label, describe(s), "merge", into, "audio_tracks_merged"])
             } else if plan.subtitles.contains(where: { $0.sourceIndex == s.index && $0.closedCaptions != true }) {
                 // A teletext stream makes a track of each of its subtitle pages.
                 for sub in plan.subtitles where sub.sourceIndex == s.index && sub.closedCaptions != true {
