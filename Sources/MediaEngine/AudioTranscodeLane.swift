@@ -106,8 +106,9 @@ final class AudioTranscodeLane: Lane {
     /// rate, then the limiter (`PeakLimiter`; alimiter is its nearest equivalent there, the
     /// same ceiling, look-ahead and release, its delay compensated).
     /// A merged sound's streams each keep their times as `ChannelMerge` keeps them: from
-    /// the output's start (`aresample`'s `first_pts`), silence where they have none, to the
-    /// source's length (`apad`), and `amerge` puts them side by side.
+    /// the output's start (`aresample`'s `first_pts`), silence where they have none (from
+    /// 10 ms: `min_hard_comp`, 100 ms by default, closed a lost frame up), to the source's
+    /// length (`apad`), and `amerge` puts them side by side.
     var ffmpegEquivalent: [String] {
         let o = outputIndex
         var encode = ["-c:\(o)", plan.codec, "-b:\(o)", "\(plan.bitrateKbps)k", "-ac:\(o)", String(plan.channels)]
@@ -123,7 +124,7 @@ final class AudioTranscodeLane: Lane {
         }
         guard let merge else { return ["-map", "0:\(inputIndex)"] + encode + (graph.map { ["-filter:\(o)", $0] } ?? []) }
         let padded = inputIndices.enumerated().map { k, index in
-            "[0:\(index)]aresample=async=1:first_pts=0"
+            "[0:\(index)]aresample=async=1:min_hard_comp=0.01:first_pts=0"
                 + (sourceSeconds > 0 ? ",apad=whole_dur=\(Format.fixed(sourceSeconds, decimals: 3))" : "")
                 + ",aformat=channel_layouts=\(merge.layoutName(of: k))[m\(k)]"
         }

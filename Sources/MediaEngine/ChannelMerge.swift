@@ -13,10 +13,10 @@ import KilnCore
 ///
 /// The streams keep to their timestamps on one clock, started by the first frame any of
 /// them gives: a stream that starts later or has a gap gets silence there, one that
-/// overlaps itself is cut, as the lane does for one stream, but past a tick of the
-/// stream's clock (`tolerance`), not the 40 ms sound may stray from pictures: one lost
-/// 25p edit unit (1,920 samples) left the sides 40 ms apart for good. So the sides stay
-/// together to within a tick however the file interleaves them. Memory stays bounded:
+/// overlaps itself is cut, as the lane does for one stream, but past half a frame (a
+/// stream's first frame: a tick of its clock), not the 40 ms sound may stray from
+/// pictures: one lost 25p edit unit (1,920 samples) left the sides 40 ms apart for good.
+/// So the sides stay together however the file interleaves them. Memory stays bounded:
 /// - a stream that stops while another goes on gets silence once the other's own samples
 ///   have waited `heldSeconds` for it, and its sound, if it comes back, takes the place of
 ///   that silence;
@@ -60,6 +60,8 @@ final class ChannelMerge {
         var runs: [Run] = []
         /// Samples its times are ahead of where it is: the jumps taken for damage.
         var shift: Int64 = 0
+        /// Whether a frame of it has been placed.
+        var started = false
         /// Samples queued, own and silence.
         var queued: Int { runs.reduce(0) { $0 + $1.count } }
 
@@ -151,11 +153,16 @@ final class ChannelMerge {
         var skip: Int32 = 0
         if let start, let next {
             var lands = next + Int64(inputs[k].queued + inputs[k].fifo.held)
-            // Within a tick of the stream's clock (Matroska's millisecond) its times are as
-            // exact as they can be; a lost frame is more than half a frame.
+            // A stream's first frame takes its place to within a tick of its clock
+            // (Matroska's millisecond): a side starting 5 ms late is 5 ms late. After that,
+            // times within half a frame of where the samples have come are the same
+            // place (a muxer's jitter of a few ms), and a lost frame, a whole one, is more.
+            // 40 ms, what sound may stray from pictures, is more than a 25p edit unit
+            // (1,920 samples): one lost would have left the sides 40 ms apart for good.
             let tick = Double(rate) * Double(timeBase.num) / Double(max(1, timeBase.den))
             let half = Double(f.pointee.nb_samples) * Double(rate) / Double(max(1, f.pointee.sample_rate)) / 2
-            let tolerance = Int64(max(2, min(tick.rounded(.up) + 2, half)))
+            let exact = tick.rounded(.up) + 2
+            let tolerance = Int64(inputs[k].started ? max(exact, min(half, AudioTranscodeLane.syncTolerance * Double(rate))) : exact)
             if start - lands > tolerance {
                 // A time past the source's end is damage, not a gap (`AudioTranscodeLane`).
                 if let lastSecond, Double(start) > lastSecond * Double(rate) {
@@ -197,6 +204,7 @@ final class ChannelMerge {
             rejected += 1
             return
         }
+        inputs[k].started = true
         inputs[k].append(silent: false, inputs[k].fifo.buffered - before)
         try drain(emit: emit)
         try settle(emit: emit)
