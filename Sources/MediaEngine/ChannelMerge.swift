@@ -248,7 +248,7 @@ final class ChannelMerge {
             // stream's later times are the jump ahead.
             inputs[k].runs.removeFirst()
             inputs[k].shift += Int64(first.consumed + first.count)
-            try take(first.consumed, from: k, into: nil)
+            try pull(first.consumed, from: k, into: nil)
             counters.repairedTimestamps += 1
         }
         if let waiting = inputs.indices.max(by: { inputs[$0].fifo.buffered < inputs[$1].fifo.buffered }),
@@ -274,7 +274,7 @@ final class ChannelMerge {
             let planes = UnsafeMutablePointer<UnsafeMutableRawPointer?>(OpaquePointer(f.pointee.extended_data!))
             var channel = 0
             for k in inputs.indices {
-                try take(n, from: k, into: planes + channel)
+                try pull(n, from: k, into: planes + channel)
                 channel += Int(inputs[k].channels)
             }
             f.pointee.pts = next
@@ -287,7 +287,7 @@ final class ChannelMerge {
 
     /// Takes `count` samples from the front of input `k`'s queue into its channels' planes
     /// (`planes`, float), or leaves them out (nil).
-    private func take(_ count: Int, from k: Int, into planes: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) throws(KilnError) {
+    private func pull(_ count: Int, from k: Int, into planes: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) throws(KilnError) {
         var done = 0
         let channels = Int(inputs[k].channels)
         let width = MemoryLayout<Float>.size
