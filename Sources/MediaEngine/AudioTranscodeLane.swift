@@ -54,6 +54,13 @@ final class AudioTranscodeLane: Lane {
 
     var inputIndices: [Int32] { [inputIndex] + mergeSources }
 
+    /// Where the file's other audio and video streams have come to (seconds, output
+    /// time), set by the pipeline before each packet of a merged sound (`ChannelMerge.othersReach`).
+    var othersReach: Double? {
+        get { merge?.othersReach }
+        set { merge?.othersReach = newValue }
+    }
+
     init(demuxer: Demuxer, plan: AudioPlan, source: StreamInfo, sourceSeconds: Double) throws(KilnError) {
         guard Self.encoders.contains(plan.codec) else {
             throw KilnError(.planUnsupported, stage: .plan, "audio can be re-encoded to aac, ac3 or eac3, not \(plan.codec)")

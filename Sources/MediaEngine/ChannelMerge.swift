@@ -25,7 +25,9 @@ import KilnCore
 ///   `jumpSeconds` with half a second of the stream's own samples waiting behind it, the jump
 ///   is taken for damage, the silence left out and the stream goes on where it is (what
 ///   waited of it is lost), so a gap both streams have (a recording's dropout) is still
-///   kept, whatever its length, and costs no memory.
+///   kept, whatever its length, and costs no memory;
+/// - a time more than `heldSeconds` past where the file's other streams (the pictures)
+///   have come to is damage at once (`othersReach`).
 /// At the end every stream is filled with silence to the longest, so nothing of any is
 /// lost (`amerge` stops at the shortest); a stream that gave nothing is silence.
 final class ChannelMerge {
@@ -90,6 +92,13 @@ final class ChannelMerge {
     private(set) var counters = LaneStats()
     /// Frames no resampler takes (damaged parameters): skipped, their time filled later.
     private var rejected = 0
+    /// Where the file's other audio and video streams have come to (seconds, output time;
+    /// nil without any): a stream's time `heldSeconds` past it is damage, not a gap. Files
+    /// store packets in time order, so a stream that starts late comes when the pictures
+    /// get there; one whose times jumped an hour on comes with its neighbours (or, in
+    /// Matroska, which orders by the times, after everything), far past the pictures. Its
+    /// silence had made an 8 s camera clip 10 hours long.
+    var othersReach: Double?
 
     /// `indices`: the lane's own stream first; `rate`: the first stream's.
     init(demuxer: Demuxer, indices: [Int32], rate: Int32, lastSecond: Double?) throws(KilnError) {
@@ -166,6 +175,10 @@ final class ChannelMerge {
             if start - lands > tolerance {
                 // A time past the source's end is damage, not a gap (`AudioTranscodeLane`).
                 if let lastSecond, Double(start) > lastSecond * Double(rate) {
+                    counters.repairedTimestamps += 1
+                } else if let reach = othersReach, Double(start) / Double(rate) - reach > Double(Self.heldSeconds) {
+                    // It goes on where it is: its later times are the jump ahead.
+                    inputs[k].shift += start - lands
                     counters.repairedTimestamps += 1
                 } else {
                     // Lost frames are whole frames: on a clock coarser than a sample

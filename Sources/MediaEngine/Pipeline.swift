@@ -262,6 +262,11 @@ final class Pipeline {
             if index == progressIndex, let t { position = max(position, t) }
             delivered[index, default: Delivered()].count(at: t, lasting: seconds(p.pointee.duration, tb) ?? 0)
             if texts.contains(index), let subtitles = lane as? SubtitleLane { subtitles.picturesAndSoundReach = reach() }
+            // A merged sound judges its streams' times against where the file's others are.
+            if lane.inputIndices.count > 1, let sound = lane as? AudioTranscodeLane {
+                let own = Set(lane.inputIndices)
+                sound.othersReach = timed.filter { !own.contains($0) }.compactMap { delivered[$0]?.endSeconds }.filter(\.isFinite).max()
+            }
             if followedFirst.contains(index), let k = continued.lastIndex(where: { $0.handover.lane == index }) {
                 continued[k].at = t
                 followedFirst.remove(index)

@@ -16,6 +16,9 @@ struct MonoPairs {
     private var pairs: [Int: (first: StreamInfo, second: StreamInfo)] = [:]
 
     init(_ source: MediaInfo) {
+        // A file whose index is damaged (a track's samples placed past its end) keeps to
+        // one track, as before: a pair would fail with its damaged side.
+        guard source.indexDamage == nil else { return }
         let audio = source.audioStreams
         var i = 0
         while i + 1 < audio.count {

@@ -1325,6 +1325,14 @@ struct MonoPairTests {
         #expect(four.reasons.contains("tracks_dropped_to_fit"), "\(four.reasons)")
     }
 
+    @Test("a camera file whose index is damaged keeps to CH1, as before: a pair would fail with its damaged side")
+    func damagedIndexKeepsOneTrack() throws {
+        var source = Self.camera([Self.channel(1), Self.channel(2)], container: "mov")
+        source.indexDamage = "stream 2: its index places a sample past the file's end"
+        let plan = try Planner.plan(source: source, quality: .mbps5, caps: ios, presets: presets)
+        #expect(plan.audio?.sourceIndex == 1 && plan.audio?.mergeSources == nil, "\(String(describing: plan.audio))")
+    }
+
     @Test("the file as it is keeps its tracks as they are: original without caps, and a device that takes the camera's MOV with its PCM")
     func asItIs() throws {
         let source = Self.camera([Self.channel(1), Self.channel(2)], container: "mov")

@@ -198,4 +198,20 @@ struct CameraTracksTests {
             #expect(lags.allSatisfy { $0 == 0 }, "the right's lag behind the left, second by second: \(lags)")
         }
     }
+
+    @Test("CH2's times jumping an hour on at 5 s of an 8 s clip (Matroska then stores those packets after everything else) are damage, not an hour's gap: the run is refused at once as damaged, where its silence had made the clip an hour long")
+    func oneTrackJump() throws {
+        let source = try Media.generated("camera-ch2-jump-1h.mkv",
+            ["-f", "lavfi", "-i", "color=c=gray:size=64x64:rate=5:duration=8",
+             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
+             "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000:duration=8",
+             "-map", "0", "-map", "1", "-map", "2", "-filter:a:0", "asetnsamples=1024",
+             "-filter:a:1", "asetnsamples=1024,asetpts='if(gte(T\\,5)\\,PTS+3600/TB\\,PTS)'",
+             "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s16le"])
+        try Command.prepare(source, quality: "2mbps", caps: "ios", scratch: "camera-jump") { run, out in
+            #expect(run.status == 3, "\(run.stdout.prefix(400)) \(run.stderr.suffix(300))")
+            #expect(run.stdout.contains("timestamps are damaged"), "\(run.stdout.prefix(400))")
+            #expect(!FileManager.default.fileExists(atPath: out))
+        }
+    }
 }
