@@ -654,10 +654,13 @@ public enum Preparer {
         }
         var last: Double? = nil
         var shortest: (span: Double, type: String, index: Int32)? = nil
+        // What the output keeps, as the messages name it ("audio and video", "audio").
+        var kinds = Set<String>()
         for lane in lanes {
             let type = demuxer.stream(Int(lane.inputIndex)).pointee.codecpar.pointee.codec_type
             guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { continue }
             let name = type == AVMEDIA_TYPE_VIDEO ? "video" : "audio"
+            kinds.insert(name)
             guard let d = Pipeline.delivered(to: lane, from: delivered) else { continue }
             // A sound packet lasts a fraction of a second: one whose stated length runs on
             // for seconds is the demuxer's guess across what it lost (Ogg's last page read
@@ -668,7 +671,8 @@ public enum Preparer {
         let declared = Format.fixed(expected, decimals: 2), tolerance = Verifier.durationTolerance(expected)
         if let last, expected > 0, last < expected - tolerance {
             return KilnError(.sourceCorrupt, stage: .demux,
-                             "the source's audio and video stop at \(Format.fixed(last, decimals: 2)) s of the \(declared) s it declares: the file is cut short or damaged")
+                             "the source's \(kinds.sorted().joined(separator: " and ")) \(kinds.count > 1 ? "stop" : "stops") at \(Format.fixed(last, decimals: 2)) s "
+                             + "of the \(declared) s it declares: the file is cut short or damaged")
         }
         if let last, expected > 0, last > expected + tolerance {
             return KilnError(.sourceCorrupt, stage: .demux,

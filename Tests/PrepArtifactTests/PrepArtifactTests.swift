@@ -1469,6 +1469,23 @@ struct SourceDamageTests {
         #expect(abs(probe.formatDuration - 10) < 0.2)
         #expect(try FFprobe.decodeErrors(out, streams: [0]).isEmpty, "the video is whole")
     }
+
+    @Test("a Matroska file cut in half is refused naming what it has: its sound alone stops, its pictures alone stop (it said \"audio and video\" for a file of one)", arguments: [
+        ("sound", ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=10", "-c:a", "aac"], "audio stops at"),
+        ("pictures", ["-f", "lavfi", "-i", "testsrc2=size=64x64:rate=5:duration=10", "-c:v", "libx264", "-an"], "video stops at"),
+    ])
+    func cutShortNamesWhatItHas(_ kind: String, _ make: [String], _ said: String) throws {
+        let whole = try Media.generated("only-\(kind)-10s.mkv", make)
+        let dir = Media.scratch("cut-\(kind)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+        let cut = dir.appendingPathComponent("cut.mkv")
+        try bytes.prefix(bytes.count / 2).write(to: cut)
+        let r = try Command.run(["prepare", cut.path, "--quality", "original", "--caps", "android",
+                                 "--output", dir.appendingPathComponent("out.mp4").path, "--json"])
+        #expect(r.status == 3)
+        #expect(r.stdout.contains("the source's \(said)"), "\(r.stdout)")
+    }
 }
 
 extension SourceDamageTests {
