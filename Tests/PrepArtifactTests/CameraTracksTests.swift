@@ -19,6 +19,16 @@ struct CameraTracksTests {
                 + ["-c:v", container == "mxf" ? "mpeg2video" : "libx264", "-b:v", "2M", "-c:a", "pcm_s24le"])
     }
 
+    /// A clip of `seconds` of `picture` with CH1 a 440 Hz tone for `ch1` s and CH2 a 1 kHz
+    /// tone for `ch2` s (both the whole clip by default), `filters` applied to them.
+    static func tones(_ name: String, seconds: Int, ch1: Int? = nil, ch2: Int? = nil, picture: String = "color=c=gray:size=64x64:rate=5",
+                      filters: [String] = [], codec: String = "pcm_s16le") throws -> String {
+        let tone = { (hz: Int, length: Int) in ["-f", "lavfi", "-i", "sine=frequency=\(hz):sample_rate=48000:duration=\(length)"] }
+        return try Media.generated(name, ["-f", "lavfi", "-i", "\(picture):duration=\(seconds)"]
+            + tone(440, ch1 ?? seconds) + tone(1000, ch2 ?? seconds) + ["-map", "0", "-map", "1", "-map", "2"] + filters
+            + ["-c:v", "libx264", "-preset", "ultrafast", "-c:a", codec])
+    }
+
     /// One channel of the output's sound, decoded by ffmpeg, as 16-bit samples at 48 kHz.
     static func channel(_ path: String, _ c: Int) throws -> [Int16] {
         let raw = path + ".c\(c).raw"
@@ -98,12 +108,8 @@ struct CameraTracksTests {
 
     @Test("one lost frame of CH2 (21 ms) is kept as a hole: the right goes on at its own time, not 21 ms early for the rest of the file (the 40 ms that sound may stray from the pictures had let the sides drift apart by it)")
     func lostFrameKeepsSidesTogether() throws {
-        let source = try Media.generated("camera-ch2-lost-frame.mkv",
-            ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=6",
-             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
-             "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000:duration=6",
-             "-map", "0", "-map", "1", "-map", "2", "-filter:a:1", "asetnsamples=1024,aselect='not(eq(n\\,141))'",
-             "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s24le"])
+        let source = try Self.tones("camera-ch2-lost-frame.mkv", seconds: 6, picture: "testsrc2=size=160x120:rate=25",
+                                    filters: ["-filter:a:1", "asetnsamples=1024,aselect='not(eq(n\\,141))'"], codec: "pcm_s24le")
         try Command.prepare(source, quality: "5mbps", caps: "ios", scratch: "camera-lost-frame") { run, out in
             #expect(run.status == 0, "\(run.stdout) \(run.stderr.suffix(300))")
             guard run.status == 0 else { return }
@@ -118,11 +124,7 @@ struct CameraTracksTests {
 
     @Test("CH1 stopping at 40 s beside CH2 to 90 s: the right keeps its tone to the end and the left is silent after 40 s (CH2's waiting samples had made the merge give it 30 s of silence and cut its sound, and the job failed as damaged)")
     func firstChannelStopsEarly() throws {
-        let source = try Media.generated("camera-ch1-40s-of-90.mov",
-            ["-f", "lavfi", "-i", "color=c=gray:size=64x64:rate=5:duration=90",
-             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=40",
-             "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000:duration=90",
-             "-map", "0", "-map", "1", "-map", "2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s16le"])
+        let source = try Self.tones("camera-ch1-40s-of-90.mov", seconds: 90, ch1: 40)
         try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "camera-ch1-short") { run, out in
             #expect(run.status == 0, "\(run.stdout) \(run.stderr.suffix(300))")
             guard run.status == 0 else { return }
@@ -139,11 +141,7 @@ struct CameraTracksTests {
     /// 110 s where `dropout` (a recording's dropout).
     static func dropout(_ dropout: Bool) throws -> String {
         let cut = dropout ? ["-filter:a", "asetnsamples=1024,aselect='not(between(t\\,10\\,110))'"] : []
-        return try Media.generated("camera-\(dropout ? "both-dropout" : "no-dropout")-120s.mkv",
-            ["-f", "lavfi", "-i", "color=c=gray:size=64x64:rate=5:duration=120",
-             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=120",
-             "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000:duration=120",
-             "-map", "0", "-map", "1", "-map", "2"] + cut + ["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s16le"])
+        return try Self.tones("camera-\(dropout ? "both-dropout" : "no-dropout")-120s.mkv", seconds: 120, filters: cut)
     }
 
     @Test("both tracks losing the same 100 s (a recording's dropout, longer than the merge holds anything for) keep the hole, both sides going on at their own times after it, in no more memory than without it (the silence had waited in memory, 19 MB here, 370 MB for half an hour)")
@@ -201,13 +199,8 @@ struct CameraTracksTests {
 
     @Test("CH2's times jumping an hour on at 5 s of an 8 s clip (Matroska then stores those packets after everything else) are damage, not an hour's gap: the run is refused at once as damaged, where its silence had made the clip an hour long")
     func oneTrackJump() throws {
-        let source = try Media.generated("camera-ch2-jump-1h.mkv",
-            ["-f", "lavfi", "-i", "color=c=gray:size=64x64:rate=5:duration=8",
-             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
-             "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000:duration=8",
-             "-map", "0", "-map", "1", "-map", "2", "-filter:a:0", "asetnsamples=1024",
-             "-filter:a:1", "asetnsamples=1024,asetpts='if(gte(T\\,5)\\,PTS+3600/TB\\,PTS)'",
-             "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s16le"])
+        let source = try Self.tones("camera-ch2-jump-1h.mkv", seconds: 8, filters: [
+            "-filter:a:0", "asetnsamples=1024", "-filter:a:1", "asetnsamples=1024,asetpts='if(gte(T\\,5)\\,PTS+3600/TB\\,PTS)'"])
         try Command.prepare(source, quality: "2mbps", caps: "ios", scratch: "camera-jump") { run, out in
             #expect(run.status == 3, "\(run.stdout.prefix(400)) \(run.stderr.suffix(300))")
             #expect(run.stdout.contains("timestamps are damaged"), "\(run.stdout.prefix(400))")
