@@ -43,7 +43,8 @@ final class AudioTranscodeLane: Lane {
     /// the probe could not say). The probe's, not libavformat's: across a splice that
     /// steps back 3 s libavformat says 9 s for 12, and a gap in the sound at 8.8 s was
     /// taken for damage 10 s on: not filled, everything after it 1.3 s early.
-    private let lastSecond: Double?
+    private var lastSecond: Double? { Self.lastSecond(of: sourceSeconds) }
+    static func lastSecond(of sourceSeconds: Double) -> Double? { sourceSeconds > 0 ? sourceSeconds + 1 : nil }
     private let sourceSeconds: Double
     /// Checked while a gap is filled: minutes of silence are minutes of encoding.
     private let cancellation: Cancellation
@@ -90,11 +91,10 @@ final class AudioTranscodeLane: Lane {
         decoder = try Decoder(stream: stream, threads: 1)
         frame = try Frame()
         cancellation = demuxer.cancellation
-        lastSecond = sourceSeconds > 0 ? sourceSeconds + 1 : nil
         self.sourceSeconds = sourceSeconds
         let rate = stream.pointee.codecpar.pointee.sample_rate
         merge = merged.isEmpty ? nil : try ChannelMerge(demuxer: demuxer, indices: [inputIndex] + mergeSources,
-                                                        rate: rate > 0 ? rate : 48000, lastSecond: lastSecond)
+                                                        rate: rate > 0 ? rate : 48000, lastSecond: Self.lastSecond(of: sourceSeconds))
     }
 
     var stats: LaneStats {
@@ -205,7 +205,7 @@ final class AudioTranscodeLane: Lane {
         try decoder.decodeRequiringOutput(nil, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
             try self.decoded(f, muxer: muxer)
         }
-        try merge?.finish { (m: Frame) throws(KilnError) in try self.resample(m, timeBase: merge!.timeBase, muxer: muxer) }
+        if let merge { try merge.finish { (m: Frame) throws(KilnError) in try self.resample(m, timeBase: merge.timeBase, muxer: muxer) } }
         guard let resampler, let encoder else { return }
         if acceptedFrames == 0, let error = firstRejection { throw Self.unconvertible(error) }
         try resampler.flush()

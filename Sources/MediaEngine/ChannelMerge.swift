@@ -124,9 +124,7 @@ final class ChannelMerge {
 
     /// Input `k`'s layout by name, as its FIFO holds it ("mono").
     func layoutName(of k: Int) -> String {
-        var layout = AVChannelLayout()
-        defer { av_channel_layout_uninit(&layout) }
-        ChannelLayouts.assumed(inputs[k].channels, into: &layout)
+        var layout = inputs[k].fifo.output.layout
         return Prober.name(of: &layout) ?? "\(inputs[k].channels)c"
     }
 

@@ -231,6 +231,11 @@ final class Pipeline {
         let sounds = Set(ownedInputs.filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO })
         // The kept subtitle streams (converted or burnt in): where their cues end.
         let texts = Set(ownedInputs.filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_SUBTITLE })
+        /// For each lane of several streams (a merged sound), the timed streams it does not own.
+        var othersOfMerged: [ObjectIdentifier: [Int32]] = [:]
+        for lane in owners where lane.inputIndices.count > 1 {
+            othersOfMerged[ObjectIdentifier(lane)] = timed.filter { !lane.inputIndices.contains($0) }
+        }
         /// How far the kept audio and video have come (seconds, output time).
         func reach() -> Double? { timed.compactMap { delivered[$0]?.endSeconds }.filter(\.isFinite).max() }
         let reader = TimelineOutliers(demuxer: demuxer, judged: timed, frameLengths: frameLengths)
@@ -263,9 +268,8 @@ final class Pipeline {
             delivered[index, default: Delivered()].count(at: t, lasting: seconds(p.pointee.duration, tb) ?? 0)
             if texts.contains(index), let subtitles = lane as? SubtitleLane { subtitles.picturesAndSoundReach = reach() }
             // A merged sound judges its streams' times against where the file's others are.
-            if lane.inputIndices.count > 1, let sound = lane as? AudioTranscodeLane {
-                let own = Set(lane.inputIndices)
-                sound.othersReach = timed.filter { !own.contains($0) }.compactMap { delivered[$0]?.endSeconds }.filter(\.isFinite).max()
+            if let others = othersOfMerged[ObjectIdentifier(lane)], let sound = lane as? AudioTranscodeLane {
+                sound.othersReach = others.compactMap { delivered[$0]?.endSeconds }.filter(\.isFinite).max()
             }
             if followedFirst.contains(index), let k = continued.lastIndex(where: { $0.handover.lane == index }) {
                 continued[k].at = t
