@@ -38,7 +38,9 @@ public struct OutputInfo: Codable, Sendable, Equatable {
         public var type: String
         public var codec: String
         public var reason: String
-        enum CodingKeys: String, CodingKey { case sourceIndex = "source_index", type, codec, reason }
+        /// The stream's language where the source names one (which sound was left out).
+        public var language: String?
+        enum CodingKeys: String, CodingKey { case sourceIndex = "source_index", type, codec, reason, language }
     }
 
     public var path: String
@@ -164,6 +166,12 @@ public enum Preparer {
                 if !adjustments.isEmpty {
                     result.stats.adjustments = adjustments + (result.stats.adjustments ?? [])
                     result.executedPlan = current
+                }
+                // The planned sound that gave no packet is left out for that, not unchosen.
+                if let lost = plan.audio?.sourceIndices, current.audio == nil {
+                    for i in result.output.dropped.indices where lost.contains(result.output.dropped[i].sourceIndex) {
+                        result.output.dropped[i].reason = "audio_dropped"
+                    }
                 }
                 return result
             } catch {
@@ -751,17 +759,28 @@ public enum Preparer {
         var dropped: [OutputInfo.Dropped] = []
         if plan.deliveryFormat != .original {
             for s in plan.subtitles where s.action == .drop {
-                dropped.append(.init(sourceIndex: s.sourceIndex, type: "subtitle", codec: s.codec, reason: s.reason ?? "subtitle_unsupported"))
+                dropped.append(.init(sourceIndex: s.sourceIndex, type: "subtitle", codec: s.codec, reason: s.reason ?? "subtitle_unsupported", language: s.language))
             }
+            // Every source stream the output does not carry is said, with why: a user who
+            // finds the French sound or the second angle missing offline learns it here,
+            // not from the plan's indices. A camera's merged partner is carried (in the
+            // sound); a planned sound that gave no packet is left out at run time.
+            let kept = Set(plan.keptSourceIndices)
             for s in source.streams {
                 switch s.type {
                 case .attachment: dropped.append(.init(sourceIndex: s.index, type: "attachment", codec: s.codec, reason: "attachment_unsupported"))
                 case .video where s.disposition.attachedPicture:
                     dropped.append(.init(sourceIndex: s.index, type: "attached_picture", codec: s.codec, reason: "attachment_unsupported"))
                 case .data: dropped.append(.init(sourceIndex: s.index, type: "data", codec: s.codec, reason: "data_stream_unsupported"))
+                case .video where !kept.contains(s.index):
+                    dropped.append(.init(sourceIndex: s.index, type: "video", codec: s.codec, reason: "video_track_not_chosen", language: LanguageCode.terminologic(s.language)))
+                case .audio where !kept.contains(s.index):
+                    dropped.append(.init(sourceIndex: s.index, type: "audio", codec: s.codec, reason: "audio_track_not_chosen", language: LanguageCode.terminologic(s.language)))
+                case .unknown: dropped.append(.init(sourceIndex: s.index, type: "unknown", codec: s.codec, reason: "stream_unsupported"))
                 default: break
                 }
             }
+            dropped.sort { $0.sourceIndex < $1.sourceIndex }
         }
         // A copied sound has the source's channels. The MP4 sample entry of an MP3 says 2
         // whatever the frames hold (nothing else in the index says it), and the output is

@@ -162,7 +162,7 @@ enum PrepareCommand {
             if let v = o.video { print("  video \(v.codec) \(v.width)x\(v.height)\(v.rotation != 0 ? " rotate \(v.rotation)°" : "")") }
             if let a = o.audio { print("  audio \(a.codec) \(a.channels) ch \(a.sampleRate) Hz") }
             for s in o.subtitles { print("  subtitle \(s.codec)\(s.language.map { " [\($0)]" } ?? "")\(s.forced ? " forced" : "")") }
-            for d in o.dropped { print("  dropped #\(d.sourceIndex) \(d.type) \(d.codec): \(d.reason)") }
+            for d in o.dropped { print("  dropped #\(d.sourceIndex) \(d.type) \(d.codec)\(d.language.map { " [\($0)]" } ?? ""): \(d.reason)") }
             print("  \(Format.fixed(result.stats.wallSeconds, decimals: 2)) s wall, \(Format.fixed(result.stats.speed, decimals: 1))x")
         }
         return 0

@@ -161,6 +161,8 @@ struct CommandLineTests {
             let executed = try #require(json["executed_plan"], "\(quality): no executed_plan")
             #expect(executed["audio"] == nil || executed["audio"] == .null)
             #expect("\(executed["reasons"] ?? .null)".contains("audio_dropped"))
+            #expect(DroppedStreamsTests.dropped(json) == [.init(index: 1, type: "audio", reason: "audio_dropped", language: nil)],
+                    "the output lists the sound it lacks: \(DroppedStreamsTests.dropped(json))")
             let probed = try FFprobe(out)
             #expect(probed.streams("audio").isEmpty && probed.streams("video").count == 1, "\(quality)")
             #expect(abs(probed.formatDuration - 4) < 0.2, "\(quality): \(probed.formatDuration)")
