@@ -18,6 +18,9 @@ public struct GarbageReport: Sendable, Equatable {
     /// Finished files of artifacts that are not ready, no row naming them, removed
     /// (`GarbageCollector.removeUnrecordedOutputs`).
     public var removedUnrecorded: [String] = []
+    /// Artifact files whose row is gone (an emptied or older `kiln.db`), removed once as
+    /// old as the retention (`GarbageCollector.removeLostArtifacts`).
+    public var removedLost: [String] = []
     public init() {}
 }
 
@@ -70,6 +73,14 @@ struct GarbageCollector: Sendable {
         for name in report.removedUnrecorded {
             log.write("removed \(name): the finished file of an artifact that is not ready, which no row named")
         }
+        if soleFarm {
+            let lost = try removeLostArtifacts(now: now)
+            report.removedLost = lost.removed
+            report.freedBytes += lost.bytes
+        }
+        for name in report.removedLost {
+            log.write("removed \(name): an artifact file whose row was lost, unheld for the retention")
+        }
         let candidates = try store.unreferencedArtifacts(limit: 100_000)   // least recently used first
         var gone = Set<String>()
         let retention = config.retentionSeconds * 1000
@@ -108,7 +119,11 @@ struct GarbageCollector: Sendable {
         let held = config.eventsHeldForWebhook ? try store.webhookPosition() : nil
         report.prunedEvents = try store.pruneEvents(before: now - config.eventRetentionSeconds * 1000, deliveredUpTo: held)
         report.unknownFiles = try unknownFiles()
-        lines += report.unknownFiles.map { "unknown file in the artifact folder (left alone): \($0)" }
+        lines += report.unknownFiles.map {
+            soleFarm && Self.lostArtifactID($0) != nil
+                ? "artifact file no row knows (its row was lost: kiln.db emptied or restored from an older copy): \($0), removed once as old as the retention"
+                : "unknown file in the artifact folder (left alone): \($0)"
+        }
         for line in said.new(lines) { log.write(line) }
         return report
     }
@@ -184,6 +199,40 @@ struct GarbageCollector: Sendable {
             if (try? folder.remove(path)) != nil { removed.append(name) }
         }
         return removed
+    }
+
+    /// The artifact ID a finished file's name carries (`<id>.mp4`, the shape
+    /// `SQLiteStore.artifactID(forKey:)` gives), nil for any other name.
+    static func lostArtifactID(_ path: String) -> String? {
+        let name = (path as NSString).lastPathComponent
+        guard name.hasSuffix(".mp4") else { return nil }
+        let id = String(name.dropLast(4))
+        return SQLiteStore.isArtifactID(id) ? id : nil
+    }
+
+    /// Finished artifact files that no row names at all: their rows were lost (`kiln.db`
+    /// emptied, or replaced by an older copy or a new file). Nothing can serve one (asked
+    /// for again, the artifact is a new row whose job writes it anew), and the storage
+    /// budget does not count it, so left alone it took its disk space for good. Each is
+    /// held by no reference, so it goes as an unheld artifact does: once the retention has
+    /// passed since it was written, which leaves time to put back a `kiln.db` swapped by
+    /// mistake. Names of any other shape are an operator's and stay. Under the file lock
+    /// (runners hold it from the rename to the row); only where no other farm shares the store.
+    func removeLostArtifacts(now: Int64) throws(KilnError) -> (removed: [String], bytes: Int64) {
+        fileLock.lock()
+        defer { fileLock.unlock() }
+        var removed: [String] = [], bytes: Int64 = 0
+        let retention = config.retentionSeconds * 1000
+        for path in try unknownFilesLocked() {
+            guard let id = Self.lostArtifactID(path), try store.artifact(id: id) == nil else { continue }
+            var st = stat()
+            guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG,
+                  now - (Int64(st.st_mtim.tv_sec) * 1000 + Int64(st.st_mtim.tv_nsec) / 1_000_000) >= retention,
+                  (try? folder.remove(path)) != nil else { continue }
+            removed.append(id + ".mp4")
+            bytes += Int64(st.st_size)
+        }
+        return (removed, bytes)
     }
 
     /// Start-up: finish deletions a crash interrupted (the file may or may not be gone yet).

@@ -161,6 +161,13 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     /// The id an artifact with this key has.
     public static func artifactID(forKey key: String) -> String { "a_" + key.prefix(24) }
 
+    /// Whether `id` has the shape `artifactID(forKey:)` gives (`a_` and 24 hex digits):
+    /// a file so named in the artifact folder is Kiln's, whatever the rows say.
+    public static func isArtifactID(_ id: String) -> Bool {
+        let digits = id.utf8.dropFirst(2)
+        return id.hasPrefix("a_") && digits.count == 24 && digits.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
     /// A file's path as its row holds it: relative to the database's folder when Kiln owns
     /// it and it lies below that folder; as given otherwise (a source delivered as it is).
     private func storedPath(_ path: String, owned: Bool) -> String {

@@ -752,6 +752,46 @@ struct GarbageCollectionTests {
         #expect(h.log.lines.contains { $0.contains("unknown file") && $0.contains("stray.mp4") })
     }
 
+    @Test("an artifact file whose row was lost (an emptied or older kiln.db) is removed once as old as the retention, where the farm alone uses its store; an operator's files and a referenced artifact stay (it was left for good, uncounted by the storage budget)")
+    func lostArtifactRows() throws {
+        let h = try Harness("gc-lost-rows") { $0.retentionSeconds = 3600; $0.gcIntervalSeconds = 3600 }
+        defer { h.cleanUp() }
+        try h.farm.start(soleFarm: true)
+        let held = try ready(h, "k")
+        let lost = h.config.artifactsDir + "/a_0123456789abcdef01234567.mp4"
+        let operatorFiles = ["stray.mp4", "a_restored_by_hand.mp4", "a_0123456789ABCDEF01234567.mp4", "a_0123456789abcdef0123456.mp4"]
+            .map { h.config.artifactsDir + "/" + $0 }
+        for file in [lost] + operatorFiles {
+            FileManager.default.createFile(atPath: file, contents: Data(count: 1000))
+            // Written "now" by the farm's clock.
+            var times = [timeval(tv_sec: Int(h.clock.nowMillis() / 1000), tv_usec: 0), timeval(tv_sec: Int(h.clock.nowMillis() / 1000), tv_usec: 0)]
+            #expect(utimes(file, &times) == 0)
+        }
+        let early = try h.farm.collectGarbage()
+        #expect(early.removedLost.isEmpty && FileManager.default.fileExists(atPath: lost))
+        #expect(h.log.lines.contains { $0.contains("row was lost") && $0.contains("a_0123456789abcdef01234567.mp4") }, "\(h.log.lines)")
+        #expect(h.log.lines.contains { $0.contains("left alone") && $0.contains("stray.mp4") })
+        h.clock.advance(seconds: 3601)
+        let later = try h.farm.collectGarbage()
+        #expect(later.removedLost == ["a_0123456789abcdef01234567.mp4"])
+        #expect(later.freedBytes >= 1000)
+        #expect(!FileManager.default.fileExists(atPath: lost))
+        for file in operatorFiles { #expect(FileManager.default.fileExists(atPath: file), "\(file)") }
+        #expect(FileManager.default.fileExists(atPath: h.config.artifactPath(held)))
+        #expect(try h.artifact(held)?.state == .ready)
+    }
+
+    @Test("where another farm may share the store, an artifact file no row names is left (its row may be on the way)")
+    func lostArtifactRowsSharedStore() throws {
+        let h = try Harness("gc-lost-shared") { $0.retentionSeconds = 0; $0.gcIntervalSeconds = 3600 }
+        defer { h.cleanUp() }
+        try h.farm.start()
+        let lost = h.config.artifactsDir + "/a_0123456789abcdef01234567.mp4"
+        FileManager.default.createFile(atPath: lost, contents: Data(count: 10))
+        #expect(try h.farm.collectGarbage().removedLost.isEmpty)
+        #expect(FileManager.default.fileExists(atPath: lost))
+    }
+
     @Test("a crash between marking, unlinking and removing the row is finished at start-up")
     func crashBetweenFileAndRow() throws {
         let h = try Harness("gc-crash") { $0.retentionSeconds = 0; $0.gcIntervalSeconds = 3600 }

@@ -209,6 +209,30 @@ struct DaemonProcessTests {
         third.terminate()
     }
 
+    @Test("a data directory whose kiln.db is empty (0 bytes) beside artifact files: the daemon starts, says their rows are lost, and removes those older than the retention at once; a newer one, and an operator's file, stay (they were left for good)")
+    func emptiedDatabase() throws {
+        let data = Media.scratch("emptied-db")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let artifacts = data.appendingPathComponent("artifacts")
+        try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: data.appendingPathComponent("kiln.db").path, contents: nil)
+        let old = artifacts.appendingPathComponent("a_aaaaaaaaaaaaaaaaaaaaaaaa.mp4").path
+        let recent = artifacts.appendingPathComponent("a_bbbbbbbbbbbbbbbbbbbbbbbb.mp4").path
+        let mine = artifacts.appendingPathComponent("trailer.mp4").path
+        for file in [old, recent, mine] { FileManager.default.createFile(atPath: file, contents: Data(count: 4096)) }
+        let fourDaysAgo = Int(Date().timeIntervalSince1970) - 4 * 86_400
+        var times = [timeval(tv_sec: fourDaysAgo, tv_usec: 0), timeval(tv_sec: fourDaysAgo, tv_usec: 0)]
+        #expect(utimes(old, &times) == 0 && utimes(mine, &times) == 0)
+        let daemon = try DaemonProcess(dataDir: data, mediaRoot: data.path)
+        defer { daemon.terminate() }
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while FileManager.default.fileExists(atPath: old) && Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        #expect(!FileManager.default.fileExists(atPath: old), "\(daemon.logText)")
+        #expect(FileManager.default.fileExists(atPath: recent) && FileManager.default.fileExists(atPath: mine))
+        #expect(daemon.logText.contains("row was lost") && daemon.logText.contains("a_bbbbbbbbbbbbbbbbbbbbbbbb.mp4"), "\(daemon.logText)")
+        #expect(daemon.logText.contains("left alone") && daemon.logText.contains("trailer.mp4"), "\(daemon.logText)")
+    }
+
     @Test("a database its user cannot write (read-only to it): exit 4 naming the file at start; it had started, said it was ready and refused every request")
     func readOnlyDatabase() throws {
         let data = Media.scratch("readonly-data")
