@@ -67,7 +67,8 @@ enum IndexRoom {
                 continue
             }
             let st = stream(sub.sourceIndex)
-            let cues = st?.pointee.nb_frames ?? 0
+            // A TTML sample is a document of any number of cues: its count says nothing of theirs.
+            let cues = st.map { SubtitleLane.isTTML($0.pointee.codecpar.pointee) } == true ? 0 : st?.pointee.nb_frames ?? 0
             samples += cues > 0 ? Double(2 * cues + 1) : duration
             let hearingImpaired = (st?.pointee.disposition ?? 0) & (AV_DISPOSITION_HEARING_IMPAIRED | AV_DISPOSITION_CAPTIONS) != 0
             fixed += 512 + (sub.forced || hearingImpaired || sub.teletextPage != nil ? rolesBytes : 0)

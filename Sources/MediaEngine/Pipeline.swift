@@ -266,7 +266,10 @@ final class Pipeline {
             let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
             if index == progressIndex, let t { position = max(position, t) }
             delivered[index, default: Delivered()].count(at: t, lasting: seconds(p.pointee.duration, tb) ?? 0)
-            if texts.contains(index), let subtitles = lane as? SubtitleLane { subtitles.picturesAndSoundReach = reach() }
+            if texts.contains(index), let subtitles = lane as? SubtitleLane {
+                subtitles.picturesAndSoundReach = reach()
+                subtitles.timesMoved = shift
+            }
             // A merged sound judges its streams' times against where the file's others are.
             if let others = othersOfMerged[ObjectIdentifier(lane)], let sound = lane as? AudioTranscodeLane {
                 sound.othersReach = others.compactMap { delivered[$0]?.endSeconds }.filter(\.isFinite).max()

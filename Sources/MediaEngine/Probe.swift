@@ -280,7 +280,8 @@ public enum Prober {
         case AVMEDIA_TYPE_AUDIO: type = .audio
         case AVMEDIA_TYPE_SUBTITLE: type = .subtitle
         case AVMEDIA_TYPE_ATTACHMENT: type = .attachment
-        case AVMEDIA_TYPE_DATA: type = .data
+        // MP4's TTML track (`stpp`) is text subtitles; libavformat 5.1 gives it as data.
+        case AVMEDIA_TYPE_DATA: type = SubtitleLane.isTTML(par) ? .subtitle : .data
         default: type = .unknown
         }
         let d = st.pointee.disposition
@@ -383,6 +384,9 @@ public enum Prober {
             }
         case .audio:
             describeFormat(par, into: &info)
+        case .subtitle where SubtitleLane.isTTML(par):
+            info.codec = "ttml"
+            info.textSubtitle = true
         case .subtitle:
             if let desc = avcodec_descriptor_get(par.codec_id) {
                 let props = desc.pointee.props

@@ -35,8 +35,16 @@ final class SubtitleLane: Lane {
     /// subtitle stream.
     private var captions: CaptionReader?
     /// A subtitle stream's cues are short; the captions are read from the pictures' whole
-    /// packets.
-    var readsOnlyPacketHeads: Bool { captions == nil }
+    /// packets, and a TTML sample is a whole document.
+    var readsOnlyPacketHeads: Bool { captions == nil && !ttml }
+    /// A TTML track (MP4's `stpp`, data to libavformat 5.1, no decoder in libavcodec): its
+    /// samples are read by `TTMLCues`; the decoder is SubRip's, only for the ASS header the
+    /// `mov_text` encoder takes its default style from.
+    private let ttml: Bool
+    /// How far the pipeline moved this packet's times (stream ticks): a TTML document's
+    /// times are on the source track's clock, not the output's.
+    var timesMoved: Int64 = 0
+    private var ttmlCues = 0
     /// Whether the decoder is the CEA-608 caption decoder: for the pictures' captions, or a
     /// caption track of its own (QuickTime's c608, whose packets libavformat gives as A/53
     /// triplets).
@@ -49,7 +57,8 @@ final class SubtitleLane: Lane {
         input = demuxer.stream(index)
         let par = input.pointee.codecpar!
         if plan.closedCaptions == true { captions = CaptionReader(stream: input) }
-        let codecID = captions == nil ? par.pointee.codec_id : AV_CODEC_ID_EIA_608
+        ttml = captions == nil && Self.isTTML(par.pointee)
+        let codecID = captions != nil ? AV_CODEC_ID_EIA_608 : ttml ? AV_CODEC_ID_SUBRIP : par.pointee.codec_id
         captionDecoder = codecID == AV_CODEC_ID_EIA_608
         schedule.oneScreen = captionDecoder
         guard let codec = avcodec_find_decoder(codecID), let ctx = avcodec_alloc_context3(codec) else {
@@ -57,7 +66,7 @@ final class SubtitleLane: Lane {
         }
         decoder = ctx
         // The caption decoder takes nothing from the video stream's parameters.
-        if captions == nil { try check(avcodec_parameters_to_context(ctx, par), .decode, "cannot configure the subtitle decoder") }
+        if captions == nil && !ttml { try check(avcodec_parameters_to_context(ctx, par), .decode, "cannot configure the subtitle decoder") }
         ctx.pointee.pkt_timebase = input.pointee.time_base
         let options = Options()
         language = plan.language
@@ -99,7 +108,13 @@ final class SubtitleLane: Lane {
     /// The ffmpeg command has no option that makes a track of the captions in the pictures
     /// (only lavfi's `movie` source reads them), nor decodes a teletext stream's second page
     /// beside its first: its equivalent leaves them out.
-    var ffmpegEquivalent: [String] { captions != nil || !firstPage ? [] : ["-map", "0:\(inputIndex)", "-c:\(outputIndex)", "mov_text"] }
+    /// FFmpeg 5.1 reads no TTML either.
+    var ffmpegEquivalent: [String] { captions != nil || ttml || !firstPage ? [] : ["-map", "0:\(inputIndex)", "-c:\(outputIndex)", "mov_text"] }
+
+    /// MP4's TTML track (`stpp`), which libavformat 5.1 gives as data.
+    static func isTTML(_ par: AVCodecParameters) -> Bool {
+        par.codec_id == AV_CODEC_ID_TTML || (par.codec_type == AVMEDIA_TYPE_DATA && fourCC(par.codec_tag) == "stpp")
+    }
     /// false for a teletext page other than the first the stream's map lists.
     private var firstPage = true
     /// A teletext page for the deaf and hard of hearing.
@@ -165,7 +180,25 @@ final class SubtitleLane: Lane {
                                duration: p.duration, muxer: muxer)
             return
         }
+        if ttml { return try showTTML(packet, muxer: muxer) }
         _ = try decode(readable(packet), duration: packet.pointer.pointee.duration, muxer: muxer)
+    }
+
+    /// A TTML sample's document as cues (`TTMLCues.placed`), on the output's clock.
+    private func showTTML(_ packet: Packet, muxer: Muxer) throws(KilnError) {
+        let p = packet.pointer.pointee
+        guard let data = p.data, p.size > 0, packet.time != noPTS else { return }
+        let tb = input.pointee.time_base
+        stats.framesDecoded += 1
+        let start = rescale(packet.time - timesMoved, from: tb, to: SubtitleLane.timeBase)
+        let moved = rescale(timesMoved, from: tb, to: SubtitleLane.timeBase)
+        let end: Int64? = p.duration > 0 ? start + rescale(p.duration, from: tb, to: SubtitleLane.timeBase) : nil
+        let cues = TTMLCues.read(Array(UnsafeBufferPointer(start: data, count: Int(p.size))))
+        for cue in TTMLCues.placed(cues, sampleStart: start, sampleEnd: end) {
+            try addCue(start: max(0, cue.begin + moved), end: cue.end.map { $0 + moved },
+                       events: ["\(ttmlCues),0,Default,,0,0,0,," + cue.text], muxer: muxer)
+            ttmlCues += 1
+        }
     }
 
     /// The caption service's triplets (`CaptionChannel`) to the caption decoder, at their

@@ -108,6 +108,8 @@ enum Codecs {
         "subviewer1", "realtext", "sami", "stl", "jacosub", "mpl2", "pjs", "vplayer", "dvb_teletext",
         // CEA-608 captions in a track of their own (QuickTime's c608).
         "eia_608",
+        // TTML (IMSC, EBU-TT-D) in MP4, read by the engine's own reader (`TTMLCues`).
+        "ttml",
     ]
 
     /// Transfer characteristics (libavutil names) that only look right on an HDR display.
@@ -177,7 +179,7 @@ enum Codecs {
     }
 
     /// true: text `mov_text` can carry (`textSubtitles`); false: pictures; nil: neither, or
-    /// text libavcodec has no decoder for here (Blu-ray TextST, TTML, ARIB captions), which a
+    /// text libavcodec has no decoder for here (Blu-ray TextST, ARIB captions), which a
     /// conversion would fail on, and with it the whole artifact.
     static func isTextSubtitle(_ s: StreamInfo) -> Bool? {
         let codec = s.codec.lowercased()

@@ -1,0 +1,395 @@
+/// The cues of a TTML document (W3C Timed Text Markup Language: IMSC, EBU-TT-D, SMPTE-TT),
+/// as MP4 carries it (`stpp`, ISO 14496-30: a whole document a sample). libavformat 5.1
+/// gives such a track as data and libavcodec has no decoder for it, so the subtitle lane
+/// reads it here.
+///
+/// A cue is a paragraph (`p`) with its time: `begin`, `end` and `dur` on `body`, `div`, `p`
+/// and `span`, each relative to its parent's begin (TTML's default `par` container) and
+/// ending no later than the parent; clock times (`01:02:03.5`, `01:02:03:12` in frames)
+/// and offsets (`3.5s`, `500ms`, `2m`, `1h`, `12f`, `900t`) with the document's
+/// `ttp:frameRate`, `ttp:frameRateMultiplier`, `ttp:subFrameRate` and `ttp:tickRate`.
+/// Its text is its own and its spans' (`br` a new line, spaces collapsed as XML's default
+/// space handling does); italic, bold and underline (`tts:fontStyle`, `tts:fontWeight`,
+/// `tts:textDecoration`, on the element or a referenced `style`) become ASS tags, which the
+/// `mov_text` encoder turns into its style records. Layout, colours and regions are not
+/// carried: mov_text players place text themselves.
+///
+/// Malformed input never traps: what is not understood is skipped, and a document that
+/// cannot be read gives no cues.
+struct TTMLCues {
+    struct Cue: Equatable {
+        /// Milliseconds on the document's timeline.
+        var begin: Int64
+        /// nil: until the document's end (the sample's).
+        var end: Int64?
+        /// ASS text: lines joined by `\N`, styles as override tags.
+        var text: String
+    }
+
+    private struct Timing {
+        var frameRate = 30.0
+        var subFrameRate = 1.0
+        var tickRate = 1.0
+    }
+
+    private struct Style: OptionSet {
+        let rawValue: Int
+        static let italic = Style(rawValue: 1), bold = Style(rawValue: 2), underline = Style(rawValue: 4)
+    }
+
+    /// An open element: its absolute begin and end (ms) and its style.
+    private struct Frame {
+        var name: String
+        var begin: Int64
+        var end: Int64?
+        var style: Style
+        var preserveSpace: Bool
+    }
+
+    /// The document's cues in document order.
+    static func read(_ bytes: [UInt8]) -> [Cue] {
+        var reader = TTMLCues(bytes: bytes)
+        reader.run()
+        return reader.cues
+    }
+
+    /// A sample's cues (its document's, in milliseconds on the track's clock) where they
+    /// show, in order of their start. ISO 14496-30 times a document on the track's clock,
+    /// active for its sample's span: the cues are cut to that span (a cue that runs across
+    /// samples is in each, cut at their boundary). Where no cue reaches the sample's start
+    /// but one would, counted from it, the writer timed the document from its sample's
+    /// start (some DASH packagers do), and it is read so.
+    static func placed(_ cues: [Cue], sampleStart start: Int64, sampleEnd end: Int64?) -> [Cue] {
+        let relative = start > 0 && !cues.isEmpty && cues.allSatisfy { ($0.end ?? $0.begin) <= start }
+            && cues.contains { $0.begin + start < (end ?? Int64.max) }
+        let shift = relative ? start : 0
+        return cues.sorted { $0.begin < $1.begin }.compactMap { cue in
+            let from = max(cue.begin + shift, start)
+            let to = [cue.end.map { $0 + shift }, end].compactMap { $0 }.min()
+            if let to, to <= from { return nil }
+            return Cue(begin: from, end: to, text: cue.text)
+        }
+    }
+
+    private let bytes: [UInt8]
+    private var cues: [Cue] = []
+    private var timing = Timing()
+    private var styles: [String: Style] = [:]
+    private var stack: [Frame] = []
+    /// The paragraph being read: its frame's depth, its text so far, and the style its text is in.
+    private var paragraph: (depth: Int, text: String, style: Style, begin: Int64, end: Int64?)?
+
+    private init(bytes: [UInt8]) { self.bytes = bytes }
+
+    private mutating func run() {
+        var i = 0
+        let n = bytes.count
+        while i < n {
+            if bytes[i] == UInt8(ascii: "<") {
+                if starts("<!--", at: i) { i = find("-->", from: i + 4).map { $0 + 3 } ?? n; continue }
+                if starts("<![CDATA[", at: i) {
+                    let close = find("]]>", from: i + 9) ?? n
+                    text(decoded: String(decoding: bytes[(i + 9)..<close], as: UTF8.self))
+                    i = min(n, close + 3)
+                    continue
+                }
+                if starts("<?", at: i) { i = find("?>", from: i + 2).map { $0 + 2 } ?? n; continue }
+                if starts("<!", at: i) { i = find(">", from: i + 2).map { $0 + 1 } ?? n; continue }
+                guard let close = tagEnd(from: i + 1) else { return }
+                tag(bytes[(i + 1)..<close])
+                i = close + 1
+            } else {
+                let next = find("<", from: i) ?? n
+                text(decoded: Self.entities(String(decoding: bytes[i..<next], as: UTF8.self)))
+                i = next
+            }
+        }
+    }
+
+    // MARK: tags
+
+    private mutating func tag(_ body: ArraySlice<UInt8>) {
+        guard let first = body.first else { return }
+        if first == UInt8(ascii: "/") {
+            close(Self.localName(String(decoding: body.dropFirst(), as: UTF8.self).trimmed))
+            return
+        }
+        let selfClosing = body.last == UInt8(ascii: "/")
+        let (qualified, attributes) = Self.parse(selfClosing ? body.dropLast() : body)
+        let name = Self.localName(qualified)
+        open(name, attributes)
+        if selfClosing { close(name) }
+    }
+
+    private mutating func open(_ name: String, _ attributes: [String: String]) {
+        let parent = stack.last
+        if name == "tt" {
+            if let rate = attributes["frameRate"].flatMap(Double.init), rate > 0 { timing.frameRate = rate }
+            if let multiplier = attributes["frameRateMultiplier"] {
+                let parts = multiplier.split(separator: " ").compactMap { Double($0) }
+                if parts.count == 2, parts[0] > 0, parts[1] > 0 { timing.frameRate *= parts[0] / parts[1] }
+            }
+            if let rate = attributes["subFrameRate"].flatMap(Double.init), rate > 0 { timing.subFrameRate = rate }
+            if let rate = attributes["tickRate"].flatMap(Double.init), rate > 0 { timing.tickRate = rate }
+            else if attributes["frameRate"] != nil { timing.tickRate = timing.frameRate * timing.subFrameRate }
+        }
+        var style = parent?.style ?? []
+        for id in (attributes["style"] ?? "").split(separator: " ") { style.formUnion(styles[String(id)] ?? []) }
+        style = Self.styled(style, attributes)
+        if name == "style", let id = attributes["id"] {
+            var own: Style = []
+            for ref in (attributes["style"] ?? "").split(separator: " ") { own.formUnion(styles[String(ref)] ?? []) }
+            styles[id] = Self.styled(own, attributes)
+        }
+        let parentBegin = parent?.begin ?? 0
+        var begin = parentBegin + (attributes["begin"].flatMap(milliseconds) ?? 0)
+        var end: Int64? = attributes["end"].flatMap(milliseconds).map { parentBegin + $0 }
+        if let dur = attributes["dur"].flatMap(milliseconds) { end = min(end ?? Int64.max, begin + dur) }
+        if let limit = parent?.end { end = min(end ?? limit, limit); begin = min(begin, limit) }
+        let preserve = attributes["space"].map { $0 == "preserve" } ?? (parent?.preserveSpace ?? false)
+        stack.append(Frame(name: name, begin: begin, end: end, style: style, preserveSpace: preserve))
+        if paragraph == nil, name == "p" {
+            paragraph = (stack.count, "", [], begin, end)
+        } else if name == "br", paragraph != nil {
+            paragraph!.text += "\\N"
+        }
+    }
+
+    private mutating func close(_ name: String) {
+        // An end tag closes the nearest open element of its name (and any left open inside it).
+        guard let at = stack.lastIndex(where: { $0.name == name }) else { return }
+        stack.removeSubrange(at...)
+        if let p = paragraph, stack.count < p.depth {
+            paragraph = nil
+            var text = p.text
+            if !p.style.isEmpty { text += Self.tags(from: p.style, to: []) }
+            text = Self.trimmedLines(text)
+            guard !text.isEmpty else { return }
+            if let end = p.end, end <= p.begin { return }
+            cues.append(Cue(begin: p.begin, end: p.end, text: text))
+        }
+    }
+
+    // MARK: text
+
+    private mutating func text(decoded raw: String) {
+        guard var p = paragraph, let frame = stack.last else { return }
+        var text = raw
+        if !frame.preserveSpace {
+            // XML's default space handling as TTML applies it: runs of white space (line
+            // breaks included) are one space.
+            var collapsed = ""
+            var spaced = false
+            for c in text {
+                if c == " " || c == "\n" || c == "\t" || c == "\r" {
+                    if !spaced { collapsed.append(" ") }
+                    spaced = true
+                } else {
+                    collapsed.append(c)
+                    spaced = false
+                }
+            }
+            text = collapsed
+        }
+        // Spaces collapse across elements too ("a <span>b</span>" beside "a <span> b</span>").
+        if !frame.preserveSpace, text.hasPrefix(" "), p.text.hasSuffix(" ") || p.text.isEmpty || p.text.hasSuffix("\\N") { text.removeFirst() }
+        guard !text.isEmpty else { return }
+        // ASS reads a backslash and braces as markup: the full-width ones stand in for them.
+        text = String(text.map { c -> Character in c == "\\" ? "\u{FF3C}" : c == "{" ? "\u{FF5B}" : c == "}" ? "\u{FF5D}" : c })
+        // Kept line breaks (`xml:space="preserve"`) are lines.
+        if frame.preserveSpace { text = text.split(separator: "\n", omittingEmptySubsequences: false).joined(separator: "\\N") }
+        if frame.style != p.style {
+            p.text += Self.tags(from: p.style, to: frame.style)
+            p.style = frame.style
+        }
+        p.text += text
+        paragraph = p
+    }
+
+    private static func tags(from old: Style, to new: Style) -> String {
+        var out = ""
+        for (style, tag) in [(Style.italic, "i"), (.bold, "b"), (.underline, "u")] where old.contains(style) != new.contains(style) {
+            out += "{\\\(tag)\(new.contains(style) ? 1 : 0)}"
+        }
+        return out
+    }
+
+    /// Each line without the spaces at its ends (collapsing leaves one beside a `br`), empty
+    /// when there is no text at all.
+    private static func trimmedLines(_ text: String) -> String {
+        let lines = text.assLines
+        let kept = lines.map { $0.trimmed }
+        return kept.allSatisfy { Self.visible($0).isEmpty } ? "" : kept.joined(separator: "\\N")
+    }
+
+    /// The text without its ASS tags.
+    private static func visible(_ s: String) -> String {
+        var out = "", inTag = false
+        for c in s {
+            if c == "{" { inTag = true } else if c == "}" { inTag = false } else if !inTag { out.append(c) }
+        }
+        return out.trimmed
+    }
+
+    private static func styled(_ base: Style, _ a: [String: String]) -> Style {
+        var s = base
+        if let v = a["fontStyle"] { if v == "italic" || v == "oblique" { s.insert(.italic) } else if v == "normal" { s.remove(.italic) } }
+        if let v = a["fontWeight"] { if v == "bold" { s.insert(.bold) } else if v == "normal" { s.remove(.bold) } }
+        if let v = a["textDecoration"] {
+            if v.includes("noUnderline") || v == "none" { s.remove(.underline) } else if v.includes("underline") { s.insert(.underline) }
+        }
+        return s
+    }
+
+    // MARK: time
+
+    /// A time expression in milliseconds, nil when it is not one.
+    private func milliseconds(_ raw: String) -> Int64? {
+        let s = raw.trimmed
+        guard !s.isEmpty else { return nil }
+        let seconds: Double?
+        if s.contains(":") {
+            let parts = s.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 3 || parts.count == 4, let h = Double(parts[0]), let m = Double(parts[1]),
+                  let sec = Double(parts[2]), h >= 0, m >= 0, sec >= 0 else { return nil }
+            var total = h * 3600 + m * 60 + sec
+            if parts.count == 4 {
+                // Frames, optionally with sub-frames after a dot.
+                let f = parts[3].split(separator: ".").map(String.init)
+                guard let frames = f.first.flatMap(Double.init), frames >= 0 else { return nil }
+                let sub = f.count > 1 ? (Double(f[1]) ?? 0) : 0
+                total += (frames + sub / timing.subFrameRate) / timing.frameRate
+            }
+            seconds = total
+        } else {
+            let units: [(String, Double)] = [("ms", 0.001), ("h", 3600), ("m", 60), ("s", 1),
+                                            ("f", 1 / timing.frameRate), ("t", 1 / timing.tickRate)]
+            guard let (suffix, scale) = units.first(where: { s.hasSuffix($0.0) }),
+                  let count = Double(s.dropLast(suffix.count)), count >= 0 else { return nil }
+            seconds = count * scale
+        }
+        guard let seconds, seconds.isFinite, seconds < 1e9 else { return nil }
+        return Int64((seconds * 1000).rounded())
+    }
+
+    // MARK: XML pieces
+
+    private func starts(_ s: String, at i: Int) -> Bool {
+        let u = Array(s.utf8)
+        return i + u.count <= bytes.count && bytes[i..<(i + u.count)].elementsEqual(u)
+    }
+
+    private func find(_ s: String, from start: Int) -> Int? {
+        let u = Array(s.utf8)
+        var i = start
+        while i + u.count <= bytes.count {
+            if bytes[i] == u[0], bytes[i..<(i + u.count)].elementsEqual(u) { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    /// The `>` that ends a tag begun before `start`, outside quoted attribute values.
+    private func tagEnd(from start: Int) -> Int? {
+        var quote: UInt8? = nil
+        var i = start
+        while i < bytes.count {
+            let b = bytes[i]
+            if let q = quote { if b == q { quote = nil } }
+            else if b == UInt8(ascii: "\"") || b == UInt8(ascii: "'") { quote = b }
+            else if b == UInt8(ascii: ">") { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    /// A tag's name and its attributes by local name (prefixes dropped: `tts:fontStyle`,
+    /// `xml:id` and `ttp:frameRate` are read whatever prefix the document binds).
+    private static func parse(_ body: ArraySlice<UInt8>) -> (String, [String: String]) {
+        let s = String(decoding: body, as: UTF8.self)
+        var chars = Substring(s)
+        let name = String(chars.prefix { !$0.isWhitespace })
+        chars = chars.dropFirst(name.count)
+        var attributes: [String: String] = [:]
+        while true {
+            chars = chars.drop { $0.isWhitespace }
+            guard let eq = chars.firstIndex(of: "=") else { break }
+            let key = localName(String(chars[..<eq]).trimmed)
+            chars = chars[chars.index(after: eq)...].drop { $0.isWhitespace }
+            guard let q = chars.first, q == "\"" || q == "'" else { break }
+            chars = chars.dropFirst()
+            guard let end = chars.firstIndex(of: q) else { break }
+            attributes[key] = entities(String(chars[..<end]))
+            chars = chars[chars.index(after: end)...]
+        }
+        return (name, attributes)
+    }
+
+    private static func localName(_ qualified: String) -> String {
+        qualified.split(separator: ":").last.map(String.init) ?? qualified
+    }
+
+    /// XML's five named entities and numeric character references.
+    static func entities(_ s: String) -> String {
+        guard s.contains("&") else { return s }
+        var out = ""
+        var rest = Substring(s)
+        while let amp = rest.firstIndex(of: "&") {
+            out += rest[..<amp]
+            rest = rest[amp...]
+            guard let semi = rest.firstIndex(of: ";"), rest.distance(from: rest.startIndex, to: semi) <= 10 else {
+                out.append("&")
+                rest = rest.dropFirst()
+                continue
+            }
+            let name = rest[rest.index(after: rest.startIndex)..<semi]
+            var replacement: String?
+            switch name {
+            case "amp": replacement = "&"
+            case "lt": replacement = "<"
+            case "gt": replacement = ">"
+            case "quot": replacement = "\""
+            case "apos": replacement = "'"
+            default:
+                if name.hasPrefix("#x") || name.hasPrefix("#X") { replacement = UInt32(name.dropFirst(2), radix: 16).flatMap(Unicode.Scalar.init).map { String(Character($0)) } }
+                else if name.hasPrefix("#") { replacement = UInt32(name.dropFirst()).flatMap(Unicode.Scalar.init).map { String(Character($0)) } }
+            }
+            if let replacement {
+                out += replacement
+                rest = rest[rest.index(after: semi)...]
+            } else {
+                out.append("&")
+                rest = rest.dropFirst()
+            }
+        }
+        return out + rest
+    }
+}
+
+private extension String {
+    var trimmed: String {
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+        let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })!
+        return String(scalars[first...last])
+    }
+
+    /// The lines of ASS text (split at `\N`).
+    var assLines: [String] {
+        var lines: [String] = []
+        var current = ""
+        var i = startIndex
+        while i < endIndex {
+            if self[i] == "\\", index(after: i) < endIndex, self[index(after: i)] == "N" {
+                lines.append(current)
+                current = ""
+                i = index(i, offsetBy: 2)
+            } else {
+                current.append(self[i])
+                i = index(after: i)
+            }
+        }
+        lines.append(current)
+        return lines
+    }
+}

@@ -1,0 +1,139 @@
+import Testing
+@testable import MediaEngine
+
+@Suite("TTML documents as cues")
+struct TTMLCuesTests {
+    typealias Cue = TTMLCues.Cue
+
+    static func cues(_ xml: String) -> [Cue] { TTMLCues.read(Array(xml.utf8)) }
+
+    static func document(_ body: String, tt: String = "") -> String {
+        """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <!-- written by a packager -->
+        <tt xmlns="http://www.w3.org/ns/ttml" xmlns:tts="http://www.w3.org/ns/ttml#styling"
+            xmlns:ttp="http://www.w3.org/ns/ttml#parameter" xml:lang="en" \(tt)>
+          <head><styling><style xml:id="it" tts:fontStyle="italic"/><style xml:id="bd" tts:fontWeight="bold" style="it"/></styling></head>
+          <body>\(body)</body>
+        </tt>
+        """
+    }
+
+    @Test("clock times, offsets in h/m/s/ms, frames at the document's rate (with its multiplier and sub-frames), ticks at its tick rate")
+    func timeExpressions() {
+        let body = """
+        <div>
+          <p begin="00:00:01.250" end="00:00:02.5">a</p>
+          <p begin="3s" end="3500ms">b</p>
+          <p begin="0.1m" dur="0.001h">c</p>
+          <p begin="00:00:10:12" end="300f">d</p>
+          <p begin="20000000t" end="21000000t">e</p>
+          <p begin="00:00:30:12.1" end="00:00:31:00">f</p>
+        </div>
+        """
+        let got = Self.cues(Self.document(body, tt: #"ttp:frameRate="24" ttp:frameRateMultiplier="1000 1001" ttp:subFrameRate="2" ttp:tickRate="10000000""#))
+        let fps = 24.0 * 1000 / 1001
+        #expect(got.map(\.begin) == [1250, 3000, 6000, Int64(((10 + 12 / fps) * 1000).rounded()), 2000, Int64(((30 + 12.5 / fps) * 1000).rounded())])
+        #expect(got.map(\.end) == [2500, 3500, 9600, Int64((300 / fps * 1000).rounded()), 2100, 31_000])
+        #expect(got.map(\.text) == ["a", "b", "c", "d", "e", "f"])
+    }
+
+    @Test("frames without a tick rate count at the frame rate; the defaults are 30 fps and 1 tick a second")
+    func defaultRates() {
+        #expect(Self.cues(Self.document(#"<p begin="15f" end="2t">x</p>"#)).first.map { [$0.begin, $0.end ?? -1] } == [500, 2000])
+        #expect(Self.cues(Self.document(#"<p begin="25f" end="50t">x</p>"#, tt: #"ttp:frameRate="25""#)).first.map { [$0.begin, $0.end ?? -1] } == [1000, 2000])
+    }
+
+    @Test("a child's times count from its parent's begin and end no later than its parent: body, div, p; dur ends a cue, no end leaves it open")
+    func nestedTiming() {
+        let body = """
+        <div begin="10s" end="20s">
+          <p begin="1s" end="2s">one</p>
+          <p begin="5s" end="15s">cut at the div's end</p>
+          <p begin="3s" dur="0.5s">short</p>
+          <p begin="4s">open</p>
+        </div>
+        <div><p begin="1s" end="2s">other div</p></div>
+        """
+        let got = Self.cues(Self.document(body))
+        #expect(got == [Cue(begin: 11_000, end: 12_000, text: "one"), Cue(begin: 15_000, end: 20_000, text: "cut at the div's end"),
+                        Cue(begin: 13_000, end: 13_500, text: "short"), Cue(begin: 14_000, end: 20_000, text: "open"),
+                        Cue(begin: 1000, end: 2000, text: "other div")])
+        #expect(Self.cues(Self.document(#"<p begin="1s">no end</p>"#)) == [Cue(begin: 1000, end: nil, text: "no end")])
+    }
+
+    @Test("text: spans joined, br a new line, white space collapsed as XML does (line breaks in the source are spaces), entities and character references decoded, CDATA kept, ASS markup neutralised")
+    func text() {
+        let body = """
+        <p begin="1s" end="2s">
+            Hello   <span>there</span>,
+            friend<br/>  second &amp; last &lt;line&gt; &#233;&#x4E2D; <![CDATA[a < b]]>
+        </p>
+        <p begin="2s" end="3s">{\\an8}back\\slash</p>
+        <p begin="3s" end="4s" xml:space="preserve">kept  two
+        lines</p>
+        <p begin="4s" end="5s">   </p>
+        <p begin="5s" end="5s">empty span of time</p>
+        """
+        let got = Self.cues(Self.document(body))
+        #expect(got.map(\.text) == ["Hello there, friend\\Nsecond & last <line> é中 a < b", "\u{FF5B}\u{FF3C}an8\u{FF5D}back\u{FF3C}slash",
+                                    "kept  two\\Nlines"])
+    }
+
+    @Test("italic, bold and underline, on an element or by a referenced style (which may name another), as ASS tags closed at the cue's end")
+    func styles() {
+        let body = """
+        <p begin="1s" end="2s">plain <span tts:fontStyle="italic">slanted</span> plain</p>
+        <p begin="2s" end="3s" style="it">all italic</p>
+        <p begin="3s" end="4s"><span style="bd">both</span> <span tts:textDecoration="underline">under</span></p>
+        """
+        let got = Self.cues(Self.document(body))
+        #expect(got.map(\.text) == ["plain {\\i1}slanted{\\i0} plain", "{\\i1}all italic{\\i0}",
+                                    "{\\i1}{\\b1}both{\\i0}{\\b0} {\\u1}under{\\u0}"])
+    }
+
+    @Test("prefixed elements (tt:p) and attributes in single quotes are read; comments, processing instructions and a DOCTYPE are skipped")
+    func namespaces() {
+        let xml = """
+        <?xml version='1.0'?><!DOCTYPE tt><tt:tt xmlns:tt='http://www.w3.org/ns/ttml'><tt:body><!-- <tt:p begin='0s'>not this</tt:p> -->
+        <tt:div><tt:p begin='00:00:01.000' end='00:00:02.000'>prefixed</tt:p></tt:div></tt:body></tt:tt>
+        """
+        #expect(Self.cues(xml) == [Cue(begin: 1000, end: 2000, text: "prefixed")])
+    }
+
+    @Test("a sample's cues: cut to the sample's span (before it, after it, across its end), on the track's clock; a document timed from its own sample's start, none of whose cues reaches the sample, is counted from it")
+    func placedInSample() {
+        let cues = [Cue(begin: 9_000, end: 11_000, text: "across the start"), Cue(begin: 12_000, end: 13_000, text: "inside"),
+                    Cue(begin: 19_000, end: 25_000, text: "across the end"), Cue(begin: 30_000, end: 31_000, text: "after"),
+                    Cue(begin: 1_000, end: 2_000, text: "before")]
+        #expect(TTMLCues.placed(cues, sampleStart: 10_000, sampleEnd: 20_000)
+                == [Cue(begin: 10_000, end: 11_000, text: "across the start"), Cue(begin: 12_000, end: 13_000, text: "inside"),
+                    Cue(begin: 19_000, end: 20_000, text: "across the end")])
+        // Timed from the sample's start (0.5 to 1.5 s into a sample at 600 s).
+        #expect(TTMLCues.placed([Cue(begin: 500, end: 1_500, text: "relative")], sampleStart: 600_000, sampleEnd: 602_000)
+                == [Cue(begin: 600_500, end: 601_500, text: "relative")])
+        // An open cue lasts to the sample's end; with no end known, it stays open.
+        #expect(TTMLCues.placed([Cue(begin: 4_000, end: nil, text: "open")], sampleStart: 0, sampleEnd: 6_000) == [Cue(begin: 4_000, end: 6_000, text: "open")])
+        #expect(TTMLCues.placed([Cue(begin: 4_000, end: nil, text: "open")], sampleStart: 0, sampleEnd: nil) == [Cue(begin: 4_000, end: nil, text: "open")])
+        // A sample that only repeats a cue that has ended is empty, not moved.
+        #expect(TTMLCues.placed([Cue(begin: 1_000, end: 2_000, text: "old")], sampleStart: 600_000, sampleEnd: 600_500).isEmpty)
+    }
+
+    @Test("damaged documents give what they can and never trap: cut anywhere, bytes scrambled, times that are no times, tags never closed")
+    func damaged() {
+        let whole = Array(Self.document(#"<div><p begin="1s" end="2s">one <span>two</span></p><p begin="3s" end="4s">three</p></div>"#).utf8)
+        for cut in stride(from: 0, through: whole.count, by: 7) { _ = TTMLCues.read(Array(whole[..<cut])) }
+        var state: UInt64 = 7
+        for _ in 0..<300 {
+            var bytes = whole
+            for _ in 0..<8 {
+                state = state &* 6364136223846793005 &+ 1442695040888963407
+                bytes[Int(state >> 33) % bytes.count] = UInt8(truncatingIfNeeded: state >> 17)
+            }
+            _ = TTMLCues.read(bytes)
+        }
+        #expect(Self.cues(Self.document(#"<p begin="soon" end="1e400s">x</p><p begin="-1s" end="99:99:99:99:99">y</p>"#)).map(\.begin) == [0, 0])
+        #expect(Self.cues("<tt><body><p begin=\"1s\">never closed").isEmpty)
+        #expect(TTMLCues.read([]).isEmpty && TTMLCues.read(Array("<<<>>>&&&;".utf8)).isEmpty)
+    }
+}
