@@ -8,7 +8,8 @@
 /// ending no later than the parent; clock times (`01:02:03.5`, `01:02:03:12` in frames)
 /// and offsets (`3.5s`, `500ms`, `2m`, `1h`, `12f`, `900t`) with the document's
 /// `ttp:frameRate`, `ttp:frameRateMultiplier`, `ttp:subFrameRate` and `ttp:tickRate`.
-/// Its text is its own and its spans' (`br` a new line, spaces collapsed as XML's default
+/// Spans timed within a paragraph show in their time (a cue for each stretch between their
+/// times). Its text is its own and its spans' (`br` a new line, spaces collapsed as XML's default
 /// space handling does); italic, bold and underline (`tts:fontStyle`, `tts:fontWeight`,
 /// `tts:textDecoration`, on the element or a referenced `style`) become ASS tags, which the
 /// `mov_text` encoder turns into its style records. Layout, colours and regions are not
@@ -76,8 +77,16 @@ struct TTMLCues {
     private var timing = Timing()
     private var styles: [String: Style] = [:]
     private var stack: [Frame] = []
-    /// The paragraph being read: its frame's depth, its text so far, and the style its text is in.
-    private var paragraph: (depth: Int, text: String, style: Style, begin: Int64, end: Int64?)?
+    /// A run of a paragraph's text, with the style and the time its element gives it.
+    private struct Segment {
+        var text: String
+        var style: Style
+        var begin: Int64
+        var end: Int64?
+        var preserved: Bool
+    }
+    /// The paragraph being read: its frame's depth, its time and its text so far.
+    private var paragraph: (depth: Int, begin: Int64, end: Int64?, segments: [Segment])?
 
     private init(bytes: [UInt8]) { self.bytes = bytes }
 
@@ -149,9 +158,9 @@ struct TTMLCues {
         let preserve = attributes["space"].map { $0 == "preserve" } ?? (parent?.preserveSpace ?? false)
         stack.append(Frame(name: name, begin: begin, end: end, style: style, preserveSpace: preserve))
         if paragraph == nil, name == "p" {
-            paragraph = (stack.count, "", [], begin, end)
+            paragraph = (stack.count, begin, end, [])
         } else if name == "br", paragraph != nil {
-            paragraph!.text += "\\N"
+            paragraph!.segments.append(Segment(text: "\\N", style: style, begin: begin, end: end, preserved: true))
         }
     }
 
@@ -161,19 +170,52 @@ struct TTMLCues {
         stack.removeSubrange(at...)
         if let p = paragraph, stack.count < p.depth {
             paragraph = nil
-            var text = p.text
-            if !p.style.isEmpty { text += Self.tags(from: p.style, to: []) }
-            text = Self.trimmedLines(text)
-            guard !text.isEmpty else { return }
             if let end = p.end, end <= p.begin { return }
-            cues.append(Cue(begin: p.begin, end: p.end, text: text))
+            // Spans timed within the paragraph (words of roll-up captions, a line that comes
+            // later) show only in their time: a cue for each stretch between their times,
+            // with the text showing then; consecutive stretches that show the same text are one.
+            var times = Set([p.begin])
+            for s in p.segments {
+                if s.begin > p.begin { times.insert(s.begin) }
+                if let e = s.end, e > p.begin, e < (p.end ?? Int64.max) { times.insert(e) }
+            }
+            let sorted = times.sorted()
+            var made: [Cue] = []
+            for (k, t) in sorted.enumerated() {
+                let until = k + 1 < sorted.count ? sorted[k + 1] : p.end
+                let text = Self.assemble(p.segments.filter { $0.begin <= t && ($0.end ?? Int64.max) > t })
+                guard !text.isEmpty else { continue }
+                if let last = made.last, last.text == text, last.end == t { made[made.count - 1].end = until; continue }
+                made.append(Cue(begin: t, end: until, text: text))
+            }
+            cues += made
         }
+    }
+
+    /// The text of the runs showing together: styles as ASS tags, closed at its end; spaces
+    /// collapsed across runs; each line trimmed; empty when nothing visible is left.
+    private static func assemble(_ segments: [Segment]) -> String {
+        var text = ""
+        var style: Style = []
+        for s in segments {
+            var run = s.text
+            // Spaces collapse across elements too ("a <span>b</span>" beside "a <span> b</span>").
+            if !s.preserved, run.hasPrefix(" "), text.isEmpty || text.hasSuffix(" ") || text.hasSuffix("\\N") { run.removeFirst() }
+            guard !run.isEmpty else { continue }
+            if s.style != style, run != "\\N" {
+                text += tags(from: style, to: s.style)
+                style = s.style
+            }
+            text += run
+        }
+        text += tags(from: style, to: [])
+        return trimmedLines(text)
     }
 
     // MARK: text
 
     private mutating func text(decoded raw: String) {
-        guard var p = paragraph, let frame = stack.last else { return }
+        guard paragraph != nil, let frame = stack.last else { return }
         var text = raw
         if !frame.preserveSpace {
             // XML's default space handling as TTML applies it: runs of white space (line
@@ -191,19 +233,12 @@ struct TTMLCues {
             }
             text = collapsed
         }
-        // Spaces collapse across elements too ("a <span>b</span>" beside "a <span> b</span>").
-        if !frame.preserveSpace, text.hasPrefix(" "), p.text.hasSuffix(" ") || p.text.isEmpty || p.text.hasSuffix("\\N") { text.removeFirst() }
         guard !text.isEmpty else { return }
         // ASS reads a backslash and braces as markup: the full-width ones stand in for them.
         text = String(text.map { c -> Character in c == "\\" ? "\u{FF3C}" : c == "{" ? "\u{FF5B}" : c == "}" ? "\u{FF5D}" : c })
         // Kept line breaks (`xml:space="preserve"`) are lines.
         if frame.preserveSpace { text = text.split(separator: "\n", omittingEmptySubsequences: false).joined(separator: "\\N") }
-        if frame.style != p.style {
-            p.text += Self.tags(from: p.style, to: frame.style)
-            p.style = frame.style
-        }
-        p.text += text
-        paragraph = p
+        paragraph!.segments.append(Segment(text: text, style: frame.style, begin: frame.begin, end: frame.end, preserved: frame.preserveSpace))
     }
 
     private static func tags(from old: Style, to new: Style) -> String {
@@ -217,9 +252,13 @@ struct TTMLCues {
     /// Each line without the spaces at its ends (collapsing leaves one beside a `br`), empty
     /// when there is no text at all.
     private static func trimmedLines(_ text: String) -> String {
-        let lines = text.assLines
-        let kept = lines.map { $0.trimmed }
-        return kept.allSatisfy { Self.visible($0).isEmpty } ? "" : kept.joined(separator: "\\N")
+        var kept = text.assLines.map { $0.trimmed }
+        guard !kept.allSatisfy({ Self.visible($0).isEmpty }) else { return "" }
+        // Lines with nothing to show at either end (a timed line not showing yet) go; the
+        // tags they hold stay, with the line beside them.
+        while Self.visible(kept[0]).isEmpty { kept[1] = kept[0] + kept[1]; kept.removeFirst() }
+        while Self.visible(kept[kept.count - 1]).isEmpty { kept[kept.count - 2] += kept[kept.count - 1]; kept.removeLast() }
+        return kept.joined(separator: "\\N")
     }
 
     /// The text without its ASS tags.

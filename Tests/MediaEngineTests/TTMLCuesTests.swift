@@ -62,6 +62,17 @@ struct TTMLCuesTests {
         #expect(Self.cues(Self.document(#"<p begin="1s">no end</p>"#)) == [Cue(begin: 1000, end: nil, text: "no end")])
     }
 
+    @Test("spans timed within a paragraph show only in their time (roll-up captions' words, a paragraph whose lines are timed): a cue for each stretch, the same text over consecutive stretches one cue")
+    func timedSpans() {
+        let rollUp = Self.cues(Self.document(#"<p begin="1s" end="5s">Hello <span begin="1s">big</span> <span begin="2s" end="3s">world</span></p>"#))
+        #expect(rollUp == [Cue(begin: 1000, end: 2000, text: "Hello"), Cue(begin: 2000, end: 3000, text: "Hello big"),
+                           Cue(begin: 3000, end: 4000, text: "Hello big world"), Cue(begin: 4000, end: 5000, text: "Hello big")])
+        let lines = Self.cues(Self.document(#"<div><p><span begin="1s" end="2s">first</span><br/><span begin="3s" end="4s">second</span></p></div>"#))
+        #expect(lines == [Cue(begin: 1000, end: 2000, text: "first"), Cue(begin: 3000, end: 4000, text: "second")])
+        let same = Self.cues(Self.document(#"<p begin="0s" end="4s"><span begin="0s" end="2s">same</span><span begin="2s" end="4s">same</span></p>"#))
+        #expect(same == [Cue(begin: 0, end: 4000, text: "same")])
+    }
+
     @Test("text: spans joined, br a new line, white space collapsed as XML does (line breaks in the source are spaces), entities and character references decoded, CDATA kept, ASS markup neutralised")
     func text() {
         let body = """
