@@ -156,8 +156,8 @@ public enum Preparer {
         var current = plan
         var adjustments: [String] = []
         var source = opened
-        // Each copied stream can stop the copy once (audio, then picture), and a silent audio
-        // stream be dropped once: at most four runs.
+        // Each copied stream can stop the copy once (audio, then picture), a merged sound be
+        // taken apart once, and a silent audio stream be dropped once: at most five runs.
         while true {
             do {
                 var result = try prepareOnce(source: source, plan: current, output: output, forecastFrom: forecastFrom,
@@ -167,20 +167,30 @@ public enum Preparer {
                     result.stats.adjustments = adjustments + (result.stats.adjustments ?? [])
                     result.executedPlan = current
                 }
-                // The planned sound that gave no packet is left out for that, not unchosen.
-                if let lost = plan.audio?.sourceIndices, current.audio == nil {
-                    for i in result.output.dropped.indices where lost.contains(result.output.dropped[i].sourceIndex) {
-                        result.output.dropped[i].reason = "audio_dropped"
-                    }
+                // The planned sound that gave no packet is left out for that, and a merged
+                // sound's partners for not merging, not as unchosen.
+                let lost = Set(plan.audio?.sourceIndices ?? []).subtracting(current.audio?.sourceIndices ?? [])
+                for i in result.output.dropped.indices where lost.contains(result.output.dropped[i].sourceIndex) {
+                    result.output.dropped[i].reason = current.audio == nil ? "audio_dropped" : "audio_tracks_not_merged"
                 }
                 return result
             } catch {
                 // A source that changed under the read looks damaged (packets past the length
                 // it declared, an index cut short): its change is the reason to give.
                 if !cancellation.isCanceled { try opened.watch?.check(error.stage) }
+                // A camera's tracks that fail as one sound (one of them damaged: its times
+                // jumping alone, its frames undecodable) go as the first alone, as before they
+                // were merged, rather than not at all; a file that fails so too fails.
+                if change == nil, error.code == .sourceCorrupt, current.audio?.mergeSources?.isEmpty == false {
+                    change = FormatChange(video: false, description: "the tracks merged into the sound failed as one (\(error.message))",
+                                          unmerges: true)
+                }
                 guard let what = change, !cancellation.isCanceled else { throw blamingIndexDamage(error, info: opened.info) }
                 change = nil
-                if what.dropsAudio {
+                if what.unmerges {
+                    current.audio?.mergeSources = nil
+                    adjustments.append("audio_tracks_not_merged: \(what.description)")
+                } else if what.dropsAudio {
                     guard current.audio != nil else { throw error }
                     current.audio = nil
                     current.audioFallback = nil
@@ -245,6 +255,8 @@ public enum Preparer {
         let video: Bool
         let description: String
         var dropsAudio = false
+        /// A merged sound failed: the plan's first track goes alone.
+        var unmerges = false
     }
 
     /// The plan's audio stream gave no packet at all while its pictures came (a track with

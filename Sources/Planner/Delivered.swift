@@ -10,6 +10,8 @@ extension Planner {
     /// - A picture (its size changed mid-stream, no keyframe to start on): the plan's
     ///   fallback encode, so a transcode at the rung that encode belongs to (the lowest
     ///   whose video budget holds it), not a remux "as the source"; reason `video_reencoded`.
+    /// - A camera's tracks merged into one sound that failed as one (one of them damaged):
+    ///   the first alone, reason `audio_tracks_not_merged`.
     /// - A sound stream that gave no packet at all: left out, reason `audio_dropped`.
     public static func delivered(_ plan: Plan, executed: Plan?, adjustments: [String], rungs: [Rung]) -> Plan? {
         var delivered = plan
@@ -28,6 +30,12 @@ extension Planner {
                 delivered.targetBitrateKbps = rung.capKbps
             }
             delivered.reasons.append("video_reencoded")
+        }
+        if adjustments.contains(where: { $0.hasPrefix("audio_tracks_not_merged") }), let sound = executed?.audio,
+           delivered.audio?.mergeSources != nil, sound.mergeSources == nil {
+            delivered.audio?.mergeSources = nil
+            delivered.reasons.removeAll { $0 == "audio_tracks_merged" }
+            delivered.reasons.append("audio_tracks_not_merged")
         }
         if adjustments.contains(where: { $0.hasPrefix("audio_dropped") }), plan.audio != nil, let executed, executed.audio == nil {
             delivered.audio = nil

@@ -197,14 +197,25 @@ struct CameraTracksTests {
         }
     }
 
-    @Test("CH2's times jumping an hour on at 5 s of an 8 s clip (Matroska then stores those packets after everything else) are damage, not an hour's gap: the run is refused at once as damaged, where its silence had made the clip an hour long")
+    @Test("CH2's times jumping an hour on at 5 s of an 8 s clip (Matroska then stores those packets after everything else) are damage, not an hour's gap; the merged sound fails as damaged, and CH1 goes alone, as before the merge, said in the adjustments, the delivered plan and `dropped` (the run was refused; its silence had first made the clip an hour long)")
     func oneTrackJump() throws {
         let source = try Self.tones("camera-ch2-jump-1h.mkv", seconds: 8, filters: [
             "-filter:a:0", "asetnsamples=1024", "-filter:a:1", "asetnsamples=1024,asetpts='if(gte(T\\,5)\\,PTS+3600/TB\\,PTS)'"])
         try Command.prepare(source, quality: "2mbps", caps: "ios", scratch: "camera-jump") { run, out in
-            #expect(run.status == 3, "\(run.stdout.prefix(400)) \(run.stderr.suffix(300))")
-            #expect(run.stdout.contains("timestamps are damaged"), "\(run.stdout.prefix(400))")
-            #expect(!FileManager.default.fileExists(atPath: out))
+            #expect(run.status == 0, "\(run.stdout.prefix(400)) \(run.stderr.suffix(300))")
+            let json = try Command.json(run)
+            #expect(json["plan"]?["audio"]?["merge_sources"] != nil, "the plan merges: \(run.stdout.prefix(600))")
+            #expect("\(json["stats"]?["adjustments"] ?? .null)".contains("audio_tracks_not_merged"), "\(run.stdout.suffix(600))")
+            let executed = try #require(json["executed_plan"], "no executed_plan")
+            #expect(executed["audio"]?["merge_sources"] == nil && executed["audio"]?["source_index"]?.int == 1, "\(executed)")
+            #expect("\(executed["reasons"] ?? .null)".contains("audio_tracks_not_merged"))
+            #expect(DroppedStreamsTests.dropped(json) == [.init(index: 2, type: "audio", reason: "audio_tracks_not_merged", language: nil)])
+            #expect(abs(try FFprobe(out).formatDuration - 8) < 0.2)
+            // Both sides are CH1 (440 Hz) for the whole clip.
+            for side in [0, 1] {
+                let samples = try Self.channel(out, side)
+                #expect(abs(Self.frequency(samples, from: 1, to: 7) - 440) < 5, "side \(side)")
+            }
         }
     }
 }
