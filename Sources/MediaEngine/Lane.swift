@@ -74,7 +74,7 @@ public struct LaneStats: Sendable, Codable, Equatable {
 func copyStreamMetadata(from input: UnsafeMutablePointer<AVStream>, to output: UnsafeMutablePointer<AVStream>) {
     if let v = trackTitle(input) {
         av_dict_set(&output.pointee.metadata, "title", v, 0)
-        if [AVMEDIA_TYPE_AUDIO, AVMEDIA_TYPE_SUBTITLE].contains(input.pointee.codecpar.pointee.codec_type) {
+        if input.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO || SubtitleLane.isText(input.pointee.codecpar.pointee) {
             av_dict_set(&output.pointee.metadata, "handler_name", v, 0)
         }
     }

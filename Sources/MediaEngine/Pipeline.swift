@@ -230,7 +230,7 @@ final class Pipeline {
         let timed = Set(timedInputs)
         let sounds = Set(ownedInputs.filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO })
         // The kept subtitle streams (converted or burnt in): where their cues end.
-        let texts = Set(ownedInputs.filter { demuxer.stream(Int($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_SUBTITLE })
+        let texts = Set(ownedInputs.filter { SubtitleLane.isText(demuxer.stream(Int($0)).pointee.codecpar.pointee) })
         /// For each lane of several streams (a merged sound), the timed streams it does not own.
         var othersOfMerged: [ObjectIdentifier: [Int32]] = [:]
         for lane in owners where lane.inputIndices.count > 1 {

@@ -640,7 +640,7 @@ public enum Preparer {
            media - demuxer.furthestByte > max(16 << 10, size / 10) { return false }
         let lengths = [declared] + (demuxer.isMatroska && start > tolerance && declared - start > tolerance ? [declared - start] : [])
         for length in lengths where length - end <= tolerance || cueReach.map({ $0 >= length - tolerance }) == true { return true }
-        let stated = lanes.filter { demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type != AVMEDIA_TYPE_SUBTITLE }
+        let stated = lanes.filter { !SubtitleLane.isText(demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee) }
             .map { Prober.statedDuration(demuxer.stream(Int($0.inputIndex))) }
         return !stated.isEmpty && stated.allSatisfy { $0.map { $0 <= end + tolerance } ?? false }
     }

@@ -115,6 +115,10 @@ final class SubtitleLane: Lane {
     static func isTTML(_ par: AVCodecParameters) -> Bool {
         par.codec_id == AV_CODEC_ID_TTML || (par.codec_type == AVMEDIA_TYPE_DATA && fourCC(par.codec_tag) == "stpp")
     }
+
+    /// A subtitle stream, TTML given as data included: what the pipeline, the length checks
+    /// and the track names treat as text.
+    static func isText(_ par: AVCodecParameters) -> Bool { par.codec_type == AVMEDIA_TYPE_SUBTITLE || isTTML(par) }
     /// false for a teletext page other than the first the stream's map lists.
     private var firstPage = true
     /// A teletext page for the deaf and hard of hearing.

@@ -11,7 +11,7 @@ struct TTMLSubtitleTests {
     /// `document`: ffmpeg writes the track from a SubRip file, and its document is then
     /// replaced, byte for byte, by `document` padded with spaces (ffmpeg writes TTML from
     /// plain cues only, without styles or nested times).
-    static func source(_ name: String, document: String) throws -> String {
+    static func source(_ name: String, document: String, lastEnd: Int = 9000, title: String? = nil) throws -> String {
         try Media.generated(name) { tmp in
             let srt = tmp + ".srt"
             defer { unlink(srt) }
@@ -19,13 +19,14 @@ struct TTMLSubtitleTests {
             let cues = (0..<60).map { i in
                 let ms = 100 + i * 148
                 func clock(_ t: Int) -> String { String(format: "00:00:%02d,%03d", t / 1000, t % 1000) }
-                return "\(i + 1)\n\(clock(ms)) --> \(clock(i == 59 ? 9000 : ms + 100))\nfiller text to make room for the document \(i)\n"
+                return "\(i + 1)\n\(clock(ms)) --> \(clock(i == 59 ? lastEnd : ms + 100))\nfiller text to make room for the document \(i)\n"
             }
             try Data(cues.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: srt))
             let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=10",
                                                "-f", "lavfi", "-i", "sine=duration=10", "-i", srt, "-map", "0", "-map", "1", "-map", "2",
                                                "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "3M", "-c:a", "aac", "-c:s", "ttml",
-                                               "-metadata:s:s:0", "language=fre", "-f", "mp4", tmp])
+                                               "-metadata:s:s:0", "language=fre"] + (title.map { ["-metadata:s:s:0", "handler_name=\($0)"] } ?? [])
+                                               + ["-f", "mp4", tmp])
             guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
             var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: tmp)))
             let start = Array("<?xml".utf8), end = Array("</tt>".utf8)
@@ -78,6 +79,24 @@ struct TTMLSubtitleTests {
             #expect(srt.contains("Bonjour <i>là</i>"), "\(srt)")
             let track = try FFprobe(out).streams("subtitle")
             #expect(track.count == 1 && track.first?["codec_name"]?.string == "mov_text" && track.first?["tags"]?["language"]?.string == "fra")
+        }
+    }
+
+    @Test("a TTML track that outlasts the film (its sample runs 4 s past the pictures): the film keeps its length and no cue goes on past the pictures and sound; the track's name is its handler name, as other subtitles' (the name was lost: the track was taken for data)")
+    func pastTheFilm() throws {
+        let source = try Self.source("ttml-past-film-10s.mp4", document: """
+        <?xml version="1.0"?><tt xmlns="http://www.w3.org/ns/ttml"><body><div>
+        <p begin="00:00:02.000" end="00:00:03.000">deux</p><p begin="00:00:09.000" end="00:00:13.000">neuf</p>
+        </div></body></tt>
+        """, lastEnd: 14_000, title: "Français")
+        try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "ttml-past-film") { r, out in
+            #expect(r.status == 0, "\(r.stdout.suffix(300)) \(r.stderr.suffix(300))")
+            let cues = try Command.cues(out)
+            #expect(cues.map(\.text) == ["deux", "neuf"], "\(cues)")
+            #expect((cues.last?.end ?? 99) <= 10.05, "\(cues)")
+            let probed = try FFprobe(out)
+            #expect(abs(probed.formatDuration - 10) < 0.2, "\(probed.formatDuration)")
+            #expect(probed.streams("subtitle").first?["tags"]?["handler_name"]?.string == "Français", "\(probed.streams("subtitle"))")
         }
     }
 }
