@@ -47,7 +47,23 @@ public struct ChildReport: Decodable, Sendable, Equatable {
         public var path: String
         public var bytes: Int64
         public var sha256: String?
-        public init(path: String, bytes: Int64, sha256: String?) { self.path = path; self.bytes = bytes; self.sha256 = sha256 }
+        /// The rest of the object as the engine wrote it (length, streams, `dropped`): kept
+        /// with the file (`FileRecord.description`), as it is, for the API to answer with.
+        public var description: JSONValue?
+        public init(path: String, bytes: Int64, sha256: String?, description: JSONValue? = nil) {
+            self.path = path; self.bytes = bytes; self.sha256 = sha256; self.description = description
+        }
+        enum CodingKeys: String, CodingKey { case path, bytes, sha256 }
+        public init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            path = try c.decode(String.self, forKey: .path)
+            bytes = try c.decode(Int64.self, forKey: .bytes)
+            sha256 = try c.decodeIfPresent(String.self, forKey: .sha256)
+            if case .object(var all)? = try? JSONValue(from: decoder) {
+                for key in ["path", "bytes", "sha256"] { all[key] = nil }
+                description = all.isEmpty ? nil : .object(all)
+            }
+        }
     }
     public struct Failure: Decodable, Sendable, Equatable {
         public var code: String

@@ -146,7 +146,7 @@ final class JobRunner: @unchecked Sendable {
         if outcome.termination == .exited(0), stopReason != .canceled,
            let bytes = fileSize(attemptPath) {
             deliver(attemptPath: attemptPath, bytes: bytes, sha256: outcome.report?.output?.sha256,
-                    equivalent: outcome.report?.stats?.ffmpegEquivalent,
+                    equivalent: outcome.report?.stats?.ffmpegEquivalent, description: outcome.report?.output?.description,
                     deliveredPlan: deliveredPlan(adjustments: outcome.report?.stats?.adjustments ?? [], executed: outcome.report?.executedPlan))
             return
         }
@@ -181,11 +181,12 @@ final class JobRunner: @unchecked Sendable {
     /// farm runs: the work is done, and throwing it away had left the job shown running
     /// until its lease lapsed and then redone the whole encode. The file lock is let go
     /// between tries, so the collector can make room meanwhile.
-    private func deliver(attemptPath: String, bytes: Int64, sha256: String?, equivalent: [String]?, deliveredPlan: Plan?) {
+    private func deliver(attemptPath: String, bytes: Int64, sha256: String?, equivalent: [String]?, description: JSONValue?,
+                         deliveredPlan: Plan?) {
         var pause = 0.5
         var said = false
         while let failure = deliverOnce(attemptPath: attemptPath, bytes: bytes, sha256: sha256, equivalent: equivalent,
-                                        deliveredPlan: deliveredPlan) {
+                                        description: description, deliveredPlan: deliveredPlan) {
             guard failure.code == .diskFull || failure.code == .ioError, !farm.isStopping else {
                 farm.log.write("job \(jobID): could not record the finished file: \(failure); the file is discarded")
                 break
@@ -202,7 +203,8 @@ final class JobRunner: @unchecked Sendable {
 
     /// One try of `deliver`: nil when it is done with the file (recorded, or discarded as no
     /// longer ours); the store's error when the file, back at `attemptPath`, awaits another.
-    private func deliverOnce(attemptPath: String, bytes: Int64, sha256: String?, equivalent: [String]?, deliveredPlan: Plan?) -> KilnError? {
+    private func deliverOnce(attemptPath: String, bytes: Int64, sha256: String?, equivalent: [String]?, description: JSONValue?,
+                             deliveredPlan: Plan?) -> KilnError? {
         let store = farm.store
         let finalPath = farm.folder.finalPath(artifactID)
         farm.fileLock.lock()
@@ -217,7 +219,8 @@ final class JobRunner: @unchecked Sendable {
             try farm.folder.moveIntoPlace(attemptPath, finalPath)
             // The child wrote to the attempt's path; the command writes where the file is now.
             let command = equivalent.map { $0.last == attemptPath ? Array($0.dropLast()) + [finalPath] : $0 }
-            let file = FileRecord(path: finalPath, bytes: bytes, sha256: sha256, owned: true, ffmpegEquivalent: command)
+            let file = FileRecord(path: finalPath, bytes: bytes, sha256: sha256, owned: true, ffmpegEquivalent: command,
+                                  description: description)
             let recorded: Bool
             do throws(KilnError) {
                 recorded = try store.complete(jobID: jobID, owner: owner, file: file, deliveredPlan: deliveredPlan, now: now)

@@ -110,6 +110,10 @@ public struct ArtifactView: Encodable, Sendable {
     /// The ffmpeg command that makes the same file from the source (`FileRecord.ffmpegEquivalent`):
     /// with the plan, every setting of the encode. nil for an original, or not ready.
     let ffmpegEquivalent: [String]?
+    /// What the file holds, as the engine that made it says (`FileRecord.description`):
+    /// its length, its video, audio and subtitle tracks, chapters and the source's streams
+    /// it left out (`dropped`). nil for an original, or not ready.
+    let output: JSONValue?
     let referenceCount: Int
     let references: [String]
     let job: JobView?
@@ -132,6 +136,7 @@ public struct ArtifactView: Encodable, Sendable {
         source = a.source
         file = a.state == .ready ? a.file.map { .init(path: $0.path, bytes: $0.bytes, sha256: $0.sha256) } : nil
         ffmpegEquivalent = a.state == .ready ? a.file?.ffmpegEquivalent : nil
+        output = a.state == .ready ? a.file?.description : nil
         referenceCount = a.references.count
         references = a.references
         job = a.job.map(JobView.init)
@@ -147,7 +152,7 @@ public struct ArtifactView: Encodable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case artifactID = "artifact_id", key, status, state, deliveryFormat = "delivery_format", plan, source, file
-        case ffmpegEquivalent = "ffmpeg_equivalent"
+        case ffmpegEquivalent = "ffmpeg_equivalent", output
         case referenceCount = "reference_count", references, job, attempts, errors, progress
         case createdAt = "created_at", updatedAt = "updated_at", readyAt = "ready_at", lastUsedAt = "last_used_at"
         case unreferencedSince = "unreferenced_since"

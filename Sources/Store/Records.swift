@@ -115,13 +115,20 @@ public struct FileRecord: Codable, Sendable, Equatable {
     /// setting, as the plan made before it cannot know them all (the rate the pictures
     /// come at, the colour the source states). nil for an original and before it was kept.
     public var ffmpegEquivalent: [String]?
+    /// What the engine says of the file it made (the child's `output` less its path, size
+    /// and hash): its length, the streams it carries and those it left out (`dropped`),
+    /// so the API server can describe the download as it is. nil for an original and
+    /// before it was kept.
+    public var description: JSONValue?
 
-    public init(path: String, bytes: Int64, sha256: String?, owned: Bool, ffmpegEquivalent: [String]? = nil) {
+    public init(path: String, bytes: Int64, sha256: String?, owned: Bool, ffmpegEquivalent: [String]? = nil,
+                description: JSONValue? = nil) {
         self.path = path
         self.bytes = bytes
         self.sha256 = sha256
         self.owned = owned
         self.ffmpegEquivalent = ffmpegEquivalent
+        self.description = description
     }
 }
 

@@ -358,7 +358,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                 // Made again from the request at hand (the source may have moved since).
                 try db.execute("""
                     UPDATE artifacts SET plan = ?, delivery_format = ?, source = ?, source_fingerprint = ?, estimated_bytes = ?,
-                        file_path = ?, file_bytes = ?, file_sha256 = ?, file_owned = ?, file_ffmpeg_equivalent = NULL, ready_at = ?,
+                        file_path = ?, file_bytes = ?, file_sha256 = ?, file_owned = ?, file_ffmpeg_equivalent = NULL, file_description = NULL, ready_at = ?,
                         state = ?, updated_at = ?
                     WHERE id = ?
                     """, planJSON, plan.deliveryFormat.rawValue, sourceJSON, source.fingerprint, estimatedBytes,
@@ -499,6 +499,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     public func complete(jobID: Int64, owner: String, file: FileRecord, deliveredPlan: Plan?, now: Int64) throws(KilnError) -> Bool {
         let deliveredJSON = try deliveredPlan.map { p throws(KilnError) in try encodeJSON(p) }
         let equivalentJSON = try file.ffmpegEquivalent.map { e throws(KilnError) in try encodeJSON(e) }
+        let descriptionJSON = try file.description.map { d throws(KilnError) in try encodeJSON(d) }
         return try write(durable: false) { db throws(KilnError) -> Bool in
             guard let artifactID = try db.queryOne("""
                 UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL, finished_at = ?,
@@ -509,11 +510,12 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
             // A ready artifact that nobody holds (an operator retried it) starts its retention now.
             let changed = try db.execute("""
                 UPDATE artifacts SET state = 'ready', file_path = ?, file_bytes = ?, file_sha256 = ?, file_owned = ?,
-                    file_ffmpeg_equivalent = ?, ready_at = ?, updated_at = ?, last_used_at = MAX(last_used_at, ?),
+                    file_ffmpeg_equivalent = ?, file_description = ?, ready_at = ?, updated_at = ?, last_used_at = MAX(last_used_at, ?),
                     unreferenced_since = CASE WHEN EXISTS (SELECT 1 FROM artifact_references r WHERE r.artifact_id = artifacts.id)
                                               THEN NULL ELSE ? END
                 WHERE id = ? AND state = 'pending'
-                """, storedPath(file.path, owned: file.owned), file.bytes, file.sha256, file.owned, equivalentJSON, now, now, now, now, artifactID)
+                """, storedPath(file.path, owned: file.owned), file.bytes, file.sha256, file.owned, equivalentJSON, descriptionJSON,
+                now, now, now, now, artifactID)
             guard changed == 1 else {
                 throw KilnError(.internalError, stage: .finalize, "job \(jobID) succeeded but its artifact \(artifactID) is not pending")
             }
@@ -815,7 +817,7 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         try write { db throws(KilnError) -> Bool in
             guard let format = try db.queryOne("""
                 UPDATE artifacts SET state = 'pending', file_path = NULL, file_bytes = NULL, file_sha256 = NULL,
-                    file_ffmpeg_equivalent = NULL, ready_at = NULL,
+                    file_ffmpeg_equivalent = NULL, file_description = NULL, ready_at = NULL,
                     updated_at = ?
                 WHERE id = ? AND state = 'ready' AND file_owned = 1 AND file_path = ? AND unreferenced_since IS NULL
                 RETURNING delivery_format
@@ -1002,13 +1004,14 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
     private func loadArtifact(_ db: Database, id: String) throws(KilnError) -> ArtifactRecord? {
         let base = try db.queryOne("""
             SELECT id, key, state, plan, source, estimated_bytes, file_path, file_bytes, file_sha256, file_owned,
-                created_at, updated_at, ready_at, last_used_at, unreferenced_since, file_ffmpeg_equivalent
+                created_at, updated_at, ready_at, last_used_at, unreferenced_since, file_ffmpeg_equivalent, file_description
             FROM artifacts WHERE id = ?
             """, id) { row throws(KilnError) -> ArtifactRecord in
             let equivalent = try row.optionalString(15).map { text throws(KilnError) in try decodeJSON([String].self, text) }
+            let description = try row.optionalString(16).map { text throws(KilnError) in try decodeJSON(JSONValue.self, text) }
             let file = row.optionalString(6).map { path in
                 FileRecord(path: resolvedPath(path), bytes: row.int64(7), sha256: row.optionalString(8), owned: row.bool(9),
-                           ffmpegEquivalent: equivalent)
+                           ffmpegEquivalent: equivalent, description: description)
             }
             return ArtifactRecord(id: row.string(0), key: row.string(1), state: try parse(ArtifactState.self, row.string(2)),
                                   plan: try plans.decode(row.string(3)),

@@ -10,7 +10,7 @@ enum Schema {
         case code(@Sendable (Database) throws(KilnError) -> Void)
     }
 
-    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3), .sql(v4), .code(v5), .sql(v6), .sql(v7), .sql(v8), .code(v9)]
+    static let migrations: [Migration] = [.sql(v1), .sql(v2), .code(v3), .sql(v4), .code(v5), .sql(v6), .sql(v7), .sql(v8), .code(v9), .code(v10)]
 
     static func migrate(_ db: Database) throws(KilnError) {
         let current = try db.queryOne("PRAGMA user_version") { row in row.int(0) } ?? 0
@@ -253,5 +253,14 @@ enum Schema {
         let columns = try db.query("PRAGMA table_info(artifacts)") { row in row.string(1) }
         guard !columns.contains("file_ffmpeg_equivalent") else { return }
         try db.executeScript("ALTER TABLE artifacts ADD COLUMN file_ffmpeg_equivalent TEXT")
+    }
+
+    /// The engine's description of a file it made (`FileRecord.description`: its length,
+    /// streams and what it left out), JSON. NULL in rows written before and for originals.
+    /// Added only where it is missing, as v9's column.
+    static func v10(_ db: Database) throws(KilnError) {
+        let columns = try db.query("PRAGMA table_info(artifacts)") { row in row.string(1) }
+        guard !columns.contains("file_description") else { return }
+        try db.executeScript("ALTER TABLE artifacts ADD COLUMN file_description TEXT")
     }
 }

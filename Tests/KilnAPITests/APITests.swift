@@ -521,6 +521,34 @@ struct APITests {
         #expect(otherQuality.status == 404)
     }
 
+    @Test("a ready artifact says what its file holds, as the engine that made it does: length, picture, the one sound and its language, and the source's other sound as left out with its language, read back from the store (the API server had to probe the file to describe the download)")
+    func outputDescribed() throws {
+        let root = Media.scratch("described-root")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let film = root.appendingPathComponent("two-languages.mkv").path
+        try FileManager.default.copyItem(atPath: try Media.generated("api-two-languages-3s.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3", "-f", "lavfi", "-i", "sine=frequency=440:duration=3",
+            "-f", "lavfi", "-i", "sine=frequency=660:duration=3", "-map", "0:v", "-map", "1:a", "-map", "2:a",
+            "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-metadata:s:a:0", "language=eng", "-metadata:s:a:1", "language=fre",
+            "-disposition:a:0", "default", "-disposition:a:1", "0"]), toPath: film)
+        let d = try Daemon(mediaRoot: root)
+        defer { d.stop() }
+        _ = try d.prepare("described", film, quality: "original")
+        let ready = try d.settle("described")
+        #expect(ready["status"] == .string("ready") && ready["delivery_format"] == .string("remux"), "\(ready)")
+        let id = try #require(ready["artifact_id"]?.string)
+        let artifact = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)").body)
+        let output = try #require(artifact["output"], "no output: \(artifact)")
+        #expect(abs((output["duration_seconds"]?.double ?? 0) - 3) < 0.2, "\(output)")
+        #expect(output["container"] == .string("mp4") && output["video"]?["codec"] == .string("h264")
+                && output["video"]?["width"]?.int == 320, "\(output)")
+        #expect(output["audio"]?["codec"] == .string("aac") && output["audio"]?["language"] == .string("eng"), "\(output)")
+        guard case .array(let dropped)? = output["dropped"] else { Issue.record("no dropped: \(output)"); return }
+        #expect(dropped.count == 1 && dropped.first?["source_index"]?.int == 2 && dropped.first?["language"] == .string("fra")
+                && dropped.first?["reason"] == .string("audio_track_not_chosen"), "\(dropped)")
+        #expect(output["path"] == nil && output["sha256"] == nil, "the file's path and hash are the artifact's `file`: \(output)")
+    }
+
     @Test("a download asked for while the collector deletes the artifact answers 410 artifact_collected, as it will once the row is gone, not 409 not ready yet")
     func downloadDuringCollection() throws {
         let d = try Daemon()

@@ -732,7 +732,7 @@ struct StoreTests {
         let t = try TempStore()
         #expect(FileManager.default.fileExists(atPath: t.path + "-wal"))
         let out = try sqlite3CLI(t.path, "PRAGMA journal_mode; PRAGMA user_version;")
-        #expect(out == "wal\n9\n")
+        #expect(out == "wal\n10\n")
     }
 
     @Test("upgrading to schema 5 keys the originals already stored by their path as well, keeping their ids: their holders' next requests find them (no move, no new revision)")
