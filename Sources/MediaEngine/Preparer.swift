@@ -770,8 +770,11 @@ public enum Preparer {
         let a = m.audioStreams.first
         var dropped: [OutputInfo.Dropped] = []
         if plan.deliveryFormat != .original {
+            // Each with its language as MP4 writes languages (the plan's, else the stream's).
+            func language(_ index: Int) -> String? { LanguageCode.terminologic(source.stream(index)?.language) }
             for s in plan.subtitles where s.action == .drop {
-                dropped.append(.init(sourceIndex: s.sourceIndex, type: "subtitle", codec: s.codec, reason: s.reason ?? "subtitle_unsupported", language: s.language))
+                dropped.append(.init(sourceIndex: s.sourceIndex, type: "subtitle", codec: s.codec, reason: s.reason ?? "subtitle_unsupported",
+                                     language: s.language ?? language(s.sourceIndex)))
             }
             // Every source stream the output does not carry is said, with why: a user who
             // finds the French sound or the second angle missing offline learns it here,
@@ -780,15 +783,16 @@ public enum Preparer {
             let kept = Set(plan.keptSourceIndices)
             for s in source.streams {
                 switch s.type {
-                case .attachment: dropped.append(.init(sourceIndex: s.index, type: "attachment", codec: s.codec, reason: "attachment_unsupported"))
+                case .attachment:
+                    dropped.append(.init(sourceIndex: s.index, type: "attachment", codec: s.codec, reason: "attachment_unsupported", language: language(s.index)))
                 case .video where s.disposition.attachedPicture:
-                    dropped.append(.init(sourceIndex: s.index, type: "attached_picture", codec: s.codec, reason: "attachment_unsupported"))
-                case .data: dropped.append(.init(sourceIndex: s.index, type: "data", codec: s.codec, reason: "data_stream_unsupported"))
+                    dropped.append(.init(sourceIndex: s.index, type: "attached_picture", codec: s.codec, reason: "attachment_unsupported", language: language(s.index)))
+                case .data: dropped.append(.init(sourceIndex: s.index, type: "data", codec: s.codec, reason: "data_stream_unsupported", language: language(s.index)))
                 case .video where !kept.contains(s.index):
-                    dropped.append(.init(sourceIndex: s.index, type: "video", codec: s.codec, reason: "video_track_not_chosen", language: LanguageCode.terminologic(s.language)))
+                    dropped.append(.init(sourceIndex: s.index, type: "video", codec: s.codec, reason: "video_track_not_chosen", language: language(s.index)))
                 case .audio where !kept.contains(s.index):
-                    dropped.append(.init(sourceIndex: s.index, type: "audio", codec: s.codec, reason: "audio_track_not_chosen", language: LanguageCode.terminologic(s.language)))
-                case .unknown: dropped.append(.init(sourceIndex: s.index, type: "unknown", codec: s.codec, reason: "stream_unsupported"))
+                    dropped.append(.init(sourceIndex: s.index, type: "audio", codec: s.codec, reason: "audio_track_not_chosen", language: language(s.index)))
+                case .unknown: dropped.append(.init(sourceIndex: s.index, type: "unknown", codec: s.codec, reason: "stream_unsupported", language: language(s.index)))
                 default: break
                 }
             }

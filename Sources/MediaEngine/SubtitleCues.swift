@@ -28,6 +28,10 @@ struct CueSchedule: Equatable {
 
     /// How long a cue whose source gives no end stays, when no cue follows it sooner.
     static let unknownLengthCap: Int64 = 10_000
+    /// The most cues on screen at once. A screen holds a few (two speakers, a sign); a
+    /// source that stacks thousands (3,000 overlapping TTML paragraphs made a 114 MB track
+    /// of samples holding all of them, and every sample went over them all) is left at this.
+    static let mostOnScreen = 8
 
     /// Every cue is the whole screen (closed captions): it ends the ones before it, which
     /// the caption decoder times to end where it starts, give or take a millisecond of
@@ -40,6 +44,8 @@ struct CueSchedule: Equatable {
     private var arrivals = 0
     /// Cues that came after later ones had been written: cut to start where the track is.
     private(set) var lateCues = 0
+    /// Cues left out for coming while `mostOnScreen` were on screen.
+    private(set) var crowdedCues = 0
 
     /// Adds a cue (`events` already cleaned) and returns the samples that are
     /// now final: those before its start, and before `reach` (how far the pictures and sound
@@ -62,6 +68,10 @@ struct CueSchedule: Equatable {
         if oneScreen {
             pending.removeAll { $0.start >= start }
             for i in pending.indices where pending[i].end.map({ $0 > start }) ?? true { pending[i].end = start }
+        }
+        if pending.lazy.filter({ $0.start <= start && ($0.end ?? .max) > start }).count >= Self.mostOnScreen {
+            crowdedCues += 1
+            return []
         }
         arrivals += 1
         pending.append(Cue(start: start, end: end, events: events, order: arrivals))

@@ -45,6 +45,9 @@ final class SubtitleLane: Lane {
     /// times are on the source track's clock, not the output's.
     var timesMoved: Int64 = 0
     private var ttmlCues = 0
+    /// The track's first sample's time on its own clock (ms), where an edit list or an
+    /// offset put the media clock's zero (`TTMLCues.placed`).
+    private var ttmlTrackStart: Int64?
     /// Whether the decoder is the CEA-608 caption decoder: for the pictures' captions, or a
     /// caption track of its own (QuickTime's c608, whose packets libavformat gives as A/53
     /// triplets).
@@ -197,8 +200,9 @@ final class SubtitleLane: Lane {
         let start = rescale(packet.time - timesMoved, from: tb, to: SubtitleLane.timeBase)
         let moved = rescale(timesMoved, from: tb, to: SubtitleLane.timeBase)
         let end: Int64? = p.duration > 0 ? start + rescale(p.duration, from: tb, to: SubtitleLane.timeBase) : nil
+        if ttmlTrackStart == nil { ttmlTrackStart = start }
         let cues = TTMLCues.read(Array(UnsafeBufferPointer(start: data, count: Int(p.size))))
-        for cue in TTMLCues.placed(cues, sampleStart: start, sampleEnd: end) {
+        for cue in TTMLCues.placed(cues, sampleStart: start, sampleEnd: end, trackStart: ttmlTrackStart ?? 0) {
             try addCue(start: max(0, cue.begin + moved), end: cue.end.map { $0 + moved },
                        events: ["\(ttmlCues),0,Default,,0,0,0,," + cue.text], muxer: muxer)
             ttmlCues += 1

@@ -36,6 +36,10 @@ struct TTMLCues {
     private struct Style: OptionSet {
         let rawValue: Int
         static let italic = Style(rawValue: 1), bold = Style(rawValue: 2), underline = Style(rawValue: 4)
+        /// Not shown: `tts:display="none"` or metadata, for all within it.
+        static let hidden = Style(rawValue: 8)
+        /// `tts:visibility="hidden"`, which an element within may make visible again.
+        static let invisible = Style(rawValue: 16)
     }
 
     /// An open element: its absolute begin and end (ms) and its style.
@@ -54,16 +58,28 @@ struct TTMLCues {
         return reader.cues
     }
 
-    /// A sample's cues (its document's, in milliseconds on the track's clock) where they
-    /// show, in order of their start. ISO 14496-30 times a document on the track's clock,
-    /// active for its sample's span: the cues are cut to that span (a cue that runs across
-    /// samples is in each, cut at their boundary). Where no cue reaches the sample's start
-    /// but one would, counted from it, the writer timed the document from its sample's
-    /// start (some DASH packagers do), and it is read so.
-    static func placed(_ cues: [Cue], sampleStart start: Int64, sampleEnd end: Int64?) -> [Cue] {
-        let relative = start > 0 && !cues.isEmpty && cues.allSatisfy { ($0.end ?? $0.begin) <= start }
-            && cues.contains { $0.begin + start < (end ?? Int64.max) }
-        let shift = relative ? start : 0
+    /// A sample's cues (its document's, in milliseconds) where they show on the track's
+    /// presentation clock, in order of their start. ISO 14496-30 times a document on the
+    /// track's media clock, active for its sample's span: the cues are cut to that span (a
+    /// cue that runs across samples is in each, cut at their boundary). Which clock a
+    /// writer meant shows in where its cues fall: the document is read from the zero that
+    /// puts most of its cue time inside its sample, of the presentation clock's, the
+    /// track's first sample's (`trackStart`: an edit list or an offset moved the media
+    /// clock's zero there, as ffmpeg's `-output_ts_offset` does), and the sample's own
+    /// start (some DASH packagers time each document from its sample), in that order on a tie.
+    static func placed(_ cues: [Cue], sampleStart start: Int64, sampleEnd end: Int64?, trackStart: Int64 = 0) -> [Cue] {
+        func inside(_ shift: Int64) -> Int64 {
+            cues.reduce(0) { sum, cue in
+                let from = max(cue.begin + shift, start)
+                let to = min((cue.end ?? cue.begin + 1) + shift, end ?? Int64.max)
+                return sum + max(0, to - from)
+            }
+        }
+        var shift: Int64 = 0, best = inside(0)
+        for candidate in [trackStart, start] where candidate != 0 {
+            let score = inside(candidate)
+            if score > best { (shift, best) = (candidate, score) }
+        }
         return cues.sorted { $0.begin < $1.begin }.compactMap { cue in
             let from = max(cue.begin + shift, start)
             let to = [cue.end.map { $0 + shift }, end].compactMap { $0 }.min()
@@ -71,6 +87,13 @@ struct TTMLCues {
             return Cue(begin: from, end: to, text: cue.text)
         }
     }
+
+    /// The latest time a document can name (about 31,000 years, in ms).
+    static let latest: Int64 = 1_000_000_000_000_000
+    /// The most stretches one paragraph's timed spans make; past it the spans' times are
+    /// not followed (the paragraph shows whole for its time), so a document that times
+    /// thousands of spans in one paragraph cannot make the reading quadratic.
+    static let stretchesPerParagraph = 256
 
     private let bytes: [UInt8]
     private var cues: [Cue] = []
@@ -145,14 +168,18 @@ struct TTMLCues {
         var style = parent?.style ?? []
         for id in (attributes["style"] ?? "").split(separator: " ") { style.formUnion(styles[String(id)] ?? []) }
         style = Self.styled(style, attributes)
+        // Metadata (a description, the agent speaking) is about the text, not shown with it.
+        if Self.metadata.contains(name) { style.insert(.hidden) }
         if name == "style", let id = attributes["id"] {
             var own: Style = []
             for ref in (attributes["style"] ?? "").split(separator: " ") { own.formUnion(styles[String(ref)] ?? []) }
             styles[id] = Self.styled(own, attributes)
         }
+        // Times nest by adding; each is under 10^12 ms and a sum is held under `Self.latest`,
+        // so no nesting, however deep, overflows.
         let parentBegin = parent?.begin ?? 0
-        var begin = parentBegin + (attributes["begin"].flatMap(milliseconds) ?? 0)
-        var end: Int64? = attributes["end"].flatMap(milliseconds).map { parentBegin + $0 }
+        var begin = min(parentBegin + (attributes["begin"].flatMap(milliseconds) ?? 0), Self.latest)
+        var end: Int64? = attributes["end"].flatMap(milliseconds).map { min(parentBegin + $0, Self.latest) }
         if let dur = attributes["dur"].flatMap(milliseconds) { end = min(end ?? Int64.max, begin + dur) }
         if let limit = parent?.end { end = min(end ?? limit, limit); begin = min(begin, limit) }
         let preserve = attributes["space"].map { $0 == "preserve" } ?? (parent?.preserveSpace ?? false)
@@ -179,11 +206,16 @@ struct TTMLCues {
                 if s.begin > p.begin { times.insert(s.begin) }
                 if let e = s.end, e > p.begin, e < (p.end ?? Int64.max) { times.insert(e) }
             }
+            var segments = p.segments
+            if times.count > Self.stretchesPerParagraph {
+                times = [p.begin]
+                for i in segments.indices { segments[i].begin = p.begin; segments[i].end = p.end }
+            }
             let sorted = times.sorted()
             var made: [Cue] = []
             for (k, t) in sorted.enumerated() {
                 let until = k + 1 < sorted.count ? sorted[k + 1] : p.end
-                let text = Self.assemble(p.segments.filter { $0.begin <= t && ($0.end ?? Int64.max) > t })
+                let text = Self.assemble(segments.filter { $0.begin <= t && ($0.end ?? Int64.max) > t })
                 guard !text.isEmpty else { continue }
                 if let last = made.last, last.text == text, last.end == t { made[made.count - 1].end = until; continue }
                 made.append(Cue(begin: t, end: until, text: text))
@@ -197,7 +229,7 @@ struct TTMLCues {
     private static func assemble(_ segments: [Segment]) -> String {
         var text = ""
         var style: Style = []
-        for s in segments {
+        for s in segments where s.style.isDisjoint(with: [.hidden, .invisible]) {
             var run = s.text
             // Spaces collapse across elements too ("a <span>b</span>" beside "a <span> b</span>").
             if !s.preserved, run.hasPrefix(" "), text.isEmpty || text.hasSuffix(" ") || text.hasSuffix("\\N") { run.removeFirst() }
@@ -270,8 +302,14 @@ struct TTMLCues {
         return out.trimmed
     }
 
+    /// TTML's metadata vocabulary (`ttm:`) and its container.
+    private static let metadata: Set<String> = ["metadata", "desc", "title", "agent", "name", "actor", "copyright"]
+
     private static func styled(_ base: Style, _ a: [String: String]) -> Style {
         var s = base
+        // `display="none"` hides the element and all within it, whatever they say.
+        if a["display"] == "none" { s.insert(.hidden) }
+        if let v = a["visibility"] { if v == "hidden" { s.insert(.invisible) } else if v == "visible" { s.remove(.invisible) } }
         if let v = a["fontStyle"] { if v == "italic" || v == "oblique" { s.insert(.italic) } else if v == "normal" { s.remove(.italic) } }
         if let v = a["fontWeight"] { if v == "bold" { s.insert(.bold) } else if v == "normal" { s.remove(.bold) } }
         if let v = a["textDecoration"] {
@@ -307,7 +345,10 @@ struct TTMLCues {
                   let count = Double(s.dropLast(suffix.count)), count >= 0 else { return nil }
             seconds = count * scale
         }
-        guard let seconds, seconds.isFinite, seconds < 1e9 else { return nil }
+        guard let seconds, !seconds.isNaN else { return nil }
+        // A time later than any film (10^19 s) is "never", not "no time" (which would show
+        // the cue from its parent's begin).
+        guard seconds < 1e9 else { return Self.latest }
         return Int64((seconds * 1000).rounded())
     }
 
@@ -376,7 +417,9 @@ struct TTMLCues {
         while let amp = rest.firstIndex(of: "&") {
             out += rest[..<amp]
             rest = rest[amp...]
-            guard let semi = rest.firstIndex(of: ";"), rest.distance(from: rest.startIndex, to: semi) <= 10 else {
+            // A reference is short: the ';' is looked for among the next few characters only
+            // (a text of bare '&'s had each search the rest of it).
+            guard let semi = rest.prefix(12).firstIndex(of: ";") else {
                 out.append("&")
                 rest = rest.dropFirst()
                 continue

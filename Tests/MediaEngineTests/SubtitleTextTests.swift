@@ -18,6 +18,16 @@ struct CueScheduleTests {
         return out + schedule.finish(at: end)
     }
 
+    @Test("at most eight cues are on screen at once: the rest of a pile of overlapping cues is left out (3,000 stacked TTML paragraphs made a 114 MB track), those after the pile are shown")
+    func crowdedScreen() {
+        var cues: [(Int64, Int64?, String)] = (0..<3_000).map { (Int64($0), Int64(10_000), "cue \($0)") }
+        cues.append((20_000, 21_000, "after"))
+        let samples = Self.samples(cues, end: 30_000)
+        #expect(samples.allSatisfy { $0.events.count <= CueSchedule.mostOnScreen }, "\(samples.map(\.events.count).max() ?? 0)")
+        #expect(samples.last?.events == ["after"])
+        #expect(samples.contains { $0.events.count == CueSchedule.mostOnScreen })
+    }
+
     @Test("closed captions are one screen: a cue ends the one before, a millisecond of rounding stacks nothing")
     func oneScreen() {
         var schedule = CueSchedule()

@@ -146,5 +146,46 @@ struct TTMLCuesTests {
         #expect(Self.cues(Self.document(#"<p begin="soon" end="1e400s">x</p><p begin="-1s" end="99:99:99:99:99">y</p>"#)).map(\.begin) == [0, 0])
         #expect(Self.cues("<tt><body><p begin=\"1s\">never closed").isEmpty)
         #expect(TTMLCues.read([]).isEmpty && TTMLCues.read(Array("<<<>>>&&&;".utf8)).isEmpty)
+        // 20,000 spans nested, each beginning 31 years after its parent: times held, no overflow.
+        let deep = String(repeating: #"<span begin="999999999s">"#, count: 20_000) + "x"
+        #expect(Self.cues(Self.document(#"<p begin="1s">"# + deep + "</p>")).map(\.begin) == [TTMLCues.latest])
+    }
+
+    @Test("what is not to be shown is not: display none (for all within), visibility hidden (unless made visible again), metadata (a description, the agent speaking); a time past any film is never, not from the parent's begin")
+    func hidden() {
+        let body = """
+        <p begin="1s" end="2s">shown <span tts:display="none">gone <span tts:display="auto">still gone</span></span>shown</p>
+        <p begin="2s" end="3s" tts:visibility="hidden">hidden <span tts:visibility="visible">back</span></p>
+        <p begin="3s" end="4s"><metadata><ttm:desc xmlns:ttm="http://www.w3.org/ns/ttml#metadata">a description</ttm:desc></metadata>said</p>
+        <p begin="4s" end="5s" tts:display="none">all gone</p>
+        <p begin="10000000000000000000s">never</p>
+        """
+        let got = Self.cues(Self.document(body))
+        #expect(got.map(\.text) == ["shown shown", "back", "said", "never"], "\(got)")
+        #expect(got.last?.begin == TTMLCues.latest && got.last?.end == nil)
+        #expect(TTMLCues.placed(got, sampleStart: 0, sampleEnd: 10_000).map(\.text) == ["shown shown", "back", "said"])
+    }
+
+    @Test("a document on the track's media clock whose zero an edit list or offset moved (ffmpeg's -output_ts_offset: the track's first sample at 10 s, its document timed from 0) is read from the track's start; ties go to the presentation clock")
+    func mediaClock() {
+        let cues = [Cue(begin: 100, end: 2_000, text: "a"), Cue(begin: 16_000, end: 17_950, text: "b")]
+        #expect(TTMLCues.placed(cues, sampleStart: 10_000, sampleEnd: 27_950, trackStart: 10_000)
+                == [Cue(begin: 10_100, end: 12_000, text: "a"), Cue(begin: 26_000, end: 27_950, text: "b")])
+        // Written on the presentation clock, the same sample keeps its times.
+        let absolute = [Cue(begin: 10_100, end: 12_000, text: "a"), Cue(begin: 26_000, end: 27_950, text: "b")]
+        #expect(TTMLCues.placed(absolute, sampleStart: 10_000, sampleEnd: 27_950, trackStart: 10_000) == absolute)
+    }
+
+    @Test("bare ampersands, 100,000 of them in one paragraph, are text, read in one pass (each had searched the rest of the text for its semicolon: 40,000 took 32 s)")
+    func bareAmpersands() {
+        let got = Self.cues(Self.document(#"<p begin="1s" end="2s">"# + String(repeating: "& ", count: 100_000) + "&amp;</p>"))
+        #expect(got.count == 1 && got.first?.text.filter { $0 == "&" }.count == 100_001)
+    }
+
+    @Test("a paragraph timing thousands of spans shows whole for its time rather than being read stretch by stretch (5,000 spans had made it quadratic)")
+    func manyTimedSpans() {
+        let spans = (0..<5_000).map { #"<span begin="\#($0)ms" end="\#($0 + 1)ms">w</span>"# }.joined()
+        let got = Self.cues(Self.document(#"<p begin="1s" end="9s">"# + spans + "</p>"))
+        #expect(got.count == 1 && got.first?.begin == 1000 && got.first?.end == 9000 && got.first?.text.count == 5_000)
     }
 }

@@ -89,4 +89,15 @@ struct DroppedStreamsTests {
             #expect(try FFprobe(out).streams("audio").count == 2)
         }
     }
+
+    @Test("a data stream is listed with its language too (a QuickTime timecode track, English to the probe)")
+    func dataWithLanguage() throws {
+        let source = try Media.generated("dropped-timecode-3mbps.mov", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
+                                                                        "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "3M", "-timecode", "01:00:00:00"])
+        try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "dropped-timecode") { r, _ in
+            #expect(r.status == 0, "\(r.stdout.suffix(300)) \(r.stderr.suffix(300))")
+            let left = Self.dropped(try Command.json(r))
+            #expect(left.contains { $0.type == "data" && $0.reason == "data_stream_unsupported" && $0.language == "eng" }, "\(left)")
+        }
+    }
 }
