@@ -202,6 +202,11 @@ final class AudioTranscodeLane: Lane {
     }
 
     func finish(muxer: Muxer) throws(KilnError) {
+        // A stream that never gave a packet (a track with no frames) makes no sound here, as
+        // a copy of it makes none: verification then finds the output without it, and the
+        // run goes again without the sound (`Preparer.missingSound`). Refused here, the
+        // whole file was, at a rung that re-encodes its sound.
+        if merge == nil, decoder.packetsSent == 0, retired.decoded == 0 { return }
         try decoder.decodeRequiringOutput(nil, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
             try self.decoded(f, muxer: muxer)
         }
