@@ -46,8 +46,11 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     public var indexDamage: String?
     /// Why a track's times in the header cannot be the file's (an MP4 track whose times
     /// drift from the pictures' across the file: its timescale or edit damaged). No plan
-    /// puts it right, so the file is refused (`source_corrupt`). nil otherwise.
+    /// puts that track right, so a plan that keeps it is refused (`source_corrupt`). nil otherwise.
     public var timingDamage: String?
+    /// The track `timingDamage` is about; a plan that leaves it out (another language, a
+    /// camera's third channel) is carried out. nil where unknown (probes made before it).
+    public var timingDamageStream: Int?
 
     public init(formatName: String, container: String, durationSeconds: Double, startSeconds: Double = 0,
                 bitRate: Int, sizeBytes: Int64, streams: [StreamInfo], chapters: [Chapter] = [],
@@ -68,6 +71,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
         case formatName = "format_name", container, durationSeconds = "duration_seconds"
         case startSeconds = "start_seconds", bitRate = "bit_rate", sizeBytes = "size_bytes"
         case streams, chapters, fingerprint, warnings, fragmented, indexDamage = "index_damage", timingDamage = "timing_damage"
+        case timingDamageStream = "timing_damage_stream"
     }
 
     public var videoStreams: [StreamInfo] { streams.filter { $0.type == .video && !$0.disposition.attachedPicture } }

@@ -179,9 +179,11 @@ public enum Preparer {
                 // it declared, an index cut short): its change is the reason to give.
                 if !cancellation.isCanceled { try opened.watch?.check(error.stage) }
                 // A camera's tracks that fail as one sound (one of them damaged: its times
-                // jumping alone, its frames undecodable) go as the first alone, as before they
-                // were merged, rather than not at all; a file that fails so too fails.
-                if change == nil, error.code == .sourceCorrupt, current.audio?.mergeSources?.isEmpty == false {
+                // jumping alone, its frames undecodable, its header unreadable) go as the
+                // first alone, as before they were merged, rather than not at all; a file that
+                // fails so too fails.
+                if change == nil, error.code == .sourceCorrupt || error.code == .sourceUnsupported,
+                   current.audio?.mergeSources?.isEmpty == false {
                     change = FormatChange(video: false, description: "the tracks merged into the sound failed as one (\(error.message))",
                                           unmerges: true)
                 }

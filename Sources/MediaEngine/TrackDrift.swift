@@ -27,7 +27,7 @@ enum TrackDrift {
 
     /// Why a track's times cannot be the file's, or nil. Only non-fragmented MP4 and
     /// QuickTime files have sample tables complete enough to judge.
-    static func judge(_ demuxer: Demuxer) -> String? {
+    static func judge(_ demuxer: Demuxer) -> (stream: Int, why: String)? {
         var tracks: [(index: Int, samples: [Sample])] = []
         for i in 0..<demuxer.streamCount {
             let st = demuxer.stream(i)
@@ -47,8 +47,8 @@ enum TrackDrift {
             guard let drift = drift(of: track.samples, against: byPosition) else { continue }
             let spans = [span(reference.samples), span(track.samples)]
             if abs(drift) > max(toleratedSeconds, toleratedShare * (spans.max() ?? 0)) {
-                return "stream \(track.index)'s times drift \(format(abs(drift))) s from stream \(reference.index)'s across the file"
-                    + " (\(format(spans[1])) s of samples beside \(format(spans[0])) s): its timing in the header is damaged"
+                return (track.index, "stream \(track.index)'s times drift \(format(abs(drift))) s from stream \(reference.index)'s across the file"
+                    + " (\(format(spans[1])) s of samples beside \(format(spans[0])) s): its timing in the header is damaged")
             }
         }
         return nil

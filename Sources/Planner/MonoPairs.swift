@@ -23,7 +23,9 @@ struct MonoPairs {
         var i = 0
         while i + 1 < audio.count {
             let (a, b) = (audio[i], audio[i + 1])
-            if Self.pairable(a, b) {
+            // Nor is a track whose times drift from the pictures' (`timingDamage`) paired:
+            // the first goes alone, where the pair would be refused.
+            if Self.pairable(a, b), a.index != source.timingDamageStream, b.index != source.timingDamageStream {
                 pairs[a.index] = (a, b)
                 pairs[b.index] = (a, b)
                 i += 2

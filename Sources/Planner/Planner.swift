@@ -33,6 +33,13 @@ public enum Planner {
         try validate(caps: caps)
         let context = PlanContext(source: source, caps: caps, policy: policy, audioLanguage: audioLanguage, presets: presets)
         var plan = try quality == .original ? context.planOriginal() : context.planRung(quality)
+        // A track whose times disagree with the pictures': a copy keeps the wrong times and
+        // an encode follows them, so no delivery that plays it, the file as it is included,
+        // would play in sync. One the plan leaves out (a camera's third channel, another
+        // language) changes nothing.
+        if let why = source.timingDamage, source.timingDamageStream.map(plan.keptSourceIndices.contains) ?? true {
+            throw KilnError(.sourceCorrupt, stage: .plan, "the source's tracks do not keep time together: \(why)")
+        }
         plan.reasons = unique(plan.reasons)
         plan.ignoredCaps = caps?.ignoredFields
         plan.artifactKey = ArtifactKey.compute(plan: plan, source: source, presetsVersion: presets.version)
@@ -153,11 +160,6 @@ struct PlanContext {
         if let v = video, v.codec == "none" { throw unknown(v) }
         // A sound track cut from a damaged index is no track to leave out quietly.
         if source.indexDamage != nil, let a = source.streams.first(where: { $0.type == .audio && $0.codec == "none" }) { throw unknown(a) }
-        // Tracks whose times disagree: a copy keeps the wrong times and an encode follows
-        // them, so no delivery, the file as it is included, would play in sync.
-        if let why = source.timingDamage {
-            throw KilnError(.sourceCorrupt, stage: .plan, "the source's tracks do not keep time together: \(why)")
-        }
         if video == nil && source.audioStreams.isEmpty {
             if let s = source.streams.first(where: { $0.codec == "none" }) { throw unknown(s) }
             // An index cut short can take every track with it (an MOV cut 2 kB before its

@@ -1286,6 +1286,22 @@ struct MonoPairTests {
         #expect(ArtifactKey.compute(plan: single, source: source, presetsVersion: presets.version) != plan.artifactKey)
     }
 
+    @Test("a track whose header times drift from the pictures' refuses only a plan that plays it: CH3 drifting leaves CH1+CH2 to go; CH2 drifting is not paired, CH1 goes alone; CH1 drifting, or a drift whose track is not known (a probe from before), refuses as before (one flipped byte in an unused track's table had refused the file)")
+    func driftingTrack() throws {
+        var source = Self.camera((1...4).map { Self.channel($0) }, container: "mov")
+        source.timingDamage = "stream 3's times drift 7.64 s from stream 0's across the file"
+        source.timingDamageStream = 3
+        let unused = try Planner.plan(source: source, quality: .original, caps: ios, presets: presets)
+        #expect(unused.audio?.sourceIndex == 1 && unused.audio?.mergeSources == [2], "\(String(describing: unused.audio))")
+        source.timingDamageStream = 2
+        let partner = try Planner.plan(source: source, quality: .original, caps: ios, presets: presets)
+        #expect(partner.audio?.sourceIndex == 1 && partner.audio?.mergeSources == nil, "\(String(describing: partner.audio))")
+        for stream in [1, nil] {
+            source.timingDamageStream = stream
+            #expect(throws: KilnError.self) { try Planner.plan(source: source, quality: .original, caps: ios, presets: presets) }
+        }
+    }
+
     @Test("a language asked for that is the second pair's picks CH3+CH4; a device that plays one channel gets both sides mixed into it")
     func secondPairAndMono() throws {
         let source = Self.camera([Self.channel(1, lang: "eng"), Self.channel(2, lang: "eng"), Self.channel(3, lang: "deu"), Self.channel(4, lang: "deu")])

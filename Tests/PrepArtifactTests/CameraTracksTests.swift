@@ -218,4 +218,32 @@ struct CameraTracksTests {
             }
         }
     }
+
+    @Test("CH2's edit list damaged (its one segment 0 long, so its one packet gives no sound): the pair cannot be decoded as one, and CH1 goes alone, said in the adjustments (the file was refused as undecodable)")
+    func partnerUndecodable() throws {
+        let source = try Media.generated("camera-ch2-elst0.mov") { tmp in
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "color=c=gray:size=64x64:rate=5:duration=8",
+                                               "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
+                                               "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000:duration=8",
+                                               "-map", "0", "-map", "1", "-map", "2", "-c:v", "libx264", "-preset", "ultrafast",
+                                               "-c:a", "pcm_s24le", "-f", "mov", tmp])
+            guard r.status == 0 else { throw TestFailure(r.stderr) }
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: tmp)))
+            // The third `elst` is CH2's (tracks in order: picture, CH1, CH2): its first
+            // segment's duration, after the box's version, flags and entry count.
+            let tag = Array("elst".utf8)
+            let found = (0..<(bytes.count - 4)).filter { bytes[$0..<($0 + 4)].elementsEqual(tag) }
+            guard found.count == 3 else { throw TestFailure("\(found.count) edit lists") }
+            for k in 0..<4 { bytes[found[2] + 12 + k] = 0 }
+            try Data(bytes).write(to: URL(fileURLWithPath: tmp))
+        }
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "camera-elst0") { run, out in
+            #expect(run.status == 0, "\(run.stdout.prefix(400)) \(run.stderr.suffix(300))")
+            let json = try Command.json(run)
+            #expect("\(json["stats"]?["adjustments"] ?? .null)".contains("audio_tracks_not_merged"), "\(run.stdout.suffix(600))")
+            #expect(json["executed_plan"]?["audio"]?["merge_sources"] == nil)
+            let samples = try Self.channel(out, 1)
+            #expect(abs(Self.frequency(samples, from: 1, to: 7) - 440) < 5, "CH1 on the right too")
+        }
+    }
 }
