@@ -28,10 +28,13 @@ struct CueSchedule: Equatable {
 
     /// How long a cue whose source gives no end stays, when no cue follows it sooner.
     static let unknownLengthCap: Int64 = 10_000
-    /// The most cues on screen at once. A screen holds a few (two speakers, a sign); a
-    /// source that stacks thousands (3,000 overlapping TTML paragraphs made a 114 MB track
-    /// of samples holding all of them, and every sample went over them all) is left at this.
-    static let mostOnScreen = 8
+    /// The most cues on screen at once, nil for no limit. TTML sets one (`SubtitleLane`):
+    /// its profiles show a few paragraphs in a few regions, and a document that stacks
+    /// thousands (3,000 overlapping paragraphs made a 114 MB track of samples holding all
+    /// of them, every sample going over them all) is left at it. ASS typesetting puts many
+    /// events on screen at once on purpose (a sign in layers, karaoke syllables), so other
+    /// formats keep every cue, as many as a sample holds.
+    var mostOnScreen: Int?
 
     /// Every cue is the whole screen (closed captions): it ends the ones before it, which
     /// the caption decoder times to end where it starts, give or take a millisecond of
@@ -69,7 +72,7 @@ struct CueSchedule: Equatable {
             pending.removeAll { $0.start >= start }
             for i in pending.indices where pending[i].end.map({ $0 > start }) ?? true { pending[i].end = start }
         }
-        if pending.lazy.filter({ $0.start <= start && ($0.end ?? .max) > start }).count >= Self.mostOnScreen {
+        if let most = mostOnScreen, pending.lazy.filter({ $0.start <= start && ($0.end ?? .max) > start }).count >= most {
             crowdedCues += 1
             return []
         }

@@ -45,6 +45,9 @@ final class SubtitleLane: Lane {
     /// times are on the source track's clock, not the output's.
     var timesMoved: Int64 = 0
     private var ttmlCues = 0
+    /// The most TTML paragraphs on screen at once (`CueSchedule.mostOnScreen`): IMSC
+    /// allows four regions; four paragraphs each is plenty.
+    static let ttmlOnScreen = 16
     /// The track's first sample's time on its own clock (ms), where an edit list or an
     /// offset put the media clock's zero (`TTMLCues.placed`).
     private var ttmlTrackStart: Int64?
@@ -64,6 +67,7 @@ final class SubtitleLane: Lane {
         let codecID = captions != nil ? AV_CODEC_ID_EIA_608 : ttml ? AV_CODEC_ID_SUBRIP : par.pointee.codec_id
         captionDecoder = codecID == AV_CODEC_ID_EIA_608
         schedule.oneScreen = captionDecoder
+        if ttml { schedule.mostOnScreen = Self.ttmlOnScreen }
         guard let codec = avcodec_find_decoder(codecID), let ctx = avcodec_alloc_context3(codec) else {
             throw KilnError(.sourceUnsupported, stage: .decode, "no decoder for the \(string(avcodec_get_name(codecID)) ?? "?") subtitle stream")
         }

@@ -18,14 +18,19 @@ struct CueScheduleTests {
         return out + schedule.finish(at: end)
     }
 
-    @Test("at most eight cues are on screen at once: the rest of a pile of overlapping cues is left out (3,000 stacked TTML paragraphs made a 114 MB track), those after the pile are shown")
+    @Test("where a limit is set (TTML's), at most that many cues are on screen at once: the rest of a pile of overlapping cues is left out (3,000 stacked TTML paragraphs made a 114 MB track), those after the pile are shown; without one every cue stays")
     func crowdedScreen() {
         var cues: [(Int64, Int64?, String)] = (0..<3_000).map { (Int64($0), Int64(10_000), "cue \($0)") }
         cues.append((20_000, 21_000, "after"))
-        let samples = Self.samples(cues, end: 30_000)
-        #expect(samples.allSatisfy { $0.events.count <= CueSchedule.mostOnScreen }, "\(samples.map(\.events.count).max() ?? 0)")
+        var schedule = CueSchedule()
+        schedule.mostOnScreen = SubtitleLane.ttmlOnScreen
+        var samples: [Sample] = []
+        for (start, stop, text) in cues { samples += schedule.add(start: start, end: stop, events: [text], reach: 30_000) }
+        samples += schedule.finish(at: 30_000)
+        #expect(samples.allSatisfy { $0.events.count <= SubtitleLane.ttmlOnScreen }, "\(samples.map(\.events.count).max() ?? 0)")
         #expect(samples.last?.events == ["after"])
-        #expect(samples.contains { $0.events.count == CueSchedule.mostOnScreen })
+        #expect(samples.contains { $0.events.count == SubtitleLane.ttmlOnScreen })
+        #expect(Self.samples(Array(cues.prefix(40)), end: 30_000).contains { $0.events.count == 40 })
     }
 
     @Test("closed captions are one screen: a cue ends the one before, a millisecond of rounding stacks nothing")
