@@ -784,18 +784,18 @@ public enum Preparer {
             // sound); a planned sound that gave no packet is left out at run time.
             let kept = Set(plan.keptSourceIndices)
             for s in source.streams {
+                let left: (type: String, reason: String)?
                 switch s.type {
-                case .attachment:
-                    dropped.append(.init(sourceIndex: s.index, type: "attachment", codec: s.codec, reason: "attachment_unsupported", language: language(s.index)))
-                case .video where s.disposition.attachedPicture:
-                    dropped.append(.init(sourceIndex: s.index, type: "attached_picture", codec: s.codec, reason: "attachment_unsupported", language: language(s.index)))
-                case .data: dropped.append(.init(sourceIndex: s.index, type: "data", codec: s.codec, reason: "data_stream_unsupported", language: language(s.index)))
-                case .video where !kept.contains(s.index):
-                    dropped.append(.init(sourceIndex: s.index, type: "video", codec: s.codec, reason: "video_track_not_chosen", language: language(s.index)))
-                case .audio where !kept.contains(s.index):
-                    dropped.append(.init(sourceIndex: s.index, type: "audio", codec: s.codec, reason: "audio_track_not_chosen", language: language(s.index)))
-                case .unknown: dropped.append(.init(sourceIndex: s.index, type: "unknown", codec: s.codec, reason: "stream_unsupported", language: language(s.index)))
-                default: break
+                case .attachment: left = ("attachment", "attachment_unsupported")
+                case .video where s.disposition.attachedPicture: left = ("attached_picture", "attachment_unsupported")
+                case .data: left = ("data", "data_stream_unsupported")
+                case .video where !kept.contains(s.index): left = ("video", "video_track_not_chosen")
+                case .audio where !kept.contains(s.index): left = ("audio", "audio_track_not_chosen")
+                case .unknown: left = ("unknown", "stream_unsupported")
+                default: left = nil
+                }
+                if let left {
+                    dropped.append(.init(sourceIndex: s.index, type: left.type, codec: s.codec, reason: left.reason, language: language(s.index)))
                 }
             }
             dropped.sort { $0.sourceIndex < $1.sourceIndex }

@@ -44,7 +44,6 @@ final class SubtitleLane: Lane {
     /// How far the pipeline moved this packet's times (stream ticks): a TTML document's
     /// times are on the source track's clock, not the output's.
     var timesMoved: Int64 = 0
-    private var ttmlCues = 0
     /// The most TTML paragraphs on screen at once (`CueSchedule.mostOnScreen`): IMSC
     /// allows four regions; four paragraphs each is plenty.
     static let ttmlOnScreen = 16
@@ -207,11 +206,17 @@ final class SubtitleLane: Lane {
         if ttmlTrackStart == nil { ttmlTrackStart = start }
         let cues = TTMLCues.read(Array(UnsafeBufferPointer(start: data, count: Int(p.size))))
         for cue in TTMLCues.placed(cues, sampleStart: start, sampleEnd: end, trackStart: ttmlTrackStart ?? 0) {
-            try addCue(start: max(0, cue.begin + moved), end: cue.end.map { $0 + moved },
-                       events: ["\(ttmlCues),0,Default,,0,0,0,," + cue.text], muxer: muxer)
-            ttmlCues += 1
+            try addCue(start: max(0, cue.begin + moved), end: cue.end.map { $0 + moved }, events: [event(cue.text)], muxer: muxer)
         }
     }
+
+    /// An ASS event of the lane's own making (CEA-708 screens, TTML paragraphs, which no
+    /// libavcodec decoder gives), in the decoder's form: `ReadOrder,Layer,Style,…,Text`.
+    private func event(_ text: String) -> String {
+        defer { madeEvents += 1 }
+        return "\(madeEvents),0,Default,,0,0,0,," + text
+    }
+    private var madeEvents = 0
 
     /// The caption service's triplets (`CaptionChannel`) to the caption decoder, at their
     /// time; marked where a caption would otherwise start before its first character
@@ -236,7 +241,6 @@ final class SubtitleLane: Lane {
     private lazy var dtvccService: Int? = plan.captionService.flatMap { $0.hasPrefix("SERVICE") ? Int($0.dropFirst(7)) : nil }
     private var dtvccPackets = DTVCCPackets()
     private var dtvcc = DTVCCService()
-    private var dtvccCues = 0
 
     /// CEA-708 screens (times in milliseconds) as cues: each lasts until the next, a blank
     /// one ends the one before. Their lines come as ASS text, styles as tags.
@@ -244,8 +248,7 @@ final class SubtitleLane: Lane {
         for screen in screens {
             var events: [String] = []
             if !screen.lines.isEmpty {
-                events = ["\(dtvccCues),0,Default,,0,0,0,," + screen.marked.joined(separator: "\\N")]
-                dtvccCues += 1
+                events = [event(screen.marked.joined(separator: "\\N"))]
                 stats.framesDecoded += 1
             }
             try addCue(start: max(0, screen.time), end: nil, events: events, muxer: muxer)

@@ -165,16 +165,12 @@ struct TTMLCues {
             if let rate = attributes["tickRate"].flatMap(Double.init), rate > 0 { timing.tickRate = rate }
             else if attributes["frameRate"] != nil { timing.tickRate = timing.frameRate * timing.subFrameRate }
         }
-        var style = parent?.style ?? []
-        for id in (attributes["style"] ?? "").split(separator: " ") { style.formUnion(styles[String(id)] ?? []) }
-        style = Self.styled(style, attributes)
+        // The styles an element names (`style="s1 s2"`), then its own attributes over them.
+        let referenced = (attributes["style"] ?? "").split(separator: " ").reduce(into: Style()) { $0.formUnion(styles[String($1)] ?? []) }
+        var style = Self.styled((parent?.style ?? []).union(referenced), attributes)
         // Metadata (a description, the agent speaking) is about the text, not shown with it.
         if Self.metadata.contains(name) { style.insert(.hidden) }
-        if name == "style", let id = attributes["id"] {
-            var own: Style = []
-            for ref in (attributes["style"] ?? "").split(separator: " ") { own.formUnion(styles[String(ref)] ?? []) }
-            styles[id] = Self.styled(own, attributes)
-        }
+        if name == "style", let id = attributes["id"] { styles[id] = Self.styled(referenced, attributes) }
         // Times nest by adding; each is under 10^12 ms and a sum is held under `Self.latest`,
         // so no nesting, however deep, overflows.
         let parentBegin = parent?.begin ?? 0
