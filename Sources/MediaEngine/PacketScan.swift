@@ -248,6 +248,7 @@ extension Prober {
         mutating func observe(_ packet: Packet, _ demuxer: Demuxer, _ streams: inout [StreamInfo]) {
             guard let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) }) else { return }
             if packet.isEncrypted { streams[i].encrypted = true }
+            if streams[i].codec == "ttml" { return observeTTML(packet, i, &streams[i]) }
             guard streams[i].type == .audio else { return }
             let st = demuxer.stream(Int(packet.streamIndex))
             let p = packet.pointer.pointee
@@ -272,6 +273,23 @@ extension Prober {
             }
         }
 
+        /// A TTML track's first documents: one of pictures and no text (IMSC's image profile)
+        /// makes the track a picture subtitle, which the planner leaves out as it does
+        /// PGS; it would have become an empty text track. Read until one shows something,
+        /// `formatTries` at most (a track may open with empty documents).
+        private mutating func observeTTML(_ packet: Packet, _ i: Int, _ stream: inout StreamInfo) {
+            let p = packet.pointer.pointee
+            guard let data = p.data, p.size > 0, tries[i, default: 0] < Self.formatTries else { return }
+            tries[i, default: 0] += 1
+            switch TTMLCues.shown(Array(UnsafeBufferPointer(start: data, count: Int(p.size)))) {
+            case .text: tries[i] = Self.formatTries
+            case .images:
+                stream.textSubtitle = false
+                tries[i] = Self.formatTries
+            case .nothing: break
+            }
+        }
+
         /// A bitrate for each sound stream whose container and headers give none (Matroska
         /// and MPEG-TS carry no bitrate for AAC, Opus or Vorbis, whose frames vary), from
         /// the packets the scan read: at least two seconds of them. Without one the planner
@@ -291,7 +309,8 @@ extension Prober {
         /// Whether every sound stream has told what it can.
         func settled(_ streams: [StreamInfo]) -> Bool {
             streams.indices.allSatisfy { i in
-                streams[i].type != .audio
+                if streams[i].codec == "ttml" { return tries[i, default: 0] >= Self.formatTries }
+                return streams[i].type != .audio
                     || ((streams[i].sampleRate != nil || tries[i, default: 0] >= Self.formatTries)
                         && (streams[i].codec != "mp3" || layerRead.contains(i)))
             }

@@ -85,9 +85,9 @@ final class SubtitleCharset {
     func utf8(_ bytes: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         guard converters.count > 1 else {
             used[0] += 1
-            return convert(bytes, with: converters[0].cd).text
+            return Self.convert(bytes, with: converters[0].cd).text
         }
-        let readings = converters.map { convert(bytes, with: $0.cd) }
+        let readings = converters.map { Self.convert(bytes, with: $0.cd) }
         func score(_ i: Int) -> (Int, Int, Int, Int) {
             (-readings[i].unreadable, -SubtitleCharset.implausibleWords(readings[i].text), SubtitleCharset.commonness(readings[i].text),
              used[i])
@@ -130,8 +130,16 @@ final class SubtitleCharset {
 
     private static let common = Set("的一是不了人我在有他这這中大来來上国國个個到说說们們为為子和你地出道也时時年得就那要下以生会會自着著去之过過家学學对對可她里裡后後小么麼心多天而能好都然没沒日于於起还還发發成事只作当當想看文无無开開手十用主行方又如前所本见見经經头頭面公同三已老从從动動两兩长長知民样樣现現分将將外但身些与與高意进進把法此实實回二理美点點月明其种種声聲全工己话話儿兒者向情部正名定女问問力机機给給等几幾很业業最间間新什打便位因重被走电電四第门門相次东東政海口使教西再平真听聽世气氣信北少关關并並内內加化由却卻代军軍产產入先山五太水万萬市眼体體别別处處总總才场場师師书書比住员員九笑性通目华華报報立马馬命张張活难難神数數件安表原车車白应應路期叫死常提感金何更反合放做系计計或司利受光王果亲親界及今京务務制解各任至清物台象记記边邊共风風战戰干接它许許八特觉覺望直服毛林题題建南度统統色字请請交爱愛让讓认認算论論百吃义義科怎元社术術结結六功指思非流每青管夫连連远遠资資队隊跟带帶花快条條院变變联聯言权權往展该該领領传傳近留红紅治决決周保达達办辦运運武半候七必城父强強步完革深区區即求品士转轉量空甚众眾技轻輕程告江语語英基派满滿式李息写寫呢识識极極令黄黃德收脸臉钱錢党黨倒未持取设設始版双雙历歷越史商千片容研像找友孩站广廣改议議形委早房音火际際则則首单單据據导導影失拿网網香似斯专專石若兵弟谁誰校读讀志飞飛观觀争爭究包组組造落视視济濟喜离離虽雖坐集编編宝寶谈談府拉黑且随隨格尽盡剑劍讲講布杀殺微怕母调調局根曾准準团團段终終乐樂切级級克精哪官示冷域吗嗎啊吧呀哦嗯".unicodeScalars)
 
+    /// `bytes` read in `encoding` (an iconv name, as an XML declaration gives it), nil
+    /// when iconv knows no such encoding.
+    static func utf8(_ bytes: [UInt8], from encoding: String) -> [UInt8]? {
+        guard let cd = iconv_open("UTF-8", encoding), Int(bitPattern: cd) != -1 else { return nil }
+        defer { iconv_close(cd) }
+        return bytes.withUnsafeBufferPointer { convert($0, with: cd).text }
+    }
+
     /// `bytes` read with `converter`, and how many of them it could not read.
-    private func convert(_ bytes: UnsafeBufferPointer<UInt8>, with converter: iconv_t) -> (text: [UInt8], unreadable: Int) {
+    private static func convert(_ bytes: UnsafeBufferPointer<UInt8>, with converter: iconv_t) -> (text: [UInt8], unreadable: Int) {
         var unreadable = 0
         iconv(converter, nil, nil, nil, nil)   // a fresh shift state for each cue
         var out: [UInt8] = []

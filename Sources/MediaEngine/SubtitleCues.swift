@@ -36,6 +36,10 @@ struct CueSchedule: Equatable {
     /// formats keep every cue, as many as a sample holds.
     var mostOnScreen: Int?
 
+    /// Cues on screen together are stacked in the order `add` was given (`rank`), not by
+    /// their starts: TTML's paragraphs flow into their region in document order.
+    var stackedByRank = false
+
     /// Every cue is the whole screen (closed captions): it ends the ones before it, which
     /// the caption decoder times to end where it starts, give or take a millisecond of
     /// rounding that must not stack two screens.
@@ -53,7 +57,7 @@ struct CueSchedule: Equatable {
     /// Adds a cue (`events` already cleaned) and returns the samples that are
     /// now final: those before its start, and before `reach` (how far the pictures and sound
     /// have come), so that a cue running on past their end can still be cut there.
-    mutating func add(start: Int64, end: Int64?, events: [String], reach: Int64? = nil) -> [Sample] {
+    mutating func add(start: Int64, end: Int64?, events: [String], reach: Int64? = nil, rank: Int? = nil) -> [Sample] {
         // A cue with nothing to show still ends the ones that had no end (teletext clears its
         // page this way).
         guard !events.isEmpty else {
@@ -77,7 +81,7 @@ struct CueSchedule: Equatable {
             return []
         }
         arrivals += 1
-        pending.append(Cue(start: start, end: end, events: events, order: arrivals))
+        pending.append(Cue(start: start, end: end, events: events, order: rank ?? arrivals))
         // A cue from where the pictures and sound have not reached changes nothing before
         // them: while they stay where they were, there is nothing new to hand out. Cues
         // past their end (a subtitle file longer than the film) had made every cue go over
@@ -130,7 +134,7 @@ struct CueSchedule: Equatable {
         var samples: [Sample] = []
         for (from, to) in zip(times, times.dropFirst()) where to <= limit {
             let on = pending.filter { $0.start <= from && ($0.end ?? .max) >= to }
-                .sorted { ($0.start, $0.order) < ($1.start, $1.order) }
+                .sorted { stackedByRank ? $0.order < $1.order : ($0.start, $0.order) < ($1.start, $1.order) }
             if !on.isEmpty { samples.append(Sample(start: from, end: to, events: on.flatMap(\.events))) }
             final = to
         }

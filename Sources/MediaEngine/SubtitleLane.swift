@@ -50,6 +50,8 @@ final class SubtitleLane: Lane {
     /// The track's first sample's time on its own clock (ms), where an edit list or an
     /// offset put the media clock's zero (`TTMLCues.placed`).
     private var ttmlTrackStart: Int64?
+    /// The TTML cues given so far: the next document's stack below them.
+    private var ttmlRanked = 0
     /// Whether the decoder is the CEA-608 caption decoder: for the pictures' captions, or a
     /// caption track of its own (QuickTime's c608, whose packets libavformat gives as A/53
     /// triplets).
@@ -66,7 +68,10 @@ final class SubtitleLane: Lane {
         let codecID = captions != nil ? AV_CODEC_ID_EIA_608 : ttml ? AV_CODEC_ID_SUBRIP : par.pointee.codec_id
         captionDecoder = codecID == AV_CODEC_ID_EIA_608
         schedule.oneScreen = captionDecoder
-        if ttml { schedule.mostOnScreen = Self.ttmlOnScreen }
+        if ttml {
+            schedule.mostOnScreen = Self.ttmlOnScreen
+            schedule.stackedByRank = true
+        }
         guard let codec = avcodec_find_decoder(codecID), let ctx = avcodec_alloc_context3(codec) else {
             throw KilnError(.sourceUnsupported, stage: .decode, "no decoder for the \(string(avcodec_get_name(codecID)) ?? "?") subtitle stream")
         }
@@ -205,9 +210,13 @@ final class SubtitleLane: Lane {
         let end: Int64? = p.duration > 0 ? start + rescale(p.duration, from: tb, to: SubtitleLane.timeBase) : nil
         if ttmlTrackStart == nil { ttmlTrackStart = start }
         let cues = TTMLCues.read(Array(UnsafeBufferPointer(start: data, count: Int(p.size))))
-        for cue in TTMLCues.placed(cues, sampleStart: start, sampleEnd: end, trackStart: ttmlTrackStart ?? 0) {
-            try addCue(start: max(0, cue.begin + moved), end: cue.end.map { $0 + moved }, events: [event(cue.text)], muxer: muxer)
+        let placed = TTMLCues.placed(cues, sampleStart: start, sampleEnd: end, trackStart: ttmlTrackStart ?? 0)
+        // Given in the order they start (as the schedule takes cues), stacked in the document's.
+        for (rank, cue) in placed.enumerated().sorted(by: { ($0.element.begin, $0.offset) < ($1.element.begin, $1.offset) }) {
+            try addCue(start: max(0, cue.begin + moved), end: cue.end.map { $0 + moved }, events: [event(cue.text)],
+                       rank: ttmlRanked + rank, muxer: muxer)
         }
+        ttmlRanked += placed.count
     }
 
     /// An ASS event of the lane's own making (CEA-708 screens, TTML paragraphs, which no
@@ -300,8 +309,8 @@ final class SubtitleLane: Lane {
     }
 
     /// A cue to the schedule (`CueSchedule`), and the samples that are then final written.
-    private func addCue(start: Int64, end: Int64?, events: [String], muxer: Muxer) throws(KilnError) {
-        for sample in schedule.add(start: start, end: end, events: events, reach: milliseconds(picturesAndSoundReach)) {
+    private func addCue(start: Int64, end: Int64?, events: [String], rank: Int? = nil, muxer: Muxer) throws(KilnError) {
+        for sample in schedule.add(start: start, end: end, events: events, reach: milliseconds(picturesAndSoundReach), rank: rank) {
             try write(sample, muxer: muxer)
         }
     }

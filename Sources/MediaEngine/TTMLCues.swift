@@ -8,15 +8,22 @@
 /// ending no later than the parent; clock times (`01:02:03.5`, `01:02:03:12` in frames)
 /// and offsets (`3.5s`, `500ms`, `2m`, `1h`, `12f`, `900t`) with the document's
 /// `ttp:frameRate`, `ttp:frameRateMultiplier`, `ttp:subFrameRate` and `ttp:tickRate`.
+/// A `timeContainer="seq"` element's children follow one another: each counts from the end
+/// of the one before, and one without a time of its own lasts as long as what is timed
+/// within it (nothing: no time at all, as TTML says).
 /// Spans timed within a paragraph show in their time (a cue for each stretch between their
 /// times). Its text is its own and its spans' (`br` a new line, spaces collapsed as XML's default
 /// space handling does); italic, bold and underline (`tts:fontStyle`, `tts:fontWeight`,
-/// `tts:textDecoration`, on the element or a referenced `style`) become ASS tags, which the
-/// `mov_text` encoder turns into its style records. Layout, colours and regions are not
-/// carried: mov_text players place text themselves.
+/// `tts:textDecoration`, on the element, a referenced `style` or the `region` it is shown
+/// in) become ASS tags, which the `mov_text` encoder turns into its style records. Layout
+/// and colours are not carried: mov_text players place text themselves. Elements of other
+/// vocabularies (a packager's own metadata, SMPTE's images) are not TTML's text and are not
+/// shown; a document that declares no namespace at all is read as TTML. The document is read
+/// in the encoding it declares (or its byte order mark's, UTF-16), in Windows-1252 when it
+/// declares none and is not UTF-8.
 ///
-/// Malformed input never traps: what is not understood is skipped, and a document that
-/// cannot be read gives no cues.
+/// Malformed input never traps: what is not understood is skipped (a `<` that begins no tag
+/// is text), and a document that cannot be read gives no cues.
 struct TTMLCues {
     struct Cue: Equatable {
         /// Milliseconds on the document's timeline.
@@ -45,22 +52,82 @@ struct TTMLCues {
     /// An open element: its absolute begin and end (ms) and its style.
     private struct Frame {
         var name: String
+        var id: String?
         var begin: Int64
         var end: Int64?
+        /// The latest its content may end: its end, or the nearest ancestor's.
+        var limit: Int64?
         var style: Style
         var preserveSpace: Bool
+        /// The prefixes it binds (`xmlns:p="…"`; `xmlns` as ""), unbound when it closes.
+        var bindings: [String]
+        /// `timeContainer="seq"`: each child counts from where the one before it ended.
+        var sequential = false
+        /// In a sequence: where the next child's time counts from.
+        var cursor: Int64 = 0
+        /// The latest end of what is timed within it so far.
+        var latest: Int64?
+        /// In a sequence, with no time of its own: it lasts as long as what is timed within it.
+        var implicitInSequence = false
     }
 
     /// The document's cues in document order.
-    static func read(_ bytes: [UInt8]) -> [Cue] {
-        var reader = TTMLCues(bytes: bytes)
+    static func read(_ bytes: [UInt8]) -> [Cue] { reader(bytes).cues }
+
+    enum Shown { case text, images, nothing }
+
+    /// What the document shows: text, or pictures and no text (IMSC's image profile: a
+    /// `div`'s `smpte:backgroundImage`, IMSC 1.1's `image`), which a text track cannot carry.
+    static func shown(_ bytes: [UInt8]) -> Shown {
+        let r = reader(bytes)
+        return !r.cues.isEmpty ? .text : r.images > 0 ? .images : .nothing
+    }
+
+    private static func reader(_ bytes: [UInt8]) -> TTMLCues {
+        var reader = TTMLCues(bytes: utf8(bytes))
         reader.run()
-        return reader.cues
+        return reader
+    }
+
+    /// The document in UTF-8: as it is when it is UTF-8 (its byte order mark dropped); else
+    /// converted from UTF-16 (by its byte order mark, or its first `<` in two bytes), from
+    /// the encoding its XML declaration names (Latin-1 read as Windows-1252, as browsers
+    /// do: its curly quotes and dashes are that code page's), or from Windows-1252 when it
+    /// names none and is not UTF-8.
+    static func utf8(_ bytes: [UInt8]) -> [UInt8] {
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { return Array(bytes.dropFirst(3)) }
+        var body = bytes[...]
+        let encoding: String?
+        if bytes.starts(with: [0xFF, 0xFE]) { encoding = "UTF-16LE"; body = body.dropFirst(2) }
+        else if bytes.starts(with: [0xFE, 0xFF]) { encoding = "UTF-16BE"; body = body.dropFirst(2) }
+        else if bytes.starts(with: [0x3C, 0x00]) { encoding = "UTF-16LE" }
+        else if bytes.starts(with: [0x00, 0x3C]) { encoding = "UTF-16BE" }
+        else if let declared = declaredEncoding(bytes) {
+            encoding = ["utf-8", "utf8"].contains(declared) ? nil
+                : ["iso-8859-1", "iso_8859-1", "latin1", "l1", "us-ascii", "ascii"].contains(declared) ? "CP1252" : declared
+        } else {
+            encoding = bytes.withUnsafeBufferPointer(SubtitleCharset.isUTF8) ? nil : "CP1252"
+        }
+        guard let encoding, let converted = SubtitleCharset.utf8(Array(body), from: encoding) else { return bytes }
+        return converted
+    }
+
+    /// The encoding an XML declaration names (`<?xml version="1.0" encoding="ISO-8859-1"?>`), lowercased.
+    private static func declaredEncoding(_ bytes: [UInt8]) -> String? {
+        guard bytes.starts(with: Array("<?xml".utf8)) else { return nil }
+        let head = bytes.prefix(256)
+        guard let close = head.indices.first(where: { head[$0] == UInt8(ascii: ">") }) else { return nil }
+        let declaration = Array(head[..<close]), word = Array("encoding".utf8)
+        guard let at = declaration.indices.first(where: { declaration[$0...].starts(with: word) }) else { return nil }
+        let rest = String(decoding: declaration[(at + word.count)...], as: UTF8.self).drop { $0 == " " || $0 == "=" }
+        guard let quote = rest.first, quote == "\"" || quote == "'" else { return nil }
+        let value = rest.dropFirst().prefix { $0 != quote }
+        return value.isEmpty ? nil : value.lowercased()
     }
 
     /// A sample's cues (its document's, in milliseconds) where they show on the track's
-    /// presentation clock, in order of their start. ISO 14496-30 times a document on the
-    /// track's media clock, active for its sample's span: the cues are cut to that span (a
+    /// presentation clock, in document order (the order TTML stacks them in on screen). ISO
+    /// 14496-30 times a document on the track's media clock, active for its sample's span: the cues are cut to that span (a
     /// cue that runs across samples is in each, cut at their boundary). Which clock a
     /// writer meant shows in where its cues fall: the document is read from the zero that
     /// puts most of its cue time inside its sample, of the presentation clock's, the
@@ -80,7 +147,7 @@ struct TTMLCues {
             let score = inside(candidate)
             if score > best { (shift, best) = (candidate, score) }
         }
-        return cues.sorted { $0.begin < $1.begin }.compactMap { cue in
+        return cues.compactMap { cue in
             let from = max(cue.begin + shift, start)
             let to = [cue.end.map { $0 + shift }, end].compactMap { $0 }.min()
             if let to, to <= from { return nil }
@@ -99,7 +166,13 @@ struct TTMLCues {
     private var cues: [Cue] = []
     private var timing = Timing()
     private var styles: [String: Style] = [:]
+    /// The styles each region gives what is shown in it.
+    private var regions: [String: Style] = [:]
+    /// Pictures the document shows (`showsOnlyImages`).
+    private var images = 0
     private var stack: [Frame] = []
+    /// Each prefix's namespaces, the innermost last (`Frame.bindings`).
+    private var namespaces: [String: [String]] = [:]
     /// A run of a paragraph's text, with the style and the time its element gives it.
     private struct Segment {
         var text: String
@@ -127,6 +200,12 @@ struct TTMLCues {
                 }
                 if starts("<?", at: i) { i = find("?>", from: i + 2).map { $0 + 2 } ?? n; continue }
                 if starts("<!", at: i) { i = find(">", from: i + 2).map { $0 + 1 } ?? n; continue }
+                // A `<` that begins no name ("a < b", which XML would have written `&lt;`) is text.
+                guard i + 1 < n, Self.beginsName(bytes[i + 1]) || bytes[i + 1] == UInt8(ascii: "/") else {
+                    text(decoded: "<")
+                    i += 1
+                    continue
+                }
                 guard let close = tagEnd(from: i + 1) else { return }
                 tag(bytes[(i + 1)..<close])
                 i = close + 1
@@ -148,13 +227,34 @@ struct TTMLCues {
         }
         let selfClosing = body.last == UInt8(ascii: "/")
         let (qualified, attributes) = Self.parse(selfClosing ? body.dropLast() : body)
-        let name = Self.localName(qualified)
-        open(name, attributes)
-        if selfClosing { close(name) }
+        open(qualified, attributes)
+        if selfClosing { close(Self.localName(qualified)) }
     }
 
-    private mutating func open(_ name: String, _ attributes: [String: String]) {
+    private mutating func open(_ qualified: String, _ declared: [(name: String, value: String)]) {
         let parent = stack.last
+        var bindings: [String] = []
+        for a in declared where a.name == "xmlns" || a.name.hasPrefix("xmlns:") {
+            let prefix = a.name == "xmlns" ? "" : String(a.name.dropFirst(6))
+            bindings.append(prefix)
+            namespaces[prefix, default: []].append(a.value)
+        }
+        func namespace(_ prefix: Substring) -> String? { namespaces[String(prefix)]?.last }
+        // TTML's attributes by local name (`tts:fontStyle`, `xml:id` and `ttp:frameRate`,
+        // whatever prefix the document binds); another vocabulary's are not TTML's, even
+        // where their names are alike. A prefix the document never bound is taken for TTML's.
+        var attributes: [String: String] = [:]
+        for a in declared where a.name != "xmlns" && !a.name.hasPrefix("xmlns:") {
+            let prefix = Self.prefix(a.name), local = Self.localName(a.name)
+            if local == "backgroundImage" { images += 1 }
+            if prefix.isEmpty || prefix == "xml" || namespace(prefix).map(Self.isTTML) ?? true { attributes[local] = a.value }
+        }
+        let name = Self.localName(qualified)
+        // An element of another vocabulary (and everything within it) is not shown.
+        let foreign = namespace(Self.prefix(qualified)).map { !Self.isTTML($0) || $0.contains("#") } ?? false
+        // Its unprefixed attributes are its own vocabulary's: not TTML's times or styles.
+        if foreign { attributes = [:] }
+        if name == "image" { images += 1 }
         if name == "tt" {
             if let rate = attributes["frameRate"].flatMap(Double.init), rate > 0 { timing.frameRate = rate }
             if let multiplier = attributes["frameRateMultiplier"] {
@@ -167,19 +267,35 @@ struct TTMLCues {
         }
         // The styles an element names (`style="s1 s2"`), then its own attributes over them.
         let referenced = (attributes["style"] ?? "").split(separator: " ").reduce(into: Style()) { $0.formUnion(styles[String($1)] ?? []) }
-        var style = Self.styled((parent?.style ?? []).union(referenced), attributes)
+        // The region it is shown in styles it beneath its own and its parent's styles.
+        let region = attributes["region"].flatMap { regions[$0] } ?? []
+        var style = Self.styled((parent?.style ?? []).union(region).union(referenced), attributes)
         // Metadata (a description, the agent speaking) is about the text, not shown with it.
-        if Self.metadata.contains(name) { style.insert(.hidden) }
-        if name == "style", let id = attributes["id"] { styles[id] = Self.styled(referenced, attributes) }
+        if foreign || Self.metadata.contains(name) { style.insert(.hidden) }
+        if !foreign, name == "style" || name == "region" {
+            let defined = Self.styled(referenced, attributes)
+            if name == "region", let id = attributes["id"] { regions[id] = defined }
+            else if let id = attributes["id"] { styles[id] = defined }
+            // A style within a region is the region's.
+            if name == "style", parent?.name == "region", let id = parent?.id { regions[id, default: []].formUnion(defined) }
+        }
         // Times nest by adding; each is under 10^12 ms and a sum is held under `Self.latest`,
         // so no nesting, however deep, overflows.
-        let parentBegin = parent?.begin ?? 0
-        var begin = min(parentBegin + (attributes["begin"].flatMap(milliseconds) ?? 0), Self.latest)
-        var end: Int64? = attributes["end"].flatMap(milliseconds).map { min(parentBegin + $0, Self.latest) }
+        let inSequence = parent?.sequential == true
+        let base = inSequence ? parent!.cursor : (parent?.begin ?? 0)
+        var begin = min(base + (attributes["begin"].flatMap(milliseconds) ?? 0), Self.latest)
+        var end: Int64? = attributes["end"].flatMap(milliseconds).map { min(base + $0, Self.latest) }
         if let dur = attributes["dur"].flatMap(milliseconds) { end = min(end ?? Int64.max, begin + dur) }
-        if let limit = parent?.end { end = min(end ?? limit, limit); begin = min(begin, limit) }
+        let implicit = inSequence && end == nil
+        if let limit = parent?.limit {
+            if !implicit { end = min(end ?? limit, limit) }
+            begin = min(begin, limit)
+        }
         let preserve = attributes["space"].map { $0 == "preserve" } ?? (parent?.preserveSpace ?? false)
-        stack.append(Frame(name: name, begin: begin, end: end, style: style, preserveSpace: preserve))
+        stack.append(Frame(name: name, id: attributes["id"], begin: begin, end: end, limit: end ?? parent?.limit, style: style,
+                           preserveSpace: preserve, bindings: bindings, sequential: attributes["timeContainer"] == "seq",
+                           cursor: begin, implicitInSequence: implicit))
+        if foreign { return }
         if paragraph == nil, name == "p" {
             paragraph = (stack.count, begin, end, [])
         } else if name == "br", paragraph != nil {
@@ -190,9 +306,23 @@ struct TTMLCues {
     private mutating func close(_ name: String) {
         // An end tag closes the nearest open element of its name (and any left open inside it).
         guard let at = stack.lastIndex(where: { $0.name == name }) else { return }
-        stack.removeSubrange(at...)
-        if let p = paragraph, stack.count < p.depth {
+        while stack.count > at { finish(stack.removeLast()) }
+    }
+
+    /// An element closed: its end is its parent's to know (what a sequence's next child
+    /// counts from, how long an untimed parent in a sequence lasts); a paragraph's cues are made.
+    private mutating func finish(_ frame: Frame) {
+        for prefix in frame.bindings { namespaces[prefix]?.removeLast() }
+        var end = frame.end
+        if frame.implicitInSequence { end = min(frame.latest ?? frame.begin, frame.limit ?? Int64.max) }
+        if let end, !stack.isEmpty {
+            let k = stack.count - 1
+            stack[k].latest = max(stack[k].latest ?? end, end)
+            if stack[k].sequential { stack[k].cursor = end }
+        }
+        if var p = paragraph, stack.count < p.depth {
             paragraph = nil
+            if frame.implicitInSequence { p.end = end }
             if let end = p.end, end <= p.begin { return }
             // Spans timed within the paragraph (words of roll-up captions, a line that comes
             // later) show only in their time: a cue for each stretch between their times,
@@ -365,37 +495,39 @@ struct TTMLCues {
         return nil
     }
 
-    /// The `>` that ends a tag begun before `start`, outside quoted attribute values.
+    /// The `>` that ends a tag begun before `start`, outside quoted attribute values; the
+    /// first `>` when a quote is never closed (a stray apostrophe does not end the document).
     private func tagEnd(from start: Int) -> Int? {
         var quote: UInt8? = nil
+        var first: Int? = nil
         var i = start
         while i < bytes.count {
             let b = bytes[i]
+            if b == UInt8(ascii: ">"), first == nil { first = i }
             if let q = quote { if b == q { quote = nil } }
             else if b == UInt8(ascii: "\"") || b == UInt8(ascii: "'") { quote = b }
             else if b == UInt8(ascii: ">") { return i }
             i += 1
         }
-        return nil
+        return first
     }
 
-    /// A tag's name and its attributes by local name (prefixes dropped: `tts:fontStyle`,
-    /// `xml:id` and `ttp:frameRate` are read whatever prefix the document binds).
-    private static func parse(_ body: ArraySlice<UInt8>) -> (String, [String: String]) {
+    /// A tag's name and its attributes, as written (prefixes kept).
+    private static func parse(_ body: ArraySlice<UInt8>) -> (String, [(name: String, value: String)]) {
         let s = String(decoding: body, as: UTF8.self)
         var chars = Substring(s)
         let name = String(chars.prefix { !$0.isWhitespace })
         chars = chars.dropFirst(name.count)
-        var attributes: [String: String] = [:]
+        var attributes: [(name: String, value: String)] = []
         while true {
             chars = chars.drop { $0.isWhitespace }
             guard let eq = chars.firstIndex(of: "=") else { break }
-            let key = localName(String(chars[..<eq]).trimmed)
+            let key = String(chars[..<eq]).trimmed
             chars = chars[chars.index(after: eq)...].drop { $0.isWhitespace }
             guard let q = chars.first, q == "\"" || q == "'" else { break }
             chars = chars.dropFirst()
             guard let end = chars.firstIndex(of: q) else { break }
-            attributes[key] = entities(String(chars[..<end]))
+            attributes.append((key, entities(String(chars[..<end]))))
             chars = chars[chars.index(after: end)...]
         }
         return (name, attributes)
@@ -403,6 +535,21 @@ struct TTMLCues {
 
     private static func localName(_ qualified: String) -> String {
         qualified.split(separator: ":").last.map(String.init) ?? qualified
+    }
+
+    private static func prefix(_ qualified: String) -> Substring {
+        qualified.firstIndex(of: ":").map { qualified[..<$0] } ?? ""
+    }
+
+    /// TTML's namespaces: W3C's (`…/ns/ttml`, with `#styling`, `#parameter`, `#metadata`)
+    /// and the drafts' DFXP (`…/2006/10/ttaf1`), whose documents are still about.
+    private static func isTTML(_ uri: String) -> Bool {
+        uri.hasPrefix("http://www.w3.org/ns/ttml") || uri.includes("/ttaf1")
+    }
+
+    /// A byte that may begin an element's name: a letter, `_`, `:`, or any non-ASCII.
+    private static func beginsName(_ b: UInt8) -> Bool {
+        (b | 0x20) >= UInt8(ascii: "a") && (b | 0x20) <= UInt8(ascii: "z") || b == UInt8(ascii: "_") || b == UInt8(ascii: ":") || b >= 0x80
     }
 
     /// XML's five named entities and numeric character references.

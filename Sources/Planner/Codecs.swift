@@ -183,10 +183,11 @@ enum Codecs {
     /// conversion would fail on, and with it the whole artifact.
     static func isTextSubtitle(_ s: StreamInfo) -> Bool? {
         let codec = s.codec.lowercased()
-        if textSubtitles.contains(codec) { return true }
+        // Pictures, as the probe found (TTML in its image profile), whatever the codec.
         if s.textSubtitle == false || ["hdmv_pgs_subtitle", "dvd_subtitle", "dvb_subtitle", "xsub"].contains(codec) {
             return false
         }
+        if textSubtitles.contains(codec) { return true }
         return nil
     }
 

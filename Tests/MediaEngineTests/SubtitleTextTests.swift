@@ -33,6 +33,19 @@ struct CueScheduleTests {
         #expect(Self.samples(Array(cues.prefix(40)), end: 30_000).contains { $0.events.count == 40 })
     }
 
+    @Test("stacked by rank (TTML's document order): the cue given first in its document is above one that started before it; by start otherwise")
+    func stackedByRank() {
+        for byRank in [true, false] {
+            var schedule = CueSchedule()
+            schedule.stackedByRank = byRank
+            var samples = schedule.add(start: 1_000, end: 4_000, events: ["lower"], rank: 1)
+            samples += schedule.add(start: 2_000, end: 5_000, events: ["upper"], rank: 0)
+            samples += schedule.finish(at: 10_000)
+            let both = samples.first { $0.start == 2_000 }?.events
+            #expect(both == (byRank ? ["upper", "lower"] : ["lower", "upper"]), "\(samples)")
+        }
+    }
+
     @Test("closed captions are one screen: a cue ends the one before, a millisecond of rounding stacks nothing")
     func oneScreen() {
         var schedule = CueSchedule()

@@ -188,4 +188,98 @@ struct TTMLCuesTests {
         let got = Self.cues(Self.document(#"<p begin="1s" end="9s">"# + spans + "</p>"))
         #expect(got.count == 1 && got.first?.begin == 1000 && got.first?.end == 9000 && got.first?.text.count == 5_000)
     }
+
+    @Test("the document is read in its encoding: UTF-16 by its byte order mark (or none), the encoding its declaration names (Latin-1 as Windows-1252), Windows-1252 when it names none and is not UTF-8; a UTF-8 byte order mark is dropped")
+    func encodings() {
+        let xml = Self.document(#"<p begin="1s" end="2s">Déjà vu — « café »</p>"#)
+        let want = [Cue(begin: 1000, end: 2000, text: "Déjà vu — « café »")]
+        let utf16 = Array(xml.utf16)
+        let le = utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }, be = utf16.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
+        #expect(TTMLCues.read([0xFF, 0xFE] + le) == want)
+        #expect(TTMLCues.read([0xFE, 0xFF] + be) == want)
+        #expect(TTMLCues.read(be) == want)
+        #expect(TTMLCues.read([0xEF, 0xBB, 0xBF] + Array(xml.utf8)) == want)
+        // The same text in Windows-1252 (é E9, à E0, — 97, « AB, » BB), declared Latin-1, then undeclared.
+        let western: [UInt8] = [0x44, 0xE9, 0x6A, 0xE0, 0x20, 0x76, 0x75, 0x20, 0x97, 0x20, 0xAB, 0x20, 0x63, 0x61, 0x66, 0xE9, 0x20, 0xBB]
+        let body = Array(#"<tt xmlns="http://www.w3.org/ns/ttml"><body><p begin="1s" end="2s">"#.utf8) + western + Array("</p></body></tt>".utf8)
+        #expect(TTMLCues.read(Array(#"<?xml version="1.0" encoding="ISO-8859-1"?>"#.utf8) + body) == want)
+        #expect(TTMLCues.read(body) == want)
+        // Named in single quotes, in another code page (Windows-1251: Cyrillic).
+        let russian = Array(#"<?xml version='1.0' encoding='windows-1251'?><tt><body><p begin="1s" end="2s">"#.utf8)
+            + [0xCF, 0xF0, 0xE8, 0xE2, 0xE5, 0xF2] + Array("</p></body></tt>".utf8)
+        #expect(TTMLCues.read(russian).map(\.text) == ["Привет"])
+    }
+
+    @Test("a `<` that begins no tag is text, and an attribute whose quote is never closed ends at its tag's `>`: neither ends the document")
+    func strayMarkup() {
+        let body = #"<p begin="1s" end="2s">a < b, 1<2</p><p begin="2s" end="3s" title='it>next</p><p begin="3s" end="4s">last</p>"#
+        #expect(Self.cues(Self.document(body)).map(\.text) == ["a < b, 1<2", "next", "last"])
+    }
+
+    @Test("elements of other vocabularies (a packager's notes, SMPTE's images, TTML's metadata) are not shown, nor are their attributes read as TTML's; a document that binds no namespace is read as TTML")
+    func foreignVocabularies() {
+        let body = """
+        <p begin="1s" end="2s">said <x:note xmlns:x="urn:example:notes">not shown <span>nor this</span></x:note>aloud</p>
+        <p begin="2s" end="3s" xmlns:x="urn:example:styles" x:fontStyle="italic" tts:fontWeight="bold">bold only</p>
+        <p begin="3s" end="4s"><ttm:title xmlns:ttm="http://www.w3.org/ns/ttml#metadata">a title</ttm:title>text</p>
+        <x:p xmlns:x="urn:example" begin="4s" end="5s">a foreign paragraph</x:p>
+        """
+        #expect(Self.cues(Self.document(body)).map(\.text) == ["said aloud", "{\\b1}bold only{\\b0}", "text"])
+        #expect(Self.cues(#"<tt><body><p begin="1s" end="2s" tts:fontStyle="italic">bare</p></body></tt>"#).map(\.text) == ["{\\i1}bare{\\i0}"])
+    }
+
+    @Test("a region's styles (its own attributes, the styles it names, a style within it) style what is shown in it, beneath the element's own")
+    func regionStyles() {
+        let xml = """
+        <tt xmlns="http://www.w3.org/ns/ttml" xmlns:tts="http://www.w3.org/ns/ttml#styling">
+          <head><styling><style xml:id="b" tts:fontWeight="bold"/></styling>
+            <layout><region xml:id="top" tts:fontStyle="italic"/><region xml:id="low" style="b"/>
+              <region xml:id="under"><style tts:textDecoration="underline"/></region></layout></head>
+          <body><div region="top"><p begin="1s" end="2s">in top</p></div>
+            <p begin="2s" end="3s" region="low">in low</p>
+            <p begin="3s" end="4s" region="under">in under</p>
+            <p begin="4s" end="5s" region="top" tts:fontStyle="normal">upright</p>
+            <p begin="5s" end="6s" region="nowhere">plain</p></body>
+        </tt>
+        """
+        #expect(Self.cues(xml).map(\.text) == ["{\\i1}in top{\\i0}", "{\\b1}in low{\\b0}", "{\\u1}in under{\\u0}", "upright", "plain"])
+    }
+
+    @Test("a sequence (timeContainer seq): each child counts from the end of the one before; a child without a time lasts as long as what is timed within it, and a paragraph without one is not shown")
+    func sequence() {
+        let body = """
+        <div timeContainer="seq" begin="10s">
+          <p dur="2s">first</p>
+          <p begin="1s" dur="2s">after a second's gap</p>
+          <div><p dur="1s">in an untimed div</p><p begin="0.5s" end="1.5s">beside it</p></div>
+          <p>no time: not shown</p>
+          <p end="1s">last</p>
+        </div>
+        <p begin="1s" end="2s">outside</p>
+        """
+        let got = Self.cues(Self.document(body))
+        #expect(got == [Cue(begin: 10_000, end: 12_000, text: "first"), Cue(begin: 13_000, end: 15_000, text: "after a second's gap"),
+                        Cue(begin: 15_000, end: 16_000, text: "in an untimed div"), Cue(begin: 15_500, end: 16_500, text: "beside it"),
+                        Cue(begin: 16_500, end: 17_500, text: "last"), Cue(begin: 1_000, end: 2_000, text: "outside")], "\(got)")
+    }
+
+    @Test("a document of pictures and no text (IMSC's image profile: a div's smpte:backgroundImage, IMSC 1.1's image) is told from one of text and from an empty one")
+    func imageDocuments() {
+        let smpte = """
+        <tt xmlns="http://www.w3.org/ns/ttml" xmlns:smpte="http://www.smpte-ra.org/schemas/2052-1/2010/smpte-tt">
+          <head><metadata><smpte:image xml:id="i1" imagetype="PNG" encoding="Base64">iVBORw0KGgo=</smpte:image></metadata></head>
+          <body><div begin="1s" end="2s" smpte:backgroundImage="#i1"/></body></tt>
+        """
+        #expect(TTMLCues.shown(Array(smpte.utf8)) == .images)
+        #expect(TTMLCues.read(Array(smpte.utf8)).isEmpty, "the image's Base64 is no text")
+        #expect(TTMLCues.shown(Array(Self.document(##"<div begin="1s" end="2s"><image src="#i1"/></div>"##).utf8)) == .images)
+        #expect(TTMLCues.shown(Array(Self.document(#"<p begin="1s" end="2s">words</p>"#).utf8)) == .text)
+        #expect(TTMLCues.shown(Array(Self.document("").utf8)) == .nothing)
+    }
+
+    @Test("a sample's cues come in document order, which is the order TTML stacks them in on screen, not the order they start")
+    func documentOrder() {
+        let cues = [Cue(begin: 2_000, end: 5_000, text: "upper"), Cue(begin: 1_000, end: 4_000, text: "lower")]
+        #expect(TTMLCues.placed(cues, sampleStart: 0, sampleEnd: 10_000) == cues)
+    }
 }

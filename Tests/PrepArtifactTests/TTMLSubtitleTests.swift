@@ -99,4 +99,38 @@ struct TTMLSubtitleTests {
             #expect(probed.streams("subtitle").first?["tags"]?["handler_name"]?.string == "Français", "\(probed.streams("subtitle"))")
         }
     }
+
+    @Test("overlapping TTML paragraphs are stacked in document order, as TTML flows them into their region: the first paragraph is above one that began before it")
+    func documentOrder() throws {
+        let source = try Self.source("ttml-document-order-10s.mp4", document: """
+        <?xml version="1.0"?><tt xmlns="http://www.w3.org/ns/ttml"><body><div>
+        <p begin="2s" end="5s">upper</p><p begin="1s" end="4s">lower</p>
+        </div></body></tt>
+        """)
+        try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "ttml-document-order") { r, out in
+            #expect(r.status == 0, "\(r.stdout.suffix(300)) \(r.stderr.suffix(300))")
+            let cues = try Command.cues(out)
+            #expect(cues.map(\.text) == ["lower", "upper lower", "upper"], "\(cues)")
+        }
+    }
+
+    @Test("a TTML track of pictures (IMSC's image profile: divs showing smpte:backgroundImage) is left out as a picture subtitle and said so in dropped; it had become an empty text track")
+    func imageProfile() throws {
+        let source = try Self.source("ttml-image-profile-10s.mp4", document: """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <tt xmlns="http://www.w3.org/ns/ttml" xmlns:smpte="http://www.smpte-ra.org/schemas/2052-1/2010/smpte-tt"
+            xmlns:ttp="http://www.w3.org/ns/ttml#parameter" ttp:profile="http://www.w3.org/ns/ttml/profile/imsc1/image">
+          <head><metadata><smpte:image xml:id="i1" imagetype="PNG" encoding="Base64">iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==</smpte:image></metadata></head>
+          <body><div begin="1s" end="3s" smpte:backgroundImage="#i1"/></body>
+        </tt>
+        """)
+        let streams = try Command.probedStreams(source)
+        #expect(streams.contains { $0["codec"]?.string == "ttml" && $0["text_subtitle"] == .bool(false) }, "\(streams)")
+        try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "ttml-image-profile") { r, out in
+            #expect(r.status == 0, "\(r.stdout.suffix(300)) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(DroppedStreamsTests.dropped(json).map(\.reason) == ["subtitle_bitmap"], "\(DroppedStreamsTests.dropped(json))")
+            #expect(try FFprobe(out).streams("subtitle").isEmpty)
+        }
+    }
 }
