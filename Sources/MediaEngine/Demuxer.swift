@@ -136,7 +136,29 @@ final class Demuxer {
         }
         if format == "avi" { AVIFrameRate.reconcile(opened, path: path) }
         dropAttachmentData(opened)
+        leaveUnknownCodecsUnread(opened)
         return opened
+    }
+
+    /// Leaves unread (`AVDISCARD_ALL`, for the analysis, the probe's surveys and the run
+    /// alike) each picture, sound or subtitle stream of an MP4/MOV or Matroska file whose
+    /// codec libavformat does not know: nothing can decode, parse or copy it, and in these
+    /// containers a stream's codec is its sample entry's or CodecID's, never learnt from its
+    /// packets. Read, it cost memory that grew with the file's length: the analysis keeps
+    /// every packet it reads until each stream's parameters are known, which an unknown
+    /// codec's never are, so it read to its limits. A camera's PCM track whose handler was
+    /// damaged from `soun` to `vide` is such a stream, of one 2-byte sample per packet:
+    /// 30 s of them, 1.4 million packets, held 450 MB. The probe still lists the stream,
+    /// from its header, and the plan leaves it out.
+    private static func leaveUnknownCodecsUnread(_ ctx: UnsafeMutablePointer<AVFormatContext>) {
+        let format = String(cString: ctx.pointee.iformat.pointee.name)
+        guard format.hasPrefix("mov,") || format.hasPrefix("matroska") else { return }
+        for i in 0..<Int(ctx.pointee.nb_streams) {
+            guard let st = ctx.pointee.streams[i], let par = st.pointee.codecpar?.pointee,
+                  par.codec_id == AV_CODEC_ID_NONE,
+                  [AVMEDIA_TYPE_VIDEO, AVMEDIA_TYPE_AUDIO, AVMEDIA_TYPE_SUBTITLE].contains(par.codec_type) else { continue }
+            st.pointee.discard = AVDISCARD_ALL
+        }
     }
 
     /// Frees what a Matroska file's attachments hold (fonts: anime releases carry tens of

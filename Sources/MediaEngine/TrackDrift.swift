@@ -32,7 +32,9 @@ enum TrackDrift {
         for i in 0..<demuxer.streamCount {
             let st = demuxer.stream(i)
             let type = st.pointee.codecpar.pointee.codec_type
-            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO,
+            // Not a stream left unread (an unknown codec's, `Demuxer`): its samples may be
+            // one per PCM sample, 48,000 a second, and copying them cost 16 bytes each.
+            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO, st.pointee.discard != AVDISCARD_ALL,
                   st.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 else { continue }
             let samples = indexSamples(st)
             if samples.count >= minimumCompared { tracks.append((i, samples)) }

@@ -125,6 +125,23 @@ struct ProbeFileTests {
         #expect(info.bitRate > 3_000_000, "\(info.bitRate)")
         #expect(info.chapters.count == 2)
     }
+
+    @Test("a sound track whose handler says pictures (a camera's CH2 damaged from soun to vide: no codec, a 2-byte sample a packet) is listed from its header and none of its packets is read, by the analysis or after it (every one had been, 960,000 for 20 s, all held by the analysis); the other streams' all are")
+    func unknownCodecLeftUnread() throws {
+        let source = try Prober.open(path: try Media.cameraTracks(seconds: 20, ch2AsPictures: true), fingerprint: false)
+        let streams = source.info.streams
+        #expect(streams.map(\.type) == [.video, .audio, .video, .audio, .audio])
+        #expect(streams.count == 5 && streams[2].codec == "none" && streams[2].durationSeconds == 20)
+        let demuxer = try source.demuxer()
+        let packet = try Packet()
+        var counts: [Int32: Int] = [:]
+        while try demuxer.read(into: packet) {
+            counts[packet.streamIndex, default: 0] += 1
+            packet.unref()
+        }
+        #expect(counts[2] == nil, "\(counts[2] ?? 0) packets of the stream of no codec read")
+        #expect(counts[0] == 500 && [1, 3, 4].allSatisfy { counts[$0, default: 0] > 0 }, "\(counts)")
+    }
 }
 
 @Suite("the probe's packet scan on decode-times-only video")

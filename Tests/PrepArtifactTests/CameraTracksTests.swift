@@ -167,6 +167,44 @@ struct CameraTracksTests {
         #expect(peaks[1] < peaks[0] + 8192, "peak RSS \(peaks[0]) KiB without the dropout, \(peaks[1]) KiB with it")
     }
 
+    @Test("CH2's handler damaged from soun to vide (its 2-byte samples read as pictures of no codec, one a packet): the probe lists it so and answers in about the memory of the undamaged file, whose picture rate it finds as it does there, and the prepare merges CH1 with CH3, CH2 listed as left out (the analysis had held all 960,000 of its packets: 390 MB more for 20 s, 610 MB for 40 s of 1080p)")
+    func soundTrackDeclaredAsPictures() throws {
+        let plain = try Media.cameraTracks(seconds: 20, ch2AsPictures: false)
+        let damaged = try Media.cameraTracks(seconds: 20, ch2AsPictures: true)
+        let streams = try Command.probedStreams(damaged)
+        #expect(streams.count == 5)
+        guard streams.count == 5 else { return }
+        #expect(streams[2]["type"] == .string("video") && streams[2]["codec"] == .string("none"), "\(streams[2])")
+        #expect(streams[0]["frame_rate"] == .number(25) && streams[0]["variable_frame_rate"] == .bool(false), "\(streams[0])")
+        // Beside the undamaged file's peak: libavformat's index of CH2 (24 bytes a sample,
+        // 23 MB, held twice while it applies the edit list) and slack; not its packets.
+        let dir = Media.scratch("camera-ch2-vide")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for args in [["probe"], ["prepare", "--quality", "original", "--caps", "ios", "--output", dir.appendingPathComponent("o.mp4").path]] {
+            let peaks = try [plain, damaged].map { source in
+                let r = try Run.peakMemory(Command.binary, [args[0], source] + args.dropFirst())
+                #expect(r.status == 0, "\(args[0]) \(source)")
+                return r.maxRSSKiB
+            }
+            #expect(peaks[1] < peaks[0] + 64 * 1024, "\(args[0]): peak RSS \(peaks[0]) KiB undamaged, \(peaks[1]) KiB with CH2 as pictures")
+        }
+        try Command.prepare(damaged, quality: "original", caps: "ios", scratch: "camera-ch2-vide-out") { run, out in
+            #expect(run.status == 0, "\(run.stdout.prefix(400)) \(run.stderr.suffix(300))")
+            guard run.status == 0 else { return }
+            let json = try Command.json(run)
+            #expect(json["plan"]?["audio"]?["source_index"]?.int == 1 && json["plan"]?["audio"]?["merge_sources"] == .array([.number(3)]),
+                    "\(json["plan"]?["audio"] ?? .null)")
+            #expect(DroppedStreamsTests.dropped(json).contains(.init(index: 2, type: "video", reason: "video_track_not_chosen", language: nil)),
+                    "\(DroppedStreamsTests.dropped(json))")
+            let probe = try FFprobe(out)
+            #expect(probe.streams("video").count == 1 && probe.streams("audio").count == 1)
+            #expect(abs(probe.formatDuration - 20) < 0.2)
+            let left = try Self.channel(out, 0), right = try Self.channel(out, 1)
+            #expect(abs(Self.frequency(left, from: 1, to: 19) - 440) < 5, "left: \(Self.frequency(left, from: 1, to: 19)) Hz")
+            #expect(abs(Self.frequency(right, from: 1, to: 19) - 2000) < 5, "right: \(Self.frequency(right, from: 1, to: 19)) Hz")
+        }
+    }
+
     /// The lag (samples, within ±`reach`) at which `right` best matches `left` over the 0.1 s
     /// from `second`.
     static func lag(_ left: [Int16], _ right: [Int16], at second: Int, reach: Int = 300) -> Int {

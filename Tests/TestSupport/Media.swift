@@ -307,6 +307,31 @@ extension Media {
         }
     }
 
+    /// A camera's MOV of `seconds`: 320x240 pictures, then CH1 to CH4, mono 16-bit PCM tones
+    /// at 440, 1000, 2000 and 3000 Hz. `ch2AsPictures`: CH2's handler (its `mdia` box's
+    /// `hdlr`, the second saying `soun`) damaged to `vide`, as a fuzzer found it; libavformat
+    /// then reads CH2 as pictures of no codec, each of its samples (2 bytes) a packet.
+    public static func cameraTracks(seconds: Int, ch2AsPictures: Bool) throws -> String {
+        let tone = { (hz: Int) in ["-f", "lavfi", "-i", "sine=frequency=\(hz):sample_rate=48000:duration=\(seconds)"] }
+        let args = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=\(seconds)"] + tone(440) + tone(1000) + tone(2000) + tone(3000)
+            + (0..<5).flatMap { ["-map", "\($0)"] } + ["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s16le", "-f", "mov"]
+        let name = "camera-4ch-\(seconds)s\(ch2AsPictures ? "-ch2-vide" : "").mov"
+        guard ch2AsPictures else { return try generated(name, args) }
+        let plain = try cameraTracks(seconds: seconds, ch2AsPictures: false)
+        return try generated(name) { tmp in
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: plain)))
+            // A handler box's type follows its tag by 12 bytes (version and flags, then
+            // QuickTime's component type).
+            let tag = Array("hdlr".utf8), sound = Array("soun".utf8)
+            let handlers = (0..<(bytes.count - 16)).filter {
+                bytes[$0..<($0 + 4)].elementsEqual(tag) && bytes[($0 + 12)..<($0 + 16)].elementsEqual(sound)
+            }
+            guard handlers.count == 4 else { throw TestFailure("\(handlers.count) sound handlers in \(plain)") }
+            bytes.replaceSubrange((handlers[1] + 12)..<(handlers[1] + 16), with: Array("vide".utf8))
+            try Data(bytes).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
     /// What libavformat sees of an iTunes purchase (FairPlay): its sample entries `drmi` and
     /// `drms` wrap avc1 and mp4a. A plain file's entries renamed (its samples are not really
     /// encrypted, which changes nothing for the probe, the plan or the engine's refusal).
