@@ -219,6 +219,21 @@ public enum Preparer {
         }
     }
 
+    /// Closing a recording's splices gives the length of its parts, which the probe surveyed
+    /// (`TimelineSurvey`, the `timestamps_jump` length). Where the run came out far longer
+    /// (twice that, and a minute more), it did not follow the timeline across them and left
+    /// jumps open as gaps: an audio PID that went from AAC to AC-3 at each splice (libavformat
+    /// 5.1 goes on calling it AAC, so its packets' lengths are misread) made a 4-minute
+    /// recording 3.3 hours of pictures at half a frame a second, which then verified against
+    /// itself. Such a file is refused with that reason rather than delivered so.
+    static func refuseUnfollowedSplices(end: Double, splices: Int, info: MediaInfo) throws(KilnError) {
+        let parts = info.durationSeconds
+        guard splices > 0, info.warnings.contains("timestamps_jump"), parts > 0, end - parts > max(60, parts) else { return }
+        throw KilnError(.sourceCorrupt, stage: .mux,
+                        "the recording's timeline cannot be followed across its \(splices) splices: the output would last "
+                        + "\(Format.fixed(end, decimals: 0)) s where its parts last \(Format.fixed(parts, decimals: 0)) s")
+    }
+
     /// A run that failed on a source whose index cannot be the file's (`MediaInfo.indexDamage`;
     /// most often a copy or download that stopped part-way) is answered with that cause
     /// first, then the symptom the run met: "the aac audio stream has no readable packets"
@@ -406,6 +421,7 @@ public enum Preparer {
                 // run that came back), the length the source declares does not hold.
                 if pipeline.splices > 0 || pipeline.outliers > 0, let end = delivered.values.map(\.endSeconds).filter(\.isFinite).max() {
                     verifiedLength = end
+                    try refuseUnfollowedSplices(end: end, splices: pipeline.splices, info: info)
                 }
                 startOffset = Double(pipeline.startOffset()) / Double(kiln_time_base())
                 // Cues that reach the declared length explain nothing in a file whose index

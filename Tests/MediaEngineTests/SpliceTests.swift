@@ -7,6 +7,24 @@ import KilnTestSupport
 
 @Suite("times across a splice")
 struct SpliceTimelineTests {
+    @Test("a run whose splices came out far longer than the recording's parts (twice, and a minute more: jumps left open as gaps) is refused as a timeline that cannot be followed; within that, and in files without splices, the run stands")
+    func unfollowedSplices() {
+        let recording = MediaInfo(formatName: "mpegts", container: "ts", durationSeconds: 240, bitRate: 1_000_000, sizeBytes: 30_000_000,
+                                  streams: [], warnings: ["timestamps_jump"])
+        #expect(throws: KilnError.self) { try Preparer.refuseUnfollowedSplices(end: 11_876, splices: 37, info: recording) }
+        do {
+            try Preparer.refuseUnfollowedSplices(end: 11_876, splices: 37, info: recording)
+        } catch {
+            #expect(error.code == .sourceCorrupt && error.message.contains("37 splices") && error.message.contains("240 s"), "\(error.message)")
+        }
+        for (end, splices) in [(250.0, 37), (470, 3), (11_876, 0)] {
+            #expect(throws: Never.self) { try Preparer.refuseUnfollowedSplices(end: end, splices: splices, info: recording) }
+        }
+        var unsurveyed = recording
+        unsurveyed.warnings = []
+        #expect(throws: Never.self) { try Preparer.refuseUnfollowedSplices(end: 11_876, splices: 37, info: unsurveyed) }
+    }
+
     static let second = Int64(kiln_time_base())
 
     /// Feeds (stream, time in seconds: 0 pictures, 1 sound) in file order, each lasting 40 ms; the corrected
