@@ -86,7 +86,9 @@ public struct PrepareStats: Codable, Sendable, Equatable {
     /// the source does; `audio_continued` (`video_continued`) where the sound (the
     /// pictures) went on in another of the source's streams when the chosen one ended
     /// (`StreamSuccession`); `subtitle_recoded` where text cues that are not UTF-8 were
-    /// read in their language's code page (`SubtitleCharset`); `video_starts_late` where a
+    /// read in their language's code page (`SubtitleCharset`); `subtitle_cues_left_out`
+    /// where cues came while the most a screen shows were on it, or while the most the
+    /// schedule holds waited past the pictures (`CueSchedule`); `video_starts_late` where a
     /// copied picture's first keyframe comes more than the length tolerance in.
     public var adjustments: [String]?
     /// A burnt-in forced subtitle track's work (nil without one).
@@ -443,6 +445,11 @@ public enum Preparer {
                             return "subtitle_recoded: \(cues) not UTF-8; read as \($0.name)"
                         }
                     }
+                }
+                recoded += lanes.compactMap { lane in
+                    guard let sub = lane as? SubtitleLane, sub.leftOutCues > 0 else { return nil }
+                    return "subtitle_cues_left_out: \(sub.leftOutCues) cues of the source's stream \(sub.inputIndex), "
+                        + "come while \(sub.mostOnScreen) were on screen or held ahead of the pictures"
                 }
                 continued = pipeline.continued.map { h, at in
                     (h.video ? "video_continued: the pictures go on" : "audio_continued: the sound goes on") + " in the source's stream \(h.to)"

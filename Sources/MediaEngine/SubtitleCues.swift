@@ -28,13 +28,20 @@ struct CueSchedule: Equatable {
 
     /// How long a cue whose source gives no end stays, when no cue follows it sooner.
     static let unknownLengthCap: Int64 = 10_000
-    /// The most cues on screen at once, nil for no limit. TTML sets one (`SubtitleLane`):
-    /// its profiles show a few paragraphs in a few regions, and a document that stacks
-    /// thousands (3,000 overlapping paragraphs made a 114 MB track of samples holding all
-    /// of them, every sample going over them all) is left at it. ASS typesetting puts many
-    /// events on screen at once on purpose (a sign in layers, karaoke syllables), so other
-    /// formats keep every cue, as many as a sample holds.
+    /// The most cues on screen at once, nil for no limit (`SubtitleLane.mostOnScreen`):
+    /// a pile past it is left at it (3,000 overlapping TTML paragraphs made a 114 MB track
+    /// of samples holding all of them, every sample going over them all).
     var mostOnScreen: Int?
+
+    /// The most cues held that start past where the pictures and sound have come (`add`'s
+    /// `reach`): they wait for the pictures to reach them, or for the end, which cuts them
+    /// where the pictures stop. A subtitle track that runs on long past a short film (a
+    /// 30 s clip with half an hour of dense cues) had every one held to the end, memory
+    /// growing with the track's length; real ones hold a film's cues stored ahead of it (an
+    /// MP4 whose text track is one chunk at its start: a few thousand).
+    static let mostHeldAhead = 20_000
+    /// Cues left out for coming while `mostHeldAhead` were held past the pictures.
+    private(set) var aheadCues = 0
 
     /// Cues on screen together are stacked in the order `add` was given (`rank`), not by
     /// their starts: TTML's paragraphs flow into their region in document order.
@@ -78,6 +85,10 @@ struct CueSchedule: Equatable {
         }
         if let most = mostOnScreen, pending.lazy.filter({ $0.start <= start && ($0.end ?? .max) > start }).count >= most {
             crowdedCues += 1
+            return []
+        }
+        if let reach, start > reach, pending.count >= Self.mostHeldAhead {
+            aheadCues += 1
             return []
         }
         arrivals += 1

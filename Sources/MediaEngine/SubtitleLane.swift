@@ -44,9 +44,26 @@ final class SubtitleLane: Lane {
     /// How far the pipeline moved this packet's times (stream ticks): a TTML document's
     /// times are on the source track's clock, not the output's.
     var timesMoved: Int64 = 0
-    /// The most TTML paragraphs on screen at once (`CueSchedule.mostOnScreen`): IMSC
-    /// allows four regions; four paragraphs each is plenty.
-    static let ttmlOnScreen = 16
+    /// The most cues on screen at once (`CueSchedule.mostOnScreen`) for text that is lines
+    /// of dialogue (SubRip, WebVTT, TTML, MP4's and teletext's text): IMSC allows four
+    /// regions, four paragraphs each is plenty, and no one reads more. A pile of cues that
+    /// never end (a SubRip file whose every cue lasts two hours) had each new cue stacked
+    /// on all before it: every sample held all of them, and the schedule every one.
+    static let linesOnScreen = 16
+    /// The same for ASS, whose typesetting stacks many events on purpose (a sign built of
+    /// layers, a karaoke line's syllables): enough for any of that (a test's 1,500 signs at
+    /// once fill a sample's 64 kB with 300 and more), bounded all the same.
+    static let typesetOnScreen = 2048
+
+    /// Cues left out: come while `mostOnScreen` were on screen, or while the most the
+    /// schedule holds were waiting past the pictures (`CueSchedule.mostHeldAhead`).
+    var leftOutCues: Int { schedule.crowdedCues + schedule.aheadCues }
+    var mostOnScreen: Int { schedule.mostOnScreen ?? 0 }
+
+    /// The most cues of a source codec on screen at once.
+    static func mostOnScreen(_ codec: AVCodecID) -> Int {
+        codec == AV_CODEC_ID_ASS || codec == AV_CODEC_ID_SSA ? typesetOnScreen : linesOnScreen
+    }
     /// The track's first sample's time on its own clock (ms), where an edit list or an
     /// offset put the media clock's zero (`TTMLCues.placed`).
     private var ttmlTrackStart: Int64?
@@ -68,10 +85,8 @@ final class SubtitleLane: Lane {
         let codecID = captions != nil ? AV_CODEC_ID_EIA_608 : ttml ? AV_CODEC_ID_SUBRIP : par.pointee.codec_id
         captionDecoder = codecID == AV_CODEC_ID_EIA_608
         schedule.oneScreen = captionDecoder
-        if ttml {
-            schedule.mostOnScreen = Self.ttmlOnScreen
-            schedule.stackedByRank = true
-        }
+        schedule.mostOnScreen = Self.mostOnScreen(codecID)
+        schedule.stackedByRank = ttml
         guard let codec = avcodec_find_decoder(codecID), let ctx = avcodec_alloc_context3(codec) else {
             throw KilnError(.sourceUnsupported, stage: .decode, "no decoder for the \(string(avcodec_get_name(codecID)) ?? "?") subtitle stream")
         }

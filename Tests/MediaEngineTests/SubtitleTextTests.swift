@@ -18,18 +18,50 @@ struct CueScheduleTests {
         return out + schedule.finish(at: end)
     }
 
+    @Test("every source's cues have a limit on screen: lines of dialogue (SubRip, WebVTT, TTML, MP4 text, teletext) 16, ASS typesetting 2,048; SubRip cues that never end (each two hours long, one a second) leave the schedule holding no more than that, and the rest are counted as left out")
+    func neverEndingCues() {
+        #expect(SubtitleLane.mostOnScreen(AV_CODEC_ID_SUBRIP) == SubtitleLane.linesOnScreen)
+        #expect(SubtitleLane.mostOnScreen(AV_CODEC_ID_WEBVTT) == SubtitleLane.linesOnScreen)
+        #expect(SubtitleLane.mostOnScreen(AV_CODEC_ID_MOV_TEXT) == SubtitleLane.linesOnScreen)
+        #expect(SubtitleLane.mostOnScreen(AV_CODEC_ID_ASS) == SubtitleLane.typesetOnScreen)
+        var schedule = CueSchedule()
+        schedule.mostOnScreen = SubtitleLane.mostOnScreen(AV_CODEC_ID_SUBRIP)
+        var most = 0, held = 0
+        for i in 0..<2_000 {
+            let t = Int64(i) * 1000
+            most = max(most, schedule.add(start: t, end: t + 7_200_000, events: ["cue \(i)"], reach: t + 500).map(\.events.count).max() ?? 0)
+            held = max(held, schedule.pending.count)
+        }
+        #expect(held <= SubtitleLane.linesOnScreen && most <= SubtitleLane.linesOnScreen, "held \(held), a sample \(most)")
+        #expect(schedule.crowdedCues == 2_000 - SubtitleLane.linesOnScreen)
+    }
+
+    @Test("cues past where the pictures and sound have come are held up to a limit (a 30 s film with 100,000 dense cues after it had every one held to the end); those the pictures reach are shown")
+    func heldAhead() {
+        var schedule = CueSchedule()
+        var samples: [Sample] = []
+        for i in 0..<100_000 {
+            let t = 30_000 + Int64(i) * 25
+            samples += schedule.add(start: t, end: t + 20, events: ["cue \(i)"], reach: 1_000)
+        }
+        #expect(schedule.pending.count <= CueSchedule.mostHeldAhead, "\(schedule.pending.count)")
+        #expect(schedule.aheadCues == 100_000 - CueSchedule.mostHeldAhead)
+        samples += schedule.finish(at: 40_000)
+        #expect(samples.first?.events == ["cue 0"] && samples.count == 400, "\(samples.count)")
+    }
+
     @Test("where a limit is set (TTML's), at most that many cues are on screen at once: the rest of a pile of overlapping cues is left out (3,000 stacked TTML paragraphs made a 114 MB track), those after the pile are shown; without one every cue stays")
     func crowdedScreen() {
         var cues: [(Int64, Int64?, String)] = (0..<3_000).map { (Int64($0), Int64(10_000), "cue \($0)") }
         cues.append((20_000, 21_000, "after"))
         var schedule = CueSchedule()
-        schedule.mostOnScreen = SubtitleLane.ttmlOnScreen
+        schedule.mostOnScreen = SubtitleLane.linesOnScreen
         var samples: [Sample] = []
         for (start, stop, text) in cues { samples += schedule.add(start: start, end: stop, events: [text], reach: 30_000) }
         samples += schedule.finish(at: 30_000)
-        #expect(samples.allSatisfy { $0.events.count <= SubtitleLane.ttmlOnScreen }, "\(samples.map(\.events.count).max() ?? 0)")
+        #expect(samples.allSatisfy { $0.events.count <= SubtitleLane.linesOnScreen }, "\(samples.map(\.events.count).max() ?? 0)")
         #expect(samples.last?.events == ["after"])
-        #expect(samples.contains { $0.events.count == SubtitleLane.ttmlOnScreen })
+        #expect(samples.contains { $0.events.count == SubtitleLane.linesOnScreen })
         #expect(Self.samples(Array(cues.prefix(40)), end: 30_000).contains { $0.events.count == 40 })
     }
 
