@@ -27,17 +27,28 @@ enum MatroskaTail {
     /// file's own ID in its index (SeekHead, Cues) is one, and bytes that happen to look like
     /// one rarely also start with a timestamp. A damaged or hostile tail full of them is not
     /// walked through again and again.
-    static func lastBlocks(_ bytes: [UInt8]) -> [Block]? {
+    /// `wanted`: only a cluster holding such a block counts, and up to `clustersPassed`
+    /// clusters of other blocks after it are passed over (a subtitle track running on past
+    /// the pictures leaves clusters of its cues alone at the file's end).
+    static func lastBlocks(_ bytes: [UInt8], wanted: (Block) -> Bool = { _ in true }) -> [Block]? {
         var before = bytes.count
-        for _ in 0..<candidates {
+        var tries = 0, passed = 0
+        while tries < candidates {
             guard let at = lastCluster(bytes, before: before) else { return nil }
-            if let blocks = blocks(inClusterAt: at, bytes), !blocks.isEmpty { return blocks }
+            if let blocks = blocks(inClusterAt: at, bytes), !blocks.isEmpty {
+                if blocks.contains(where: wanted) { return blocks }
+                passed += 1
+                if passed > clustersPassed { return nil }
+            } else {
+                tries += 1
+            }
             before = at
         }
         return nil
     }
 
     static let candidates = 16
+    static let clustersPassed = 1024
 
     /// The offset of the last cluster ID that starts before `before`.
     private static func lastCluster(_ bytes: [UInt8], before: Int) -> Int? {

@@ -164,6 +164,20 @@ public enum Prober {
                         warnings.append("duration_from_start")
                     }
                 }
+                // Matroska's Duration is its last block's end, subtitles' included: a subtitle
+                // track running on past the film (half an hour of cues after a 30 s clip), or
+                // a cue whose end is wrong (every one two hours long), made the film that long
+                // and its bitrate a fraction of what it is, so a 1.5 Mbit/s clip went as it was
+                // to a 1 Mbit/s device. In a complete file (its index, written after the last
+                // cluster, is there) the pictures' and sound's last block is the film's end.
+                if formatName.hasPrefix("matroska"), !measured, !lengthCorrected, duration > 0,
+                   let cues = Prober.matroskaIndexStart(demuxer.path), cues < Int64(size),
+                   let end = measuredEnd(demuxer, size: Int64(size)), end > start,
+                   duration - (end - start) > max(2, 0.1 * (end - start)) {
+                    duration = end - start
+                    lengthCorrected = true
+                    warnings.append("duration_from_tracks")
+                }
                 if SoundFormatSurvey.survey(demuxer, size: Int64(size), start: start, duration: duration, streams: &streams) {
                     try? demuxer.rewind()
                 }
@@ -518,16 +532,24 @@ public enum Prober {
     /// ffmpeg's muxer): then the last 64 MB are read.
     static func matroskaEnd(_ demuxer: Demuxer, size: Int64) -> Double? {
         guard size > 0, let file = try? FileDescriptor(path: demuxer.path, flags: O_RDONLY) else { return nil }
-        func blocks(_ bytes: Int64) -> [MatroskaTail.Block]? {
-            (try? file.read(upTo: Int(min(size, bytes)), at: max(0, size - bytes))).flatMap(MatroskaTail.lastBlocks)
-        }
-        guard let blocks = blocks(tailBytes) ?? (size > tailBytes ? blocks(16 * tailBytes) : nil) else { return nil }
         // libavformat makes a stream of each track in the order of their entries, which
         // muxers number from 1 (it keeps no track number). Every track's times are in the
         // segment's units: a block whose track is not found that way still gives its time.
+        func known(_ b: MatroskaTail.Block) -> Bool { b.track >= 1 && b.track <= demuxer.streamCount }
+        // Clusters of subtitle cues alone after the pictures' and sound's last (a subtitle
+        // track running on past the film) are passed over.
+        func film(_ b: MatroskaTail.Block) -> Bool {
+            guard known(b) else { return true }
+            let type = demuxer.stream(b.track - 1).pointee.codecpar.pointee.codec_type
+            return type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO
+        }
+        func blocks(_ bytes: Int64) -> [MatroskaTail.Block]? {
+            (try? file.read(upTo: Int(min(size, bytes)), at: max(0, size - bytes))).flatMap { MatroskaTail.lastBlocks($0, wanted: film) }
+        }
+        guard let blocks = blocks(tailBytes) ?? (size > tailBytes ? blocks(16 * tailBytes) : nil) else { return nil }
         return blocks.compactMap { b -> Double? in
             guard demuxer.streamCount > 0 else { return nil }
-            let known = b.track >= 1 && b.track <= demuxer.streamCount
+            let known = known(b)
             let st = demuxer.stream(known ? b.track - 1 : 0)
             let par = st.pointee.codecpar.pointee
             var frame = 0.0

@@ -4122,3 +4122,37 @@ struct TelecineTests {
     }
 }
 
+
+@Suite("a Matroska film's length is its pictures' and sound's")
+struct MatroskaLengthTests {
+    /// 10 s of 640x360 H.264 at about 3 Mbit/s with AAC, and a SubRip track whose last cue
+    /// ends at `lastEnd` (a subtitle file whose last cue's end is wrong).
+    static func film(lastEnd: String) throws -> String {
+        try Media.generated("subtitle-past-film-\(lastEnd.filter(\.isNumber)).mkv") { tmp in
+            let srt = tmp + ".srt"
+            defer { unlink(srt) }
+            try Data("1\n00:00:01,000 --> 00:00:03,000\nfirst\n\n2\n00:00:05,000 --> \(lastEnd)\nlast, its end a typo\n".utf8)
+                .write(to: URL(fileURLWithPath: srt))
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=10",
+                                               "-f", "lavfi", "-i", "sine=duration=10", "-i", srt, "-map", "0", "-map", "1", "-map", "2",
+                                               "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "3M", "-c:a", "aac", "-c:s", "srt", "-f", "matroska", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+        }
+    }
+
+    @Test("a subtitle cue ending ten minutes after a 10 s film (Matroska's duration counts it) leaves the film 10 s long at its own bitrate, so a 1 Mbit/s device gets it re-encoded, not the 3 Mbit/s file as it is (its bitrate had read 50 kbit/s)")
+    func subtitlePastTheFilm() throws {
+        let source = try Self.film(lastEnd: "00:10:00,000")
+        let probe = try Command.probed(source)
+        let seconds = probe["duration_seconds"]?.double ?? 0
+        #expect(abs(seconds - 10) < 0.2, "\(seconds) s")
+        #expect((probe["bit_rate"]?.double ?? 0) > 2_000_000, "\(probe["bit_rate"] ?? .null)")
+        #expect("\(probe["warnings"] ?? .null)".contains("duration_from_tracks"))
+        try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "subtitle-past-film") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+            let json = try Command.json(run)
+            #expect(json["plan"]?["delivery_format"]?.string == "transcode", "\(json["plan"]?["reasons"] ?? .null)")
+            #expect(abs(try FFprobe(out).formatDuration - 10) < 0.2)
+        }
+    }
+}
