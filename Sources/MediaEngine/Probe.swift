@@ -125,6 +125,8 @@ public enum Prober {
         }
         let start = seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0
         var surveyedLength = false
+        // The pictures' and sound's own length where the container's counts more (`bitRate`).
+        var filmSeconds: Double? = nil
         if streams.isEmpty { warnings.append("no_streams") }
         // Windows Media DRM: the ASF demuxer says so only in the file's metadata (from the
         // header's content encryption objects); its packets decode to garbage.
@@ -164,19 +166,22 @@ public enum Prober {
                         warnings.append("duration_from_start")
                     }
                 }
-                // Matroska's Duration is its last block's end, subtitles' included: a subtitle
-                // track running on past the film (half an hour of cues after a 30 s clip), or
-                // a cue whose end is wrong (every one two hours long), made the film that long
-                // and its bitrate a fraction of what it is, so a 1.5 Mbit/s clip went as it was
-                // to a 1 Mbit/s device. In a complete file (its index, written after the last
-                // cluster, is there) the pictures' and sound's last block is the film's end.
+                // Matroska's Duration is its last block's end, subtitles' included: a cue whose
+                // end is wrong (ten minutes after a 10 s film), or a subtitle track running on
+                // past the film, made its bitrate a fraction of what it is, so a 3 Mbit/s clip
+                // went as it was to a 1 Mbit/s device. In a complete file (its index there, its
+                // Segment within it) the pictures' and sound's last block gives the film's own
+                // length, from which the bitrate is worked out. The length itself stays the
+                // declared one, which verification explains by the cues (`lengthExplained`):
+                // a tail read wrong (a laced block's last frames, a cluster it cannot parse)
+                // then costs at most a transcode that was not needed, never a refusal.
                 if formatName.hasPrefix("matroska"), !measured, !lengthCorrected, duration > 0,
                    let cues = Prober.matroskaIndexStart(demuxer.path), cues < Int64(size),
+                   Prober.matroskaShortfall(demuxer.path, size: Int64(size)) == nil,
                    let end = measuredEnd(demuxer, size: Int64(size)), end > start,
                    duration - (end - start) > max(2, 0.1 * (end - start)) {
-                    duration = end - start
-                    lengthCorrected = true
-                    warnings.append("duration_from_tracks")
+                    filmSeconds = end - start
+                    warnings.append("bitrate_from_tracks")
                 }
                 if SoundFormatSurvey.survey(demuxer, size: Int64(size), start: start, duration: duration, streams: &streams) {
                     try? demuxer.rewind()
@@ -198,8 +203,10 @@ public enum Prober {
         // the whole file's size over its length: a 6 s clip with a 357 kB font was 1.3
         // Mbit/s, and its picture was re-encoded for a 1 Mbit/s rung it fitted.
         let attached = demuxer.attachedBytes
-        var bitRate = surveyedLength || lengthCorrected || attached > 0 ? 0 : Int(ctx.pointee.bit_rate)
-        if bitRate <= 0, duration > 0 { bitRate = Int(Double(max(0, Int64(size) - attached)) * 8 / duration) }
+        var bitRate = surveyedLength || lengthCorrected || attached > 0 || filmSeconds != nil ? 0 : Int(ctx.pointee.bit_rate)
+        if bitRate <= 0, let seconds = filmSeconds ?? (duration > 0 ? duration : nil) {
+            bitRate = Int(Double(max(0, Int64(size) - attached)) * 8 / seconds)
+        }
 
         var chapters: [Chapter] = []
         for i in 0..<Int(ctx.pointee.nb_chapters) {

@@ -4123,8 +4123,8 @@ struct TelecineTests {
 }
 
 
-@Suite("a Matroska film's length is its pictures' and sound's")
-struct MatroskaLengthTests {
+@Suite("a Matroska film's bitrate is its pictures' and sound's")
+struct MatroskaBitrateTests {
     /// 10 s of 640x360 H.264 at about 3 Mbit/s with AAC, and a SubRip track whose last cue
     /// ends at `lastEnd` (a subtitle file whose last cue's end is wrong).
     static func film(lastEnd: String) throws -> String {
@@ -4140,14 +4140,12 @@ struct MatroskaLengthTests {
         }
     }
 
-    @Test("a subtitle cue ending ten minutes after a 10 s film (Matroska's duration counts it) leaves the film 10 s long at its own bitrate, so a 1 Mbit/s device gets it re-encoded, not the 3 Mbit/s file as it is (its bitrate had read 50 kbit/s)")
+    @Test("a subtitle cue ending ten minutes after a 10 s film (Matroska's duration counts it) leaves the film at its own bitrate, so a 1 Mbit/s device gets it re-encoded, 10 s long, not the 3 Mbit/s file as it is (its bitrate had read 50 kbit/s)")
     func subtitlePastTheFilm() throws {
         let source = try Self.film(lastEnd: "00:10:00,000")
         let probe = try Command.probed(source)
-        let seconds = probe["duration_seconds"]?.double ?? 0
-        #expect(abs(seconds - 10) < 0.2, "\(seconds) s")
         #expect((probe["bit_rate"]?.double ?? 0) > 2_000_000, "\(probe["bit_rate"] ?? .null)")
-        #expect("\(probe["warnings"] ?? .null)".contains("duration_from_tracks"))
+        #expect("\(probe["warnings"] ?? .null)".contains("bitrate_from_tracks"))
         try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "subtitle-past-film") { run, out in
             #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
             let json = try Command.json(run)
