@@ -174,11 +174,15 @@ public enum Prober {
                 // length, from which the bitrate is worked out. The length itself stays the
                 // declared one, which verification explains by the cues (`lengthExplained`):
                 // a tail read wrong (a laced block's last frames, a cluster it cannot parse)
-                // then costs at most a transcode that was not needed, never a refusal.
+                // then costs at most a transcode that was not needed, never a refusal. Only
+                // files with subtitles are read so, and only their last 4 MB: the probe of
+                // every Matroska file had read its tail, and a UHD film's last 64 MB when its
+                // last cluster was larger (its remux's memory 53 → 105 MB).
                 if formatName.hasPrefix("matroska"), !measured, !lengthCorrected, duration > 0,
+                   streams.contains(where: { $0.type == .subtitle }),
                    let cues = Prober.matroskaIndexStart(demuxer.path), cues < Int64(size),
                    Prober.matroskaShortfall(demuxer.path, size: Int64(size)) == nil,
-                   let end = measuredEnd(demuxer, size: Int64(size)), end > start,
+                   let end = matroskaEnd(demuxer, size: Int64(size), widen: false), end > start,
                    duration - (end - start) > max(2, 0.1 * (end - start)) {
                     filmSeconds = end - start
                     warnings.append("bitrate_from_tracks")
@@ -537,7 +541,9 @@ public enum Prober {
     /// start, plus a frame of its stream (a picture at its rate, a sound frame's samples).
     /// A cluster can be longer than `tailBytes` (5 MB, or 5 s of a high-rate picture, from
     /// ffmpeg's muxer): then the last 64 MB are read.
-    static func matroskaEnd(_ demuxer: Demuxer, size: Int64) -> Double? {
+    /// `widen`: read the last 64 MB where the last 4 MB hold no whole cluster; without it,
+    /// give nil there.
+    static func matroskaEnd(_ demuxer: Demuxer, size: Int64, widen: Bool = true) -> Double? {
         guard size > 0, let file = try? FileDescriptor(path: demuxer.path, flags: O_RDONLY) else { return nil }
         // libavformat makes a stream of each track in the order of their entries, which
         // muxers number from 1 (it keeps no track number). Every track's times are in the
@@ -553,7 +559,7 @@ public enum Prober {
         func blocks(_ bytes: Int64) -> [MatroskaTail.Block]? {
             (try? file.read(upTo: Int(min(size, bytes)), at: max(0, size - bytes))).flatMap { MatroskaTail.lastBlocks($0, wanted: film) }
         }
-        guard let blocks = blocks(tailBytes) ?? (size > tailBytes ? blocks(16 * tailBytes) : nil) else { return nil }
+        guard let blocks = blocks(tailBytes) ?? (widen && size > tailBytes ? blocks(16 * tailBytes) : nil) else { return nil }
         return blocks.compactMap { b -> Double? in
             guard demuxer.streamCount > 0 else { return nil }
             let known = known(b)
