@@ -352,7 +352,7 @@ public enum Preparer {
         var timelineRepairs = 0
         var equivalent: [String]? = nil
         var continued: [String] = []
-        var recoded: [String] = []
+        var subtitleNotes: [String] = []
         var burned: BurnedSubtitles?
         var phases: [String: Double] = [:]
         var mark = started
@@ -438,7 +438,7 @@ public enum Preparer {
                 burned = lanes.lazy.compactMap { ($0 as? BurnLane)?.burner }.first.map {
                     BurnedSubtitles(displaySets: $0.stats.framesDecoded, pictures: $0.stats.framesEncoded, droppedDisplaySets: $0.droppedSets)
                 }
-                recoded = lanes.compactMap { lane in
+                subtitleNotes = lanes.compactMap { lane in
                     (lane as? SubtitleLane).flatMap { sub in
                         sub.charset.map {
                             let cues = sub.recodedCues == 1 ? "1 cue of the source's stream \(sub.inputIndex) is" : "\(sub.recodedCues) cues of the source's stream \(sub.inputIndex) are"
@@ -446,7 +446,7 @@ public enum Preparer {
                         }
                     }
                 }
-                recoded += lanes.compactMap { lane in
+                subtitleNotes += lanes.compactMap { lane in
                     guard let sub = lane as? SubtitleLane, sub.leftOutCues > 0 else { return nil }
                     return "subtitle_cues_left_out: \(sub.leftOutCues) cues of the source's stream \(sub.inputIndex), "
                         + "come while \(sub.mostOnScreen) were on screen or held ahead of the pictures"
@@ -570,7 +570,7 @@ public enum Preparer {
             stats: PrepareStats(wallSeconds: wall, speed: info.durationSeconds / max(wall, 1e-3),
                                 corruptPackets: corrupt, repairedTimestamps: repaired, audioGapsFilled: gaps > 0 ? gaps : nil,
                                 ffmpegEquivalent: equivalent, phases: phases,
-                                hashedWhileWriting: hashedWhileWriting, adjustments: continued.isEmpty && recoded.isEmpty ? nil : continued + recoded,
+                                hashedWhileWriting: hashedWhileWriting, adjustments: continued.isEmpty && subtitleNotes.isEmpty ? nil : continued + subtitleNotes,
                                 burnedSubtitles: burned, forecastSkippedBytes: forecast?.skippedBytes ?? 0))
     }
 

@@ -180,8 +180,7 @@ public enum Prober {
                 // last cluster was larger (its remux's memory 53 → 105 MB).
                 if formatName.hasPrefix("matroska"), !measured, !lengthCorrected, duration > 0,
                    streams.contains(where: { $0.type == .subtitle }),
-                   let cues = Prober.matroskaIndexStart(demuxer.path), cues < Int64(size),
-                   Prober.matroskaShortfall(demuxer.path, size: Int64(size)) == nil,
+                   Prober.matroskaWhole(demuxer.path, size: Int64(size)),
                    let end = matroskaEnd(demuxer, size: Int64(size), widen: false), end > start,
                    duration - (end - start) > max(2, 0.1 * (end - start)) {
                     filmSeconds = end - start

@@ -75,6 +75,13 @@ extension Prober {
     /// SeekHead does not say (none, or one pointing to a second at the end).
     static func matroskaIndexStart(_ path: String) -> Int64? { MatroskaHead(path: path)?.cuesStart }
 
+    /// Whether a Matroska file is whole, as its head says: its Cues begin within it and its
+    /// Segment ends within it (or its size is unknown).
+    static func matroskaWhole(_ path: String, size: Int64) -> Bool {
+        guard let head = MatroskaHead(path: path), let cues = head.cuesStart else { return false }
+        return cues < size && (head.segmentEnd ?? 0) <= size
+    }
+
     /// Nothing past a Matroska file's first 4 KB is read: its EBML header, the Segment's
     /// header and the SeekHead, which writers put first in the Segment.
     private struct MatroskaHead {

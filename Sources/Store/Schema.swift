@@ -249,18 +249,17 @@ enum Schema {
     /// JSON array of its arguments. NULL in rows written before and for originals. Added
     /// only where it is missing (SQLite has no ADD COLUMN IF NOT EXISTS): a database an
     /// earlier migration is run on again keeps the column it has.
-    static func v9(_ db: Database) throws(KilnError) {
-        let columns = try db.query("PRAGMA table_info(artifacts)") { row in row.string(1) }
-        guard !columns.contains("file_ffmpeg_equivalent") else { return }
-        try db.executeScript("ALTER TABLE artifacts ADD COLUMN file_ffmpeg_equivalent TEXT")
-    }
+    static func v9(_ db: Database) throws(KilnError) { try addArtifactsColumn(db, "file_ffmpeg_equivalent") }
 
     /// The engine's description of a file it made (`FileRecord.description`: its length,
     /// streams and what it left out), JSON. NULL in rows written before and for originals.
     /// Added only where it is missing, as v9's column.
-    static func v10(_ db: Database) throws(KilnError) {
+    static func v10(_ db: Database) throws(KilnError) { try addArtifactsColumn(db, "file_description") }
+
+    /// A TEXT column added to `artifacts` where it is missing (v9, v10).
+    private static func addArtifactsColumn(_ db: Database, _ name: String) throws(KilnError) {
         let columns = try db.query("PRAGMA table_info(artifacts)") { row in row.string(1) }
-        guard !columns.contains("file_description") else { return }
-        try db.executeScript("ALTER TABLE artifacts ADD COLUMN file_description TEXT")
+        guard !columns.contains(name) else { return }
+        try db.executeScript("ALTER TABLE artifacts ADD COLUMN \(name) TEXT")
     }
 }
