@@ -27,6 +27,12 @@ final class AudioTranscodeLane: Lane {
     private let plan: AudioPlan
     private let inputStream: UnsafeMutablePointer<AVStream>
     private var decoder: Decoder
+    /// The stream whose packets come now: the plan's, or one followed (`follow`).
+    private var current: UnsafeMutablePointer<AVStream>
+    /// The codec `decoder` decodes: the current stream's, or the one its sound went on in
+    /// (`SoundCodecFollower`).
+    private var decoding: AVCodecID
+    private var codecChange: SoundCodecFollower?
     /// What the decoders of streams followed before this one counted (`follow`).
     private var retired = (corrupt: 0, decoded: 0)
     private var encoder: Encoder?
@@ -89,6 +95,9 @@ final class AudioTranscodeLane: Lane {
         inputStream = stream
         self.plan = plan
         decoder = try Decoder(stream: stream, threads: 1)
+        current = stream
+        decoding = stream.pointee.codecpar.pointee.codec_id
+        codecChange = merged.isEmpty ? SoundCodecFollower(stream: stream, laneIndex: inputIndex, parsedByDemuxer: demuxer.isMultiplex) : nil
         frame = try Frame()
         cancellation = demuxer.cancellation
         self.sourceSeconds = sourceSeconds
@@ -175,9 +184,38 @@ final class AudioTranscodeLane: Lane {
         if let merge, packet.streamIndex != inputIndex {
             return try merge.consume(packet) { (f: Frame) throws(KilnError) in try self.resample(f, timeBase: merge.timeBase, muxer: muxer) }
         }
+        guard codecChange != nil else { return try decode(packet, muxer: muxer) }
+        for cut in try codecChange!.take(packet) { try decode(cut, muxer: muxer) }
+    }
+
+    private func decode(_ packet: Packet?, muxer: Muxer) throws(KilnError) {
         try decoder.decodeRequiringOutput(packet, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
             try self.decoded(f, muxer: muxer)
         }
+    }
+
+    /// A frame of the sound cut by its own header (`SoundCodecFollower`): a decoder of its
+    /// codec takes over when the codec changes, as one does for a stream followed.
+    private func decode(_ cut: SoundFramer.Cut, muxer: Muxer) throws(KilnError) {
+        let declared = current.pointee.codecpar.pointee.codec_id
+        let codec = cut.header?.codec ?? declared
+        if codec != decoding {
+            try retire(muxer: muxer)
+            if let h = cut.header, codec != declared {
+                decoder = try SoundCodecFollower.decoder(for: h, timeBase: current.pointee.time_base, streamIndex: Int(current.pointee.index))
+            } else {
+                decoder = try Decoder(stream: current, threads: 1)
+            }
+            decoding = codec
+        }
+        try decode(cut.packet, muxer: muxer)
+    }
+
+    /// Drains the decoder and keeps its counts, before another takes over.
+    private func retire(muxer: Muxer) throws(KilnError) {
+        try decode(nil, muxer: muxer)
+        retired.corrupt += decoder.corruptPackets
+        retired.decoded += decoder.framesDecoded
     }
 
     /// A frame of this lane's own stream: resampled, or merged first.
@@ -193,12 +231,12 @@ final class AudioTranscodeLane: Lane {
     /// follows a new format as it does one that changes mid-stream, and timestamps go on
     /// as they are (the same clock, the same time base).
     func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError) {
-        try decoder.decodeRequiringOutput(nil, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
-            try self.decoded(f, muxer: muxer)
-        }
-        retired.corrupt += decoder.corruptPackets
-        retired.decoded += decoder.framesDecoded
+        if codecChange != nil { for cut in try codecChange!.finish() { try decode(cut, muxer: muxer) } }
+        try retire(muxer: muxer)
         decoder = try Decoder(stream: stream, threads: 1)
+        current = stream
+        decoding = stream.pointee.codecpar.pointee.codec_id
+        codecChange = SoundCodecFollower(stream: stream, laneIndex: inputIndex, parsedByDemuxer: true)
     }
 
     func finish(muxer: Muxer) throws(KilnError) {
@@ -206,10 +244,9 @@ final class AudioTranscodeLane: Lane {
         // a copy of it makes none: verification then finds the output without it, and the
         // run goes again without the sound (`Preparer.missingSound`). Refused here, the
         // whole file was, at a rung that re-encodes its sound.
+        if codecChange != nil { for cut in try codecChange!.finish() { try decode(cut, muxer: muxer) } }
         if merge == nil, decoder.packetsSent == 0, retired.decoded == 0 { return }
-        try decoder.decodeRequiringOutput(nil, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
-            try self.decoded(f, muxer: muxer)
-        }
+        try decode(nil, muxer: muxer)
         if let merge { try merge.finish { (m: Frame) throws(KilnError) in try self.resample(m, timeBase: merge.timeBase, muxer: muxer) } }
         guard let resampler, let encoder else { return }
         if acceptedFrames == 0, let error = firstRejection { throw Self.unconvertible(error) }

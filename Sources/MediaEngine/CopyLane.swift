@@ -52,6 +52,8 @@ final class CopyLane: Lane {
     private var adts = ChangeWatch<ADTSConfiguration>(confirmations: 8)
     /// AC-3 and E-AC-3 frames' configuration, watched as ADTS's is (`DolbyDigitalConfiguration`).
     private var dolbyDigital = ChangeWatch<DolbyDigitalConfiguration>(confirmations: 8)
+    /// A multiplex's sound that goes on in another codec on its PID (`UnexplainedSound`).
+    private var codecWatch: UnexplainedSound?
     /// H.264/HEVC keyframes' headers, when a change of picture size must stop the copy
     /// (the plan has an encode to fall back on). A size counts once two keyframes in a row
     /// have it, or the last keyframe has it to the end. Freed by `finish`.
@@ -150,6 +152,7 @@ final class CopyLane: Lane {
         keyframesFromPictures = isVideo && lengthSize > 0 && (codec == AV_CODEC_ID_H264 || codec == AV_CODEC_ID_HEVC)
             && format.hasPrefix("mov") && Self.everySampleSync(input)
             ? (lengthSize, codec == AV_CODEC_ID_H264) : nil
+        codecWatch = !isVideo && demuxer.isMultiplex ? UnexplainedSound(codec: codec) : nil
         let timesPackets = ["mpeg", "mpegts"].contains(format)
         untimedPictures = isVideo && pictureOrder == nil && timesPackets && input.pointee.codecpar.pointee.video_delay > 0
             ? HeaderParser(stream: input, codecs: [AV_CODEC_ID_H264, AV_CODEC_ID_HEVC]) : nil
@@ -342,6 +345,12 @@ final class CopyLane: Lane {
         let p = packet.pointer.pointee
         guard let data = p.data else { return }
         let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
+        if case .otherCodec(_, let header) = codecWatch?.observe(bytes) {
+            let name = string(avcodec_get_name(header.codec)) ?? "another codec"
+            let at = seconds(packet.time, input.pointee.time_base).map { " at about \(Format.fixed($0, decimals: 1)) s" } ?? ""
+            formatChange = "the source's sound goes on in \(name) (\(header.channels) channels, \(header.sampleRate) Hz)\(at)"
+            throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): one MP4 track carries one codec")
+        }
         func watch<Config>(_ watch: inout ChangeWatch<Config>, _ config: Config?, what: String, why: String) throws(KilnError) {
             guard let config, watch.observe(config, at: seconds(packet.time, input.pointee.time_base) ?? 0) else { return }
             try stop(watch, what: what, why: why)

@@ -584,6 +584,11 @@ final class Demuxer {
     /// Whether the container is Matroska (or WebM, which libavformat reads as one).
     var isMatroska: Bool { formatName.hasPrefix("matroska") }
 
+    /// Whether the container is a broadcast's or a disc's multiplex (MPEG-TS, program
+    /// stream), whose sound libavformat cuts into frames with the declared codec's parser
+    /// (`SoundCodecFollower`).
+    var isMultiplex: Bool { ["mpegts", "mpeg"].contains(formatName) && hasDiscontinuousTimestamps }
+
     static func discontinuous(_ context: UnsafeMutablePointer<AVFormatContext>) -> Bool {
         (context.pointee.iformat.pointee.flags & AVFMT_TS_DISCONT) != 0
     }

@@ -9,8 +9,9 @@ import KilnCore
 /// film's 5.1. The probe reads the first seconds, so such a recording read as stereo: its
 /// transcodes were stereo, and its remux copied the stereo start until the copy met the
 /// change (`CopyLane`), was thrown away and made again with the sound re-encoded, in stereo.
-/// The survey reads each AC-3, E-AC-3 and ADTS AAC stream's frame headers at evenly spaced
-/// places through the file (`Places`): a format the samples disagree on is said
+/// The survey reads each AC-3, E-AC-3, ADTS AAC and MPEG audio stream's frame headers at
+/// evenly spaced places through the file (`Places`), and in a multiplex whether the sound
+/// goes on in another codec (`SoundCodecFollower`): a format the samples disagree on is said
 /// (`StreamInfo.formatChanges`) and the stream is described by its largest layout, so the
 /// plan encodes the sound once, at the channels the film has and the device takes. A
 /// change between two samples is still met by the copy's own watch.
@@ -27,12 +28,19 @@ enum SoundFormatSurvey {
     /// jump into the file may be a damaged one (a reception error's header).
     static let agreeing = 2
 
-    /// What a frame header says of the sound's format.
+    /// What a frame header says of the sound's format, and the codec it is in (a sound
+    /// that goes on in another codec on its PID: `SoundCodecFollower`).
     struct Format: Hashable {
         var channels: Int
         var sampleRate: Int
+        var codec: UInt32
+
+        init(_ other: SoundFrameHeader) {
+            (channels, sampleRate, codec) = (other.channels, other.sampleRate, other.family == .dolby ? AV_CODEC_ID_AC3.rawValue : other.codec.rawValue)
+        }
 
         init?(_ codec: AVCodecID, _ bytes: UnsafeBufferPointer<UInt8>) {
+            self.codec = codec == AV_CODEC_ID_EAC3 ? AV_CODEC_ID_AC3.rawValue : codec.rawValue
             switch codec {
             case AV_CODEC_ID_AAC:
                 guard let c = ADTSConfiguration(bytes), let channels = c.channels, let rate = c.sampleRate else { return nil }
@@ -41,7 +49,8 @@ enum SoundFormatSurvey {
                 guard let c = DolbyDigitalConfiguration(bytes) else { return nil }
                 (channels, sampleRate) = (c.channels, c.sampleRate)
             default:
-                return nil
+                guard let h = SoundFrameHeader(bytes, at: 0), h.family == .mpeg else { return nil }
+                (channels, sampleRate) = (h.channels, h.sampleRate)
             }
         }
     }
@@ -111,12 +120,12 @@ enum SoundFormatSurvey {
             }
         }
 
-        /// Whether a stream's frames at these places can say its format: ADTS AAC only in
-        /// MPEG-TS and PS (elsewhere AAC is raw), and in Matroska only a sound that starts in
-        /// stereo or less.
+        /// Whether a stream's frames at these places can say its format: ADTS AAC and MPEG
+        /// audio only in MPEG-TS and PS (elsewhere AAC is raw), and in Matroska only a sound
+        /// that starts in stereo or less.
         func surveys(_ codec: AVCodecID, startingWith channels: Int?) -> Bool {
             switch self {
-            case .bytes: return [AV_CODEC_ID_AAC, AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3].contains(codec)
+            case .bytes: return SoundFrameHeader.family(of: codec) != nil
             case .seconds: return [AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3].contains(codec) && (channels ?? 0) <= 2
             }
         }
@@ -133,13 +142,31 @@ enum SoundFormatSurvey {
         })
         guard !surveyed.isEmpty, let packet = try? Packet() else { return false }
         var seen: [Int32: Set<Format>] = [:]
+        let multiplex = demuxer.isMultiplex
         for i in 0..<places.count {
             var runs: [Int32: (format: Format?, count: Int)] = [:]
             var settled = Set<Int32>()
+            var unexplained: [Int32: UnexplainedSound] = [:]
             places.read(i, demuxer, into: packet) { packet in
                 let p = packet.pointer.pointee
                 guard let codec = surveyed[p.stream_index], !settled.contains(p.stream_index), let data = p.data else { return true }
-                let format = Format(codec, UnsafeBufferPointer(start: data, count: Int(p.size)))
+                let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
+                if multiplex, var watch = unexplained[p.stream_index] ?? UnexplainedSound(codec: codec, watchesFromStart: true) {
+                    let verdict = watch.observe(bytes)
+                    unexplained[p.stream_index] = watch
+                    switch verdict {
+                    case .frames: break
+                    case .otherCodec(_, let header):
+                        // Another codec's frames, three end to end, are agreement enough.
+                        seen[p.stream_index, default: []].insert(Format(header))
+                        settled.insert(p.stream_index)
+                        return settled.count < surveyed.count
+                    case .unwatched, .unexplained:
+                        // The declared codec's parser cut these bytes anywhere: no header.
+                        return true
+                    }
+                }
+                let format = Format(codec, bytes)
                 let run = runs[p.stream_index]
                 let count = format != nil && run?.format == format ? (run?.count ?? 0) + 1 : 1
                 runs[p.stream_index] = (format, count)

@@ -1,0 +1,88 @@
+import Foundation
+import Testing
+import CFFmpeg
+import KilnTestSupport
+@testable import MediaEngine
+
+@Suite("sound frames cut by their own headers")
+struct SoundFramesTests {
+    /// Five seconds of a tone encoded by the ffmpeg command as an elementary stream.
+    static func encoded(_ name: String, _ args: [String]) throws -> [UInt8] {
+        let path = try Media.generated(name, ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=5"] + args)
+        return Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    static let cases: [(name: String, args: [String], codec: AVCodecID, rate: Int, channels: Int)] = [
+        ("ac3-44k-192k.ac3", ["-c:a", "ac3", "-ar", "44100", "-ac", "2", "-b:a", "192k"], AV_CODEC_ID_AC3, 44100, 2),
+        ("ac3-32k-51.ac3", ["-c:a", "ac3", "-ar", "32000", "-ac", "6", "-b:a", "384k"], AV_CODEC_ID_AC3, 32000, 6),
+        ("eac3-51.eac3", ["-c:a", "eac3", "-ac", "6", "-b:a", "640k"], AV_CODEC_ID_EAC3, 48000, 6),
+        ("aac-stereo.aac", ["-c:a", "aac", "-ac", "2", "-f", "adts"], AV_CODEC_ID_AAC, 48000, 2),
+        ("aac-44k-51.aac", ["-c:a", "aac", "-ar", "44100", "-ac", "6", "-f", "adts"], AV_CODEC_ID_AAC, 44100, 6),
+        ("mp2-44k.mp2", ["-c:a", "mp2", "-ar", "44100", "-ac", "2", "-b:a", "192k"], AV_CODEC_ID_MP2, 44100, 2),
+        ("mp3-44k-vbr.mp3", ["-c:a", "libmp3lame", "-ar", "44100", "-ac", "2", "-q:a", "4", "-write_xing", "0", "-id3v2_version", "0"],
+         AV_CODEC_ID_MP3, 44100, 2),
+        ("mp3-22k-mono.mp3", ["-c:a", "libmp3lame", "-ar", "22050", "-ac", "1", "-b:a", "32k", "-write_xing", "0", "-id3v2_version", "0"],
+         AV_CODEC_ID_MP3, 22050, 1),
+    ]
+
+    @Test("each frame of what the ffmpeg command encodes ends where the next one's header begins, to the file's last byte, with the codec, rate and channels it was encoded at (AC-3's 44.1 kHz frames a word longer every other one, MP2's padded ones, VBR MP3, MPEG-2 half-rate MP3)",
+          arguments: cases.indices)
+    func framesEndToEnd(_ k: Int) throws {
+        let c = Self.cases[k]
+        let bytes = try Self.encoded(c.name, c.args)
+        var at = 0, frames = 0
+        bytes.withUnsafeBufferPointer { b in
+            while at < b.count, let h = SoundFrameHeader(b, at: at) {
+                #expect(h.codec == c.codec && h.sampleRate == c.rate && h.channels == c.channels, "frame \(frames) at \(at): \(h)")
+                at += h.length
+                frames += 1
+            }
+            #expect(SoundFrameHeader.tiles(b, as: SoundFrameHeader.family(of: c.codec)!))
+            #expect(SoundFrameHeader.foreignRun(in: b, declared: SoundFrameHeader.family(of: c.codec)!) == nil)
+        }
+        #expect(at == bytes.count && frames > 50, "\(frames) frames cover \(at) of \(bytes.count) bytes")
+    }
+
+    @Test("a framer given AC-3 after AAC's last bytes, in chunks of any size with the times of the chunks they began in, gives every AC-3 frame whole and in order, timed by its samples, and a chunk whose time jumps (a dropout) moves the frames from there on")
+    func framerFollowsChunks() throws {
+        let ac3 = try Self.encoded("ac3-44k-192k.ac3", Self.cases[0].args)
+        let aacTail = Array(try Self.encoded("aac-stereo.aac", Self.cases[3].args).suffix(300))
+        let timeBase = AVRational(num: 1, den: 90000)
+        let frameTicks = 1536.0 * 90000 / 44100
+        var lengths: [Int] = []
+        ac3.withUnsafeBufferPointer { b in
+            var at = 0
+            while let h = SoundFrameHeader(b, at: at) { lengths.append(h.length); at += h.length }
+        }
+        let dropoutFrame = 100, dropout: Int64 = 90000
+        var framer = SoundFramer(timeBase: timeBase)
+        var random = SplitMix(seed: 7)
+        var cuts: [SoundFramer.Cut] = []
+        aacTail.withUnsafeBufferPointer { framer.append($0, pts: 0) }
+        // The dropout shows from the first frame a chunk's time is given for after it.
+        var offset = 0, frameStarts = [0], dropoutFrom = Int.max
+        for l in lengths { frameStarts.append(frameStarts.last! + l) }
+        while offset < ac3.count {
+            let size = min(ac3.count - offset, 200 + Int(random.next() % 4000))
+            // The time of the first frame that begins in the chunk (a PES's), as a demuxer gives it.
+            let first = frameStarts.firstIndex { $0 >= offset } ?? lengths.count
+            let pts = first < lengths.count ? Int64((Double(first) * frameTicks).rounded()) + (first >= dropoutFrame ? dropout : 0) + 1000 : noPTS
+            if first >= dropoutFrame, first < lengths.count { dropoutFrom = min(dropoutFrom, first) }
+            ac3.withUnsafeBufferPointer { framer.append(UnsafeBufferPointer(rebasing: $0[offset..<offset + size]), pts: pts) }
+            cuts += try framer.frames(streamIndex: 1, flushing: false)
+            offset += size
+        }
+        cuts += try framer.frames(streamIndex: 1, flushing: true)
+        #expect(cuts.count == lengths.count, "\(cuts.count) frames of \(lengths.count)")
+        #expect(dropoutFrom < dropoutFrame + 5)
+        #expect(framer.skippedBytes == aacTail.count)
+        for (i, cut) in cuts.enumerated() where i < lengths.count {
+            let p = cut.packet.pointer.pointee
+            let same = Int(p.size) == lengths[i] && memcmp(p.data, ac3.withUnsafeBufferPointer { $0.baseAddress! + frameStarts[i] }, lengths[i]) == 0
+            #expect(same && cut.header?.codec == AV_CODEC_ID_AC3, "frame \(i)")
+            let expected = Double(i) * frameTicks + (i >= dropoutFrom ? Double(dropout) : 0) + 1000
+            #expect(abs(Double(p.pts) - expected) <= 2, "frame \(i) at \(p.pts), expected \(expected)")
+            guard same else { break }
+        }
+    }
+}
