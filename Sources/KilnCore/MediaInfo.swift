@@ -243,6 +243,12 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     /// change was seen.
     public var formatChanges: Bool?
 
+    /// The programmes (MPEG-TS `program_number`s) that list the stream, where the file
+    /// holds two or more: a whole multiplex recorded (an HDHomeRun's or a DVB card's full
+    /// channel), each programme its own pictures, sound and subtitles. nil in a file of one
+    /// programme or none.
+    public var programs: [Int]?
+
     /// The stream's samples are encrypted (DRM: CENC/CBCS, FairPlay): they can be delivered
     /// in the file as it is, never decoded or copied into a new file.
     public var encrypted: Bool?
@@ -301,7 +307,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case startSeconds = "start_seconds", language, title, disposition, width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
         case chroma, sampleAspectRatio = "sample_aspect_ratio", frameRate = "frame_rate"
         case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", telecined, progressiveFrames = "progressive_frames", rotation
-        case presentationTimesMissing = "presentation_times_missing", encrypted
+        case presentationTimesMissing = "presentation_times_missing", encrypted, programs
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
         case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", closedCaptions = "closed_captions", captionServices = "caption_services", channels
         case channelLayout = "channel_layout", sampleRate = "sample_rate", formatChanges = "format_changes", textSubtitle = "text_subtitle"

@@ -806,8 +806,15 @@ public enum Preparer {
             // not from the plan's indices. A camera's merged partner is carried (in the
             // sound); a planned sound that gave no packet is left out at run time.
             let kept = Set(plan.keptSourceIndices)
+            // A whole multiplex's other channels (`StreamInfo.programs`) are said as such.
+            let programme = plan.video.flatMap { source.stream($0.sourceIndex)?.programs }.map(Set.init)
             for s in source.streams {
                 let left: (type: String, reason: String)?
+                if let programme, let own = s.programs, programme.isDisjoint(with: own), !kept.contains(s.index) {
+                    let type = s.type == .video && s.disposition.attachedPicture ? "attached_picture" : s.type.rawValue
+                    dropped.append(.init(sourceIndex: s.index, type: type, codec: s.codec, reason: "other_programme", language: language(s.index)))
+                    continue
+                }
                 switch s.type {
                 case .attachment: left = ("attachment", "attachment_unsupported")
                 case .video where s.disposition.attachedPicture: left = ("attached_picture", "attachment_unsupported")

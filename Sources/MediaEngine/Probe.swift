@@ -218,6 +218,8 @@ public enum Prober {
                                     endSeconds: seconds(ch.pointee.end, ch.pointee.time_base) ?? 0,
                                     title: dictValue(ch.pointee.metadata, "title")))
         }
+        let listing = Self.programmes(ctx.pointee)
+        for k in streams.indices { streams[k].programs = listing[streams[k].index] }
         var info = MediaInfo(formatName: formatName, container: Container.name(formatName: formatName, fileExtension: ext),
                              durationSeconds: duration, startSeconds: start, bitRate: bitRate, sizeBytes: size,
                              streams: streams, chapters: chapters, warnings: warnings)
@@ -254,6 +256,27 @@ public enum Prober {
             }
         }
         return info
+    }
+
+    /// The programmes that list each stream, by stream index, where two or more list
+    /// pictures or sound (a whole multiplex); empty otherwise. A programme is its MPEG-TS
+    /// `program_number` (libavformat's `AVProgram.id`).
+    static func programmes(_ ctx: AVFormatContext) -> [Int: [Int]] {
+        var listing: [Int: [Int]] = [:]
+        var withMedia = 0
+        for i in 0..<Int(ctx.nb_programs) {
+            guard let program = ctx.programs[i] else { continue }
+            let members = UnsafeBufferPointer(start: program.pointee.stream_index, count: Int(program.pointee.nb_stream_indexes))
+            let media = members.contains { m in
+                guard Int(m) < Int(ctx.nb_streams), let st = ctx.streams[Int(m)] else { return false }
+                let type = st.pointee.codecpar.pointee.codec_type
+                return (type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO) && st.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0
+            }
+            guard media else { continue }
+            withMedia += 1
+            for m in members { listing[Int(m), default: []].append(Int(program.pointee.id)) }
+        }
+        return withMedia >= 2 ? listing : [:]
     }
 
     /// A stream's bitrate from the samples its index lists (a fragmented MP4's: those of the

@@ -77,15 +77,29 @@ struct PlanContext {
     let monoPairs: MonoPairs
 
     init(source: MediaInfo, caps: DeviceCaps?, policy: ServerPolicy, audioLanguage: String?, presets: Presets) {
-        self.monoPairs = MonoPairs(source)
-        self.source = source
+        let videos = source.videoStreams
+        let video = videos.first { $0.disposition.isDefault } ?? videos.first
+        let programme = Self.programme(of: video, in: source)
+        self.monoPairs = MonoPairs(programme)
+        self.source = programme
         self.caps = caps
         self.policy = policy
         self.audioLanguage = audioLanguage
         self.presets = presets
         self.device = Device(caps)
-        let videos = source.videoStreams
-        self.video = videos.first { $0.disposition.isDefault } ?? videos.first
+        self.video = video
+    }
+
+    /// A whole multiplex recorded (`StreamInfo.programs`) is planned as the chosen
+    /// picture's programme: its sound and subtitles, and streams no programme lists. The
+    /// best-fitting sound of another channel went with the first channel's pictures (a
+    /// subchannel's 192 kbit/s stereo beside the main one's 384 kbit/s 5.1, at a rung whose
+    /// budget both exceed). Without pictures (a radio multiplex) every stream is a choice.
+    static func programme(of video: StreamInfo?, in source: MediaInfo) -> MediaInfo {
+        guard let own = video?.programs, !own.isEmpty else { return source }
+        var programme = source
+        programme.streams = source.streams.filter { s in s.programs.map { !Set($0).isDisjoint(with: own) } ?? true }
+        return programme
     }
 
     /// Why the source's file cannot go to the device as it is although its streams play:

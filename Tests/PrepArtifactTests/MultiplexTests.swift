@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+import KilnCore
+import KilnTestSupport
+
+@Suite("a whole multiplex recorded (an HDHomeRun's or a DVB card's full channel)")
+struct MultiplexTests {
+    /// Two channels' programmes in one transport stream, 8 s: the first's pictures with
+    /// 5.1 AC-3 at 384 kbit/s (a 440 Hz tone), the second's with stereo AC-3 at 192 kbit/s
+    /// (880 Hz), all in English.
+    static func multiplex() throws -> String {
+        try Media.generated("two-programmes.ts", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
+            "-f", "lavfi", "-i", "smptebars=size=320x240:rate=25:duration=8", "-f", "lavfi", "-i", "sine=frequency=880:sample_rate=48000:duration=8",
+            "-map", "0:v", "-map", "1:a", "-map", "2:v", "-map", "3:a", "-c:v", "libx264", "-preset", "ultrafast",
+            "-c:a", "ac3", "-ac:a:0", "6", "-b:a:0", "384k", "-ac:a:1", "2", "-b:a:1", "192k",
+            "-metadata:s:a:0", "language=eng", "-metadata:s:a:1", "language=eng",
+            "-program", "title=One:st=0:st=1", "-program", "title=Two:st=2:st=3", "-f", "mpegts"])
+    }
+
+    @Test("the probe says which programme lists each stream; at 2 Mbps the sound is the first channel's, whose pictures go (the second channel's stereo, nearer the rung's budget, had gone with them), and the other channel's streams are listed as other_programme; a file of one programme says none")
+    func soundOfThePicturesChannel() throws {
+        let source = try Self.multiplex()
+        guard case .array(let streams)? = try Command.probed(source)["streams"] else { Issue.record("no streams probed"); return }
+        let programmes = streams.map { s -> [Int] in
+            guard case .array(let listed)? = s["programs"] else { return [] }
+            return listed.compactMap(\.int)
+        }
+        #expect(programmes == [[1], [1], [2], [2]], "\(programmes)")
+        try Command.prepare(source, quality: "2mbps", caps: "ios", scratch: "multiplex-2mbps") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["video"]?["source_index"]?.int == 0 && json["plan"]?["audio"]?["source_index"]?.int == 1, "\(r.stdout.prefix(800))")
+            guard case .array(let dropped)? = json["output"]?["dropped"] else { Issue.record("no dropped list"); return }
+            #expect(dropped.map { "\($0["source_index"]?.int ?? -1) \($0["reason"]?.string ?? "")" } == ["2 other_programme", "3 other_programme"],
+                    "\(dropped)")
+            let pitches = try SoundCodecChangeTests.pitches(out)
+            #expect(pitches.count >= 7 && pitches.dropFirst().dropLast().allSatisfy { SoundCodecChangeTests.near($0, 440) }, "\(pitches)")
+        }
+        guard case .array(let single)? = try Command.probed(try Media.soundRecording("ac3", channels: [2]))["streams"] else {
+            Issue.record("no streams probed"); return
+        }
+        #expect(single.allSatisfy { $0["programs"] == nil }, "\(single)")
+    }
+}
