@@ -62,6 +62,20 @@ struct SoundCodecChangeTests {
         }
     }
 
+    @Test("AC-3 5.1 that goes on as AAC stereo (libavformat's AC-3 parser finds no frame in AAC's bytes): the sound after the change was lost, the output's sound ending at 6 s of 12 with exit 0; it now goes on, each part's tone in its seconds")
+    func soundAfterTheChangeKept() throws {
+        let source = try Self.recording("ac3-then-aac-same-pid.ts", [("ac3", 6, 880, 0, 6), ("aac", 2, 440, 6, 6)])
+        try Command.prepare(source, quality: "2mbps", caps: "web", scratch: "codec-change-ac3-aac") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try FFprobe(out).duration("audio").map { abs($0 - 12) < 0.2 } == true)
+            let pitches = try Self.pitches(out)
+            #expect(pitches.count == 12, "\(pitches)")
+            for (second, hz) in pitches.enumerated() where second % 6 != 0 {
+                #expect(Self.near(hz, second < 6 ? 880 : 440), "second \(second): \(pitches)")
+            }
+        }
+    }
+
     @Test("a change the probe's samples fall short of (the last two seconds of 45) stops the copy of the AAC where the AC-3 begins, and the sound is re-encoded, said in the adjustments; the AC-3 part plays its own tone")
     func copyStopsAtCodec() throws {
         let source = try Self.recording("aac-then-ac3-late-same-pid.ts", [("aac", 2, 440, 0, 45), ("ac3", 6, 880, 45, 2)])
