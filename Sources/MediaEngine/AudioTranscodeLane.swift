@@ -109,7 +109,7 @@ final class AudioTranscodeLane: Lane {
     var stats: LaneStats {
         var s = counters
         let merged = merge?.stats ?? LaneStats()
-        s.corruptPackets = retired.corrupt + decoder.corruptPackets + rejectedFrames + merged.corruptPackets
+        s.corruptPackets = retired.corrupt + decoder.corruptPackets + rejectedFrames + merged.corruptPackets + (codecChange?.skippedRuns ?? 0)
         s.framesDecoded = retired.decoded + decoder.framesDecoded + merged.framesDecoded
         s.gapsFilled += merged.gapsFilled
         s.framesDropped += merged.framesDropped
@@ -233,6 +233,7 @@ final class AudioTranscodeLane: Lane {
     func follow(_ stream: UnsafeMutablePointer<AVStream>, muxer: Muxer) throws(KilnError) {
         if codecChange != nil { for cut in try codecChange!.finish() { try decode(cut, muxer: muxer) } }
         try retire(muxer: muxer)
+        retired.corrupt += codecChange?.skippedRuns ?? 0
         decoder = try Decoder(stream: stream, threads: 1)
         current = stream
         decoding = stream.pointee.codecpar.pointee.codec_id

@@ -94,8 +94,11 @@ struct SoundFramer {
     /// Whether the last frame ended where the next begins: a header there is in step with
     /// the frames before it and needs no confirming.
     private var inStep = false
-    /// Bytes that were no frame.
+    /// Bytes that were no frame, and the runs of them (each a damaged stretch, counted as
+    /// one corrupt packet: verification tells the source's damage from its own by it).
     private(set) var skippedBytes = 0
+    private(set) var skippedRuns = 0
+    private var skipping = false
 
     init(timeBase: AVRational) { self.timeBase = timeBase }
 
@@ -121,15 +124,15 @@ struct SoundFramer {
             scan: while at < b.count {
                 guard b.count - at >= 8 || flushing else { break }
                 guard let h = header(at), !h.dependent else {
+                    skip(1)
                     at += 1
-                    skippedBytes += 1
                     inStep = false
                     continue
                 }
                 var end = at + h.length
                 // The frame, the next header (or the substreams that extend it) must be here.
                 guard end + 8 <= b.count || (flushing && end <= b.count) else {
-                    if flushing { skippedBytes += b.count - at; at = b.count }
+                    if flushing { skip(b.count - at); at = b.count }
                     break
                 }
                 while h.family == .dolby, let d = header(end), d.dependent {
@@ -141,8 +144,8 @@ struct SoundFramer {
                 }
                 let next = header(end)
                 guard inStep || next?.family == h.family || (flushing && end == b.count) else {
+                    skip(1)
                     at += 1
-                    skippedBytes += 1
                     continue
                 }
                 let hasDependents = end - at > h.length
@@ -150,6 +153,7 @@ struct SoundFramer {
                 found.append((SoundFrameHeader(codec: codec, length: end - at, samples: h.samples, sampleRate: h.sampleRate,
                                                channels: h.channels, dependent: false), at..<end))
                 inStep = true
+                skipping = false
                 at = end
             }
         }
@@ -169,6 +173,12 @@ struct SoundFramer {
         bytes.removeFirst(at)
         base += Int64(at)
         return cuts
+    }
+
+    private mutating func skip(_ count: Int) {
+        skippedBytes += count
+        if !skipping { skippedRuns += 1 }
+        skipping = true
     }
 
     /// The time of the frame at `offset`: the count from the latest chunk's time, unless a
@@ -227,7 +237,8 @@ struct SoundCodecFollower {
 
     /// Whether the sound has left its declared codec (its bytes are cut by their headers).
     var changed: Bool { framer != nil }
-    var skippedBytes: Int { framer?.skippedBytes ?? 0 }
+    /// Damaged stretches the framer left out (`SoundFramer.skippedRuns`).
+    var skippedRuns: Int { framer?.skippedRuns ?? 0 }
 
     mutating func take(_ packet: Packet) throws(KilnError) -> [SoundFramer.Cut] {
         let p = packet.pointer.pointee

@@ -75,7 +75,7 @@ struct SoundFramesTests {
         cuts += try framer.frames(streamIndex: 1, flushing: true)
         #expect(cuts.count == lengths.count, "\(cuts.count) frames of \(lengths.count)")
         #expect(dropoutFrom < dropoutFrame + 5)
-        #expect(framer.skippedBytes == aacTail.count)
+        #expect(framer.skippedBytes == aacTail.count && framer.skippedRuns == 1, "the AAC tail is one damaged stretch")
         for (i, cut) in cuts.enumerated() where i < lengths.count {
             let p = cut.packet.pointer.pointee
             let same = Int(p.size) == lengths[i] && memcmp(p.data, ac3.withUnsafeBufferPointer { $0.baseAddress! + frameStarts[i] }, lengths[i]) == 0
