@@ -7,10 +7,13 @@ public enum LanguageCode {
     /// The ISO 639-2/T code for `tag` ("en", "eng", "en-US", "ger" all give "eng" or
     /// "deu"); nil for absent or undetermined, and for a code that is not three letters once
     /// mapped (a two-letter one no table knows would be "und" in MP4 anyway). Other
-    /// three-letter codes (ISO 639-3's "yue", "fil") are kept as they are.
+    /// three-letter codes (ISO 639-3's "yue", "fil") are kept as they are. Of a list (a DVB
+    /// ISO 639 descriptor naming several, which libavformat joins: "eng,deu"), the first:
+    /// the list had tagged the output's track "und".
     public static func terminologic(_ tag: String?) -> String? {
         guard let tag else { return nil }
-        let base = tag.lowercased().split(whereSeparator: { $0 == "-" || $0 == "_" }).first.map(String.init) ?? ""
+        let first = tag.lowercased().split(separator: ",").first?.filter { !$0.isWhitespace } ?? ""
+        let base = first.split(whereSeparator: { $0 == "-" || $0 == "_" }).first.map(String.init) ?? ""
         if base.isEmpty || base == "und" || base == "mis" || base == "zxx" || base == "mul" { return nil }
         if let t = iso639_1[base] ?? withdrawn[base] { return t }
         if let t = bibliographic[base] { return t }

@@ -60,12 +60,13 @@ struct FormatAndFileIOTests {
 
 @Suite("language tags as MP4 writes them")
 struct LanguageCodeTests {
-    @Test("every ISO 639-1 code, the withdrawn ones old files carry, bibliographic codes and BCP 47 tags become ISO 639-2/T; a two-letter code no table knows is undetermined, not a code MP4 cannot hold")
+    @Test("every ISO 639-1 code, the withdrawn ones old files carry, bibliographic codes and BCP 47 tags become ISO 639-2/T, a list (a DVB descriptor's) its first; a two-letter code no table knows is undetermined, not a code MP4 cannot hold")
     func terminologic() {
         let cases: [(String?, String?)] = [
             ("en", "eng"), ("en-US", "eng"), ("pt_BR", "por"), ("ger", "deu"), ("mao", "mri"), ("ku", "kur"), ("az", "aze"), ("kk", "kaz"),
             ("ne", "nep"), ("mn", "mon"), ("tw", "twi"), ("iw", "heb"), ("in", "ind"), ("ji", "yid"), ("jw", "jav"), ("zh-Hant", "zho"),
             ("yue", "yue"), ("fil", "fil"), ("ENG", "eng"), ("und", nil), ("", nil), (nil, nil), ("xx", nil), ("e1", nil), ("english", nil),
+            ("eng,deu", "eng"), ("ger, fre", "deu"), (",eng", "eng"),
         ]
         for (tag, code) in cases { #expect(LanguageCode.terminologic(tag) == code, "\(tag ?? "nil")") }
     }

@@ -43,3 +43,22 @@ struct MultiplexTests {
         #expect(single.allSatisfy { $0["programs"] == nil }, "\(single)")
     }
 }
+
+@Suite("a broadcast stream whose language descriptor lists several languages")
+struct ListedLanguagesTests {
+    @Test("a DVB ISO 639 descriptor listing English then German (libavformat gives \"eng,deu\", which the probe shows) is planned as English, and the output's track says English (it said und)")
+    func firstListedLanguage() throws {
+        let source = try Media.generated("mp2-eng-deu.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                                           "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=4",
+                                                           "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "mp2",
+                                                           "-metadata:s:a:0", "language=eng,deu", "-f", "mpegts"])
+        guard case .array(let streams)? = try Command.probed(source)["streams"],
+              let sound = streams.first(where: { $0["type"] == .string("audio") }) else { Issue.record("no audio probed"); return }
+        #expect(sound["language"] == .string("eng,deu"), "\(sound)")
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "listed-languages") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["audio"]?["language"] == .string("eng"))
+            #expect(try FFprobe(out).streams("audio").first?["tags"]?["language"] == .string("eng"))
+        }
+    }
+}
