@@ -242,6 +242,10 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     /// (`SoundFormatSurvey`): one MP4 sample entry cannot carry that as it is. nil when no
     /// change was seen.
     public var formatChanges: Bool?
+    /// Two mono programmes side by side (AC-3's 1+1, MPEG audio's dual channel, read from
+    /// the first frames): a bilingual broadcast, its languages the stream's listed ones
+    /// (`languages`) in channel order. nil for any other sound.
+    public var dualMono: Bool?
 
     /// The programmes (MPEG-TS `program_number`s) that list the stream, where the file
     /// holds two or more: a whole multiplex recorded (an HDHomeRun's or a DVB card's full
@@ -310,8 +314,14 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case presentationTimesMissing = "presentation_times_missing", encrypted, programs
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
         case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", closedCaptions = "closed_captions", captionServices = "caption_services", channels
-        case channelLayout = "channel_layout", sampleRate = "sample_rate", formatChanges = "format_changes", textSubtitle = "text_subtitle"
+        case channelLayout = "channel_layout", sampleRate = "sample_rate", formatChanges = "format_changes", dualMono = "dual_mono", textSubtitle = "text_subtitle"
         case teletextPages = "teletext_pages"
+    }
+
+    /// The languages the stream lists, first its own (a DVB descriptor may name several:
+    /// "eng,deu"; a dual-mono stream's are its channels').
+    public var languages: [String] {
+        (language ?? "").split(separator: ",").map { String($0.filter { !$0.isWhitespace }) }.filter { !$0.isEmpty }
     }
 
     /// Width and height as displayed: sample aspect ratio applied, then rotation.

@@ -166,6 +166,9 @@ public struct AudioPlan: Codable, Sendable, Equatable {
     /// first track left, the second right, as ffmpeg's `amerge` makes it. Re-encoded
     /// only (a copy is one stream). nil for a sound of one stream.
     public var mergeSources: [Int]?
+    /// The one channel of the source's that is the sound (`source_channel`, from 0): a
+    /// dual-mono stream's language (`StreamInfo.dualMono`). Re-encoded only; nil for all.
+    public var sourceChannel: Int?
 
     public init(sourceIndex: Int, action: StreamAction, codec: String, channels: Int, bitrateKbps: Int,
                 language: String? = nil, mergeSources: [Int]? = nil) {
@@ -183,7 +186,7 @@ public struct AudioPlan: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case sourceIndex = "source_index", action, codec, channels, bitrateKbps = "bitrate_kbps", language
-        case mergeSources = "merge_sources"
+        case mergeSources = "merge_sources", sourceChannel = "source_channel"
     }
 }
 

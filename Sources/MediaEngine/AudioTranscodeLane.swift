@@ -38,6 +38,8 @@ final class AudioTranscodeLane: Lane {
     private var encoder: Encoder?
     private var resampler: Resampler?
     private let frame: Frame
+    /// The one channel `AudioPlan.sourceChannel` takes, made once.
+    private var picked: Frame?
     /// Next output timestamp, in samples at the output rate (the encoder's time base).
     private var nextPTS = noPTS
     private var frameSize = 1024
@@ -176,7 +178,10 @@ final class AudioTranscodeLane: Lane {
         let variable = (encoder.codec.pointee.capabilities & AV_CODEC_CAP_VARIABLE_FRAME_SIZE) != 0
         frameSize = encoder.context.pointee.frame_size > 0 && !variable ? Int(encoder.context.pointee.frame_size) : 1024
         resampler = try Resampler(output: chosen)
-        outputIndex = try encoder.addStream(to: muxer, from: inputStream).pointee.index
+        let output = try encoder.addStream(to: muxer, from: inputStream)
+        // The plan's language: a dual-mono stream's channel's, not the stream's first.
+        if let language = plan.language { setLanguage(language, of: output) }
+        outputIndex = output.pointee.index
     }
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
@@ -218,8 +223,19 @@ final class AudioTranscodeLane: Lane {
         retired.decoded += decoder.framesDecoded
     }
 
-    /// A frame of this lane's own stream: resampled, or merged first.
+    /// A frame of this lane's own stream: resampled, or merged first; of two mono
+    /// programmes side by side (`AudioPlan.sourceChannel`), the plan's channel alone (a
+    /// frame of one channel, where the sound changed to mono, as it is).
     private func decoded(_ f: Frame, muxer: Muxer) throws(KilnError) {
+        if let channel = plan.sourceChannel, f.pointer.pointee.ch_layout.nb_channels > 1 {
+            if picked == nil { picked = try Frame() }
+            let one = picked!
+            let side = min(Int32(channel), f.pointer.pointee.ch_layout.nb_channels - 1)
+            try check(kiln_frame_one_channel(one.pointer, f.pointer, side), .filter, "cannot take channel \(side) of the sound",
+                      as: .sourceCorrupt)
+            defer { one.unref() }
+            return try resample(one, timeBase: decoder.timeBase, muxer: muxer)
+        }
         guard let merge else { return try resample(f, timeBase: decoder.timeBase, muxer: muxer) }
         try merge.take(f, input: 0, timeBase: decoder.timeBase) { (m: Frame) throws(KilnError) in
             try self.resample(m, timeBase: merge.timeBase, muxer: muxer)

@@ -231,6 +231,7 @@ extension Prober {
     struct FirstPackets {
         private var tries: [Int: Int] = [:]
         private var layerRead: Set<Int> = []
+        private var modeRead: Set<Int> = []
         static let formatTries = 16
         /// A sound stream's packets read: their bytes and the time they span (seconds).
         private struct Heard {
@@ -270,6 +271,12 @@ extension Prober {
             if streams[i].codec == "mp3", !layerRead.contains(i) {
                 layerRead.insert(i)
                 if let codec = Prober.mpegAudioLayer(packet) { streams[i].codec = codec }
+            }
+            // The first frame with a header says whether it is two mono programmes.
+            if !modeRead.contains(i), let data = p.data,
+               let h = SoundFrameHeader(UnsafeBufferPointer(start: data, count: Int(p.size)), at: 0) {
+                modeRead.insert(i)
+                if h.dualMono { streams[i].dualMono = true }
             }
         }
 

@@ -15,6 +15,9 @@ struct SoundFrameHeader: Equatable {
     let channels: Int
     /// An E-AC-3 dependent substream: it extends the frame before it (7.1 over a 5.1 core).
     let dependent: Bool
+    /// Two mono programmes side by side (AC-3's 1+1, MPEG audio's dual channel): a
+    /// bilingual broadcast's two languages, not a stereo pair.
+    var dualMono = false
 
     /// The codecs that decode each other's frames, or whose frames follow each other in
     /// one stream (AC-3 with E-AC-3 dependent substreams, MPEG audio's layers).
@@ -83,6 +86,7 @@ struct SoundFrameHeader: Equatable {
         let shift = config.enhanced ? 0 : max(0, Int(b[5] >> 3) - 8)
         self.init(codec: config.enhanced ? AV_CODEC_ID_EAC3 : AV_CODEC_ID_AC3, length: length, samples: 256 * blocks,
                   sampleRate: config.sampleRate >> shift, channels: config.channels, dependent: dependent)
+        dualMono = config.acmod == 0
     }
 
     /// MPEG-1, 2 and 2.5 audio (ISO/IEC 11172-3, 13818-3). A free-format frame (bit rate
@@ -109,6 +113,7 @@ struct SoundFrameHeader: Equatable {
         default: (length, samples, codec) = ((mpeg1 ? 144_000 : 72_000) * kbps / rate + padding, mpeg1 ? 1152 : 576, AV_CODEC_ID_MP3)
         }
         self.init(codec: codec, length: length, samples: samples, sampleRate: rate, channels: b[3] >> 6 == 3 ? 1 : 2, dependent: false)
+        dualMono = b[3] >> 6 == 2
     }
 
     init(codec: AVCodecID, length: Int, samples: Int, sampleRate: Int, channels: Int, dependent: Bool) {

@@ -66,7 +66,8 @@ public enum ArtifactKey {
             lines.append("audio=\(a.sourceIndex),\(a.action.rawValue),\(field(a.codec)),\(a.channels),\(a.bitrateKbps),"
                 + "lang=\(field(a.language ?? ""))"
                 // Only for a merged sound, so every plan made before it keeps its key.
-                + (a.mergeSources.map { ",merge=" + $0.map(String.init).joined(separator: "+") } ?? ""))
+                + (a.mergeSources.map { ",merge=" + $0.map(String.init).joined(separator: "+") } ?? "")
+                + (a.sourceChannel.map { ",channel=\($0)" } ?? ""))
         } else {
             lines.append("audio=none")
         }

@@ -22,7 +22,7 @@ enum AudioSelection {
         if let language {
             // A code no language has ("xx") matches no track: said so, as for one the file lacks.
             let wanted = LanguageCode.terminologic(language)
-            group = wanted.map { w in pool.filter { LanguageCode.terminologic($0.language) == w } } ?? []
+            group = wanted.map { w in pool.filter { speaks($0, w) } } ?? []
             reasons.append(group.isEmpty ? "audio_language_unavailable" : "audio_language_matched")
         }
         if group.isEmpty {
@@ -36,6 +36,21 @@ enum AudioSelection {
         }
         let best = ranked.min { $0.key < $1.key }!.stream
         return (best, reasons)
+    }
+
+    /// Whether `s` carries `language` (ISO 639-2/T): its own, or, for two mono programmes
+    /// side by side, either channel's (`StreamInfo.dualMono`).
+    static func speaks(_ s: StreamInfo, _ language: String) -> Bool {
+        let listed = s.dualMono == true ? s.languages : Array(s.languages.prefix(1))
+        return listed.contains { LanguageCode.terminologic($0) == language }
+    }
+
+    /// Which channel of a dual-mono stream is the sound: the one in `language` when the
+    /// stream lists it, else the first (a bilingual broadcast's main language).
+    static func dualMonoChannel(_ s: StreamInfo, language: String?) -> Int {
+        guard let wanted = language.flatMap(LanguageCode.terminologic) else { return 0 }
+        let listed = s.languages
+        return listed.count >= 2 && LanguageCode.terminologic(listed[1]) == wanted && LanguageCode.terminologic(listed[0]) != wanted ? 1 : 0
     }
 
     /// Commentary or audio description, by disposition or, failing that, by title.

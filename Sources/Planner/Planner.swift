@@ -40,6 +40,13 @@ public enum Planner {
         if let why = source.timingDamage, source.timingDamageStream.map(plan.keptSourceIndices.contains) ?? true {
             throw KilnError(.sourceCorrupt, stage: .plan, "the source's tracks do not keep time together: \(why)")
         }
+        // Two mono programmes side by side: the encode takes the asked language's channel,
+        // and the track says that language.
+        if let a = plan.audio, a.action == .transcode, a.mergeSources == nil, let s = source.stream(a.sourceIndex), s.dualMono == true {
+            let channel = AudioSelection.dualMonoChannel(s, language: audioLanguage)
+            plan.audio?.sourceChannel = channel
+            plan.audio?.language = s.languages.count > channel ? LanguageCode.terminologic(s.languages[channel]) : a.language
+        }
         plan.reasons = unique(plan.reasons)
         plan.ignoredCaps = caps?.ignoredFields
         plan.artifactKey = ArtifactKey.compute(plan: plan, source: source, presetsVersion: presets.version)
@@ -315,7 +322,8 @@ struct PlanContext {
         Plan(quality: quality, effectiveQuality: .original, deliveryFormat: .original, targetBitrateKbps: 0,
              container: source.container, video: video.map(copyVideo),
              audio: audio.map { AudioPlan(sourceIndex: $0.stream.index, action: .copy, codec: Codecs.canonical($0.stream.codec),
-                                          channels: $0.stream.channels ?? 0, bitrateKbps: 0, language: language($0.stream)) },
+                                          channels: source.stream($0.stream.index)?.channels ?? $0.stream.channels ?? 0, bitrateKbps: 0,
+                                          language: language($0.stream)) },
              subtitles: [], reasons: reasons, artifactKey: "")
     }
 
@@ -571,6 +579,11 @@ struct PlanContext {
             guard let kbps = a.bitRate.map(PlanContext.kbps) else { return Self.reencodedFit - 1 }
             return 1 + min(kbps / max(1, audioBudget(a, rung)), Self.reencodedFit - 3)
         }
+        // Two mono programmes side by side are one channel of sound (`dualMono`).
+        if var one = chosen?.stream, one.dualMono == true {
+            (one.channels, one.channelLayout, one.bitRate) = (1, "mono", one.bitRate.map { $0 / 2 })
+            return (one, chosen!.reasons)
+        }
         guard let chosen, monoPairs.paired(chosen.stream.index) else { return chosen }
         return (monoPairs.sound(of: chosen.stream), chosen.reasons + ["audio_tracks_merged"])
     }
@@ -601,6 +614,8 @@ struct PlanContext {
         if !Codecs.copiesIntoMP4(a.codec) { return "audio_codec_unsupported_in_mp4" }
         if !a.formatKnown { return "audio_format_unknown" }
         if a.formatChanges == true { return "audio_format_changes" }
+        // A copy would play both languages at once, one a side.
+        if a.dualMono == true { return "audio_dual_mono" }
         // One side of a stereo pair: a copy would be the one track.
         if monoPairs.paired(a.index) { return "audio_tracks_merged" }
         return nil

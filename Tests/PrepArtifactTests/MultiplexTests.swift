@@ -62,3 +62,30 @@ struct ListedLanguagesTests {
         }
     }
 }
+
+@Suite("a bilingual broadcast's dual-mono sound")
+struct DualMonoTests {
+    @Test("MP2 in dual-channel mode, English left (440 Hz) and German right (880 Hz): the probe says dual_mono; the output is the one channel, English by default, German when asked, its track labelled so (both had played at once, one a side)")
+    func oneLanguage() throws {
+        let source = try Media.generated("mp2-dual-mono-eng-deu.ts", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
+            "-f", "lavfi", "-i", "sine=frequency=880:sample_rate=48000:duration=6", "-filter_complex", "[1:a][2:a]amerge=inputs=2[a]",
+            "-map", "0:v", "-map", "[a]", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "libtwolame", "-mode", "dual_channel",
+            "-b:a", "192k", "-metadata:s:a:0", "language=eng,deu", "-f", "mpegts"])
+        guard case .array(let streams)? = try Command.probed(source)["streams"],
+              let sound = streams.first(where: { $0["type"] == .string("audio") }) else { Issue.record("no audio probed"); return }
+        #expect(sound["dual_mono"] == .bool(true), "\(sound)")
+        let dir = Media.scratch("dual-mono")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for (language, hz, tag) in [(nil, 440, "eng"), ("deu", 880, "deu")] as [(String?, Int, String)] {
+            let out = dir.appendingPathComponent("\(language ?? "default").mp4").path
+            let r = try Command.run(["prepare", source, "--quality", "2mbps", "--caps", "ios", "--output", out, "--json"]
+                                    + (language.map { ["--audio-language", $0] } ?? []))
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let audio = try FFprobe(out).streams("audio")
+            #expect(audio.count == 1 && audio.first?["channels"]?.int == 1 && audio.first?["tags"]?["language"] == .string(tag), "\(audio)")
+            let pitches = try SoundCodecChangeTests.pitches(out)
+            #expect(pitches.count >= 5 && pitches.dropFirst().prefix(4).allSatisfy { SoundCodecChangeTests.near($0, hz) }, "\(language ?? "default"): \(pitches)")
+        }
+    }
+}

@@ -332,4 +332,10 @@ void kiln_trim_chapters(AVFormatContext *s, int64_t end);
 /// display and content light metadata) to another stream, except entries of `skip_type`
 /// (an AVPacketSideDataType; -1 skips none).
 int kiln_copy_stream_side_data(AVStream *out, const AVStream *in, int skip_type);
+
+/// Makes `dst` a mono frame of `src`'s channel `channel` (from 0), its samples copied, its
+/// timestamps `src`'s: one programme of a dual-mono sound (two languages side by side).
+/// AVERROR(EINVAL) for a channel `src` does not have.
+int kiln_frame_one_channel(AVFrame *dst, const AVFrame *src, int channel);
+
 #endif
