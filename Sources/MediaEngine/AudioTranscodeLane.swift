@@ -38,8 +38,11 @@ final class AudioTranscodeLane: Lane {
     private var encoder: Encoder?
     private var resampler: Resampler?
     private let frame: Frame
-    /// The one channel `AudioPlan.sourceChannel` takes, made once.
+    /// The one channel `AudioPlan.sourceChannel` takes, made once, and whether the frames
+    /// decoding now are two programmes (their header's word): a stretch in stereo (the
+    /// next programme's, on the same PID) is mixed down as any sound is, not halved.
     private var picked: Frame?
+    private var twoProgrammes = true
     /// Next output timestamp, in samples at the output rate (the encoder's time base).
     private var nextPTS = noPTS
     private var frameSize = 1024
@@ -194,6 +197,10 @@ final class AudioTranscodeLane: Lane {
     }
 
     private func decode(_ packet: Packet?, muxer: Muxer) throws(KilnError) {
+        if plan.sourceChannel != nil, let p = packet?.pointer.pointee, let data = p.data,
+           let h = SoundFrameHeader(UnsafeBufferPointer(start: data, count: Int(p.size)), at: 0) {
+            twoProgrammes = h.dualMono
+        }
         try decoder.decodeRequiringOutput(packet, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
             try self.decoded(f, muxer: muxer)
         }
@@ -225,9 +232,9 @@ final class AudioTranscodeLane: Lane {
 
     /// A frame of this lane's own stream: resampled, or merged first; of two mono
     /// programmes side by side (`AudioPlan.sourceChannel`), the plan's channel alone (a
-    /// frame of one channel, where the sound changed to mono, as it is).
+    /// frame of one channel, or of a stereo stretch, as it is).
     private func decoded(_ f: Frame, muxer: Muxer) throws(KilnError) {
-        if let channel = plan.sourceChannel, f.pointer.pointee.ch_layout.nb_channels > 1 {
+        if let channel = plan.sourceChannel, twoProgrammes, f.pointer.pointee.ch_layout.nb_channels > 1 {
             if picked == nil { picked = try Frame() }
             let one = picked!
             let side = min(Int32(channel), f.pointer.pointee.ch_layout.nb_channels - 1)

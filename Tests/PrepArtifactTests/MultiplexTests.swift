@@ -88,4 +88,26 @@ struct DualMonoTests {
             #expect(pitches.count >= 5 && pitches.dropFirst().prefix(4).allSatisfy { SoundCodecChangeTests.near($0, hz) }, "\(language ?? "default"): \(pitches)")
         }
     }
+
+    @Test("dual channel that goes on in stereo on the same PID (the next programme's: 330 Hz left, 550 Hz right): the stereo part is mixed down, not cut to its left side")
+    func stereoAfterDualMono() throws {
+        let source = try Media.concatenatedTS("mp2-dual-then-stereo.ts", parts: [
+            ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=4",
+             "-f", "lavfi", "-i", "sine=frequency=880:sample_rate=48000:duration=4", "-filter_complex", "[1:a][2:a]amerge=inputs=2[a]",
+             "-map", "0:v", "-map", "[a]", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "libtwolame", "-mode", "dual_channel",
+             "-b:a", "192k", "-metadata:s:a:0", "language=eng,deu", "-streamid", "0:256", "-streamid", "1:257", "-tables_version", "0"],
+            ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4", "-f", "lavfi", "-i", "sine=frequency=330:sample_rate=48000:duration=4",
+             "-f", "lavfi", "-i", "sine=frequency=550:sample_rate=48000:duration=4", "-filter_complex", "[1:a][2:a]amerge=inputs=2[a]",
+             "-map", "0:v", "-map", "[a]", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "libtwolame", "-mode", "stereo",
+             "-b:a", "192k", "-metadata:s:a:0", "language=eng,deu", "-streamid", "0:256", "-streamid", "1:257", "-tables_version", "1",
+             "-output_ts_offset", "4"],
+        ])
+        try Command.prepare(source, quality: "2mbps", caps: "ios", scratch: "dual-then-stereo") { (r, out) throws in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let pitches = try SoundCodecChangeTests.pitches(out)
+            #expect(pitches.count >= 7, "\(pitches)")
+            #expect(pitches[1...2].allSatisfy { SoundCodecChangeTests.near($0, 440) }, "the English side: \(pitches)")
+            #expect(pitches[5...6].allSatisfy { $0 > 400 }, "both sides of the stereo, not its 330 Hz left alone: \(pitches)")
+        }
+    }
 }
