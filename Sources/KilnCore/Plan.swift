@@ -281,8 +281,10 @@ public struct SubtitlePlan: Codable, Sendable, Equatable {
 ///    short (one picture held, one missing) and is no standard rate; an MP4 sample the file
 ///    ends inside left out; a movie-fragment MP4 read afresh after the probe (its last
 ///    fragment had been read twice).
+/// 15: a broadcast's sound that goes on in another codec on its PID decoded in each codec
+///    (AC-3 that went on as AAC had lost its sound after the change, and answered ok).
 public enum EngineRecipe {
-    public static let version = 14
+    public static let version = 15
 }
 
 extension Plan {

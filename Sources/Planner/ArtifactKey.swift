@@ -65,7 +65,8 @@ public enum ArtifactKey {
         if let a = plan.audio {
             lines.append("audio=\(a.sourceIndex),\(a.action.rawValue),\(field(a.codec)),\(a.channels),\(a.bitrateKbps),"
                 + "lang=\(field(a.language ?? ""))"
-                // Only for a merged sound, so every plan made before it keeps its key.
+                // Only for a merged sound or one channel of a dual-mono one, so every plan made
+                // before them keeps its key.
                 + (a.mergeSources.map { ",merge=" + $0.map(String.init).joined(separator: "+") } ?? "")
                 + (a.sourceChannel.map { ",channel=\($0)" } ?? ""))
         } else {
