@@ -102,6 +102,12 @@ struct SoundFramer {
 
     init(timeBase: AVRational) { self.timeBase = timeBase }
 
+    /// What the framer holds: bytes not yet cut, and chunk times not yet used.
+    var held: (bytes: Int, times: Int) { (bytes.count, anchors.count) }
+
+    /// E-AC-3's limit of dependent substreams to an independent one (A/52 annex E).
+    static let mostDependents = 8
+
     struct Cut {
         /// The frame's codec and format; nil for a packet as the container cut it (the
         /// declared codec's frames before any change).
@@ -135,7 +141,11 @@ struct SoundFramer {
                     if flushing { skip(b.count - at); at = b.count }
                     break
                 }
-                while h.family == .dolby, let d = header(end), d.dependent {
+                // E-AC-3 allows 8 dependent substreams a frame: a run of more is not followed
+                // (a stream of nothing else would hold every byte, waiting for its end).
+                var dependents = 0
+                while h.family == .dolby, dependents < Self.mostDependents, let d = header(end), d.dependent {
+                    dependents += 1
                     guard end + d.length + 8 <= b.count || (flushing && end + d.length <= b.count) else {
                         if flushing { break }
                         break scan
@@ -172,6 +182,9 @@ struct SoundFramer {
         }
         bytes.removeFirst(at)
         base += Int64(at)
+        // Of the times of chunks that began in bytes left behind, only the latest can still
+        // be the next frame's (a stream of bytes that are no frames would hold them all).
+        if let keep = anchors.lastIndex(where: { $0.offset < base }), keep > 0 { anchors.removeFirst(keep) }
         return cuts
     }
 

@@ -85,4 +85,31 @@ struct SoundFramesTests {
             guard same else { break }
         }
     }
+
+    @Test("bytes that are no frames, or an E-AC-3 frame followed by dependent substreams without end, hold neither bytes nor chunk times as they come: a hostile stream's memory stays flat")
+    func flatOnJunk() throws {
+        var framer = SoundFramer(timeBase: AVRational(num: 1, den: 90000))
+        let junk = [UInt8](repeating: 0x47, count: 184)
+        for i in 0..<20_000 {
+            junk.withUnsafeBufferPointer { framer.append($0, pts: Int64(i) * 100) }
+            _ = try framer.frames(streamIndex: 0, flushing: false)
+            #expect(framer.held.bytes < 200 && framer.held.times <= 2, "after \(i) chunks: \(framer.held)")
+            if framer.held.bytes >= 200 || framer.held.times > 2 { break }
+        }
+        // An E-AC-3 independent frame, then its dependent substream over and over.
+        let eac3 = try Self.encoded("eac3-51.eac3", Self.cases[2].args)
+        let first = eac3.withUnsafeBufferPointer { SoundFrameHeader($0, at: 0)! }
+        var dependent = Array(eac3[0..<first.length])
+        dependent[2] = dependent[2] & 0x3F | 0x40  // strmtyp 1: dependent
+        var chained = SoundFramer(timeBase: AVRational(num: 1, den: 90000))
+        Array(eac3[0..<first.length]).withUnsafeBufferPointer { chained.append($0, pts: 0) }
+        var cut = 0
+        for i in 0..<2_000 {
+            dependent.withUnsafeBufferPointer { chained.append($0, pts: Int64(i + 1) * 2880) }
+            cut += try chained.frames(streamIndex: 0, flushing: false).count
+            #expect(chained.held.bytes < 12 * first.length, "after \(i) substreams: \(chained.held)")
+            if chained.held.bytes >= 12 * first.length { break }
+        }
+        #expect(cut >= 1)
+    }
 }
