@@ -225,9 +225,10 @@ public enum Preparer {
     /// (`TimelineSurvey`, the `timestamps_jump` length). Where the run came out far longer
     /// (twice that, and a minute more), it did not follow the timeline across them and left
     /// jumps open as gaps: an audio PID that went from AAC to AC-3 at each splice (libavformat
-    /// 5.1 goes on calling it AAC, so its packets' lengths are misread) made a 4-minute
+    /// 5.1 goes on calling it AAC, so its packets' lengths were misread) made a 4-minute
     /// recording 3.3 hours of pictures at half a frame a second, which then verified against
-    /// itself. Such a file is refused with that reason rather than delivered so.
+    /// itself. That sound is followed now (`SoundCodecFollower`); a file whose timeline still
+    /// cannot be followed is refused with that reason rather than delivered so.
     static func refuseUnfollowedSplices(end: Double, splices: Int, info: MediaInfo) throws(KilnError) {
         let parts = info.durationSeconds
         guard splices > 0, info.warnings.contains("timestamps_jump"), parts > 0, end - parts > max(60, parts) else { return }
