@@ -11,13 +11,18 @@ public enum LanguageCode {
     /// ISO 639 descriptor naming several, which libavformat joins: "eng,deu"), the first:
     /// the list had tagged the output's track "und".
     public static func terminologic(_ tag: String?) -> String? {
-        guard let tag else { return nil }
-        let first = tag.lowercased().split(separator: ",").first?.filter { !$0.isWhitespace } ?? ""
-        let base = first.split(whereSeparator: { $0 == "-" || $0 == "_" }).first.map(String.init) ?? ""
+        guard let first = listed(tag).first else { return nil }
+        let base = first.lowercased().split(whereSeparator: { $0 == "-" || $0 == "_" }).first.map(String.init) ?? ""
         if base.isEmpty || base == "und" || base == "mis" || base == "zxx" || base == "mul" { return nil }
         if let t = iso639_1[base] ?? withdrawn[base] { return t }
         if let t = bibliographic[base] { return t }
         return base.count == 3 && base.allSatisfy({ $0 >= "a" && $0 <= "z" }) ? base : nil
+    }
+
+    /// The languages a tag lists, in order ("eng,deu" is two; libavformat joins a DVB
+    /// descriptor's so), as they are written, without spaces.
+    public static func listed(_ tag: String?) -> [String] {
+        (tag ?? "").split(separator: ",").map { String($0.filter { !$0.isWhitespace }) }.filter { !$0.isEmpty }
     }
 
     /// Every ISO 639-1 code (184, "bh" included) with its ISO 639-2/T one.

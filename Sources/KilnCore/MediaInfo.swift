@@ -320,9 +320,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
 
     /// The languages the stream lists, first its own (a DVB descriptor may name several:
     /// "eng,deu"; a dual-mono stream's are its channels').
-    public var languages: [String] {
-        (language ?? "").split(separator: ",").map { String($0.filter { !$0.isWhitespace }) }.filter { !$0.isEmpty }
-    }
+    public var languages: [String] { LanguageCode.listed(language) }
 
     /// Width and height as displayed: sample aspect ratio applied, then rotation.
     public var displaySize: (width: Int, height: Int)? {

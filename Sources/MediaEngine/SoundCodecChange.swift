@@ -80,8 +80,9 @@ struct UnexplainedSound {
 
 /// Cuts a sound's bytes into frames by the headers they carry (`SoundFrameHeader`), each
 /// frame with the codec its header states and a time: the samples counted from the last
-/// chunk's time that moved the count (`time(of:)`). An E-AC-3 frame takes its dependent substreams with it, as a decoder wants.
-/// Bytes that start no frame whose successor confirms it are left out (counted).
+/// chunk's time that moved the count (`time(of:)`). An E-AC-3 frame takes its dependent
+/// substreams with it, as a decoder wants. Bytes that start no frame whose successor
+/// confirms it are left out (counted).
 struct SoundFramer {
     let timeBase: AVRational
     private var bytes: [UInt8] = []
@@ -248,8 +249,6 @@ struct SoundCodecFollower {
         timeBase = stream.pointee.time_base
     }
 
-    /// Whether the sound has left its declared codec (its bytes are cut by their headers).
-    var changed: Bool { framer != nil }
     /// Damaged stretches the framer left out (`SoundFramer.skippedRuns`).
     var skippedRuns: Int { framer?.skippedRuns ?? 0 }
 

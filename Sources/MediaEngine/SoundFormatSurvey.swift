@@ -39,19 +39,12 @@ enum SoundFormatSurvey {
             (channels, sampleRate, codec) = (other.channels, other.sampleRate, other.family == .dolby ? AV_CODEC_ID_AC3.rawValue : other.codec.rawValue)
         }
 
+        /// The format of the frame `bytes` begin with, a frame of `codec`'s family (nil for
+        /// no such frame, or one whose channels are set in the stream: ADTS's configuration 0).
         init?(_ codec: AVCodecID, _ bytes: UnsafeBufferPointer<UInt8>) {
-            self.codec = codec == AV_CODEC_ID_EAC3 ? AV_CODEC_ID_AC3.rawValue : codec.rawValue
-            switch codec {
-            case AV_CODEC_ID_AAC:
-                guard let c = ADTSConfiguration(bytes), let channels = c.channels, let rate = c.sampleRate else { return nil }
-                (self.channels, sampleRate) = (channels, rate)
-            case AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3:
-                guard let c = DolbyDigitalConfiguration(bytes) else { return nil }
-                (channels, sampleRate) = (c.channels, c.sampleRate)
-            default:
-                guard let h = SoundFrameHeader(bytes, at: 0), h.family == .mpeg else { return nil }
-                (channels, sampleRate) = (h.channels, h.sampleRate)
-            }
+            guard let family = SoundFrameHeader.family(of: codec), let h = SoundFrameHeader(bytes, at: 0), h.family == family,
+                  h.channels > 0 else { return nil }
+            self.init(h)
         }
     }
 
