@@ -21,7 +21,7 @@ struct MultiplexTests {
     @Test("the probe says which programme lists each stream; at 2 Mbps the sound is the first channel's, whose pictures go (the second channel's stereo, nearer the rung's budget, had gone with them), and the other channel's streams are listed as other_programme; a file of one programme says none")
     func soundOfThePicturesChannel() throws {
         let source = try Self.multiplex()
-        guard case .array(let streams)? = try Command.probed(source)["streams"] else { Issue.record("no streams probed"); return }
+        let streams = try Command.probedStreams(source)
         let programmes = streams.map { s -> [Int] in
             guard case .array(let listed)? = s["programs"] else { return [] }
             return listed.compactMap(\.int)
@@ -37,9 +37,7 @@ struct MultiplexTests {
             let pitches = try SoundCodecChangeTests.pitches(out)
             #expect(pitches.count >= 7 && pitches.dropFirst().dropLast().allSatisfy { SoundCodecChangeTests.near($0, 440) }, "\(pitches)")
         }
-        guard case .array(let single)? = try Command.probed(try Media.soundRecording("ac3", channels: [2]))["streams"] else {
-            Issue.record("no streams probed"); return
-        }
+        let single = try Command.probedStreams(try Media.soundRecording("ac3", channels: [2]))
         #expect(single.allSatisfy { $0["programs"] == nil }, "\(single)")
     }
 }
@@ -52,8 +50,7 @@ struct ListedLanguagesTests {
                                                            "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=4",
                                                            "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "mp2",
                                                            "-metadata:s:a:0", "language=eng,deu", "-f", "mpegts"])
-        guard case .array(let streams)? = try Command.probed(source)["streams"],
-              let sound = streams.first(where: { $0["type"] == .string("audio") }) else { Issue.record("no audio probed"); return }
+        let sound = try #require(try Command.probedStreams(source).first { $0["type"] == .string("audio") }, "no audio probed")
         #expect(sound["language"] == .string("eng,deu"), "\(sound)")
         try Command.prepare(source, quality: "original", caps: "ios", scratch: "listed-languages") { (r, out) throws in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
@@ -72,8 +69,7 @@ struct DualMonoTests {
             "-f", "lavfi", "-i", "sine=frequency=880:sample_rate=48000:duration=6", "-filter_complex", "[1:a][2:a]amerge=inputs=2[a]",
             "-map", "0:v", "-map", "[a]", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "libtwolame", "-mode", "dual_channel",
             "-b:a", "192k", "-metadata:s:a:0", "language=eng,deu", "-f", "mpegts"])
-        guard case .array(let streams)? = try Command.probed(source)["streams"],
-              let sound = streams.first(where: { $0["type"] == .string("audio") }) else { Issue.record("no audio probed"); return }
+        let sound = try #require(try Command.probedStreams(source).first { $0["type"] == .string("audio") }, "no audio probed")
         #expect(sound["dual_mono"] == .bool(true), "\(sound)")
         let dir = Media.scratch("dual-mono")
         defer { try? FileManager.default.removeItem(at: dir) }

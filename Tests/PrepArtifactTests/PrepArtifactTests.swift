@@ -2174,8 +2174,7 @@ struct FormatChangeTests {
     func dolbyDigitalLayoutChange(codec: String) throws {
         let changing = try Media.soundRecording(codec, channels: [2, 6])
         let steady = try Media.soundRecording(codec, channels: [6, 6])
-        guard case .array(let streams)? = try Command.probed(changing)["streams"],
-              let sound = streams.first(where: { $0["type"] == .string("audio") }) else { Issue.record("no audio probed"); return }
+        let sound = try #require(try Command.probedStreams(changing).first { $0["type"] == .string("audio") }, "no audio probed")
         #expect(sound["channels"]?.int == 6 && sound["format_changes"] == .bool(true), "\(sound)")
         try Command.prepare(changing, quality: "original", caps: "ios", scratch: "dd-change-\(codec)") { r, out in
             #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")

@@ -39,8 +39,7 @@ struct SoundCodecChangeTests {
     @Test("AAC stereo that goes on as AC-3 5.1 for a film, across a jump in the clock, then back to AAC: the probe finds the 5.1 and the change, the sound is decoded in each codec and encoded once (it was refused: 'no sound for its last seconds'), each part's tone where its pictures are; a stereo device gets stereo")
     func followedAcrossCodecs() throws {
         let source = try Self.recording("aac-ac3-aac-same-pid.ts", [("aac", 2, 440, 0, 6), ("ac3", 6, 880, 5000, 6), ("aac", 2, 440, 300, 6)])
-        guard case .array(let streams)? = try Command.probed(source)["streams"],
-              let sound = streams.first(where: { $0["type"] == .string("audio") }) else { Issue.record("no audio probed"); return }
+        let sound = try #require(try Command.probedStreams(source).first { $0["type"] == .string("audio") }, "no audio probed")
         #expect(sound["channels"]?.int == 6 && sound["format_changes"] == .bool(true), "\(sound)")
         for (caps, channels) in [("ios", 6), ("web", 2)] {
             try Command.prepare(source, quality: "original", caps: caps, scratch: "codec-change-\(caps)") { r, out in
