@@ -253,6 +253,11 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     /// programme or none.
     public var programs: [Int]?
 
+    /// In a whole multiplex (`programs`), the bits a second the stream takes of the file's:
+    /// its share of the packets' bytes the probe read times the overall rate, which is all
+    /// channels'. A programme's streams' sum is the rate of the channel a device gets.
+    public var multiplexBitRate: Int?
+
     /// The stream's samples are encrypted (DRM: CENC/CBCS, FairPlay): they can be delivered
     /// in the file as it is, never decoded or copied into a new file.
     public var encrypted: Bool?
@@ -311,7 +316,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case startSeconds = "start_seconds", language, title, disposition, width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
         case chroma, sampleAspectRatio = "sample_aspect_ratio", frameRate = "frame_rate"
         case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", telecined, progressiveFrames = "progressive_frames", rotation
-        case presentationTimesMissing = "presentation_times_missing", encrypted, programs
+        case presentationTimesMissing = "presentation_times_missing", encrypted, programs, multiplexBitRate = "multiplex_bit_rate"
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
         case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", closedCaptions = "closed_captions", captionServices = "caption_services", channels
         case channelLayout = "channel_layout", sampleRate = "sample_rate", formatChanges = "format_changes", dualMono = "dual_mono", textSubtitle = "text_subtitle"

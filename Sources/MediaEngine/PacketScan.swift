@@ -13,12 +13,13 @@ extension Prober {
     /// 63, with no dvcC/dvvC record), whose profile is inferred from the base layer;
     /// and what every stream's first packets tell (`FirstPackets`), in files without
     /// video too.
-    static func scanPackets(_ demuxer: Demuxer, _ streams: inout [StreamInfo], _ warnings: inout [String]) throws(KilnError) {
+    /// Returns each stream's share of the bytes read (`FirstPackets.shares`).
+    static func scanPackets(_ demuxer: Demuxer, _ streams: inout [StreamInfo], _ warnings: inout [String]) throws(KilnError) -> [Int: Double] {
         guard let vi = streams.firstIndex(where: { $0.type == .video && !$0.disposition.attachedPicture }) else {
             // No pictures (a radio recording, an album): only what the sound streams' first
             // packets tell, read until each has told it.
             var first = FirstPackets()
-            guard !first.settled(streams) || !first.measured(streams) else { return }
+            guard !first.settled(streams) || !first.measured(streams) else { return [:] }
             let packet = try Packet()
             defer { _ = try? demuxer.rewind() }
             var reads = 0
@@ -29,7 +30,7 @@ extension Prober {
                 first.observe(packet, demuxer, &streams)
             }
             first.measureBitRates(&streams)
-            return
+            return first.shares(streams)
         }
         let target = Int32(streams[vi].index)
         let st = demuxer.stream(Int(target))
@@ -199,7 +200,7 @@ extension Prober {
             streams[vi].telecined = found.telecined
             streams[vi].progressiveFrames = found.progressiveFrames
         }
-        guard rpu else { return }
+        guard rpu else { return first.shares(streams) }
         let base = streams[vi].hdr ?? .sdr
         let profile: Int, compat: Int
         if el { profile = 7; compat = 6 }
@@ -217,6 +218,7 @@ extension Prober {
                                               blCompatibilityId: compat, signalledIn: "bitstream")
         streams[vi].hdr = .dolbyVision
         warnings.append("dolby_vision_inferred_from_bitstream")
+        return first.shares(streams)
     }
 
     static let scanPacketLimit = 240
@@ -241,6 +243,8 @@ extension Prober {
             var enough: Bool { packets >= 20 && end - first >= 2 }
         }
         private var read: [Int: Heard] = [:]
+        /// Every stream's bytes among the packets read, by position in the streams.
+        private var carried: [Int: Int] = [:]
         /// The scan read the file to its end: what it heard of a stream is all of it, so a
         /// clip shorter than `Heard.enough` is measured too (AAC in a 1 s Matroska clip was
         /// re-encoded for want of a bitrate).
@@ -248,6 +252,7 @@ extension Prober {
 
         mutating func observe(_ packet: Packet, _ demuxer: Demuxer, _ streams: inout [StreamInfo]) {
             guard let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) }) else { return }
+            carried[i, default: 0] += max(0, Int(packet.pointer.pointee.size))
             if packet.isEncrypted { streams[i].encrypted = true }
             if streams[i].codec == "ttml" { return observeTTML(packet, i, &streams[i]) }
             guard streams[i].type == .audio else { return }
@@ -305,6 +310,14 @@ extension Prober {
             for (i, r) in read where streams[i].bitRate == nil && (r.enough || readToEnd && r.packets >= 2 && r.end > r.first) {
                 streams[i].bitRate = Int((Double(r.bytes) * 8 / (r.end - r.first)).rounded())
             }
+        }
+
+        /// Each stream's share of the bytes read, by stream index: read from one place in the
+        /// file, a multiplex's channels' shares of its rate (`StreamInfo.multiplexBitRate`).
+        func shares(_ streams: [StreamInfo]) -> [Int: Double] {
+            let total = carried.values.reduce(0, +)
+            guard total > 0 else { return [:] }
+            return Dictionary(uniqueKeysWithValues: carried.map { (streams[$0.key].index, Double($0.value) / Double(total)) })
         }
 
         /// Whether every sound stream without a bitrate has had enough packets read to

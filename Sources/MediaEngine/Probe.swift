@@ -133,9 +133,10 @@ public enum Prober {
         if formatName.hasPrefix("asf"), ["ASF_Protection_Type", "encryption"].contains(where: { dictValue(ctx.pointee.metadata, $0) != nil }) {
             for i in streams.indices where streams[i].type == .video || streams[i].type == .audio { streams[i].encrypted = true }
         }
+        var shares: [Int: Double] = [:]
         if scan {
             try demuxer.keepingParameters { () throws(KilnError) in
-                try scanPackets(demuxer, &streams, &warnings)
+                shares = try scanPackets(demuxer, &streams, &warnings)
                 // No duration in the header (a live or interrupted recording's Matroska): the
                 // last packets say where the file ends, for progress, the plan's bitrate and
                 // verification's length check.
@@ -220,6 +221,13 @@ public enum Prober {
         }
         let listing = Self.programmes(ctx.pointee)
         for k in streams.indices { streams[k].programs = listing[streams[k].index] }
+        // A multiplex's rate is every channel's; each stream's share of it is its channel's
+        // part (a 1 Mbit/s subchannel beside a 7 Mbit/s one was re-encoded at a 5 Mbit/s rung).
+        if !listing.isEmpty, bitRate > 0 {
+            for k in streams.indices {
+                streams[k].multiplexBitRate = shares[streams[k].index].map { Int((Double(bitRate) * $0).rounded(.up)) }
+            }
+        }
         var info = MediaInfo(formatName: formatName, container: Container.name(formatName: formatName, fileExtension: ext),
                              durationSeconds: duration, startSeconds: start, bitRate: bitRate, sizeBytes: size,
                              streams: streams, chapters: chapters, warnings: warnings)

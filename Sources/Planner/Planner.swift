@@ -102,10 +102,15 @@ struct PlanContext {
     /// best-fitting sound of another channel went with the first channel's pictures (a
     /// subchannel's 192 kbit/s stereo beside the main one's 384 kbit/s 5.1, at a rung whose
     /// budget both exceed). Without pictures (a radio multiplex) every stream is a choice.
+    /// Its rate is its streams' part of the multiplex's (`StreamInfo.multiplexBitRate`),
+    /// where the probe measured the pictures'.
     static func programme(of video: StreamInfo?, in source: MediaInfo) -> MediaInfo {
-        guard let own = video?.programs, !own.isEmpty else { return source }
+        guard let video, let own = video.programs, !own.isEmpty else { return source }
         var programme = source
         programme.streams = source.streams.filter { s in s.programs.map { !Set($0).isDisjoint(with: own) } ?? true }
+        if video.multiplexBitRate != nil {
+            programme.bitRate = programme.streams.compactMap(\.multiplexBitRate).reduce(0) { min($0 + max($1, 0), 1 << 50) }
+        }
         return programme
     }
 

@@ -38,6 +38,15 @@ struct MultiplexPlanTests {
         #expect(german.audio?.sourceIndex == 6)
     }
 
+    @Test("a channel's rate is its streams' part of the multiplex's (the probe's multiplex_bit_rate): the 720p channel's 1.8 Mbit/s pictures and sound are copied at 5 and 2 Mbps (the whole multiplex's 19 Mbit/s had them re-encoded) and re-encoded at 1 Mbps",
+          arguments: [(Quality.mbps5, StreamAction.copy), (.mbps2, .copy), (.mbps1, .transcode)])
+    func channelRate(_ quality: Quality, _ action: StreamAction) throws {
+        var source = Self.multiplex(programmes: true)
+        for (i, kbps) in [1_300, 390, 10, 14_000, 200, 10, 130].enumerated() { source.streams[i].multiplexBitRate = kbps * 1000 }
+        let plan = try Planner.plan(source: source, quality: quality, caps: device("ios"), presets: presets)
+        #expect(plan.video?.sourceIndex == 0 && plan.video?.action == action, "\(plan.video.map { "\($0)" } ?? "no video")")
+    }
+
     @Test("without programmes (one channel's file) the choice is as before: the track nearest a low rung's budget")
     func withoutProgrammes() throws {
         let plan = try Planner.plan(source: Self.multiplex(programmes: false), quality: .mbps1, caps: device("ios"), presets: presets)

@@ -40,6 +40,28 @@ struct MultiplexTests {
         let single = try Command.probedStreams(try Media.soundRecording("ac3", channels: [2]))
         #expect(single.allSatisfy { $0["programs"] == nil }, "\(single)")
     }
+
+    @Test("a subchannel's rate is its own: in a multiplex of a 0.7 Mbit/s channel beside a 4 Mbit/s one, the probe gives each stream's part (multiplex_bit_rate), and at 2 Mbps the small channel's pictures are copied (the whole multiplex's rate had them re-encoded)")
+    func subchannelRate() throws {
+        let source = try Media.generated("small-and-large-channels.ts", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
+            "-f", "lavfi", "-i", "nullsrc=size=640x360:rate=25:duration=8,geq=random(1)*255:128:128",
+            "-f", "lavfi", "-i", "sine=frequency=880:sample_rate=48000:duration=8",
+            "-map", "0:v", "-map", "1:a", "-map", "2:v", "-map", "3:a", "-c:v", "libx264", "-preset", "ultrafast",
+            "-b:v:0", "500k", "-maxrate:v:0", "500k", "-bufsize:v:0", "1M", "-b:v:1", "4M", "-maxrate:v:1", "4M", "-bufsize:v:1", "8M",
+            "-c:a", "ac3", "-b:a", "192k", "-program", "title=Small:st=0:st=1", "-program", "title=Large:st=2:st=3", "-f", "mpegts"])
+        let streams = try Command.probedStreams(source)
+        let parts = streams.map { $0["multiplex_bit_rate"]?.int ?? 0 }
+        #expect(parts.count == 4 && (300_000...1_000_000).contains(parts[0]) && parts[2] > 3_000_000, "\(parts)")
+        try Command.prepare(source, quality: "2mbps", caps: "ios", scratch: "subchannel-rate") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["plan"]?["video"]?["source_index"]?.int == 0 && json["plan"]?["video"]?["action"] == .string("copy"),
+                    "\(r.stdout.prefix(800))")
+            let video = try FFprobe(out).streams("video")
+            #expect(video.count == 1 && video.first?["width"]?.int == 320, "\(video)")
+        }
+    }
 }
 
 @Suite("a broadcast stream whose language descriptor lists several languages")
