@@ -130,17 +130,19 @@ enum ClosedCaptions {
     /// 3:2 pulldown): field 1 of a top-field-first picture, field 2 of a bottom-first one.
     /// Number 0 is forbidden: its pair is left out.
     static func fromSCTE20(_ bytes: ArraySlice<UInt8>, topFieldFirst: Bool) -> [UInt8] {
-        var bits = BitReader(bytes)
-        guard let count = bits.read(5) else { return [] }
-        var found: [UInt8] = []
-        for _ in 0..<count {
-            guard bits.read(2) != nil, let number = bits.read(2), bits.read(5) != nil,
-                  let a = bits.read(8), let b = bits.read(8), bits.read(1) != nil else { break }
-            guard number != 0 else { continue }
-            let second = (number == 2) == topFieldFirst
-            found += [second ? 0xFD : 0xFC, reversedBits(UInt8(a)), reversedBits(UInt8(b))]
+        bytes.withUnsafeBufferPointer { buffer in
+            var bits = Bits(buffer)
+            guard let count = bits.read(5) else { return [] }
+            var found: [UInt8] = []
+            for _ in 0..<count {
+                guard bits.read(2) != nil, let number = bits.read(2), bits.read(5) != nil,
+                      let a = bits.read(8), let b = bits.read(8), bits.read(1) != nil else { break }
+                guard number != 0 else { continue }
+                let second = (number == 2) == topFieldFirst
+                found += [second ? 0xFD : 0xFC, reversedBits(UInt8(a)), reversedBits(UInt8(b))]
+            }
+            return found
         }
-        return found
     }
 
     /// `byte` with its bit order reversed.
@@ -380,25 +382,6 @@ struct CaptionScreenWatch {
         // An erase the decoder would skip as a repeat of its last command is the other
         // data channel's, which it reads alike.
         return before == (0x14, 0x2C) ? [0xFC | field, 0x1C, 0x2C] : [0xFC | field, 0x94, 0x2C]
-    }
-}
-
-/// Reads bits most significant first; nil past the end.
-struct BitReader {
-    private let bytes: ArraySlice<UInt8>
-    private var position = 0
-
-    init(_ bytes: ArraySlice<UInt8>) { self.bytes = bytes }
-
-    mutating func read(_ count: Int) -> Int? {
-        guard position + count <= bytes.count * 8 else { return nil }
-        var value = 0
-        for _ in 0..<count {
-            let byte = bytes[bytes.startIndex + position / 8]
-            value = value << 1 | Int(byte >> (7 - UInt8(position % 8)) & 1)
-            position += 1
-        }
-        return value
     }
 }
 

@@ -54,6 +54,13 @@ final class CopyLane: Lane {
     private var dolbyDigital = ChangeWatch<DolbyDigitalConfiguration>(confirmations: 8)
     /// A multiplex's sound that goes on in another codec on its PID (`UnexplainedSound`).
     private var codecWatch: UnexplainedSound?
+    /// AAC in LATM framing, taken out of it frame by frame (`LATMFrames`), and its
+    /// configuration, watched as ADTS's is (set up by `prepare`).
+    private var latm: LATMFrames?
+    private var latmConfiguration = ChangeWatch<LATMFrames.Configuration>(confirmations: 3)
+    /// The output's stream, whose parameters (not the source's, where the copy changes the
+    /// framing) a frame of silence is made for.
+    private var output: UnsafeMutablePointer<AVStream>?
     /// H.264/HEVC keyframes' headers, when a change of picture size must stop the copy
     /// (the plan has an encode to fall back on). A size counts once two keyframes in a row
     /// have it, or the last keyframe has it to the end. Freed by `finish`.
@@ -200,17 +207,32 @@ final class CopyLane: Lane {
             throw KilnError(.sourceCorrupt, stage: .mux, "the source's \(isVideo ? "video" : "audio") stream \(inputIndex) has no "
                             + (isVideo ? "picture size" : "sample rate or channel count") + " in its header: it cannot be copied (damaged)")
         }
+        var latmFirst: LATMFrames.Configuration?
         if source.codec_id == AV_CODEC_ID_AAC_LATM {
-            throw KilnError(.planUnsupported, stage: .plan,
-                            "AAC in LATM framing (stream \(inputIndex)) cannot be copied into MP4: the plan must re-encode it")
+            switch LATMFrames.first(stream: Int(inputIndex), path: path) {
+            case .success(let config): latmFirst = config
+            case .failure(let refusal):
+                formatChange = "the source's AAC in LATM framing cannot be taken out of it (\(refusal.why))"
+                throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): one MP4 track takes raw AAC")
+            }
         }
         let out = try muxer.addStream()
+        output = out
         outputIndex = out.pointee.index
         try check(avcodec_parameters_copy(out.pointee.codecpar, input.pointee.codecpar), .mux, "cannot copy stream parameters")
         let par = out.pointee.codecpar!
         if unstated, let probedFormat {
             par.pointee.sample_rate = probedFormat.sampleRate
             ChannelLayouts.assumed(probedFormat.channels, into: &par.pointee.ch_layout)
+        }
+        if let latmFirst {
+            // The same AAC, raw, its configuration in the sample entry.
+            par.pointee.codec_id = AV_CODEC_ID_AAC
+            try setExtradata(par, latmFirst.audioSpecificConfig)
+            if par.pointee.sample_rate <= 0 { par.pointee.sample_rate = Int32(latmFirst.sampleRate) }
+            if par.pointee.ch_layout.nb_channels <= 0 { ChannelLayouts.assumed(Int32(latmFirst.channels), into: &par.pointee.ch_layout) }
+            latm = LATMFrames(configuration: latmFirst)
+            _ = latmConfiguration.observe(latmFirst, at: 0)
         }
         // The source container's tag means nothing in MP4; let the muxer choose, except
         // HEVC, which Apple players only accept as hvc1 (parameter sets in the sample entry).
@@ -264,6 +286,7 @@ final class CopyLane: Lane {
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         counters.packetsIn += 1
+        if latm != nil, try !unwrapLATM(packet) { return }
         if let k = keyframesFromPictures {
             let p = packet.pointer
             p.pointee.flags = Self.startsRandomAccess(packet, lengthSize: k.lengthSize, h264: k.h264)
@@ -366,6 +389,33 @@ final class CopyLane: Lane {
         }
     }
 
+    /// Puts the packet's LATM frame's raw AAC in its place. False where the frame is
+    /// damaged: it is left out (counted as corrupt), and silence fills the gap. A new
+    /// configuration stops the copy as a new ADTS one does.
+    private func unwrapLATM(_ packet: Packet) throws(KilnError) -> Bool {
+        let p = packet.pointer
+        guard let data = p.pointee.data, var frames = latm else { return true }
+        let unwrapped = frames.unwrap(UnsafeBufferPointer(start: data, count: Int(p.pointee.size)))
+        latm = frames
+        switch unwrapped {
+        case .frame(let raw, let config):
+            if latmConfiguration.observe(config, at: seconds(packet.time, input.pointee.time_base) ?? 0) {
+                try stop(latmConfiguration, what: "AAC audio", why: "one MP4 track cannot carry both as they are")
+            }
+            try check(av_packet_make_writable(p), .mux, "cannot hold a packet", as: .resourceLimit)
+            raw.withUnsafeBufferPointer { p.pointee.data.update(from: $0.baseAddress!, count: $0.count) }
+            av_shrink_packet(p, Int32(raw.count))
+            return true
+        case .unsupported(let why):
+            let at = seconds(packet.time, input.pointee.time_base).map { " at \(Format.fixed($0, decimals: 1)) s" } ?? ""
+            formatChange = "the source's AAC in LATM framing goes on in a layout that cannot be taken out of it (\(why))\(at)"
+            throw KilnError(.sourceUnsupported, stage: .mux, "\(formatChange!): one MP4 track takes raw AAC")
+        case .unconfigured, .damaged:
+            counters.corruptPackets += 1
+            return false
+        }
+    }
+
     /// Whether `packet` is left out because the source's times ran back. The muxer needs
     /// rising decode times and gives a packet that goes back a tick after the last, so a
     /// stream whose time runs back (damaged Matroska, an AVI's broken index; MPEG-TS splices
@@ -414,7 +464,7 @@ final class CopyLane: Lane {
     /// copy at a gap of `unfillableGap` or more: the plan's encode then fills it.
     private func closeGap(_ gap: (from: Int64, ticks: Int64), muxer: Muxer) throws(KilnError) {
         let timeBase = input.pointee.time_base
-        let par = input.pointee.codecpar.pointee
+        let par = (output ?? input).pointee.codecpar.pointee
         guard let length = seconds(gap.ticks, timeBase), let at = seconds(gap.from, timeBase), par.sample_rate > 0 else { return }
         if let sourceSeconds, at + length > sourceSeconds + 1 { return }
         if silence == nil { silence = SilentFrame.make(for: par, adts: adts.first) }

@@ -35,6 +35,10 @@ enum SoundFormatSurvey {
         var sampleRate: Int
         var codec: UInt32
 
+        init(channels: Int, sampleRate: Int, codec: UInt32) {
+            (self.channels, self.sampleRate, self.codec) = (channels, sampleRate, codec)
+        }
+
         init(_ other: SoundFrameHeader) {
             (channels, sampleRate, codec) = (other.channels, other.sampleRate, other.family == .dolby ? AV_CODEC_ID_AC3.rawValue : other.codec.rawValue)
         }
@@ -113,12 +117,12 @@ enum SoundFormatSurvey {
             }
         }
 
-        /// Whether a stream's frames at these places can say its format: ADTS AAC and MPEG
-        /// audio only in MPEG-TS and PS (elsewhere AAC is raw), and in Matroska only a sound
-        /// that starts in stereo or less.
+        /// Whether a stream's frames at these places can say its format: ADTS and LATM AAC
+        /// and MPEG audio only in MPEG-TS and PS (elsewhere AAC is raw), and in Matroska only
+        /// a sound that starts in stereo or less.
         func surveys(_ codec: AVCodecID, startingWith channels: Int?) -> Bool {
             switch self {
-            case .bytes: return SoundFrameHeader.family(of: codec) != nil
+            case .bytes: return SoundFrameHeader.family(of: codec) != nil || codec == AV_CODEC_ID_AAC_LATM
             case .seconds: return [AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3].contains(codec) && (channels ?? 0) <= 2
             }
         }
@@ -140,6 +144,8 @@ enum SoundFormatSurvey {
             var runs: [Int32: (format: Format?, count: Int)] = [:]
             var settled = Set<Int32>()
             var unexplained: [Int32: UnexplainedSound] = [:]
+            // LATM states its configuration now and then: a frame's is the last one stated.
+            var latm: [Int32: LATMFrames] = [:]
             places.read(i, demuxer, into: packet) { packet in
                 let p = packet.pointer.pointee
                 guard let codec = surveyed[p.stream_index], !settled.contains(p.stream_index), let data = p.data else { return true }
@@ -159,7 +165,14 @@ enum SoundFormatSurvey {
                         return true
                     }
                 }
-                let format = Format(codec, bytes)
+                var format = Format(codec, bytes)
+                if codec == AV_CODEC_ID_AAC_LATM {
+                    var frames = latm[p.stream_index] ?? LATMFrames()
+                    if case .frame(_, let config) = frames.unwrap(bytes) {
+                        format = Format(channels: config.channels, sampleRate: config.sampleRate, codec: codec.rawValue)
+                    }
+                    latm[p.stream_index] = frames
+                }
                 let run = runs[p.stream_index]
                 let count = format != nil && run?.format == format ? (run?.count ?? 0) + 1 : 1
                 runs[p.stream_index] = (format, count)

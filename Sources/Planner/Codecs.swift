@@ -93,12 +93,12 @@ enum Codecs {
     /// `-strict experimental` with FFmpeg before 6.0; the engine owns that flag.
     static let mp4Audio: Set<String> = ["aac", "ac3", "eac3", "mp3", "alac", "opus", "flac"]
 
-    /// Whether a source audio stream's packets can be copied into MP4 as they are: its
-    /// codec is one MP4 carries, in a framing MP4 takes. AAC in LATM/LOAS (broadcast TS:
-    /// DVB, ISDB-Tb) is the AAC a device decodes, but no bitstream filter turns LATM into
-    /// MP4's raw frames (the MP4 header is refused), so it is re-encoded.
+    /// Whether a source audio stream's packets can be copied into MP4: its codec is one MP4
+    /// carries, in a framing MP4 takes or the media engine takes it out of. AAC in LATM
+    /// (broadcast TS: DVB, ISDB-Tb) is the AAC a device decodes, taken out of its framing
+    /// frame by frame (`LATMFrames`; a layout it does not take is re-encoded then).
     static func copiesIntoMP4(_ codec: String) -> Bool {
-        mp4Audio.contains(canonical(codec)) && !["aac_latm", "mp3adu"].contains(codec.lowercased())
+        mp4Audio.contains(canonical(codec)) && codec.lowercased() != "mp3adu"
     }
 
     /// Text subtitle codecs libavcodec decodes and can re-encode as `mov_text` (DVB teletext:

@@ -780,11 +780,13 @@ let interlacedCases: [Case] = [
 ]
 
 let latmCases: [Case] = [
-    Case("original: AAC in LATM from a broadcast TS is re-encoded for MP4 (no filter turns LATM into MP4's frames)",
+    Case("original: AAC in LATM from a broadcast TS is copied as AAC (the engine takes its frames out of LATM; it was re-encoded)",
          media("ts", kbps: 4000, h1080, audio("aac_latm", ch: 2, index: 1, kbps: 128)), .original, ios,
-         Expect(delivery: .remux, video: .copy, audio: .transcode, audioCodec: "aac", reasons: ["audio_codec_unsupported_in_mp4"])),
-    Case("5 Mbps: AAC in LATM is re-encoded at the rung's audio target", media("ts", kbps: 4000, h1080, audio("aac_latm", ch: 2, index: 1, kbps: 128)),
-         .mbps5, ios, Expect(delivery: .remux, audio: .transcode, audioCodec: "aac", reasons: ["audio_codec_unsupported_in_mp4"])),
+         Expect(delivery: .remux, video: .copy, audio: .copy, audioCodec: "aac", notReasons: ["audio_codec_unsupported_in_mp4"])),
+    Case("5 Mbps: AAC in LATM that fits the rung's audio budget is copied", media("ts", kbps: 4000, h1080, audio("aac_latm", ch: 2, index: 1, kbps: 128)),
+         .mbps5, ios, Expect(delivery: .remux, audio: .copy, audioCodec: "aac", notReasons: ["audio_codec_unsupported_in_mp4"])),
+    Case("1 Mbps: AAC in LATM above the rung's audio budget is re-encoded", media("ts", kbps: 4000, h1080, audio("aac_latm", ch: 2, index: 1, kbps: 192)),
+         .mbps1, ios, Expect(delivery: .transcode, audio: .transcode, audioCodec: "aac")),
     Case("original: a TV box that takes TS gets LATM as it is", media("ts", kbps: 4000, h1080, audio("aac_latm", ch: 2, index: 1, kbps: 128)),
          .original, androidTV, Expect(delivery: .original)),
 ]

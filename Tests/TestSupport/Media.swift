@@ -68,13 +68,14 @@ public enum Media {
 
     /// A recording of `seconds`-long parts laid end to end, 320x240 pictures and a 48 kHz
     /// tone in `codec` at each part's channels: [2, 6] goes from stereo adverts into a 5.1
-    /// film, as an ATSC or DVB recording does.
-    public static func soundRecording(_ codec: String, channels: [Int], seconds: Int = 8) throws -> String {
-        try concatenatedTS("\(codec)-\(channels.map(String.init).joined(separator: "-"))ch-\(seconds)s.ts",
+    /// film, as an ATSC or DVB recording does. `latm`: AAC in LATM framing, as DVB-T2 sends it.
+    public static func soundRecording(_ codec: String, channels: [Int], seconds: Int = 8, latm: Bool = false) throws -> String {
+        try concatenatedTS("\(codec)\(latm ? "-latm" : "")-\(channels.map(String.init).joined(separator: "-"))ch-\(seconds)s.ts",
                            parts: channels.enumerated().map { i, count in
             ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=\(seconds)",
              "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=\(seconds)",
              "-c:v", "libx264", "-preset", "ultrafast", "-c:a", codec, "-ac", "\(count)", "-output_ts_offset", "\(i * seconds)"]
+                + (latm ? ["-mpegts_flags", "latm"] : [])
         })
     }
 
