@@ -198,8 +198,8 @@ final class AudioTranscodeLane: Lane {
 
     private func decode(_ packet: Packet?, muxer: Muxer) throws(KilnError) {
         if plan.sourceChannel != nil, let p = packet?.pointer.pointee, let data = p.data,
-           let h = SoundFrameHeader(UnsafeBufferPointer(start: data, count: Int(p.size)), at: 0) {
-            twoProgrammes = h.dualMono
+           let h = SoundFrameHeader(UnsafeBufferPointer(start: data, count: Int(p.size)), at: 0), let dualMono = h.dualMono {
+            twoProgrammes = dualMono
         }
         try decoder.decodeRequiringOutput(packet, giveUpAfter: Self.undecodableAfterPackets) { (f: Frame) throws(KilnError) in
             try self.decoded(f, muxer: muxer)

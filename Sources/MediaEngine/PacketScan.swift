@@ -279,9 +279,9 @@ extension Prober {
             }
             // The first frame with a header says whether it is two mono programmes.
             if !modeRead.contains(i), let data = p.data,
-               let h = SoundFrameHeader(UnsafeBufferPointer(start: data, count: Int(p.size)), at: 0) {
+               let h = SoundFrameHeader(UnsafeBufferPointer(start: data, count: Int(p.size)), at: 0), let dualMono = h.dualMono {
                 modeRead.insert(i)
-                if h.dualMono { streams[i].dualMono = true }
+                if dualMono { streams[i].dualMono = true }
             }
         }
 

@@ -11,13 +11,16 @@ struct SoundFrameHeader: Equatable {
     let length: Int
     let samples: Int
     let sampleRate: Int
-    /// 0 where the header does not say (an ADTS channel configuration of 0).
+    /// 0 where the frame does not say (an ADTS channel configuration of 0 without a program
+    /// config element in the frame).
     let channels: Int
     /// An E-AC-3 dependent substream: it extends the frame before it (7.1 over a 5.1 core).
     let dependent: Bool
-    /// Two mono programmes side by side (AC-3's 1+1, MPEG audio's dual channel): a
-    /// bilingual broadcast's two languages, not a stereo pair.
-    var dualMono = false
+    /// Two mono programmes side by side (AC-3's 1+1, MPEG audio's dual channel, AAC's two
+    /// single channel elements as ISDB sends them): a bilingual broadcast's two languages,
+    /// not a stereo pair. nil where the frame does not say (an ADTS frame of channel
+    /// configuration 0 whose program config element came in an earlier one).
+    var dualMono: Bool? = false
 
     /// The codecs that decode each other's frames, or whose frames follow each other in
     /// one stream (AC-3 with E-AC-3 dependent substreams, MPEG audio's layers).
@@ -54,8 +57,52 @@ struct SoundFrameHeader: Equatable {
         let length = Int(b[3] & 3) << 11 | Int(b[4]) << 3 | Int(b[5] >> 5)
         let crc = b[1] & 1 == 0
         guard length >= (crc ? 9 : 7) + 1 else { return nil }
+        var channels = config.channels ?? 0, dualMono: Bool? = false
+        if config.channels == nil {
+            // Configuration 0: the channels are the program config element's, sent in the
+            // frame's raw data (one block, after a CRC where there is one).
+            let raw = crc ? 9 : 7
+            let pce = b[6] & 3 == 0 && b.count > raw ? Self.programConfig(UnsafeBufferPointer(rebasing: b[raw..<min(b.count, length)])) : nil
+            (channels, dualMono) = pce.map { ($0.channels, $0.dualMono) } ?? (0, nil)
+        }
         self.init(codec: AV_CODEC_ID_AAC, length: length, samples: 1024 * (Int(b[6] & 3) + 1), sampleRate: rate,
-                  channels: config.channels ?? 0, dependent: false)
+                  channels: channels, dependent: false)
+        self.dualMono = dualMono
+    }
+
+    /// The channels of the program config element a raw AAC data block opens with (after
+    /// fill elements, which encoders put first), and whether they are two single channels
+    /// at the front and nothing else: ARIB STD-B32's dual mono (ISDB's bilingual sound).
+    /// nil where the block holds none (ISO/IEC 14496-3 4.4.1.1, 4.5.1.2).
+    static func programConfig(_ raw: UnsafeBufferPointer<UInt8>) -> (channels: Int, dualMono: Bool)? {
+        var bits = Bits(raw)
+        for _ in 0..<4 {
+            switch bits.read(3) {
+            case 5:
+                // Tag, object type, rate; then how many elements of each kind.
+                guard bits.skip(10), let front = bits.read(4), let side = bits.read(4), let back = bits.read(4),
+                      let lfe = bits.read(2), let assoc = bits.read(3), let coupling = bits.read(4) else { return nil }
+                for width in [4, 4, 3] {  // mono and stereo mixdown, matrix mixdown
+                    guard let present = bits.read(1), present == 0 || bits.skip(width) else { return nil }
+                }
+                var channels = 0, frontPairs: [Bool] = []
+                for k in 0..<(front + side + back) {
+                    guard let pair = bits.read(1), bits.skip(4) else { return nil }
+                    channels += pair == 1 ? 2 : 1
+                    if k < front { frontPairs.append(pair == 1) }
+                }
+                guard bits.skip(4 * lfe + 4 * assoc + 5 * coupling) else { return nil }
+                return (channels + lfe, frontPairs == [false, false] && side + back + lfe == 0)
+            case 6:
+                // A fill element: its count, escaped past 14, of bytes.
+                guard var count = bits.read(4) else { return nil }
+                if count == 15 { guard let more = bits.read(8) else { return nil }; count += more - 1 }
+                guard bits.skip(8 * count) else { return nil }
+            default:
+                return nil
+            }
+        }
+        return nil
     }
 
     /// AC-3 bit rates by `frmsizecod / 2`, kbit/s (A/52 table 5.18).

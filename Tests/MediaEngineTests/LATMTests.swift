@@ -34,6 +34,14 @@ struct LATMTests {
         let audio = try FFprobe(out).streams("audio")
         #expect(audio.count == 1 && audio.first?["codec_name"] == .string("aac") && audio.first?["channels"]?.int == channels, "\(audio)")
         #expect(try Self.decodedSound(out) == Self.decodedSound(path))
+        // The index forecast (a second reader muxing ahead) takes the frames out alike: the
+        // hash made while writing is the file's.
+        let opened = try Prober.open(path: path, secondReaderFrom: .always)
+        let forecast = dir.appendingPathComponent("forecast.mp4").path
+        let ahead = try Preparer.prepare(source: opened, plan: try Self.copyPlan(opened.info), output: forecast,
+                                         forecastFrom: .always, awaitForecast: true)
+        #expect(ahead.stats.hashedWhileWriting, "the forecast held")
+        #expect(ahead.output.sha256 == String(try Run.command("sha256sum", [forecast]).stdout.prefix(64)))
     }
 
     @Test("a recording whose LATM sound goes from stereo to 5.1: the probe's samples find the change (it probed as stereo), and a copy planned anyway stops at the new configuration and re-encodes the sound in 5.1, said in the adjustments")

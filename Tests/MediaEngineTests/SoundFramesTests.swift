@@ -112,4 +112,32 @@ struct SoundFramesTests {
         }
         #expect(cut >= 1)
     }
+
+    @Test("an AAC frame's program config element gives its channels and whether it is dual mono: two single channels at the front are (ISDB); a pair, or two singles with an LFE, are not; a fill element before it is read past; a block without one says nothing")
+    func programConfig() throws {
+        func block(_ bits: String) -> [UInt8] {
+            let padded = bits + String(repeating: "0", count: (8 - bits.count % 8) % 8)
+            return stride(from: 0, to: padded.count, by: 8).map { i in
+                UInt8(padded.dropFirst(i).prefix(8), radix: 2)!
+            }
+        }
+        // id 5, tag, object type, rate; front, side, back, LFE, assoc, coupling counts; no mixdowns.
+        func pce(front: String, lfe: Int = 0) -> String {
+            "101" + "0000" + "01" + "0011" + String(repeating: "0", count: 4 - String(front.count / 5, radix: 2).count)
+                + String(front.count / 5, radix: 2) + "0000" + "0000" + (lfe == 1 ? "01" : "00") + "000" + "0000" + "000"
+                + front + (lfe == 1 ? "0000" : "")
+        }
+        let cases: [(String, (channels: Int, dualMono: Bool)?)] = [
+            (pce(front: "00000" + "00001"), (2, true)),
+            (pce(front: "10000"), (2, false)),
+            (pce(front: "00000" + "00001", lfe: 1), (3, false)),
+            (pce(front: "00000" + "10000" + "10001", lfe: 1), (6, false)),
+            ("110" + "0010" + "0100100001001000" + pce(front: "00000" + "00001"), (2, true)),
+            ("000" + "0000" + "11111111", nil),
+        ]
+        for (bits, expected) in cases {
+            let found = block(bits).withUnsafeBufferPointer { SoundFrameHeader.programConfig($0) }
+            #expect(found?.channels == expected?.channels && found?.dualMono == expected?.dualMono, "\(bits): \(String(describing: found))")
+        }
+    }
 }

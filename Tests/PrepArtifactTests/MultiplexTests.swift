@@ -107,6 +107,25 @@ struct DualMonoTests {
         }
     }
 
+    @Test("ISDB's AAC dual mono (ADTS of channel configuration 0 with a program config element of two single channel elements), Japanese left (440 Hz) and English right (880 Hz): the probe says dual_mono; the output is the one channel, Japanese by default, English when asked (it was copied as stereo, both at once)")
+    func aacDualMono() throws {
+        let source = try Media.aacDualMono()
+        let sound = try #require(try Command.probedStreams(source).first { $0["type"] == .string("audio") }, "no audio probed")
+        #expect(sound["dual_mono"] == .bool(true), "\(sound)")
+        let dir = Media.scratch("aac-dual-mono")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for (language, hz, tag) in [(nil, 440, "jpn"), ("eng", 880, "eng")] as [(String?, Int, String)] {
+            let out = dir.appendingPathComponent("\(language ?? "default").mp4").path
+            let r = try Command.run(["prepare", source, "--quality", "original", "--caps", "ios", "--output", out, "--json"]
+                                    + (language.map { ["--audio-language", $0] } ?? []))
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let audio = try FFprobe(out).streams("audio")
+            #expect(audio.count == 1 && audio.first?["channels"]?.int == 1 && audio.first?["tags"]?["language"] == .string(tag), "\(audio)")
+            let pitches = try SoundCodecChangeTests.pitches(out)
+            #expect(pitches.count >= 5 && pitches.dropFirst().prefix(4).allSatisfy { SoundCodecChangeTests.near($0, hz) }, "\(language ?? "default"): \(pitches)")
+        }
+    }
+
     @Test("dual channel that goes on in stereo on the same PID (the next programme's: 330 Hz left, 550 Hz right): the stereo part is mixed down, not cut to its left side")
     func stereoAfterDualMono() throws {
         let source = try Media.concatenatedTS("mp2-dual-then-stereo.ts", parts: [

@@ -66,6 +66,70 @@ public enum Media {
         }
     }
 
+    /// ISDB's bilingual sound: AAC in ADTS frames of channel configuration 0, each opening
+    /// with a program config element of two single channel elements, then those two (a
+    /// 440 Hz tone left, 880 Hz right), in a transport stream with pictures; the languages
+    /// `languages` lists. libavcodec's encoder writes no such frames: each is put together
+    /// from two mono encodes' (a frame's elements end at the last set bit, its END).
+    public static func aacDualMono(seconds: Int = 6, languages: String = "jpn,eng") throws -> String {
+        try generated("aac-dual-mono-\(seconds)s-\(languages).ts") { tmp in
+            func tone(_ hz: Int) throws -> [UInt8] {
+                let path = try generated("mono-\(hz)-\(seconds)s.aac", ["-f", "lavfi", "-i", "sine=frequency=\(hz):sample_rate=48000:duration=\(seconds)",
+                                                                     "-c:a", "aac", "-ac", "1", "-b:a", "96k", "-f", "adts"])
+                return [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+            }
+            func frames(_ d: [UInt8]) -> [ArraySlice<UInt8>] {
+                var out: [ArraySlice<UInt8>] = [], i = 0
+                while i + 7 <= d.count {
+                    let length = Int(d[i + 3] & 3) << 11 | Int(d[i + 4]) << 3 | Int(d[i + 5] >> 5)
+                    guard length >= 7, i + length <= d.count else { break }
+                    out.append(d[i..<i + length])
+                    i += length
+                }
+                return out
+            }
+            func bits(_ b: ArraySlice<UInt8>) -> [Bool] { b.flatMap { byte in (0..<8).map { byte >> (7 - $0) & 1 == 1 } } }
+            func number(_ v: Int, _ n: Int) -> [Bool] { (0..<n).map { v >> (n - 1 - $0) & 1 == 1 } }
+            func value(_ b: ArraySlice<Bool>) -> Int { b.reduce(0) { $0 << 1 | ($1 ? 1 : 0) } }
+            // The single channel element of a mono frame, retagged.
+            func element(_ frame: ArraySlice<UInt8>, tag: Int) throws -> [Bool] {
+                var raw = bits(frame.dropFirst(7))[...]
+                if value(raw.prefix(3)) == 6 {  // the encoder's fill element first
+                    var count = value(raw.dropFirst(3).prefix(4)), at = 7
+                    if count == 15 { count += value(raw.dropFirst(7).prefix(8)) - 1; at = 15 }
+                    raw = raw.dropFirst(at + 8 * count)
+                }
+                guard let last = raw.lastIndex(of: true), value(raw[raw.startIndex..<last + 1].suffix(3)) == 7,
+                      value(raw.prefix(3)) == 0 else { throw TestFailure("not a single channel element") }
+                return number(0, 3) + number(tag, 4) + Array(raw[(raw.startIndex + 7)..<(last - 2)])
+            }
+            var stream: [UInt8] = []
+            for (a, b) in zip(frames(try tone(440)), frames(try tone(880))) {
+                // id 5, tag, LC, 48 kHz, two front elements, no others, no mixdowns; both single.
+                var raw = number(5, 3) + number(0, 4) + number(1, 2) + number(3, 4) + number(2, 4) + number(0, 4 + 4 + 2 + 3 + 4 + 3)
+                raw += number(0, 5) + number(1, 5)
+                raw += [Bool](repeating: false, count: (8 - (56 + raw.count) % 8) % 8) + number(0, 8)  // aligned; no comment
+                raw += try element(a, tag: 0) + element(b, tag: 1) + number(7, 3)
+                raw += [Bool](repeating: false, count: (8 - raw.count % 8) % 8)
+                let body = stride(from: 0, to: raw.count, by: 8).map { UInt8(value(raw[$0..<$0 + 8])) }
+                var header = Array(a.prefix(7))
+                let length = 7 + body.count
+                header[2] &= 0xFE  // channel configuration 0
+                header[3] = header[3] & 0x3C | UInt8(length >> 11 & 3)
+                header[4] = UInt8(length >> 3 & 0xFF)
+                header[5] = UInt8(length & 7) << 5 | header[5] & 0x1F
+                stream += header + body
+            }
+            let adts = tmp + ".aac"
+            defer { try? FileManager.default.removeItem(atPath: adts) }
+            try Data(stream).write(to: URL(fileURLWithPath: adts))
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=\(seconds)",
+                                               "-i", adts, "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "copy",
+                                               "-metadata:s:a:0", "language=\(languages)", "-f", "mpegts", tmp])
+            guard r.status == 0 else { throw TestFailure(r.stderr) }
+        }
+    }
+
     /// A recording of `seconds`-long parts laid end to end, 320x240 pictures and a 48 kHz
     /// tone in `codec` at each part's channels: [2, 6] goes from stereo adverts into a 5.1
     /// film, as an ATSC or DVB recording does. `latm`: AAC in LATM framing, as DVB-T2 sends it.
