@@ -45,6 +45,9 @@ final class AudioTranscodeLane: Lane {
     private var twoProgrammes = true
     /// Next output timestamp, in samples at the output rate (the encoder's time base).
     private var nextPTS = noPTS
+    /// The latest decoded frame's own time (its time base's), to tell a time that stands
+    /// still from one that goes back.
+    private var latestSourceTime = noPTS
     private var frameSize = 1024
     private var counters = LaneStats()
     /// Decoded frames the resampler could not take (damaged parameters), and those it took.
@@ -288,7 +291,17 @@ final class AudioTranscodeLane: Lane {
     private func resample(_ decoded: Frame, timeBase: AVRational, muxer: Muxer) throws(KilnError) {
         guard let resampler else { throw KilnError(.internalError, stage: .encode, "the audio encoder is not open") }
         let rate = resampler.output.sampleRate
-        let ts = decoded.pointer.pointee.best_effort_timestamp
+        var ts = decoded.pointer.pointee.best_effort_timestamp
+        // A frame timed as the one before it says nothing of where it goes: it follows on.
+        // ffmpeg's RealMedia muxer times every RealAudio 1.0 packet 0, and each frame after
+        // the first was left out as an overlap (12 s of pictures came with 0.06 s of sound).
+        // An overlap goes back, then on.
+        if ts != noPTS, ts == latestSourceTime, decoded.pointer.pointee.nb_samples > 0 {
+            counters.repairedTimestamps += 1
+            ts = noPTS
+        } else {
+            latestSourceTime = ts
+        }
         let start = ts == noPTS ? noPTS : rescale(ts, from: timeBase, to: AVRational(num: 1, den: rate))
         var skip: Int32 = 0
         if nextPTS == noPTS {

@@ -14,6 +14,8 @@ final class CopyLane: Lane {
     private var latestDTS = noPTS
     private var latestEnd = noPTS
     private var catchingUp = false
+    /// The latest sound packet's decode time as the source gave it (`timesRunBack`).
+    private var sourceDTS = noPTS
     /// Leading packets left out because no keyframe came before them, and the source time
     /// (stream time base, shifted) of the first packet kept.
     private(set) var skippedBeforeKeyframe = 0
@@ -21,7 +23,7 @@ final class CopyLane: Lane {
     private var counters = LaneStats()
     var stats: LaneStats {
         var s = counters
-        s.repairedTimestamps = (pictureOrder?.repaired ?? 0) + timesFromOrder
+        s.repairedTimestamps += (pictureOrder?.repaired ?? 0) + timesFromOrder
         return s
     }
     /// Leading packets that came without a DTS (reordered H.264/HEVC from MKV: the
@@ -432,9 +434,25 @@ final class CopyLane: Lane {
     /// times (the muxer's one tick on is right for those). A Matroska cluster written twice
     /// stepped back 0.96 s, under the second that counted before, and its second of
     /// pictures and sound came out squeezed into a millisecond.
+    ///
+    /// A sound packet timed as the one before it says nothing of where it goes: it follows
+    /// on where that one ends (a Matroska or RealMedia file whose sound's times stand still
+    /// at 0 came out with its seconds of sound squeezed into 27 ms, as the ffmpeg command's
+    /// copy has them).
     private func timesRunBack(_ packet: Packet) throws(KilnError) -> Bool {
-        let dts = packet.pointer.pointee.dts
-        guard dts != noPTS else { return false }
+        let p = packet.pointer
+        guard p.pointee.dts != noPTS else { return false }
+        if !isVideo {
+            let own = p.pointee.dts
+            defer { sourceDTS = own }
+            if own == sourceDTS, latestEndKnown, latestEnd > own {
+                let shift = latestEnd - own
+                p.pointee.dts = latestEnd
+                if p.pointee.pts != noPTS { p.pointee.pts += shift }
+                counters.repairedTimestamps += 1
+            }
+        }
+        let dts = p.pointee.dts
         if latestDTS != noPTS, dts < latestEnd {
             let back = rescale(latestDTS - dts, from: input.pointee.time_base, to: kiln_time_base_q())
             if catchingUp || back > (isVideo ? Self.picturesStepBack : Self.soundStepBack) {

@@ -239,8 +239,12 @@ extension Prober {
         private struct Heard {
             var bytes = 0, packets = 0
             var first: Double, end: Double
+            /// The packets timed as the one before them, and the time all packets say they
+            /// last: a sound whose times stand still (at 0) spans that, not its times' span.
+            var still = 0, lasting = 0.0, latest: Double
+            var span: Double { still * 2 > packets ? lasting : end - first }
             /// Enough to measure a bitrate by: at least two seconds.
-            var enough: Bool { packets >= 20 && end - first >= 2 }
+            var enough: Bool { packets >= 20 && span >= 2 }
         }
         private var read: [Int: Heard] = [:]
         /// Every stream's bytes among the packets read, by position in the streams.
@@ -259,12 +263,15 @@ extension Prober {
             let st = demuxer.stream(Int(packet.streamIndex))
             let p = packet.pointer.pointee
             if packet.time != noPTS, let t = seconds(packet.time, st.pointee.time_base) {
-                let end = t + max(0, seconds(p.duration, st.pointee.time_base) ?? 0)
-                var heard = read[i] ?? Heard(first: t, end: end)
+                let lasts = max(0, seconds(p.duration, st.pointee.time_base) ?? 0)
+                var heard = read[i] ?? Heard(first: t, end: t + lasts, latest: .nan)
                 heard.bytes += Int(p.size)
                 heard.packets += 1
                 heard.first = min(heard.first, t)
-                heard.end = max(heard.end, end)
+                heard.end = max(heard.end, t + lasts)
+                if t == heard.latest { heard.still += 1 }
+                heard.latest = t
+                heard.lasting += lasts
                 read[i] = heard
             }
             if streams[i].sampleRate == nil, tries[i, default: 0] < Self.formatTries {
@@ -307,8 +314,8 @@ extension Prober {
         /// the packets the scan read: at least two seconds of them. Without one the planner
         /// cannot tell whether the sound fits a rung, and re-encodes it.
         func measureBitRates(_ streams: inout [StreamInfo]) {
-            for (i, r) in read where streams[i].bitRate == nil && (r.enough || readToEnd && r.packets >= 2 && r.end > r.first) {
-                streams[i].bitRate = Int((Double(r.bytes) * 8 / (r.end - r.first)).rounded())
+            for (i, r) in read where streams[i].bitRate == nil && (r.enough || readToEnd && r.packets >= 2 && r.span > 0) {
+                streams[i].bitRate = Int((Double(r.bytes) * 8 / r.span).rounded())
             }
         }
 

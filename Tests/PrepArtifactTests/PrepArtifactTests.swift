@@ -2579,6 +2579,27 @@ struct FormatChangeTests {
         #expect(try FFprobe(out).streams("audio").first?["codec_name"] == .string("aac"))
     }
 
+    @Test("sound whose times stand still (every packet at 0) is timed by its samples: RealAudio 1.0 from ffmpeg's RealMedia muxer, re-encoded, keeps its 12 s (it came out 0.06 s), and AAC in Matroska, copied, its 6 s (27 ms, as ffmpeg's copy has it); the probe's bitrate of that AAC is its bytes over those seconds (it read 19.9 Mbit/s)")
+    func soundTimesStandStill() throws {
+        let real = try Media.generated("rv20-ra144-12s.rm", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=15:duration=12",
+                                                            "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=8000:duration=12",
+                                                            "-c:v", "rv20", "-b:v", "400k", "-c:a", "real_144", "-ac", "1"])
+        let still = try Media.generated("aac-times-at-0.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6",
+                                                              "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
+                                                              "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-b:a", "96k",
+                                                              "-bsf:a", "setts=ts=0"])
+        let sound = try #require(try Command.probedStreams(still).first { $0["type"] == .string("audio") })
+        #expect((80_000...120_000).contains(sound["bit_rate"]?.int ?? 0), "\(sound)")
+        for (source, seconds, action) in [(real, 12.0, "transcode"), (still, 6.0, "copy")] {
+            try Command.prepare(source, quality: "original", caps: "ios", scratch: "times-stand-still") { r, out in
+                #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+                #expect(try Command.json(r)["plan"]?["audio"]?["action"] == .string(action))
+                let audio = try FFprobe(out).duration("audio") ?? 0
+                #expect(abs(audio - seconds) < 0.15, "\(source): \(audio) s of sound")
+            }
+        }
+    }
+
     @Test("one ADTS header damaged by a reception error is a damaged frame, not a format change: the AAC is still copied")
     func glitchedHeaderIsNoChange() throws {
         let clean = try Media.generated("stereo-aac-6s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6",
