@@ -484,7 +484,17 @@ final class Demuxer {
 
     /// `av_seek_frame` on the context, dropping what a rewind held back: after a seek, the
     /// next read is wherever the seek went.
+    ///
+    /// The start's marks (`StartMarks`, where `rewind` goes back to) are the file's first
+    /// packets: read before the first seek where nothing was read yet, and taken no further
+    /// after it. A sound-only MP4 whose header outlasts its sound has its end looked at
+    /// first (`Prober.presentedEnds`); its last packets became the marks, the rewind "went
+    /// back" to them, and 30 s of sound came out as its last 0.1 s.
     func seek(stream: Int32, to timestamp: Int64, flags: Int32) -> Int32 {
+        if startMarks.isEmpty, !wasRewound, let packet = try? Packet() {
+            for _ in 0..<StartMarks.window where (try? read(into: packet)) == true { packet.unref() }
+        }
+        startMarks.seal()
         pending = []
         derivesDecodeTimes = nil
         return av_seek_frame(context, stream, timestamp, flags)
@@ -619,6 +629,9 @@ struct StartMarks {
     private var reads = 0
 
     var isEmpty: Bool { first.isEmpty }
+
+    /// Notes nothing more (the reader has left the start).
+    mutating func seal() { reads = Self.window }
 
     /// True where `p` is the first packet of its stream since the file was opened.
     @discardableResult

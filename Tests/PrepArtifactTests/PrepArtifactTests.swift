@@ -2600,6 +2600,34 @@ struct FormatChangeTests {
         }
     }
 
+    @Test("a sound-only M4A whose chapters run 5 s past its 30 s of sound (an audiobook's, a podcast's) is re-encoded whole for a browser, and a second language copied whole: the probe's look at its end had become the reader's start, and 0.1 s came out, verified")
+    func soundOnlyLongerHeader() throws {
+        let source = try Media.generated("alac-and-aac-chapters-past-the-sound.m4a") { tmp in
+            let chapters = tmp + ".txt"
+            defer { try? FileManager.default.removeItem(atPath: chapters) }
+            try Data((";FFMETADATA1\n" + [(0, 10_000), (10_000, 20_000), (20_000, 35_000)].enumerated().map { i, c in
+                "[CHAPTER]\nTIMEBASE=1/1000\nSTART=\(c.0)\nEND=\(c.1)\ntitle=Part \(i + 1)\n"
+            }.joined()).utf8).write(to: URL(fileURLWithPath: chapters))
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y",
+                                               "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100:duration=30",
+                                               "-f", "lavfi", "-i", "sine=frequency=500:sample_rate=44100:duration=30", "-i", chapters,
+                                               "-map", "0:a", "-map", "1:a", "-map_chapters", "2", "-c:a:0", "alac", "-c:a:1", "aac",
+                                               "-metadata:s:a:0", "language=eng", "-metadata:s:a:1", "language=fra", "-disposition:a:1", "0",
+                                               "-f", "mp4", tmp])
+            guard r.status == 0 else { throw TestFailure(r.stderr) }
+        }
+        for (caps, language) in [("web", nil), ("ios", "fra")] as [(String, String?)] {
+            let dir = Media.scratch("sound-only-longer-header")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let out = dir.appendingPathComponent("out.mp4").path
+            let r = try Command.run(["prepare", source, "--quality", "original", "--caps", caps, "--output", out, "--json"]
+                                    + (language.map { ["--audio-language", $0] } ?? []))
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let seconds = try FFprobe(out).duration("audio") ?? 0
+            #expect(abs(seconds - 30) < 0.2, "\(caps): \(seconds) s of sound")
+        }
+    }
+
     @Test("one ADTS header damaged by a reception error is a damaged frame, not a format change: the AAC is still copied")
     func glitchedHeaderIsNoChange() throws {
         let clean = try Media.generated("stereo-aac-6s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6",
