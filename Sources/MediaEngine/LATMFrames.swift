@@ -72,6 +72,11 @@ struct LATMFrames {
     mutating func unwrap(_ bytes: UnsafeBufferPointer<UInt8>) -> Unwrapped {
         var bits = Bits(bytes)
         guard bits.read(11) == 0x2B7, let length = bits.read(13), length + 3 <= bytes.count else { return .damaged }
+        // libavformat's LATM parser hands out one sync frame a packet; a packet that holds a
+        // second would lose its sound here, and is re-encoded instead.
+        if bytes.count >= length + 5, bytes[length + 3] == 0x56, bytes[length + 4] & 0xE0 == 0xE0 {
+            return .unsupported("several LATM frames in one packet")
+        }
         bits.limit(to: (length + 3) * 8)
         guard let sameMux = bits.read(1) else { return .damaged }
         if sameMux == 0 {

@@ -168,6 +168,8 @@ struct LATMFramesTests {
             guard case .unsupported(let why) = Self.unwrap(bytes, into: &frames) else { Issue.record("\(word): not refused"); continue }
             #expect(why.contains(word), "\(why)")
         }
+        var twice = LATMFrames()
+        #expect(Self.unwrap(config() + config(), into: &twice) == .unsupported("several LATM frames in one packet"))
         var frames = LATMFrames()
         let whole = config()
         #expect(Self.unwrap(Array(whole.dropLast(3)), into: &frames) == .damaged)
