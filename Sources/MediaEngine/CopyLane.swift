@@ -696,7 +696,11 @@ struct ADTSConfiguration: Equatable, CustomStringConvertible {
     var sampleRate: Int? { Int(frequencyIndex) < Self.rates.count ? Self.rates[Int(frequencyIndex)] : nil }
 
     /// nil for configuration 0 (the channels are set in the stream's own program config).
-    var channels: Int? { [1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6, 7: 8][Int(channelConfiguration)] }
+    var channels: Int? { Self.channels(configuration: Int(channelConfiguration)) }
+
+    /// The channels of an MPEG-4 channel configuration (ADTS's, an AudioSpecificConfig's);
+    /// nil for 0 and the reserved ones.
+    static func channels(configuration: Int) -> Int? { [1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6, 7: 8][configuration] }
 
     /// The 7-byte header (no CRC) of a frame of this configuration with `payloadBytes`.
     func header(payloadBytes: Int) -> [UInt8] {

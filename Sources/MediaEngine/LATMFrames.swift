@@ -45,25 +45,24 @@ struct LATMFrames {
     init(configuration: Configuration? = nil) { self.configuration = configuration }
 
     /// The stream's first configuration, from its first `limit` packets read by a reader
-    /// of its own (the sample entry is written before the copy reads a packet); why not,
-    /// where none is found or the first is not one MP4 takes as it is.
+    /// of its own (`Demuxer.readAfresh`: the sample entry is written before the copy reads
+    /// a packet); why not, where none is found or the first is not one MP4 takes as it is.
     static func first(stream index: Int, path: String, limit: Int = 512) -> Result<Configuration, Refusal> {
-        guard let demuxer = try? Demuxer(path: path, cancellation: Cancellation(), analyze: false),
-              let packet = try? Packet() else { return .failure(Refusal("the source could not be read again")) }
         var frames = LATMFrames()
         var read = 0
-        while read < limit, (try? demuxer.read(into: packet)) == true {
-            defer { packet.unref() }
-            let p = packet.pointer.pointee
-            guard p.stream_index == Int32(index), let data = p.data else { continue }
+        var found: Result<Configuration, Refusal>?
+        let opened = Demuxer.readAfresh(path) { p in
+            guard p.stream_index == Int32(index), let data = p.data else { return true }
             read += 1
             switch frames.unwrap(UnsafeBufferPointer(start: data, count: Int(p.size))) {
-            case .frame(_, let config): return .success(config)
-            case .unsupported(let why): return .failure(Refusal(why))
-            case .unconfigured, .damaged: continue
+            case .frame(_, let config): found = .success(config)
+            case .unsupported(let why): found = .failure(Refusal(why))
+            case .unconfigured, .damaged: break
             }
+            return found == nil && read < limit
         }
-        return .failure(Refusal("no configuration in its first \(read) frames"))
+        guard opened else { return .failure(Refusal("the source could not be read again")) }
+        return found ?? .failure(Refusal("no configuration in its first \(read) frames"))
     }
 
     struct Refusal: Error { let why: String; init(_ why: String) { self.why = why } }
@@ -151,8 +150,6 @@ struct LATMFrames {
     /// AudioSpecificConfig (ISO/IEC 14496-3 1.6.2.1), read to learn its length where the
     /// mux states none (audioMuxVersion 0) and what MP4's sample entry takes.
     enum AudioSpecificConfig {
-        static let rates = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350]
-
         fileprivate static func read(_ bits: inout Bits, length: Int?) -> Result<Configuration, Failure> {
             let start = bits.position
             func objectType() -> Int? {
@@ -162,7 +159,7 @@ struct LATMFrames {
             func rate() -> Int? {
                 guard let index = bits.read(4) else { return nil }
                 if index == 15 { return bits.read(24) }
-                return index < rates.count ? rates[index] : 0
+                return index < ADTSConfiguration.rates.count ? ADTSConfiguration.rates[index] : 0
             }
             guard var type = objectType(), var sampleRate = rate(), let channelConfiguration = bits.read(4) else { return .failure(.damaged) }
             if type == 5 || type == 29 {
@@ -171,7 +168,7 @@ struct LATMFrames {
                 (sampleRate, type) = (extended, core)
             }
             guard (1...4).contains(type) else { return .failure(.unsupported("AAC object type \(type) in LATM")) }
-            guard (1...7).contains(channelConfiguration) else {
+            guard let channels = ADTSConfiguration.channels(configuration: channelConfiguration) else {
                 return .failure(.unsupported("AAC channel configuration \(channelConfiguration) in LATM (a program config element)"))
             }
             guard sampleRate > 0 else { return .failure(.unsupported("AAC sampling frequency index reserved")) }
@@ -185,7 +182,6 @@ struct LATMFrames {
                 guard length >= bits.position - start, bits.skip(length - (bits.position - start)) else { return .failure(.damaged) }
             }
             guard let config = bits.copy(from: start, to: bits.position) else { return .failure(.damaged) }
-            let channels = [1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6, 7: 8][channelConfiguration]!
             return .success(Configuration(audioSpecificConfig: config, sampleRate: sampleRate, channels: channels))
         }
     }

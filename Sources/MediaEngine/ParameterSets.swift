@@ -10,9 +10,6 @@ import KilnCore
 /// new tag. This builds the record again with the parameter sets of the stream's first
 /// keyframe, keeping the rest of the header, so the output is what its tag says.
 enum ParameterSets {
-    /// How many packets may be read looking for the stream's first keyframe.
-    static let readLimit = 10_000
-
     /// A complete `avcC`/`hvcC` for `stream` of the file at `path`, or nil when its own is
     /// complete already, is not in record form (Annex B sources: libav builds the record
     /// from the stream), or the first keyframe does not carry what is missing.
@@ -31,24 +28,39 @@ enum ParameterSets {
     }
 
     /// The NAL units of the stream's first keyframe that `wanted` (given the unit's first
-    /// byte) picks, in stream order, without repeats. Read by a demuxer of its own, before
-    /// the copy starts.
+    /// byte) picks, in stream order, without repeats (`Demuxer.readAfresh`).
     static func keyframeUnits(stream index: Int, path: String, lengthSize: Int, wanted: (UInt8) -> Bool) -> [[UInt8]] {
-        guard let demuxer = try? Demuxer(path: path, cancellation: Cancellation(), analyze: false),
-              let packet = try? Packet() else { return [] }
-        for _ in 0..<readLimit {
-            guard (try? demuxer.read(into: packet)) == true else { return [] }
-            defer { packet.unref() }
-            let p = packet.pointer.pointee
-            guard p.stream_index == Int32(index), p.flags & AV_PKT_FLAG_KEY != 0, let bytes = p.data else { continue }
-            var units: [[UInt8]] = []
+        var units: [[UInt8]] = []
+        Demuxer.readAfresh(path) { p in
+            guard p.stream_index == Int32(index), p.flags & AV_PKT_FLAG_KEY != 0, let bytes = p.data else { return true }
             LengthPrefixed.forEachUnit(in: UnsafeBufferPointer(start: bytes, count: Int(p.size)), lengthSize: lengthSize) { u in
                 let unit = Array(u)
                 if wanted(unit[0]), !units.contains(unit) { units.append(unit) }
             }
-            return units
+            return false
         }
-        return []
+        return units
+    }
+}
+
+extension Demuxer {
+    /// How many packets a reader of its own reads at most (`readAfresh`).
+    static let afreshReadLimit = 10_000
+
+    /// Reads the file's first packets with a demuxer of its own, handing each to `body`
+    /// until it says stop (false), the file ends, or `afreshReadLimit` were read: what a
+    /// sample entry needs from the stream (parameter sets, LATM's configuration), learnt
+    /// before the copy reads a packet. False where the file could not be opened.
+    @discardableResult
+    static func readAfresh(_ path: String, _ body: (AVPacket) -> Bool) -> Bool {
+        guard let demuxer = try? Demuxer(path: path, cancellation: Cancellation(), analyze: false),
+              let packet = try? Packet() else { return false }
+        for _ in 0..<afreshReadLimit {
+            guard (try? demuxer.read(into: packet)) == true else { break }
+            defer { packet.unref() }
+            if !body(packet.pointer.pointee) { break }
+        }
+        return true
     }
 }
 

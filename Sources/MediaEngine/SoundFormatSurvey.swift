@@ -44,7 +44,8 @@ enum SoundFormatSurvey {
         }
 
         /// The format of the frame `bytes` begin with, a frame of `codec`'s family (nil for
-        /// no such frame, or one whose channels are set in the stream: ADTS's configuration 0).
+        /// no such frame, or one that does not say its channels: ADTS's configuration 0
+        /// without a program config element in the frame).
         init?(_ codec: AVCodecID, _ bytes: UnsafeBufferPointer<UInt8>) {
             guard let family = SoundFrameHeader.family(of: codec), let h = SoundFrameHeader(bytes, at: 0), h.family == family,
                   h.channels > 0 else { return nil }
