@@ -87,6 +87,9 @@ final class CopyLane: Lane {
     private var sawUntimed = false
     /// The last DTS written, in the input's time base.
     private var lastDTS = noPTS
+    /// Copied sound from a container whose clock is coarser than its samples, timed in its
+    /// samples (`SampleTimes`); nil for pictures and for sound already timed so.
+    private var sampleTimes: SampleTimes?
     /// H.264 (true) or HEVC (false) in Annex B form, whose packets are checked for a
     /// picture of that codec (`AnnexB.holdsPicture`); nil for any other stream. MPEG-TS
     /// and PS name a stream's codec once, in their programme map: pictures that go on in
@@ -263,6 +266,7 @@ final class CopyLane: Lane {
         let skip = kiln_stream_dovi(input)?.pointee.dv_profile == 7 ? Int32(AV_PKT_DATA_DOVI_CONF.rawValue) : -1
         try check(kiln_copy_stream_side_data(out, input, skip), .mux, "cannot copy stream side data")
         copyStreamMetadata(from: input, to: out)
+        if !isVideo { sampleTimes = SampleTimes(from: input.pointee.time_base, sampleRate: par.pointee.sample_rate) }
     }
 
     /// Whether the stream's index (two samples or more) marks every sample a keyframe.
@@ -608,6 +612,11 @@ final class CopyLane: Lane {
         if pictureOrder != nil { try offerKeyframe(packet) }
         packet.streamIndex = outputIndex
         if packet.pointer.pointee.dts != noPTS { lastDTS = packet.pointer.pointee.dts }
+        if sampleTimes != nil, let par = output?.pointee.codecpar {
+            try muxer.write(packet, from: sampleTimes!.place(packet.pointer, frameSamples: av_get_audio_frame_duration2(par, packet.pointer.pointee.size)))
+            counters.packetsOut += 1
+            return
+        }
         try muxer.write(packet, from: input.pointee.time_base)
         counters.packetsOut += 1
     }
@@ -653,6 +662,50 @@ final class CopyLane: Lane {
         if pictureSize.candidate != nil { try stopForNewSize() }
         for ready in pictureOrder?.finish() ?? [] { try emit(ready, muxer: muxer) }
         try flushPending(before: noPTS, muxer: muxer)
+    }
+}
+
+/// Copied sound's times in its own samples, where its container's clock is coarser: as
+/// ffmpeg's stream copy does (`av_rescale_delta`), each frame starts where the one before
+/// ended whenever that lies within the rounding of its own stated time, and at its stated
+/// time otherwise (a gap, a step back, a frame of unknown length). Matroska's, FLV's and
+/// ASF's milliseconds give AAC frames of 21.333 ms times 21 or 22 ms apart: copied as they
+/// are, every MP4 sample had a length of its own (1,008 or 1,056 samples at 48 kHz, one
+/// time-to-sample entry each: 1.8 MB more index for a two-hour film, which a download
+/// fetches and the muxers hold), where the samples run on exactly. Never more than half a
+/// tick of the source's clock from its stated time, so sync is as it was.
+struct SampleTimes {
+    let from: AVRational
+    let samples: AVRational
+    /// Where the frame after the latest ends, in samples (noPTS before any).
+    private var next = noPTS
+
+    /// nil where the clock already counts samples (MP4, MPEG-TS at 48 kHz's multiple) or
+    /// the rate is unknown.
+    init?(from: AVRational, sampleRate: Int32) {
+        guard sampleRate > 0, from.num > 0, from.den > 0,
+              Int64(from.num) * Int64(sampleRate) > Int64(from.den) else { return nil }
+        self.from = from
+        samples = AVRational(num: 1, den: sampleRate)
+    }
+
+    /// Puts the packet's times in samples (the time base returned); `frameSamples`: the
+    /// frame's length in samples, 0 if unknown.
+    mutating func place(_ p: UnsafeMutablePointer<AVPacket>, frameSamples: Int32) -> AVRational {
+        let dts = p.pointee.dts, pts = p.pointee.pts
+        let duration = frameSamples > 0 ? Int64(frameSamples) : rescale(max(0, p.pointee.duration), from: from, to: samples)
+        if dts != noPTS {
+            var last = next
+            let placed = av_rescale_delta(from, dts, samples, max(0, frameSamples), &last, samples)
+            next = frameSamples > 0 ? last : noPTS
+            p.pointee.dts = placed
+            if pts != noPTS { p.pointee.pts = placed + rescale(pts - dts, from: from, to: samples) }
+        } else if pts != noPTS {
+            p.pointee.pts = rescale(pts, from: from, to: samples)
+            next = noPTS
+        }
+        p.pointee.duration = duration
+        return samples
     }
 }
 

@@ -277,3 +277,60 @@ struct SoundFormatChangeTests {
         #expect(try FFprobe(out).duration("audio").map { abs($0 - 16) < 0.2 } == true)
     }
 }
+
+@Suite("copied sound is timed in its samples")
+struct CopiedSoundTimesTests {
+    /// Each audio packet's (time in seconds, length in samples), in file order.
+    static func soundPackets(_ path: String) throws -> [(time: Double, samples: Int)] {
+        let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "a:0", "-show_entries", "packet=pts_time,duration_time",
+                                            "-of", "csv=p=0", path])
+        guard r.status == 0 else { throw TestFailure("ffprobe failed on \(path): \(r.stderr)") }
+        return r.stdout.split(separator: "\n").compactMap { line in
+            let f = line.split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+            return f.count == 2 ? (f[0], Int((f[1] * 48_000).rounded())) : nil
+        }
+    }
+
+    @Test("AAC copied from Matroska's millisecond clock runs on in 1,024-sample frames, a few time-to-sample entries instead of one a frame (21 or 22 ms apart, 1,008 or 1,056 samples each), and each frame stays within half a millisecond of its source time, across a gap of half a second too")
+    func millisecondClock() throws {
+        // Made in MP4 (Matroska's muxer takes no times from setts) and copied into Matroska.
+        let source = try Media.generated("aac-48k-gap-ms-clock.mkv") { tmp in
+            let mp4 = tmp + ".mp4"
+            defer { try? FileManager.default.removeItem(atPath: mp4) }
+            for args in [["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=12", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=12",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-b:a", "96k", "-bsf:a", "setts=ts=TS+gte(TS*TB\\,6)*0.5/TB", mp4],
+                         ["-i", mp4, "-c", "copy", "-f", "matroska", tmp]] {
+                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y"] + args)
+                guard r.status == 0 else { throw TestFailure(r.stderr) }
+            }
+        }
+        let times = try FFprobe.packetTimes(source, "a:0")
+        let gaps = zip(times, times.dropFirst()).filter { $1 - $0 > 0.4 }
+        #expect(gaps.count == 1, "the source's gaps: \(gaps)")
+        let info = try Prober.probe(path: source)
+        let plan = try #require(EnginePlans.remux(info))
+        #expect(plan.audio?.action == .copy)
+        let dir = Media.scratch("sample-times")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        _ = try Preparer.prepare(source: source, plan: plan, info: info, output: out)
+        let copied = try Self.soundPackets(out), original = try Self.soundPackets(source)
+        #expect(copied.count >= original.count && original.count > 500)
+        // Where a stated time cannot be where the frame before ends (a millisecond rounded
+        // down), the frame before is shortened to it, at most by its rounding, and the last
+        // frame filling the gap lasts to its end: the frames run on again after each.
+        let lengths = Dictionary(grouping: copied.dropLast(), by: \.samples).mapValues(\.count)
+        let off = lengths.filter { $0.key != 1024 }
+        #expect(off.values.reduce(0, +) <= 3 && off.keys.allSatisfy { (1024 - 48)..<2048 ~= $0 }, "frame lengths in samples: \(lengths)")
+        // The gap is there, filled or not: every source frame has its copy within half a millisecond.
+        let start = try #require(copied.first?.time) - (try #require(original.first?.time))
+        var k = 0
+        for frame in original {
+            while k < copied.count, copied[k].time - start < frame.time - 0.0006 { k += 1 }
+            guard k < copied.count, abs(copied[k].time - start - frame.time) <= 0.0006 else {
+                Issue.record("the frame at \(frame.time) s has no copy within half a millisecond (nearest \(k < copied.count ? copied[k].time - start : -1))")
+                return
+            }
+        }
+    }
+}
