@@ -75,18 +75,39 @@ final class IndexForecast: @unchecked Sendable {
     /// Bytes of the source the forecast handed on without reading them (it skimmed).
     var skippedBytes: Int64 { state.withLock { $0.skipped } }
 
-    /// From what size a source's remux is hashed while it is written. Below it the
-    /// forecast costs more than it saves, even with its reader analysed during the probe:
-    /// on two cores the forecast's reading and muxing plus the hash take longer than the
-    /// copy they must keep up with, while hashing a few tens of MB afterwards runs beside
-    /// verification. A reader that may skim (`SecondReader`) pays off from about 100 MB
-    /// (a 1080p film's two minutes), one that reads everything (`skimming`) from 256.
+    /// When a source's remux is hashed while it is written.
+    ///
+    /// Big enough: below a size the forecast costs more than it saves, even with its reader
+    /// analysed during the probe: on two cores the forecast's reading and muxing plus the
+    /// hash take longer than the copy they must keep up with, while hashing a few tens of
+    /// MB afterwards runs beside verification. A reader that may skim (`SecondReader`) pays
+    /// off from about 100 MB (a 1080p film's two minutes), one that reads everything
+    /// (`skimming`) from 256.
+    ///
+    /// A core to itself: the forecast reads and muxes the whole source a second time, a
+    /// third more CPU than the copy, and it pays for that only by hashing beside the copy
+    /// on a core nothing else wants. Where other processes keep the machine busy (the
+    /// farm's transcode, the media server's own), it takes its turn on the copy's core:
+    /// a two-hour film's remux beside two busy threads took 9.5–10.3 s with it, 5.9–6.5 s
+    /// hashing afterwards.
+    ///
+    /// Few enough samples: until the forecast ends, the MP4 muxer's table of every sample
+    /// (about 64 bytes each) is held twice, the forecast's whole and the copy's growing
+    /// one. For a two-hour film (510,000 samples) that was 58 MB of tables where the
+    /// ffmpeg command holds 33, and the run's peak memory 1.14× the command's; hashed
+    /// afterwards, 0.83×. A 45-minute episode's 190,000: 1.06× and 0.92×. Up to 120,000
+    /// (a 28-minute film at 24 fps with 48 kHz AAC) the forecast's memory stays within
+    /// what the command's own rewrite holds.
     struct Threshold: Sendable {
         var skimming: Int64
         var reading: Int64
-        static let standard = Threshold(skimming: 96 << 20, reading: 256 << 20)
-        /// Tests: every remux forecast, whatever its size.
-        static let always = Threshold(skimming: 0, reading: 0)
+        /// The cores other processes must leave idle over the probe (`SpareCores`).
+        var idleCores: Double
+        /// The most samples the output may have (`IndexRoom.samples`).
+        var samples: Double
+        static let standard = Threshold(skimming: 96 << 20, reading: 256 << 20, idleCores: 1.5, samples: 120_000)
+        /// Tests: every remux forecast, whatever its size and the machine's load.
+        static let always = Threshold(skimming: 0, reading: 0, idleCores: 0, samples: .infinity)
 
         /// The smallest source worth forecasting for a reader that may skim or not.
         func bytes(skimmable: Bool) -> Int64 { skimmable ? skimming : reading }
@@ -96,9 +117,13 @@ final class IndexForecast: @unchecked Sendable {
     static func skimmable(_ main: Demuxer) -> Bool { skimming(main) != nil }
 
     /// Whether a source of this size, read as `main` reads it, is worth forecasting: big
-    /// enough (`threshold`) and small enough to stay cached.
-    static func worthwhile(sourceBytes: Int64, main: Demuxer, from threshold: Threshold) -> Bool {
-        sourceBytes >= threshold.bytes(skimmable: skimmable(main)) && staysCached(sourceBytes: sourceBytes)
+    /// enough (`threshold`), small enough to stay cached, on a machine with a core to spare
+    /// (`idleCores`: what others left idle; nil where that is not known, taken as idle)
+    /// and, once the plan is known, with few enough samples (`samples`).
+    static func worthwhile(sourceBytes: Int64, main: Demuxer, from threshold: Threshold, idleCores: Double?,
+                           samples: Double = 0) -> Bool {
+        sourceBytes >= threshold.bytes(skimmable: skimmable(main)) && samples <= threshold.samples
+            && (idleCores ?? .infinity) >= threshold.idleCores && staysCached(sourceBytes: sourceBytes)
     }
 
     /// Whether a source of this size stays in the page cache between the forecast's read and

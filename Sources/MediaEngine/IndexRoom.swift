@@ -28,6 +28,18 @@ enum IndexRoom {
     static let rolesBytes: Int64 = 128
 
     static func bytes(plan: Plan, demuxer: Demuxer, durationSeconds: Double) -> Int64 {
+        let (samples, fixed) = estimate(plan: plan, demuxer: demuxer, durationSeconds: durationSeconds)
+        let estimate = Double(fixed) + samples * bytesPerSample
+        // An index is a small fraction of what it indexes: a duration or rate gone wrong
+        // in a damaged header must not leave megabytes of zeros in a small file.
+        let cap = Double(min((FileIO.size(atPath: demuxer.path) ?? 0) / 16 + (256 << 10), FastStart.maxIndexBytes))
+        let room = estimate.isFinite ? Int64(min(estimate, cap)) : fixedBytes
+        return (room + granule - 1) / granule * granule
+    }
+
+    /// The samples the output's index will list (with the margin), and the bytes of its
+    /// boxes that do not grow with them.
+    static func estimate(plan: Plan, demuxer: Demuxer, durationSeconds: Double) -> (samples: Double, fixedBytes: Int64) {
         let duration = durationSeconds.isFinite ? max(durationSeconds, 0) : 0
         var samples = 0.0
         var fixed = fixedBytes
@@ -76,12 +88,7 @@ enum IndexRoom {
         // Chapters ride in a text track of their own: a sample (and a title) each.
         fixed += Int64(demuxer.context.pointee.nb_chapters) * 256
         fixed += metadataBytes(demuxer.context.pointee.metadata)
-        let estimate = Double(fixed) + samples * bytesPerSample
-        // An index is a small fraction of what it indexes: a duration or rate gone wrong
-        // in a damaged header must not leave megabytes of zeros in a small file.
-        let cap = Double(min((FileIO.size(atPath: demuxer.path) ?? 0) / 16 + (256 << 10), FastStart.maxIndexBytes))
-        let room = estimate.isFinite ? Int64(min(estimate, cap)) : fixedBytes
-        return (room + granule - 1) / granule * granule
+        return (samples, fixed)
     }
 
     /// Frames per second to expect: the larger of the average and the container's base

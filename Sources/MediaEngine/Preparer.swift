@@ -399,7 +399,9 @@ public enum Preparer {
             do {
                 let muxer = try Muxer(path: out.temporary, room: room, cancellation: cancellation)
                 if IndexForecast.applies(to: plan),
-                   IndexForecast.worthwhile(sourceBytes: info.sizeBytes, main: demuxer, from: forecastFrom) {
+                   IndexForecast.worthwhile(sourceBytes: info.sizeBytes, main: demuxer, from: forecastFrom,
+                                            idleCores: opened.cpuMark?.idleOthers(),
+                                            samples: IndexRoom.estimate(plan: plan, demuxer: demuxer, durationSeconds: expected).samples) {
                     let reader = second ?? SecondReader(path: source, skimmable: IndexForecast.skimmable(demuxer))
                     let started = IndexForecast(reader: reader, main: demuxer, plan: plan, info: info, room: room)
                     forecast = started

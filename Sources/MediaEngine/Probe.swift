@@ -35,6 +35,7 @@ public enum Prober {
         // First, so that whatever is read of the file after it (the fingerprint too) is
         // checked against it.
         let watch = SourceWatch(path: path)
+        let cpuMark = minimum != nil ? SpareCores.mark() : nil
         // The fingerprint does not need the analysis, so it runs beside it.
         let fingerprinting = fingerprint
             ? Background { () throws(KilnError) -> String in try SourceFingerprint.compute(path: path) } : nil
@@ -45,7 +46,8 @@ public enum Prober {
             // still runs while the packets are scanned and the plan is made. A failed probe
             // drops it, which cancels it.
             let second = minimum.flatMap { threshold in
-                IndexForecast.worthwhile(sourceBytes: FileIO.size(atPath: path) ?? 0, main: demuxer, from: threshold)
+                IndexForecast.worthwhile(sourceBytes: FileIO.size(atPath: path) ?? 0, main: demuxer, from: threshold,
+                                         idleCores: cpuMark?.idleOthers())
                     ? SecondReader(path: path, skimmable: IndexForecast.skimmable(demuxer)) : nil
             }
             var info = try describe(demuxer)
@@ -54,7 +56,7 @@ public enum Prober {
             // going back would read a fragment twice, the run reads the file from a fresh
             // demuxer (`ProbedSource.demuxer()`).
             info.fingerprint = try fingerprinting?.wait()
-            return ProbedSource(demuxer: demuxer, info: info, watch: watch, secondReader: second)
+            return ProbedSource(demuxer: demuxer, info: info, watch: watch, secondReader: second, cpuMark: cpuMark)
         } catch {
             // Its thread must not outlive a failed probe: the command then exits, and exit
             // tears down libcrypto under a hash still running (a crash at exit).
@@ -674,8 +676,12 @@ public final class ProbedSource {
     var secondReader: SecondReader?
     /// Begun before the source was first opened: whether it changed since.
     let watch: SourceWatch?
+    /// The machine's CPU time when the source was first opened, for how much of it others
+    /// use (`IndexForecast.worthwhile`).
+    let cpuMark: SpareCores?
 
-    init(demuxer: Demuxer, info: MediaInfo, watch: SourceWatch?, secondReader: SecondReader? = nil) {
+    init(demuxer: Demuxer, info: MediaInfo, watch: SourceWatch?, secondReader: SecondReader? = nil, cpuMark: SpareCores? = nil) {
+        self.cpuMark = cpuMark
         reader = demuxer
         mustReopen = demuxer.rewindFailed || demuxer.readsFragmentsAgain
         path = demuxer.path

@@ -218,6 +218,19 @@ struct IndexForecastTests {
         }
     }
 
+    @Test("a remux is forecast by default only on a machine with a core to spare and for an index of few samples: not beside busy processes (a third more CPU, which then takes the copy's turn), not for a two-hour film's 510,000 samples (the muxer's table held twice)")
+    func forecastNeedsASpareCoreAndASmallIndex() throws {
+        let opened = try Prober.open(path: Media.shared("sp_bear-640x360-ec3.mp4"))
+        let demuxer = try opened.demuxer()
+        let film: Int64 = 3 << 30
+        #expect(IndexForecast.worthwhile(sourceBytes: film, main: demuxer, from: .standard, idleCores: 2, samples: 60_000) == IndexForecast.staysCached(sourceBytes: film))
+        #expect(IndexForecast.worthwhile(sourceBytes: 300 << 20, main: demuxer, from: .standard, idleCores: nil, samples: 60_000), "not known: taken as idle")
+        #expect(!IndexForecast.worthwhile(sourceBytes: 300 << 20, main: demuxer, from: .standard, idleCores: 0.4, samples: 60_000))
+        #expect(!IndexForecast.worthwhile(sourceBytes: 300 << 20, main: demuxer, from: .standard, idleCores: 2, samples: 510_000))
+        #expect(!IndexForecast.worthwhile(sourceBytes: 20 << 20, main: demuxer, from: .standard, idleCores: 2, samples: 1_000))
+        #expect(IndexForecast.worthwhile(sourceBytes: 300 << 20, main: demuxer, from: .always, idleCores: 0, samples: 510_000), "tests force it")
+    }
+
     @Test("the forecast reads a source only when it stays in the page cache for the copy that follows")
     func onlyCachedSources() {
         #expect(IndexForecast.staysCached(sourceBytes: 300 << 20), "this machine has gigabytes free")
