@@ -14,12 +14,12 @@ extension Prober {
     /// and what every stream's first packets tell (`FirstPackets`), in files without
     /// video too.
     /// Returns each stream's share of the bytes read (`FirstPackets.shares`).
-    static func scanPackets(_ demuxer: Demuxer, _ streams: inout [StreamInfo], _ warnings: inout [String]) throws(KilnError) -> [Int: Double] {
+    static func scanPackets(_ demuxer: Demuxer, _ streams: inout [StreamInfo], _ warnings: inout [String]) throws(KilnError) -> FirstPackets.Read {
         guard let vi = streams.firstIndex(where: { $0.type == .video && !$0.disposition.attachedPicture }) else {
             // No pictures (a radio recording, an album): only what the sound streams' first
             // packets tell, read until each has told it.
             var first = FirstPackets()
-            guard !first.settled(streams) || !first.measured(streams) else { return [:] }
+            guard !first.settled(streams) || !first.measured(streams) else { return FirstPackets.Read() }
             let packet = try Packet()
             defer { _ = try? demuxer.rewind() }
             var reads = 0
@@ -30,7 +30,7 @@ extension Prober {
                 first.observe(packet, demuxer, &streams)
             }
             first.measureBitRates(&streams)
-            return first.shares(streams)
+            return first.result(streams)
         }
         let target = Int32(streams[vi].index)
         let st = demuxer.stream(Int(target))
@@ -200,7 +200,7 @@ extension Prober {
             streams[vi].telecined = found.telecined
             streams[vi].progressiveFrames = found.progressiveFrames
         }
-        guard rpu else { return first.shares(streams) }
+        guard rpu else { return first.result(streams) }
         let base = streams[vi].hdr ?? .sdr
         let profile: Int, compat: Int
         if el { profile = 7; compat = 6 }
@@ -218,7 +218,7 @@ extension Prober {
                                               blCompatibilityId: compat, signalledIn: "bitstream")
         streams[vi].hdr = .dolbyVision
         warnings.append("dolby_vision_inferred_from_bitstream")
-        return first.shares(streams)
+        return first.result(streams)
     }
 
     static let scanPacketLimit = 240
@@ -249,6 +249,9 @@ extension Prober {
         private var read: [Int: Heard] = [:]
         /// Every stream's bytes among the packets read, by position in the streams.
         private var carried: [Int: Int] = [:]
+        /// The pictures' and sound's bytes read, and the times they span (seconds).
+        private var filmBytes = 0
+        private var filmTimes: (first: Double, end: Double)?
         /// The scan read the file to its end: what it heard of a stream is all of it, so a
         /// clip shorter than `Heard.enough` is measured too (AAC in a 1 s Matroska clip was
         /// re-encoded for want of a bitrate).
@@ -257,6 +260,11 @@ extension Prober {
         mutating func observe(_ packet: Packet, _ demuxer: Demuxer, _ streams: inout [StreamInfo]) {
             guard let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) }) else { return }
             carried[i, default: 0] += max(0, Int(packet.pointer.pointee.size))
+            if streams[i].type == .audio || streams[i].type == .video, packet.time != noPTS,
+               let t = seconds(packet.time, demuxer.stream(Int(packet.streamIndex)).pointee.time_base) {
+                filmBytes += max(0, Int(packet.pointer.pointee.size))
+                filmTimes = (min(filmTimes?.first ?? t, t), max(filmTimes?.end ?? t, t))
+            }
             if packet.isEncrypted { streams[i].encrypted = true }
             if streams[i].codec == "ttml" { return observeTTML(packet, i, &streams[i]) }
             guard streams[i].type == .audio else { return }
@@ -317,6 +325,21 @@ extension Prober {
             for (i, r) in read where streams[i].bitRate == nil && (r.enough || readToEnd && r.packets >= 2 && r.span > 0) {
                 streams[i].bitRate = Int((Double(r.bytes) * 8 / r.span).rounded())
             }
+        }
+
+        /// What the scan measured beyond each stream's own description.
+        struct Read {
+            /// Each stream's share of the bytes read, by stream index.
+            var shares: [Int: Double] = [:]
+            /// The pictures' and sound's bits a second where the scan read them, over at
+            /// least `rateSeconds`; nil for less.
+            var filmRate: Double?
+        }
+        static let rateSeconds = 2.0
+
+        func result(_ streams: [StreamInfo]) -> Read {
+            let span = filmTimes.map { $0.end - $0.first } ?? 0
+            return Read(shares: shares(streams), filmRate: span >= Self.rateSeconds ? Double(filmBytes) * 8 / span : nil)
         }
 
         /// Each stream's share of the bytes read, by stream index: read from one place in the

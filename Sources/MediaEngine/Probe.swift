@@ -138,7 +138,8 @@ public enum Prober {
         var shares: [Int: Double] = [:]
         if scan {
             try demuxer.keepingParameters { () throws(KilnError) in
-                shares = try scanPackets(demuxer, &streams, &warnings)
+                let scanned = try scanPackets(demuxer, &streams, &warnings)
+                shares = scanned.shares
                 // No duration in the header (a live or interrupted recording's Matroska): the
                 // last packets say where the file ends, for progress, the plan's bitrate and
                 // verification's length check.
@@ -181,8 +182,15 @@ public enum Prober {
                 // files with subtitles are read so, and only their last 4 MB: the probe of
                 // every Matroska file had read its tail, and a UHD film's last 64 MB when its
                 // last cluster was larger (its remux's memory 53 → 105 MB).
+                // A Duration that is wrong for another reason (a header patched or left from
+                // an edit: 600 s for a 12 s clip) showed the same way, a 5 Mbit/s clip taken
+                // for 0.1 Mbit/s and sent as it was to a 1 Mbit/s device; where the pictures
+                // and sound the scan read ran at four times the declared rate or more, the
+                // tail is read too. (A film's opening may run above its average, not four times.)
+                let declaredRate = duration > 0 ? Double(size) * 8 / duration : 0
+                let rateDoubtful = scanned.filmRate.map { declaredRate > 0 && $0 > 4 * declaredRate } ?? false
                 if formatName.hasPrefix("matroska"), !measured, !lengthCorrected, duration > 0,
-                   streams.contains(where: { $0.type == .subtitle }),
+                   streams.contains(where: { $0.type == .subtitle }) || rateDoubtful,
                    Prober.matroskaWhole(demuxer.path, size: Int64(size)),
                    let end = matroskaEnd(demuxer, size: Int64(size), widen: false), end > start,
                    duration - (end - start) > max(2, 0.1 * (end - start)) {

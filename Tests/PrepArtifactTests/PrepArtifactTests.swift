@@ -4201,4 +4201,33 @@ struct MatroskaBitrateTests {
             #expect(abs(try FFprobe(out).formatDuration - 10) < 0.2)
         }
     }
+
+    @Test("a Duration patched to 600 s in a 10 s film without subtitles (a header left from an edit) is found out by the rate its first packets run at, four times the declared and more: the film is re-encoded for a 1 Mbit/s device, not sent as the 3 Mbit/s file it is (its bitrate had read 50 kbit/s)")
+    func wrongDuration() throws {
+        let source = try Media.generated("film-duration-patched-600s.mkv") { tmp in
+            let made = tmp + ".mkv"
+            defer { unlink(made) }
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=10",
+                                               "-f", "lavfi", "-i", "sine=duration=10", "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "3M",
+                                               "-c:a", "aac", "-f", "matroska", made])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+            // The Segment Info's Duration (0x4489), an 8-byte float in milliseconds.
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: made)))
+            guard let at = (0..<(bytes.count - 11)).first(where: { bytes[$0] == 0x44 && bytes[$0 + 1] == 0x89 && bytes[$0 + 2] == 0x88 }) else {
+                throw TestFailure("no 8-byte Duration in \(made)")
+            }
+            withUnsafeBytes(of: (600_000.0).bitPattern.bigEndian) { bytes.replaceSubrange(at + 3..<at + 11, with: $0) }
+            try Data(bytes).write(to: URL(fileURLWithPath: tmp))
+        }
+        let probe = try Command.probed(source)
+        #expect(abs((probe["duration_seconds"]?.double ?? 0) - 600) < 1, "the header's duration is what the file says")
+        #expect((probe["bit_rate"]?.double ?? 0) > 2_000_000, "\(probe["bit_rate"] ?? .null)")
+        #expect("\(probe["warnings"] ?? .null)".contains("bitrate_from_tracks"))
+        try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "duration-patched") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+            let json = try Command.json(run)
+            #expect(json["plan"]?["delivery_format"]?.string == "transcode", "\(json["plan"]?["reasons"] ?? .null)")
+            #expect(abs(try FFprobe(out).formatDuration - 10) < 0.2)
+        }
+    }
 }
