@@ -14,9 +14,10 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// progressive pictures found in interlaced ones; 18: an FLV's declared end time taken
     /// for its length no more; 19: the rate of a stream of three to seven pictures measured;
     /// 20: pulldown looked for in SD pictures flagged progressive; 21: field-coded H.264 in a
-    /// container that says progressive), so a
+    /// container that says progressive; 22: Matroska without Cues, a Matroska Duration far
+    /// from what the packets' rate says), so a
     /// description cached by an older one is not planned from.
-    public static let describerVersion = 21
+    public static let describerVersion = 22
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
@@ -40,6 +41,10 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// An MP4 or QuickTime file in fragments (movie fragments after a `moov` with `mvex`:
     /// screen recorders, cameras writing as they go, DASH downloads); nil otherwise.
     public var fragmented: Bool?
+    /// A Matroska or WebM file without Cues, the index of its keyframes (a recording written
+    /// live or to a pipe, `mkvmerge --no-cues`): ExoPlayer cannot seek in it, nor a browser
+    /// in such a WebM; nil otherwise.
+    public var unindexed: Bool?
     /// Why the index the file's header holds cannot be the file's ("stream 0: its index
     /// places a sample … past the file's end"): cut short or damaged. Such a file never
     /// goes out as it is. nil otherwise.
@@ -70,7 +75,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case formatName = "format_name", container, durationSeconds = "duration_seconds"
         case startSeconds = "start_seconds", bitRate = "bit_rate", sizeBytes = "size_bytes"
-        case streams, chapters, fingerprint, warnings, fragmented, indexDamage = "index_damage", timingDamage = "timing_damage"
+        case streams, chapters, fingerprint, warnings, fragmented, unindexed, indexDamage = "index_damage", timingDamage = "timing_damage"
         case timingDamageStream = "timing_damage_stream"
     }
 

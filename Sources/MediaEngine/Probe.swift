@@ -269,6 +269,7 @@ public enum Prober {
                 throw KilnError(.sourceCorrupt, stage: .probe, "the source's index is damaged: \(why)")
             }
             info.indexDamage = indexDamage(demuxer, size: Int64(size), fragmented: info.fragmented == true)
+            if demuxer.isMatroska, info.indexDamage == nil, matroskaUnindexed(demuxer.path) { info.unindexed = true }
             if formatName.hasPrefix("mov,"), info.fragmented != true, let drift = TrackDrift.judge(demuxer) {
                 (info.timingDamageStream, info.timingDamage) = (drift.stream, drift.why)
             }

@@ -75,6 +75,15 @@ extension Prober {
     /// SeekHead does not say (none, or one pointing to a second at the end).
     static func matroskaIndexStart(_ path: String) -> Int64? { MatroskaHead(path: path)?.cuesStart }
 
+    /// Whether a Matroska file has no Cues a player can find: its SeekHead, read whole at the
+    /// Segment's start, lists neither Cues nor another SeekHead. (libavformat and ExoPlayer
+    /// find Cues at the end only through the SeekHead.) False where no SeekHead is read
+    /// there: nothing is known.
+    static func matroskaUnindexed(_ path: String) -> Bool {
+        guard let head = MatroskaHead(path: path) else { return false }
+        return head.seekHeadRead && head.cuesStart == nil && !head.listsSeekHead
+    }
+
     /// Whether a Matroska file is whole, as its head says: its Cues begin within it and its
     /// Segment ends within it (or its size is unknown).
     static func matroskaWhole(_ path: String, size: Int64) -> Bool {
@@ -88,6 +97,10 @@ extension Prober {
         /// The byte after the Segment, as its size declares (nil: unknown size, a live recording).
         var segmentEnd: Int64?
         var cuesStart: Int64?
+        /// Whether a SeekHead was read where writers put it, and whether it lists another
+        /// SeekHead (further entries, the Cues' perhaps, at the file's end).
+        var seekHeadRead = false
+        var listsSeekHead = false
 
         init?(path: String) {
             guard let file = try? FileDescriptor(path: path, flags: O_RDONLY),
@@ -115,7 +128,9 @@ extension Prober {
             segmentEnd = segment.size.map { Int64(segment.data) + Int64($0) }
             // The SeekHead (11 4D 9B 74), first in the Segment: Seek entries (4D BB) of a
             // SeekID (53 AB) and a SeekPosition (53 AC) from the Segment's data.
-            guard let seekHead = element(segment.data), seekHead.id == [0x11, 0x4D, 0x9B, 0x74], let seekSize = seekHead.size else { return }
+            guard let seekHead = element(segment.data), seekHead.id == [0x11, 0x4D, 0x9B, 0x74], let seekSize = seekHead.size,
+                  seekHead.data + seekSize <= head.count else { return }
+            seekHeadRead = true
             var i = seekHead.data
             while i < min(seekHead.data + seekSize, head.count), let seek = element(i), let size = seek.size {
                 defer { i = seek.data + size }
@@ -131,6 +146,7 @@ extension Prober {
                 if let id, id.elementsEqual([0x1C, 0x53, 0xBB, 0x6B]), let position, (0..<(1 << 56)).contains(position) {
                     cuesStart = Int64(segment.data) + position
                 }
+                if let id, id.elementsEqual([0x11, 0x4D, 0x9B, 0x74]) { listsSeekHead = true }
             }
         }
     }

@@ -126,6 +126,9 @@ struct PlanContext {
     /// the file as it is is then better than a transcode.
     /// - An MP4 in fragments without a segment index (`MediaInfo.fragmented`): ExoPlayer
     ///   cannot seek in it, nor always tell its length. The remux writes one index, in front.
+    /// - A Matroska or WebM file without Cues (`MediaInfo.unindexed`: written live or to a
+    ///   pipe, a recorder stopped abruptly): ExoPlayer cannot seek in it, nor a browser in
+    ///   such a WebM. The remux's MP4 has its index in front.
     /// - Dolby Vision profile 7 in MP4 (a UHD Blu-ray's two layers in one track): no MP4
     ///   player decodes it; the remux keeps its HDR10 base layer. (In Matroska a TV box
     ///   that lists it may play it.)
@@ -134,6 +137,7 @@ struct PlanContext {
         guard device.playsMP4, !encrypted, video.flatMap(mp4CopyProblem) == nil else { return [] }
         var fixes: [String] = []
         if source.fragmented == true { fixes.append("container_fragmented") }
+        if source.unindexed == true { fixes.append("container_unindexed") }
         // Reordered pictures an MP4 gives decode times only (no composition offsets, as a
         // muxer that lost them writes): as they are, players show them in decode order.
         // (A container the device does not take is the remux's reason already.)

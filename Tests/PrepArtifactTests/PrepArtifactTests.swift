@@ -4171,6 +4171,30 @@ struct TelecineTests {
 }
 
 
+@Suite("a Matroska file without Cues")
+struct MatroskaWithoutCuesTests {
+    @Test("a Matroska recording written live (no Cues: a recorder stopped abruptly, a pipe) is remuxed for Android, whose player cannot seek in it, into a whole MP4; the same film with its Cues goes as it is")
+    func remuxedForAndroid() throws {
+        func film(live: Bool) throws -> String {
+            try Media.generated("film-\(live ? "live" : "cues").mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8",
+                                                                     "-f", "lavfi", "-i", "sine=duration=8", "-c:v", "libx264", "-preset", "ultrafast",
+                                                                     "-c:a", "aac", "-f", "matroska"] + (live ? ["-live", "1"] : []))
+        }
+        let (live, indexed) = (try film(live: true), try film(live: false))
+        #expect(try Command.probed(live)["unindexed"] == .bool(true))
+        #expect(try Command.probed(indexed)["unindexed"] == nil)
+        #expect(try Command.planned([indexed, "--quality", "original", "--caps", "android", "--json"])["delivery_format"] == .string("original"))
+        try Command.prepare(live, quality: "original", caps: "android", scratch: "matroska-without-cues") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+            let json = try Command.json(run)
+            #expect(json["plan"]?["delivery_format"] == .string("remux") && "\(json["plan"]?["reasons"] ?? .null)".contains("container_unindexed"),
+                    "\(json["plan"] ?? .null)")
+            #expect(try FFprobe.moovBeforeMdat(out))
+            #expect(abs(try FFprobe(out).formatDuration - 8) < 0.2)
+        }
+    }
+}
+
 @Suite("a Matroska film's bitrate is its pictures' and sound's")
 struct MatroskaBitrateTests {
     /// 10 s of 640x360 H.264 at about 3 Mbit/s with AAC, and a SubRip track whose last cue
