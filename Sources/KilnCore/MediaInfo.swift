@@ -15,7 +15,8 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// for its length no more; 19: the rate of a stream of three to seven pictures measured;
     /// 20: pulldown looked for in SD pictures flagged progressive; 21: field-coded H.264 in a
     /// container that says progressive; 22: Matroska without Cues, a Matroska Duration far
-    /// from what the packets' rate says), so a
+    /// from what the packets' rate says, Matroska tracks' BCP 47 language, enabled flag and
+    /// compression), so a
     /// description cached by an older one is not planned from.
     public static let describerVersion = 22
 
@@ -188,8 +189,17 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     /// later than the others: a recording's pictures half a second after its sound).
     public var startSeconds: Double?
     public var language: String?
+    /// The language as a BCP 47 tag where the container gives one that says more than
+    /// `language` (Matroska's LanguageIETF: "pt-BR" beside "por", "es-419" beside "spa").
+    public var languageTag: String?
     public var title: String?
     public var disposition: Disposition
+    /// The container marks the track not to be played (Matroska's FlagEnabled 0); nil
+    /// otherwise.
+    public var disabled: Bool?
+    /// How the container compresses the track's blocks where it does (Matroska's
+    /// ContentCompression: "zlib", "bzlib", "lzo", "header_stripping"); nil for none.
+    public var compression: String?
 
     // Video
     public var width: Int?
@@ -318,7 +328,8 @@ public struct StreamInfo: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case index, type, codec, codecTag = "codec_tag", profile, level, bitRate = "bit_rate", durationSeconds = "duration_seconds"
-        case startSeconds = "start_seconds", language, title, disposition, width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
+        case startSeconds = "start_seconds", language, languageTag = "language_tag", title, disposition, disabled, compression
+        case width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
         case chroma, sampleAspectRatio = "sample_aspect_ratio", frameRate = "frame_rate"
         case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", telecined, progressiveFrames = "progressive_frames", rotation
         case presentationTimesMissing = "presentation_times_missing", encrypted, programs, multiplexBitRate = "multiplex_bit_rate"

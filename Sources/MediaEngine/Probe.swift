@@ -87,6 +87,9 @@ public enum Prober {
         for i in 0..<demuxer.streamCount {
             streams.append(describe(stream: demuxer.stream(i)))
         }
+        if demuxer.isMatroska, let entries = MatroskaTracks.read(path: demuxer.path) {
+            describeTracks(entries, demuxer, &streams)
+        }
         var duration = seconds(ctx.pointee.duration, kiln_time_base_q()) ?? 0
         var warnings: [String] = []
         // The container's bitrate is its size over the length it declared (libavformat's):
@@ -275,6 +278,25 @@ public enum Prober {
             }
         }
         return info
+    }
+
+    /// What a Matroska file's track entries add (`MatroskaTracks`). libavformat keeps no
+    /// track number: it makes a stream of each entry in order (attachments after them), so
+    /// entries and streams are matched in order, and only where each entry's type is its
+    /// stream's (a track libavformat passed over would shift every one after it).
+    static func describeTracks(_ entries: [MatroskaTracks.Entry], _ demuxer: Demuxer, _ streams: inout [StreamInfo]) {
+        guard entries.count <= streams.count else { return }
+        let types: [Int: StreamType] = [1: .video, 2: .audio, 0x11: .subtitle]
+        guard zip(entries, streams).allSatisfy({ entry, stream in types[entry.type] == stream.type }) else { return }
+        let names = ["zlib", "bzlib", "lzo", "header_stripping"]
+        for (k, entry) in entries.enumerated() {
+            // A tag that says no more than the stream's language ("en" for "eng") is left out.
+            if let tag = entry.languageTag, tag.contains("-"), LanguageCode.terminologic(tag) != nil {
+                streams[k].languageTag = tag
+            }
+            if !entry.enabled { streams[k].disabled = true }
+            streams[k].compression = entry.compression.map { names.indices.contains($0) ? names[$0] : "unknown" }
+        }
     }
 
     /// The programmes that list each stream, by stream index, where two or more list

@@ -2,7 +2,8 @@ import KilnCore
 
 /// Picks the one audio track that goes out.
 enum AudioSelection {
-    /// The requested language if present, else the default track's language, else the
+    /// The requested language if present (of its regional variant where it names one and a
+    /// track is tagged so), else the default track's language, else the
     /// first track's; among tracks of that language the best `fit` wins (0 best: a track
     /// the device plays without re-encoding, within the rung's budget where there is one),
     /// then the default, then the one whose channels are nearest the
@@ -13,7 +14,9 @@ enum AudioSelection {
     /// the one to stand in for it, whatever order the tracks are in.
     static func choose(from source: MediaInfo, language: String?,
                        fit: (StreamInfo) -> Int) -> (stream: StreamInfo, reasons: [String])? {
-        let all = source.audioStreams
+        // A track the container marks not to be played goes only where nothing else would.
+        let enabled = source.audioStreams.filter { $0.disabled != true }
+        let all = enabled.isEmpty ? source.audioStreams : enabled
         guard !all.isEmpty else { return nil }
         let main = all.filter { !isSecondary($0) }
         let pool = main.isEmpty ? all : main
@@ -29,6 +32,12 @@ enum AudioSelection {
             let lead = pool.first { $0.disposition.isDefault } ?? pool[0]
             let leadLanguage = LanguageCode.terminologic(lead.language)
             group = pool.filter { LanguageCode.terminologic($0.language) == leadLanguage }
+        }
+        // Asked for a regional variant ("pt-BR"), a track of that very variant first, whatever
+        // it costs: the other variant is another dub ("pt-PT").
+        let variant = language.flatMap { $0.contains("-") || $0.contains("_") ? String($0.lowercased().map { $0 == "_" ? "-" : $0 }) : nil }
+        if let variant, group.contains(where: { $0.languageTag?.lowercased() == variant }) {
+            group = group.filter { $0.languageTag?.lowercased() == variant }
         }
         let reference = (group.first { $0.disposition.isDefault } ?? group[0]).channels ?? 2
         let ranked = group.enumerated().map { offset, s in

@@ -84,7 +84,9 @@ struct PlanContext {
     let monoPairs: MonoPairs
 
     init(source: MediaInfo, caps: DeviceCaps?, policy: ServerPolicy, audioLanguage: String?, presets: Presets) {
-        let videos = source.videoStreams
+        // A track the container marks not to be played goes only where nothing else would.
+        let enabled = source.videoStreams.filter { $0.disabled != true }
+        let videos = enabled.isEmpty ? source.videoStreams : enabled
         let video = videos.first { $0.disposition.isDefault } ?? videos.first
         let programme = Self.programme(of: video, in: source)
         self.monoPairs = MonoPairs(programme)
@@ -129,6 +131,10 @@ struct PlanContext {
     /// - A Matroska or WebM file without Cues (`MediaInfo.unindexed`: written live or to a
     ///   pipe, a recorder stopped abruptly): ExoPlayer cannot seek in it, nor a browser in
     ///   such a WebM. The remux's MP4 has its index in front.
+    /// - A Matroska track whose blocks are compressed (zlib, as mkvmerge does to VobSub by
+    ///   default and to any track asked; `StreamInfo.compression`): ExoPlayer undoes only
+    ///   header stripping, and plays zlib's bytes as they are (garbage), or refuses the file
+    ///   where the algorithm is written out. The remux writes the tracks as they decode.
     /// - Dolby Vision profile 7 in MP4 (a UHD Blu-ray's two layers in one track): no MP4
     ///   player decodes it; the remux keeps its HDR10 base layer. (In Matroska a TV box
     ///   that lists it may play it.)
@@ -138,6 +144,9 @@ struct PlanContext {
         var fixes: [String] = []
         if source.fragmented == true { fixes.append("container_fragmented") }
         if source.unindexed == true { fixes.append("container_unindexed") }
+        if source.streams.contains(where: { $0.compression.map { $0 != "header_stripping" } == true }) {
+            fixes.append("container_compressed_tracks")
+        }
         // Reordered pictures an MP4 gives decode times only (no composition offsets, as a
         // muxer that lost them writes): as they are, players show them in decode order.
         // (A container the device does not take is the remux's reason already.)

@@ -49,12 +49,12 @@ struct Command {
 
     /// `prepare SOURCE --quality Q --caps C --output OUT --json` with OUT in a scratch folder
     /// named `label`, removed afterwards; `check` sees the run and OUT while it exists.
-    static func prepare(_ source: String, quality: String, caps: String, scratch label: String,
+    static func prepare(_ source: String, quality: String, caps: String, scratch label: String, extra: [String] = [],
                         _ check: (_ run: Run.Result, _ out: String) throws -> Void) throws {
         let dir = Media.scratch(label)
         defer { try? FileManager.default.removeItem(at: dir) }
         let out = dir.appendingPathComponent("out.mp4").path
-        try check(try run(["prepare", source, "--quality", quality, "--caps", caps, "--output", out, "--json"]), out)
+        try check(try run(["prepare", source, "--quality", quality, "--caps", caps, "--output", out, "--json"] + extra), out)
     }
 
     static func json(_ r: Run.Result) throws -> JSONValue {
@@ -4191,6 +4191,46 @@ struct MatroskaWithoutCuesTests {
                     "\(json["plan"] ?? .null)")
             #expect(try FFprobe.moovBeforeMdat(out))
             #expect(abs(try FFprobe(out).formatDuration - 8) < 0.2)
+        }
+    }
+}
+
+@Suite("what Matroska's track entries say beyond libavformat")
+struct MatroskaTrackEntryTests {
+    /// 6 s of H.264 and three AAC tracks, remuxed by mkvmerge: Portuguese as spoken in
+    /// Portugal, as spoken in Brazil (its blocks zlib-compressed), and as spoken in Brazil
+    /// again but disabled (FlagEnabled 0).
+    static func film() throws -> String {
+        try Media.generated("portuguese-variants-zlib-disabled.mkv") { tmp in
+            let plain = tmp + ".plain.mkv"
+            defer { unlink(plain) }
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6",
+                                               "-f", "lavfi", "-i", "sine=frequency=440:duration=6", "-f", "lavfi", "-i", "sine=frequency=660:duration=6",
+                                               "-f", "lavfi", "-i", "sine=frequency=880:duration=6", "-map", "0", "-map", "1", "-map", "2", "-map", "3",
+                                               "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-f", "matroska", plain])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+            let m = try Run.command("mkvmerge", ["-q", "-o", tmp, "--language", "1:pt-PT", "--language", "2:pt-BR", "--compression", "2:zlib",
+                                                 "--language", "3:pt-BR", "--track-enabled-flag", "3:0", plain])
+            guard m.status == 0 || m.status == 1 else { throw TestFailure("mkvmerge (installed by make deps) failed: \(m.stderr)") }
+        }
+    }
+
+    @Test("the probe reads each track's BCP 47 language, enabled flag and compression; asked for pt-BR, the Brazilian dub goes, not the Portuguese one first in the file (both are \"por\") nor the disabled one; a zlib-compressed track makes Android's copy a remux (ExoPlayer plays zlib's bytes as they are), whose sound decodes cleanly")
+    func variantsCompressionAndDisabled() throws {
+        let source = try Self.film()
+        let streams = try Command.probedStreams(source)
+        #expect(streams.map { $0["language_tag"]?.string } == [nil, "pt-PT", "pt-BR", "pt-BR"], "\(streams)")
+        #expect(streams.map { $0["compression"]?.string } == [nil, nil, "zlib", nil])
+        #expect(streams.map { $0["disabled"] == .bool(true) } == [false, false, false, true])
+        let portugal = try Command.planned([source, "--quality", "original", "--caps", "android", "--audio-language", "pt-PT", "--json"])
+        #expect(portugal["audio"]?["source_index"]?.int == 1)
+        try Command.prepare(source, quality: "original", caps: "android", scratch: "portuguese-variants", extra: ["--audio-language", "pt-BR"]) { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+            let plan = try Command.json(run)["plan"] ?? .null
+            #expect(plan["audio"]?["source_index"]?.int == 2, "\(plan)")
+            #expect(plan["delivery_format"] == .string("remux") && "\(plan["reasons"] ?? .null)".contains("container_compressed_tracks"), "\(plan)")
+            #expect(try FFprobe.decodeErrors(out).isEmpty)
+            #expect(abs((try FFprobe(out).duration("audio") ?? 0) - 6) < 0.2)
         }
     }
 }

@@ -1,0 +1,140 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import KilnCore
+
+/// What a Matroska file's track entries say that libavformat 5.1 does not pass on: the
+/// track's language as a BCP 47 tag (`LanguageIETF`, which mkvmerge writes beside the ISO
+/// 639-2 code: "pt-BR" and "pt-PT" are both "por" there), whether the track is enabled
+/// (`FlagEnabled` 0: a player must not play it), and how its blocks are compressed
+/// (`ContentCompAlgo`: zlib, which libavformat undoes and ExoPlayer does not).
+///
+/// The Tracks element is found as libavformat finds it: through the SeekHead at the
+/// Segment's start, or as a top-level element before the first Cluster. Only its bytes
+/// are read (at most `tracksBytes`).
+struct MatroskaTracks {
+    struct Entry: Equatable {
+        var number: Int
+        /// TrackType: 1 video, 2 audio, 0x11 subtitle, …
+        var type = 0
+        var languageTag: String?
+        var enabled = true
+        /// ContentCompAlgo of the track's compression: 0 zlib, 1 bzlib, 2 lzo1x, 3 header
+        /// stripping; nil for none.
+        var compression: Int?
+    }
+
+    static let tracksBytes = 1 << 20
+
+    /// The entries, nil where the file's Tracks cannot be found or read.
+    static func read(path: String) -> [Entry]? {
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY) else { return nil }
+        func bytes(_ count: Int, at offset: Int64) -> [UInt8]? { try? file.read(upTo: count, at: offset) }
+        guard let head = bytes(64, at: 0), let ebml = EBML.element(head, 0), ebml.id == 0x1A45_DFA3, let ebmlSize = ebml.size,
+              let segmentHead = bytes(16, at: Int64(ebml.data) + Int64(ebmlSize)),
+              let segment = EBML.element(segmentHead, 0), segment.id == 0x1853_8067 else { return nil }
+        let segmentData = Int64(ebml.data) + Int64(ebmlSize) + Int64(segment.data)
+        // Top-level elements in order, as far as the first Cluster: Tracks there, or the
+        // SeekHead's word for where it is.
+        var at = segmentData
+        for _ in 0..<64 {
+            guard let header = bytes(16, at: at), let e = EBML.element(header, 0), let size = e.size else { return nil }
+            let data = at + Int64(e.data)
+            switch e.id {
+            case 0x1654_AE6B:
+                return size <= tracksBytes ? bytes(size, at: data).map(entries) : nil
+            case 0x1F43_B675:
+                return nil
+            case 0x114D_9B74:
+                if size <= 64 << 10, let seekHead = bytes(size, at: data), let position = tracksPosition(seekHead) {
+                    let start = segmentData + position
+                    if let header = bytes(16, at: start), let t = EBML.element(header, 0), t.id == 0x1654_AE6B, let size = t.size,
+                       size <= tracksBytes {
+                        return bytes(size, at: start + Int64(t.data)).map(entries)
+                    }
+                }
+            default:
+                break
+            }
+            at = data + Int64(size)
+        }
+        return nil
+    }
+
+    /// The Tracks' position (from the Segment's data) as a SeekHead lists it.
+    private static func tracksPosition(_ seekHead: [UInt8]) -> Int64? {
+        for seek in EBML.children(seekHead, 0..<seekHead.count) where seek.id == 0x4DBB {
+            var id: UInt64?, position: UInt64?
+            for child in EBML.children(seekHead, seek.range) {
+                if child.id == 0x53AB { id = EBML.unsigned(seekHead, child.range) }
+                if child.id == 0x53AC { position = EBML.unsigned(seekHead, child.range) }
+            }
+            if id == 0x1654_AE6B, let position, position < 1 << 56 { return Int64(position) }
+        }
+        return nil
+    }
+
+    private static func entries(_ tracks: [UInt8]) -> [Entry] {
+        EBML.children(tracks, 0..<tracks.count).filter { $0.id == 0xAE }.compactMap { entry in
+            var e = Entry(number: 0)
+            for child in EBML.children(tracks, entry.range) {
+                switch child.id {
+                case 0xD7: e.number = Int(clamping: EBML.unsigned(tracks, child.range) ?? 0)
+                case 0x83: e.type = Int(clamping: EBML.unsigned(tracks, child.range) ?? 0)
+                case 0xB9: e.enabled = EBML.unsigned(tracks, child.range) != 0
+                case 0x22B59D:
+                    let tag = String(decoding: tracks[child.range].prefix { $0 != 0 }, as: UTF8.self)
+                    e.languageTag = tag.isEmpty ? nil : tag
+                case 0x6D80:
+                    for encoding in EBML.children(tracks, child.range) where encoding.id == 0x6240 {
+                        for part in EBML.children(tracks, encoding.range) where part.id == 0x5034 {
+                            // ContentCompAlgo defaults to 0, zlib, and is often left out.
+                            let algo = EBML.children(tracks, part.range).first { $0.id == 0x4254 }
+                            e.compression = algo.flatMap { EBML.unsigned(tracks, $0.range) }.map { Int(clamping: $0) } ?? 0
+                        }
+                    }
+                default: break
+                }
+            }
+            return e.number > 0 ? e : nil
+        }
+    }
+}
+
+/// The few pieces of EBML (Matroska's element syntax) the readers of a file's head need.
+enum EBML {
+    /// An element at `at`: its ID (with its length marker), where its data starts, and
+    /// its size (nil: unknown, all ones).
+    static func element(_ bytes: [UInt8], _ at: Int) -> (id: UInt32, data: Int, size: Int?)? {
+        guard at < bytes.count, bytes[at] != 0 else { return nil }
+        let idLength = bytes[at].leadingZeroBitCount + 1
+        guard idLength <= 4, at + idLength <= bytes.count else { return nil }
+        let id = bytes[at..<at + idLength].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        let s = at + idLength
+        guard s < bytes.count, bytes[s] != 0 else { return nil }
+        let length = bytes[s].leadingZeroBitCount + 1
+        guard s + length <= bytes.count else { return nil }
+        var value = UInt64(bytes[s] & (0xFF >> length))
+        for k in 1..<length { value = value << 8 | UInt64(bytes[s + k]) }
+        let unknown = value == (UInt64(1) << (7 * length)) - 1
+        return (id, s + length, unknown ? nil : Int(clamping: value))
+    }
+
+    /// The elements inside `range`, each with its data's range (cut at the range's end).
+    static func children(_ bytes: [UInt8], _ range: Range<Int>) -> [(id: UInt32, range: Range<Int>)] {
+        var out: [(id: UInt32, range: Range<Int>)] = []
+        var at = range.lowerBound
+        while at < range.upperBound, let e = element(bytes, at), let size = e.size {
+            let end = min(range.upperBound, e.data + size)
+            guard e.data <= end else { break }
+            out.append((e.id, e.data..<end))
+            at = e.data + size
+        }
+        return out
+    }
+
+    /// An unsigned integer element's value (at most 8 bytes).
+    static func unsigned(_ bytes: [UInt8], _ range: Range<Int>) -> UInt64? {
+        range.count <= 8 ? bytes[range].reduce(UInt64(0)) { $0 << 8 | UInt64($1) } : nil
+    }
+}
