@@ -693,7 +693,10 @@ struct SampleTimes {
     /// frame's length in samples, 0 if unknown.
     mutating func place(_ p: UnsafeMutablePointer<AVPacket>, frameSamples: Int32) -> AVRational {
         let dts = p.pointee.dts, pts = p.pointee.pts
-        let duration = frameSamples > 0 ? Int64(frameSamples) : rescale(max(0, p.pointee.duration), from: from, to: samples)
+        // The packet's own length where it states one: only the last sample's length is
+        // taken from it (the others' are the steps between times), and a last block said to
+        // last seconds (mkvmerge's) is what the source's declared length counts.
+        let duration = p.pointee.duration > 0 ? rescale(p.pointee.duration, from: from, to: samples) : Int64(max(0, frameSamples))
         if dts != noPTS {
             var last = next
             let placed = av_rescale_delta(from, dts, samples, max(0, frameSamples), &last, samples)

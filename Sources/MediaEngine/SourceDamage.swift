@@ -105,48 +105,32 @@ extension Prober {
         init?(path: String) {
             guard let file = try? FileDescriptor(path: path, flags: O_RDONLY),
                   let head = try? file.read(upTo: 4096, at: 0) else { return nil }
-            /// An EBML variable-length number at `at`: its value (nil for "unknown", all ones)
-            /// and its length, or nil where it is not one.
-            func vint(_ at: Int) -> (value: UInt64?, length: Int)? {
-                guard at >= 0, at < head.count, head[at] != 0 else { return nil }
-                let length = head[at].leadingZeroBitCount + 1
-                guard at + length <= head.count else { return nil }
-                var value = UInt64(head[at] & (0xFF >> length))
-                for k in 1..<length { value = value << 8 | UInt64(head[at + k]) }
-                return (value == (UInt64(1) << (7 * length)) - 1 ? nil : value, length)
-            }
-            /// An element at `at`: its ID's bytes, where its data starts and its size.
-            func element(_ at: Int) -> (id: ArraySlice<UInt8>, data: Int, size: Int?)? {
-                guard at < head.count, head[at] != 0 else { return nil }
-                let idLength = head[at].leadingZeroBitCount + 1
-                guard idLength <= 4, let size = vint(at + idLength) else { return nil }
-                return (head[at..<at + idLength], at + idLength + size.length, size.value.map { Int(clamping: $0) })
-            }
+            func element(_ at: Int) -> (id: UInt32, data: Int, size: Int?)? { EBML.element(head, at) }
             // EBML header (1A 45 DF A3), then the Segment (18 53 80 67).
-            guard let ebml = element(0), ebml.id == [0x1A, 0x45, 0xDF, 0xA3], let ebmlSize = ebml.size,
-                  case let at = ebml.data + ebmlSize, let segment = element(at), segment.id == [0x18, 0x53, 0x80, 0x67] else { return nil }
+            guard let ebml = element(0), ebml.id == 0x1A45_DFA3, let ebmlSize = ebml.size,
+                  case let at = ebml.data + ebmlSize, let segment = element(at), segment.id == 0x1853_8067 else { return nil }
             segmentEnd = segment.size.map { Int64(segment.data) + Int64($0) }
             // The SeekHead (11 4D 9B 74), first in the Segment: Seek entries (4D BB) of a
             // SeekID (53 AB) and a SeekPosition (53 AC) from the Segment's data.
-            guard let seekHead = element(segment.data), seekHead.id == [0x11, 0x4D, 0x9B, 0x74], let seekSize = seekHead.size,
+            guard let seekHead = element(segment.data), seekHead.id == 0x114D_9B74, let seekSize = seekHead.size,
                   seekHead.data + seekSize <= head.count else { return }
             seekHeadRead = true
             var i = seekHead.data
             while i < min(seekHead.data + seekSize, head.count), let seek = element(i), let size = seek.size {
                 defer { i = seek.data + size }
-                guard seek.id == [0x4D, 0xBB] else { continue }
-                var j = seek.data, id: ArraySlice<UInt8>? = nil, position: Int64? = nil
+                guard seek.id == 0x4DBB else { continue }
+                var j = seek.data, id: UInt64? = nil, position: Int64? = nil
                 while j < min(seek.data + size, head.count), let child = element(j), let length = child.size, child.data + length <= head.count {
                     defer { j = child.data + length }
-                    if child.id == [0x53, 0xAB] { id = head[child.data..<child.data + length] }
-                    if child.id == [0x53, 0xAC], length <= 8 {
-                        position = Int64(bitPattern: head[child.data..<child.data + length].reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+                    if child.id == 0x53AB { id = EBML.unsigned(head, child.data..<child.data + length) }
+                    if child.id == 0x53AC, let value = EBML.unsigned(head, child.data..<child.data + length) {
+                        position = Int64(bitPattern: value)
                     }
                 }
-                if let id, id.elementsEqual([0x1C, 0x53, 0xBB, 0x6B]), let position, (0..<(1 << 56)).contains(position) {
+                if id == 0x1C53_BB6B, let position, (0..<(1 << 56)).contains(position) {
                     cuesStart = Int64(segment.data) + position
                 }
-                if let id, id.elementsEqual([0x11, 0x4D, 0x9B, 0x74]) { listsSeekHead = true }
+                if id == 0x114D_9B74 { listsSeekHead = true }
             }
         }
     }
