@@ -680,7 +680,7 @@ struct SampleTimes {
     /// Where the frame after the latest ends, in samples (noPTS before any).
     private var next = noPTS
 
-    /// nil where the clock already counts samples (MP4, MPEG-TS at 48 kHz's multiple) or
+    /// nil where the clock is as fine as the samples or finer (MP4 counts them, MPEG-TS its 90 kHz) or
     /// the rate is unknown.
     init?(from: AVRational, sampleRate: Int32) {
         guard sampleRate > 0, from.num > 0, from.den > 0,
