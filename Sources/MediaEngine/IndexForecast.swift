@@ -101,11 +101,14 @@ final class IndexForecast: @unchecked Sendable {
     struct Threshold: Sendable {
         var skimming: Int64
         var reading: Int64
-        /// The cores other processes must leave idle over the probe (`SpareCores`).
+        /// The cores other processes must leave idle over the probe (`SpareCores`): one,
+        /// the forecast's. (Not more: the kernel's writeback of the run before, or of the
+        /// ffmpeg command a benchmark ran just before, keeps part of a core busy for a
+        /// second or two, and 1.5 turned a 20-minute film's forecast down one run in three.)
         var idleCores: Double
         /// The most samples the output may have (`IndexRoom.samples`).
         var samples: Double
-        static let standard = Threshold(skimming: 96 << 20, reading: 256 << 20, idleCores: 1.5, samples: 120_000)
+        static let standard = Threshold(skimming: 96 << 20, reading: 256 << 20, idleCores: 1, samples: 120_000)
         /// Tests: every remux forecast, whatever its size and the machine's load.
         static let always = Threshold(skimming: 0, reading: 0, idleCores: 0, samples: .infinity)
 
