@@ -612,12 +612,11 @@ final class CopyLane: Lane {
         if pictureOrder != nil { try offerKeyframe(packet) }
         packet.streamIndex = outputIndex
         if packet.pointer.pointee.dts != noPTS { lastDTS = packet.pointer.pointee.dts }
+        var timeBase = input.pointee.time_base
         if sampleTimes != nil, let par = output?.pointee.codecpar {
-            try muxer.write(packet, from: sampleTimes!.place(packet.pointer, frameSamples: av_get_audio_frame_duration2(par, packet.pointer.pointee.size)))
-            counters.packetsOut += 1
-            return
+            timeBase = sampleTimes!.place(packet.pointer, frameSamples: av_get_audio_frame_duration2(par, packet.pointer.pointee.size))
         }
-        try muxer.write(packet, from: input.pointee.time_base)
+        try muxer.write(packet, from: timeBase)
         counters.packetsOut += 1
     }
 

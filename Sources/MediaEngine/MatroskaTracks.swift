@@ -10,8 +10,8 @@ import KilnCore
 /// (`ContentCompAlgo`: zlib, which libavformat undoes and ExoPlayer does not).
 ///
 /// The Tracks element is found as libavformat finds it: through the SeekHead at the
-/// Segment's start, or as a top-level element before the first Cluster. Only its bytes
-/// are read (at most `tracksBytes`).
+/// Segment's start (`Prober.MatroskaHead`), or as a top-level element before the first
+/// Cluster. Only its bytes are read (at most `tracksBytes`).
 struct MatroskaTracks {
     struct Entry: Equatable {
         var number: Int
@@ -28,48 +28,23 @@ struct MatroskaTracks {
 
     /// The entries, nil where the file's Tracks cannot be found or read.
     static func read(path: String) -> [Entry]? {
-        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY) else { return nil }
+        guard let head = Prober.MatroskaHead(path: path), let file = try? FileDescriptor(path: path, flags: O_RDONLY) else { return nil }
         func bytes(_ count: Int, at offset: Int64) -> [UInt8]? { try? file.read(upTo: count, at: offset) }
-        guard let head = bytes(64, at: 0), let ebml = EBML.element(head, 0), ebml.id == 0x1A45_DFA3, let ebmlSize = ebml.size,
-              let segmentHead = bytes(16, at: Int64(ebml.data) + Int64(ebmlSize)),
-              let segment = EBML.element(segmentHead, 0), segment.id == 0x1853_8067 else { return nil }
-        let segmentData = Int64(ebml.data) + Int64(ebmlSize) + Int64(segment.data)
-        // Top-level elements in order, as far as the first Cluster: Tracks there, or the
-        // SeekHead's word for where it is.
-        var at = segmentData
+        /// The Tracks element's entries, where one starts at `at`.
+        func tracks(at: Int64) -> [Entry]? {
+            guard let header = bytes(16, at: at), let t = EBML.element(header, 0), t.id == 0x1654_AE6B, let size = t.size,
+                  size <= tracksBytes else { return nil }
+            return bytes(size, at: at + Int64(t.data)).map(entries)
+        }
+        if let start = head.tracksStart, let found = tracks(at: start) { return found }
+        // Top-level elements in order, as far as the first Cluster: Tracks may be there
+        // without the SeekHead listing it.
+        var at = head.segmentData
         for _ in 0..<64 {
             guard let header = bytes(16, at: at), let e = EBML.element(header, 0), let size = e.size else { return nil }
-            let data = at + Int64(e.data)
-            switch e.id {
-            case 0x1654_AE6B:
-                return size <= tracksBytes ? bytes(size, at: data).map(entries) : nil
-            case 0x1F43_B675:
-                return nil
-            case 0x114D_9B74:
-                if size <= 64 << 10, let seekHead = bytes(size, at: data), let position = tracksPosition(seekHead) {
-                    let start = segmentData + position
-                    if let header = bytes(16, at: start), let t = EBML.element(header, 0), t.id == 0x1654_AE6B, let size = t.size,
-                       size <= tracksBytes {
-                        return bytes(size, at: start + Int64(t.data)).map(entries)
-                    }
-                }
-            default:
-                break
-            }
-            at = data + Int64(size)
-        }
-        return nil
-    }
-
-    /// The Tracks' position (from the Segment's data) as a SeekHead lists it.
-    private static func tracksPosition(_ seekHead: [UInt8]) -> Int64? {
-        for seek in EBML.children(seekHead, 0..<seekHead.count) where seek.id == 0x4DBB {
-            var id: UInt64?, position: UInt64?
-            for child in EBML.children(seekHead, seek.range) {
-                if child.id == 0x53AB { id = EBML.unsigned(seekHead, child.range) }
-                if child.id == 0x53AC { position = EBML.unsigned(seekHead, child.range) }
-            }
-            if id == 0x1654_AE6B, let position, position < 1 << 56 { return Int64(position) }
+            if e.id == 0x1654_AE6B { return tracks(at: at) }
+            if e.id == 0x1F43_B675 { return nil }
+            at += Int64(e.data) + Int64(size)
         }
         return nil
     }
@@ -131,6 +106,20 @@ enum EBML {
             at = e.data + size
         }
         return out
+    }
+
+    /// A SeekHead's entries in `range`: each element's ID (SeekID) and its position from
+    /// the Segment's data (SeekPosition).
+    static func seekEntries(_ bytes: [UInt8], _ range: Range<Int>) -> [(id: UInt32, position: UInt64)] {
+        children(bytes, range).filter { $0.id == 0x4DBB }.compactMap { seek in
+            var id: UInt64?, position: UInt64?
+            for child in children(bytes, seek.range) {
+                if child.id == 0x53AB { id = unsigned(bytes, child.range) }
+                if child.id == 0x53AC { position = unsigned(bytes, child.range) }
+            }
+            guard let id, id <= UInt64(UInt32.max), let position else { return nil }
+            return (UInt32(id), position)
+        }
     }
 
     /// An unsigned integer element's value (at most 8 bytes).

@@ -88,7 +88,7 @@ public enum Prober {
             streams.append(describe(stream: demuxer.stream(i)))
         }
         if demuxer.isMatroska, let entries = MatroskaTracks.read(path: demuxer.path) {
-            describeTracks(entries, demuxer, &streams)
+            describeTracks(entries, &streams)
         }
         var duration = seconds(ctx.pointee.duration, kiln_time_base_q()) ?? 0
         var warnings: [String] = []
@@ -284,7 +284,7 @@ public enum Prober {
     /// track number: it makes a stream of each entry in order (attachments after them), so
     /// entries and streams are matched in order, and only where each entry's type is its
     /// stream's (a track libavformat passed over would shift every one after it).
-    static func describeTracks(_ entries: [MatroskaTracks.Entry], _ demuxer: Demuxer, _ streams: inout [StreamInfo]) {
+    static func describeTracks(_ entries: [MatroskaTracks.Entry], _ streams: inout [StreamInfo]) {
         guard entries.count <= streams.count else { return }
         let types: [Int: StreamType] = [1: .video, 2: .audio, 0x11: .subtitle]
         guard zip(entries, streams).allSatisfy({ entry, stream in types[entry.type] == stream.type }) else { return }

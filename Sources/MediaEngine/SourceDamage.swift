@@ -93,44 +93,37 @@ extension Prober {
 
     /// Nothing past a Matroska file's first 4 KB is read: its EBML header, the Segment's
     /// header and the SeekHead, which writers put first in the Segment.
-    private struct MatroskaHead {
+    struct MatroskaHead {
+        /// Where the Segment's data starts: the SeekHead's positions count from there.
+        var segmentData: Int64
         /// The byte after the Segment, as its size declares (nil: unknown size, a live recording).
         var segmentEnd: Int64?
-        var cuesStart: Int64?
-        /// Whether a SeekHead was read where writers put it, and whether it lists another
-        /// SeekHead (further entries, the Cues' perhaps, at the file's end).
+        /// Whether a SeekHead was read where writers put it, and the file positions its
+        /// entries give, by element ID (Cues 1C 53 BB 6B, Tracks 16 54 AE 6B, a second
+        /// SeekHead 11 4D 9B 74 with further entries at the file's end).
         var seekHeadRead = false
-        var listsSeekHead = false
+        var listed: Set<UInt32> = []
+        var positions: [UInt32: Int64] = [:]
+        var cuesStart: Int64? { positions[0x1C53_BB6B] }
+        var tracksStart: Int64? { positions[0x1654_AE6B] }
+        var listsSeekHead: Bool { listed.contains(0x114D_9B74) }
 
         init?(path: String) {
             guard let file = try? FileDescriptor(path: path, flags: O_RDONLY),
                   let head = try? file.read(upTo: 4096, at: 0) else { return nil }
-            func element(_ at: Int) -> (id: UInt32, data: Int, size: Int?)? { EBML.element(head, at) }
             // EBML header (1A 45 DF A3), then the Segment (18 53 80 67).
-            guard let ebml = element(0), ebml.id == 0x1A45_DFA3, let ebmlSize = ebml.size,
-                  case let at = ebml.data + ebmlSize, let segment = element(at), segment.id == 0x1853_8067 else { return nil }
+            guard let ebml = EBML.element(head, 0), ebml.id == 0x1A45_DFA3, let ebmlSize = ebml.size,
+                  case let at = ebml.data + ebmlSize, let segment = EBML.element(head, at), segment.id == 0x1853_8067 else { return nil }
+            segmentData = Int64(segment.data)
             segmentEnd = segment.size.map { Int64(segment.data) + Int64($0) }
             // The SeekHead (11 4D 9B 74), first in the Segment: Seek entries (4D BB) of a
             // SeekID (53 AB) and a SeekPosition (53 AC) from the Segment's data.
-            guard let seekHead = element(segment.data), seekHead.id == 0x114D_9B74, let seekSize = seekHead.size,
+            guard let seekHead = EBML.element(head, segment.data), seekHead.id == 0x114D_9B74, let seekSize = seekHead.size,
                   seekHead.data + seekSize <= head.count else { return }
             seekHeadRead = true
-            var i = seekHead.data
-            while i < min(seekHead.data + seekSize, head.count), let seek = element(i), let size = seek.size {
-                defer { i = seek.data + size }
-                guard seek.id == 0x4DBB else { continue }
-                var j = seek.data, id: UInt64? = nil, position: Int64? = nil
-                while j < min(seek.data + size, head.count), let child = element(j), let length = child.size, child.data + length <= head.count {
-                    defer { j = child.data + length }
-                    if child.id == 0x53AB { id = EBML.unsigned(head, child.data..<child.data + length) }
-                    if child.id == 0x53AC, let value = EBML.unsigned(head, child.data..<child.data + length) {
-                        position = Int64(bitPattern: value)
-                    }
-                }
-                if id == 0x1C53_BB6B, let position, (0..<(1 << 56)).contains(position) {
-                    cuesStart = Int64(segment.data) + position
-                }
-                if id == 0x114D_9B74 { listsSeekHead = true }
+            for (id, position) in EBML.seekEntries(head, seekHead.data..<seekHead.data + seekSize) {
+                listed.insert(id)
+                if position < 1 << 56 { positions[id] = Int64(segment.data) + Int64(position) }
             }
         }
     }

@@ -14,9 +14,7 @@ enum AudioSelection {
     /// the one to stand in for it, whatever order the tracks are in.
     static func choose(from source: MediaInfo, language: String?,
                        fit: (StreamInfo) -> Int) -> (stream: StreamInfo, reasons: [String])? {
-        // A track the container marks not to be played goes only where nothing else would.
-        let enabled = source.audioStreams.filter { $0.disabled != true }
-        let all = enabled.isEmpty ? source.audioStreams : enabled
+        let all = enabledFirst(source.audioStreams)
         guard !all.isEmpty else { return nil }
         let main = all.filter { !isSecondary($0) }
         let pool = main.isEmpty ? all : main
@@ -60,6 +58,13 @@ enum AudioSelection {
         guard let wanted = language.flatMap(LanguageCode.terminologic) else { return 0 }
         let listed = s.languages
         return listed.count >= 2 && LanguageCode.terminologic(listed[1]) == wanted && LanguageCode.terminologic(listed[0]) != wanted ? 1 : 0
+    }
+
+    /// The streams the container does not mark disabled (Matroska's FlagEnabled 0), or all
+    /// where it marks them all: a track not to be played goes only where nothing else would.
+    static func enabledFirst(_ streams: [StreamInfo]) -> [StreamInfo] {
+        let enabled = streams.filter { $0.disabled != true }
+        return enabled.isEmpty ? streams : enabled
     }
 
     /// Commentary or audio description, by disposition or, failing that, by title.

@@ -84,9 +84,7 @@ struct PlanContext {
     let monoPairs: MonoPairs
 
     init(source: MediaInfo, caps: DeviceCaps?, policy: ServerPolicy, audioLanguage: String?, presets: Presets) {
-        // A track the container marks not to be played goes only where nothing else would.
-        let enabled = source.videoStreams.filter { $0.disabled != true }
-        let videos = enabled.isEmpty ? source.videoStreams : enabled
+        let videos = AudioSelection.enabledFirst(source.videoStreams)
         let video = videos.first { $0.disposition.isDefault } ?? videos.first
         let programme = Self.programme(of: video, in: source)
         self.monoPairs = MonoPairs(programme)
