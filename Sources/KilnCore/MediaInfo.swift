@@ -16,9 +16,9 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// 20: pulldown looked for in SD pictures flagged progressive; 21: field-coded H.264 in a
     /// container that says progressive; 22: Matroska without Cues, a Matroska Duration far
     /// from what the packets' rate says, Matroska tracks' BCP 47 language, enabled flag and
-    /// compression), so a
-    /// description cached by an older one is not planned from.
-    public static let describerVersion = 22
+    /// compression; 23: Matroska's WebVTT track as webvtt), so a description cached by an
+    /// older one is not planned from.
+    public static let describerVersion = 23
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }

@@ -88,6 +88,7 @@ final class Demuxer {
         // The analysis gives each stream the parameters of its decoder context, which
         // libavformat filled at open, before the data was dropped: drop it again.
         Demuxer.dropAttachmentData(ctx!)
+        Demuxer.readNamedCodecs(ctx!)
         do {
             try TimeLimit.check(ctx!)
         } catch {
@@ -136,6 +137,7 @@ final class Demuxer {
         }
         if format == "avi" { AVIFrameRate.reconcile(opened, path: path) }
         dropAttachmentData(opened)
+        if format.hasPrefix("matroska") { MatroskaTracks.nameLackingCodecs(opened, path: path) }
         leaveUnknownCodecsUnread(opened)
         return opened
     }
@@ -159,6 +161,29 @@ final class Demuxer {
                   [AVMEDIA_TYPE_VIDEO, AVMEDIA_TYPE_AUDIO, AVMEDIA_TYPE_SUBTITLE].contains(par.codec_type) else { continue }
             st.pointee.discard = AVDISCARD_ALL
         }
+    }
+
+    /// Lets the streams whose codec Kiln named (`codecID`) be read again, after the
+    /// analysis, which learns nothing of a stream whose parameters name no codec and, as
+    /// for any unknown codec's, kept every packet it read of it.
+    private static func readNamedCodecs(_ ctx: UnsafeMutablePointer<AVFormatContext>) {
+        for i in 0..<Int(ctx.pointee.nb_streams) {
+            guard let st = ctx.pointee.streams[i], st.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_NONE,
+                  codecID(st) != AV_CODEC_ID_NONE else { continue }
+            st.pointee.discard = AVDISCARD_DEFAULT
+        }
+    }
+
+    /// The metadata key under which a stream's codec is named where libavformat knows none
+    /// and the container's header says which it is (`MatroskaTracks.nameLackingCodecs`).
+    static let namedCodecKey = "kiln_codec"
+
+    /// A stream's codec: its parameters', or where they name none, the one Kiln named.
+    static func codecID(_ st: UnsafeMutablePointer<AVStream>) -> AVCodecID {
+        let id = st.pointee.codecpar.pointee.codec_id
+        guard id == AV_CODEC_ID_NONE, let name = av_dict_get(st.pointee.metadata, namedCodecKey, nil, 0),
+              let descriptor = avcodec_descriptor_get_by_name(name.pointee.value) else { return id }
+        return descriptor.pointee.id
     }
 
     /// Frees what a Matroska file's attachments hold (fonts: anime releases carry tens of

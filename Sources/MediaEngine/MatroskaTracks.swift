@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CFFmpeg
 import KilnCore
 
 /// What a Matroska file's track entries say that libavformat 5.1 does not pass on: the
@@ -22,6 +23,43 @@ struct MatroskaTracks {
         /// ContentCompAlgo of the track's compression: 0 zlib, 1 bzlib, 2 lzo1x, 3 header
         /// stripping; nil for none.
         var compression: Int?
+        /// CodecID ("V_MPEGH/ISO/HEVC", "S_TEXT/WEBVTT").
+        var codecID: String?
+    }
+
+    /// TrackType's numbers for the stream types libavformat makes of them.
+    static let trackTypes: [AVMediaType: Int] = [AVMEDIA_TYPE_VIDEO: 1, AVMEDIA_TYPE_AUDIO: 2, AVMEDIA_TYPE_SUBTITLE: 0x11]
+
+    /// Whether `entries` are the streams whose media types are `streams`, in order.
+    /// libavformat keeps no track number: it makes a stream of each entry in order
+    /// (attachments after them), so entries and streams are matched in order, and only
+    /// where each entry's type is its stream's (a track libavformat passed over would shift
+    /// every one after it).
+    static func match(_ entries: [Entry], _ streams: [AVMediaType]) -> Bool {
+        entries.count <= streams.count && zip(entries, streams).allSatisfy { entry, type in trackTypes[type] == entry.type }
+    }
+
+    /// Codecs libavcodec has for CodecIDs libavformat 5.1 does not know, which made a stream
+    /// of no codec and so dropped the track: mkvmerge's WebVTT (`S_TEXT/WEBVTT`, the
+    /// Matroska codec specification's; FFmpeg 6.1 reads it). Its blocks are the cue's text
+    /// (its settings and identifier go in BlockAdditions), which is what libavcodec's WebVTT
+    /// decoder reads.
+    static let codecsLibavformatLacks: [String: AVCodecID] = ["S_TEXT/WEBVTT": AV_CODEC_ID_WEBVTT]
+
+    /// Names the codec of each stream of `ctx` that libavformat left without one where its
+    /// track's CodecID is one libavcodec can read (`codecsLibavformatLacks`), in the
+    /// stream's metadata (`Demuxer.codecID`). Not in its parameters: the demuxer reads a
+    /// block by its stream's codec, and takes a WebVTT block for WebM's older layout (an
+    /// identifier line, a settings line, then the text), which mkvmerge's blocks are not:
+    /// it refused them and left the rest of their cluster unread, pictures and all.
+    static func nameLackingCodecs(_ ctx: UnsafeMutablePointer<AVFormatContext>, path: String) {
+        let streams = (0..<Int(ctx.pointee.nb_streams)).compactMap { ctx.pointee.streams[$0] }
+        guard streams.contains(where: { $0.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_NONE }),
+              let entries = read(path: path), match(entries, streams.map { $0.pointee.codecpar.pointee.codec_type }) else { return }
+        for (entry, st) in zip(entries, streams) where st.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_NONE {
+            guard let id = entry.codecID.flatMap({ codecsLibavformatLacks[$0] }) else { continue }
+            av_dict_set(&st.pointee.metadata, Demuxer.namedCodecKey, avcodec_get_name(id), 0)
+        }
     }
 
     static let tracksBytes = 1 << 20
@@ -57,9 +95,8 @@ struct MatroskaTracks {
                 case 0xD7: e.number = Int(clamping: EBML.unsigned(tracks, child.range) ?? 0)
                 case 0x83: e.type = Int(clamping: EBML.unsigned(tracks, child.range) ?? 0)
                 case 0xB9: e.enabled = EBML.unsigned(tracks, child.range) != 0
-                case 0x22B59D:
-                    let tag = String(decoding: tracks[child.range].prefix { $0 != 0 }, as: UTF8.self)
-                    e.languageTag = tag.isEmpty ? nil : tag
+                case 0x22B59D: e.languageTag = EBML.string(tracks, child.range)
+                case 0x86: e.codecID = EBML.string(tracks, child.range)
                 case 0x6D80:
                     for encoding in EBML.children(tracks, child.range) where encoding.id == 0x6240 {
                         for part in EBML.children(tracks, encoding.range) where part.id == 0x5034 {
@@ -120,6 +157,12 @@ enum EBML {
             guard let id, id <= UInt64(UInt32.max), let position else { return nil }
             return (UInt32(id), position)
         }
+    }
+
+    /// A string element's value, up to its first zero byte; nil where it is empty.
+    static func string(_ bytes: [UInt8], _ range: Range<Int>) -> String? {
+        let text = String(decoding: bytes[range].prefix { $0 != 0 }, as: UTF8.self)
+        return text.isEmpty ? nil : text
     }
 
     /// An unsigned integer element's value (at most 8 bytes).

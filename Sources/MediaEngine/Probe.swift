@@ -280,14 +280,11 @@ public enum Prober {
         return info
     }
 
-    /// What a Matroska file's track entries add (`MatroskaTracks`). libavformat keeps no
-    /// track number: it makes a stream of each entry in order (attachments after them), so
-    /// entries and streams are matched in order, and only where each entry's type is its
-    /// stream's (a track libavformat passed over would shift every one after it).
+    /// What a Matroska file's track entries add (`MatroskaTracks`), where they are the
+    /// streams (`MatroskaTracks.match`).
     static func describeTracks(_ entries: [MatroskaTracks.Entry], _ streams: inout [StreamInfo]) {
-        guard entries.count <= streams.count else { return }
-        let types: [Int: StreamType] = [1: .video, 2: .audio, 0x11: .subtitle]
-        guard zip(entries, streams).allSatisfy({ entry, stream in types[entry.type] == stream.type }) else { return }
+        let types: [StreamType: AVMediaType] = [.video: AVMEDIA_TYPE_VIDEO, .audio: AVMEDIA_TYPE_AUDIO, .subtitle: AVMEDIA_TYPE_SUBTITLE]
+        guard MatroskaTracks.match(entries, streams.map { types[$0.type] ?? AVMEDIA_TYPE_UNKNOWN }) else { return }
         let names = ["zlib", "bzlib", "lzo", "header_stripping"]
         for (k, entry) in entries.enumerated() {
             // A tag that says no more than the stream's language ("en" for "eng") is left out.
@@ -386,7 +383,8 @@ public enum Prober {
             visualImpaired: d & AV_DISPOSITION_VISUAL_IMPAIRED != 0,
             commentary: d & AV_DISPOSITION_COMMENT != 0 || isCommentaryTitle(dictValue(st.pointee.metadata, "title")),
             attachedPicture: d & AV_DISPOSITION_ATTACHED_PIC != 0)
-        var info = StreamInfo(index: Int(st.pointee.index), type: type, codec: string(avcodec_get_name(par.codec_id)) ?? "unknown",
+        let codecID = Demuxer.codecID(st)
+        var info = StreamInfo(index: Int(st.pointee.index), type: type, codec: string(avcodec_get_name(codecID)) ?? "unknown",
                               disposition: disposition)
         info.codecTag = fourCC(par.codec_tag)
         if FairPlay.protects(par) {
@@ -478,7 +476,7 @@ public enum Prober {
             info.codec = "ttml"
             info.textSubtitle = true
         case .subtitle:
-            if let desc = avcodec_descriptor_get(par.codec_id) {
+            if let desc = avcodec_descriptor_get(codecID) {
                 let props = desc.pointee.props
                 if props & AV_CODEC_PROP_TEXT_SUB != 0 { info.textSubtitle = true }
                 else if props & AV_CODEC_PROP_BITMAP_SUB != 0 { info.textSubtitle = false }

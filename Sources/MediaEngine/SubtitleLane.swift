@@ -73,6 +73,8 @@ final class SubtitleLane: Lane {
     /// caption track of its own (QuickTime's c608, whose packets libavformat gives as A/53
     /// triplets).
     private let captionDecoder: Bool
+    /// The codec the decoder reads (`Demuxer.codecID`, the TTML reader's SubRip).
+    private let textCodec: AVCodecID
 
     init(demuxer: Demuxer, plan: SubtitlePlan) throws(KilnError) {
         let index = plan.sourceIndex
@@ -82,7 +84,8 @@ final class SubtitleLane: Lane {
         let par = input.pointee.codecpar!
         if plan.closedCaptions == true { captions = CaptionReader(stream: input) }
         ttml = captions == nil && Self.isTTML(par.pointee)
-        let codecID = captions != nil ? AV_CODEC_ID_EIA_608 : ttml ? AV_CODEC_ID_SUBRIP : par.pointee.codec_id
+        let codecID = captions != nil ? AV_CODEC_ID_EIA_608 : ttml ? AV_CODEC_ID_SUBRIP : Demuxer.codecID(input)
+        textCodec = codecID
         captionDecoder = codecID == AV_CODEC_ID_EIA_608
         schedule.oneScreen = captionDecoder
         schedule.mostOnScreen = Self.mostOnScreen(codecID)
@@ -134,8 +137,11 @@ final class SubtitleLane: Lane {
     /// The ffmpeg command has no option that makes a track of the captions in the pictures
     /// (only lavfi's `movie` source reads them), nor decodes a teletext stream's second page
     /// beside its first: its equivalent leaves them out.
-    /// FFmpeg 5.1 reads no TTML either.
-    var ffmpegEquivalent: [String] { captions != nil || ttml || !firstPage ? [] : ["-map", "0:\(inputIndex)", "-c:\(outputIndex)", "mov_text"] }
+    /// FFmpeg 5.1 reads no TTML either, nor a track whose codec only Kiln names.
+    var ffmpegEquivalent: [String] {
+        captions != nil || ttml || !firstPage || input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_NONE ? []
+            : ["-map", "0:\(inputIndex)", "-c:\(outputIndex)", "mov_text"]
+    }
 
     /// MP4's TTML track (`stpp`), which libavformat 5.1 gives as data.
     static func isTTML(_ par: AVCodecParameters) -> Bool {
@@ -363,7 +369,7 @@ final class SubtitleLane: Lane {
     /// language's code page (`SubtitleCharset`); all others as they are.
     private func readable(_ packet: Packet) throws(KilnError) -> Packet {
         let p = packet.pointer.pointee
-        guard SubtitleLane.plainText.contains(input.pointee.codecpar.pointee.codec_id), p.size > 0, let data = p.data else { return packet }
+        guard SubtitleLane.plainText.contains(textCodec), p.size > 0, let data = p.data else { return packet }
         let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
         guard !SubtitleCharset.isUTF8(bytes) else { return packet }
         if charset == nil { charset = SubtitleCharset(language: plan.language ?? dictValue(input.pointee.metadata, "language")) }

@@ -4235,6 +4235,36 @@ struct MatroskaTrackEntryTests {
     }
 }
 
+extension MatroskaTrackEntryTests {
+    @Test("mkvmerge's WebVTT track (S_TEXT/WEBVTT, which libavformat 5.1 has no codec for) is read as WebVTT: its cues go to iOS as mov_text at their times, markup and cue settings left out, and every picture with them (given the codec, the demuxer had taken the blocks for WebM's older layout, refused them and left the rest of their clusters unread)")
+    func webVTTTrack() throws {
+        let source = try Media.generated("webvtt-by-mkvmerge.mkv") { tmp in
+            let (film, vtt) = (tmp + ".film.mp4", tmp + ".vtt")
+            defer { unlink(film); unlink(vtt) }
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6",
+                                               "-f", "lavfi", "-i", "sine=duration=6", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", film])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+            try Data("WEBVTT\n\n00:00:00.500 --> 00:00:02.000 align:start line:0\nHello <b>world</b>\n\nsecond-cue\n00:00:02.500 --> 00:00:04.000\nSecond cue\nline two\n".utf8)
+                .write(to: URL(fileURLWithPath: vtt))
+            let m = try Run.command("mkvmerge", ["-q", "-o", tmp, film, "--language", "0:fr", vtt])
+            guard m.status == 0 || m.status == 1 else { throw TestFailure("mkvmerge (installed by make deps) failed: \(m.stderr)") }
+        }
+        let streams = try Command.probedStreams(source)
+        #expect(streams.map { $0["codec"]?.string } == ["h264", "aac", "webvtt"], "\(streams)")
+        #expect(streams.last?["text_subtitle"] == .bool(true))
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "webvtt-track") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+            #expect(try FFprobe.packetCount(out, "v:0") == 150)
+            let cues = try Command.cues(out)
+            #expect(cues.map(\.text) == ["Hello world", "Second cue line two"], "\(cues)")
+            #expect(cues.map(\.start) == [0.5, 2.5] && cues.map(\.end) == [2, 4], "\(cues)")
+            guard case .array(let written)? = try FFprobe(out).json["streams"] else { throw TestFailure("ffprobe lists no streams") }
+            let subtitles = written.filter { $0["codec_type"]?.string == "subtitle" }
+            #expect(subtitles.map { $0["codec_name"]?.string } == ["mov_text"] && subtitles.first?["tags"]?["language"]?.string == "fra")
+        }
+    }
+}
+
 @Suite("a Matroska film's bitrate is its pictures' and sound's")
 struct MatroskaBitrateTests {
     /// 10 s of 640x360 H.264 at about 3 Mbit/s with AAC, and a SubRip track whose last cue
