@@ -182,6 +182,35 @@ int kiln_copy_chapters(AVFormatContext *out, const AVFormatContext *in, int64_t 
     return 0;
 }
 
+int kiln_replace_chapters(AVFormatContext *s, int count, const int64_t *ids, const int64_t *starts,
+                          const int64_t *ends, const char *const *titles) {
+    AVChapter **list = count > 0 ? av_calloc(count, sizeof(*list)) : NULL;
+    if (count > 0 && !list) return AVERROR(ENOMEM);
+    for (int i = 0; i < count; i++) {
+        AVChapter *c = av_mallocz(sizeof(*c));
+        if (!c || (titles[i] && av_dict_set(&c->metadata, "title", titles[i], 0) < 0)) {
+            if (c) av_dict_free(&c->metadata);
+            av_free(c);
+            for (int k = 0; k < i; k++) { av_dict_free(&list[k]->metadata); av_freep(&list[k]); }
+            av_free(list);
+            return AVERROR(ENOMEM);
+        }
+        c->id = ids[i];
+        c->time_base = (AVRational){1, 1000000000};
+        c->start = starts[i];
+        c->end = ends[i];
+        list[i] = c;
+    }
+    for (unsigned i = 0; i < s->nb_chapters; i++) {
+        av_dict_free(&s->chapters[i]->metadata);
+        av_freep(&s->chapters[i]);
+    }
+    av_freep(&s->chapters);
+    s->chapters = list;
+    s->nb_chapters = count;
+    return 0;
+}
+
 void kiln_trim_chapters(AVFormatContext *s, int64_t end) {
     unsigned n = 0;
     for (unsigned i = 0; i < s->nb_chapters; i++) {

@@ -16,8 +16,9 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// 20: pulldown looked for in SD pictures flagged progressive; 21: field-coded H.264 in a
     /// container that says progressive; 22: Matroska without Cues, a Matroska Duration far
     /// from what the packets' rate says, Matroska tracks' BCP 47 language, enabled flag and
-    /// compression; 23: Matroska's WebVTT track as webvtt), so a description cached by an
-    /// older one is not planned from.
+    /// compression; 23: Matroska's WebVTT track as webvtt, Matroska's default edition's
+    /// chapters, ordered chapters said), so a description cached by an older one is not
+    /// planned from.
     public static let describerVersion = 23
 
     /// The key a description of the file with this fingerprint is cached under.
@@ -37,7 +38,10 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// Content fingerprint of the file (see `SourceFingerprint`); identifies the source in
     /// artifact keys and the probe cache.
     public var fingerprint: String?
-    /// Things the probe noticed but could not settle (e.g. a truncated mdat).
+    /// Things the probe noticed but could not settle (e.g. a truncated mdat), or that Kiln
+    /// does not follow: `ordered_chapters` (a Matroska edition that plays its chapters as a
+    /// timeline of their own: the file's whole timeline is delivered), `linked_segments`
+    /// (that timeline takes parts from other files, which are not included).
     public var warnings: [String]
     /// An MP4 or QuickTime file in fragments (movie fragments after a `moov` with `mvex`:
     /// screen recorders, cameras writing as they go, DASH downloads); nil otherwise.

@@ -32,6 +32,9 @@ final class Demuxer {
     private(set) var startMarks = StartMarks()
     /// Packets a rewind read to check where it landed, handed out before any new read.
     private var pending: [Packet] = []
+    /// A Matroska file's chapters as a player shows them, which replaced libavformat's
+    /// (`MatroskaChapters`); nil where the file has none or is no Matroska file.
+    let matroskaChapters: MatroskaChapters?
     /// The file the context reads through when it may skim (`skimmable`); nil when it reads
     /// through libavformat's own file protocol. Freed after the context (deinit's order).
     private let skim: SkimReader?
@@ -89,6 +92,16 @@ final class Demuxer {
         // libavformat filled at open, before the data was dropped: drop it again.
         Demuxer.dropAttachmentData(ctx!)
         Demuxer.readNamedCodecs(ctx!)
+        // libavformat ended its chapters (`compute_chapters_end`) in the analysis: these end
+        // as it ends them.
+        if String(cString: ctx!.pointee.iformat.pointee.name).hasPrefix("matroska"), ctx!.pointee.nb_chapters > 0,
+           let chapters = MatroskaChapters(path: path) {
+            let start = ctx!.pointee.start_time == kiln_nopts_value() ? 0 : ctx!.pointee.start_time
+            chapters.apply(to: ctx!, fileEnd: (max(0, ctx!.pointee.duration) + start) * 1000)
+            matroskaChapters = chapters
+        } else {
+            matroskaChapters = nil
+        }
         do {
             try TimeLimit.check(ctx!)
         } catch {

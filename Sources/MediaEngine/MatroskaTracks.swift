@@ -10,9 +10,8 @@ import KilnCore
 /// (`FlagEnabled` 0: a player must not play it), and how its blocks are compressed
 /// (`ContentCompAlgo`: zlib, which libavformat undoes and ExoPlayer does not).
 ///
-/// The Tracks element is found as libavformat finds it: through the SeekHead at the
-/// Segment's start (`Prober.MatroskaHead`), or as a top-level element before the first
-/// Cluster. Only its bytes are read (at most `tracksBytes`).
+/// Only the Tracks element's bytes are read (at most `tracksBytes`,
+/// `Prober.MatroskaHead.element`).
 struct MatroskaTracks {
     struct Entry: Equatable {
         var number: Int
@@ -66,25 +65,8 @@ struct MatroskaTracks {
 
     /// The entries, nil where the file's Tracks cannot be found or read.
     static func read(path: String) -> [Entry]? {
-        guard let head = Prober.MatroskaHead(path: path), let file = try? FileDescriptor(path: path, flags: O_RDONLY) else { return nil }
-        func bytes(_ count: Int, at offset: Int64) -> [UInt8]? { try? file.read(upTo: count, at: offset) }
-        /// The Tracks element's entries, where one starts at `at`.
-        func tracks(at: Int64) -> [Entry]? {
-            guard let header = bytes(16, at: at), let t = EBML.element(header, 0), t.id == 0x1654_AE6B, let size = t.size,
-                  size <= tracksBytes else { return nil }
-            return bytes(size, at: at + Int64(t.data)).map(entries)
-        }
-        if let start = head.tracksStart, let found = tracks(at: start) { return found }
-        // Top-level elements in order, as far as the first Cluster: Tracks may be there
-        // without the SeekHead listing it.
-        var at = head.segmentData
-        for _ in 0..<64 {
-            guard let header = bytes(16, at: at), let e = EBML.element(header, 0), let size = e.size else { return nil }
-            if e.id == 0x1654_AE6B { return tracks(at: at) }
-            if e.id == 0x1F43_B675 { return nil }
-            at += Int64(e.data) + Int64(size)
-        }
-        return nil
+        guard let head = Prober.MatroskaHead(path: path), let tracks = head.element(0x1654_AE6B, path: path, limit: tracksBytes) else { return nil }
+        return entries(tracks)
     }
 
     private static func entries(_ tracks: [UInt8]) -> [Entry] {

@@ -232,6 +232,11 @@ public enum Prober {
                                     endSeconds: seconds(ch.pointee.end, ch.pointee.time_base) ?? 0,
                                     title: dictValue(ch.pointee.metadata, "title")))
         }
+        // A Matroska edition that is a timeline of its own: Kiln delivers the file's (`MatroskaChapters`).
+        if let edition = demuxer.matroskaChapters?.edition, edition.ordered {
+            warnings.append("ordered_chapters")
+            if edition.chapters.contains(where: \.linked) { warnings.append("linked_segments") }
+        }
         let listing = Self.programmes(ctx.pointee)
         for k in streams.indices { streams[k].programs = listing[streams[k].index] }
         // A multiplex's rate is every channel's; each stream's share of it is its channel's

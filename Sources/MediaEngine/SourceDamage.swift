@@ -126,6 +126,29 @@ extension Prober {
                 if position < 1 << 56 { positions[id] = Int64(segment.data) + Int64(position) }
             }
         }
+
+        /// The data of the top-level element `id` (Tracks, Chapters), found as libavformat
+        /// finds it: through the SeekHead, or among the top-level elements before the first
+        /// Cluster (where it may be without the SeekHead listing it). Nil where it is not
+        /// found or holds more than `limit` bytes.
+        func element(_ id: UInt32, path: String, limit: Int) -> [UInt8]? {
+            guard let file = try? FileDescriptor(path: path, flags: O_RDONLY) else { return nil }
+            func bytes(_ count: Int, at offset: Int64) -> [UInt8]? { try? file.read(upTo: count, at: offset) }
+            func data(at: Int64) -> [UInt8]? {
+                guard let header = bytes(16, at: at), let e = EBML.element(header, 0), e.id == id, let size = e.size,
+                      size <= limit else { return nil }
+                return bytes(size, at: at + Int64(e.data))
+            }
+            if let start = positions[id], let found = data(at: start) { return found }
+            var at = segmentData
+            for _ in 0..<64 {
+                guard let header = bytes(16, at: at), let e = EBML.element(header, 0), let size = e.size else { return nil }
+                if e.id == id { return data(at: at) }
+                if e.id == 0x1F43_B675 { return nil }
+                at += Int64(e.data) + Int64(size)
+            }
+            return nil
+        }
     }
 
     /// How many bytes an MP4's `moov` box declares beyond the file's end: a file whose index

@@ -4265,6 +4265,67 @@ extension MatroskaTrackEntryTests {
     }
 }
 
+@Suite("a Matroska file's chapters are its default edition's, as a player shows them")
+struct MatroskaEditionTests {
+    /// 6 s of H.264 and AAC, remuxed by mkvmerge with the chapters `xml` (an XML chapter file's editions).
+    static func film(_ name: String, editions xml: String) throws -> String {
+        try Media.generated(name) { tmp in
+            let (film, chapters) = (tmp + ".film.mp4", tmp + ".xml")
+            defer { unlink(film); unlink(chapters) }
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6",
+                                               "-f", "lavfi", "-i", "sine=duration=6", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", film])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+            try Data("<?xml version=\"1.0\"?><Chapters>\(xml)</Chapters>".utf8).write(to: URL(fileURLWithPath: chapters))
+            let m = try Run.command("mkvmerge", ["-q", "-o", tmp, "--chapters", chapters, film])
+            guard m.status == 0 || m.status == 1 else { throw TestFailure("mkvmerge (installed by make deps) failed: \(m.stderr)") }
+        }
+    }
+
+    static func atom(_ uid: Int, _ title: String, from start: Int, to end: Int? = nil, _ extra: String = "") -> String {
+        "<ChapterAtom><ChapterUID>\(uid)</ChapterUID><ChapterTimeStart>00:00:0\(start).000</ChapterTimeStart>"
+            + (end.map { "<ChapterTimeEnd>00:00:0\($0).000</ChapterTimeEnd>" } ?? "") + extra
+            + "<ChapterDisplay><ChapterString>\(title)</ChapterString></ChapterDisplay></ChapterAtom>"
+    }
+
+    /// The chapters of `path` as ffprobe reads them: title, start and end in seconds (to a tenth).
+    static func chapters(_ path: String) throws -> [String] {
+        guard case .array(let list)? = try FFprobe(path).json["chapters"] else { return [] }
+        func tenths(_ t: JSONValue?) -> Double { ((t?.double ?? -1) * 10).rounded() / 10 }
+        return list.map { "\($0["tags"]?["title"]?.string ?? "-") \(tenths($0["start_time"]))-\(tenths($0["end_time"]))" }
+    }
+
+    @Test("of two editions, the second marked default, its chapters go to the MP4, less a hidden and a disabled one (libavformat gave the first edition's with the second's last after them)")
+    func defaultEdition() throws {
+        let source = try Self.film("two-chapter-editions.mkv", editions: """
+            <EditionEntry><EditionUID>1</EditionUID>\(Self.atom(1, "A-one", from: 0))\(Self.atom(2, "A-two", from: 3))</EditionEntry>
+            <EditionEntry><EditionUID>2</EditionUID><EditionFlagDefault>1</EditionFlagDefault>\(Self.atom(3, "B-one", from: 0))\(Self.atom(4, "B-two", from: 2))\(Self.atom(5, "B-hidden", from: 3, "<ChapterFlagHidden>1</ChapterFlagHidden>"))\(Self.atom(6, "B-disabled", from: 4, "<ChapterFlagEnabled>0</ChapterFlagEnabled>"))\(Self.atom(7, "B-three", from: 5))</EditionEntry>
+            """)
+        let probe = try Command.probed(source)
+        guard case .array(let listed)? = probe["chapters"] else { throw TestFailure("the probe lists no chapters: \(probe)") }
+        #expect(listed.map { $0["title"]?.string } == ["B-one", "B-two", "B-three"], "\(listed)")
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "chapter-editions") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+            let chapters = try Self.chapters(out)
+            #expect(chapters == ["B-one 0.0-2.0", "B-two 2.0-5.0", "B-three 5.0-6.0"], "\(chapters)")
+        }
+    }
+
+    @Test("an ordered edition whose first part is another file's (linked segments): the probe says both, its own visible chapters go with the file's whole 6 s, the other file's part (timed in that file) does not")
+    func orderedEdition() throws {
+        let source = try Self.film("ordered-chapters-linked.mkv", editions: """
+            <EditionEntry><EditionUID>3</EditionUID><EditionFlagDefault>1</EditionFlagDefault><EditionFlagOrdered>1</EditionFlagOrdered>\(Self.atom(11, "Opening", from: 0, to: 5, "<ChapterSegmentUID format=\"hex\">0102030405060708090a0b0c0d0e0f10</ChapterSegmentUID>"))\(Self.atom(12, "Part A", from: 0, to: 4))\(Self.atom(13, "Part B", from: 4, to: 6))</EditionEntry>
+            """)
+        let probe = try Command.probed(source)
+        #expect(probe["warnings"] == .array([.string("ordered_chapters"), .string("linked_segments")]), "\(probe["warnings"] ?? .null)")
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "ordered-chapters") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+            let chapters = try Self.chapters(out), length = try FFprobe(out).formatDuration
+            #expect(chapters == ["Part A 0.0-4.0", "Part B 4.0-6.0"], "\(chapters)")
+            #expect(abs(length - 6) < 0.1)
+        }
+    }
+}
+
 @Suite("a Matroska film's bitrate is its pictures' and sound's")
 struct MatroskaBitrateTests {
     /// 10 s of 640x360 H.264 at about 3 Mbit/s with AAC, and a SubRip track whose last cue

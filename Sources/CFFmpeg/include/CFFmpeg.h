@@ -325,6 +325,11 @@ void kiln_overlay_free(KilnOverlay **o);
 /// Copies the input's chapters to the output, shifted by `offset` (AV_TIME_BASE units)
 /// and clipped at zero. Returns 0 or a negative AVERROR.
 int kiln_copy_chapters(AVFormatContext *out, const AVFormatContext *in, int64_t offset);
+/// Puts `count` chapters in place of `s`'s (libavformat's): chapter k from starts[k] to
+/// ends[k] (nanoseconds), titled titles[k] (may be NULL). The old ones are freed only once
+/// the new ones are made. Returns 0 or a negative AVERROR (the old ones kept).
+int kiln_replace_chapters(AVFormatContext *s, int count, const int64_t *ids, const int64_t *starts,
+                          const int64_t *ends, const char *const *titles);
 /// Leaves out the chapters that start at or after `end` (AV_TIME_BASE units: where the
 /// output's pictures and sound end) and ends the others there at the latest.
 void kiln_trim_chapters(AVFormatContext *s, int64_t end);
