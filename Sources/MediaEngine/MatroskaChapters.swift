@@ -25,7 +25,7 @@ struct MatroskaChapters {
         var title: String?
         var hidden = false
         var enabled = true
-        /// Another file's part (`ChapterSegmentUID`).
+        /// Another file's part (`ChapterSegmentUID` naming a segment not this file's).
         var linked = false
     }
 
@@ -44,31 +44,34 @@ struct MatroskaChapters {
 
     init?(path: String) {
         guard let head = Prober.MatroskaHead(path: path), let bytes = head.element(0x1043_A770, path: path, limit: Self.chaptersBytes) else { return nil }
-        self.init(chapters: bytes)
+        // The Info element's SegmentUID: a chapter may name this file's own segment.
+        let info = head.element(0x1549_A966, path: path, limit: 1 << 16)
+        let uid = info.flatMap { info in EBML.children(info, 0..<info.count).first { $0.id == 0x73A4 }.map { Array(info[$0.range]) } }
+        self.init(chapters: bytes, segmentUID: uid)
     }
 
-    /// From the Chapters element's data.
-    init?(chapters bytes: [UInt8]) {
-        let all = EBML.children(bytes, 0..<bytes.count).filter { $0.id == 0x45B9 }.map { Self.edition(bytes, $0.range) }
+    /// From the Chapters element's data, in the segment `segmentUID`.
+    init?(chapters bytes: [UInt8], segmentUID: [UInt8]?) {
+        let all = EBML.children(bytes, 0..<bytes.count).filter { $0.id == 0x45B9 }.map { Self.edition(bytes, $0.range, segmentUID) }
         guard let chosen = all.first(where: \.isDefault) ?? all.first else { return nil }
         edition = chosen
         editions = all.count
     }
 
-    private static func edition(_ bytes: [UInt8], _ range: Range<Int>) -> Edition {
+    private static func edition(_ bytes: [UInt8], _ range: Range<Int>, _ segmentUID: [UInt8]?) -> Edition {
         var e = Edition()
         for child in EBML.children(bytes, range) {
             switch child.id {
             case 0x45DB: e.isDefault = EBML.unsigned(bytes, child.range) == 1
             case 0x45DD: e.ordered = EBML.unsigned(bytes, child.range) == 1
-            case 0xB6: e.chapters.append(chapter(bytes, child.range))
+            case 0xB6: e.chapters.append(chapter(bytes, child.range, segmentUID))
             default: break
             }
         }
         return e
     }
 
-    private static func chapter(_ bytes: [UInt8], _ range: Range<Int>) -> Chapter {
+    private static func chapter(_ bytes: [UInt8], _ range: Range<Int>, _ segmentUID: [UInt8]?) -> Chapter {
         var c = Chapter()
         for child in EBML.children(bytes, range) {
             let value = EBML.unsigned(bytes, child.range)
@@ -78,7 +81,7 @@ struct MatroskaChapters {
             case 0x92: c.end = value.map { Int64(clamping: $0) }
             case 0x98: c.hidden = value == 1
             case 0x4598: c.enabled = value != 0
-            case 0x6E67: c.linked = !child.range.isEmpty
+            case 0x6E67: c.linked = !child.range.isEmpty && Array(bytes[child.range]) != segmentUID
             case 0x80 where c.title == nil:
                 c.title = EBML.children(bytes, child.range).first { $0.id == 0x85 }.flatMap { EBML.string(bytes, $0.range) }
             default: break

@@ -4267,7 +4267,8 @@ extension MatroskaTrackEntryTests {
 
 @Suite("a Matroska file's chapters are its default edition's, as a player shows them")
 struct MatroskaEditionTests {
-    /// 6 s of H.264 and AAC, remuxed by mkvmerge with the chapters `xml` (an XML chapter file's editions).
+    /// 6 s of H.264 and AAC, remuxed by mkvmerge with the chapters `xml` (an XML chapter
+    /// file's editions), its segment's UID 11 22 … FF 00.
     static func film(_ name: String, editions xml: String) throws -> String {
         try Media.generated(name) { tmp in
             let (film, chapters) = (tmp + ".film.mp4", tmp + ".xml")
@@ -4276,7 +4277,7 @@ struct MatroskaEditionTests {
                                                "-f", "lavfi", "-i", "sine=duration=6", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", film])
             guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
             try Data("<?xml version=\"1.0\"?><Chapters>\(xml)</Chapters>".utf8).write(to: URL(fileURLWithPath: chapters))
-            let m = try Run.command("mkvmerge", ["-q", "-o", tmp, "--chapters", chapters, film])
+            let m = try Run.command("mkvmerge", ["-q", "-o", tmp, "--segment-uid", "0x112233445566778899aabbccddeeff00", "--chapters", chapters, film])
             guard m.status == 0 || m.status == 1 else { throw TestFailure("mkvmerge (installed by make deps) failed: \(m.stderr)") }
         }
     }
@@ -4310,10 +4311,10 @@ struct MatroskaEditionTests {
         }
     }
 
-    @Test("an ordered edition whose first part is another file's (linked segments): the probe says both, its own visible chapters go with the file's whole 6 s, the other file's part (timed in that file) does not")
+    @Test("an ordered edition whose first part is another file's (linked segments): the probe says both, its own visible chapters go with the file's whole 6 s (one naming this file's own segment too), the other file's part (timed in that file) does not")
     func orderedEdition() throws {
         let source = try Self.film("ordered-chapters-linked.mkv", editions: """
-            <EditionEntry><EditionUID>3</EditionUID><EditionFlagDefault>1</EditionFlagDefault><EditionFlagOrdered>1</EditionFlagOrdered>\(Self.atom(11, "Opening", from: 0, to: 5, "<ChapterSegmentUID format=\"hex\">0102030405060708090a0b0c0d0e0f10</ChapterSegmentUID>"))\(Self.atom(12, "Part A", from: 0, to: 4))\(Self.atom(13, "Part B", from: 4, to: 6))</EditionEntry>
+            <EditionEntry><EditionUID>3</EditionUID><EditionFlagDefault>1</EditionFlagDefault><EditionFlagOrdered>1</EditionFlagOrdered>\(Self.atom(11, "Opening", from: 0, to: 5, "<ChapterSegmentUID format=\"hex\">0102030405060708090a0b0c0d0e0f10</ChapterSegmentUID>"))\(Self.atom(12, "Part A", from: 0, to: 4))\(Self.atom(13, "Part B", from: 4, to: 6, "<ChapterSegmentUID format=\"hex\">112233445566778899aabbccddeeff00</ChapterSegmentUID>"))</EditionEntry>
             """)
         let probe = try Command.probed(source)
         #expect(probe["warnings"] == .array([.string("ordered_chapters"), .string("linked_segments")]), "\(probe["warnings"] ?? .null)")
