@@ -32,6 +32,9 @@ final class Demuxer {
     private(set) var startMarks = StartMarks()
     /// Packets a rewind read to check where it landed, handed out before any new read.
     private var pending: [Packet] = []
+    /// A Matroska file's track entries (`MatroskaTracks`), which supplemented libavformat's
+    /// streams; nil where they cannot be read or the file is no Matroska file.
+    let matroskaTracks: [MatroskaTracks.Entry]?
     /// A Matroska file's chapters as a player shows them, which replaced libavformat's
     /// (`MatroskaChapters`); nil where the file has none or is no Matroska file.
     let matroskaChapters: MatroskaChapters?
@@ -91,11 +94,12 @@ final class Demuxer {
         // The analysis gives each stream the parameters of its decoder context, which
         // libavformat filled at open, before the data was dropped: drop it again.
         Demuxer.dropAttachmentData(ctx!)
-        Demuxer.readNamedCodecs(ctx!)
+        let matroska = String(cString: ctx!.pointee.iformat.pointee.name).hasPrefix("matroska")
+        matroskaTracks = matroska ? MatroskaTracks.read(path: path) : nil
+        if let matroskaTracks { MatroskaTracks.supplement(ctx!, with: matroskaTracks) }
         // libavformat ended its chapters (`compute_chapters_end`) in the analysis: these end
         // as it ends them.
-        if String(cString: ctx!.pointee.iformat.pointee.name).hasPrefix("matroska"), ctx!.pointee.nb_chapters > 0,
-           let chapters = MatroskaChapters(path: path) {
+        if matroska, ctx!.pointee.nb_chapters > 0, let chapters = MatroskaChapters(path: path) {
             let start = ctx!.pointee.start_time == kiln_nopts_value() ? 0 : ctx!.pointee.start_time
             chapters.apply(to: ctx!, fileEnd: (max(0, ctx!.pointee.duration) + start) * 1000)
             matroskaChapters = chapters
@@ -150,7 +154,6 @@ final class Demuxer {
         }
         if format == "avi" { AVIFrameRate.reconcile(opened, path: path) }
         dropAttachmentData(opened)
-        if format.hasPrefix("matroska") { MatroskaTracks.nameLackingCodecs(opened, path: path) }
         leaveUnknownCodecsUnread(opened)
         return opened
     }
@@ -176,19 +179,8 @@ final class Demuxer {
         }
     }
 
-    /// Lets the streams whose codec Kiln named (`codecID`) be read again, after the
-    /// analysis, which learns nothing of a stream whose parameters name no codec and, as
-    /// for any unknown codec's, kept every packet it read of it.
-    private static func readNamedCodecs(_ ctx: UnsafeMutablePointer<AVFormatContext>) {
-        for i in 0..<Int(ctx.pointee.nb_streams) {
-            guard let st = ctx.pointee.streams[i], st.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_NONE,
-                  codecID(st) != AV_CODEC_ID_NONE else { continue }
-            st.pointee.discard = AVDISCARD_DEFAULT
-        }
-    }
-
     /// The metadata key under which a stream's codec is named where libavformat knows none
-    /// and the container's header says which it is (`MatroskaTracks.nameLackingCodecs`).
+    /// and the container's header says which it is (`MatroskaTracks.supplement`).
     static let namedCodecKey = "kiln_codec"
 
     /// A stream's codec: its parameters', or where they name none, the one Kiln named.

@@ -87,7 +87,7 @@ public enum Prober {
         for i in 0..<demuxer.streamCount {
             streams.append(describe(stream: demuxer.stream(i)))
         }
-        if demuxer.isMatroska, let entries = MatroskaTracks.read(path: demuxer.path) {
+        if let entries = demuxer.matroskaTracks {
             describeTracks(entries, &streams)
         }
         var duration = seconds(ctx.pointee.duration, kiln_time_base_q()) ?? 0

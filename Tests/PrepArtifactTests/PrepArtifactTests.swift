@@ -4265,6 +4265,36 @@ extension MatroskaTrackEntryTests {
     }
 }
 
+extension MatroskaTrackEntryTests {
+    @Test("HDR10 that only the Matroska track's Colour element states (the HEVC bitstream states no colours) is HDR10: tone-mapped to BT.709 for Android, whose caps have no HDR, and remuxed for Apple TV 4K with its colour box saying PQ and BT.2020 (it had been taken for SDR, its decoder resetting the colours to unspecified)")
+    func colourOnlyInTheContainer() throws {
+        let source = try Media.generated("hdr10-in-matroska-colour-only.mkv") { tmp in
+            let hevc = tmp + ".hevc"
+            defer { unlink(hevc) }
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=4",
+                                               "-pix_fmt", "yuv420p10le", "-c:v", "libx265", "-x265-params", "log-level=error", "-f", "hevc", hevc])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+            let m = try Run.command("mkvmerge", ["-q", "-o", tmp, "--colour-matrix-coefficients", "0:9", "--colour-transfer-characteristics", "0:16",
+                                                 "--colour-primaries", "0:9", "--max-content-light", "0:1000", "--max-frame-light", "0:400", hevc])
+            guard m.status == 0 || m.status == 1 else { throw TestFailure("mkvmerge (installed by make deps) failed: \(m.stderr)") }
+        }
+        let video = try Command.probedStreams(source).first
+        #expect(video?["hdr"]?.string == "hdr10" && video?["color_transfer"]?.string == "smpte2084", "\(video ?? .null)")
+        try Command.prepare(source, quality: "original", caps: "android", scratch: "container-colour-android") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+            let plan = try Command.json(run)["plan"] ?? .null
+            #expect(plan["video"]?["tone_map"] == .bool(true) && "\(plan["reasons"] ?? .null)".contains("hdr_tone_mapped"), "\(plan)")
+        }
+        try Command.prepare(source, quality: "original", caps: "apple-tv-4k", scratch: "container-colour-apple") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+            // The MP4's nclx colour box: primaries 9 (BT.2020), transfer 16 (PQ), matrix 9.
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: out))
+            let colr = bytes.range(of: Data("colrnclx".utf8)).map { Array(bytes[$0.upperBound..<$0.upperBound + 6]) }
+            #expect(colr == [0, 9, 0, 16, 0, 9], "\(colr ?? [])")
+        }
+    }
+}
+
 @Suite("a Matroska file's chapters are its default edition's, as a player shows them")
 struct MatroskaEditionTests {
     /// 6 s of H.264 and AAC, remuxed by mkvmerge with the chapters `xml` (an XML chapter
