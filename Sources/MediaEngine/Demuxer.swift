@@ -32,6 +32,9 @@ final class Demuxer {
     private(set) var startMarks = StartMarks()
     /// Packets a rewind read to check where it landed, handed out before any new read.
     private var pending: [Packet] = []
+    /// A Matroska file's head (EBML header, Segment, SeekHead), read once; nil where the
+    /// file is no Matroska file or its head cannot be read.
+    let matroskaHead: Prober.MatroskaHead?
     /// A Matroska file's track entries (`MatroskaTracks`), which supplemented libavformat's
     /// streams; nil where they cannot be read or the file is no Matroska file.
     let matroskaTracks: [MatroskaTracks.Entry]?
@@ -94,12 +97,13 @@ final class Demuxer {
         // The analysis gives each stream the parameters of its decoder context, which
         // libavformat filled at open, before the data was dropped: drop it again.
         Demuxer.dropAttachmentData(ctx!)
-        let matroska = String(cString: ctx!.pointee.iformat.pointee.name).hasPrefix("matroska")
-        matroskaTracks = matroska ? MatroskaTracks.read(path: path) : nil
+        let head = String(cString: ctx!.pointee.iformat.pointee.name).hasPrefix("matroska") ? Prober.MatroskaHead(path: path) : nil
+        matroskaHead = head
+        matroskaTracks = head.flatMap { MatroskaTracks.read(head: $0, path: path) }
         if let matroskaTracks { MatroskaTracks.supplement(ctx!, with: matroskaTracks) }
         // libavformat ended its chapters (`compute_chapters_end`) in the analysis: these end
         // as it ends them.
-        if matroska, ctx!.pointee.nb_chapters > 0, let chapters = MatroskaChapters(path: path) {
+        if let head, ctx!.pointee.nb_chapters > 0, let chapters = MatroskaChapters(head: head, path: path) {
             let start = ctx!.pointee.start_time == kiln_nopts_value() ? 0 : ctx!.pointee.start_time
             chapters.apply(to: ctx!, fileEnd: (max(0, ctx!.pointee.duration) + start) * 1000)
             matroskaChapters = chapters

@@ -42,8 +42,8 @@ struct MatroskaChapters {
 
     static let chaptersBytes = 4 << 20
 
-    init?(path: String) {
-        guard let head = Prober.MatroskaHead(path: path), let bytes = head.element(0x1043_A770, path: path, limit: Self.chaptersBytes) else { return nil }
+    init?(head: Prober.MatroskaHead, path: String) {
+        guard let bytes = head.element(0x1043_A770, path: path, limit: Self.chaptersBytes) else { return nil }
         // The Info element's SegmentUID: a chapter may name this file's own segment.
         let info = head.element(0x1549_A966, path: path, limit: 1 << 16)
         let uid = info.flatMap { info in EBML.children(info, 0..<info.count).first { $0.id == 0x73A4 }.map { Array(info[$0.range]) } }

@@ -100,8 +100,8 @@ struct MatroskaTracks {
     static let tracksBytes = 1 << 20
 
     /// The entries, nil where the file's Tracks cannot be found or read.
-    static func read(path: String) -> [Entry]? {
-        guard let head = Prober.MatroskaHead(path: path), let tracks = head.element(0x1654_AE6B, path: path, limit: tracksBytes) else { return nil }
+    static func read(head: Prober.MatroskaHead, path: String) -> [Entry]? {
+        guard let tracks = head.element(0x1654_AE6B, path: path, limit: tracksBytes) else { return nil }
         return entries(tracks)
     }
 

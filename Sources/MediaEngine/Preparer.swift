@@ -663,7 +663,7 @@ public enum Preparer {
         // A Matroska file's Cues, at its end, hold an entry for each cue as for each
         // keyframe: 40,000 subtitle cues are a megabyte of index past the last packet.
         if demuxer.furthestByte > 0, let size = FileIO.size(atPath: demuxer.path),
-           case let cues = demuxer.isMatroska ? Prober.matroskaIndexStart(demuxer.path) : nil,
+           case let cues = demuxer.matroskaHead?.cuesStart,
            case let media = cues.flatMap({ $0 >= demuxer.furthestByte && $0 <= size ? $0 : nil }) ?? size,
            media - demuxer.furthestByte > max(16 << 10, size / 10) { return false }
         let lengths = [declared] + (demuxer.isMatroska && start > tolerance && declared - start > tolerance ? [declared - start] : [])

@@ -194,7 +194,7 @@ public enum Prober {
                 let rateDoubtful = scanned.filmRate.map { declaredRate > 0 && $0 > 4 * declaredRate } ?? false
                 if formatName.hasPrefix("matroska"), !measured, !lengthCorrected, duration > 0,
                    streams.contains(where: { $0.type == .subtitle }) || rateDoubtful,
-                   Prober.matroskaWhole(demuxer.path, size: Int64(size)),
+                   demuxer.matroskaHead?.whole(size: Int64(size)) == true,
                    let end = matroskaEnd(demuxer, size: Int64(size), widen: false), end > start,
                    duration - (end - start) > max(2, 0.1 * (end - start)) {
                     filmSeconds = end - start
@@ -277,7 +277,7 @@ public enum Prober {
                 throw KilnError(.sourceCorrupt, stage: .probe, "the source's index is damaged: \(why)")
             }
             info.indexDamage = indexDamage(demuxer, size: Int64(size), fragmented: info.fragmented == true)
-            if demuxer.isMatroska, info.indexDamage == nil, matroskaUnindexed(demuxer.path) { info.unindexed = true }
+            if info.indexDamage == nil, demuxer.matroskaHead?.unindexed == true { info.unindexed = true }
             if formatName.hasPrefix("mov,"), info.fragmented != true, let drift = TrackDrift.judge(demuxer) {
                 (info.timingDamageStream, info.timingDamage) = (drift.stream, drift.why)
             }

@@ -15,7 +15,7 @@ extension Prober {
     /// well its streams would play; the remux and its checks decide what it still holds.
     static func indexDamage(_ demuxer: Demuxer, size: Int64, fragmented: Bool) -> String? {
         let format = demuxer.formatName
-        if format.hasPrefix("matroska"), let missing = matroskaShortfall(demuxer.path, size: size) {
+        if let missing = demuxer.matroskaHead?.shortfall(size: size) {
             return "its Matroska segment declares \(missing) bytes past the file's end (\(size) bytes): the file is cut short"
         }
         let mp4 = format.hasPrefix("mov,")
@@ -61,36 +61,6 @@ extension Prober {
         return nil
     }
 
-    /// How many bytes a Matroska file's Segment declares beyond the file's end: a file cut
-    /// short (a copy or download that stopped), whose Cues, at the end, went with it, so
-    /// libavformat has no index to find past the end and reads what is there as the whole.
-    /// nil where the Segment's size is unknown (a live recording) or fits.
-    static func matroskaShortfall(_ path: String, size: Int64) -> Int64? {
-        guard let head = MatroskaHead(path: path), let end = head.segmentEnd else { return nil }
-        return end > size ? end - size : nil
-    }
-
-    /// Where a Matroska file's Cues (its index) begin, as the SeekHead at the Segment's
-    /// start says: what lies from there on is index and tags, not media. nil where the
-    /// SeekHead does not say (none, or one pointing to a second at the end).
-    static func matroskaIndexStart(_ path: String) -> Int64? { MatroskaHead(path: path)?.cuesStart }
-
-    /// Whether a Matroska file has no Cues a player can find: its SeekHead, read whole at the
-    /// Segment's start, lists neither Cues nor another SeekHead. (libavformat and ExoPlayer
-    /// find Cues at the end only through the SeekHead.) False where no SeekHead is read
-    /// there: nothing is known.
-    static func matroskaUnindexed(_ path: String) -> Bool {
-        guard let head = MatroskaHead(path: path) else { return false }
-        return head.seekHeadRead && head.cuesStart == nil && !head.listsSeekHead
-    }
-
-    /// Whether a Matroska file is whole, as its head says: its Cues begin within it and its
-    /// Segment ends within it (or its size is unknown).
-    static func matroskaWhole(_ path: String, size: Int64) -> Bool {
-        guard let head = MatroskaHead(path: path), let cues = head.cuesStart else { return false }
-        return cues < size && (head.segmentEnd ?? 0) <= size
-    }
-
     /// Nothing past a Matroska file's first 4 KB is read: its EBML header, the Segment's
     /// header and the SeekHead, which writers put first in the Segment.
     struct MatroskaHead {
@@ -104,6 +74,9 @@ extension Prober {
         var seekHeadRead = false
         var listed: Set<UInt32> = []
         var positions: [UInt32: Int64] = [:]
+        /// Where the Cues (the index) begin: what lies from there on is index and tags, not
+        /// media. nil where the SeekHead does not say (none, or one pointing to a second at
+        /// the end).
         var cuesStart: Int64? { positions[0x1C53_BB6B] }
         var tracksStart: Int64? { positions[0x1654_AE6B] }
         var listsSeekHead: Bool { listed.contains(0x114D_9B74) }
@@ -126,6 +99,22 @@ extension Prober {
                 if position < 1 << 56 { positions[id] = Int64(segment.data) + Int64(position) }
             }
         }
+
+        /// How many bytes the Segment declares beyond the file's end: a file cut short (a
+        /// copy or download that stopped), whose Cues, at the end, went with it, so
+        /// libavformat has no index to find past the end and reads what is there as the
+        /// whole. nil where the Segment's size is unknown (a live recording) or fits.
+        func shortfall(size: Int64) -> Int64? { segmentEnd.flatMap { $0 > size ? $0 - size : nil } }
+
+        /// Whether the file has no Cues a player can find: its SeekHead, read whole at the
+        /// Segment's start, lists neither Cues nor another SeekHead. (libavformat and
+        /// ExoPlayer find Cues at the end only through the SeekHead.) False where no SeekHead
+        /// is read there: nothing is known.
+        var unindexed: Bool { seekHeadRead && cuesStart == nil && !listsSeekHead }
+
+        /// Whether the file is whole, as its head says: its Cues begin within it and its
+        /// Segment ends within it (or its size is unknown).
+        func whole(size: Int64) -> Bool { cuesStart.map { $0 < size && (segmentEnd ?? 0) <= size } ?? false }
 
         /// The data of the top-level element `id` (Tracks, Chapters), found as libavformat
         /// finds it: through the SeekHead, or among the top-level elements before the first
