@@ -100,7 +100,7 @@ final class Demuxer {
         let head = String(cString: ctx!.pointee.iformat.pointee.name).hasPrefix("matroska") ? Prober.MatroskaHead(path: path) : nil
         matroskaHead = head
         matroskaTracks = head.flatMap { MatroskaTracks.read(head: $0, path: path) }
-        if let matroskaTracks { MatroskaTracks.supplement(ctx!, with: matroskaTracks) }
+        if let matroskaTracks { MatroskaTracks.nameLackingCodecs(ctx!, with: matroskaTracks) }
         // libavformat ended its chapters (`compute_chapters_end`) in the analysis: these end
         // as it ends them.
         if let head, ctx!.pointee.nb_chapters > 0, let chapters = MatroskaChapters(head: head, path: path) {
@@ -184,7 +184,7 @@ final class Demuxer {
     }
 
     /// The metadata key under which a stream's codec is named where libavformat knows none
-    /// and the container's header says which it is (`MatroskaTracks.supplement`).
+    /// and the container's header says which it is (`MatroskaTracks.nameLackingCodecs`).
     static let namedCodecKey = "kiln_codec"
 
     /// A stream's codec: its parameters', or where they name none, the one Kiln named.
@@ -247,6 +247,8 @@ final class Demuxer {
     /// Runs `avformat_find_stream_info`, which decodes a few frames to learn what headers
     /// leave out, sparing H.264 keyframes where `H264Analysis` can (`shortcut`).
     private static func analyse(_ ctx: UnsafeMutablePointer<AVFormatContext>, shortcut: Bool) throws(KilnError) -> Analysis {
+        let stated = StatedColours(ctx)
+        defer { stated.fill(ctx) }
         let prefilled = shortcut ? H264Analysis.prefill(ctx) : H264Analysis.Prefilled()
         // Analysis decodes a few frames per stream to learn what headers leave out. With
         // one decoder thread the first frame comes out of the first packet; frame threads
@@ -272,6 +274,37 @@ final class Demuxer {
         guard H264Analysis.restoreTimes(ctx, prefilled, marking: &marks),
               let landing = land(ctx, atStartOf: marks) else { return .retry }
         return .done(spared: true, landing: landing)
+    }
+
+    /// The colours a container states for its picture streams (an MP4's `colr` box,
+    /// Matroska's Colour element), as libavformat read them at open. The analysis gives each
+    /// stream its decoder's parameters, and an HEVC or H.264 decoder resets what its
+    /// sequence header leaves out to unspecified: HDR10 stated only by the container (x265
+    /// run without colour flags, then muxed with them) was taken for SDR, copied as such to
+    /// devices without HDR, remuxed without its colour box and re-encoded without tone
+    /// mapping. What the analysis leaves unspecified is filled back from them; what the
+    /// bitstream states wins.
+    private struct StatedColours {
+        private var streams: [(primaries: AVColorPrimaries, transfer: AVColorTransferCharacteristic, matrix: AVColorSpace)?] = []
+
+        init(_ ctx: UnsafeMutablePointer<AVFormatContext>) {
+            for i in 0..<Int(ctx.pointee.nb_streams) {
+                guard let par = ctx.pointee.streams[i]?.pointee.codecpar?.pointee, par.codec_type == AVMEDIA_TYPE_VIDEO else {
+                    streams.append(nil)
+                    continue
+                }
+                streams.append((par.color_primaries, par.color_trc, par.color_space))
+            }
+        }
+
+        func fill(_ ctx: UnsafeMutablePointer<AVFormatContext>) {
+            for (i, stated) in streams.enumerated() where i < Int(ctx.pointee.nb_streams) {
+                guard let stated, let par = ctx.pointee.streams[i]?.pointee.codecpar else { continue }
+                if par.pointee.color_primaries == AVCOL_PRI_UNSPECIFIED { par.pointee.color_primaries = stated.primaries }
+                if par.pointee.color_trc == AVCOL_TRC_UNSPECIFIED { par.pointee.color_trc = stated.transfer }
+                if par.pointee.color_space == AVCOL_SPC_UNSPECIFIED { par.pointee.color_space = stated.matrix }
+            }
+        }
     }
 
     deinit {

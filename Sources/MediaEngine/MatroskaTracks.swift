@@ -24,7 +24,6 @@ struct MatroskaTracks {
         var compression: Int?
         /// CodecID ("V_MPEGH/ISO/HEVC", "S_TEXT/WEBVTT").
         var codecID: String?
-        var colour: Colour?
     }
 
     /// TrackType's numbers for the stream types libavformat makes of them.
@@ -46,53 +45,21 @@ struct MatroskaTracks {
     /// decoder reads.
     static let codecsLibavformatLacks: [String: AVCodecID] = ["S_TEXT/WEBVTT": AV_CODEC_ID_WEBVTT]
 
-    /// What the track entries add to libavformat's streams, after the analysis (which gives
-    /// each stream its decoder's parameters):
-    /// - the codec of a track whose CodecID libavformat does not know and libavcodec can
-    ///   read (`codecsLibavformatLacks`), named in the stream's metadata (`Demuxer.codecID`)
-    ///   and read from then on. Not in its parameters: the demuxer reads a block by its
-    ///   stream's codec, and takes a WebVTT block for WebM's older layout (an identifier
-    ///   line, a settings line, then the text), which mkvmerge's blocks are not: it refused
-    ///   them and left the rest of their cluster unread, pictures and all.
-    /// - a picture track's colours (`Colour`: primaries, transfer, matrix) where its
-    ///   bitstream states none. The decoder resets what its sequence header leaves out to
-    ///   unspecified, and the analysis passes that on: an HEVC stream whose HDR10 (PQ,
-    ///   BT.2020) only the container states, as players read it, was taken for SDR, copied
-    ///   as such to devices without HDR and re-encoded without tone mapping.
-    static func supplement(_ ctx: UnsafeMutablePointer<AVFormatContext>, with entries: [Entry]) {
+    /// Names, after the analysis, the codec of each track whose CodecID libavformat does not
+    /// know and libavcodec can read (`codecsLibavformatLacks`), in the stream's metadata
+    /// (`Demuxer.codecID`), and reads the stream from then on. Not in its parameters: the
+    /// demuxer reads a block by its stream's codec, and takes a WebVTT block for WebM's
+    /// older layout (an identifier line, a settings line, then the text), which mkvmerge's
+    /// blocks are not: it refused them and left the rest of their cluster unread, pictures
+    /// and all.
+    static func nameLackingCodecs(_ ctx: UnsafeMutablePointer<AVFormatContext>, with entries: [Entry]) {
         let streams = (0..<Int(ctx.pointee.nb_streams)).compactMap { ctx.pointee.streams[$0] }
         guard match(entries, streams.map { $0.pointee.codecpar.pointee.codec_type }) else { return }
         for (entry, st) in zip(entries, streams) {
-            let par = st.pointee.codecpar!
-            if par.pointee.codec_id == AV_CODEC_ID_NONE, let id = entry.codecID.flatMap({ codecsLibavformatLacks[$0] }) {
+            if st.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_NONE, let id = entry.codecID.flatMap({ codecsLibavformatLacks[$0] }) {
                 av_dict_set(&st.pointee.metadata, Demuxer.namedCodecKey, avcodec_get_name(id), 0)
                 // Left unread at open, as every unknown codec's stream is (`leaveUnknownCodecsUnread`).
                 st.pointee.discard = AVDISCARD_DEFAULT
-            }
-            if let colour = entry.colour, par.pointee.codec_type == AVMEDIA_TYPE_VIDEO { colour.fill(par) }
-        }
-    }
-
-    /// A picture track's Colour element: ISO/IEC 23091-4 code points, as libavutil numbers
-    /// them; nil where it leaves one out.
-    struct Colour: Equatable {
-        var matrix: UInt32?
-        var transfer: UInt32?
-        var primaries: UInt32?
-
-        /// Sets what `par` leaves unspecified to what the container states (never a
-        /// reserved or unspecified value of its own).
-        func fill(_ par: UnsafeMutablePointer<AVCodecParameters>) {
-            let unstated: Set<UInt32> = [2, 3]
-            if par.pointee.color_primaries == AVCOL_PRI_UNSPECIFIED, let v = primaries, v > 0, !unstated.contains(v),
-               v < AVCOL_PRI_NB.rawValue || v == AVCOL_PRI_EBU3213.rawValue {
-                par.pointee.color_primaries = AVColorPrimaries(rawValue: v)
-            }
-            if par.pointee.color_trc == AVCOL_TRC_UNSPECIFIED, let v = transfer, v > 0, !unstated.contains(v), v < AVCOL_TRC_NB.rawValue {
-                par.pointee.color_trc = AVColorTransferCharacteristic(rawValue: v)
-            }
-            if par.pointee.color_space == AVCOL_SPC_UNSPECIFIED, let v = matrix, !unstated.contains(v), v < AVCOL_SPC_NB.rawValue {
-                par.pointee.color_space = AVColorSpace(rawValue: v)
             }
         }
     }
@@ -115,20 +82,6 @@ struct MatroskaTracks {
                 case 0xB9: e.enabled = EBML.unsigned(tracks, child.range) != 0
                 case 0x22B59D: e.languageTag = EBML.string(tracks, child.range)
                 case 0x86: e.codecID = EBML.string(tracks, child.range)
-                case 0xE0:
-                    for colour in EBML.children(tracks, child.range) where colour.id == 0x55B0 {
-                        var c = Colour()
-                        for field in EBML.children(tracks, colour.range) {
-                            let value = EBML.unsigned(tracks, field.range).flatMap { UInt32(exactly: $0) }
-                            switch field.id {
-                            case 0x55B1: c.matrix = value
-                            case 0x55BA: c.transfer = value
-                            case 0x55BB: c.primaries = value
-                            default: break
-                            }
-                        }
-                        e.colour = c
-                    }
                 case 0x6D80:
                     for encoding in EBML.children(tracks, child.range) where encoding.id == 0x6240 {
                         for part in EBML.children(tracks, encoding.range) where part.id == 0x5034 {

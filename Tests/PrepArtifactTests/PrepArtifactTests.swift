@@ -4265,10 +4265,13 @@ extension MatroskaTrackEntryTests {
     }
 }
 
-extension MatroskaTrackEntryTests {
-    @Test("HDR10 that only the Matroska track's Colour element states (the HEVC bitstream states no colours) is HDR10: tone-mapped to BT.709 for Android, whose caps have no HDR, and remuxed for Apple TV 4K with its colour box saying PQ and BT.2020 (it had been taken for SDR, its decoder resetting the colours to unspecified)")
-    func colourOnlyInTheContainer() throws {
-        let source = try Media.generated("hdr10-in-matroska-colour-only.mkv") { tmp in
+@Suite("colours a container states where the bitstream states none")
+struct ContainerColourTests {
+    /// 4 s of 10-bit HEVC whose bitstream states no colours, muxed by mkvmerge with HDR10's
+    /// in Matroska's Colour element (and light levels), or copied from that into an MP4 whose
+    /// `colr` box states them.
+    static func source(_ container: String) throws -> String {
+        let mkv = try Media.generated("hdr10-in-matroska-colour-only.mkv") { tmp in
             let hevc = tmp + ".hevc"
             defer { unlink(hevc) }
             let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=4",
@@ -4278,14 +4281,23 @@ extension MatroskaTrackEntryTests {
                                                  "--colour-primaries", "0:9", "--max-content-light", "0:1000", "--max-frame-light", "0:400", hevc])
             guard m.status == 0 || m.status == 1 else { throw TestFailure("mkvmerge (installed by make deps) failed: \(m.stderr)") }
         }
+        guard container == "mp4" else { return mkv }
+        return try Media.generated("hdr10-in-mp4-colr-only.mp4", ["-i", mkv, "-c", "copy", "-tag:v", "hvc1", "-color_primaries", "bt2020",
+                                                                  "-color_trc", "smpte2084", "-colorspace", "bt2020nc"])
+    }
+
+    @Test("HDR10 that only the container states (Matroska's Colour element, an MP4's colr box; the HEVC bitstream states no colours) is HDR10: tone-mapped to BT.709 for Android, whose caps have no HDR, and copied for Apple TV 4K with its colour box saying PQ and BT.2020 (it had been taken for SDR, its decoder resetting the colours to unspecified)",
+          arguments: ["mkv", "mp4"])
+    func colourOnlyInTheContainer(container: String) throws {
+        let source = try Self.source(container)
         let video = try Command.probedStreams(source).first
         #expect(video?["hdr"]?.string == "hdr10" && video?["color_transfer"]?.string == "smpte2084", "\(video ?? .null)")
-        try Command.prepare(source, quality: "original", caps: "android", scratch: "container-colour-android") { run, out in
+        try Command.prepare(source, quality: "original", caps: "android", scratch: "container-colour-android-\(container)") { run, out in
             #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
             let plan = try Command.json(run)["plan"] ?? .null
             #expect(plan["video"]?["tone_map"] == .bool(true) && "\(plan["reasons"] ?? .null)".contains("hdr_tone_mapped"), "\(plan)")
         }
-        try Command.prepare(source, quality: "original", caps: "apple-tv-4k", scratch: "container-colour-apple") { run, out in
+        try Command.prepare(source, quality: "original", caps: "apple-tv-4k", scratch: "container-colour-apple-\(container)") { run, out in
             #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
             // The MP4's nclx colour box: primaries 9 (BT.2020), transfer 16 (PQ), matrix 9.
             let bytes = try Data(contentsOf: URL(fileURLWithPath: out))
