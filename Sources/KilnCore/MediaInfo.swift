@@ -17,8 +17,8 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// container that says progressive; 22: Matroska without Cues, a Matroska Duration far
     /// from what the packets' rate says, Matroska tracks' BCP 47 language, enabled flag and
     /// compression; 23: Matroska's WebVTT track as webvtt, Matroska's default edition's
-    /// chapters, ordered chapters said, a Matroska track's colours where its bitstream
-    /// states none), so a description cached by an older one is not
+    /// chapters, ordered chapters said, the colours a container states where the bitstream
+    /// states none, the container by its MP4 brand or Matroska DocType), so a description cached by an older one is not
     /// planned from.
     public static let describerVersion = 23
 

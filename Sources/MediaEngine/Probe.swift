@@ -246,7 +246,8 @@ public enum Prober {
                 streams[k].multiplexBitRate = shares[streams[k].index].map { Int((Double(bitRate) * $0).rounded(.up)) }
             }
         }
-        var info = MediaInfo(formatName: formatName, container: Container.name(formatName: formatName, fileExtension: ext),
+        let brand = demuxer.matroskaHead.map { $0.docType } ?? dictValue(ctx.pointee.metadata, "major_brand")
+        var info = MediaInfo(formatName: formatName, container: Container.name(formatName: formatName, fileExtension: ext, brand: brand),
                              durationSeconds: duration, startSeconds: start, bitRate: bitRate, sizeBytes: size,
                              streams: streams, chapters: chapters, warnings: warnings)
         if formatName.hasPrefix("mov,") {

@@ -64,6 +64,8 @@ extension Prober {
     /// Nothing past a Matroska file's first 4 KB is read: its EBML header, the Segment's
     /// header and the SeekHead, which writers put first in the Segment.
     struct MatroskaHead {
+        /// The EBML header's DocType: "webm" or "matroska".
+        var docType: String?
         /// Where the Segment's data starts: the SeekHead's positions count from there.
         var segmentData: Int64
         /// The byte after the Segment, as its size declares (nil: unknown size, a live recording).
@@ -87,6 +89,7 @@ extension Prober {
             // EBML header (1A 45 DF A3), then the Segment (18 53 80 67).
             guard let ebml = EBML.element(head, 0), ebml.id == 0x1A45_DFA3, let ebmlSize = ebml.size,
                   case let at = ebml.data + ebmlSize, let segment = EBML.element(head, at), segment.id == 0x1853_8067 else { return nil }
+            docType = EBML.children(head, ebml.data..<at).first { $0.id == 0x4282 }.flatMap { EBML.string(head, $0.range) }
             segmentData = Int64(segment.data)
             segmentEnd = segment.size.map { Int64(segment.data) + Int64($0) }
             // The SeekHead (11 4D 9B 74), first in the Segment: Seek entries (4D BB) of a

@@ -4265,6 +4265,25 @@ extension MatroskaTrackEntryTests {
     }
 }
 
+@Suite("a container is what the file says it is, not its name")
+struct ContainerBrandTests {
+    @Test("a Matroska file named .webm that holds H.264 and AAC (DocType matroska) is mkv and is remuxed for a browser that takes only MP4 and WebM (it went as it was); a real WebM named .mkv is webm and goes as it is; a QuickTime file named .mp4 (brand qt) is mov")
+    func brandOverName() throws {
+        let film = try Media.generated("brand-film-h264-aac.mp4", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3", "-f", "lavfi", "-i", "sine=duration=3",
+                                                                   "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+        let matroska = try Media.generated("h264-in-matroska-named.webm", ["-i", film, "-c", "copy", "-f", "matroska"])
+        #expect(try Command.probed(matroska)["container"]?.string == "mkv")
+        let plan = try Command.planned([matroska, "--quality", "original", "--caps", "web", "--json"])
+        #expect(plan["delivery_format"]?.string == "remux" && "\(plan["reasons"] ?? .null)".contains("container_unsupported"), "\(plan)")
+        let webm = try Media.generated("vp9-opus-webm-named.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3", "-f", "lavfi", "-i", "sine=duration=3",
+                                                                   "-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-c:a", "libopus", "-f", "webm"])
+        #expect(try Command.probed(webm)["container"]?.string == "webm")
+        #expect(try Command.planned([webm, "--quality", "original", "--caps", "web", "--json"])["delivery_format"]?.string == "original")
+        let quickTime = try Media.generated("quicktime-named.mp4", ["-i", film, "-c", "copy", "-f", "mov"])
+        #expect(try Command.probed(quickTime)["container"]?.string == "mov")
+    }
+}
+
 @Suite("colours a container states where the bitstream states none")
 struct ContainerColourTests {
     /// 4 s of 10-bit HEVC whose bitstream states no colours, muxed by mkvmerge with HDR10's
