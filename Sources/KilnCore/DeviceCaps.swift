@@ -224,8 +224,14 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
         // The caps as the media server's downloads request carries them, `{"caps": {…}}`
         // (seed 000), are the caps inside: read as caps, the wrapper says nothing, and the
         // device would silently be taken for the baseline one (1080p sent to a 720p phone).
-        if o.isEmpty, case .object? = written["caps"] {
-            return try parse(written["caps"]!)
+        // The wrapper's name in any case, as every field's; beside fields of its own it is
+        // refused, since which to follow cannot be known.
+        if let wrapper = written.first(where: { $0.key.trimmingWhitespace.lowercased() == "caps" }), case .object = wrapper.value {
+            guard o.isEmpty else {
+                throw KilnError(.invalidCaps, stage: .request, field: wrapper.key,
+                                "caps hold caps in \"\(wrapper.key)\" beside fields of their own (\(o.keys.sorted().joined(separator: ", "))): send one or the other")
+            }
+            return try parse(wrapper.value)
         }
         func list(_ key: String) throws(KilnError) -> [String]? {
             guard let v = o[key], v != .null else { return nil }

@@ -39,12 +39,15 @@ struct PresetsTests {
         #expect(caps.maxResolution == .p1080 && caps.hdr == false)
     }
 
-    @Test("caps as the downloads request carries them, {\"caps\": {…}}, are the caps inside (they were the baseline device: 1080p for a 720p phone); a caps object with its own fields keeps them")
+    @Test("caps as the downloads request carries them, {\"caps\": {…}} (the key in any case), are the caps inside (they were the baseline device: 1080p for a 720p phone); a caps object with fields of its own beside them is refused, naming the wrapper (its own had won, the device's 720p silently dropped)")
     func wrappedCaps() throws {
         let wrapped = try DeviceCaps.parse(Array(#"{"caps": {"codecs_video": ["h264"], "containers": ["mp4"], "max_resolution": "720p"}}"#.utf8))
         #expect(wrapped.codecsVideo == ["h264"] && wrapped.maxResolution == .p720)
-        let own = try DeviceCaps.parse(Array(#"{"max_resolution": "480p", "caps": {"max_resolution": "4k"}}"#.utf8))
-        #expect(own.maxResolution == .p480)
+        let capitalised = try DeviceCaps.parse(Array(#"{"Caps": {"codecs_video": ["h264"], "max_resolution": "720p"}}"#.utf8))
+        #expect(capitalised.maxResolution == .p720)
+        do { _ = try DeviceCaps.parse(Array(#"{"hdr": false, "caps": {"max_resolution": "720p"}}"#.utf8)); Issue.record("took one of two caps") } catch {
+            #expect(error.code == .invalidCaps && error.field == "caps", "\(error)")
+        }
         do { _ = try DeviceCaps.parse(Array(#"{"caps": {"max_resolution": "huge"}}"#.utf8)); Issue.record("parsed a bad size inside") } catch {
             #expect(error.code == .invalidCaps && error.field == "max_resolution")
         }
