@@ -12,11 +12,16 @@ struct Device: Sendable {
     /// The H.264 level a stream needs, as `level_idc`: the one it signals, or a higher one
     /// where its picture size and rate need more (an encoder told `-level 4.1` for 1080p60
     /// writes 4.1, and a decoder held to 4.1 falls behind on it; a stream may also signal
-    /// none). Its bitrate is not known at its peaks, so it is not counted.
-    static func h264Level(_ s: StreamInfo) -> Int? {
+    /// none), or where its average bitrate (`kbps`) needs more than either: its peaks,
+    /// which a level limits, are not known, but a stream above the level on average is
+    /// above it.
+    static func h264Level(_ s: StreamInfo, kbps: Int? = nil) -> Int? {
         let signalled = s.level.flatMap { $0 > 0 ? $0 : nil }
         guard let w = s.width, let h = s.height, w > 0, h > 0, let lowest = H264Level.table.first else { return signalled }
-        let needed = H264Level.required(width: w, height: h, fps: Codecs.frameRate(s) ?? 0, maxrateKbps: 0, bufsizeKbps: 0, floor: lowest).idc
+        // A stream that signals 4.0 at 39 Mbit/s (x264 told a level without a VBV to keep
+        // to) is above 4.0's 25.
+        let needed = H264Level.required(width: w, height: h, fps: Codecs.frameRate(s) ?? 0, maxrateKbps: kbps ?? 0, bufsizeKbps: 0,
+                                        floor: lowest).idc
         return max(signalled ?? needed, needed)
     }
 
@@ -100,7 +105,8 @@ struct Device: Sendable {
     /// Why this video stream cannot be shown as it is (empty when it can). Bit depth and
     /// chroma matter as much as the codec name: H.264 High 10 or 4:4:4 has almost no
     /// hardware decoder, HEVC/VP9/AV1 are fine up to 10-bit 4:2:0.
-    func videoProblems(_ s: StreamInfo) -> [String] {
+    /// - Parameter kbps: the stream's bitrate, where known (`PlanContext.videoKbps`).
+    func videoProblems(_ s: StreamInfo, kbps: Int? = nil) -> [String] {
         var problems: [String] = []
         let codec = Codecs.canonical(s.codec)
         if !video.contains(codec) {
@@ -112,7 +118,9 @@ struct Device: Sendable {
             if depth > maxDepth || chroma != 420 || (codec == "h264" && maxDepth <= 8 && !Codecs.hardwareH264Profile(s.profile)) {
                 problems.append("video_profile_unsupported")
             }
-            if codec == "h264", let most = maxH264Level, let level = Self.h264Level(s), level > most { problems.append("video_level_above_cap") }
+            if codec == "h264", let most = maxH264Level, let level = Self.h264Level(s, kbps: kbps), level > most {
+                problems.append("video_level_above_cap")
+            }
         }
         if let cap = maxResolution, !FrameSize.codedFits(s, cap) {
             problems.append("resolution_above_cap")

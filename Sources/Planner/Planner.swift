@@ -217,7 +217,7 @@ struct PlanContext {
             return asIs(.original, audio: audio, reasons: ["source_as_is"] + (audio?.reasons ?? []))
         }
         let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0) ? 0 : 1 }
-        let videoProblems = video.map(device.videoProblems) ?? []
+        let videoProblems = video.map { device.videoProblems($0, kbps: videoKbps) } ?? []
         let audioPlays = asIsAudio.map { device.playsAudio($0.stream) } ?? true
         let containerPlays = containerProblems.isEmpty
         let fixes = remuxFixes(asIsAudio?.stream)
@@ -262,7 +262,7 @@ struct PlanContext {
         let overallFits = sourceKbps.map { $0 <= cap } ?? false
         var problems: [String] = []
         if let v = video {
-            problems += device.videoProblems(v)
+            problems += device.videoProblems(v, kbps: videoKbps)
             if !FrameSize.codedFits(v, frameClass(rung, highFrameRate: false)), !problems.contains("resolution_above_cap") {
                 problems.append("resolution_above_target")
             }
