@@ -35,8 +35,8 @@ final class Demuxer {
     /// A Matroska file's head (EBML header, Segment, SeekHead), read once; nil where the
     /// file is no Matroska file or its head cannot be read.
     let matroskaHead: Prober.MatroskaHead?
-    /// A Matroska file's track entries (`MatroskaTracks`), which supplemented libavformat's
-    /// streams; nil where they cannot be read or the file is no Matroska file.
+    /// A Matroska file's track entries (`MatroskaTracks`), which also name the codecs
+    /// libavformat does not know; nil where they cannot be read or the file is no Matroska file.
     let matroskaTracks: [MatroskaTracks.Entry]?
     /// A Matroska file's chapters as a player shows them, which replaced libavformat's
     /// (`MatroskaChapters`); nil where the file has none or is no Matroska file.
@@ -300,9 +300,18 @@ final class Demuxer {
         func fill(_ ctx: UnsafeMutablePointer<AVFormatContext>) {
             for (i, stated) in streams.enumerated() where i < Int(ctx.pointee.nb_streams) {
                 guard let stated, let par = ctx.pointee.streams[i]?.pointee.codecpar else { continue }
-                if par.pointee.color_primaries == AVCOL_PRI_UNSPECIFIED { par.pointee.color_primaries = stated.primaries }
-                if par.pointee.color_trc == AVCOL_TRC_UNSPECIFIED { par.pointee.color_trc = stated.transfer }
-                if par.pointee.color_space == AVCOL_SPC_UNSPECIFIED { par.pointee.color_space = stated.matrix }
+                // Never a reserved or unspecified code of the container's own.
+                if par.pointee.color_primaries == AVCOL_PRI_UNSPECIFIED,
+                   ![AVCOL_PRI_RESERVED0, AVCOL_PRI_RESERVED].contains(stated.primaries) {
+                    par.pointee.color_primaries = stated.primaries
+                }
+                if par.pointee.color_trc == AVCOL_TRC_UNSPECIFIED, ![AVCOL_TRC_RESERVED0, AVCOL_TRC_RESERVED].contains(stated.transfer) {
+                    par.pointee.color_trc = stated.transfer
+                }
+                // Nor RGB's identity matrix, which no YCbCr picture has (a damaged `colr`).
+                if par.pointee.color_space == AVCOL_SPC_UNSPECIFIED, ![AVCOL_SPC_RESERVED, AVCOL_SPC_RGB].contains(stated.matrix) {
+                    par.pointee.color_space = stated.matrix
+                }
             }
         }
     }

@@ -1,4 +1,5 @@
 import Glibc
+import KilnCore
 
 /// Reads a text subtitle that is not UTF-8 in the code page its language was written in.
 ///
@@ -41,8 +42,12 @@ final class SubtitleCharset {
     static func codePages(language: String?) -> [String] {
         let page = codePage(language: language)
         if page == "GB18030" { return ["GB18030", "BIG5-HKSCS"] }
-        let code = language.map { String($0.lowercased().prefix { $0.isLetter }) } ?? ""
-        return ["", "und", "mul", "mis", "zxx"].contains(code) ? ["CP1252", "CP1251"] : [page]
+        // Central Europe's older files are as often ISO 8859-2 as Windows-1250, which put
+        // ž, ť, Š at other bytes: read in the wrong one, "Příliš žluťoučký" is
+        // "Přílią ľlu»oučký".
+        if page == "CP1250" { return ["CP1250", "ISO-8859-2"] }
+        // A tag that names no language ("xx", "russian") says as little as none.
+        return LanguageCode.terminologic(language) == nil ? ["CP1252", "CP1251"] : [page]
     }
 
     /// The legacy code page text in `language` (ISO 639-1 or -2, as streams tag it) was
@@ -69,6 +74,65 @@ final class SubtitleCharset {
         ("CP949", ["ko", "kor"]),
     ]
 
+    /// The length of the UTF-8 sequence at `i` when it is one (overlong forms and
+    /// surrogates are not), else nil.
+    static func utf8Sequence(_ bytes: UnsafeBufferPointer<UInt8>, at i: Int) -> Int? {
+        let lead = bytes[i]
+        if lead < 0x80 { return 1 }
+        let (length, low, high): (Int, UInt8, UInt8) = switch lead {
+        case 0xC2...0xDF: (2, 0x80, 0xBF)
+        case 0xE0: (3, 0xA0, 0xBF)
+        case 0xED: (3, 0x80, 0x9F)
+        case 0xE1...0xEF: (3, 0x80, 0xBF)
+        case 0xF0: (4, 0x90, 0xBF)
+        case 0xF1...0xF3: (4, 0x80, 0xBF)
+        case 0xF4: (4, 0x80, 0x8F)
+        default: (0, 0, 0)
+        }
+        guard length > 0, i + length <= bytes.count, (low...high).contains(bytes[i + 1]) else { return nil }
+        for k in 2..<max(2, length) where !(0x80...0xBF).contains(bytes[i + k]) { return nil }
+        return length
+    }
+
+    /// Whether `bytes` hold a UTF-8 sequence of three bytes or more (a dash, a curly quote,
+    /// CJK): text that is UTF-8 with a stray byte or two in it. A code page's text almost
+    /// never makes one by chance (a lowercase Cyrillic letter of Windows-1251 followed by two
+    /// of its punctuation marks), where two-byte ones come up (Ukrainian "Сі" is "ѳ").
+    static func holdsLongUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var i = 0
+        while i < bytes.count {
+            if let n = utf8Sequence(bytes, at: i) {
+                if n >= 3 { return true }
+                i += n
+            } else {
+                i += 1
+            }
+        }
+        return false
+    }
+
+    /// `bytes` as UTF-8 where they are, each byte that is not read in the code page: nil
+    /// for a code page of two-byte characters, whose pairs a stray byte would shift.
+    func mixedUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        guard let page = converters.first, Self.singleByte(page.name) else { return nil }
+        var out: [UInt8] = []
+        var i = 0
+        while i < bytes.count {
+            if let n = Self.utf8Sequence(bytes, at: i) {
+                out += bytes[i..<i + n]
+                i += n
+            } else {
+                out += Self.convert(UnsafeBufferPointer(rebasing: bytes[i..<i + 1]), with: page.cd).text
+                i += 1
+            }
+        }
+        used[0] += 1
+        return out
+    }
+
+    /// Whether a code page has a character for every byte alone (Windows', ISO 8859's).
+    static func singleByte(_ page: String) -> Bool { page.hasPrefix("CP125") || page == "CP874" || page.hasPrefix("ISO-8859") }
+
     static func isUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var decoder = UTF8()
         var iterator = bytes.makeIterator()
@@ -89,8 +153,8 @@ final class SubtitleCharset {
         }
         let readings = converters.map { Self.convert(bytes, with: $0.cd) }
         func score(_ i: Int) -> (Int, Int, Int, Int) {
-            (-readings[i].unreadable, -SubtitleCharset.implausibleWords(readings[i].text), SubtitleCharset.commonness(readings[i].text),
-             used[i])
+            (-readings[i].unreadable, -SubtitleCharset.implausibleWords(readings[i].text) - SubtitleCharset.misplacedSymbols(readings[i].text),
+             SubtitleCharset.commonness(readings[i].text), used[i])
         }
         // Among equals, the code page most cues were read in so far (a cue that reads alike
         // in both follows its track), then the likelier one.
@@ -120,6 +184,22 @@ final class SubtitleCharset {
             }
         }
         endWord()
+        return count
+    }
+
+    /// Characters no text has where they stand: C1 controls (U+0080–U+009F: Windows-1250's
+    /// š, ž, ť read as ISO 8859-2), and Latin-1's signs (© « ± » ¾ …) inside a word, between
+    /// letters or before one after another sign (ISO 8859-2's Š, ť, ž read as
+    /// Windows-1250: "©»astný", "lu»oučký").
+    static func misplacedSymbols(_ utf8: [UInt8]) -> Int {
+        let scalars = Array(String(decoding: utf8, as: UTF8.self).unicodeScalars)
+        func sign(_ s: Unicode.Scalar) -> Bool { (0xA1...0xBF).contains(s.value) && !s.properties.isAlphabetic }
+        var count = 0
+        for (k, s) in scalars.enumerated() {
+            if (0x80...0x9F).contains(s.value) { count += 1; continue }
+            guard sign(s), k + 1 < scalars.count, scalars[k + 1].properties.isAlphabetic, k > 0 else { continue }
+            if scalars[k - 1].properties.isAlphabetic || sign(scalars[k - 1]) { count += 1 }
+        }
         return count
     }
 

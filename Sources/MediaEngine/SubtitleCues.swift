@@ -173,7 +173,12 @@ enum AssEvent {
     /// becomes a no-break space, which the `mov_text` encoder would otherwise write as the
     /// letters "\h"; a soft break (`\n`, a break only in wrapping style 2, which a text
     /// track has not) becomes a space, which it would otherwise write as a new line.
-    static func readable(_ event: String) -> String? {
+    ///
+    /// Only `{\…}` is an override block (as libavcodec's ASS reader and the `mov_text`
+    /// encoder take it): other braces are text in a SubRip or WebVTT cue ("{laughs} I know"
+    /// had lost its first word), and in an ASS event (`comments`) a comment, which renderers
+    /// hide and which is left out.
+    static func readable(_ event: String, comments: Bool = false) -> String? {
         guard let range = textRange(event) else { return nil }
         let text = event[range]
         var kept = ""
@@ -183,10 +188,16 @@ enum AssEvent {
         while i < text.endIndex {
             if text[i] == "{", let close = text[i...].firstIndex(of: "}") {
                 let block = text[i...close]
-                if let scale = drawingScale(block) { drawing = scale > 0 }
-                kept += block
-                i = text.index(after: close)
-                continue
+                if block.dropFirst().first == "\\" {
+                    if let scale = drawingScale(block) { drawing = scale > 0 }
+                    kept += block
+                    i = text.index(after: close)
+                    continue
+                }
+                if comments {
+                    i = text.index(after: close)
+                    continue
+                }
             }
             if text[i] == "\\", let next = text.index(i, offsetBy: 1, limitedBy: text.endIndex), next < text.endIndex,
                "Nnh".contains(text[next]) {
@@ -225,7 +236,7 @@ enum AssEvent {
         var state: Set<Character> = [], i = text.startIndex
         func full(_ s: Set<Character>) -> String { "\\b0\\i0\\u0" + ["b", "i", "u"].filter(s.contains).map { "\\\($0)1" }.joined() }
         while i < text.endIndex {
-            guard text[i] == "{", let close = text[i...].firstIndex(of: "}") else {
+            guard text[i] == "{", text[i...].dropFirst().first == "\\", let close = text[i...].firstIndex(of: "}") else {
                 out.append(text[i])
                 i = text.index(after: i)
                 continue

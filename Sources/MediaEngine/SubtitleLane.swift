@@ -28,6 +28,8 @@ final class SubtitleLane: Lane {
     private(set) var charset: SubtitleCharset?
     /// Cues that were not UTF-8 and were read in `charset`.
     private(set) var recodedCues = 0
+    /// Cues past ASCII that are UTF-8 (or UTF-8 with stray bytes), and those that are not.
+    private var utf8Cues = 0, codePageCues = 0
     private static let timeBase = AVRational(num: 1, den: 1000)
     /// The output track's language: the plan's, or a teletext subtitle page's own.
     private var language: String?
@@ -322,7 +324,7 @@ final class SubtitleLane: Lane {
         var events: [String] = []
         for i in 0..<Int(sub.num_rects) {
             guard let rect = sub.rects[i], rect.pointee.type == SUBTITLE_ASS, let ass = string(rect.pointee.ass),
-                  let event = AssEvent.readable(ass) else { continue }
+                  let event = AssEvent.readable(ass, comments: [AV_CODEC_ID_ASS, AV_CODEC_ID_SSA].contains(textCodec)) else { continue }
             events.append(event)
         }
         try addCue(start: start, end: end, events: events, muxer: muxer)
@@ -367,14 +369,24 @@ final class SubtitleLane: Lane {
 
     /// The packet as the decoder can read it: cues that are not UTF-8 converted from their
     /// language's code page (`SubtitleCharset`); all others as they are.
+    ///
+    /// The track decides, not each cue alone: once most of its cues past ASCII are not
+    /// UTF-8, it is in a code page, and a cue that happens to be valid UTF-8 is read in it
+    /// too (two GB18030 characters, D0 BB D0 BB, are also UTF-8's "лл"). In a UTF-8 track, a
+    /// cue with a stray byte of a Windows code page (an SRT edited in a Windows tool) keeps
+    /// its UTF-8 and has only that byte read in the code page.
     private func readable(_ packet: Packet) throws(KilnError) -> Packet {
         let p = packet.pointer.pointee
         guard SubtitleLane.plainText.contains(textCodec), p.size > 0, let data = p.data else { return packet }
         let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
-        guard !SubtitleCharset.isUTF8(bytes) else { return packet }
+        guard bytes.contains(where: { $0 >= 0x80 }) else { return packet }
+        let valid = SubtitleCharset.isUTF8(bytes)
+        let mixed = !valid && SubtitleCharset.holdsLongUTF8(bytes)
+        if valid || mixed { utf8Cues += 1 } else { codePageCues += 1 }
+        guard !valid || codePageCues > utf8Cues else { return packet }
         if charset == nil { charset = SubtitleCharset(language: plan.language ?? dictValue(input.pointee.metadata, "language")) }
         guard let charset else { return packet }
-        let text = charset.utf8(bytes)
+        let text = mixed ? charset.mixedUTF8(bytes) ?? charset.utf8(bytes) : charset.utf8(bytes)
         let out = try Packet()
         try check(av_new_packet(out.pointer, Int32(text.count)), .decode, "cannot allocate a subtitle packet", as: .resourceLimit)
         out.pointer.pointee.data.update(from: text, count: text.count)

@@ -265,6 +265,42 @@ struct CueScheduleTests {
     }
 }
 
+@Suite("code pages told apart")
+struct CodePageChoiceTests {
+    func read(_ bytes: [UInt8], _ track: SubtitleCharset) -> String {
+        String(decoding: bytes.withUnsafeBufferPointer { track.utf8($0) }, as: UTF8.self)
+    }
+
+    @Test("Czech and Polish cues are read in ISO 8859-2 or Windows-1250, whichever makes words (ISO 8859-2's had come out as \"Přílią ľlu»oučký\"); a tag that names no language (\"xx\", \"russian\") is read as a track that names none (Cyrillic had come out as \"Ïðèâåò\")")
+    func centralEuropeAndUnknownTags() throws {
+        let czech = "Příliš žluťoučký kůň úpěl ďábelské ódy", polish = "Zażółć gęślą jaźń, Šťastný"
+        for language in ["cze", "pol"] {
+            let iso = try #require(SubtitleCharset(language: language)), windows = try #require(SubtitleCharset(language: language))
+            for text in [czech, polish] {
+                #expect(read(Array(text.data(using: .isoLatin2)!), iso) == text)
+                #expect(read(Array(text.data(using: .windowsCP1250)!), windows) == text)
+            }
+        }
+        for tag in ["xx", "russian", "english"] {
+            let track = try #require(SubtitleCharset(language: tag))
+            #expect(read(Array("Привет, как дела?".data(using: .windowsCP1251)!), track) == "Привет, как дела?", "\(tag)")
+        }
+    }
+
+    @Test("a cue of UTF-8 with a stray Windows-1252 byte keeps its UTF-8 and has only that byte read in the code page (it had all come out as \"cafÃ©\"); in a code page of two-byte characters it is read whole")
+    func strayByteInUTF8() throws {
+        let bytes: [UInt8] = Array("It".utf8) + [0x92] + Array("s café — mixed".utf8)
+        #expect(bytes.withUnsafeBufferPointer { SubtitleCharset.holdsLongUTF8($0) && !SubtitleCharset.isUTF8($0) })
+        let english = try #require(SubtitleCharset(language: "eng"))
+        #expect(bytes.withUnsafeBufferPointer { english.mixedUTF8($0) }.map { String(decoding: $0, as: UTF8.self) } == "It’s café — mixed")
+        let chinese = try #require(SubtitleCharset(language: "chi"))
+        #expect(bytes.withUnsafeBufferPointer { chinese.mixedUTF8($0) } == nil)
+        // Windows-1251's letters make two-byte UTF-8 now and then ("Сі" is D1 B3), never a longer one here.
+        let ukrainian: [UInt8] = Array("Сільський вісник".data(using: .windowsCP1251)!)
+        #expect(!ukrainian.withUnsafeBufferPointer { SubtitleCharset.holdsLongUTF8($0) })
+    }
+}
+
 @Suite("closed captions read from the pictures' user data")
 struct ClosedCaptionReadingTests {
     /// cc_data with `triplets`, process flag set.

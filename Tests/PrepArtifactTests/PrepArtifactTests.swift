@@ -4265,6 +4265,39 @@ extension MatroskaTrackEntryTests {
     }
 }
 
+@Suite("subtitle text as its track has it")
+struct SubtitleTrackTextTests {
+    @Test("a GB18030 track whose third cue is also valid UTF-8 (谢谢 is D0 BB D0 BB, UTF-8's \"лл\") is read in GB18030 throughout; in a UTF-8 track a cue with a stray Windows-1252 apostrophe keeps its UTF-8; SubRip's braces are text (\"{laughs}\" had been taken for an ASS block and left out)")
+    func trackDecides() throws {
+        let source = try Media.generated("subtitles-gb18030-and-stray-byte.mkv") { tmp in
+            let (film, chinese, english) = (tmp + ".film.mkv", tmp + ".zh.srt", tmp + ".en.srt")
+            defer { unlink(film); unlink(chinese); unlink(english) }
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
+                                               "-f", "lavfi", "-i", "sine=duration=10", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", film])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+            let zh = "1\n00:00:01,000 --> 00:00:03,000\n你好，你今天怎么样\n\n2\n00:00:04,000 --> 00:00:06,000\n简体中文字幕测试\n\n3\n00:00:07,000 --> 00:00:09,000\n<i>谢谢</i>\n"
+            let gb = try Run.command("iconv", ["-f", "UTF-8", "-t", "GB18030", "-o", chinese], stdin: Data(zh.utf8))
+            guard gb.status == 0 else { throw TestFailure("iconv: \(gb.stderr)") }
+            let en: [UInt8] = Array("1\n00:00:01,000 --> 00:00:02,000\nPlain line\n\n2\n00:00:03,000 --> 00:00:04,000\nIt".utf8) + [0x92]
+                + Array("s café — mixed\n\n3\n00:00:05,000 --> 00:00:06,000\n{laughs} I know\n".utf8)
+            try Data(en).write(to: URL(fileURLWithPath: english))
+            // ffmpeg copies the SubRip files' bytes as they are (mkvmerge would re-encode them).
+            let m = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", film, "-i", chinese, "-i", english, "-map", "0", "-map", "1", "-map", "2",
+                                               "-c", "copy", "-metadata:s:s:0", "language=chi", "-metadata:s:s:1", "language=eng", "-f", "matroska", tmp])
+            guard m.status == 0 else { throw TestFailure("ffmpeg: \(m.stderr)") }
+        }
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "subtitle-track-text") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+            let chinese = try Command.cues(out, "0:s:0").map(\.text), english = try Command.cues(out, "0:s:1").map(\.text)
+            #expect(chinese == ["你好，你今天怎么样", "简体中文字幕测试", "谢谢"], "\(chinese)")
+            #expect(english.prefix(2) == ["Plain line", "It’s café — mixed"], "\(english)")
+            // (`cues` leaves out what is in braces, as markup.)
+            let raw = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:s:1", "-f", "srt", "-"]).stdout
+            #expect(raw.contains("{laughs} I know"), "\(raw)")
+        }
+    }
+}
+
 @Suite("a container is what the file says it is, not its name")
 struct ContainerBrandTests {
     @Test("a Matroska file named .webm that holds H.264 and AAC (DocType matroska) is mkv and is remuxed for a browser that takes only MP4 and WebM (it went as it was); a real WebM named .mkv is webm and goes as it is; a QuickTime file named .mp4 (brand qt) is mov")
