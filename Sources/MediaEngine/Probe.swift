@@ -246,7 +246,14 @@ public enum Prober {
                 streams[k].multiplexBitRate = shares[streams[k].index].map { Int((Double(bitRate) * $0).rounded(.up)) }
             }
         }
-        let brand = demuxer.matroskaHead.map { $0.docType } ?? dictValue(ctx.pointee.metadata, "major_brand")
+        var brand = demuxer.matroskaHead.map { $0.docType } ?? dictValue(ctx.pointee.metadata, "major_brand")
+        // Tools that write every Matroska file as "matroska" (ffmpeg's `-f matroska`) make
+        // WebM so too: a `.webm` of WebM's codecs alone is WebM whatever its DocType.
+        let webmCodecs: Set<String> = ["vp8", "vp9", "av1", "vorbis", "opus", "webvtt"]
+        if brand == "matroska", ext.lowercased() == "webm",
+           streams.allSatisfy({ !($0.type == .video || $0.type == .audio) || webmCodecs.contains($0.codec) }) {
+            brand = "webm"
+        }
         var info = MediaInfo(formatName: formatName, container: Container.name(formatName: formatName, fileExtension: ext, brand: brand),
                              durationSeconds: duration, startSeconds: start, bitRate: bitRate, sizeBytes: size,
                              streams: streams, chapters: chapters, warnings: warnings)

@@ -4300,7 +4300,7 @@ struct SubtitleTrackTextTests {
 
 @Suite("a container is what the file says it is, not its name")
 struct ContainerBrandTests {
-    @Test("a Matroska file named .webm that holds H.264 and AAC (DocType matroska) is mkv and is remuxed for a browser that takes only MP4 and WebM (it went as it was); a real WebM named .mkv is webm and goes as it is; a QuickTime file named .mp4 (brand qt) is mov")
+    @Test("a Matroska file named .webm that holds H.264 and AAC (DocType matroska) is mkv and is remuxed for a browser that takes only MP4 and WebM (it went as it was); a real WebM named .mkv is webm and goes as it is (as does a .webm of WebM's codecs that ffmpeg marked matroska); a QuickTime file named .mp4 (brand qt) is mov")
     func brandOverName() throws {
         let film = try Media.generated("brand-film-h264-aac.mp4", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3", "-f", "lavfi", "-i", "sine=duration=3",
                                                                    "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
@@ -4312,6 +4312,9 @@ struct ContainerBrandTests {
                                                                    "-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-c:a", "libopus", "-f", "webm"])
         #expect(try Command.probed(webm)["container"]?.string == "webm")
         #expect(try Command.planned([webm, "--quality", "original", "--caps", "web", "--json"])["delivery_format"]?.string == "original")
+        // ffmpeg's `-f matroska` writes DocType "matroska" for WebM's codecs too: named .webm, it is WebM.
+        let matroskaWebM = try Media.generated("vp9-opus-doctype-matroska.webm", ["-i", webm, "-c", "copy", "-f", "matroska"])
+        #expect(try Command.probed(matroskaWebM)["container"]?.string == "webm")
         let quickTime = try Media.generated("quicktime-named.mp4", ["-i", film, "-c", "copy", "-f", "mov"])
         #expect(try Command.probed(quickTime)["container"]?.string == "mov")
     }
