@@ -94,22 +94,28 @@ final class SubtitleCharset {
         return length
     }
 
-    /// Whether `bytes` hold a UTF-8 sequence of three bytes or more (a dash, a curly quote,
-    /// CJK): text that is UTF-8 with a stray byte or two in it. A code page's text almost
-    /// never makes one by chance (a lowercase Cyrillic letter of Windows-1251 followed by two
-    /// of its punctuation marks), where two-byte ones come up (Ukrainian "Сі" is "ѳ").
-    static func holdsLongUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    /// One walk over `bytes`: whether they are UTF-8 throughout (`valid`), and whether they
+    /// hold a UTF-8 sequence of three bytes or more (`long`: a dash, a curly quote, CJK), as
+    /// text that is UTF-8 with a stray byte or two in it does. A code page's text almost
+    /// never makes one by chance (a lowercase Cyrillic letter of Windows-1251 followed by
+    /// two of its punctuation marks), where two-byte ones come up (Ukrainian "Сі" is "ѳ").
+    static func utf8Shape(_ bytes: UnsafeBufferPointer<UInt8>) -> (valid: Bool, long: Bool) {
+        var valid = true, long = false
         var i = 0
         while i < bytes.count {
             if let n = utf8Sequence(bytes, at: i) {
-                if n >= 3 { return true }
+                long = long || n >= 3
                 i += n
             } else {
+                valid = false
                 i += 1
             }
         }
-        return false
+        return (valid, long)
     }
+
+    static func isUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool { utf8Shape(bytes).valid }
+    static func holdsLongUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool { utf8Shape(bytes).long }
 
     /// `bytes` as UTF-8 where they are, each byte that is not read in the code page: nil
     /// for a code page of two-byte characters, whose pairs a stray byte would shift.
@@ -132,18 +138,6 @@ final class SubtitleCharset {
 
     /// Whether a code page has a character for every byte alone (Windows', ISO 8859's).
     static func singleByte(_ page: String) -> Bool { page.hasPrefix("CP125") || page == "CP874" || page.hasPrefix("ISO-8859") }
-
-    static func isUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        var decoder = UTF8()
-        var iterator = bytes.makeIterator()
-        while true {
-            switch decoder.decode(&iterator) {
-            case .scalarValue: continue
-            case .emptyInput: return true
-            case .error: return false
-            }
-        }
-    }
 
     /// `bytes` in UTF-8. A byte the code page has no character for becomes U+FFFD.
     func utf8(_ bytes: UnsafeBufferPointer<UInt8>) -> [UInt8] {
