@@ -14,11 +14,16 @@ import KilnCore
 /// Hong Kong's), and a track tagged `chi` says which of neither. Each cue is read in both
 /// and the reading that makes sense is kept: fewer bytes neither can read, then more of
 /// the most common characters (read in the wrong one, Chinese is rare characters and
-/// kana: 我們今天 in Big5 read as GB18030 is "иさぱ").
+/// kana: 我們今天 in Big5 read as GB18030 is "иさぱ"). A track that names no language is read
+/// in Windows-1252 or -1251, or in GB18030, Big5 or Shift-JIS where a cue reads as Chinese or
+/// Japanese (`familiarity`).
 final class SubtitleCharset {
     private let converters: [(name: String, cd: iconv_t)]
     /// Cues read in each code page.
     private var used: [Int]
+    /// Per code page, the familiar characters and the letters (`familiarity`) of the cues it
+    /// read whole: whether an East Asian page is the track's.
+    private var evidence: [(familiar: Int, letters: Int)]
 
     /// The iconv name of the code page the cues are read in (the one most of them were).
     var name: String { converters[used.indices.max { used[$0] < used[$1] } ?? 0].name }
@@ -32,6 +37,7 @@ final class SubtitleCharset {
         guard !opened.isEmpty else { return nil }
         converters = opened
         used = Array(repeating: 0, count: opened.count)
+        evidence = Array(repeating: (0, 0), count: opened.count)
     }
 
     deinit { for c in converters { iconv_close(c.cd) } }
@@ -46,9 +52,16 @@ final class SubtitleCharset {
         // ž, ť, Š at other bytes: read in the wrong one, "Příliš žluťoučký" is
         // "Přílią ľlu»oučký".
         if page == "CP1250" { return ["CP1250", "ISO-8859-2"] }
-        // A tag that names no language ("xx", "russian") says as little as none.
-        return LanguageCode.terminologic(language) == nil ? ["CP1252", "CP1251"] : [page]
+        // A tag that names no language ("xx", "russian") says as little as none. Such a
+        // track is tried in the East Asian code pages too, which are taken only where they
+        // read as their language (`familiarity`).
+        return LanguageCode.terminologic(language) == nil ? ["CP1252", "CP1251"] + eastAsian : [page]
     }
+
+    /// The code pages of Chinese (simplified, traditional) and Japanese, for a track that
+    /// names no language. Not Korean's: Chinese GB18030 text read as CP949 is Hangul
+    /// throughout, which no count of familiar characters here would tell from Korean.
+    static let eastAsian = ["GB18030", "BIG5-HKSCS", "CP932"]
 
     /// The legacy code page text in `language` (ISO 639-1 or -2, as streams tag it) was
     /// most likely written in.
@@ -146,16 +159,51 @@ final class SubtitleCharset {
             return Self.convert(bytes, with: converters[0].cd).text
         }
         let readings = converters.map { Self.convert(bytes, with: $0.cd) }
+        let familiar = readings.indices.map { Self.familiarity(readings[$0].text, page: converters[$0].name) }
         func score(_ i: Int) -> (Int, Int, Int, Int) {
             (-readings[i].unreadable, -SubtitleCharset.implausibleWords(readings[i].text) - SubtitleCharset.misplacedSymbols(readings[i].text),
-             SubtitleCharset.commonness(readings[i].text), used[i])
+             familiar[i].familiar, used[i])
+        }
+        var candidates = Array(readings.indices)
+        let wide = candidates.filter { !Self.singleByte(converters[$0].name) }
+        if !wide.isEmpty && wide.count < candidates.count {
+            // A track that names no language, tried in Western and East Asian code pages: many
+            // bytes are two-byte characters of some East Asian page too (Cyrillic's letters in
+            // pairs are GB18030's characters, one in twenty a common one). The track decides:
+            // an East Asian page is taken for a cue it reads whole once, over the cues it read
+            // whole so far, this one included, three familiar characters and more have come,
+            // and at least three in ten of the letters were familiar. Chinese, even a
+            // program's messages, is about half its most common characters; Cyrillic,
+            // Western text or another East Asian page's read in it a few in a hundred.
+            for i in wide where readings[i].unreadable == 0 {
+                evidence[i].familiar += familiar[i].familiar
+                evidence[i].letters += familiar[i].letters
+            }
+            let fitting = wide.filter {
+                readings[$0].unreadable == 0 && evidence[$0].familiar >= 3 && evidence[$0].familiar * 10 >= evidence[$0].letters * 3
+            }
+            if fitting.isEmpty { candidates.removeAll { wide.contains($0) } } else { candidates = fitting }
         }
         // Among equals, the code page most cues were read in so far (a cue that reads alike
         // in both follows its track), then the likelier one.
-        var best = 0
-        for i in readings.indices.dropFirst() where score(i) > score(best) { best = i }
+        var best = candidates[0]
+        for i in candidates.dropFirst() where score(i) > score(best) { best = i }
         used[best] += 1
         return readings[best].text
+    }
+
+    /// How many of `utf8`'s letters are familiar in text of the code page `page` was made for
+    /// (Chinese's most common characters; for Japanese's CP932 those and kana), and how many
+    /// letters it holds in all. Kana do not count for the Chinese pages: Big5's common
+    /// characters read as GB18030 are kana ("我們今天" is "иさぱ").
+    static func familiarity(_ utf8: [UInt8], page: String) -> (familiar: Int, letters: Int) {
+        let japanese = page == "CP932"
+        var familiar = 0, letters = 0
+        for scalar in String(decoding: utf8, as: UTF8.self).unicodeScalars where scalar.properties.isAlphabetic {
+            letters += 1
+            if common.contains(scalar) || (japanese && (0x3041...0x30FA).contains(scalar.value)) { familiar += 1 }
+        }
+        return (familiar, letters)
     }
 
     /// Words no language writes: Latin and Cyrillic letters mixed in one word (Western
@@ -197,11 +245,7 @@ final class SubtitleCharset {
         return count
     }
 
-    /// How many of Chinese's most common characters (simplified and traditional) `utf8` holds.
-    static func commonness(_ utf8: [UInt8]) -> Int {
-        String(decoding: utf8, as: UTF8.self).unicodeScalars.reduce(0) { $0 + (common.contains($1) ? 1 : 0) }
-    }
-
+    /// Chinese's most common characters, simplified and traditional.
     private static let common = Set("的一是不了人我在有他这這中大来來上国國个個到说說们們为為子和你地出道也时時年得就那要下以生会會自着著去之过過家学學对對可她里裡后後小么麼心多天而能好都然没沒日于於起还還发發成事只作当當想看文无無开開手十用主行方又如前所本见見经經头頭面公同三已老从從动動两兩长長知民样樣现現分将將外但身些与與高意进進把法此实實回二理美点點月明其种種声聲全工己话話儿兒者向情部正名定女问問力机機给給等几幾很业業最间間新什打便位因重被走电電四第门門相次东東政海口使教西再平真听聽世气氣信北少关關并並内內加化由却卻代军軍产產入先山五太水万萬市眼体體别別处處总總才场場师師书書比住员員九笑性通目华華报報立马馬命张張活难難神数數件安表原车車白应應路期叫死常提感金何更反合放做系计計或司利受光王果亲親界及今京务務制解各任至清物台象记記边邊共风風战戰干接它许許八特觉覺望直服毛林题題建南度统統色字请請交爱愛让讓认認算论論百吃义義科怎元社术術结結六功指思非流每青管夫连連远遠资資队隊跟带帶花快条條院变變联聯言权權往展该該领領传傳近留红紅治决決周保达達办辦运運武半候七必城父强強步完革深区區即求品士转轉量空甚众眾技轻輕程告江语語英基派满滿式李息写寫呢识識极極令黄黃德收脸臉钱錢党黨倒未持取设設始版双雙历歷越史商千片容研像找友孩站广廣改议議形委早房音火际際则則首单單据據导導影失拿网網香似斯专專石若兵弟谁誰校读讀志飞飛观觀争爭究包组組造落视視济濟喜离離虽雖坐集编編宝寶谈談府拉黑且随隨格尽盡剑劍讲講布杀殺微怕母调調局根曾准準团團段终終乐樂切级級克精哪官示冷域吗嗎啊吧呀哦嗯".unicodeScalars)
 
     /// `bytes` read in `encoding` (an iconv name, as an XML declaration gives it), nil

@@ -287,6 +287,40 @@ struct CodePageChoiceTests {
         }
     }
 
+    /// `text` in the iconv code page `page`.
+    func encoded(_ text: String, _ page: String) throws -> [UInt8] {
+        let cd = iconv_open(page, "UTF-8")
+        try #require(Int(bitPattern: cd) != -1)
+        defer { iconv_close(cd) }
+        var input = Array(text.utf8).map { CChar(bitPattern: $0) }, output = [CChar](repeating: 0, count: input.count * 4)
+        let written: Int = input.withUnsafeMutableBufferPointer { inBuf in
+            output.withUnsafeMutableBufferPointer { outBuf in
+                var i = inBuf.baseAddress, o = outBuf.baseAddress
+                var inLeft = inBuf.count, outLeft = outBuf.count
+                return iconv(cd, &i, &inLeft, &o, &outLeft) == -1 || inLeft > 0 ? -1 : outBuf.count - outLeft
+            }
+        }
+        try #require(written >= 0, "\(text) in \(page)")
+        return output[0..<written].map { UInt8(bitPattern: $0) }
+    }
+
+    @Test("a track that names no language is read in GB18030, Big5 or Shift-JIS where its cues read as Chinese or Japanese (they had come out as Windows-1252's \"ÄãºÃ\"), a one-character cue and one with a Latin word following the track; Western and Russian tracks, whose pairs of letters are East Asian characters too, stay in their own")
+    func eastAsianWithoutTag() throws {
+        let chinese = ["你好，你今天怎么样", "我不知道他在说什么", "好", "我用iPhone", "谢谢你救了我的命"]
+        let traditional = ["你好，你今天怎麼樣", "我們必須馬上離開這裡", "謝謝"]
+        let japanese = ["こんにちは、元気ですか", "どうして本当のことを言わなかったの", "はい", "コンピューターが壊れた"]
+        for (cues, page) in [(chinese, "GB18030"), (traditional, "BIG5-HKSCS"), (japanese, "SHIFT-JIS")] {
+            let track = try #require(SubtitleCharset(language: nil))
+            for cue in cues { #expect(read(try encoded(cue, page), track) == cue, "\(page)") }
+        }
+        let russian = ["Да, да.", "Привет, как дела?", "Не надо!", "Он ушёл до утра", "Мы же не дети", "Всё, иди", "Где она?", "Ну да, ну да"]
+        let western = ["Não, ação já.", "Café crème", "Où êtes-vous?", "Ça va, merci", "Grüße aus Köln", "Señor, ¿qué pasa?", "Déjà vu"]
+        for (cues, page) in [(russian, "CP1251"), (western, "CP1252")] {
+            let track = try #require(SubtitleCharset(language: nil))
+            for cue in cues { #expect(read(try encoded(cue, page), track) == cue, "\(page)") }
+        }
+    }
+
     @Test("a cue of UTF-8 with a stray Windows-1252 byte keeps its UTF-8 and has only that byte read in the code page (it had all come out as \"cafÃ©\"); in a code page of two-byte characters it is read whole")
     func strayByteInUTF8() throws {
         let bytes: [UInt8] = Array("It".utf8) + [0x92] + Array("s café — mixed".utf8)
