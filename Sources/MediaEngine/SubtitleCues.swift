@@ -178,7 +178,12 @@ enum AssEvent {
     /// encoder take it): other braces are text in a SubRip or WebVTT cue ("{laughs} I know"
     /// had lost its first word), and in an ASS event (`comments`) a comment, which renderers
     /// hide and which is left out.
-    static func readable(_ event: String, comments: Bool = false) -> String? {
+    ///
+    /// A SubRip cue's HTML character references (`entities`: "Tom &amp; Jerry", "it&#39;s",
+    /// which SubRip files converted from web captions carry) become the characters they
+    /// name, as the players that read SubRip show them; libavcodec's SubRip decoder leaves
+    /// them as written, and a `mov_text` track would show "&amp;".
+    static func readable(_ event: String, comments: Bool = false, entities: Bool = false) -> String? {
         guard let range = textRange(event) else { return nil }
         let text = event[range]
         var kept = ""
@@ -212,6 +217,14 @@ enum AssEvent {
                 i = text.index(after: next)
                 continue
             }
+            if entities, text[i] == "&", let (character, end) = reference(text[i...]) {
+                if !drawing {
+                    kept.append(character)
+                    if !character.isWhitespace { visible = true }
+                }
+                i = end
+                continue
+            }
             if !drawing {
                 kept.append(text[i])
                 if !text[i].isWhitespace { visible = true }
@@ -220,6 +233,34 @@ enum AssEvent {
         }
         return visible ? String(event[..<range.lowerBound]) + kept : nil
     }
+
+    /// The character an HTML character reference at the start of `text` names (`&amp;`,
+    /// `&#39;`, `&#x2019;`), and where the reference ends; nil for anything else (a lone
+    /// "AT&T", an unknown name), and for what would be markup or a control character here
+    /// (`&#123;` is "{", which would open an override block).
+    static func reference(_ text: Substring) -> (Character, String.Index)? {
+        guard let semicolon = text.prefix(12).firstIndex(of: ";") else { return nil }
+        let name = text[text.index(after: text.startIndex)..<semicolon]
+        let scalar: Unicode.Scalar?
+        if name.hasPrefix("#x") || name.hasPrefix("#X") {
+            scalar = UInt32(name.dropFirst(2), radix: 16).flatMap(Unicode.Scalar.init)
+        } else if name.hasPrefix("#") {
+            scalar = UInt32(name.dropFirst(), radix: 10).flatMap(Unicode.Scalar.init)
+        } else {
+            scalar = namedReferences[String(name)]
+        }
+        guard let scalar, scalar.value >= 0x20, !(0x7F...0x9F).contains(scalar.value), !"{}\\".unicodeScalars.contains(scalar) else { return nil }
+        return (Character(scalar), text.index(after: semicolon))
+    }
+
+    /// The named references SubRip files carry: XML's five, the no-break space and
+    /// typography's.
+    private static let namedReferences: [String: Unicode.Scalar] = [
+        "amp": "&", "lt": "<", "gt": ">", "quot": "\"", "apos": "'", "nbsp": "\u{00A0}",
+        "hellip": "\u{2026}", "mdash": "\u{2014}", "ndash": "\u{2013}", "lsquo": "\u{2018}", "rsquo": "\u{2019}",
+        "ldquo": "\u{201C}", "rdquo": "\u{201D}", "laquo": "\u{00AB}", "raquo": "\u{00BB}", "copy": "\u{00A9}",
+        "reg": "\u{00AE}", "trade": "\u{2122}", "deg": "\u{00B0}", "iexcl": "\u{00A1}", "iquest": "\u{00BF}",
+    ]
 
     /// The event with its bold, italic and underline stated in full at every change, as
     /// libavcodec 5.1's `mov_text` encoder needs them: it keeps one style at a time, so a

@@ -324,7 +324,8 @@ final class SubtitleLane: Lane {
         var events: [String] = []
         for i in 0..<Int(sub.num_rects) {
             guard let rect = sub.rects[i], rect.pointee.type == SUBTITLE_ASS, let ass = string(rect.pointee.ass),
-                  let event = AssEvent.readable(ass, comments: [AV_CODEC_ID_ASS, AV_CODEC_ID_SSA].contains(textCodec)) else { continue }
+                  let event = AssEvent.readable(ass, comments: [AV_CODEC_ID_ASS, AV_CODEC_ID_SSA].contains(textCodec),
+                                                   entities: [AV_CODEC_ID_SUBRIP, AV_CODEC_ID_SRT].contains(textCodec)) else { continue }
             events.append(event)
         }
         try addCue(start: start, end: end, events: events, muxer: muxer)

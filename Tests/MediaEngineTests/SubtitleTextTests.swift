@@ -188,6 +188,11 @@ struct CueScheduleTests {
         #expect(AssEvent.readable(head + "{\\i1}\\N \\h{\\i0}") == nil)
         #expect(AssEvent.readable(head + "Soft\\nbreak, hard\\Nbreak and\\hhard space") == head + "Soft break, hard\\Nbreak and\u{00A0}hard space")
         #expect(AssEvent.readable("not an event") == nil)
+        // SubRip's character references; an unknown name, a lone ampersand and a brace stay as written.
+        #expect(AssEvent.readable(head + "Tom &amp; Jerry&#39;s &#x2019;&lt;3&gt; &bogus; AT&T &#123;x&#125;", entities: true)
+            == head + "Tom & Jerry's ’<3> &bogus; AT&T &#123;x&#125;")
+        #expect(AssEvent.readable(head + "&nbsp;", entities: true) == nil)
+        #expect(AssEvent.readable(head + "Tom &amp; Jerry") == head + "Tom &amp; Jerry")
         #expect(AssEvent.stacked(["a", "b", "c"]) == ["a\\N", "b\\N", "c"])
     }
 
