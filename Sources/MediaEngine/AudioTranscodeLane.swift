@@ -48,6 +48,10 @@ final class AudioTranscodeLane: Lane {
     /// The latest decoded frame's own time (its time base's), to tell a time that stands
     /// still from one that goes back.
     private var latestSourceTime = noPTS
+    /// The probe's rate for the stream: its largest where it changes (`SoundFormatSurvey`).
+    private let surveyedRate: Int?
+    /// Whether the stream's packets have said where they are in the file (`decode`).
+    private var positioned = false
     private var frameSize = 1024
     private var counters = LaneStats()
     /// Decoded frames the resampler could not take (damaged parameters), and those it took.
@@ -98,6 +102,7 @@ final class AudioTranscodeLane: Lane {
             throw KilnError(.planUnsupported, stage: .plan, "the plan merges the audio streams \(merged.map(String.init).joined(separator: ", ")), more than 8 or one twice")
         }
         mergeSources = merged.map(Int32.init)
+        surveyedRate = source.sampleRate
         let stream = demuxer.stream(plan.sourceIndex)
         inputIndex = Int32(plan.sourceIndex)
         inputStream = stream
@@ -159,8 +164,10 @@ final class AudioTranscodeLane: Lane {
     func prepare(muxer: Muxer) throws(KilnError) {
         let plan = self.plan
         let par = inputStream.pointee.codecpar!
-        // A merged sound's rate and layout are the merge's (stereo for two mono streams).
-        let sourceRate = merge?.rate ?? (par.pointee.sample_rate > 0 ? par.pointee.sample_rate : 48000)
+        // A merged sound's rate and layout are the merge's (stereo for two mono streams); a
+        // sound whose rate changes along the file is encoded at its largest (`SoundFormatSurvey`).
+        let stated = max(par.pointee.sample_rate, Int32(clamping: surveyedRate ?? 0))
+        let sourceRate = merge?.rate ?? (stated > 0 ? stated : 48000)
         var sourceLayout = AVChannelLayout()
         defer { av_channel_layout_uninit(&sourceLayout) }
         if let merge {
@@ -200,6 +207,17 @@ final class AudioTranscodeLane: Lane {
     }
 
     private func decode(_ packet: Packet?, muxer: Muxer) throws(KilnError) {
+        if let p = packet?.pointer {
+            // A frame the demuxer's parser cut out of a container packet after its first (an
+            // MPEG-TS PES holds several AAC frames; only the first is timed) comes without a
+            // position, timed by the demuxer one frame after the one before, a frame being
+            // what the stream's first header said. Where the sound changes its rate (HE-AAC
+            // signalled implicitly is 24 kHz, then 48), the AAC parser leaves that rate as it
+            // was: frames of 21 ms were timed 46 ms apart, each PES's frames stretched past
+            // the next one's start, and the sound came out chopped into gaps of silence and
+            // left-out overlaps. Its time is the parser's guess, not the source's: it follows on.
+            if p.pointee.pos >= 0 { positioned = true } else if positioned { p.pointee.pts = noPTS; p.pointee.dts = noPTS }
+        }
         if plan.sourceChannel != nil, let p = packet?.pointer.pointee, let data = p.data,
            let h = SoundFrameHeader(UnsafeBufferPointer(start: data, count: Int(p.size)), at: 0), let dualMono = h.dualMono {
             twoProgrammes = dualMono

@@ -130,7 +130,7 @@ enum SoundFormatSurvey {
     }
 
     /// Marks the streams whose samples disagree (`formatChanges`) and gives each its largest
-    /// layout where that is more than the header's. Returns whether it read: the read
+    /// layout and rate where they are more than the header's. Returns whether it read: the read
     /// position is then anywhere, and the caller rewinds.
     static func survey(_ demuxer: Demuxer, size: Int64, start: Double, duration: Double, streams: inout [StreamInfo]) -> Bool {
         guard let places = Places(demuxer, size: size, start: start, duration: duration) else { return false }
@@ -188,6 +188,9 @@ enum SoundFormatSurvey {
             guard let formats = seen[Int32(streams[k].index)], formats.count > 1,
                   let most = formats.map(\.channels).max() else { continue }
             streams[k].formatChanges = true
+            // The largest rate too: the encoder's is the stream's, and a stream described by
+            // its first seconds' 22.05 kHz was encoded at it, the film's 48 kHz resampled down.
+            if let rate = formats.map(\.sampleRate).max(), rate > streams[k].sampleRate ?? 0 { streams[k].sampleRate = rate }
             if most > streams[k].channels ?? 0 {
                 streams[k].channels = most
                 var layout = AVChannelLayout()
