@@ -151,7 +151,26 @@ final class Muxer {
         }
         try check(ret, .mux, "cannot write the MP4 header", as: .ioError)
         headerWritten = true
+        // Each text track is set aside until its first cue (`unwrittenText`).
+        for i in 0..<Int(context.pointee.nb_streams) {
+            let par = context.pointee.streams[i]!.pointee.codecpar!
+            if par.pointee.codec_id == AV_CODEC_ID_MOV_TEXT {
+                par.pointee.codec_id = AV_CODEC_ID_NONE
+                unwrittenText.insert(Int32(i))
+            }
+        }
     }
+
+    /// The text tracks that have had no sample: none goes in the file. The MP4 muxer gives a
+    /// `mov_text` track a blank sample from the start to its first cue, as soon as any
+    /// packet comes after the start, and one at its end in the trailer, while it leaves out
+    /// a track with no sample at all. A text track whose source gave no text (a SubRip
+    /// track of no cues, an ASS track of drawings only) had so been a track of one blank
+    /// sample: listed in a player's menu, and shown by default where the source marked it
+    /// so. The muxer tells a text track from its codec, so each is marked as none until its
+    /// first cue comes, when it is `mov_text` again and the blank goes in before the cue,
+    /// as it would have.
+    private(set) var unwrittenText: Set<Int32> = []
 
     /// Writes one packet whose timestamps are in `timeBase` and whose stream index is an
     /// output index. Missing DTS become the PTS (or the last DTS + 1) and DTS never goes
@@ -239,6 +258,9 @@ final class Muxer {
     }
 
     private func send(_ p: UnsafeMutablePointer<AVPacket>) throws(KilnError) {
+        if !unwrittenText.isEmpty, unwrittenText.remove(p.pointee.stream_index) != nil {
+            stream(p.pointee.stream_index).pointee.codecpar.pointee.codec_id = AV_CODEC_ID_MOV_TEXT
+        }
         payloadBytes += Int64(p.pointee.size)
         unsentBytes += Int64(p.pointee.size)
         if unsentBytes >= Muxer.writebackBytes, let writeback {

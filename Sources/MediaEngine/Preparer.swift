@@ -119,7 +119,8 @@ public struct PrepareResult: Codable, Sendable, Equatable {
     public var output: OutputInfo
     public var stats: PrepareStats
     /// The plan as carried out where the engine had to change it (`stats.adjustments`): a
-    /// copied picture or sound re-encoded. Nil when the output is what the plan said.
+    /// copied picture or sound re-encoded, a text track that gave no text left out. Nil
+    /// when the output is what the plan said.
     public var executedPlan: Plan?
 }
 
@@ -167,7 +168,7 @@ public enum Preparer {
                                              cancellation: cancellation, progress: progress, formatChange: &change)
                 if !adjustments.isEmpty {
                     result.stats.adjustments = adjustments + (result.stats.adjustments ?? [])
-                    result.executedPlan = current
+                    result.executedPlan = result.executedPlan ?? current
                 }
                 // The planned sound that gave no packet is left out for that, and a merged
                 // sound's partners for not merging, not as unchosen.
@@ -290,6 +291,30 @@ public enum Preparer {
         return FormatChange(video: false, description: "the source's audio stream \(silent.inputIndex) has no packets", dropsAudio: true)
     }
 
+    /// A file that goes as it is is what the device downloads and plays: its planned picture
+    /// and sound must give something at their start. A Matroska cluster whose timestamp's
+    /// size was damaged, or an MP4 sound track whose sample sizes were lost, had gone out
+    /// as they were, with exit 0, to a device that could play nothing of them (the same
+    /// files remuxed were refused). A stream libavcodec has no decoder for is taken on
+    /// trust; one damaged further in goes, as the source it is.
+    static func refuseUnreadableOriginal(_ opened: ProbedSource, plan: Plan, cancellation: Cancellation) throws(KilnError) {
+        let demuxer = try opened.demuxer()
+        for (index, kind) in [(plan.video?.sourceIndex, "video"), (plan.audio?.sourceIndex, "audio")] {
+            guard let index, index >= 0, index < demuxer.streamCount else { continue }
+            let st = demuxer.stream(index)
+            guard avcodec_find_decoder(Demuxer.codecID(st)) != nil else { continue }
+            let start = seconds(st.pointee.start_time, st.pointee.time_base) ?? 0
+            let second: Verifier.Second
+            do { second = try Verifier.decodeSecond(demuxer, stream: index, from: start, streamEnd: .infinity, cancellation: cancellation) } catch {
+                guard error.code == .verifyFailed else { throw error }
+                second = Verifier.Second()
+            }
+            guard second.frames == 0 else { continue }
+            throw KilnError(.sourceCorrupt, stage: .decode,
+                            "the source's \(kind) stream \(index) gives nothing to \(kind == "video" ? "show" : "play") at its start: it cannot go as it is")
+        }
+    }
+
     /// The output renamed over the source would replace the user's file with what was made
     /// from it (a typo away with `--output`), and a symlink or hard link to it is the same
     /// file: refused before any work.
@@ -364,6 +389,8 @@ public enum Preparer {
         }
         let expected = expectedDuration(info: info, plan: plan)
         let frameLengths = Pipeline.frameLengths(of: info)
+        // The plan as carried out: less the text tracks that gave no text.
+        var executed = plan
         var outInfo: MediaInfo
 
         let digest: (sha256: String, bytes: Int64)
@@ -379,6 +406,7 @@ public enum Preparer {
         let second = opened.secondReader
         opened.secondReader = nil
         if plan.deliveryFormat == .original {
+            try refuseUnreadableOriginal(opened, plan: plan, cancellation: cancellation)
             // The source is the artifact: copy its bytes as they are, hashing as they go.
             digest = try copyFile(from: source, to: out.temporary, cancellation: cancellation, duration: info.durationSeconds,
                                   watch: opened.watch, progress: progress)
@@ -422,6 +450,15 @@ public enum Preparer {
                     throw error
                 }
                 delivered = pipeline.delivered
+                // A text track that gave no text is not in the file (`Muxer.unwrittenText`):
+                // the plan as carried out leaves it out, and says so.
+                for lane in lanes.compactMap({ $0 as? SubtitleLane }) where muxer.unwrittenText.contains(lane.outputIndex) {
+                    guard let i = executed.subtitles.firstIndex(where: { $0.sourceIndex == Int(lane.inputIndex) && $0.action == .convert }) else { continue }
+                    executed.subtitles[i].action = .drop
+                    executed.subtitles[i].reason = "subtitle_empty"
+                    executed.subtitles[i].codec = info.stream(Int(lane.inputIndex))?.codec ?? executed.subtitles[i].codec
+                    subtitleNotes.append("subtitle_empty: the source's stream \(lane.inputIndex) gave no text to show; left out")
+                }
                 // Where the pipeline changed the source's timeline (closed a splice, left out a
                 // run that came back), the length the source declares does not hold.
                 if pipeline.splices > 0 || pipeline.outliers > 0, let end = delivered.values.map(\.endSeconds).filter(\.isFinite).max() {
@@ -441,7 +478,7 @@ public enum Preparer {
                 burned = lanes.lazy.compactMap { ($0 as? BurnLane)?.burner }.first.map {
                     BurnedSubtitles(displaySets: $0.stats.framesDecoded, pictures: $0.stats.framesEncoded, droppedDisplaySets: $0.droppedSets)
                 }
-                subtitleNotes = lanes.compactMap { lane in
+                subtitleNotes += lanes.compactMap { lane in
                     (lane as? SubtitleLane).flatMap { sub in
                         sub.charset.map {
                             let cues = sub.recodedCues == 1 ? "1 cue of the source's stream \(sub.inputIndex) is" : "\(sub.recodedCues) cues of the source's stream \(sub.inputIndex) are"
@@ -526,7 +563,7 @@ public enum Preparer {
             let verified = Result { () throws(KilnError) -> MediaInfo in
                 do throws(KilnError) {
                     let pictureSeconds = plan.video.flatMap { frameLengths[Int32($0.sourceIndex)] }.map { Double($0) / Double(kiln_time_base()) } ?? 0
-                    return try Verifier.verify(path: out.temporary, plan: plan, expectedDuration: verifiedLength, lastPicture: pictureSeconds,
+                    return try Verifier.verify(path: out.temporary, plan: executed, expectedDuration: verifiedLength, lastPicture: pictureSeconds,
                                                cancellation: cancellation, witness: witness, sourceDamaged: sourceDamaged,
                                                undecodable: { undecodable = $0 })
                 } catch {
@@ -569,12 +606,13 @@ public enum Preparer {
         phase("finalize")
         let wall = clock.monotonicSeconds() - started
         return PrepareResult(
-            output: describe(outInfo, path: output, digest: digest, plan: plan, source: info),
+            output: describe(outInfo, path: output, digest: digest, plan: executed, source: info),
             stats: PrepareStats(wallSeconds: wall, speed: info.durationSeconds / max(wall, 1e-3),
                                 corruptPackets: corrupt, repairedTimestamps: repaired, audioGapsFilled: gaps > 0 ? gaps : nil,
                                 ffmpegEquivalent: equivalent, phases: phases,
                                 hashedWhileWriting: hashedWhileWriting, adjustments: continued.isEmpty && subtitleNotes.isEmpty ? nil : continued + subtitleNotes,
-                                burnedSubtitles: burned, forecastSkippedBytes: forecast?.skippedBytes ?? 0))
+                                burnedSubtitles: burned, forecastSkippedBytes: forecast?.skippedBytes ?? 0),
+            executedPlan: executed == plan ? nil : executed)
     }
 
     /// The pipeline's lanes for `plan`, reading `demuxer`: one per kept stream, in output

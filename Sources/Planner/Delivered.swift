@@ -13,6 +13,7 @@ extension Planner {
     /// - A camera's tracks merged into one sound that failed as one (one of them damaged):
     ///   the first alone, reason `audio_tracks_not_merged`.
     /// - A sound stream that gave no packet at all: left out, reason `audio_dropped`.
+    /// - A text track that gave no text to show: left out, reason `subtitle_empty`.
     public static func delivered(_ plan: Plan, executed: Plan?, adjustments: [String], rungs: [Rung]) -> Plan? {
         var delivered = plan
         if adjustments.contains(where: { $0.hasPrefix("audio_reencoded") }), plan.audio?.action == .copy,
@@ -41,6 +42,15 @@ extension Planner {
             delivered.audio = nil
             delivered.audioFallback = nil
             delivered.reasons.append("audio_dropped")
+        }
+        // Text tracks that gave no text to show (`subtitle_empty`) are left out.
+        if adjustments.contains(where: { $0.hasPrefix("subtitle_empty") }), let executed {
+            for (i, sub) in delivered.subtitles.enumerated() where sub.action == .convert {
+                if let left = executed.subtitles.first(where: { $0.sourceIndex == sub.sourceIndex && $0.reason == "subtitle_empty" }) {
+                    delivered.subtitles[i] = left
+                }
+            }
+            delivered.reasons.append("subtitle_empty")
         }
         return delivered == plan ? nil : delivered
     }

@@ -573,15 +573,17 @@ struct GeneratedMediaTests {
     @Test("a film without sound whose subtitles run on long after it is whole: the cues' index at the end is not damage")
     func manyCuesPastTheEnd() throws {
         // 4,000 cues after 4 s of pictures: their packets and the Cues entries the muxer
-        // writes for each are most of the file, the index alone a quarter of it.
-        let path = try Media.generated("cues-past-end-no-sound.mkv") { tmp in
+        // writes for each are most of the file, the index alone a quarter of it. One cue
+        // is within the pictures: a track with none would be left out (`subtitle_empty`).
+        let path = try Media.generated("cues-past-end-no-sound-one-within.mkv") { tmp in
             let srt = tmp + ".srt"
             defer { try? FileManager.default.removeItem(atPath: srt) }
             func time(_ ms: Int) -> String {
                 let h = ms / 3_600_000, m = ms / 60_000 % 60, s = ms / 1000 % 60
                 return [h, m, s].map { $0 < 10 ? "0\($0)" : "\($0)" }.joined(separator: ":") + "," + String(String(ms % 1000 + 1000).dropFirst())
             }
-            let cues = (0..<4000).map { i in "\(i + 1)\n\(time(5000 + i * 1000)) --> \(time(5500 + i * 1000))\nline \(i)\n" }
+            let cues = ["1\n\(time(1000)) --> \(time(2000))\nwithin\n"]
+                + (1...4000).map { i in "\(i + 1)\n\(time(4000 + i * 1000)) --> \(time(4500 + i * 1000))\nline \(i)\n" }
             try Data(cues.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: srt))
             let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=10:duration=4",
                                                "-i", srt, "-c:v", "libx264", "-preset", "ultrafast", "-c:s", "srt", tmp])

@@ -1043,6 +1043,29 @@ struct SourceDamageTests {
         return error
     }
 
+    @Test("a file that would go as it is but whose planned sound gives nothing at its start (an MP4 sound track whose sample size box was lost) is refused as source_corrupt, nothing written: it went out as it was, exit 0, with sound no player reads; the same file whole goes as it is")
+    func unreadableOriginal() throws {
+        let whole = try Media.generated("original-h264-aac-4s.mp4", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4", "-f", "lavfi",
+                                                                    "-i", "sine=duration=4", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac",
+                                                                    "-movflags", "+faststart"])
+        let dir = Media.scratch("cli-unreadable-original")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let damaged = try damagedCopy(ofFile: whole, in: dir, as: "no-sound-sizes.mp4") { bytes throws in
+            // The second track's (the sound's) stsz says it is 0 bytes long.
+            let type: [UInt8] = Array("stsz".utf8)
+            let found = (4..<bytes.count - 4).filter { Array(bytes[$0..<$0 + 4]) == type }
+            try #require(found.count == 2)
+            bytes.replaceSubrange(found[1] - 4..<found[1], with: [0, 0, 0, 0])
+        }.path
+        let packets = try Run.command("ffprobe", ["-v", "error", "-count_packets", "-select_streams", "a", "-show_entries", "stream=nb_read_packets",
+                                                  "-of", "csv=p=0", damaged]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(packets == "0" || packets == "N/A" || packets.isEmpty, "the source is what the test needs: \(packets)")
+        try Self.expectSourceCorrupt(damaged, quality: "original", caps: "ios", in: dir, saying: "audio stream 1 gives nothing to play")
+        try Command.prepare(whole, quality: "original", caps: "ios", scratch: "cli-readable-original") { r, _ in
+            #expect(r.status == 0 && (try? Command.json(r))?["plan"]?["delivery_format"] == .string("original"), "\(r.stdout.prefix(400))")
+        }
+    }
+
     @Test("a file cut short (its header still declaring the whole length) exits 3 with source_corrupt, for a remux and a transcode")
     func cutShort() throws {
         let bytes = try Data(contentsOf: URL(fileURLWithPath: try Self.source()))
@@ -2167,6 +2190,29 @@ struct FormatChangeTests {
             throw TestFailure("ffprobe listed no frames: \(frames.stderr)")
         }
         return list.compactMap { $0["pts"]?.int }
+    }
+
+    @Test("AAC in MPEG-TS whose rate doubles along the recording (22.05 kHz, then 48: implicitly signalled HE-AAC is read as 24 then 48) is probed and encoded at its largest rate, continuous: the demuxer timed each PES's later frames at the first rate's frame length, and the sound came out chopped by 30 filled gaps and as many left-out overlaps, at 22.05 kHz")
+    func aacRateChangeInTransportStream() throws {
+        let video = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=5"], encode = ["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-ac", "2"]
+        let source = try Media.concatenatedTS("aac-rate-22050-then-48000.ts", parts: [
+            video + ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=22050:duration=5"] + encode + ["-mpegts_copyts", "1"],
+            video + ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=5"] + encode + ["-output_ts_offset", "5", "-mpegts_copyts", "1"],
+        ])
+        let sound = try #require(try Command.probedStreams(source).first { $0["type"] == .string("audio") }, "no audio probed")
+        #expect(sound["sample_rate"]?.int == 48000 && sound["format_changes"] == .bool(true), "\(sound)")
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "aac-rate-change") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let json = try Command.json(r)
+            #expect(json["stats"]?["audio_gaps_filled"] == nil, "\(r.stdout.suffix(600))")
+            let audio = try FFprobe(out).streams("audio")
+            #expect(audio.count == 1 && audio.first?["sample_rate"]?.string == "48000", "\(audio)")
+            #expect(try FFprobe(out).duration("audio").map { abs($0 - 10) < 0.15 } == true)
+            // The tone plays throughout: no stretch of silence (there were 34 of 20-60 ms).
+            let quiet = try Run.command("ffmpeg", ["-nostdin", "-hide_banner", "-i", out, "-map", "0:a", "-af", "silencedetect=n=-50dB:d=0.01", "-f", "null", "-"])
+            let silences = quiet.stderr.components(separatedBy: "silence_start").count - 1
+            #expect(silences <= 4, "\(silences) silences")
+        }
     }
 
     @Test("AC-3 that goes from stereo adverts to a 5.1 film (an ATSC or DVB recording) is probed by its largest layout, its format said to change, and encoded once at 5.1 (it was copied from the stereo start, stopped at the change and the whole run made again in stereo); a stereo device gets stereo; a recording that stays 5.1 is still copied",
@@ -4294,6 +4340,41 @@ struct SubtitleTrackTextTests {
             // (`cues` leaves out what is in braces, as markup.)
             let raw = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:s:1", "-f", "srt", "-"]).stdout
             #expect(raw.contains("{laughs} I know") && raw.contains("Tom & Jerry's <b> AT&T"), "\(raw)")
+        }
+    }
+}
+
+extension SubtitleTrackTextTests {
+    @Test("a text track that gives no text to show (an ASS track of drawings only, marked default) is left out and said to be (`subtitle_empty`): it had been a track of one blank sample, listed and shown by default; the SubRip track beside it goes as before")
+    func emptyTrackLeftOut() throws {
+        let source = try Media.generated("subtitles-drawings-only-and-srt.mkv") { tmp in
+            let (ass, srt) = (tmp + ".ass", tmp + ".srt")
+            defer { unlink(ass); unlink(srt) }
+            let header = "[Script Info]\nScriptType: v4.00+\nPlayResX: 320\nPlayResY: 240\n\n[V4+ Styles]\nFormat: Name, Fontname, Fontsize, PrimaryColour, "
+                + "SecondaryColour, OutlineColour, BackColour, Bold, Italic, Underline, StrikeOut, ScaleX, ScaleY, Spacing, Angle, BorderStyle, Outline, "
+                + "Shadow, Alignment, MarginL, MarginR, MarginV, Encoding\nStyle: Default,Arial,20,&H00FFFFFF,&H000000FF,&H00000000,&H00000000,0,0,0,0,"
+                + "100,100,0,0,1,2,0,2,10,10,10,1\n\n[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n"
+            let drawings = (1...3).map { "Dialogue: 0,0:00:0\($0).00,0:00:0\($0 + 1).00,Default,,0,0,0,,{\\p1}m 0 0 l 100 0 100 100{\\p0}\n" }.joined()
+            try (header + drawings).write(toFile: ass, atomically: true, encoding: .utf8)
+            try "1\n00:00:01,000 --> 00:00:02,000\nHello\n".write(toFile: srt, atomically: true, encoding: .utf8)
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=5",
+                                               "-f", "lavfi", "-i", "sine=duration=5", "-i", ass, "-i", srt, "-map", "0", "-map", "1", "-map", "2", "-map", "3",
+                                               "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-c:s", "copy",
+                                               "-metadata:s:s:0", "language=eng", "-disposition:s:0", "default", "-metadata:s:s:1", "language=fre",
+                                               "-disposition:s:1", "0", "-f", "matroska", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+        }
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "empty-text-track") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+            let result = try Command.json(run)
+            guard case .array(let subtitles)? = result["output"]?["subtitles"], case .array(let dropped)? = result["output"]?["dropped"],
+                  case .array(let reasons)? = result["executed_plan"]?["reasons"] else { throw TestFailure("\(run.stdout)") }
+            #expect(subtitles.map { $0["language"]?.string } == ["fra"], "\(subtitles)")
+            #expect(dropped.contains { $0["source_index"] == .number(2) && $0["reason"]?.string == "subtitle_empty" && $0["codec"]?.string == "ass" }, "\(dropped)")
+            #expect(reasons.contains(.string("subtitle_empty")))
+            let subs = try FFprobe(out).streams("subtitle")
+            #expect(subs.map { $0["codec_name"]?.string } == ["mov_text"], "\(subs)")
+            #expect(try Command.cues(out, "0:s:0").map(\.text) == ["Hello"])
         }
     }
 }
