@@ -295,12 +295,13 @@ public enum Preparer {
     /// and sound must give something at their start. A Matroska cluster whose timestamp's
     /// size was damaged, or an MP4 sound track whose sample sizes were lost, had gone out
     /// as they were, with exit 0, to a device that could play nothing of them (the same
-    /// files remuxed were refused). A stream libavcodec has no decoder for is taken on
-    /// trust; one damaged further in goes, as the source it is.
+    /// files remuxed were refused). A stream libavcodec has no decoder for, or one
+    /// encrypted (the device's DRM decrypts it), is taken on trust; one damaged further in
+    /// goes, as the source it is.
     static func refuseUnreadableOriginal(_ opened: ProbedSource, plan: Plan, cancellation: Cancellation) throws(KilnError) {
         let demuxer = try opened.demuxer()
         for (index, kind) in [(plan.video?.sourceIndex, "video"), (plan.audio?.sourceIndex, "audio")] {
-            guard let index, index >= 0, index < demuxer.streamCount else { continue }
+            guard let index, index >= 0, index < demuxer.streamCount, opened.info.stream(index)?.encrypted != true else { continue }
             let st = demuxer.stream(index)
             guard avcodec_find_decoder(Demuxer.codecID(st)) != nil else { continue }
             let start = seconds(st.pointee.start_time, st.pointee.time_base) ?? 0

@@ -198,6 +198,12 @@ struct PlanContext {
         // A sound track cut from a damaged index is no track to leave out quietly.
         if source.indexDamage != nil, let a = source.streams.first(where: { $0.type == .audio && $0.codec == "none" }) { throw unknown(a) }
         if video == nil && source.audioStreams.isEmpty {
+            // No stream at all is no file a tool makes (one of subtitles or attachments lists
+            // them): a Matroska track list whose size was damaged reads as none, and was
+            // `quality_unavailable`, as if another rung or device could help.
+            if source.streams.isEmpty {
+                throw KilnError(.sourceCorrupt, stage: .plan, "the source lists no stream at all: its track list is damaged or missing")
+            }
             if let s = source.streams.first(where: { $0.codec == "none" }) { throw unknown(s) }
             // An index cut short can take every track with it (an MOV cut 2 kB before its
             // end, where its index is): the file is damaged, not one without sound or pictures.

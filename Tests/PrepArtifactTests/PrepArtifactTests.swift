@@ -1066,6 +1066,31 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("a Matroska file whose track list's size is damaged lists no stream at all and is source_corrupt (it was quality_unavailable, as if another rung or device could play it)")
+    func noStreamsAtAll() throws {
+        let whole = try Media.generated("tracks-2s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=2", "-f", "lavfi",
+                                                         "-i", "sine=duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+        let dir = Media.scratch("cli-no-streams")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let damaged = try damagedCopy(ofFile: whole, in: dir, as: "tracks-size-1.mkv") { bytes throws in
+            // Tracks (16 54 AE 6B, not the SeekHead's SeekID 53 AB 84 naming it): its size, a
+            // variable-length integer, says 1 byte.
+            let id: [UInt8] = [0x16, 0x54, 0xAE, 0x6B]
+            let seekID: [UInt8] = [0x53, 0xAB, 0x84]
+            func isTracks(_ i: Int) -> Bool { Array(bytes[i..<i + 4]) == id && Array(bytes[i - 3..<i]) != seekID }
+            let found: Int? = (3..<bytes.count - 8).first(where: isTracks)
+            let at = try #require(found) + 4
+            let length = bytes[at].leadingZeroBitCount + 1
+            try #require(length <= 8)
+            bytes.replaceSubrange(at..<at + length, with: [UInt8(0x80 >> (length - 1))] + [UInt8](repeating: 0, count: length - 1))
+            bytes[at + length - 1] |= 1
+        }.path
+        #expect(try Command.probedStreams(damaged).isEmpty)
+        for (quality, caps) in [("original", "ios"), ("2mbps", "android")] {
+            try Self.expectSourceCorrupt(damaged, quality: quality, caps: caps, in: dir, saying: "no stream at all")
+        }
+    }
+
     @Test("a file cut short (its header still declaring the whole length) exits 3 with source_corrupt, for a remux and a transcode")
     func cutShort() throws {
         let bytes = try Data(contentsOf: URL(fileURLWithPath: try Self.source()))
