@@ -50,7 +50,7 @@ final class AudioTranscodeLane: Lane {
     private var latestSourceTime = noPTS
     /// The probe's rate for the stream: its largest where it changes (`SoundFormatSurvey`).
     private let surveyedRate: Int?
-    /// Whether the stream's packets have said where they are in the file (`decode`).
+    /// Whether the stream's packets have said where they are in the file (`dropGuessedTime`).
     private var positioned = false
     private var frameSize = 1024
     private var counters = LaneStats()
@@ -202,22 +202,27 @@ final class AudioTranscodeLane: Lane {
         if let merge, packet.streamIndex != inputIndex {
             return try merge.consume(packet) { (f: Frame) throws(KilnError) in try self.resample(f, timeBase: merge.timeBase, muxer: muxer) }
         }
+        dropGuessedTime(packet)
         guard codecChange != nil else { return try decode(packet, muxer: muxer) }
         for cut in try codecChange!.take(packet) { try decode(cut, muxer: muxer) }
     }
 
+    /// A frame the demuxer's parser cut out of a container packet after its first (an
+    /// MPEG-TS PES holds several AAC frames; only the first is timed) comes without a
+    /// position, timed by the demuxer one frame after the one before, a frame being what
+    /// the stream's first header said. Where the sound changes its rate (HE-AAC signalled
+    /// implicitly is 24 kHz, then 48), the AAC parser leaves that rate as it was: frames of
+    /// 21 ms were timed 46 ms apart, each PES's frames stretched past the next one's start,
+    /// and the sound came out chopped into gaps of silence and left-out overlaps. Its time
+    /// is the parser's guess, not the source's: it follows on (and a codec change's framer,
+    /// `SoundCodecFollower`, anchors only on the times the source gave). A stream whose
+    /// packets never say where they are keeps its times.
+    private func dropGuessedTime(_ packet: Packet) {
+        let p = packet.pointer
+        if p.pointee.pos >= 0 { positioned = true } else if positioned { p.pointee.pts = noPTS; p.pointee.dts = noPTS }
+    }
+
     private func decode(_ packet: Packet?, muxer: Muxer) throws(KilnError) {
-        if let p = packet?.pointer {
-            // A frame the demuxer's parser cut out of a container packet after its first (an
-            // MPEG-TS PES holds several AAC frames; only the first is timed) comes without a
-            // position, timed by the demuxer one frame after the one before, a frame being
-            // what the stream's first header said. Where the sound changes its rate (HE-AAC
-            // signalled implicitly is 24 kHz, then 48), the AAC parser leaves that rate as it
-            // was: frames of 21 ms were timed 46 ms apart, each PES's frames stretched past
-            // the next one's start, and the sound came out chopped into gaps of silence and
-            // left-out overlaps. Its time is the parser's guess, not the source's: it follows on.
-            if p.pointee.pos >= 0 { positioned = true } else if positioned { p.pointee.pts = noPTS; p.pointee.dts = noPTS }
-        }
         if plan.sourceChannel != nil, let p = packet?.pointer.pointee, let data = p.data,
            let h = SoundFrameHeader(UnsafeBufferPointer(start: data, count: Int(p.size)), at: 0), let dualMono = h.dualMono {
             twoProgrammes = dualMono
