@@ -305,10 +305,11 @@ public enum Preparer {
             let st = demuxer.stream(index)
             guard avcodec_find_decoder(Demuxer.codecID(st)) != nil else { continue }
             let start = seconds(st.pointee.start_time, st.pointee.time_base) ?? 0
+            // A file that cannot be sought in (read only from its start) is taken on trust too.
             let second: Verifier.Second
             do { second = try Verifier.decodeSecond(demuxer, stream: index, from: start, streamEnd: .infinity, cancellation: cancellation) } catch {
                 guard error.code == .verifyFailed else { throw error }
-                second = Verifier.Second()
+                continue
             }
             guard second.frames == 0 else { continue }
             throw KilnError(.sourceCorrupt, stage: .decode,
