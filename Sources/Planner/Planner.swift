@@ -708,10 +708,25 @@ struct PlanContext {
     func encode(_ a: StreamInfo, surround target: SurroundTarget?, stereo: AudioTarget) throws(KilnError) -> AudioPlan {
         guard let sur = surround(target, for: a) else { return try encodeStereo(a, stereo) }
         let channels = min(a.channels ?? 2, device.channels(sur.target.channels, decodedAs: sur.codec))
+        let kbps = Self.surroundShare(sur.target, codec: sur.codec, channels: channels, stereoKbps: stereo.bitrateKbps)
         return AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec, channels: channels,
-                         bitrateKbps: Self.reachableKbps(sur.target.bitrateKbps, codec: sur.codec, sampleRate: a.sampleRate, channels: channels),
+                         bitrateKbps: Self.reachableKbps(kbps, codec: sur.codec, sampleRate: a.sampleRate, channels: channels),
                          language: language(a), mergeSources: mergeSources(a))
     }
+
+    /// A surround target's bitrate is its channels' (5.1's 640 kbit/s): a sound of fewer (a
+    /// 3.0 or 5.0 film, a device that decodes five) takes their share, never less than
+    /// stereo's, on the bitrates AC-3 has (its encoder takes no other; a 3.0 Opus had gone
+    /// to E-AC-3 3.0 at 640).
+    static func surroundShare(_ target: SurroundTarget, codec: String, channels: Int, stereoKbps: Int) -> Int {
+        guard channels < target.channels, target.channels > 0 else { return target.bitrateKbps }
+        let share = max(target.bitrateKbps * channels / target.channels, stereoKbps)
+        guard codec == "ac3" || codec == "eac3" else { return min(share, target.bitrateKbps) }
+        return ac3Kbps.last { $0 <= share } ?? target.bitrateKbps
+    }
+
+    /// The bitrates an AC-3 frame can have (ATSC A/52's table), kbit/s.
+    static let ac3Kbps = [32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 576, 640]
 
     /// At most what the encoder spends at the rate it encodes the source's sound: AAC puts
     /// at most 6,144 bits in a channel's frame of 1,024 samples (libavcodec clamps to it),
