@@ -329,8 +329,53 @@ enum AssEvent {
     }
 
     /// Events shown together, one under the other: `mov_text`'s encoder runs the events of
-    /// a sample together, so each but the last ends with a line break.
+    /// a sample together, so each but the last ends with a line break. A text on screen
+    /// twice at once is stacked once (`withoutRepeats`).
     static func stacked(_ events: [String]) -> [String] {
-        events.enumerated().map { i, event in i < events.count - 1 ? forMovText(event) + "\\N" : forMovText(event) }
+        let events = withoutRepeats(events)
+        return events.enumerated().map { i, event in i < events.count - 1 ? forMovText(event) + "\\N" : forMovText(event) }
+    }
+
+    /// The events with each text shown once: an ASS sign is drawn in layers of the same
+    /// text (its border and blur on one, its fill over it on the next), which a renderer
+    /// lays one over the other and a text track would list one under the other, and a
+    /// SubRip file may hold a line twice. The one on the highest layer (the fill, its
+    /// colour) stays, where the first stood.
+    static func withoutRepeats(_ events: [String]) -> [String] {
+        guard events.count > 1 else { return events }
+        var firstAt: [String: Int] = [:]
+        var kept: [String] = []
+        for event in events {
+            let key = visibleText(event)
+            if let at = firstAt[key] {
+                if layer(event) >= layer(kept[at]) { kept[at] = event }
+            } else {
+                firstAt[key] = kept.count
+                kept.append(event)
+            }
+        }
+        return kept
+    }
+
+    /// An event's text without its override blocks, as it reads.
+    static func visibleText(_ event: String) -> String {
+        guard let range = textRange(event) else { return event }
+        let body = event[range]
+        var text = ""
+        var i = body.startIndex
+        while i < body.endIndex {
+            if body[i] == "{", body[i...].dropFirst().first == "\\", let close = body[i...].firstIndex(of: "}") {
+                i = body.index(after: close)
+                continue
+            }
+            text.append(body[i])
+            i = body.index(after: i)
+        }
+        return String(text.drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
+    }
+
+    /// An event's layer: its second field (`ReadOrder,Layer,…`).
+    static func layer(_ event: String) -> Int {
+        event.split(separator: ",", maxSplits: 2, omittingEmptySubsequences: false).dropFirst().first.flatMap { Int($0) } ?? 0
     }
 }

@@ -196,6 +196,17 @@ struct CueScheduleTests {
         #expect(AssEvent.stacked(["a", "b", "c"]) == ["a\\N", "b\\N", "c"])
     }
 
+    @Test("a text on screen twice at once (an ASS sign drawn in layers, its border and then its fill over it; a SubRip line given twice) is stacked once, the highest layer's, where the first stood: it was listed once per layer")
+    func layeredSignOnce() {
+        let border = "1,0,Sign,,0,0,0,,{\\pos(320,40)\\bord4\\blur3\\c&H000000&}EXIT", fill = "2,1,Sign,,0,0,0,,{\\pos(320,40)\\c&HFFFFFF&}EXIT"
+        let line = "3,0,Default,,0,0,0,,Let's go."
+        #expect(AssEvent.withoutRepeats([border, line, fill]) == [fill, line])
+        #expect(AssEvent.stacked([border, line, fill]).count == 2)
+        #expect(AssEvent.withoutRepeats([line, "4,0,Default,,0,0,0,, Let's go. "]).count == 1)
+        // Braces that are not an override block are text: these read differently.
+        #expect(AssEvent.withoutRepeats(["5,0,Default,,0,0,0,,{laughs} I know", "6,0,Default,,0,0,0,,I know"]).count == 2)
+    }
+
     @Test("bold, italic and underline are stated in full at every change (mov_text's encoder keeps one style at a time), a reset ends them and the colour, \\c is spelt \\1c, and an event still styled at its end closes them")
     func stylesForMovText() {
         let head = "3,0,Default,,0,0,0,,", off = "\\b0\\i0\\u0"
