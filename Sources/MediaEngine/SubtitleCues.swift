@@ -191,18 +191,16 @@ enum AssEvent {
         var drawing = false
         var i = text.startIndex
         while i < text.endIndex {
-            if text[i] == "{", let close = text[i...].firstIndex(of: "}") {
+            if let close = overrideBlock(text, at: i) {
                 let block = text[i...close]
-                if block.dropFirst().first == "\\" {
-                    if let scale = drawingScale(block) { drawing = scale > 0 }
-                    kept += block
-                    i = text.index(after: close)
-                    continue
-                }
-                if comments {
-                    i = text.index(after: close)
-                    continue
-                }
+                if let scale = drawingScale(block) { drawing = scale > 0 }
+                kept += block
+                i = text.index(after: close)
+                continue
+            }
+            if comments, text[i] == "{", let close = text[i...].firstIndex(of: "}") {
+                i = text.index(after: close)
+                continue
             }
             if text[i] == "\\", let next = text.index(i, offsetBy: 1, limitedBy: text.endIndex), next < text.endIndex,
                "Nnh".contains(text[next]) {
@@ -277,7 +275,7 @@ enum AssEvent {
         var state: Set<Character> = [], i = text.startIndex
         func full(_ s: Set<Character>) -> String { "\\b0\\i0\\u0" + ["b", "i", "u"].filter(s.contains).map { "\\\($0)1" }.joined() }
         while i < text.endIndex {
-            guard text[i] == "{", text[i...].dropFirst().first == "\\", let close = text[i...].firstIndex(of: "}") else {
+            guard let close = overrideBlock(text, at: i) else {
                 out.append(text[i])
                 i = text.index(after: i)
                 continue
@@ -309,6 +307,12 @@ enum AssEvent {
         }
         if !state.isEmpty { out += "{" + full([]) + "}" }
         return out
+    }
+
+    /// Where the override block that opens at `i` (`{\…}`) closes; nil where none opens there.
+    static func overrideBlock(_ text: Substring, at i: String.Index) -> String.Index? {
+        guard text[i] == "{", text[i...].dropFirst().first == "\\" else { return nil }
+        return text[i...].firstIndex(of: "}")
     }
 
     /// The last `\p<n>` in an override block: a drawing's scale, 0 to end it.
@@ -364,7 +368,7 @@ enum AssEvent {
         var text = ""
         var i = body.startIndex
         while i < body.endIndex {
-            if body[i] == "{", body[i...].dropFirst().first == "\\", let close = body[i...].firstIndex(of: "}") {
+            if let close = overrideBlock(body, at: i) {
                 i = body.index(after: close)
                 continue
             }
