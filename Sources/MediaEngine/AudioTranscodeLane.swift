@@ -52,6 +52,9 @@ final class AudioTranscodeLane: Lane {
     private let surveyedRate: Int?
     /// Whether the stream's packets have said where they are in the file (`dropGuessedTime`).
     private var positioned = false
+    /// The previous packet's time (its decode time, else its presentation time), to tell
+    /// one that stands still (`playStandingStill`).
+    private var previousPacketTime = noPTS
     private var frameSize = 1024
     private var counters = LaneStats()
     /// Decoded frames the resampler could not take (damaged parameters), and those it took.
@@ -203,6 +206,7 @@ final class AudioTranscodeLane: Lane {
             return try merge.consume(packet) { (f: Frame) throws(KilnError) in try self.resample(f, timeBase: merge.timeBase, muxer: muxer) }
         }
         dropGuessedTime(packet)
+        playStandingStill(packet)
         guard codecChange != nil else { return try decode(packet, muxer: muxer) }
         for cut in try codecChange!.take(packet) { try decode(cut, muxer: muxer) }
     }
@@ -220,6 +224,20 @@ final class AudioTranscodeLane: Lane {
     private func dropGuessedTime(_ packet: Packet) {
         let p = packet.pointer
         if p.pointee.pos >= 0 { positioned = true } else if positioned { p.pointee.pts = noPTS; p.pointee.dts = noPTS }
+    }
+
+    /// libavformat marks an MP4 sample that lies before its edit list's start to be decoded
+    /// and not played (`AV_PKT_FLAG_DISCARD`: an encoder's priming), and libavcodec drops
+    /// what it gives. A sound whose sample times stand still (a damaged `stts`, every delta
+    /// 0) lies wholly before a start past its first time: every frame was marked, and 2.7 s
+    /// of E-AC-3 came out as 0.06 s of sound. Priming goes forward frame by frame; a frame
+    /// timed as the one before it says nothing of where it lies, and follows on (`resample`):
+    /// it is played.
+    private func playStandingStill(_ packet: Packet) {
+        let p = packet.pointer
+        let time = p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts
+        if time != noPTS, time == previousPacketTime { p.pointee.flags &= ~AV_PKT_FLAG_DISCARD }
+        previousPacketTime = time
     }
 
     private func decode(_ packet: Packet?, muxer: Muxer) throws(KilnError) {

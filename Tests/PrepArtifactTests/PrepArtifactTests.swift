@@ -2240,6 +2240,31 @@ struct FormatChangeTests {
         }
     }
 
+    @Test("an MP4 of sound whose sample times all stand still (a damaged stts: every delta 0) is re-encoded whole, its frames following on: libavformat marked every frame as priming before the edit list's start, and 4 s of AC-3 came out as 0.06 s and was refused")
+    func soundTimesStandingStill() throws {
+        let whole = try Media.generated("ac3-edit-list-4s.mp4", ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=4",
+                                                                 "-c:a", "ac3", "-ac", "2", "-movflags", "+faststart"])
+        let dir = Media.scratch("cli-still-sound-times")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let damaged = try damagedCopy(ofFile: whole, in: dir, as: "stts-delta-0.mp4") { bytes throws in
+            // The stts's first entry's delta (after its size, type, version and flags, entry
+            // count and sample count) becomes 0.
+            let type: [UInt8] = Array("stts".utf8)
+            let found = (4..<bytes.count - 20).filter { Array(bytes[$0..<$0 + 4]) == type }
+            try #require(found.count == 1)
+            bytes.replaceSubrange(found[0] + 16..<found[0] + 20, with: [0, 0, 0, 0])
+        }.path
+        let times = try Run.command("ffprobe", ["-v", "error", "-select_streams", "a", "-show_entries", "packet=dts", "-of", "csv=p=0", damaged])
+            .stdout.split(separator: "\n").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: ", ")) }.filter { !$0.isEmpty }
+        #expect(times.count > 100 && Set(times).count == 1, "the source is what the test needs: \(Set(times))")
+        try Command.prepare(damaged, quality: "2mbps", caps: "android", scratch: "cli-still-sound-times-out") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            #expect(try Command.json(r)["plan"]?["audio"]?["action"] == .string("transcode"), "\(r.stdout.prefix(400))")
+            let sound = try FFprobe(out).duration("audio")
+            #expect(sound.map { abs($0 - 4) < 0.1 } == true, "\(String(describing: sound)) s of sound")
+        }
+    }
+
     @Test("AC-3 that goes from stereo adverts to a 5.1 film (an ATSC or DVB recording) is probed by its largest layout, its format said to change, and encoded once at 5.1 (it was copied from the stereo start, stopped at the change and the whole run made again in stereo); a stereo device gets stereo; a recording that stays 5.1 is still copied",
           arguments: ["ac3", "eac3"])
     func dolbyDigitalLayoutChange(codec: String) throws {
