@@ -286,8 +286,9 @@ public enum Prober {
             }
             info.indexDamage = indexDamage(demuxer, size: Int64(size), fragmented: info.fragmented == true)
             if info.indexDamage == nil, demuxer.matroskaHead?.unindexed == true { info.unindexed = true }
-            if formatName.hasPrefix("mov,"), info.fragmented != true, let drift = TrackDrift.judge(demuxer) {
-                (info.timingDamageStream, info.timingDamage) = (drift.stream, drift.why)
+            if formatName.hasPrefix("mov,"),
+               let damage = TrackDrift.untimedSound(demuxer) ?? (info.fragmented != true ? TrackDrift.judge(demuxer) : nil) {
+                (info.timingDamageStream, info.timingDamage) = (damage.stream, damage.why)
             }
         }
         return info

@@ -1066,6 +1066,28 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("an MP4, fragmented or not, whose sound's media header gives no timescale (mdhd says 0: libavformat counts one tick a second) is refused as source_corrupt for any plan that keeps the sound: a fragmented film's sound was remuxed 26 hours long, exit 0")
+    func soundWithoutTimescale() throws {
+        let dir = Media.scratch("cli-no-timescale")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3", "-f", "lavfi", "-i", "sine=duration=3",
+                     "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"]
+        for (name, flags) in [("fragmented", "frag_keyframe+empty_moov"), ("whole", "+faststart")] {
+            let source = try Media.generated("timescale-\(name)-h264-aac-3s.mp4", input + ["-movflags", flags])
+            let damaged = try damagedCopy(ofFile: source, in: dir, as: "\(name)-mdhd-timescale-0.mp4") { bytes throws in
+                // The second track's (the sound's) mdhd, version 0: after its size, type,
+                // version and flags, creation and modification times comes the timescale.
+                let type: [UInt8] = Array("mdhd".utf8)
+                let found = (4..<bytes.count - 20).filter { Array(bytes[$0..<$0 + 4]) == type }
+                try #require(found.count == 2 && bytes[found[1] + 4] == 0)
+                bytes.replaceSubrange(found[1] + 16..<found[1] + 20, with: [0, 0, 0, 0])
+            }.path
+            for (quality, caps) in [("original", "ios"), ("2mbps", "android")] {
+                try Self.expectSourceCorrupt(damaged, quality: quality, caps: caps, in: dir, saying: "stream 1's media header gives it no timescale")
+            }
+        }
+    }
+
     @Test("a Matroska file whose track list's size is damaged lists no stream at all and is source_corrupt (it was quality_unavailable, as if another rung or device could play it)")
     func noStreamsAtAll() throws {
         let whole = try Media.generated("tracks-2s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=2", "-f", "lavfi",
