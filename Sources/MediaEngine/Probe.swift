@@ -280,8 +280,8 @@ public enum Prober {
         }
         if scan {
             // Tracks lost before libavformat reached them: no delivery can be known whole.
-            if formatName.hasPrefix("mov,"), info.fragmented != true,
-               let why = movieBoxDamage(demuxer.path) ?? sampleTablesShortfall(demuxer) {
+            if formatName.hasPrefix("mov,"),
+               let why = movieBoxDamage(demuxer.path) ?? (info.fragmented != true ? sampleTablesShortfall(demuxer) : nil) {
                 throw KilnError(.sourceCorrupt, stage: .probe, "the source's index is damaged: \(why)")
             }
             info.indexDamage = indexDamage(demuxer, size: Int64(size), fragmented: info.fragmented == true)

@@ -183,36 +183,57 @@ extension Prober {
     }
 
     /// Damage in the movie box's own children, which libavformat reads in turn before any
-    /// track: they must tile it (a size that runs past it, or lands inside a neighbour, has
+    /// track, and in each track's boxes that say what it is (`trak`, `mdia`): a box's
+    /// children must tile it (a size that runs past it, or lands inside a neighbour, has
     /// libavformat read what follows from the wrong place, or clamp the box over it), each
     /// of a readable four-character type, and the movie header one of its two sizes (108
-    /// bytes, or 120 in version 1). An MP4 whose `mvhd` size was damaged lost its sound
-    /// track, or every track, quietly: a remux came out with pictures alone. Fewer than 8
-    /// bytes of zeros may end the box (QuickTime's padding). nil where it is whole, or
-    /// where there is no movie box to judge.
+    /// bytes, or 120 in version 1). An MP4 whose `mvhd` size was damaged
+    /// lost its sound track, or every track, quietly: a remux came out with pictures alone.
+    /// A track header (`tkhd`) or media header (`mdhd`) whose size was damaged swallowed
+    /// the handler and the sample tables after it: libavformat made the track a data
+    /// stream of no codec, and a film went out without its sound or its pictures, exit 0.
+    /// Fewer than 8 bytes of zeros may end a box (QuickTime's padding). Fragmented files
+    /// are judged too: their tracks are declared here, their samples come later. nil where
+    /// it is whole, or where there is no movie box to judge.
     static func movieBoxDamage(_ path: String) -> String? {
         var st = stat()
         guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG,
               let file = try? FileDescriptor(path: path, flags: O_RDONLY | O_NONBLOCK), let size = FileIO.size(atPath: path),
               let top = try? FastStart.topLevelBoxes(file, fileSize: size, limit: 64, upToDamage: true),
               let moov = top.first(where: { $0.type == "moov" }) else { return nil }
-        let end = moov.offset + moov.size
-        guard let children = try? FastStart.topLevelBoxes(file, from: moov.offset + 8, fileSize: end, limit: 100_000, upToDamage: true)
+        return tilingDamage(of: moov, in: file)
+    }
+
+    /// The boxes that hold a track's headers, which say what the track is (`tkhd`, `mdhd`,
+    /// `hdlr`). Damage further in (`minf`, `stbl`) is left to the sample tables' own checks:
+    /// libavformat reads each table by its entry count, and a size off by a byte at the
+    /// tables' end loses nothing.
+    private static let trackHeaders: Set<String> = ["trak", "mdia"]
+
+    /// `movieBoxDamage` for one box and the track boxes within it.
+    private static func tilingDamage(of container: FastStart.Box, in file: FileDescriptor) -> String? {
+        let end = container.offset + container.size
+        let within = container.type == "moov" ? "its index (moov)" : "its index's \(container.type) box at byte \(container.offset)"
+        let reach = container.type == "moov" ? "the index's end" : "that box's end"
+        guard let children = try? FastStart.topLevelBoxes(file, from: container.offset + 8, fileSize: end, limit: 100_000, upToDamage: true)
         else { return nil }
         for box in children {
             guard box.type.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else {
-                return "its index (moov) holds a box of no readable type at byte \(box.offset)"
+                return "\(within) holds a box of no readable type at byte \(box.offset)"
             }
             if box.type == "mvhd", box.size != 108, box.size != 120 {
                 return "its movie header (mvhd) declares \(box.size) bytes, not 108 or 120"
             }
         }
-        let offset = children.last.map { $0.offset + $0.size } ?? moov.offset + 8
+        let offset = children.last.map { $0.offset + $0.size } ?? container.offset + 8
         if end - offset >= 8 {
-            return "its index (moov) holds a box at byte \(offset) whose size runs past the index's end"
+            return "\(within) holds a box at byte \(offset) whose size runs past \(reach)"
         }
         if offset < end, let rest = try? file.read(upTo: Int(end - offset), at: offset), rest.contains(where: { $0 != 0 }) {
-            return "its index (moov) ends in \(end - offset) bytes that are no box"
+            return "\(within) ends in \(end - offset) bytes that are no box"
+        }
+        for box in children where trackHeaders.contains(box.type) {
+            if let damage = tilingDamage(of: box, in: file) { return damage }
         }
         return nil
     }

@@ -496,6 +496,31 @@ struct CommandLineTests {
         }
     }
 
+    @Test("an MP4, whole or fragmented, whose sound track's header (tkhd) or media header (mdhd) size is damaged is refused as a damaged index: the box swallowed the handler and sample tables after it, libavformat made the track a data stream, and the film went out without its sound, exit 0")
+    func trackHeaderSizeDamaged() throws {
+        let dir = Media.scratch("cli-track-header-size")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let input = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3", "-f", "lavfi", "-i", "sine=duration=3",
+                     "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"]
+        for (name, flags) in [("whole", "+faststart"), ("fragmented", "frag_keyframe+empty_moov")] {
+            let source = try Media.generated("track-header-\(name)-h264-aac-3s.mp4", input + ["-movflags", flags])
+            for (box, size) in [("tkhd", 0xffff), ("mdhd", 33)] {
+                let damaged = try damagedCopy(ofFile: source, in: dir, as: "\(name)-\(box)-\(size).mp4") { bytes throws in
+                    // The second track's (the sound's) box: its 32-bit size before its type.
+                    let type: [UInt8] = Array(box.utf8)
+                    let found = (4..<bytes.count - 4).filter { Array(bytes[$0..<$0 + 4]) == type }
+                    try #require(found.count == 2)
+                    bytes.replaceSubrange(found[1] - 4..<found[1], with: [0, 0, UInt8(size >> 8), UInt8(size & 0xff)])
+                }.path
+                let types = try FFprobe(damaged).streams.compactMap { $0["codec_type"]?.string }
+                #expect(types == ["video", "data"], "\(name), \(box): the source is what the test needs: \(types)")
+                for (quality, caps) in [("original", "ios"), ("2mbps", "android")] {
+                    try SourceDamageTests.expectSourceCorrupt(damaged, quality: quality, caps: caps, in: dir, saying: "The source's index is damaged")
+                }
+            }
+        }
+    }
+
     @Test("an MP4 whose picture track's sample count is damaged (one sample of 250) is refused as a damaged index, not delivered as one picture beside 10 s of sound (exit 0); a clip trimmed by an edit list and a still shown for 10 s go through")
     func sampleCountDamaged() throws {
         let whole = try Media.generated("stsz-10s.mp4", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=10",
