@@ -336,7 +336,7 @@ enum AssEvent {
     /// a sample together, so each but the last ends with a line break. A text on screen
     /// twice at once is stacked once (`withoutRepeats`).
     static func stacked(_ events: [String]) -> [String] {
-        let events = withoutRepeats(events)
+        let events = withoutRepeats(joinedPieces(events))
         return events.enumerated().map { i, event in i < events.count - 1 ? forMovText(event) + "\\N" : forMovText(event) }
     }
 
@@ -359,6 +359,227 @@ enum AssEvent {
             }
         }
         return kept
+    }
+
+    /// Events that are pieces of one line, put back together. A karaoke effect (an anime
+    /// opening's or ending's sung line) draws its line as one event per syllable or letter,
+    /// each placed by `\pos` where it stands in the line: a text track listed them one under
+    /// the other, so the line read downwards a syllable at a time, reshuffled as each lit up.
+    /// Events of one style placed at one height (`sameHeight`) are one line, read left to right; the same
+    /// piece drawn twice at once (a border layer, a glow a pixel off) counts once, the
+    /// highest layer's. The gaps are judged by the pieces' widths in a common sans-serif's
+    /// proportions (`Piece.ems`), at the scale the line's own spacing gives (`spacing`, so
+    /// at least `piecesOfALine` pieces): a gap of half a space or more is a space (never
+    /// between Chinese, Japanese or Korean letters), one wider than `apartEms` parts two
+    /// lines at one height (signs on either side of the screen). Fewer pieces stay as
+    /// they are.
+    static func joinedPieces(_ events: [String]) -> [String] {
+        guard events.count >= piecesOfALine else { return events }
+        var styles: [Substring: [Piece]] = [:]
+        for (i, event) in events.enumerated() {
+            guard let piece = Piece(event, at: i) else { continue }
+            styles[piece.style, default: []].append(piece)
+        }
+        // One height: within `sameHeight` of the piece above (a shadow drawn a pixel lower).
+        var groups: [[Piece]] = []
+        for pieces in styles.values where pieces.count >= piecesOfALine {
+            for piece in pieces.sorted(by: { $0.y < $1.y }) {
+                if let last = groups.last?.last, last.style == piece.style, piece.y - last.y <= sameHeight {
+                    groups[groups.count - 1].append(piece)
+                } else {
+                    groups.append([piece])
+                }
+            }
+        }
+        var joined: [Int: String] = [:]
+        var absorbed = Set<Int>()
+        for group in groups where group.count >= piecesOfALine {
+            for line in lines(of: group) where line.count >= 2 {
+                let first = (line.map(\.index) + line.flatMap(\.copies)).min()!
+                guard let range = textRange(events[first]) else { continue }
+                var text = ""
+                for (k, piece) in line.enumerated() {
+                    if k > 0, line[k - 1].spaceAfter { text += " " }
+                    let event = events[piece.index]
+                    text += event[textRange(event)!]
+                }
+                joined[first] = events[first][..<range.lowerBound] + text
+                absorbed.formUnion((line.map(\.index) + line.flatMap(\.copies)).filter { $0 != first })
+            }
+        }
+        guard !joined.isEmpty else { return events }
+        return events.indices.compactMap { absorbed.contains($0) ? nil : joined[$0] ?? events[$0] }
+    }
+
+    /// The fewest pieces at one height that are taken for one line.
+    static let piecesOfALine = 4
+    /// Pieces this close in height (script pixels) are at one height: a shadow or glow a
+    /// pixel or two off, never the next line down (a line is its font's size apart).
+    static let sameHeight = 4.0
+    /// A gap wider than this (ems: four letters or so) between two pieces at one height
+    /// parts them; one of `spaceEms` or more is a space (a space is 0.28 em).
+    static let apartEms = 2.0
+    static let spaceEms = 0.14
+
+    /// An event placed on its own (`\pos` or `\move`), as a piece of a line.
+    struct Piece {
+        var index: Int
+        var style: Substring
+        var x: Double
+        var y: Double
+        /// Where `x` is on the piece: 0 its left, 1 its centre, 2 its right (`\an`; centred
+        /// where the event does not say, as most styles are).
+        var anchor: Int
+        var text: String
+        /// Its width in ems (`ems`).
+        var width: Double
+        var wide: Bool
+        var layer: Int
+        /// Set by `lines`: a space follows it in the line.
+        var spaceAfter = false
+        /// Set by `lines`: the events that drew it again (other layers), left out.
+        var copies: [Int] = []
+
+        init?(_ event: String, at index: Int) {
+            guard let range = AssEvent.textRange(event) else { return nil }
+            let body = event[range]
+            var position: (Double, Double)?, anchor: Int?
+            var i = body.startIndex
+            while i < body.endIndex {
+                guard let close = AssEvent.overrideBlock(body, at: i) else {
+                    i = body.index(after: i)
+                    continue
+                }
+                let block = body[body.index(after: i)..<close]
+                // The first of each counts, as renderers take it.
+                if position == nil { position = Piece.point(after: "\\pos(", in: block) ?? Piece.point(after: "\\move(", in: block) }
+                if anchor == nil, let an = Piece.end(of: "\\an", in: block), let digit = block[an...].first?.wholeNumberValue,
+                   (1...9).contains(digit) {
+                    anchor = (digit - 1) % 3
+                }
+                i = body.index(after: close)
+            }
+            let text = AssEvent.visibleText(event)
+            guard let (x, y) = position, !text.isEmpty else { return nil }
+            self.index = index
+            style = event.split(separator: ",", maxSplits: 3, omittingEmptySubsequences: false).dropFirst(2).first ?? ""
+            self.x = x
+            self.y = y
+            self.anchor = anchor ?? 1
+            self.text = text
+            wide = text.unicodeScalars.contains(where: Piece.isWide)
+            width = Piece.ems(text)
+            layer = AssEvent.layer(event)
+        }
+
+        /// The first two numbers after `tag` (`\pos(x,y)`, `\move(x1,y1,…)`).
+        static func point(after tag: String, in block: Substring) -> (Double, Double)? {
+            guard let open = end(of: tag, in: block) else { return nil }
+            let numbers = block[open...].prefix { $0 != ")" }.split(separator: ",")
+                .map { Double(String($0.filter { !$0.isWhitespace })) }
+            guard numbers.count >= 2, let x = numbers[0], let y = numbers[1], x.isFinite, y.isFinite else { return nil }
+            return (x, y)
+        }
+
+        /// Where the first `tag` in `block` ends.
+        static func end(of tag: String, in block: Substring) -> Substring.Index? {
+            let tag = Array(tag.unicodeScalars), scalars = block.unicodeScalars
+            var i = scalars.startIndex
+            while i < scalars.endIndex {
+                var j = i, k = 0
+                while k < tag.count, j < scalars.endIndex, scalars[j] == tag[k] { j = scalars.index(after: j); k += 1 }
+                if k == tag.count { return j }
+                i = scalars.index(after: i)
+            }
+            return nil
+        }
+
+        /// Chinese, Japanese and Korean letters (kana, CJK ideographs, Hangul, full-width forms).
+        static func isWide(_ u: Unicode.Scalar) -> Bool {
+            switch u.value {
+            case 0x3040...0x30FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xAC00...0xD7AF, 0xF900...0xFAFF, 0xFF00...0xFFEF: true
+            default: false
+            }
+        }
+
+        /// How far the next piece's `x` lies from this one's when they touch, in ems.
+        func reach(to next: Piece) -> Double {
+            switch anchor {
+            case 0: width
+            case 2: next.width
+            default: (width + next.width) / 2
+            }
+        }
+
+        /// A text's width in ems, its letters' advances in Helvetica's proportions (Arial's
+        /// are the same), which sans-serif fonts roughly share: letter by letter, a piece's
+        /// width varies from 0.22 em (i) to 0.94 (W), more than the 0.28 of a space, so a
+        /// count of letters could not tell a space from a wide letter. Other letters count
+        /// as an average one, Chinese, Japanese and Korean ones as a full em.
+        static func ems(_ text: String) -> Double {
+            text.unicodeScalars.reduce(0) { sum, u in
+                let v = Int(u.value)
+                let advance = v >= 0x20 && v < 0x7f ? asciiAdvances[v - 0x20] : isWide(u) ? 1000 : 556
+                return sum + Double(advance) / 1000
+            }
+        }
+
+        /// Helvetica's advances (thousandths of an em) for U+0020 to U+007E.
+        static let asciiAdvances: [Int] = [
+            278, 278, 355, 556, 556, 889, 667, 191, 333, 333, 389, 584, 278, 333, 278, 278,
+            556, 556, 556, 556, 556, 556, 556, 556, 556, 556, 278, 278, 584, 584, 584, 556,
+            1015, 667, 667, 722, 722, 667, 611, 778, 722, 278, 500, 667, 556, 833, 722, 778,
+            667, 778, 722, 667, 611, 722, 667, 944, 667, 667, 611, 278, 278, 278, 469, 556,
+            333, 556, 556, 500, 556, 556, 278, 556, 556, 222, 222, 500, 222, 833, 556, 556,
+            556, 556, 333, 500, 278, 556, 500, 722, 500, 500, 500, 334, 260, 334, 584,
+        ]
+    }
+
+    /// One height's pieces as lines, each left to right (`joinedPieces`); empty where the
+    /// pieces give no spacing to judge by.
+    static func lines(of group: [Piece]) -> [[Piece]] {
+        let sorted = group.sorted { ($0.x, $0.layer) < ($1.x, $1.layer) }
+        let drawn = spacing(sorted)
+        var pieces: [Piece] = []
+        for piece in sorted {
+            // The same piece again, on another layer or a pixel or two off: once, on top.
+            if let last = pieces.last, last.text == piece.text, piece.x - last.x < last.reach(to: piece) / 2 * drawn {
+                if piece.layer >= last.layer {
+                    pieces[pieces.count - 1] = piece
+                    pieces[pieces.count - 1].copies = last.copies + [last.index]
+                } else {
+                    pieces[pieces.count - 1].copies.append(piece.index)
+                }
+                continue
+            }
+            pieces.append(piece)
+        }
+        guard pieces.count >= piecesOfALine else { return [] }
+        let em = spacing(pieces)
+        guard em > 0 else { return [] }
+        var lines: [[Piece]] = [[pieces[0]]]
+        for (a, b) in zip(pieces, pieces.dropFirst()) {
+            let gap = b.x - a.x - a.reach(to: b) * em
+            if gap > apartEms * em {
+                lines.append([b])
+                continue
+            }
+            lines[lines.count - 1][lines[lines.count - 1].count - 1].spaceAfter = gap >= spaceEms * em && !a.wide && !b.wide
+            lines[lines.count - 1].append(b)
+        }
+        return lines
+    }
+
+    /// The size of an em along the pieces: each neighbour's distance by the ems between
+    /// them, the lowest third's largest; 0 where they give none (pieces over each other).
+    /// Not the median: a sung Japanese line in romaji has a space after nearly every other
+    /// syllable ("ki|mi |no |na|ma|e |wa"), which took the median up by a space.
+    static func spacing(_ pieces: [Piece]) -> Double {
+        let each = zip(pieces, pieces.dropFirst()).compactMap { a, b -> Double? in
+            let ems = a.reach(to: b)
+            return ems > 0 && b.x > a.x ? (b.x - a.x) / ems : nil
+        }.sorted()
+        return each.isEmpty ? 0 : each[each.count / 3]
     }
 
     /// An event's text without its override blocks, as it reads.

@@ -207,6 +207,54 @@ struct CueScheduleTests {
         #expect(AssEvent.withoutRepeats(["5,0,Default,,0,0,0,,{laughs} I know", "6,0,Default,,0,0,0,,I know"]).count == 2)
     }
 
+    @Test("pieces of one line (events of one style placed by \\pos at one height: karaoke syllables or letters) are joined left to right, a wider gap read as a space and a layer drawn again once; Japanese pieces without spaces; pieces far apart, or too few to judge the spacing by, stay as they are")
+    func piecesOfALine() {
+        func piece(_ order: Int, _ x: Double, _ text: String, y: Double = 40, layer: Int = 0, style: String = "OP", tags: String = "") -> String {
+            "\(order),\(layer),\(style),,0,0,0,fx,{\\an5\\pos(\(x),\(y))\(tags)}\(text)"
+        }
+        // Letters laid out left to right (Helvetica's advances at 50 px an em), each piece's
+        // centre rounded to the pixel.
+        let advance: [Character: Double] = ["K": 0.667, "i": 0.222, "m": 0.833, "n": 0.556, "o": 0.556, "a": 0.556, "e": 0.556, " ": 0.278,
+                                            "Y": 0.667, "s": 0.5, "t": 0.278, "r": 0.333, "d": 0.556, "y": 0.5, "g": 0.556, "l": 0.222, "k": 0.5, "h": 0.556]
+        func laidOut(_ pieces: [String], from start: Double = 100) -> [(x: Double, text: String)] {
+            var x = start
+            return pieces.map { p in
+                let text = p.trimmingCharacters(in: .whitespaces)
+                let width = text.reduce(0) { $0 + 50 * (advance[$1] ?? 0.556) }
+                defer { x += p.reduce(0) { $0 + 50 * (advance[$1] ?? 0.556) } }
+                return ((x + width / 2).rounded(), text)
+            }
+        }
+        // Syllables, shuffled; "ma" lit on a second layer and a glow a pixel off.
+        let s = laidOut(["Ki", "mi ", "no ", "na", "ma", "e"])
+        let line = [piece(1, s[4].x, "ma"), piece(2, s[0].x, "Ki"), piece(3, s[2].x, "no"), piece(4, s[1].x, "mi"), piece(5, s[4].x, "ma", layer: 2),
+                    piece(6, s[4].x + 1, "ma", y: 41, layer: 1, tags: "\\blur3"), piece(7, s[5].x, "e"), piece(8, s[3].x, "na"),
+                    "9,0,Default,,0,0,0,,Your name is..."]
+        let joined = AssEvent.joinedPieces(line)
+        #expect(joined.count == 2, "\(joined)")
+        #expect(joined.first.map(AssEvent.visibleText) == "Kimi no namae", "\(joined)")
+        #expect(joined.last == line.last)
+        #expect(AssEvent.stacked(line).count == 2)
+        // A letter an event, in English.
+        let letters = laidOut("Yesterday is gone like the stars".map { String($0) }).filter { !$0.text.isEmpty }
+        #expect(AssEvent.joinedPieces(letters.enumerated().map { piece($0.offset, $0.element.x, $0.element.text) }).map(AssEvent.visibleText)
+                == ["Yesterday is gone like the stars"])
+        // Japanese: no spaces, however the pieces are spaced.
+        let kana = ["き", "み", "の", "な"].enumerated().map { piece($0.offset, 100 + 50 * Double($0.offset) + ($0.offset == 2 ? 20 : 0), $0.element) }
+        #expect(AssEvent.joinedPieces(kana).map(AssEvent.visibleText) == ["きみのな"])
+        // Two signs on either side of the screen at one height, each two pieces: two lines.
+        let exit = laidOut(["EX", "IT"]), entry = laidOut(["EN", "TRY"], from: 1000)
+        let signs = [piece(1, exit[0].x, "EX"), piece(2, exit[1].x, "IT"), piece(3, entry[0].x, "EN"), piece(4, entry[1].x, "TRY")]
+        #expect(AssEvent.joinedPieces(signs).map(AssEvent.visibleText) == ["EXIT", "ENTRY"])
+        // Too few pieces, other styles, other heights, or no \pos: as they are.
+        let few = [piece(1, 100, "Oh"), piece(2, 140, "yeah"), piece(3, 180, "!")]
+        #expect(AssEvent.joinedPieces(few) == few)
+        let apart = [piece(1, 100, "a", style: "A"), piece(2, 120, "b", style: "B"), piece(3, 140, "c", y: 80), piece(4, 160, "d", y: 120)]
+        #expect(AssEvent.joinedPieces(apart) == apart)
+        let unplaced = ["1,0,OP,,0,0,0,,one", "2,0,OP,,0,0,0,,two", "3,0,OP,,0,0,0,,three", "4,0,OP,,0,0,0,,four"]
+        #expect(AssEvent.joinedPieces(unplaced) == unplaced)
+    }
+
     @Test("bold, italic and underline are stated in full at every change (mov_text's encoder keeps one style at a time), a reset ends them and the colour, \\c is spelt \\1c, and an event still styled at its end closes them")
     func stylesForMovText() {
         let head = "3,0,Default,,0,0,0,,", off = "\\b0\\i0\\u0"

@@ -2702,6 +2702,44 @@ struct FormatChangeTests {
                           "{\\1c&HFF&}red{\\r} plain", "{\\1c&HFF&}rouge{\\r} normal"], "\(lines) \(text)")
     }
 
+    @Test("a karaoke line drawn a syllable per event (each placed by \\pos, lit up in turn, with a glow layer a pixel off) reads as one line, left to right, its spaces where the gaps are, beside the dialogue under it: it was listed a syllable per line, reshuffled as each lit up")
+    func karaokeLineOnce() throws {
+        let dir = Media.scratch("cli-karaoke")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // An effect template's output: each syllable waits, lights up (with a glow under it),
+        // then stays, centred where the font (Arial at 40 px an em) lays it out in the line
+        // "Kimi no namae wa", to the pixel.
+        let advance: [Character: Double] = ["K": 0.667, "i": 0.222, "m": 0.833, "n": 0.556, "o": 0.556, "a": 0.556, "e": 0.556, "w": 0.722, " ": 0.278]
+        func width(_ s: String) -> Double { s.reduce(0) { $0 + 40 * (advance[$1] ?? 0.556) } }
+        var events: [String] = []
+        var x = 300.0
+        for (i, syllable) in ["Ki", "mi ", "no ", "na", "ma", "e ", "wa"].enumerated() {
+            let text = syllable.trimmingCharacters(in: .whitespaces), centre = Int((x + width(text) / 2).rounded())
+            let lit = String(format: "0:00:%05.2f", 1.0 + 0.4 * Double(i)), out = String(format: "0:00:%05.2f", 1.4 + 0.4 * Double(i))
+            events += ["Dialogue: 0,0:00:01.00,\(lit),OP,,0,0,0,fx,{\\an5\\pos(\(centre),50)\\fad(200,0)}\(text)",
+                       "Dialogue: 2,\(lit),\(out),OP,,0,0,0,fx,{\\an5\\pos(\(centre),50)\\t(\\fscx120)}\(text)",
+                       "Dialogue: 1,\(lit),\(out),OP,,0,0,0,fx,{\\an5\\pos(\(centre + 1),51)\\blur4}\(text)",
+                       "Dialogue: 0,\(out),0:00:05.00,OP,,0,0,0,fx,{\\an5\\pos(\(centre),50)}\(text)"]
+            x += width(syllable)
+        }
+        events.append("Dialogue: 0,0:00:02.00,0:00:04.00,Default,,0,0,0,,Your name is...")
+        let ass = dir.appendingPathComponent("karaoke.ass")
+        try Data(("[Script Info]\nScriptType: v4.00+\nPlayResX: 1280\nPlayResY: 720\n\n[V4+ Styles]\nFormat: Name, Fontname, Fontsize, Alignment\n"
+                  + "Style: Default,Arial,40,2\nStyle: OP,Arial,30,8\n\n[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n"
+                  + events.joined(separator: "\n") + "\n").utf8).write(to: ass)
+        let source = dir.appendingPathComponent("karaoke.mkv").path
+        let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6",
+                                           "-i", ass.path, "-c:v", "libx264", "-preset", "ultrafast", "-c:s", "ass", source])
+        #expect(r.status == 0, "\(r.stderr)")
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "cli-karaoke-out") { r, out in
+            #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+            let cues = try Command.cues(out)
+            let texts = Set(cues.map(\.text))
+            #expect(texts == ["Kimi no namae wa", "Kimi no namae wa Your name is..."], "\(cues)")
+            #expect(cues.first.map { abs($0.start - 1) < 0.05 } == true && cues.last.map { abs($0.end - 5) < 0.05 } == true, "\(cues)")
+        }
+    }
+
     @Test("AAC in LATM framing (DVB, ISDB-Tb recordings) is copied into the MP4 as AAC, its frames taken out of LATM (it was re-encoded; before that its copy failed at the MP4 header as a retryable io_error)")
     func latmAudio() throws {
         let source = try Media.generated("latm-aac.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
