@@ -365,9 +365,9 @@ enum AssEvent {
     /// opening's or ending's sung line) draws its line as one event per syllable or letter,
     /// each placed by `\pos` where it stands in the line: a text track listed them one under
     /// the other, so the line read downwards a syllable at a time, reshuffled as each lit up.
-    /// Events of one style placed at one height (`sameHeight`) are one line, read left to right; the same
-    /// piece drawn twice at once (a border layer, a glow a pixel off) counts once, the
-    /// highest layer's. The gaps are judged by the pieces' widths in a common sans-serif's
+    /// Events of one style placed at one height (`sameHeight`) are one line, read left to
+    /// right; the same piece drawn twice at once (a border layer, a glow a pixel off) counts
+    /// once, the highest layer's. The gaps are judged by the pieces' widths in a common sans-serif's
     /// proportions (`Piece.ems`), at the scale the line's own spacing gives (`spacing`, so
     /// at least `piecesOfALine` pieces): a gap of half a space or more is a space (never
     /// between Chinese, Japanese or Korean letters), one wider than `apartEms` parts two
