@@ -361,7 +361,6 @@ final class SubtitleLane: Lane {
             while cues < 64, try decode(drain, duration: 0, muxer: muxer) { cues += 1 }
         }
         for sample in schedule.finish(at: milliseconds(picturesAndSoundReach)) { try write(sample, muxer: muxer) }
-        try writeHeld(muxer: muxer)
         stats.repairedTimestamps += schedule.lateCues
     }
 
@@ -423,29 +422,12 @@ final class SubtitleLane: Lane {
             return
         }
         guard !encoded.isEmpty else { return }
-        if let last = held, last.bytes == encoded, last.end == sample.start {
-            held?.end = sample.end
-            return
-        }
-        try writeHeld(muxer: muxer)
-        held = (encoded, sample.start, sample.end)
-    }
-
-    /// The last sample encoded, held while the next ones show the same and follow on: the
-    /// schedule cuts wherever any cue starts or ends, and what shows can stay the same
-    /// across the cut (a sign's layers that end apart, stacked once; a karaoke line whose
-    /// syllables light up in turn, joined). One sample then shows it, as the source did.
-    private var held: (bytes: [UInt8], start: Int64, end: Int64)?
-
-    private func writeHeld(muxer: Muxer) throws(KilnError) {
-        guard let (encoded, start, end) = held else { return }
-        held = nil
         let out = try Packet()
         try check(av_new_packet(out.pointer, Int32(encoded.count)), .encode, "cannot allocate a subtitle packet", as: .resourceLimit)
         out.pointer.pointee.data.update(from: encoded, count: encoded.count)
-        out.pointer.pointee.pts = start
-        out.pointer.pointee.dts = start
-        out.pointer.pointee.duration = end - start
+        out.pointer.pointee.pts = sample.start
+        out.pointer.pointee.dts = sample.start
+        out.pointer.pointee.duration = sample.end - sample.start
         out.streamIndex = outputIndex
         try muxer.write(out, from: SubtitleLane.timeBase)
         stats.packetsOut += 1
