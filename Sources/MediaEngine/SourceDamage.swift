@@ -187,9 +187,8 @@ extension Prober {
     /// children must tile it (a size that runs past it, or lands inside a neighbour, has
     /// libavformat read what follows from the wrong place, or clamp the box over it), each
     /// of a readable four-character type, and the movie header one of its two sizes (108
-    /// bytes, or 120 in version 1). An MP4 whose `mvhd` size was damaged
-    /// lost its sound track, or every track, quietly: a remux came out with pictures alone.
-    /// A track header (`tkhd`) or media header (`mdhd`) whose size was damaged swallowed
+    /// bytes, or 120 in version 1). An MP4 whose `mvhd` size was damaged lost its sound
+    /// track, or every track, quietly: a remux came out with pictures alone. A track header (`tkhd`) or media header (`mdhd`) whose size was damaged swallowed
     /// the handler and the sample tables after it: libavformat made the track a data
     /// stream of no codec, and a film went out without its sound or its pictures, exit 0.
     /// Fewer than 8 bytes of zeros may end a box (QuickTime's padding). Fragmented files

@@ -335,8 +335,8 @@ enum AssEvent {
     /// Events shown together, one under the other: `mov_text`'s encoder runs the events of
     /// a sample together, so each but the last ends with a line break. A text on screen
     /// twice at once is stacked once (`withoutRepeats`).
-    static func stacked(_ events: [String]) -> [String] {
-        let events = withoutRepeats(joinedPieces(events))
+    static func stacked(_ events: [String], sizes: [Substring: Double] = [:]) -> [String] {
+        let events = withoutRepeats(joinedPieces(events, sizes: sizes))
         return events.enumerated().map { i, event in i < events.count - 1 ? forMovText(event) + "\\N" : forMovText(event) }
     }
 
@@ -367,17 +367,21 @@ enum AssEvent {
     /// the other, so the line read downwards a syllable at a time, reshuffled as each lit up.
     /// Events of one style placed at one height (`sameHeight`) are one line, read left to
     /// right; the same piece drawn twice at once (a border layer, a glow a pixel off) counts
-    /// once, the highest layer's. The gaps are judged by the pieces' widths in a common sans-serif's
-    /// proportions (`Piece.ems`), at the scale the line's own spacing gives (`spacing`, so
-    /// at least `piecesOfALine` pieces): a gap of half a space or more is a space (never
-    /// between Chinese, Japanese or Korean letters), one wider than `apartEms` parts two
-    /// lines at one height (signs on either side of the screen). Fewer pieces stay as
-    /// they are.
-    static func joinedPieces(_ events: [String]) -> [String] {
+    /// once, the highest layer's. The gaps are judged by the pieces' widths in a common
+    /// sans-serif's proportions (`Piece.ems`), at the scale of the style's font (`sizes`,
+    /// from the script's header, or the piece's `\fs`), or where neither says, the scale
+    /// the line's own spacing gives (`spacing`, so at least `piecesOfALine` pieces): a gap
+    /// of two thirds of a space or more is a space (never between Chinese, Japanese or Korean
+    /// letters), and one wider than `apartEms`, or an overlap of more than half an em,
+    /// parts two lines at one height (signs around the screen). Hebrew and Arabic read
+    /// right to left. A piece of more than one line (`\N`) is no piece, and fewer than
+    /// `piecesOfALine` pieces stay as they are.
+    static func joinedPieces(_ events: [String], sizes: [Substring: Double] = [:]) -> [String] {
         guard events.count >= piecesOfALine else { return events }
         var styles: [Substring: [Piece]] = [:]
         for (i, event) in events.enumerated() {
-            guard let piece = Piece(event, at: i) else { continue }
+            guard var piece = Piece(event, at: i) else { continue }
+            piece.fontSize = piece.fontSize ?? sizes[piece.style]
             styles[piece.style, default: []].append(piece)
         }
         // One height: within `sameHeight` of the piece above (a shadow drawn a pixel lower).
@@ -397,10 +401,12 @@ enum AssEvent {
             for line in lines(of: group) where line.count >= 2 {
                 let first = (line.map(\.index) + line.flatMap(\.copies)).min()!
                 guard let range = textRange(events[first]) else { continue }
+                // Read in the line's direction: right to left where its letters are.
+                let rightToLeft = line.filter(\.rightToLeft).count * 2 > line.count
                 var text = ""
-                for (k, piece) in line.enumerated() {
-                    if k > 0, line[k - 1].spaceAfter { text += " " }
-                    let event = events[piece.index]
+                for k in rightToLeft ? Array(line.indices.reversed()) : Array(line.indices) {
+                    if !text.isEmpty, line[rightToLeft ? k : k - 1].spaceAfter { text += " " }
+                    let event = events[line[k].index]
                     text += event[textRange(event)!]
                 }
                 joined[first] = events[first][..<range.lowerBound] + text
@@ -417,9 +423,14 @@ enum AssEvent {
     /// pixel or two off, never the next line down (a line is its font's size apart).
     static let sameHeight = 4.0
     /// A gap wider than this (ems: four letters or so) between two pieces at one height
-    /// parts them; one of `spaceEms` or more is a space (a space is 0.28 em).
+    /// parts them, as does an overlap of more than `overlapEms`; one of `spaceEms` or
+    /// more is a space (a space is 0.28 em; a font a sixth wider than Helvetica leaves
+    /// 0.17 between two syllables that touch).
     static let apartEms = 2.0
-    static let spaceEms = 0.14
+    static let overlapEms = 0.5
+    static let spaceEms = 0.18
+    /// An ASS font size is the font's line height, ascent and descent: Arial's is 1.15 em.
+    static let emPerFontSize = 0.87
 
     /// An event placed on its own (`\pos` or `\move`), as a piece of a line.
     struct Piece {
@@ -435,6 +446,10 @@ enum AssEvent {
         var width: Double
         var wide: Bool
         var layer: Int
+        /// Its font size: its own `\fs`, else its style's (set by `joinedPieces`).
+        var fontSize: Double?
+        /// Whether its letters read right to left (Hebrew, Arabic).
+        var rightToLeft: Bool
         /// Set by `lines`: a space follows it in the line.
         var spaceAfter = false
         /// Set by `lines`: the events that drew it again (other layers), left out.
@@ -443,7 +458,7 @@ enum AssEvent {
         init?(_ event: String, at index: Int) {
             guard let range = AssEvent.textRange(event) else { return nil }
             let body = event[range]
-            var position: (Double, Double)?, anchor: Int?
+            var position: (Double, Double)?, anchor: Int?, size: Double?
             var i = body.startIndex
             while i < body.endIndex {
                 guard let close = AssEvent.overrideBlock(body, at: i) else {
@@ -457,10 +472,14 @@ enum AssEvent {
                    (1...9).contains(digit) {
                     anchor = (digit - 1) % 3
                 }
+                if size == nil, let fs = Piece.end(of: "\\fs", in: block), block[fs...].first?.isNumber == true {
+                    size = Double(String(block[fs...].prefix { $0.isNumber || $0 == "." }))
+                }
                 i = body.index(after: close)
             }
             let text = AssEvent.visibleText(event)
-            guard let (x, y) = position, !text.isEmpty else { return nil }
+            // A block of lines is no piece of one.
+            guard let (x, y) = position, !text.isEmpty, Piece.end(of: "\\N", in: Substring(text)) == nil else { return nil }
             self.index = index
             style = event.split(separator: ",", maxSplits: 3, omittingEmptySubsequences: false).dropFirst(2).first ?? ""
             self.x = x
@@ -468,6 +487,8 @@ enum AssEvent {
             self.anchor = anchor ?? 1
             self.text = text
             wide = text.unicodeScalars.contains(where: Piece.isWide)
+            rightToLeft = text.unicodeScalars.contains { (0x0590...0x08FF).contains($0.value) || (0xFB1D...0xFEFF).contains($0.value) }
+            fontSize = size.flatMap { $0 > 0 && $0.isFinite ? $0 : nil }
             width = Piece.ems(text)
             layer = AssEvent.layer(event)
         }
@@ -555,12 +576,16 @@ enum AssEvent {
             pieces.append(piece)
         }
         guard pieces.count >= piecesOfALine else { return [] }
-        let em = spacing(pieces)
+        // The font's em, where its size is known, else the line's own spacing. (The spacing
+        // cannot tell a wider font from a line of words each followed by a space: both
+        // place every piece further on.)
+        let sizes = pieces.compactMap(\.fontSize).sorted()
+        let em = sizes.isEmpty ? spacing(pieces) : sizes[sizes.count / 2] * emPerFontSize
         guard em > 0 else { return [] }
         var lines: [[Piece]] = [[pieces[0]]]
         for (a, b) in zip(pieces, pieces.dropFirst()) {
             let gap = b.x - a.x - a.reach(to: b) * em
-            if gap > apartEms * em {
+            if gap > apartEms * em || gap < -overlapEms * em {
                 lines.append([b])
                 continue
             }
@@ -580,6 +605,34 @@ enum AssEvent {
             return ems > 0 && b.x > a.x ? (b.x - a.x) / ems : nil
         }.sorted()
         return each.isEmpty ? 0 : each[each.count / 3]
+    }
+
+    /// Each style's font size in an ASS header (`[V4+ Styles]`, `[V4 Styles]`), scaled by
+    /// its width (`ScaleX`), keyed by name: what `joinedPieces` measures a line's pieces by.
+    static func styleSizes(header: String) -> [Substring: Double] {
+        var sizes: [Substring: Double] = [:]
+        var inStyles = false
+        var columns: [String] = []
+        for raw in header.split(whereSeparator: \.isNewline) {
+            let line = raw.drop { $0 == " " || $0 == "\t" }
+            if line.hasPrefix("[") {
+                inStyles = line.lowercased().hasSuffix("styles]")
+                continue
+            }
+            guard inStyles, let colon = line.firstIndex(of: ":") else { continue }
+            let fields = line[line.index(after: colon)...].split(separator: ",", omittingEmptySubsequences: false)
+                .map { String($0.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed()) }
+            switch line[..<colon].lowercased() {
+            case "format": columns = fields.map { $0.lowercased() }
+            case "style":
+                guard let name = columns.firstIndex(of: "name"), let size = columns.firstIndex(of: "fontsize"),
+                      fields.count == columns.count, let points = Double(fields[size]), points > 0, points.isFinite else { continue }
+                let scale = columns.firstIndex(of: "scalex").flatMap { Double(fields[$0]) }.map { $0 / 100 } ?? 1
+                sizes[Substring(fields[name])] = points * (scale > 0 && scale.isFinite ? scale : 1)
+            default: continue
+            }
+        }
+        return sizes
     }
 
     /// An event's text without its override blocks, as it reads.

@@ -17,6 +17,8 @@ final class SubtitleLane: Lane {
     private let input: UnsafeMutablePointer<AVStream>
     private let decoder: UnsafeMutablePointer<AVCodecContext>
     private var encoder: UnsafeMutablePointer<AVCodecContext>?
+    /// The ASS header's styles' font sizes (`AssEvent.styleSizes`), for pieces of one line.
+    private var styleSizes: [Substring: Double] = [:]
     private(set) var stats = LaneStats()
     private let plan: SubtitlePlan
     /// When cues are on screen together (`CueSchedule`).
@@ -174,6 +176,7 @@ final class SubtitleLane: Lane {
             copy.update(from: header, count: size)
             enc.pointee.subtitle_header = copy
             enc.pointee.subtitle_header_size = Int32(size)
+            styleSizes = AssEvent.styleSizes(header: String(decoding: UnsafeBufferPointer(start: header, count: size), as: UTF8.self))
         }
         try check(avcodec_open2(enc, codec, nil), .encode, "cannot open the mov_text encoder")
         // The encoder's extradata is the track's sample description, which begins with its
@@ -440,7 +443,7 @@ final class SubtitleLane: Lane {
     /// refuses them (more text than a sample holds).
     private func encode(_ events: [String], lasting: Int64, at start: Int64) throws(KilnError) -> [UInt8]? {
         guard let encoder else { return [] }
-        let stacked = AssEvent.stacked(events)
+        let stacked = AssEvent.stacked(events, sizes: styleSizes)
         var sub = AVSubtitle()
         defer { avsubtitle_free(&sub) }
         guard let rects = av_mallocz(MemoryLayout<UnsafeMutablePointer<AVSubtitleRect>?>.stride * stacked.count) else {

@@ -246,6 +246,27 @@ struct CueScheduleTests {
         let exit = laidOut(["EX", "IT"]), entry = laidOut(["EN", "TRY"], from: 1000)
         let signs = [piece(1, exit[0].x, "EX"), piece(2, exit[1].x, "IT"), piece(3, entry[0].x, "EN"), piece(4, entry[1].x, "TRY")]
         #expect(AssEvent.joinedPieces(signs).map(AssEvent.visibleText) == ["EXIT", "ENTRY"])
+        // Measured by the style's font where the header gives it: the same words 100 px
+        // apart are a line of words at size 46 (an em of 40 px), separate signs at size 20.
+        let words = ["One", "two", "three", "four"].enumerated().map { piece($0.offset, 100 + 100 * Double($0.offset), $0.element, style: "W") }
+        #expect(AssEvent.joinedPieces(words, sizes: ["W": 46]).map(AssEvent.visibleText) == ["One two three four"])
+        #expect(AssEvent.joinedPieces(words, sizes: ["W": 20]) == words)
+        #expect(AssEvent.styleSizes(header: "[Script Info]\nPlayResY: 720\n\n[V4+ Styles]\nFormat: Name, Fontname, Fontsize, ScaleX\n"
+                                    + "Style: W,Arial,46,100\nStyle: Wide, Arial, 20, 150\n\n[Events]\nFormat: Layer, Start, End, Style, Text\n")
+                == ["W": 46, "Wide": 30])
+        // Hebrew reads right to left; a piece of two lines is no piece; a sign over another
+        // parts them.
+        var right = 600.0
+        let hebrew = ["שלום", "עולם", "טוב", "מאוד"].enumerated().map { i, word -> String in
+            let width = 50 * 0.556 * Double(word.count)
+            defer { right -= width + 50 * 0.278 }
+            return piece(i, (right - width / 2).rounded(), word)
+        }
+        #expect(AssEvent.joinedPieces(hebrew, sizes: ["OP": 50 / AssEvent.emPerFontSize]).map(AssEvent.visibleText) == ["שלום עולם טוב מאוד"])
+        let twoLines = [piece(1, s[0].x, "Ki"), piece(2, s[1].x, "mi\\Nno"), piece(3, s[3].x, "na"), piece(4, s[4].x, "ma")]
+        #expect(AssEvent.joinedPieces(twoLines) == twoLines)
+        let over = [piece(1, 100, "Pharmacy"), piece(2, 160, "Bank"), piece(3, 190, "Bakery"), piece(4, 330, "Cafe")]
+        #expect(AssEvent.joinedPieces(over, sizes: ["OP": 40]).map(AssEvent.visibleText) == ["Pharmacy", "Bank", "Bakery Cafe"])
         // Too few pieces, other styles, other heights, or no \pos: as they are.
         let few = [piece(1, 100, "Oh"), piece(2, 140, "yeah"), piece(3, 180, "!")]
         #expect(AssEvent.joinedPieces(few) == few)

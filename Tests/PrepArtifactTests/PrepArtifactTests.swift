@@ -2707,7 +2707,7 @@ struct FormatChangeTests {
         let dir = Media.scratch("cli-karaoke")
         defer { try? FileManager.default.removeItem(at: dir) }
         // An effect template's output: each syllable waits, lights up (with a glow under it),
-        // then stays, centred where the font (Arial at 40 px an em) lays it out in the line
+        // then stays, centred where the style's font (Arial at size 46: 40 px an em) lays it out in the line
         // "Kimi no namae wa", to the pixel.
         let advance: [Character: Double] = ["K": 0.667, "i": 0.222, "m": 0.833, "n": 0.556, "o": 0.556, "a": 0.556, "e": 0.556, "w": 0.722, " ": 0.278]
         func width(_ s: String) -> Double { s.reduce(0) { $0 + 40 * (advance[$1] ?? 0.556) } }
@@ -2725,7 +2725,7 @@ struct FormatChangeTests {
         events.append("Dialogue: 0,0:00:02.00,0:00:04.00,Default,,0,0,0,,Your name is...")
         let ass = dir.appendingPathComponent("karaoke.ass")
         try Data(("[Script Info]\nScriptType: v4.00+\nPlayResX: 1280\nPlayResY: 720\n\n[V4+ Styles]\nFormat: Name, Fontname, Fontsize, Alignment\n"
-                  + "Style: Default,Arial,40,2\nStyle: OP,Arial,30,8\n\n[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n"
+                  + "Style: Default,Arial,40,2\nStyle: OP,Arial,46,8\n\n[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n"
                   + events.joined(separator: "\n") + "\n").utf8).write(to: ass)
         let source = dir.appendingPathComponent("karaoke.mkv").path
         let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6",
