@@ -191,7 +191,8 @@ extension Prober {
     /// track, or every track, quietly: a remux came out with pictures alone. A track header (`tkhd`) or media header (`mdhd`) whose size was damaged swallowed
     /// the handler and the sample tables after it: libavformat made the track a data
     /// stream of no codec, and a film went out without its sound or its pictures, exit 0.
-    /// Fewer than 8 bytes of zeros may end a box (QuickTime's padding). Fragmented files
+    /// Zeros may end a box (QuickTime's padding), and a box's size may be 64-bit (its
+    /// header 16 bytes: its children start after it). Fragmented files
     /// are judged too: their tracks are declared here, their samples come later. nil where
     /// it is whole, or where there is no movie box to judge.
     static func movieBoxDamage(_ path: String) -> String? {
@@ -201,6 +202,13 @@ extension Prober {
               let top = try? FastStart.topLevelBoxes(file, fileSize: size, limit: 64, upToDamage: true),
               let moov = top.first(where: { $0.type == "moov" }) else { return nil }
         return tilingDamage(of: moov, in: file)
+    }
+
+    /// A box's header length: 16 bytes where its size is 64-bit (its 32-bit size says 1),
+    /// else 8; nil where it cannot be read.
+    private static func headerLength(_ box: FastStart.Box, in file: FileDescriptor) -> Int64? {
+        guard let size = try? file.read(upTo: 4, at: box.offset), size.count == 4 else { return nil }
+        return size == [0, 0, 0, 1] ? 16 : 8
     }
 
     /// The boxes that hold a track's headers, which say what the track is (`tkhd`, `mdhd`,
@@ -214,21 +222,30 @@ extension Prober {
         let end = container.offset + container.size
         let within = container.type == "moov" ? "its index (moov)" : "its index's \(container.type) box at byte \(container.offset)"
         let reach = container.type == "moov" ? "the index's end" : "that box's end"
-        guard let children = try? FastStart.topLevelBoxes(file, from: container.offset + 8, fileSize: end, limit: 100_000, upToDamage: true)
+        guard let head = headerLength(container, in: file),
+              var children = try? FastStart.topLevelBoxes(file, from: container.offset + head, fileSize: end, limit: 100_000, upToDamage: true)
         else { return nil }
+        // Zeros to the end are padding, however many (a box of size 0 runs to its parent's end).
+        if let last = children.last, last.type == "\0\0\0\0", let rest = try? file.read(upTo: Int(min(last.size, 1 << 20)), at: last.offset),
+           rest.count == last.size, rest.allSatisfy({ $0 == 0 }) {
+            children.removeLast()
+        }
         for box in children {
-            guard box.type.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else {
+            // QuickTime's own types begin with "©" (0xA9, which the type's text cannot hold).
+            let printable: (Int, UInt8) -> Bool = { at, byte in byte >= 0x20 && byte < 0x7f || at == 0 && byte == 0xA9 }
+            guard box.type.utf8.allSatisfy({ printable(1, $0) })
+                    || (try? file.read(upTo: 4, at: box.offset + 4)).map({ $0.count == 4 && $0.enumerated().allSatisfy(printable) }) == true else {
                 return "\(within) holds a box of no readable type at byte \(box.offset)"
             }
-            if box.type == "mvhd", box.size != 108, box.size != 120 {
-                return "its movie header (mvhd) declares \(box.size) bytes, not 108 or 120"
+            if box.type == "mvhd", let header = headerLength(box, in: file), box.size - header != 100, box.size - header != 112 {
+                return "its movie header (mvhd) declares \(box.size - header) bytes after its header, not 100 or 112"
             }
         }
-        let offset = children.last.map { $0.offset + $0.size } ?? container.offset + 8
-        if end - offset >= 8 {
+        let offset = children.last.map { $0.offset + $0.size } ?? container.offset + head
+        if end - offset >= 8, (try? file.read(upTo: Int(min(end - offset, 1 << 20)), at: offset))?.allSatisfy({ $0 == 0 }) != true {
             return "\(within) holds a box at byte \(offset) whose size runs past \(reach)"
         }
-        if offset < end, let rest = try? file.read(upTo: Int(end - offset), at: offset), rest.contains(where: { $0 != 0 }) {
+        if offset < end, let rest = try? file.read(upTo: Int(min(end - offset, 1 << 20)), at: offset), rest.contains(where: { $0 != 0 }) {
             return "\(within) ends in \(end - offset) bytes that are no box"
         }
         for box in children where trackHeaders.contains(box.type) {

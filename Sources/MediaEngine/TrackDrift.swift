@@ -57,16 +57,16 @@ enum TrackDrift {
     }
 
     /// A sound track of an MP4 or QuickTime file, fragmented or not, whose media header
-    /// gives no timescale (`mdhd` says 0, and libavformat then counts one tick a second):
-    /// its AAC frames, 1,024 ticks apart, lay 17 minutes apart, and a film's 1.9 s of sound
-    /// was remuxed 26 hours long. No sound is timed in whole seconds, and nothing in the
+    /// gives no usable timescale (`mdhd` says 0, and libavformat then counts one tick a
+    /// second, or says 1): its AAC frames, 1,024 ticks apart, lay 17 minutes apart, and a
+    /// film's 1.9 s of sound was remuxed 26 hours long. No sound is timed in whole seconds, and nothing in the
     /// file says what its scale was.
     static func untimedSound(_ demuxer: Demuxer) -> (stream: Int, why: String)? {
         for i in 0..<demuxer.streamCount {
             let st = demuxer.stream(i)
             guard st.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO, st.pointee.discard != AVDISCARD_ALL,
                   st.pointee.time_base.num == 1, st.pointee.time_base.den == 1 else { continue }
-            return (i, "stream \(i)'s media header gives it no timescale (its times read as whole seconds): its timing in the header is damaged")
+            return (i, "stream \(i)'s media header gives it no usable timescale (0 or 1: its times read as whole seconds): its timing in the header is damaged")
         }
         return nil
     }

@@ -521,6 +521,69 @@ struct CommandLineTests {
         }
     }
 
+    @Test("MP4 index layouts the format allows are not damage: a track's trak and mdia boxes with 64-bit sizes (their children start 16 bytes in), a QuickTime box type beginning with ©, and zeros padding the movie box's end")
+    func indexLayoutsAllowed() throws {
+        // The index at the end: it can grow without moving a sample.
+        let source = try Media.generated("index-at-end-h264-aac-3s.mp4", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
+                                                                        "-f", "lavfi", "-i", "sine=duration=3", "-c:v", "libx264",
+                                                                        "-preset", "ultrafast", "-c:a", "aac"])
+        let dir = Media.scratch("cli-index-layouts")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func be32(_ b: [UInt8], _ i: Int) -> Int { Int(b[i]) << 24 | Int(b[i + 1]) << 16 | Int(b[i + 2]) << 8 | Int(b[i + 3]) }
+        func put32(_ b: inout [UInt8], _ i: Int, _ v: Int) { for k in 0..<4 { b[i + k] = UInt8(truncatingIfNeeded: v >> (24 - 8 * k)) } }
+        func box(_ b: [UInt8], _ type: String, nth: Int = 0) throws -> Int {
+            let t = Array(type.utf8)
+            let found = (4..<b.count - 4).filter { Array(b[$0..<$0 + 4]) == t }
+            try #require(found.count > nth)
+            return found[nth] - 4
+        }
+        /// Grows the boxes holding `at` (their 32-bit sizes) by `by` bytes.
+        func grow(_ b: inout [UInt8], around at: Int, by: Int, _ parents: [String]) throws {
+            for parent in parents {
+                let t = Array(parent.utf8)
+                let starts = (4..<at).filter { Array(b[$0..<$0 + 4]) == t }.map { $0 - 4 }
+                let p = try #require(starts.last)
+                put32(&b, p, be32(b, p) + by)
+            }
+        }
+        let variants: [(String, (inout [UInt8]) throws -> Void)] = [
+            ("trak-and-mdia-64-bit.mp4", { b in
+                for type in ["mdia", "trak"] {
+                    let at = try box(b, type, nth: 1)
+                    let size = be32(b, at)
+                    b.replaceSubrange(at..<at + 8, with: [0, 0, 0, 1] + Array(type.utf8) + [0, 0, 0, 0] + [0, 0, 0, 0])
+                    put32(&b, at + 12, size + 8)
+                    if type == "mdia" { put32(&b, try box(b, "trak", nth: 1), be32(b, try box(b, "trak", nth: 1)) + 8) }
+                    put32(&b, try box(b, "moov"), be32(b, try box(b, "moov")) + 8)
+                }
+            }),
+            ("copyright-box-in-trak.mp4", { b in
+                let trak = try box(b, "trak", nth: 1)
+                let end = trak + be32(b, trak)
+                b.insert(contentsOf: [0, 0, 0, 16, 0xA9] + Array("xyz".utf8) + Array("kiln-mp4".utf8), at: end)
+                try grow(&b, around: end - 1, by: 16, ["trak", "moov"])
+            }),
+            ("zeros-after-index.mp4", { b in
+                let moov = try box(b, "moov")
+                let end = moov + be32(b, moov)
+                b.insert(contentsOf: [UInt8](repeating: 0, count: 12), at: end)
+                put32(&b, moov, be32(b, moov) + 12)
+            }),
+        ]
+        for (name, change) in variants {
+            let file = try damagedCopy(ofFile: source, in: dir, as: name, change).path
+            let decode = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", file, "-f", "null", "-"])
+            #expect(decode.status == 0 && decode.stderr.isEmpty, "\(name): the variant is what the test needs: \(decode.stderr.prefix(300))")
+            let probe = try Command.run(["probe", file, "--json"])
+            #expect(probe.status == 0, "\(name): \(probe.stdout.prefix(300))")
+            try Command.prepare(file, quality: "2mbps", caps: "android", scratch: "cli-index-layouts-\(name)") { r, out in
+                #expect(r.status == 0, "\(name): \(r.stdout.prefix(300))")
+                let streams = try FFprobe(out).streams.count
+                #expect(streams == 2, "\(name)")
+            }
+        }
+    }
+
     @Test("an MP4 whose picture track's sample count is damaged (one sample of 250) is refused as a damaged index, not delivered as one picture beside 10 s of sound (exit 0); a clip trimmed by an edit list and a still shown for 10 s go through")
     func sampleCountDamaged() throws {
         let whole = try Media.generated("stsz-10s.mp4", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=10",
@@ -1108,7 +1171,7 @@ struct SourceDamageTests {
                 bytes.replaceSubrange(found[1] + 16..<found[1] + 20, with: [0, 0, 0, 0])
             }.path
             for (quality, caps) in [("original", "ios"), ("2mbps", "android")] {
-                try Self.expectSourceCorrupt(damaged, quality: quality, caps: caps, in: dir, saying: "stream 1's media header gives it no timescale")
+                try Self.expectSourceCorrupt(damaged, quality: quality, caps: caps, in: dir, saying: "stream 1's media header gives it no usable timescale")
             }
         }
     }
