@@ -467,13 +467,17 @@ enum AssEvent {
                 }
                 let block = body[body.index(after: i)..<close]
                 // The first of each counts, as renderers take it.
-                if position == nil { position = Piece.point(after: "\\pos(", in: block) ?? Piece.point(after: "\\move(", in: block) }
+                // A piece that moves (`\move(x1,y1,x2,y2)`) ends where it stands in the line.
+                if position == nil { position = Piece.point(after: "\\pos(", in: block) ?? Piece.point(after: "\\move(", in: block, at: 2) }
                 if anchor == nil, let an = Piece.end(of: "\\an", in: block), let digit = block[an...].first?.wholeNumberValue,
                    (1...9).contains(digit) {
                     anchor = (digit - 1) % 3
                 }
-                if size == nil, let fs = Piece.end(of: "\\fs", in: block), block[fs...].first?.isNumber == true {
-                    size = Double(String(block[fs...].prefix { $0.isNumber || $0 == "." }))
+                // `\fs40`, not `\fscx`, `\fscy` or `\fsp`.
+                var from = block.startIndex
+                while size == nil, let fs = Piece.end(of: "\\fs", in: block[from...]) {
+                    if block[fs...].first?.isNumber == true { size = Double(String(block[fs...].prefix { $0.isNumber || $0 == "." })) }
+                    from = fs
                 }
                 i = body.index(after: close)
             }
@@ -493,12 +497,12 @@ enum AssEvent {
             layer = AssEvent.layer(event)
         }
 
-        /// The first two numbers after `tag` (`\pos(x,y)`, `\move(x1,y1,…)`).
-        static func point(after tag: String, in block: Substring) -> (Double, Double)? {
+        /// Two numbers after `tag`, from the `first` (`\pos(x,y)`, `\move(x1,y1,x2,y2)`).
+        static func point(after tag: String, in block: Substring, at first: Int = 0) -> (Double, Double)? {
             guard let open = end(of: tag, in: block) else { return nil }
             let numbers = block[open...].prefix { $0 != ")" }.split(separator: ",")
                 .map { Double(String($0.filter { !$0.isWhitespace })) }
-            guard numbers.count >= 2, let x = numbers[0], let y = numbers[1], x.isFinite, y.isFinite else { return nil }
+            guard numbers.count >= first + 2, let x = numbers[first], let y = numbers[first + 1], x.isFinite, y.isFinite else { return nil }
             return (x, y)
         }
 

@@ -254,6 +254,14 @@ struct CueScheduleTests {
         #expect(AssEvent.styleSizes(header: "[Script Info]\nPlayResY: 720\n\n[V4+ Styles]\nFormat: Name, Fontname, Fontsize, ScaleX\n"
                                     + "Style: W,Arial,46,100\nStyle: Wide, Arial, 20, 150\n\n[Events]\nFormat: Layer, Start, End, Style, Text\n")
                 == ["W": 46, "Wide": 30])
+        // Pieces that fly in (\\move) are read where they land; a piece's own \\fs is its
+        // size, whatever \\fscx comes before it.
+        let landing = ["One", "two", "three", "four"].enumerated().map { i, word in
+            "\(i),0,W,,0,0,0,fx,{\\an5\\move(\(640 - 200 * i),500,\(100 + 100 * Double(i)),40,0,300)}\(word)"
+        }
+        #expect(AssEvent.joinedPieces(landing, sizes: ["W": 46]).map(AssEvent.visibleText) == ["One two three four"])
+        let sized = words.map { $0.replacingOccurrences(of: "\\an5", with: "\\an5\\t(\\fscx120)\\fs46") }
+        #expect(AssEvent.joinedPieces(sized, sizes: ["W": 20]).map(AssEvent.visibleText) == ["One two three four"])
         // Hebrew reads right to left; a piece of two lines is no piece; a sign over another
         // parts them.
         var right = 600.0
