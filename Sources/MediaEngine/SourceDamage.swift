@@ -188,13 +188,14 @@ extension Prober {
     /// libavformat read what follows from the wrong place, or clamp the box over it), each
     /// of a readable four-character type, and the movie header one of its two sizes (108
     /// bytes, or 120 in version 1). An MP4 whose `mvhd` size was damaged lost its sound
-    /// track, or every track, quietly: a remux came out with pictures alone. A track header (`tkhd`) or media header (`mdhd`) whose size was damaged swallowed
-    /// the handler and the sample tables after it: libavformat made the track a data
-    /// stream of no codec, and a film went out without its sound or its pictures, exit 0.
-    /// Zeros may end a box (QuickTime's padding), and a box's size may be 64-bit (its
-    /// header 16 bytes: its children start after it). Fragmented files
-    /// are judged too: their tracks are declared here, their samples come later. nil where
-    /// it is whole, or where there is no movie box to judge.
+    /// track, or every track, quietly: a remux came out with pictures alone. A track header
+    /// (`tkhd`) or media header (`mdhd`) whose size was damaged swallowed the handler and
+    /// the sample tables after it: libavformat made the track a data stream of no codec,
+    /// and a film went out without its sound or its pictures, exit 0. Zeros may end a box
+    /// (QuickTime's padding), and a box's size may be 64-bit (its header 16 bytes: its
+    /// children start after it). Fragmented files are judged too: their tracks are declared
+    /// here, their samples come later. nil where it is whole, or where there is no movie
+    /// box to judge.
     static func movieBoxDamage(_ path: String) -> String? {
         var st = stat()
         guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG,
@@ -230,9 +231,9 @@ extension Prober {
            rest.count == last.size, rest.allSatisfy({ $0 == 0 }) {
             children.removeLast()
         }
+        // QuickTime's own types begin with "©" (0xA9, which the type's text cannot hold).
+        let printable: (Int, UInt8) -> Bool = { at, byte in byte >= 0x20 && byte < 0x7f || at == 0 && byte == 0xA9 }
         for box in children {
-            // QuickTime's own types begin with "©" (0xA9, which the type's text cannot hold).
-            let printable: (Int, UInt8) -> Bool = { at, byte in byte >= 0x20 && byte < 0x7f || at == 0 && byte == 0xA9 }
             guard box.type.utf8.allSatisfy({ printable(1, $0) })
                     || (try? file.read(upTo: 4, at: box.offset + 4)).map({ $0.count == 4 && $0.enumerated().allSatisfy(printable) }) == true else {
                 return "\(within) holds a box of no readable type at byte \(box.offset)"
@@ -242,10 +243,12 @@ extension Prober {
             }
         }
         let offset = children.last.map { $0.offset + $0.size } ?? container.offset + head
-        if end - offset >= 8, (try? file.read(upTo: Int(min(end - offset, 1 << 20)), at: offset))?.allSatisfy({ $0 == 0 }) != true {
+        // What follows the last whole child, read once: zeros, or a box cut off.
+        let rest = offset < end ? try? file.read(upTo: Int(min(end - offset, 1 << 20)), at: offset) : []
+        if end - offset >= 8, rest?.allSatisfy({ $0 == 0 }) != true {
             return "\(within) holds a box at byte \(offset) whose size runs past \(reach)"
         }
-        if offset < end, let rest = try? file.read(upTo: Int(min(end - offset, 1 << 20)), at: offset), rest.contains(where: { $0 != 0 }) {
+        if let rest, rest.contains(where: { $0 != 0 }) {
             return "\(within) ends in \(end - offset) bytes that are no box"
         }
         for box in children where trackHeaders.contains(box.type) {

@@ -399,7 +399,8 @@ enum AssEvent {
         var absorbed = Set<Int>()
         for group in groups where group.count >= piecesOfALine {
             for line in lines(of: group) where line.count >= 2 {
-                let first = (line.map(\.index) + line.flatMap(\.copies)).min()!
+                let members = line.map(\.index) + line.flatMap(\.copies)
+                let first = members.min()!
                 guard let range = textRange(events[first]) else { continue }
                 // Read in the line's direction: right to left where its letters are.
                 let rightToLeft = line.filter(\.rightToLeft).count * 2 > line.count
@@ -410,7 +411,7 @@ enum AssEvent {
                     text += event[textRange(event)!]
                 }
                 joined[first] = events[first][..<range.lowerBound] + text
-                absorbed.formUnion((line.map(\.index) + line.flatMap(\.copies)).filter { $0 != first })
+                absorbed.formUnion(members.filter { $0 != first })
             }
         }
         guard !joined.isEmpty else { return events }
@@ -625,7 +626,7 @@ enum AssEvent {
             }
             guard inStyles, let colon = line.firstIndex(of: ":") else { continue }
             let fields = line[line.index(after: colon)...].split(separator: ",", omittingEmptySubsequences: false)
-                .map { String($0.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed()) }
+                .map { String($0).trimmingSpaces }
             switch line[..<colon].lowercased() {
             case "format": columns = fields.map { $0.lowercased() }
             case "style":

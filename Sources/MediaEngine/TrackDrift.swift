@@ -59,8 +59,8 @@ enum TrackDrift {
     /// A sound track of an MP4 or QuickTime file, fragmented or not, whose media header
     /// gives no usable timescale (`mdhd` says 0, and libavformat then counts one tick a
     /// second, or says 1): its AAC frames, 1,024 ticks apart, lay 17 minutes apart, and a
-    /// film's 1.9 s of sound was remuxed 26 hours long. No sound is timed in whole seconds, and nothing in the
-    /// file says what its scale was.
+    /// film's 1.9 s of sound was remuxed 26 hours long. No sound is timed in whole seconds,
+    /// and nothing in the file says what its scale was.
     static func untimedSound(_ demuxer: Demuxer) -> (stream: Int, why: String)? {
         for i in 0..<demuxer.streamCount {
             let st = demuxer.stream(i)

@@ -500,15 +500,12 @@ struct CommandLineTests {
     func trackHeaderSizeDamaged() throws {
         let dir = Media.scratch("cli-track-header-size")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let input = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3", "-f", "lavfi", "-i", "sine=duration=3",
-                     "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"]
         for (name, flags) in [("whole", "+faststart"), ("fragmented", "frag_keyframe+empty_moov")] {
-            let source = try Media.generated("track-header-\(name)-h264-aac-3s.mp4", input + ["-movflags", flags])
+            let source = try soundAndPictures3s(name, movflags: flags)
             for (box, size) in [("tkhd", 0xffff), ("mdhd", 33)] {
                 let damaged = try damagedCopy(ofFile: source, in: dir, as: "\(name)-\(box)-\(size).mp4") { bytes throws in
                     // The second track's (the sound's) box: its 32-bit size before its type.
-                    let type: [UInt8] = Array(box.utf8)
-                    let found = (4..<bytes.count - 4).filter { Array(bytes[$0..<$0 + 4]) == type }
+                    let found = typeOffsets(of: box, in: bytes)
                     try #require(found.count == 2)
                     bytes.replaceSubrange(found[1] - 4..<found[1], with: [0, 0, UInt8(size >> 8), UInt8(size & 0xff)])
                 }.path
@@ -532,17 +529,14 @@ struct CommandLineTests {
         func be32(_ b: [UInt8], _ i: Int) -> Int { Int(b[i]) << 24 | Int(b[i + 1]) << 16 | Int(b[i + 2]) << 8 | Int(b[i + 3]) }
         func put32(_ b: inout [UInt8], _ i: Int, _ v: Int) { for k in 0..<4 { b[i + k] = UInt8(truncatingIfNeeded: v >> (24 - 8 * k)) } }
         func box(_ b: [UInt8], _ type: String, nth: Int = 0) throws -> Int {
-            let t = Array(type.utf8)
-            let found = (4..<b.count - 4).filter { Array(b[$0..<$0 + 4]) == t }
+            let found = typeOffsets(of: type, in: b)
             try #require(found.count > nth)
             return found[nth] - 4
         }
         /// Grows the boxes holding `at` (their 32-bit sizes) by `by` bytes.
         func grow(_ b: inout [UInt8], around at: Int, by: Int, _ parents: [String]) throws {
             for parent in parents {
-                let t = Array(parent.utf8)
-                let starts = (4..<at).filter { Array(b[$0..<$0 + 4]) == t }.map { $0 - 4 }
-                let p = try #require(starts.last)
+                let p = try #require(typeOffsets(of: parent, in: b).last { $0 < at }) - 4
                 put32(&b, p, be32(b, p) + by)
             }
         }
@@ -1140,8 +1134,7 @@ struct SourceDamageTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let damaged = try damagedCopy(ofFile: whole, in: dir, as: "no-sound-sizes.mp4") { bytes throws in
             // The second track's (the sound's) stsz says it is 0 bytes long.
-            let type: [UInt8] = Array("stsz".utf8)
-            let found = (4..<bytes.count - 4).filter { Array(bytes[$0..<$0 + 4]) == type }
+            let found = typeOffsets(of: "stsz", in: bytes)
             try #require(found.count == 2)
             bytes.replaceSubrange(found[1] - 4..<found[1], with: [0, 0, 0, 0])
         }.path
@@ -1158,15 +1151,12 @@ struct SourceDamageTests {
     func soundWithoutTimescale() throws {
         let dir = Media.scratch("cli-no-timescale")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let input = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3", "-f", "lavfi", "-i", "sine=duration=3",
-                     "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"]
         for (name, flags) in [("fragmented", "frag_keyframe+empty_moov"), ("whole", "+faststart")] {
-            let source = try Media.generated("timescale-\(name)-h264-aac-3s.mp4", input + ["-movflags", flags])
+            let source = try soundAndPictures3s(name, movflags: flags)
             let damaged = try damagedCopy(ofFile: source, in: dir, as: "\(name)-mdhd-timescale-0.mp4") { bytes throws in
                 // The second track's (the sound's) mdhd, version 0: after its size, type,
                 // version and flags, creation and modification times comes the timescale.
-                let type: [UInt8] = Array("mdhd".utf8)
-                let found = (4..<bytes.count - 20).filter { Array(bytes[$0..<$0 + 4]) == type }
+                let found = typeOffsets(of: "mdhd", in: bytes)
                 try #require(found.count == 2 && bytes[found[1] + 4] == 0)
                 bytes.replaceSubrange(found[1] + 16..<found[1] + 20, with: [0, 0, 0, 0])
             }.path
@@ -2007,6 +1997,20 @@ func damagedCopy(of sample: String, bytes expected: Int, in dir: URL, as name: S
 }
 
 /// The file at `path` with `change` applied, written into `dir` as `name`.
+/// A 3 s H.264 and AAC MP4 laid out by `movflags` (`name` tells the layouts apart in the
+/// generated media's cache), for tests that damage one of its boxes.
+func soundAndPictures3s(_ name: String, movflags: String) throws -> String {
+    try Media.generated("h264-aac-3s-\(name).mp4", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3", "-f", "lavfi",
+                                                     "-i", "sine=duration=3", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac",
+                                                     "-movflags", movflags])
+}
+
+/// Where a four-character box type stands in `bytes` (its box starts 4 bytes before), in order.
+func typeOffsets(of type: String, in bytes: [UInt8]) -> [Int] {
+    let t = Array(type.utf8)
+    return (4..<max(4, bytes.count - 4)).filter { Array(bytes[$0..<$0 + 4]) == t }
+}
+
 func damagedCopy(ofFile path: String, in dir: URL, as name: String, _ change: (inout [UInt8]) throws -> Void) throws -> URL {
     var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
     try change(&bytes)
@@ -2359,8 +2363,7 @@ struct FormatChangeTests {
         let damaged = try damagedCopy(ofFile: whole, in: dir, as: "stts-delta-0.mp4") { bytes throws in
             // The stts's first entry's delta (after its size, type, version and flags, entry
             // count and sample count) becomes 0.
-            let type: [UInt8] = Array("stts".utf8)
-            let found = (4..<bytes.count - 20).filter { Array(bytes[$0..<$0 + 4]) == type }
+            let found = typeOffsets(of: "stts", in: bytes)
             try #require(found.count == 1)
             bytes.replaceSubrange(found[0] + 16..<found[0] + 20, with: [0, 0, 0, 0])
         }.path
