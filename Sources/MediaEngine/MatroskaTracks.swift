@@ -64,6 +64,21 @@ struct MatroskaTracks {
         }
     }
 
+    /// The first entry whose TrackType hides what its CodecID says it carries: pictures
+    /// (`V_`), sound (`A_`) or subtitles (`S_`) under another type. libavformat goes by the
+    /// type and passes over a track whose type it does not read (a damaged byte made a
+    /// film's video track type 9, and the film went out as its sound alone, exit 0), or
+    /// makes a stream of the wrong kind. No muxer writes these pairs: the header is damaged.
+    static func hiddenTrack(_ entries: [Entry]) -> String? {
+        let kinds: [(prefix: String, type: Int, what: String)] = [("V_", 1, "pictures"), ("A_", 2, "sound"), ("S_", 0x11, "subtitles")]
+        for entry in entries {
+            guard let codec = entry.codecID, let kind = kinds.first(where: { codec.hasPrefix($0.prefix) }),
+                  entry.type != kind.type else { continue }
+            return "track \(entry.number) holds \(kind.what) (\(codec)) but its type says \(entry.type)"
+        }
+        return nil
+    }
+
     static let tracksBytes = 1 << 20
 
     /// The entries, nil where the file's Tracks cannot be found or read.

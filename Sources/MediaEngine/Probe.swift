@@ -284,6 +284,9 @@ public enum Prober {
                let why = movieBoxDamage(demuxer.path) ?? (info.fragmented != true ? sampleTablesShortfall(demuxer) : nil) {
                 throw KilnError(.sourceCorrupt, stage: .probe, "the source's index is damaged: \(why)")
             }
+            if let why = demuxer.matroskaTracks.flatMap(MatroskaTracks.hiddenTrack) {
+                throw KilnError(.sourceCorrupt, stage: .probe, "the source's track list is damaged: \(why)")
+            }
             info.indexDamage = indexDamage(demuxer, size: Int64(size), fragmented: info.fragmented == true)
             if info.indexDamage == nil, demuxer.matroskaHead?.unindexed == true { info.unindexed = true }
             if formatName.hasPrefix("mov,"),

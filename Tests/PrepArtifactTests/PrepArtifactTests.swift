@@ -1191,6 +1191,25 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("a Matroska film whose video track's type byte is damaged is source_corrupt (libavformat passed the track over and the film went out as its sound alone, exit 0)")
+    func videoTrackTypeDamaged() throws {
+        let whole = try Media.generated("tracks-2s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=2", "-f", "lavfi",
+                                                         "-i", "sine=duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+        let dir = Media.scratch("cli-track-type")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let damaged = try damagedCopy(ofFile: whole, in: dir, as: "track-type-9.mkv") { bytes throws in
+            // The first TrackEntry (AE) after Tracks (16 54 AE 6B), the video's: its TrackType
+            // (83, one byte: 81) 1 becomes 9, a type Matroska does not define.
+            let tracks = try #require((0..<bytes.count - 4).first { Array(bytes[$0..<$0 + 4]) == [0x16, 0x54, 0xAE, 0x6B] && bytes[$0 - 1] != 0x84 })
+            let type = try #require((tracks..<tracks + 200).first { Array(bytes[$0..<$0 + 3]) == [0x83, 0x81, 0x01] })
+            bytes[type + 2] = 9
+        }.path
+        #expect(try FFprobe(damaged).streams.compactMap { $0["codec_type"]?.string } == ["audio"])
+        for (quality, caps) in [("original", "ios"), ("2mbps", "android")] {
+            try Self.expectSourceCorrupt(damaged, quality: quality, caps: caps, in: dir, saying: "track 1 holds pictures (V_MPEG4/ISO/AVC) but its type says 9")
+        }
+    }
+
     @Test("a file cut short (its header still declaring the whole length) exits 3 with source_corrupt, for a remux and a transcode")
     func cutShort() throws {
         let bytes = try Data(contentsOf: URL(fileURLWithPath: try Self.source()))
