@@ -384,8 +384,7 @@ final class SubtitleLane: Lane {
         guard SubtitleLane.plainText.contains(textCodec), p.size > 0, let data = p.data else { return packet }
         let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
         guard bytes.contains(where: { $0 >= 0x80 }) else { return packet }
-        let (valid, long) = SubtitleCharset.utf8Shape(bytes)
-        let mixed = !valid && long
+        let (valid, mixed) = SubtitleCharset.utf8Shape(bytes)
         if valid || mixed { utf8Cues += 1 } else { codePageCues += 1 }
         guard !valid || codePageCues > utf8Cues else { return packet }
         if charset == nil { charset = SubtitleCharset(language: plan.language ?? dictValue(input.pointee.metadata, "language")) }

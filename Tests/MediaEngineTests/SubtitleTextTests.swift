@@ -397,12 +397,13 @@ struct CodePageChoiceTests {
         return output[0..<written].map { UInt8(bitPattern: $0) }
     }
 
-    @Test("a track that names no language is read in GB18030, Big5 or Shift-JIS where its cues read as Chinese or Japanese (they had come out as Windows-1252's \"ÄãºÃ\"), a one-character cue and one with a Latin word following the track; Western and Russian tracks, whose pairs of letters are East Asian characters too, stay in their own")
+    @Test("a track that names no language is read in GB18030, Big5, Shift-JIS or CP949 where its cues read as Chinese, Japanese or Korean (they had come out as Windows-1252's \"ÄãºÃ\", Korean as \"¾È³ç\"), a one-character cue and one with a Latin word following the track; Western and Russian tracks, whose pairs of letters are East Asian characters too, stay in their own")
     func eastAsianWithoutTag() throws {
         let chinese = ["你好，你今天怎么样", "我不知道他在说什么", "好", "我用iPhone", "谢谢你救了我的命"]
         let traditional = ["你好，你今天怎麼樣", "我們必須馬上離開這裡", "謝謝"]
         let japanese = ["こんにちは、元気ですか", "どうして本当のことを言わなかったの", "はい", "コンピューターが壊れた"]
-        for (cues, page) in [(chinese, "GB18030"), (traditional, "BIG5-HKSCS"), (japanese, "SHIFT-JIS")] {
+        let korean = ["안녕하세요, 오늘 어때요?", "그게 무슨 말이에요?", "네", "내 iPhone 어디 있어?", "경찰에 신고해야 돼요"]
+        for (cues, page) in [(chinese, "GB18030"), (traditional, "BIG5-HKSCS"), (japanese, "SHIFT-JIS"), (korean, "CP949")] {
             let track = try #require(SubtitleCharset(language: nil))
             for cue in cues { #expect(read(try encoded(cue, page), track) == cue, "\(page)") }
         }
@@ -414,17 +415,22 @@ struct CodePageChoiceTests {
         }
     }
 
-    @Test("a cue of UTF-8 with a stray Windows-1252 byte keeps its UTF-8 and has only that byte read in the code page (it had all come out as \"cafÃ©\"); in a code page of two-byte characters it is read whole")
+    @Test("a cue of UTF-8 with a stray Windows-1252 byte keeps its UTF-8 and has only that byte read in the code page (it had all come out as \"cafÃ©\"); in a code page of two-byte characters it is read whole, and a Korean line holding a UTF-8 character by chance is no such cue")
     func strayByteInUTF8() throws {
         let bytes: [UInt8] = Array("It".utf8) + [0x92] + Array("s café — mixed".utf8)
-        #expect(bytes.withUnsafeBufferPointer { SubtitleCharset.holdsLongUTF8($0) && !SubtitleCharset.isUTF8($0) })
+        #expect(bytes.withUnsafeBufferPointer { SubtitleCharset.isMixedUTF8($0) && !SubtitleCharset.isUTF8($0) })
         let english = try #require(SubtitleCharset(language: "eng"))
         #expect(bytes.withUnsafeBufferPointer { english.mixedUTF8($0) }.map { String(decoding: $0, as: UTF8.self) } == "It’s café — mixed")
         let chinese = try #require(SubtitleCharset(language: "chi"))
         #expect(bytes.withUnsafeBufferPointer { chinese.mixedUTF8($0) } == nil)
         // Windows-1251's letters make two-byte UTF-8 now and then ("Сі" is D1 B3), never a longer one here.
         let ukrainian: [UInt8] = Array("Сільський вісник".data(using: .windowsCP1251)!)
-        #expect(!ukrainian.withUnsafeBufferPointer { SubtitleCharset.holdsLongUTF8($0) })
+        #expect(!ukrainian.withUnsafeBufferPointer { SubtitleCharset.isMixedUTF8($0) })
+        // A Korean line in CP949 holds a UTF-8 character by chance ("모르겠" is B8 F0 B8 A3 B0):
+        // the rest of it is no UTF-8, so the line is CP949's, not UTF-8 with a stray byte
+        // (it had come out as "Á¤¸» °í¸¶¿ö¿ä").
+        let korean = try encoded("정말 고마워요. 당신이 없었으면 어떻게 했을지 모르겠어요.", "CP949")
+        #expect(!korean.withUnsafeBufferPointer { SubtitleCharset.isMixedUTF8($0) || SubtitleCharset.isUTF8($0) })
     }
 }
 

@@ -4565,6 +4565,29 @@ struct SubtitleTrackTextTests {
 }
 
 extension SubtitleTrackTextTests {
+    @Test("a Korean SubRip track in CP949 that names no language is read as Korean (it had come out as Windows-1252's \"Á¤¸» °í¸¶\"), its first line too, though it holds a UTF-8 character by chance and had been taken for UTF-8 with a stray byte")
+    func koreanWithoutTag() throws {
+        let lines = ["정말 고마워요. 당신이 없었으면 어떻게 했을지 모르겠어요.", "지금 어디 가는 거야?", "경찰에 신고해야 돼요.", "네"]
+        let source = try Media.generated("subtitles-cp949-untagged.mkv") { tmp in
+            let (film, korean) = (tmp + ".film.mkv", tmp + ".ko.srt")
+            defer { unlink(film); unlink(korean) }
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
+                                               "-f", "lavfi", "-i", "sine=duration=10", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", film])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+            let srt = lines.enumerated().map { "\($0 + 1)\n00:00:0\(2 * $0 + 1),000 --> 00:00:0\(2 * $0 + 2),000\n\($1)\n" }.joined(separator: "\n")
+            let cp949 = try Run.command("iconv", ["-f", "UTF-8", "-t", "CP949", "-o", korean], stdin: Data(srt.utf8))
+            guard cp949.status == 0 else { throw TestFailure("iconv: \(cp949.stderr)") }
+            let m = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", film, "-i", korean, "-map", "0", "-map", "1",
+                                               "-c", "copy", "-f", "matroska", tmp])
+            guard m.status == 0 else { throw TestFailure("ffmpeg: \(m.stderr)") }
+        }
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "subtitle-korean") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+            let cues = try Command.cues(out, "0:s:0").map(\.text)
+            #expect(cues == lines, "\(cues)")
+        }
+    }
+
     @Test("a text track that gives no text to show (an ASS track of drawings only, marked default) is left out and said to be (`subtitle_empty`): it had been a track of one blank sample, listed and shown by default; the SubRip track beside it goes as before")
     func emptyTrackLeftOut() throws {
         let source = try Media.generated("subtitles-drawings-only-and-srt.mkv") { tmp in
