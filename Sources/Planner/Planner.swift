@@ -710,7 +710,8 @@ struct PlanContext {
         let channels = min(a.channels ?? 2, device.channels(sur.target.channels, decodedAs: sur.codec))
         let kbps = Self.surroundShare(sur.target, codec: sur.codec, channels: channels, stereoKbps: stereo.bitrateKbps)
         return AudioPlan(sourceIndex: a.index, action: .transcode, codec: sur.codec, channels: channels,
-                         bitrateKbps: Self.reachableKbps(kbps, codec: sur.codec, sampleRate: a.sampleRate, channels: channels),
+                         bitrateKbps: Self.reachableKbps(sourceBoundKbps(kbps, a, codec: sur.codec, channels: channels), codec: sur.codec,
+                                                         sampleRate: a.sampleRate, channels: channels),
                          language: language(a), mergeSources: mergeSources(a))
     }
 
@@ -727,6 +728,26 @@ struct PlanContext {
 
     /// The bitrates an AC-3 frame can have (ATSC A/52's table), kbit/s.
     static let ac3Kbps = [32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 576, 640]
+
+    /// A re-encoded sound gets at most half again its source's bitrate, where that is known:
+    /// a 6 kbit/s voice track (AMR, Opus) encoded at the ladder's 64 or 128 was ten times
+    /// its bits for nothing the source had, and an encode cannot give back what the
+    /// source's codec took away (half again leaves room for a codec that does more with
+    /// its bits than AAC: Opus, HE-AAC). Never below `leastKbpsPerChannel` a channel, so that
+    /// the encoder does not add losses of its own. Not for a sound merged from two mono
+    /// tracks, whose bitrate is both's. AC-3 and E-AC-3 take the next bitrate they have.
+    func sourceBoundKbps(_ kbps: Int, _ a: StreamInfo, codec: String, channels: Int) -> Int {
+        guard let bps = a.bitRate, bps > 0, mergeSources(a) == nil else { return kbps }
+        let dolby = codec == "ac3" || codec == "eac3"
+        let least = (dolby ? Self.leastKbpsPerChannel.dolby : Self.leastKbpsPerChannel.aac) * max(1, channels)
+        let sourceKbps = bps / 1000 + (bps % 1000 > 0 ? 1 : 0)   // a hostile header's Int.max too
+        let bound = min(kbps, max(least, sourceKbps + (sourceKbps + 1) / 2))
+        return dolby ? Self.ac3Kbps.first { $0 >= bound } ?? kbps : bound
+    }
+
+    /// The least an encode spends on a channel: AAC-LC at 32 kbit/s a channel is clean
+    /// for speech and fair for music; AC-3 needs half again that.
+    static let leastKbpsPerChannel = (aac: 32, dolby: 48)
 
     /// At most what the encoder spends at the rate it encodes the source's sound: AAC puts
     /// at most 6,144 bits in a channel's frame of 1,024 samples (libavcodec clamps to it),
@@ -751,8 +772,8 @@ struct PlanContext {
         }
         let channels = min(a.channels ?? 2, device.channels(t.channels, decodedAs: codec))
         return AudioPlan(sourceIndex: a.index, action: .transcode, codec: codec, channels: max(1, channels),
-                         bitrateKbps: Self.reachableKbps(stereoKbps(t, channels: channels), codec: codec, sampleRate: a.sampleRate,
-                                                         channels: max(1, channels)),
+                         bitrateKbps: Self.reachableKbps(sourceBoundKbps(stereoKbps(t, channels: channels), a, codec: codec, channels: max(1, channels)),
+                                                         codec: codec, sampleRate: a.sampleRate, channels: max(1, channels)),
                          language: language(a), mergeSources: mergeSources(a))
     }
 

@@ -77,7 +77,7 @@ let originalCases: [Case] = [
          Expect(delivery: .remux, effective: .original, video: .copy, audio: .copy, reasons: ["container_unsupported"])),
     Case("original: DTS 5.1 to iOS becomes E-AC-3 5.1 in a remux", media("mp4", h1080, audio("dts", ch: 6, kbps: 1509)), .original, ios,
          Expect(delivery: .remux, video: .copy, audio: .transcode, audioCodec: "eac3", channels: 6, audioKbps: 640, reasons: ["audio_codec_unsupported"])),
-    Case("original: DTS 5.1 to Android (no AC-3) becomes AAC stereo 256", media("mkv", h1080, audio("dts", ch: 6)), .original, android,
+    Case("original: DTS 5.1 to Android (no AC-3) becomes AAC stereo 256", media("mkv", h1080, audio("dts", ch: 6, kbps: 1509)), .original, android,
          Expect(delivery: .remux, audio: .transcode, audioCodec: "aac", channels: 2, audioKbps: 256, reasons: ["audio_codec_unsupported"], notReasons: ["container_unsupported"])),
     Case("original: mono PCM becomes mono AAC at half the stereo rate", media("mov", video("h264", 1280, 720), audio("pcm_s16le", ch: 1, kbps: 768)), .original, ios,
          Expect(delivery: .remux, audioCodec: "aac", channels: 1, audioKbps: 128)),
@@ -197,7 +197,7 @@ let originalCases: [Case] = [
          Expect(delivery: .remux, noVideo: true, audio: .transcode, audioCodec: "eac3", channels: 6)),
     Case("original: audio-only FLAC in MP4 plays on iOS", media("mp4", kbps: 900, audio("flac", index: 0, kbps: 900)), .original, ios,
          Expect(delivery: .original, noVideo: true)),
-    Case("original: audio-only Vorbis in Ogg to iOS becomes AAC in MP4", media("ogg", kbps: 160, audio("vorbis", index: 0)), .original, ios,
+    Case("original: audio-only Vorbis in Ogg to iOS becomes AAC in MP4", media("ogg", kbps: 192, audio("vorbis", index: 0, kbps: 192)), .original, ios,
          Expect(delivery: .remux, audioCodec: "aac", audioKbps: 256, reasons: ["container_unsupported", "audio_codec_unsupported"])),
     Case("original: attached cover art is not a video stream", media("mkv", kbps: 900, video("mjpeg", 600, 600, attached: true), audio("flac")), .original, ios,
          Expect(delivery: .remux, noVideo: true, audioCodec: "flac")),
@@ -1163,13 +1163,13 @@ struct PlannerRuleTests {
         #expect(telecine.reasons.contains("inverse_telecined") && !telecine.reasons.contains("field_matched"))
     }
 
-    @Test("sound at a low sample rate is planned at what AAC reaches there (6,144 bits a channel's frame): an old phone's 8 kHz AMR voice at 48 kbit/s, not the ladder's 64 the output never had; 48 kHz keeps the ladder's")
+    @Test("sound at a low sample rate is planned at what AAC reaches there (6,144 bits a channel's frame): an old phone's 8 kHz voice at 48 kbit/s, not the ladder's 64 the output never had; 48 kHz keeps the ladder's")
     func lowSampleRateBitrate() throws {
         func planned(_ sound: StreamInfo, _ quality: Quality = .mbps2) throws -> AudioPlan {
             try #require(try Planner.plan(source: media("mp4", kbps: 700, video("h264", 640, 480, fps: 30), sound), quality: quality,
                                           caps: ios, presets: presets).audio)
         }
-        let voice = try planned(audio("amr_nb", ch: 1, kbps: 12, rate: 8000))
+        let voice = try planned(audio("pcm_s16le", ch: 1, kbps: 128, rate: 8000))
         #expect(voice.codec == "aac" && voice.channels == 1 && voice.bitrateKbps == 48, "\(voice)")
         let stereo = try planned(audio("amr_wb", ch: 2, kbps: 24, rate: 8000))
         #expect(stereo.channels == 2 && stereo.bitrateKbps <= 96, "\(stereo)")
@@ -1178,6 +1178,29 @@ struct PlannerRuleTests {
         // The same ladder at 48 kHz: what 8 kHz mono was capped from.
         let full = try planned(audio("mp2", ch: 1, kbps: 256, rate: 48000))
         #expect(full.codec == "aac" && full.bitrateKbps > 48, "\(full)")
+    }
+
+    @Test("a re-encoded sound gets at most half again its source's bitrate, never under 32 kbit/s a channel (48 for AC-3): a 12 kbit/s AMR voice had been encoded at the ladder's 64, a 6 kbit/s Opus at 128; a source of unknown bitrate or of more bits keeps the ladder's")
+    func sourceBoundAudioBitrate() throws {
+        func planned(_ sound: StreamInfo, _ quality: Quality = .mbps2, caps: DeviceCaps = ios) throws -> AudioPlan {
+            try #require(try Planner.plan(source: media("mkv", kbps: 700, video("h264", 640, 480, fps: 30), sound), quality: quality,
+                                          caps: caps, presets: presets).audio)
+        }
+        let ladder = try planned(audio("opus", ch: 2, kbps: nil))
+        #expect(ladder.action == .transcode && ladder.bitrateKbps == 128, "\(ladder)")
+        let voice = try planned(audio("amr_nb", ch: 1, kbps: 12, rate: 8000))
+        #expect(voice.codec == "aac" && voice.channels == 1 && voice.bitrateKbps == 32, "\(voice)")
+        let tiny = try planned(audio("opus", ch: 2, kbps: 6))
+        #expect(tiny.channels == 2 && tiny.bitrateKbps == 64, "\(tiny)")
+        let wma = try planned(audio("wmav2", ch: 2, kbps: 64))
+        #expect(wma.action == .transcode && wma.bitrateKbps == 96, "\(wma)")
+        let rich = try planned(audio("vorbis", ch: 2, kbps: 500))
+        #expect(rich.bitrateKbps == 128, "\(rich)")
+        // 5.1 kept at `original` (E-AC-3 for iOS): AC-3's next bitrate above half again 384.
+        let surround = try planned(audio("dts", ch: 6, kbps: 384), .original)
+        #expect(surround.codec == "eac3" && surround.channels == 6 && surround.bitrateKbps == 576, "\(surround)")
+        let full = try planned(audio("dts", ch: 6, kbps: 1509), .original)
+        #expect(full.bitrateKbps == 640, "\(full)")
     }
 
     @Test("a remux that copies video carries the encode that replaces it if the copy stops; nothing else does")
