@@ -138,6 +138,37 @@ final class SubtitleLane: Lane {
         if encoder != nil { avcodec_free_context(&encoder) }
     }
 
+    /// libavcodec's default ASS header (one Default style), as its SubRip decoder gives
+    /// every track it reads.
+    static func defaultStyles() -> [UInt8]? {
+        var ctx: UnsafeMutablePointer<AVCodecContext>? = nil
+        guard let codec = avcodec_find_decoder(AV_CODEC_ID_SUBRIP) else { return nil }
+        ctx = avcodec_alloc_context3(codec)
+        defer { avcodec_free_context(&ctx) }
+        guard let ctx, avcodec_open2(ctx, codec, nil) >= 0, let header = ctx.pointee.subtitle_header, ctx.pointee.subtitle_header_size > 0 else { return nil }
+        return Array(UnsafeBufferPointer(start: header, count: Int(ctx.pointee.subtitle_header_size)))
+    }
+
+    /// A mov_text encoder (`encoder`, freed first where there was one) opened on `header`
+    /// (none: libavcodec's own); what `avcodec_open2` said.
+    private func openEncoder(header: UnsafeBufferPointer<UInt8>?) throws(KilnError) -> Int32 {
+        if encoder != nil { avcodec_free_context(&encoder) }
+        guard let codec = avcodec_find_encoder(AV_CODEC_ID_MOV_TEXT), let enc = avcodec_alloc_context3(codec) else {
+            throw KilnError(.internalError, stage: .encode, "the mov_text encoder is missing")
+        }
+        encoder = enc
+        enc.pointee.time_base = SubtitleLane.timeBase
+        if let header, let base = header.baseAddress {
+            guard let copy = av_mallocz(header.count + 1)?.assumingMemoryBound(to: UInt8.self) else {
+                throw KilnError(.resourceLimit, stage: .encode, "out of memory")
+            }
+            copy.update(from: base, count: header.count)
+            enc.pointee.subtitle_header = copy
+            enc.pointee.subtitle_header_size = Int32(header.count)
+        }
+        return avcodec_open2(enc, codec, nil)
+    }
+
     /// The ffmpeg command has no option that makes a track of the captions in the pictures
     /// (only lavfi's `movie` source reads them), nor decodes a teletext stream's second page
     /// beside its first: its equivalent leaves them out.
@@ -162,23 +193,21 @@ final class SubtitleLane: Lane {
     private(set) var ffmpegInputOptions: [String] = []
 
     func prepare(muxer: Muxer) throws(KilnError) {
-        guard let codec = avcodec_find_encoder(AV_CODEC_ID_MOV_TEXT), let enc = avcodec_alloc_context3(codec) else {
-            throw KilnError(.internalError, stage: .encode, "the mov_text encoder is missing")
+        // mov_text takes its styles from the decoder's ASS header: an ASS track's own (its
+        // CodecPrivate), or libavcodec's default for other formats. A damaged or lost one
+        // (a size or ID in the track's entry changed) is one the encoder cannot read, and had
+        // failed the whole run as an internal error: the track goes on the default styles
+        // instead, its lines whole, as libavcodec styles a SubRip track.
+        let header = decoder.pointee.subtitle_header.map { UnsafeBufferPointer(start: $0, count: Int(max(0, decoder.pointee.subtitle_header_size))) }
+        let own = header?.isEmpty == false ? header : nil
+        var opened = try own.map { (h) throws(KilnError) in try openEncoder(header: h) } ?? -1
+        if opened >= 0, let own {
+            styleSizes = AssEvent.styleSizes(header: String(decoding: own, as: UTF8.self))
+        } else if let styles = SubtitleLane.defaultStyles() {
+            opened = try styles.withUnsafeBufferPointer { (b) throws(KilnError) in try openEncoder(header: b) }
         }
-        encoder = enc
-        enc.pointee.time_base = SubtitleLane.timeBase
-        // mov_text takes its styles from the decoder's ASS header.
-        if let header = decoder.pointee.subtitle_header, decoder.pointee.subtitle_header_size > 0 {
-            let size = Int(decoder.pointee.subtitle_header_size)
-            guard let copy = av_mallocz(size + 1)?.assumingMemoryBound(to: UInt8.self) else {
-                throw KilnError(.resourceLimit, stage: .encode, "out of memory")
-            }
-            copy.update(from: header, count: size)
-            enc.pointee.subtitle_header = copy
-            enc.pointee.subtitle_header_size = Int32(size)
-            styleSizes = AssEvent.styleSizes(header: String(decoding: UnsafeBufferPointer(start: header, count: size), as: UTF8.self))
-        }
-        try check(avcodec_open2(enc, codec, nil), .encode, "cannot open the mov_text encoder")
+        try check(opened, .encode, "cannot open the mov_text encoder")
+        guard let enc = encoder else { throw KilnError(.internalError, stage: .encode, "the mov_text encoder is missing") }
         // The encoder's extradata is the track's sample description, which begins with its
         // display flags; Apple's players take a track as forced subtitles (shown when the
         // sound's language is the viewer's) from "all samples are forced" and "some samples

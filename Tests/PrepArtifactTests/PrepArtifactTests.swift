@@ -4588,6 +4588,50 @@ extension SubtitleTrackTextTests {
         }
     }
 
+    @Test("an ASS track whose header (its CodecPrivate) is lost or damaged goes on libavcodec's default styles, its lines whole (the run had failed as internal_error: \"Cannot open the mov_text encoder\")")
+    func assHeaderLost() throws {
+        let source = try Media.generated("subtitles-ass-2s.mkv") { tmp in
+            let ass = tmp + ".ass"
+            defer { unlink(ass) }
+            let script = "[Script Info]\nScriptType: v4.00+\nPlayResX: 320\nPlayResY: 240\n\n[V4+ Styles]\nFormat: Name, Fontname, Fontsize, PrimaryColour, "
+                + "SecondaryColour, OutlineColour, BackColour, Bold, Italic, Underline, StrikeOut, ScaleX, ScaleY, Spacing, Angle, BorderStyle, Outline, "
+                + "Shadow, Alignment, MarginL, MarginR, MarginV, Encoding\nStyle: Default,Arial,20,&H00FFFFFF,&H000000FF,&H00000000,&H00000000,0,0,0,0,"
+                + "100,100,0,0,1,2,0,2,10,10,10,1\n\n[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n"
+                + "Dialogue: 0,0:00:00.50,0:00:01.50,Default,,0,0,0,,Bonjour\n"
+            try script.write(toFile: ass, atomically: true, encoding: .utf8)
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=2",
+                                               "-f", "lavfi", "-i", "sine=duration=2", "-i", ass, "-map", "0", "-map", "1", "-map", "2",
+                                               "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-c:s", "copy", "-f", "matroska", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+        }
+        let dir = Media.scratch("ass-header-lost")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // The ASS track's CodecPrivate (63 A2, after its CodecID S_TEXT/ASS) becomes an
+        // element of no meaning (63 A3): the header is gone. Its size one byte larger
+        // instead swallows what follows, a header damaged.
+        func damaged(_ name: String, _ change: @escaping (inout [UInt8], Int) -> Void) throws -> String {
+            try damagedCopy(ofFile: source, in: dir, as: name) { bytes throws in
+                func find(_ needle: [UInt8], from: Int) -> Int? {
+                    (from...(bytes.count - needle.count)).first { Array(bytes[$0..<$0 + needle.count]) == needle }
+                }
+                let codec = try #require(find(Array("S_TEXT/ASS".utf8), from: 0))
+                change(&bytes, try #require(find([0x63, 0xA2], from: codec)))
+            }.path
+        }
+        let lost = try damaged("ass-header-lost.mkv") { bytes, at in bytes[at + 1] = 0xA3 }
+        let swallowing = try damaged("ass-header-size.mkv") { bytes, at in
+            let length = bytes[at + 2].leadingZeroBitCount + 1
+            bytes[at + 2 + length - 1] &+= 1
+        }
+        for file in [lost, swallowing] {
+            try Command.prepare(file, quality: "original", caps: "ios", scratch: "ass-header-lost-run") { run, out in
+                #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+                let cues = try Command.cues(out, "0:s:0").map(\.text)
+                #expect(cues == ["Bonjour"], "\(file)")
+            }
+        }
+    }
+
     @Test("a text track that gives no text to show (an ASS track of drawings only, marked default) is left out and said to be (`subtitle_empty`): it had been a track of one blank sample, listed and shown by default; the SubRip track beside it goes as before")
     func emptyTrackLeftOut() throws {
         let source = try Media.generated("subtitles-drawings-only-and-srt.mkv") { tmp in
