@@ -64,17 +64,26 @@ struct MatroskaTracks {
         }
     }
 
-    /// The first entry whose TrackType hides what its CodecID says it carries: pictures
-    /// (`V_`), sound (`A_`) or subtitles (`S_`) under another type. libavformat goes by the
-    /// type and passes over a track whose type it does not read (a damaged byte made a
-    /// film's video track type 9, and the film went out as its sound alone, exit 0), or
-    /// makes a stream of the wrong kind. No muxer writes these pairs: the header is damaged.
+    /// The first entry whose header cannot be what a muxer wrote, so that libavformat lost
+    /// its track or its packets: a TrackType that hides what the CodecID says it carries
+    /// (pictures `V_`, sound `A_`, subtitles `S_` under another type: libavformat goes by
+    /// the type, and passes over one it does not read); a type of media with no CodecID
+    /// (libavformat passes over such an entry); a TrackNumber of 0, which no block can
+    /// name (the track's stream has no packets). A damaged byte made a film's video track
+    /// type 9, and the film went out as its sound alone, exit 0.
     static func hiddenTrack(_ entries: [Entry]) -> String? {
         let kinds: [(prefix: String, type: Int, what: String)] = [("V_", 1, "pictures"), ("A_", 2, "sound"), ("S_", 0x11, "subtitles")]
         for entry in entries {
-            guard let codec = entry.codecID, let kind = kinds.first(where: { codec.hasPrefix($0.prefix) }),
-                  entry.type != kind.type else { continue }
-            return "track \(entry.number) holds \(kind.what) (\(codec)) but its type says \(entry.type)"
+            if entry.number == 0, let kind = kinds.first(where: { $0.type == entry.type }) {
+                return "a track of \(kind.what) has no track number (0), which no block can name"
+            }
+            if let codec = entry.codecID {
+                guard let kind = kinds.first(where: { codec.hasPrefix($0.prefix) }), entry.type != kind.type else { continue }
+                return "track \(entry.number) holds \(kind.what) (\(codec)) but its type says \(entry.type)"
+            }
+            if let kind = kinds.first(where: { $0.type == entry.type }) {
+                return "track \(entry.number), of \(kind.what), names no codec"
+            }
         }
         return nil
     }
@@ -108,7 +117,9 @@ struct MatroskaTracks {
                 default: break
                 }
             }
-            return e.number > 0 ? e : nil
+            // An entry with neither a number nor a type is no track's (a Void or an element
+            // of no meaning read as one); a track of 0 is damage (`hiddenTrack`).
+            return e.number > 0 || e.type > 0 ? e : nil
         }
     }
 }

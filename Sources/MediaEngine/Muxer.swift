@@ -281,11 +281,15 @@ final class Muxer {
     /// Throws for a muxer call that failed. The MP4 muxer parses some packets (E-AC-3
     /// frame headers, Annex B video) and, in its trailer, the parameter sets it puts in the
     /// sample entry (avcC, hvcC); it refuses damaged ones with AVERROR_INVALIDDATA: the
-    /// source's data, the same on every run, not a failed write to retry.
+    /// source's data, the same on every run, not a failed write to retry. So is a packet
+    /// timed further from the one before than an MP4 sample can last (AVERROR_PATCHWELCOME,
+    /// "out of range": a Matroska TimestampScale damaged stretched a 4 s film's times a
+    /// thousandfold), which had been a retryable `io_error` the farm would have run again
+    /// and again.
     private static func refuse(_ ret: Int32, _ what: String) throws(KilnError) {
-        if ret == kiln_averror_invaliddata() {
+        if ret == kiln_averror_invaliddata() || ret == kiln_averror_patchwelcome() {
             throw KilnError(.sourceCorrupt, stage: .mux, underlying: ret,
-                            "\(what): the source's data cannot be stored in MP4 (damaged packets or parameter sets)")
+                            "\(what): the source's data cannot be stored in MP4 (damaged packets, parameter sets or times)")
         }
         if ret < 0 { throw classify(ret, .mux, what, as: .ioError) }
     }

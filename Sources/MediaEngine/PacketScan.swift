@@ -243,6 +243,11 @@ extension Prober {
             /// last: a sound whose times stand still (at 0) spans that, not its times' span.
             var still = 0, lasting = 0.0, latest: Double
             var span: Double { still * 2 > packets ? lasting : end - first }
+            /// The time the packets since the last timed one say they last (laced Matroska
+            /// frames and Ogg pages time one packet of several), and each gap between two
+            /// timed packets over that: the sound's clock against its samples.
+            var pending = 0.0, lastTimed = Double.nan
+            var paces: [Double] = []
             /// Enough to measure a bitrate by: at least two seconds.
             var enough: Bool { packets >= 20 && span >= 2 }
         }
@@ -270,9 +275,19 @@ extension Prober {
             guard streams[i].type == .audio else { return }
             let st = demuxer.stream(Int(packet.streamIndex))
             let p = packet.pointer.pointee
-            if packet.time != noPTS, let t = seconds(packet.time, st.pointee.time_base) {
-                let lasts = max(0, seconds(p.duration, st.pointee.time_base) ?? 0)
+            let lasts = max(0, seconds(p.duration, st.pointee.time_base) ?? 0)
+            // A frame's length where the container's time base is too coarse to hold it
+            // (a damaged TimestampScale's quarter-second ticks made every duration 0).
+            let par = st.pointee.codecpar.pointee
+            let frame = lasts > 0 ? lasts : par.frame_size > 0 && par.sample_rate > 0 ? Double(par.frame_size) / Double(par.sample_rate) : 0
+            if packet.time == noPTS {
+                read[i]?.pending += frame
+            } else if let t = seconds(packet.time, st.pointee.time_base) {
                 var heard = read[i] ?? Heard(first: t, end: t + lasts, latest: .nan)
+                if heard.pending > 0, t > heard.lastTimed, heard.paces.count < Self.paceSamples {
+                    heard.paces.append((t - heard.lastTimed) / heard.pending)
+                }
+                (heard.lastTimed, heard.pending) = (t, frame)
                 heard.bytes += Int(p.size)
                 heard.packets += 1
                 heard.first = min(heard.first, t)
@@ -317,6 +332,27 @@ extension Prober {
             }
         }
 
+        static let paceSamples = 256
+
+        /// A sound stream whose times run several times faster or slower than its frames
+        /// last, between most of the packets read (the median: a gap in a broadcast's sound
+        /// is a few of them): a Matroska TimestampScale damaged stretched a 2 s film's times
+        /// 256 times, and it went out 8.6 minutes long, exit 0, its pictures and sound
+        /// crawling together. Frames' lengths come from the codec (1,024 samples of AAC at
+        /// its rate), or a container's own durations; a frame length read twice or half
+        /// (HE-AAC's core rate) is not damage.
+        func soundClockDamage(_ streams: [StreamInfo]) -> (stream: Int, why: String)? {
+            for (i, heard) in read.sorted(by: { $0.key < $1.key }) where heard.paces.count >= 8 {
+                let median = heard.paces.sorted()[heard.paces.count / 2]
+                guard median > Self.paceLimit || median < 1 / Self.paceLimit else { continue }
+                let times = max(median, 1 / median)
+                let pace = "\(Format.fixed(times, decimals: times < 10 ? 1 : 0)) times " + (median > 1 ? "as long as" : "shorter than")
+                return (streams[i].index, "stream \(streams[i].index): its sound's times run \(pace) its frames last (a timescale damaged)")
+            }
+            return nil
+        }
+        static let paceLimit = 3.5
+
         /// A bitrate for each sound stream whose container and headers give none (Matroska
         /// and MPEG-TS carry no bitrate for AAC, Opus or Vorbis, whose frames vary), from
         /// the packets the scan read: at least two seconds of them. Without one the planner
@@ -334,12 +370,15 @@ extension Prober {
             /// The pictures' and sound's bits a second where the scan read them, over at
             /// least `rateSeconds`; nil for less.
             var filmRate: Double?
+            /// A sound stream timed at a pace its frames deny (`soundClockDamage`).
+            var soundClock: (stream: Int, why: String)?
         }
         static let rateSeconds = 2.0
 
         func result(_ streams: [StreamInfo]) -> Read {
             let span = filmTimes.map { $0.end - $0.first } ?? 0
-            return Read(shares: shares(streams), filmRate: span >= Self.rateSeconds ? Double(filmBytes) * 8 / span : nil)
+            return Read(shares: shares(streams), filmRate: span >= Self.rateSeconds ? Double(filmBytes) * 8 / span : nil,
+                        soundClock: soundClockDamage(streams))
         }
 
         /// Each stream's share of the bytes read, by stream index: read from one place in the

@@ -1191,7 +1191,7 @@ struct SourceDamageTests {
         }
     }
 
-    @Test("a Matroska film whose video track's type byte is damaged is source_corrupt (libavformat passed the track over and the film went out as its sound alone, exit 0)")
+    @Test("a Matroska film whose video track's type byte is damaged, whose sound track lost its CodecID, or whose video track's number is 0 is source_corrupt (libavformat passed the track over, or read none of its blocks, and the film went out without it, exit 0)")
     func videoTrackTypeDamaged() throws {
         let whole = try Media.generated("tracks-2s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=2", "-f", "lavfi",
                                                          "-i", "sine=duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
@@ -1208,6 +1208,53 @@ struct SourceDamageTests {
         for (quality, caps) in [("original", "ios"), ("2mbps", "android")] {
             try Self.expectSourceCorrupt(damaged, quality: quality, caps: caps, in: dir, saying: "track 1 holds pictures (V_MPEG4/ISO/AVC) but its type says 9")
         }
+        // The sound's CodecID (86) made an element of no meaning (87): libavformat passes the
+        // entry over, and the film had gone out without its sound, as it was to Android.
+        let noCodec = try damagedCopy(ofFile: whole, in: dir, as: "sound-no-codec.mkv") { bytes throws in
+            let aac = Array("A_AAC".utf8)
+            let at = try #require((1..<bytes.count - aac.count).first { Array(bytes[$0..<$0 + aac.count]) == aac && bytes[$0 - 2] == 0x86 })
+            bytes[at - 2] = 0x87
+        }.path
+        #expect(try FFprobe(noCodec).streams.compactMap { $0["codec_type"]?.string } == ["video"])
+        // The video's TrackNumber (D7 81 01) 0: no block names the track, and its stream has
+        // no packet; Android had been sent the file as it was.
+        let numberless = try damagedCopy(ofFile: whole, in: dir, as: "track-number-0.mkv") { bytes throws in
+            let tracks = try #require((0..<bytes.count - 4).first { Array(bytes[$0..<$0 + 4]) == [0x16, 0x54, 0xAE, 0x6B] && bytes[$0 - 1] != 0x84 })
+            let number = try #require((tracks..<tracks + 200).first { Array(bytes[$0..<$0 + 3]) == [0xD7, 0x81, 0x01] })
+            bytes[number + 2] = 0
+        }.path
+        for (file, words) in [(noCodec, "track 2, of sound, names no codec"), (numberless, "a track of pictures has no track number (0)")] {
+            for (quality, caps) in [("original", "ios"), ("original", "android")] {
+                try Self.expectSourceCorrupt(file, quality: quality, caps: caps, in: dir, saying: words)
+            }
+        }
+    }
+
+    @Test("a Matroska film whose TimestampScale is damaged (its size one byte more: times 256 times too long; its value 1: a million times too short) is source_corrupt, its sound timed at a pace its frames deny: a 2 s film had gone out 8.6 minutes long, exit 0; where the muxer meets the stretch first it is source_corrupt too, not a retryable io_error")
+    func timestampScaleDamaged() throws {
+        let whole = try Media.generated("tracks-2s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=2", "-f", "lavfi",
+                                                         "-i", "sine=duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+        let hevc = try Media.generated("hevc-ac3-4s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4", "-f", "lavfi",
+                                                          "-i", "sine=frequency=440:sample_rate=48000:duration=4", "-c:v", "libx265", "-preset", "ultrafast",
+                                                          "-x265-params", "log-level=error", "-g", "25", "-pix_fmt", "yuv420p", "-c:a", "ac3", "-b:a", "128k", "-ac", "2"])
+        let dir = Media.scratch("cli-timestamp-scale")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        /// TimestampScale (2A D7 B1, its size 83: three bytes, 1,000,000) changed by `change`.
+        func damaged(_ file: String, _ name: String, _ change: @escaping (inout [UInt8], Int) -> Void) throws -> String {
+            try damagedCopy(ofFile: file, in: dir, as: name) { bytes throws in
+                let at = try #require((0..<bytes.count - 7).first { Array(bytes[$0..<$0 + 7]) == [0x2A, 0xD7, 0xB1, 0x83, 0x0F, 0x42, 0x40] })
+                change(&bytes, at)
+            }.path
+        }
+        let stretched = try damaged(whole, "scale-size.mkv") { bytes, at in bytes[at + 3] = 0x84 }
+        let shrunk = try damaged(whole, "scale-1.mkv") { bytes, at in bytes.replaceSubrange(at + 4..<at + 7, with: [0, 0, 1]) }
+        for (file, words) in [(stretched, "times run 254 times as long as its frames last"), (shrunk, "times shorter than its frames last")] {
+            for (quality, caps) in [("original", "ios"), ("original", "android"), ("2mbps", "android")] {
+                try Self.expectSourceCorrupt(file, quality: quality, caps: caps, in: dir, saying: words)
+            }
+        }
+        let muxed = try damaged(hevc, "hevc-scale-size.mkv") { bytes, at in bytes[at + 3] = 0x84 }
+        try Self.expectSourceCorrupt(muxed, quality: "original", caps: "ios", in: dir, saying: "source")
     }
 
     @Test("a file cut short (its header still declaring the whole length) exits 3 with source_corrupt, for a remux and a transcode")
