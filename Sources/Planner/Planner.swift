@@ -483,7 +483,10 @@ struct PlanContext {
         }
         var cls = frameClass(rung, highFrameRate: highRate)
         guard var size = FrameSize.fit(v, into: cls) else {
-            throw unavailable("the video stream's frame size is unknown, so it cannot be transcoded")
+            // No size after the probe decoded its first pictures: a damaged header (a
+            // Matroska Video element's size) or pictures that do not decode. Another rung or
+            // device would not help, which `quality_unavailable` says.
+            throw KilnError(.sourceCorrupt, stage: .plan, "the video stream's frame size is unknown (its header is damaged or its pictures do not decode), so it cannot be transcoded")
         }
         var floor = H264Level(rung.level) ?? H264Level.table[0]
         var maxrate = rung.videoKbps, bufsize = rung.bufsizeKbps
