@@ -156,6 +156,19 @@ final class SubtitleCharset {
         return out
     }
 
+    /// Whether `bytes` read whole, no byte left unread, as the language of one of the
+    /// track's East Asian code pages (`familiarity`: three familiar letters and more, and
+    /// three in ten of its letters). False for a track with none (a tagged Western one).
+    func readsAsEastAsian(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        converters.contains { page in
+            guard !Self.singleByte(page.name) else { return false }
+            let reading = Self.convert(bytes, with: page.cd)
+            guard reading.unreadable == 0 else { return false }
+            let known = Self.familiarity(reading.text, page: page.name)
+            return known.familiar >= 3 && known.familiar * 10 >= known.letters * 3
+        }
+    }
+
     /// Whether a code page has a character for every byte alone (Windows', ISO 8859's).
     static func singleByte(_ page: String) -> Bool { page.hasPrefix("CP125") || page == "CP874" || page.hasPrefix("ISO-8859") }
 

@@ -413,8 +413,22 @@ final class SubtitleLane: Lane {
         guard SubtitleLane.plainText.contains(textCodec), p.size > 0, let data = p.data else { return packet }
         let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
         guard bytes.contains(where: { $0 >= 0x80 }) else { return packet }
-        let (valid, mixed) = SubtitleCharset.utf8Shape(bytes)
-        if valid || mixed { utf8Cues += 1 } else { codePageCues += 1 }
+        let (valid, shape) = SubtitleCharset.utf8Shape(bytes)
+        if charset == nil, !valid || codePageCues > utf8Cues {
+            charset = SubtitleCharset(language: plan.language ?? dictValue(input.pointee.metadata, "language"))
+        }
+        // GB18030's and Big5's pairs are often two-byte UTF-8 (a lead of C2–DF, a trail of
+        // A1–BF) and now and then three-byte: a Chinese line can look like UTF-8 with stray
+        // bytes. One that reads whole as Chinese, Japanese or Korean is the code page's.
+        let mixedShape = shape && charset?.readsAsEastAsian(bytes) != true
+        // A cue that is not UTF-8 is read as the track so far is: in a UTF-8 track, as UTF-8
+        // with stray bytes (three curly quotes of Windows-1252 beside one "é" had the whole
+        // cue read in the code page: "cafÃ©"); in a code page's, whole in the page (a
+        // Shift-JIS line whose kana pairs make two-byte UTF-8 by chance had been taken for
+        // UTF-8 with stray bytes). Its shape decides only a track's first such cue.
+        let utf8Track = utf8Cues > codePageCues, codePageTrack = codePageCues > utf8Cues
+        let mixed = !valid && (utf8Track || (!codePageTrack && mixedShape))
+        if valid || mixedShape { utf8Cues += 1 } else { codePageCues += 1 }
         guard !valid || codePageCues > utf8Cues else { return packet }
         if charset == nil { charset = SubtitleCharset(language: plan.language ?? dictValue(input.pointee.metadata, "language")) }
         guard let charset else { return packet }

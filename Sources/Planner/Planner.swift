@@ -738,9 +738,11 @@ struct PlanContext {
     /// source's codec took away (half again leaves room for a codec that does more with
     /// its bits than AAC: Opus, HE-AAC). Never below `leastKbpsPerChannel` a channel, so that
     /// the encoder does not add losses of its own. Not for a sound merged from two mono
-    /// tracks, whose bitrate is both's. AC-3 and E-AC-3 take the next bitrate they have.
+    /// tracks, whose bitrate is both's, nor for one whose format changes along the file
+    /// (`formatChanges`: a broadcast's 192 kbit/s stereo, then its 448 kbit/s 5.1, whose
+    /// bitrate is the first part's). AC-3 and E-AC-3 take the next bitrate they have.
     func sourceBoundKbps(_ kbps: Int, _ a: StreamInfo, codec: String, channels: Int) -> Int {
-        guard let bps = a.bitRate, bps > 0, mergeSources(a) == nil else { return kbps }
+        guard let bps = a.bitRate, bps > 0, mergeSources(a) == nil, a.formatChanges != true else { return kbps }
         let dolby = codec == "ac3" || codec == "eac3"
         let least = (dolby ? Self.leastKbpsPerChannel.dolby : Self.leastKbpsPerChannel.aac) * max(1, channels)
         let sourceKbps = bps / 1000 + (bps % 1000 > 0 ? 1 : 0)   // a hostile header's Int.max too

@@ -1201,6 +1201,10 @@ struct PlannerRuleTests {
         #expect(surround.codec == "eac3" && surround.channels == 6 && surround.bitrateKbps == 576, "\(surround)")
         let full = try planned(audio("dts", ch: 6, kbps: 1509), .original)
         #expect(full.bitrateKbps == 640, "\(full)")
+        // A broadcast's sound that goes from 192 kbit/s stereo to 448 kbit/s 5.1: its bitrate
+        // is the first part's, and its 5.1 had been encoded at 320.
+        let changing = try planned(changing(audio("ac3", ch: 6, kbps: 192)), .original)
+        #expect(changing.codec == "eac3" && changing.channels == 6 && changing.bitrateKbps == 640, "\(changing)")
     }
 
     @Test("a remux that copies video carries the encode that replaces it if the copy stops; nothing else does")

@@ -4580,9 +4580,9 @@ extension MatroskaTrackEntryTests {
 
 @Suite("subtitle text as its track has it")
 struct SubtitleTrackTextTests {
-    @Test("a GB18030 track whose third cue is also valid UTF-8 (谢谢 is D0 BB D0 BB, UTF-8's \"лл\") is read in GB18030 throughout; in a UTF-8 track a cue with a stray Windows-1252 apostrophe keeps its UTF-8; SubRip's braces are text (\"{laughs}\" had been taken for an ASS block and left out) and its HTML character references the characters they name (\"Tom &amp; Jerry\" had gone as written)")
+    @Test("a GB18030 track whose third cue is also valid UTF-8 (谢谢 is D0 BB D0 BB, UTF-8's \"лл\") is read in GB18030 throughout; in a UTF-8 track a cue with a stray Windows-1252 apostrophe, or three curly quotes, keeps its UTF-8; SubRip's braces are text (\"{laughs}\" had been taken for an ASS block and left out) and its HTML character references the characters they name (\"Tom &amp; Jerry\" had gone as written)")
     func trackDecides() throws {
-        let source = try Media.generated("subtitles-gb18030-stray-byte-entities.mkv") { tmp in
+        let source = try Media.generated("subtitles-gb18030-stray-bytes-entities.mkv") { tmp in
             let (film, chinese, english) = (tmp + ".film.mkv", tmp + ".zh.srt", tmp + ".en.srt")
             defer { unlink(film); unlink(chinese); unlink(english) }
             let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
@@ -4593,6 +4593,8 @@ struct SubtitleTrackTextTests {
             guard gb.status == 0 else { throw TestFailure("iconv: \(gb.stderr)") }
             let en: [UInt8] = Array("1\n00:00:01,000 --> 00:00:02,000\nPlain line\n\n2\n00:00:03,000 --> 00:00:04,000\nIt".utf8) + [0x92]
                 + Array("s café — mixed\n\n3\n00:00:05,000 --> 00:00:06,000\n{laughs} I know\n\n4\n00:00:07,000 --> 00:00:08,000\nTom &amp; Jerry&#39;s &lt;b&gt; AT&T\n".utf8)
+                + Array("\n5\n00:00:08,500 --> 00:00:09,500\nDon".utf8) + [0x92] + Array("t say ".utf8) + [0x93] + Array("never".utf8) + [0x94]
+                + Array(" in the café.\n".utf8)
             try Data(en).write(to: URL(fileURLWithPath: english))
             // ffmpeg copies the SubRip files' bytes as they are (mkvmerge would re-encode them).
             let m = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", film, "-i", chinese, "-i", english, "-map", "0", "-map", "1", "-map", "2",
@@ -4604,6 +4606,9 @@ struct SubtitleTrackTextTests {
             let chinese = try Command.cues(out, "0:s:0").map(\.text), english = try Command.cues(out, "0:s:1").map(\.text)
             #expect(chinese == ["你好，你今天怎么样", "简体中文字幕测试", "谢谢"], "\(chinese)")
             #expect(english.prefix(2) == ["Plain line", "It’s café — mixed"], "\(english)")
+            // Three Windows-1252 quotes beside one UTF-8 "é", in a UTF-8 track: the quotes alone
+            // are the code page's (the cue had been read whole in it: "cafÃ©").
+            #expect(english.last == "Don’t say “never” in the café.", "\(english)")
             // (`cues` leaves out what is in braces, as markup.)
             let raw = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:s:1", "-f", "srt", "-"]).stdout
             #expect(raw.contains("{laughs} I know") && raw.contains("Tom & Jerry's <b> AT&T"), "\(raw)")
@@ -4612,26 +4617,35 @@ struct SubtitleTrackTextTests {
 }
 
 extension SubtitleTrackTextTests {
-    @Test("a Korean SubRip track in CP949 that names no language is read as Korean (it had come out as Windows-1252's \"Á¤¸» °í¸¶\"), its first line too, though it holds a UTF-8 character by chance and had been taken for UTF-8 with a stray byte")
+    @Test("a Korean SubRip track in CP949 that names no language is read as Korean (it had come out as Windows-1252's \"Á¤¸» °í¸¶\"), its first line too, though it holds a UTF-8 character by chance and had been taken for UTF-8 with a stray byte; a Chinese line ending in a UTF-8 character by chance is read in its track's GB18030")
     func koreanWithoutTag() throws {
         let lines = ["정말 고마워요. 당신이 없었으면 어떻게 했을지 모르겠어요.", "지금 어디 가는 거야?", "경찰에 신고해야 돼요.", "네"]
-        let source = try Media.generated("subtitles-cp949-untagged.mkv") { tmp in
-            let (film, korean) = (tmp + ".film.mkv", tmp + ".ko.srt")
-            defer { unlink(film); unlink(korean) }
+        let chinese = ["你到底想要什么？", "为什么？", "嘘！", "好的。"]
+        let source = try Media.generated("subtitles-cp949-gb18030-untagged-2.mkv") { tmp in
+            let (film, korean, simplified) = (tmp + ".film.mkv", tmp + ".ko.srt", tmp + ".zh.srt")
+            defer { unlink(film); unlink(korean); unlink(simplified) }
             let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
                                                "-f", "lavfi", "-i", "sine=duration=10", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", film])
             guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
-            let srt = lines.enumerated().map { "\($0 + 1)\n00:00:0\(2 * $0 + 1),000 --> 00:00:0\(2 * $0 + 2),000\n\($1)\n" }.joined(separator: "\n")
-            let cp949 = try Run.command("iconv", ["-f", "UTF-8", "-t", "CP949", "-o", korean], stdin: Data(srt.utf8))
-            guard cp949.status == 0 else { throw TestFailure("iconv: \(cp949.stderr)") }
-            let m = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", film, "-i", korean, "-map", "0", "-map", "1",
-                                               "-c", "copy", "-f", "matroska", tmp])
+            func srt(_ lines: [String]) -> Data {
+                Data(lines.enumerated().map { "\($0 + 1)\n00:00:0\(2 * $0 + 1),000 --> 00:00:0\(2 * $0 + 2),000\n\($1)\n" }.joined(separator: "\n").utf8)
+            }
+            for (text, page, file) in [(lines, "CP949", korean), (chinese, "GB18030", simplified)] {
+                let r = try Run.command("iconv", ["-f", "UTF-8", "-t", page, "-o", file], stdin: srt(text))
+                guard r.status == 0 else { throw TestFailure("iconv: \(r.stderr)") }
+            }
+            let m = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", film, "-i", korean, "-i", simplified, "-map", "0", "-map", "1",
+                                               "-map", "2", "-c", "copy", "-f", "matroska", tmp])
             guard m.status == 0 else { throw TestFailure("ffmpeg: \(m.stderr)") }
         }
         try Command.prepare(source, quality: "original", caps: "ios", scratch: "subtitle-korean") { run, out in
             #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
             let cues = try Command.cues(out, "0:s:0").map(\.text)
             #expect(cues == lines, "\(cues)")
+            // "嘘！" in GB18030 (D0 EA A3 A1) ends in a UTF-8 character: in a track already
+            // read as GB18030 it is GB18030's too (it had come out "Ð꣡").
+            let simplified = try Command.cues(out, "0:s:1").map(\.text)
+            #expect(simplified == chinese, "\(simplified)")
         }
     }
 
