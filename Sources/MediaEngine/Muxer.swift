@@ -283,9 +283,9 @@ final class Muxer {
     /// sample entry (avcC, hvcC); it refuses damaged ones with AVERROR_INVALIDDATA: the
     /// source's data, the same on every run, not a failed write to retry. So is a packet
     /// timed further from the one before than an MP4 sample can last (AVERROR_PATCHWELCOME,
-    /// "out of range": a Matroska TimestampScale damaged stretched a 4 s film's times a
-    /// thousandfold), which had been a retryable `io_error` the farm would have run again
-    /// and again.
+    /// "out of range": a Matroska TimestampScale damaged stretched a 4 s film's times by
+    /// hundreds), which had been a retryable `io_error` the farm would have run again and
+    /// again.
     private static func refuse(_ ret: Int32, _ what: String) throws(KilnError) {
         if ret == kiln_averror_invaliddata() || ret == kiln_averror_patchwelcome() {
             throw KilnError(.sourceCorrupt, stage: .mux, underlying: ret,

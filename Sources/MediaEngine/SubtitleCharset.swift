@@ -214,8 +214,9 @@ final class SubtitleCharset {
 
     /// How many of `utf8`'s letters are familiar in text of the code page `page` was made for
     /// (Chinese's most common characters; for Japanese's CP932 those and kana; for Korean's
-    /// CP949 Korean's most common syllables), and how many letters it holds in all. Kana do not count for the Chinese pages: Big5's common
-    /// characters read as GB18030 are kana ("我們今天" is "иさぱ").
+    /// CP949 Korean's most common syllables), and how many letters it holds in all. Kana do
+    /// not count for the Chinese pages: Big5's common characters read as GB18030 are kana
+    /// ("我們今天" is "иさぱ").
     static func familiarity(_ utf8: [UInt8], page: String) -> (familiar: Int, letters: Int) {
         let japanese = page == "CP932", korean = page == "CP949"
         var familiar = 0, letters = 0
