@@ -157,16 +157,21 @@ final class SubtitleCharset {
     }
 
     /// Whether `bytes` read whole, no byte left unread, as the language of one of the
-    /// track's East Asian code pages (`familiarity`: three familiar letters and more, and
-    /// three in ten of its letters). False for a track with none (a tagged Western one).
+    /// track's East Asian code pages (`readsAsItsLanguage`). False for a track with none (a
+    /// tagged Western one).
     func readsAsEastAsian(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         converters.contains { page in
             guard !Self.singleByte(page.name) else { return false }
             let reading = Self.convert(bytes, with: page.cd)
             guard reading.unreadable == 0 else { return false }
-            let known = Self.familiarity(reading.text, page: page.name)
-            return known.familiar >= 3 && known.familiar * 10 >= known.letters * 3
+            return Self.readsAsItsLanguage(Self.familiarity(reading.text, page: page.name))
         }
+    }
+
+    /// Whether text read in an East Asian code page is that page's language: three familiar
+    /// letters and more (`familiarity`), and at least three in ten of its letters.
+    static func readsAsItsLanguage(_ known: (familiar: Int, letters: Int)) -> Bool {
+        known.familiar >= 3 && known.familiar * 10 >= known.letters * 3
     }
 
     /// Whether a code page has a character for every byte alone (Windows', ISO 8859's).
@@ -200,7 +205,7 @@ final class SubtitleCharset {
                 evidence[i].letters += familiar[i].letters
             }
             let fitting = wide.filter {
-                readings[$0].unreadable == 0 && evidence[$0].familiar >= 3 && evidence[$0].familiar * 10 >= evidence[$0].letters * 3
+                readings[$0].unreadable == 0 && Self.readsAsItsLanguage(evidence[$0])
             }
             if fitting.isEmpty { candidates.removeAll { wide.contains($0) } } else { candidates = fitting }
         }

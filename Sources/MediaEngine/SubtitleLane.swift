@@ -414,6 +414,8 @@ final class SubtitleLane: Lane {
         let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
         guard bytes.contains(where: { $0 >= 0x80 }) else { return packet }
         let (valid, shape) = SubtitleCharset.utf8Shape(bytes)
+        // Opened for the first cue the code page may read: one that is not UTF-8, or any once
+        // the track is the page's (the cues below that it reads).
         if charset == nil, !valid || codePageCues > utf8Cues {
             charset = SubtitleCharset(language: plan.language ?? dictValue(input.pointee.metadata, "language"))
         }
@@ -429,9 +431,7 @@ final class SubtitleLane: Lane {
         let utf8Track = utf8Cues > codePageCues, codePageTrack = codePageCues > utf8Cues
         let mixed = !valid && (utf8Track || (!codePageTrack && mixedShape))
         if valid || mixedShape { utf8Cues += 1 } else { codePageCues += 1 }
-        guard !valid || codePageCues > utf8Cues else { return packet }
-        if charset == nil { charset = SubtitleCharset(language: plan.language ?? dictValue(input.pointee.metadata, "language")) }
-        guard let charset else { return packet }
+        guard !valid || codePageCues > utf8Cues, let charset else { return packet }
         let text = mixed ? charset.mixedUTF8(bytes) ?? charset.utf8(bytes) : charset.utf8(bytes)
         let out = try Packet()
         try check(av_new_packet(out.pointer, Int32(text.count)), .decode, "cannot allocate a subtitle packet", as: .resourceLimit)

@@ -1168,18 +1168,12 @@ struct SourceDamageTests {
 
     @Test("a Matroska file whose track list's size is damaged lists no stream at all and is source_corrupt (it was quality_unavailable, as if another rung or device could play it)")
     func noStreamsAtAll() throws {
-        let whole = try Media.generated("tracks-2s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=2", "-f", "lavfi",
-                                                         "-i", "sine=duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+        let whole = try matroska2s()
         let dir = Media.scratch("cli-no-streams")
         defer { try? FileManager.default.removeItem(at: dir) }
         let damaged = try damagedCopy(ofFile: whole, in: dir, as: "tracks-size-1.mkv") { bytes throws in
-            // Tracks (16 54 AE 6B, not the SeekHead's SeekID 53 AB 84 naming it): its size, a
-            // variable-length integer, says 1 byte.
-            let id: [UInt8] = [0x16, 0x54, 0xAE, 0x6B]
-            let seekID: [UInt8] = [0x53, 0xAB, 0x84]
-            func isTracks(_ i: Int) -> Bool { Array(bytes[i..<i + 4]) == id && Array(bytes[i - 3..<i]) != seekID }
-            let found: Int? = (3..<bytes.count - 8).first(where: isTracks)
-            let at = try #require(found) + 4
+            // Tracks' size, a variable-length integer, says 1 byte.
+            let at = try #require(matroskaTracks(in: bytes)) + 4
             let length = bytes[at].leadingZeroBitCount + 1
             try #require(length <= 8)
             bytes.replaceSubrange(at..<at + length, with: [UInt8(0x80 >> (length - 1))] + [UInt8](repeating: 0, count: length - 1))
@@ -1193,15 +1187,14 @@ struct SourceDamageTests {
 
     @Test("a Matroska film whose video track's type byte is damaged, whose sound track lost its CodecID, or whose video track's number is 0 is source_corrupt (libavformat passed the track over, or read none of its blocks, and the film went out without it, exit 0)")
     func videoTrackTypeDamaged() throws {
-        let whole = try Media.generated("tracks-2s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=2", "-f", "lavfi",
-                                                         "-i", "sine=duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+        let whole = try matroska2s()
         let dir = Media.scratch("cli-track-type")
         defer { try? FileManager.default.removeItem(at: dir) }
         let damaged = try damagedCopy(ofFile: whole, in: dir, as: "track-type-9.mkv") { bytes throws in
             // The first TrackEntry (AE) after Tracks (16 54 AE 6B), the video's: its TrackType
             // (83, one byte: 81) 1 becomes 9, a type Matroska does not define.
-            let tracks = try #require((0..<bytes.count - 4).first { Array(bytes[$0..<$0 + 4]) == [0x16, 0x54, 0xAE, 0x6B] && bytes[$0 - 1] != 0x84 })
-            let type = try #require((tracks..<tracks + 200).first { Array(bytes[$0..<$0 + 3]) == [0x83, 0x81, 0x01] })
+            let tracks = try #require(matroskaTracks(in: bytes))
+            let type = try #require(firstOffset(of: [0x83, 0x81, 0x01], in: bytes, from: tracks))
             bytes[type + 2] = 9
         }.path
         #expect(try FFprobe(damaged).streams.compactMap { $0["codec_type"]?.string } == ["audio"])
@@ -1211,16 +1204,16 @@ struct SourceDamageTests {
         // The sound's CodecID (86) made an element of no meaning (87): libavformat passes the
         // entry over, and the film had gone out without its sound, as it was to Android.
         let noCodec = try damagedCopy(ofFile: whole, in: dir, as: "sound-no-codec.mkv") { bytes throws in
-            let aac = Array("A_AAC".utf8)
-            let at = try #require((1..<bytes.count - aac.count).first { Array(bytes[$0..<$0 + aac.count]) == aac && bytes[$0 - 2] == 0x86 })
-            bytes[at - 2] = 0x87
+            // (Its size, 85, then the five letters.)
+            let at = try #require(firstOffset(of: [0x86, 0x85] + Array("A_AAC".utf8), in: bytes))
+            bytes[at] = 0x87
         }.path
         #expect(try FFprobe(noCodec).streams.compactMap { $0["codec_type"]?.string } == ["video"])
         // The video's TrackNumber (D7 81 01) 0: no block names the track, and its stream has
         // no packet; Android had been sent the file as it was.
         let numberless = try damagedCopy(ofFile: whole, in: dir, as: "track-number-0.mkv") { bytes throws in
-            let tracks = try #require((0..<bytes.count - 4).first { Array(bytes[$0..<$0 + 4]) == [0x16, 0x54, 0xAE, 0x6B] && bytes[$0 - 1] != 0x84 })
-            let number = try #require((tracks..<tracks + 200).first { Array(bytes[$0..<$0 + 3]) == [0xD7, 0x81, 0x01] })
+            let tracks = try #require(matroskaTracks(in: bytes))
+            let number = try #require(firstOffset(of: [0xD7, 0x81, 0x01], in: bytes, from: tracks))
             bytes[number + 2] = 0
         }.path
         for (file, words) in [(noCodec, "track 2, of sound, names no codec"), (numberless, "a track of pictures has no track number (0)")] {
@@ -1232,8 +1225,7 @@ struct SourceDamageTests {
 
     @Test("a Matroska film whose TimestampScale is damaged (its size one byte more: times 256 times too long; its value 1: a million times too short) is source_corrupt, its sound timed at a pace its frames deny: a 2 s film had gone out 8.6 minutes long, exit 0; where the muxer meets the stretch first it is source_corrupt too, not a retryable io_error")
     func timestampScaleDamaged() throws {
-        let whole = try Media.generated("tracks-2s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=2", "-f", "lavfi",
-                                                         "-i", "sine=duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+        let whole = try matroska2s()
         let hevc = try Media.generated("hevc-ac3-4s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4", "-f", "lavfi",
                                                           "-i", "sine=frequency=440:sample_rate=48000:duration=4", "-c:v", "libx265", "-preset", "ultrafast",
                                                           "-x265-params", "log-level=error", "-g", "25", "-pix_fmt", "yuv420p", "-c:a", "ac3", "-b:a", "128k", "-ac", "2"])
@@ -1242,7 +1234,7 @@ struct SourceDamageTests {
         /// TimestampScale (2A D7 B1, its size 83: three bytes, 1,000,000) changed by `change`.
         func damaged(_ file: String, _ name: String, _ change: @escaping (inout [UInt8], Int) -> Void) throws -> String {
             try damagedCopy(ofFile: file, in: dir, as: name) { bytes throws in
-                let at = try #require((0..<bytes.count - 7).first { Array(bytes[$0..<$0 + 7]) == [0x2A, 0xD7, 0xB1, 0x83, 0x0F, 0x42, 0x40] })
+                let at = try #require(firstOffset(of: [0x2A, 0xD7, 0xB1, 0x83, 0x0F, 0x42, 0x40], in: bytes))
                 change(&bytes, at)
             }.path
         }
@@ -2072,6 +2064,29 @@ func soundAndPictures3s(_ name: String, movflags: String) throws -> String {
 }
 
 /// Where a four-character box type stands in `bytes` (its box starts 4 bytes before), in order.
+/// Where `pattern` first lies in `bytes` at `from` or after, nil where it does not.
+func firstOffset(of pattern: [UInt8], in bytes: [UInt8], from: Int = 0) -> Int? {
+    guard !pattern.isEmpty, bytes.count >= pattern.count, from <= bytes.count - pattern.count else { return nil }
+    return (from...(bytes.count - pattern.count)).first { bytes[$0..<$0 + pattern.count].elementsEqual(pattern) }
+}
+
+/// Where a Matroska file's Tracks element (16 54 AE 6B) starts: not the SeekHead's SeekID
+/// (53 AB 84) naming it.
+func matroskaTracks(in bytes: [UInt8]) -> Int? {
+    var from = 0
+    while let at = firstOffset(of: [0x16, 0x54, 0xAE, 0x6B], in: bytes, from: from) {
+        if at < 3 || !bytes[at - 3..<at].elementsEqual([0x53, 0xAB, 0x84]) { return at }
+        from = at + 1
+    }
+    return nil
+}
+
+/// A 2 s H.264 and AAC Matroska film, for tests that damage its header.
+func matroska2s() throws -> String {
+    try Media.generated("tracks-2s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25:duration=2", "-f", "lavfi",
+                                          "-i", "sine=duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
+}
+
 func typeOffsets(of type: String, in bytes: [UInt8]) -> [Int] {
     let t = Array(type.utf8)
     return (4..<max(4, bytes.count - 4)).filter { Array(bytes[$0..<$0 + 4]) == t }
@@ -4672,11 +4687,8 @@ extension SubtitleTrackTextTests {
         // instead swallows what follows, a header damaged.
         func damaged(_ name: String, _ change: @escaping (inout [UInt8], Int) -> Void) throws -> String {
             try damagedCopy(ofFile: source, in: dir, as: name) { bytes throws in
-                func find(_ needle: [UInt8], from: Int) -> Int? {
-                    (from...(bytes.count - needle.count)).first { Array(bytes[$0..<$0 + needle.count]) == needle }
-                }
-                let codec = try #require(find(Array("S_TEXT/ASS".utf8), from: 0))
-                change(&bytes, try #require(find([0x63, 0xA2], from: codec)))
+                let codec = try #require(firstOffset(of: Array("S_TEXT/ASS".utf8), in: bytes))
+                change(&bytes, try #require(firstOffset(of: [0x63, 0xA2], in: bytes, from: codec)))
             }.path
         }
         let lost = try damaged("ass-header-lost.mkv") { bytes, at in bytes[at + 1] = 0xA3 }
