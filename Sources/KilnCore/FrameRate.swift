@@ -21,14 +21,21 @@ public enum StandardFrameRate {
 /// for 60), so motion keeps an even cadence (dropping one picture in five of a 75 fps
 /// stream would judder). A rate at most 10 % above the limit (a variable screen recording
 /// at 62 fps) is shown at the limit instead, a picture left out now and then, where
-/// halving it would lose the smoothness it has. A rate within 0.2 % of the limit is within
-/// it: 60 fps plays on a device that says 59.94.
+/// halving it would lose the smoothness it has. So is one whose every n-th picture would
+/// fall below film's rate where the limit is not (30 fps for a 25 fps device: 25, not 15;
+/// a judder now and then is less harm than motion at half its pictures). A rate within
+/// 0.2 % of the limit is within it: 60 fps plays on a device that says 59.94.
 public enum FrameRateLimit {
+    /// The slowest rate motion keeps its smoothness at: film's 23.976, with room for
+    /// rounding (a level's limit halves 48 and 50 fps to 24 and 25, not 30 to 15).
+    public static let leastSmoothRate = 23.9
+
     /// The rate an encode of a stream at `fps` shows within `most`; nil when it is within
     /// it or either is unknown.
     public static func rate(_ fps: Double, within most: Double) -> Double? {
         guard fps.isFinite, most.isFinite, fps > 0, most > 0, fps > most * 1.002 else { return nil }
         if fps <= most * 1.1 { return most }
-        return fps / (fps / (most * 1.002)).rounded(.up)
+        let everyNth = fps / (fps / (most * 1.002)).rounded(.up)
+        return everyNth >= min(most, leastSmoothRate) * 0.999 ? everyNth : most
     }
 }

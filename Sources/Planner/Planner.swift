@@ -515,9 +515,10 @@ struct PlanContext {
                 if let smaller = ResolutionClass.allCases.last(where: { $0 < cls }), let fitted = FrameSize.fit(v, into: smaller) {
                     cls = smaller
                     size = fitted
-                } else if fps / 2 >= Self.leastHalvedFrameRate {
+                } else if fps / 2 >= FrameRateLimit.leastSmoothRate {
                     // Below 480p's class, half the pictures rather than half the picture:
-                    // 480p at 30 fps, not 560x315 at 60, for a level 3.0 device.
+                    // 480p at 30 fps, not 560x315 at 60, for a level 3.0 device (but 30
+                    // stays 30 and its picture shrinks instead).
                     limited = fps / 2
                 } else {
                     // Smaller at the same shape until the level holds it (480p30 is 48,600
@@ -963,9 +964,6 @@ struct PlanContext {
     /// The most pictures a second an encode shows for a device that does not say
     /// (`caps.max_frame_rate`): what phone, TV and monitor panels show. A copy keeps any.
     static let defaultMaxFrameRate = 60.0
-    /// The slowest rate a level's limit halves a source's to (48 and 50 fps become 24 and 25;
-    /// 30 stays 30 and its picture shrinks instead).
-    static let leastHalvedFrameRate = 23.9
 
     /// bit/s → kbit/s rounded up, without overflowing on an absurd probe value.
     static func kbps(_ bits: Int) -> Int { bits / 1000 + (bits % 1000 > 0 ? 1 : 0) }

@@ -64,4 +64,27 @@ struct FinerCapsTests {
             }
         }
     }
+
+    @Test("a 30 fps film for a device that says max_frame_rate 25 is encoded at 25 fps, its length kept: it had been halved to 15")
+    func thirtyWithinTwentyFive() throws {
+        let source = try Media.generated("testsrc-30fps-2s.mp4", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+            "-t", "2", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac"])
+        let dir = Media.scratch("frame-rate-25")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let caps = dir.appendingPathComponent("pal.json").path
+        try #"{"codecs_video": ["h264"], "codecs_audio": ["aac"], "containers": ["mp4"], "max_frame_rate": 25}"#
+            .write(toFile: caps, atomically: true, encoding: .utf8)
+        try Command.prepare(source, quality: "original", caps: caps, scratch: "frame-rate-25-out") { run, out in
+            #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+            let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-count_frames",
+                                                "-show_entries", "stream=r_frame_rate,avg_frame_rate,nb_read_frames,duration", "-of", "json", out])
+            guard case .array(let streams)? = try JSONValue.parse(Array(r.stdout.utf8))["streams"], let v = streams.first else {
+                throw TestFailure("no video stream: \(r.stdout)")
+            }
+            #expect(v["r_frame_rate"] == .string("25/1") && v["avg_frame_rate"] == .string("25/1"), "\(r.stdout)")
+            #expect(abs((Int(v["nb_read_frames"]?.string ?? "") ?? 0) - 50) <= 1, "\(r.stdout)")
+            #expect(abs((Double(v["duration"]?.string ?? "") ?? 0) - 2) < 0.05, "\(r.stdout)")
+        }
+    }
 }
