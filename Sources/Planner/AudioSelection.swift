@@ -4,7 +4,8 @@ import KilnCore
 enum AudioSelection {
     /// The requested language if present (of its regional variant where it names one and a
     /// track is tagged so), else the default track's language, else the
-    /// first track's; among tracks of that language the best `fit` wins (0 best: a track
+    /// first track's; among tracks of that language, a mono track only where the default is
+    /// mono or no track has more channels, then the best `fit` (0 best: a track
     /// the device plays without re-encoding, within the rung's budget where there is one),
     /// then the default, then the one whose channels are nearest the
     /// default's (else the first's), then the lowest index. Commentary and audio
@@ -38,8 +39,13 @@ enum AudioSelection {
             group = group.filter { $0.languageTag?.lowercased() == variant }
         }
         let reference = (group.first { $0.disposition.isDefault } ?? group[0]).channels ?? 2
+        // A mono track does not stand in for a film's stereo or surround sound, however well
+        // the device plays it: a 5.1 re-encoded keeps both sides (an unflagged English mono
+        // beside a DTS 5.1 had gone out in its place). Unless the author flagged the mono.
+        let fullest = group.first { $0.disposition.isDefault }.map { $0.channels ?? 2 } ?? group.map { $0.channels ?? 2 }.max()!
         let ranked = group.enumerated().map { offset, s in
-            (key: (fit(s), s.disposition.isDefault ? 0 : 1, abs((s.channels ?? 2) - reference), offset), stream: s)
+            (key: ((s.channels ?? 2) < min(fullest, 2) ? 1 : 0, fit(s), s.disposition.isDefault ? 0 : 1,
+                   abs((s.channels ?? 2) - reference), offset), stream: s)
         }
         let best = ranked.min { $0.key < $1.key }!.stream
         return (best, reasons)
