@@ -208,6 +208,12 @@ final class SubtitleLane: Lane {
         }
         try check(opened, .encode, "cannot open the mov_text encoder")
         guard let enc = encoder else { throw KilnError(.internalError, stage: .encode, "the mov_text encoder is missing") }
+        // libavcodec 5.1's mov_text encoder starts its first sample's style run from zeros
+        // rather than its default style (it sets the default only after a sample): a first
+        // line whose style the header does not define (an ASS track with no [V4+ Styles])
+        // came out at font size 0 in transparent black, which Apple's players do not show.
+        // An empty sample first, thrown away, sets it as every later sample finds it.
+        _ = try encode([], lasting: 0, at: 0)
         // The encoder's extradata is the track's sample description, which begins with its
         // display flags; Apple's players take a track as forced subtitles (shown when the
         // sound's language is the viewer's) from "all samples are forced" and "some samples

@@ -4705,6 +4705,50 @@ extension SubtitleTrackTextTests {
         }
     }
 
+    @Test("an ASS track whose header defines no style (no [V4+ Styles]) styles its first line as the rest, white at the default size: it had come out at font size 0 in transparent black, which Apple's players do not show")
+    func assWithoutStyles() throws {
+        let source = try Media.generated("subtitles-ass-unstyled-3s.mkv") { tmp in
+            let ass = tmp + ".ass"
+            defer { unlink(ass) }
+            let script = "[Script Info]\nScriptType: v4.00+\nPlayResX: 320\nPlayResY: 240\n\n"
+                + "[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n"
+                + "Dialogue: 0,0:00:00.50,0:00:01.50,Default,,0,0,0,,Hello {\\b1}there{\\b0}\n"
+                + "Dialogue: 0,0:00:02.00,0:00:02.50,Default,,0,0,0,,Good {\\i1}bye{\\i0}\n"
+            try script.write(toFile: ass, atomically: true, encoding: .utf8)
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
+                                               "-f", "lavfi", "-i", "sine=duration=3", "-i", ass, "-map", "0", "-map", "1", "-map", "2",
+                                               "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-c:s", "ass", "-f", "matroska", tmp])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+        }
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "ass-unstyled") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+            #expect(try Command.cues(out, "0:s:0").map(\.text) == ["Hello there", "Good bye"])
+            // Each sample's style records (its `styl` box: start, end, font, face, size, RGBA).
+            let sizes = try Run.command("ffprobe", ["-v", "error", "-select_streams", "s", "-show_entries", "packet=size", "-of", "csv=p=0", out])
+            let samples = out + ".samples"
+            defer { unlink(samples) }
+            _ = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", out, "-map", "0:s:0", "-c", "copy", "-f", "data", samples])
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: samples)))[...], records: [(size: UInt8, alpha: UInt8)] = []
+            for size in sizes.stdout.split(separator: "\n").compactMap({ Int($0) }) {
+                let sample = Array(bytes.prefix(size))
+                bytes = bytes.dropFirst(size)
+                guard sample.count > 2 else { continue }
+                var at = 2 + (Int(sample[0]) << 8 | Int(sample[1]))
+                while at + 8 <= sample.count {
+                    let boxSize = sample[at..<at + 4].reduce(0) { $0 << 8 | Int($1) }
+                    if String(decoding: sample[at + 4..<at + 8], as: UTF8.self) == "styl" {
+                        for r in stride(from: at + 10, to: at + boxSize, by: 12) where r + 12 <= sample.count {
+                            records.append((sample[r + 7], sample[r + 11]))
+                        }
+                    }
+                    at += max(8, boxSize)
+                }
+            }
+            #expect(records.count >= 2, "\(records)")
+            #expect(records.allSatisfy { $0.size > 0 && $0.alpha > 0 }, "every run visible: \(records)")
+        }
+    }
+
     @Test("a text track that gives no text to show (an ASS track of drawings only, marked default) is left out and said to be (`subtitle_empty`): it had been a track of one blank sample, listed and shown by default; the SubRip track beside it goes as before")
     func emptyTrackLeftOut() throws {
         let source = try Media.generated("subtitles-drawings-only-and-srt.mkv") { tmp in
