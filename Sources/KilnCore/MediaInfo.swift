@@ -51,6 +51,11 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// live or to a pipe, `mkvmerge --no-cues`): ExoPlayer cannot seek in it, nor a browser
     /// in such a WebM; nil otherwise.
     public var unindexed: Bool?
+    /// Whether the length the container's header declares is not its pictures' and
+    /// sound's (an MP4's movie duration against its tracks', a Matroska Duration against its
+    /// last cluster): `durationSeconds` is theirs, and a player given the file as it is
+    /// would show the wrong length. nil otherwise.
+    public var durationWrong: Bool?
     /// Why the index the file's header holds cannot be the file's ("stream 0: its index
     /// places a sample … past the file's end"): cut short or damaged. Such a file never
     /// goes out as it is. nil otherwise.
@@ -82,6 +87,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
         case formatName = "format_name", container, durationSeconds = "duration_seconds"
         case startSeconds = "start_seconds", bitRate = "bit_rate", sizeBytes = "size_bytes"
         case streams, chapters, fingerprint, warnings, fragmented, unindexed, indexDamage = "index_damage", timingDamage = "timing_damage"
+        case durationWrong = "duration_wrong"
         case timingDamageStream = "timing_damage_stream"
     }
 

@@ -254,9 +254,6 @@ extension Prober {
         private var read: [Int: Heard] = [:]
         /// Every stream's bytes among the packets read, by position in the streams.
         private var carried: [Int: Int] = [:]
-        /// The pictures' and sound's bytes read, and the times they span (seconds).
-        private var filmBytes = 0
-        private var filmTimes: (first: Double, end: Double)?
         /// The scan read the file to its end: what it heard of a stream is all of it, so a
         /// clip shorter than `Heard.enough` is measured too (AAC in a 1 s Matroska clip was
         /// re-encoded for want of a bitrate).
@@ -265,11 +262,6 @@ extension Prober {
         mutating func observe(_ packet: Packet, _ demuxer: Demuxer, _ streams: inout [StreamInfo]) {
             guard let i = streams.firstIndex(where: { $0.index == Int(packet.streamIndex) }) else { return }
             carried[i, default: 0] += max(0, Int(packet.pointer.pointee.size))
-            if streams[i].type == .audio || streams[i].type == .video, packet.time != noPTS,
-               let t = seconds(packet.time, demuxer.stream(Int(packet.streamIndex)).pointee.time_base) {
-                filmBytes += max(0, Int(packet.pointer.pointee.size))
-                filmTimes = (min(filmTimes?.first ?? t, t), max(filmTimes?.end ?? t, t))
-            }
             if packet.isEncrypted { streams[i].encrypted = true }
             if streams[i].codec == "ttml" { return observeTTML(packet, i, &streams[i]) }
             guard streams[i].type == .audio else { return }
@@ -367,18 +359,11 @@ extension Prober {
         struct Read {
             /// Each stream's share of the bytes read, by stream index.
             var shares: [Int: Double] = [:]
-            /// The pictures' and sound's bits a second where the scan read them, over at
-            /// least `rateSeconds`; nil for less.
-            var filmRate: Double?
             /// A sound stream timed at a pace its frames deny (`soundClockDamage`).
             var soundClock: (stream: Int, why: String)?
         }
-        static let rateSeconds = 2.0
-
         func result(_ streams: [StreamInfo]) -> Read {
-            let span = filmTimes.map { $0.end - $0.first } ?? 0
-            return Read(shares: shares(streams), filmRate: span >= Self.rateSeconds ? Double(filmBytes) * 8 / span : nil,
-                        soundClock: soundClockDamage(streams))
+            Read(shares: shares(streams), soundClock: soundClockDamage(streams))
         }
 
         /// Each stream's share of the bytes read, by stream index: read from one place in the

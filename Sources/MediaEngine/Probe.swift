@@ -180,27 +180,32 @@ public enum Prober {
                 // past the film, made its bitrate a fraction of what it is, so a 3 Mbit/s clip
                 // went as it was to a 1 Mbit/s device. In a complete file (its index there, its
                 // Segment within it) the pictures' and sound's last block gives the film's own
-                // length, from which the bitrate is worked out. The length itself stays the
-                // declared one, which verification explains by the cues (`lengthExplained`):
-                // a tail read wrong (a laced block's last frames, a cluster it cannot parse)
-                // then costs at most a transcode that was not needed, never a refusal. Only
-                // files with subtitles are read so, and only their last 4 MB: the probe of
-                // every Matroska file had read its tail, and a UHD film's last 64 MB when its
-                // last cluster was larger (its remux's memory 53 → 105 MB).
-                // A Duration that is wrong for another reason (a header patched or left from
-                // an edit: 600 s for a 12 s clip) showed the same way, a 5 Mbit/s clip taken
-                // for 0.1 Mbit/s and sent as it was to a 1 Mbit/s device; where the pictures
-                // and sound the scan read ran at four times the declared rate or more, the
-                // tail is read too. (A film's opening may run above its average, not four times.)
-                let declaredRate = duration > 0 ? Double(size) * 8 / duration : 0
-                let rateDoubtful = scanned.filmRate.map { declaredRate > 0 && $0 > 4 * declaredRate } ?? false
+                // length, from which the bitrate is worked out. With subtitles, the length
+                // itself stays the declared one, which verification explains by the cues
+                // (`lengthExplained`). Only the last 4 MB are read: a UHD film's last 64 MB,
+                // where its last cluster was larger, had doubled its remux's memory (53 → 105
+                // MB); a cluster that begins in them lies whole in them, to the file's end.
+                // Without subtitles nothing explains a Duration far from the last cluster: a
+                // header patched or left from an edit (600 s for a 12 s clip, or a tenth of
+                // it) is wrong. Its bitrate had been taken from it (a 5 Mbit/s clip sent as it
+                // was to a 1 Mbit/s device), the file had gone as it was with that length for
+                // players to show, and a remux of one declaring a tenth had been refused as
+                // damaged. The length is the film's then, and the file is remuxed where it can
+                // be (`MediaInfo.durationWrong`). A tail read a little short (a laced block's
+                // last frames) is well within the margin: two seconds, or a tenth.
                 if formatName.hasPrefix("matroska"), !measured, !lengthCorrected, duration > 0,
-                   streams.contains(where: { $0.type == .subtitle }) || rateDoubtful,
                    demuxer.matroskaHead?.whole(size: Int64(size)) == true,
-                   let end = matroskaEnd(demuxer, size: Int64(size), widen: false), end > start,
-                   duration - (end - start) > max(2, 0.1 * (end - start)) {
-                    filmSeconds = end - start
-                    warnings.append("bitrate_from_tracks")
+                   let end = matroskaEnd(demuxer, size: Int64(size), widen: false), end > start {
+                    let film = end - start, margin = max(2, 0.1 * film)
+                    let cuesMayExplain = streams.contains { $0.type == .subtitle }
+                    if film - duration > margin || (duration - film > margin && !cuesMayExplain) {
+                        duration = film
+                        lengthCorrected = true
+                        warnings.append("duration_from_tracks")
+                    } else if duration - film > margin {
+                        filmSeconds = film
+                        warnings.append("bitrate_from_tracks")
+                    }
                 }
                 if SoundFormatSurvey.survey(demuxer, size: Int64(size), start: start, duration: duration, streams: &streams) {
                     try? demuxer.rewind()
@@ -259,6 +264,7 @@ public enum Prober {
         var info = MediaInfo(formatName: formatName, container: Container.name(formatName: formatName, fileExtension: ext, brand: brand),
                              durationSeconds: duration, startSeconds: start, bitRate: bitRate, sizeBytes: size,
                              streams: streams, chapters: chapters, warnings: warnings)
+        if warnings.contains("duration_from_tracks") { info.durationWrong = true }
         if formatName.hasPrefix("mov,") {
             let layout = fragmentLayout(demuxer.path)
             if layout.fragments && !layout.indexed { info.fragmented = true }

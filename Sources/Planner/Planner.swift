@@ -133,6 +133,10 @@ struct PlanContext {
     ///   default and to any track asked; `StreamInfo.compression`): ExoPlayer undoes only
     ///   header stripping, and plays zlib's bytes as they are (garbage), or refuses the file
     ///   where the algorithm is written out. The remux writes the tracks as they decode.
+    /// - A header whose length is not the film's (`MediaInfo.durationWrong`: a Matroska
+    ///   Duration ten times the film, or a tenth of it; an MP4 movie duration against its
+    ///   tracks'): players show it and size their seek bar by it. The remux writes the
+    ///   film's own.
     /// - Dolby Vision profile 7 in MP4 (a UHD Blu-ray's two layers in one track): no MP4
     ///   player decodes it; the remux keeps its HDR10 base layer. (In Matroska a TV box
     ///   that lists it may play it.)
@@ -142,6 +146,7 @@ struct PlanContext {
         var fixes: [String] = []
         if source.fragmented == true { fixes.append("container_fragmented") }
         if source.unindexed == true { fixes.append("container_unindexed") }
+        if source.durationWrong == true { fixes.append("container_duration_wrong") }
         if source.streams.contains(where: { $0.compression.map { $0 != "header_stripping" } == true }) {
             fixes.append("container_compressed_tracks")
         }

@@ -417,7 +417,7 @@ struct CommandLineTests {
         }
     }
 
-    @Test("an MP4 whose movie header declares three times its length, or 49 days, is as long as its tracks and has their bitrate: a 3 Mbit/s file read as 1 went to the 1 Mbit/s rung as it was")
+    @Test("an MP4 whose movie header declares three times its length, or 49 days, is as long as its tracks and has their bitrate (a 3 Mbit/s file read as 1 went to the 1 Mbit/s rung as it was), and is remuxed rather than sent with that length to show")
     func damagedMovieDuration() throws {
         let whole = try Media.generated("mvhd-4s.mp4", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=4",
                                                        "-f", "lavfi", "-i", "sine=duration=4", "-c:v", "libx264", "-preset", "ultrafast",
@@ -440,6 +440,15 @@ struct CommandLineTests {
             #expect(abs(seconds - 4) < 0.2 && kbps > 2000, "\(name): \(seconds) s, \(kbps) kbit/s")
             let plan = try Command.planned([source.path, "--quality", "1mbps", "--caps", "android", "--json"])
             #expect(plan["delivery_format"]?.string == "transcode", "\(name): \(plan["reasons"] ?? .null)")
+            // Not as it is, with that length for players to show: remuxed, its tracks' length written.
+            #expect(info["duration_wrong"] == .bool(true))
+            try Command.prepare(source.path, quality: "original", caps: "android", scratch: "cli-mvhd-original") { r, out in
+                #expect(r.status == 0, "\(r.stdout.prefix(400)) \(r.stderr.prefix(400))")
+                let plan = try Command.json(r)["plan"]
+                #expect(plan?["delivery_format"]?.string == "remux" && "\(plan?["reasons"] ?? .null)".contains("container_duration_wrong"),
+                        "\(name): \(plan?["reasons"] ?? .null)")
+                #expect(abs(try FFprobe(out).formatDuration - 4) < 0.2)
+            }
         }
     }
 
@@ -4932,12 +4941,12 @@ struct MatroskaBitrateTests {
         try Self.expectFilmRate(source, scratch: "subtitle-past-film")
     }
 
-    /// The 10 s, 3 Mbit/s film probed at its pictures' and sound's rate (from the tail,
-    /// `bitrate_from_tracks`), and re-encoded for a 1 Mbit/s device into its 10 s.
-    static func expectFilmRate(_ source: String, scratch: String) throws {
+    /// The 10 s, 3 Mbit/s film probed at its pictures' and sound's rate (from the tail:
+    /// `warning`), and re-encoded for a 1 Mbit/s device into its 10 s.
+    static func expectFilmRate(_ source: String, warning: String = "bitrate_from_tracks", scratch: String) throws {
         let probe = try Command.probed(source)
         #expect((probe["bit_rate"]?.double ?? 0) > 2_000_000, "\(probe["bit_rate"] ?? .null)")
-        #expect("\(probe["warnings"] ?? .null)".contains("bitrate_from_tracks"))
+        #expect("\(probe["warnings"] ?? .null)".contains(warning))
         try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: scratch) { run, out in
             #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
             let json = try Command.json(run)
@@ -4946,9 +4955,10 @@ struct MatroskaBitrateTests {
         }
     }
 
-    @Test("a Duration patched to 600 s in a 10 s film without subtitles (a header left from an edit) is found out by the rate its first packets run at, four times the declared and more: the film is re-encoded for a 1 Mbit/s device, not sent as the 3 Mbit/s file it is (its bitrate had read 50 kbit/s)")
-    func wrongDuration() throws {
-        let source = try Media.generated("film-duration-patched-600s.mkv") { tmp in
+    @Test("a Duration patched to 600 s, or to 1 s, in a 10 s film without subtitles (a header left from an edit) is the film's 10 s by its last cluster: re-encoded for a 1 Mbit/s device, not sent as the 3 Mbit/s file it is (its bitrate had read 50 kbit/s); remuxed for a device that plays Matroska, which had been given the file with that length to show; remuxed for iOS, where a tenth had been refused as damaged",
+          arguments: [600.0, 1.0])
+    func wrongDuration(_ declared: Double) throws {
+        let source = try Media.generated("film-duration-patched-\(Int(declared))s.mkv") { tmp in
             let made = tmp + ".mkv"
             defer { unlink(made) }
             let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=10",
@@ -4960,10 +4970,21 @@ struct MatroskaBitrateTests {
             guard let at = (0..<(bytes.count - 11)).first(where: { bytes[$0] == 0x44 && bytes[$0 + 1] == 0x89 && bytes[$0 + 2] == 0x88 }) else {
                 throw TestFailure("no 8-byte Duration in \(made)")
             }
-            withUnsafeBytes(of: (600_000.0).bitPattern.bigEndian) { bytes.replaceSubrange(at + 3..<at + 11, with: $0) }
+            withUnsafeBytes(of: (declared * 1000).bitPattern.bigEndian) { bytes.replaceSubrange(at + 3..<at + 11, with: $0) }
             try Data(bytes).write(to: URL(fileURLWithPath: tmp))
         }
-        #expect(abs((try Command.probed(source)["duration_seconds"]?.double ?? 0) - 600) < 1, "the header's duration is what the file says")
-        try Self.expectFilmRate(source, scratch: "duration-patched")
+        let probe = try Command.probed(source)
+        #expect(abs((probe["duration_seconds"]?.double ?? 0) - 10) < 0.2, "\(probe["duration_seconds"] ?? .null)")
+        #expect(probe["duration_wrong"] == .bool(true))
+        try Self.expectFilmRate(source, warning: "duration_from_tracks", scratch: "duration-patched")
+        for caps in ["android", "ios"] {
+            try Command.prepare(source, quality: "original", caps: caps, scratch: "duration-patched-\(caps)") { run, out in
+                #expect(run.status == 0, "\(run.stdout.suffix(300)) \(run.stderr.suffix(300))")
+                let json = try Command.json(run)
+                #expect(json["plan"]?["delivery_format"]?.string == "remux", "\(json["plan"]?["reasons"] ?? .null)")
+                #expect(abs(try FFprobe(out).formatDuration - 10) < 0.2)
+                #expect(abs((json["output"]?["duration_seconds"]?.double ?? 0) - 10) < 0.2)
+            }
+        }
     }
 }
