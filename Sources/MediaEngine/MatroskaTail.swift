@@ -21,8 +21,23 @@ enum MatroskaTail {
         var time: Int64
     }
 
+    /// A cluster as read: its blocks, its own timestamp, and whether it was read whole: every
+    /// element's size known and the last ending where the cluster does, within `bytes`. A
+    /// block whose size is damaged (huge) ends the walk early, its cluster's later blocks
+    /// unread, and the end those give is no end of the film.
+    struct Cluster: Equatable {
+        var blocks: [Block]
+        var time: Int64
+        var whole: Bool
+    }
+
     /// The blocks of the last cluster in `bytes` (a file's tail) that has any, nil if none
-    /// can be read there.
+    /// can be read there (`lastCluster`).
+    static func lastBlocks(_ bytes: [UInt8], wanted: (Block) -> Bool = { _ in true }) -> [Block]? {
+        lastCluster(bytes, wanted: wanted)?.blocks
+    }
+
+    /// The last cluster in `bytes` (a file's tail) that has blocks, nil if none can be read there.
     /// At most `candidates` places that look like a cluster are tried, last first: a
     /// file's own ID in its index (SeekHead, Cues) is one, and bytes that happen to look like
     /// one rarely also start with a timestamp. A damaged or hostile tail full of them is not
@@ -30,13 +45,13 @@ enum MatroskaTail {
     /// `wanted`: only a cluster holding such a block counts, and up to `clustersPassed`
     /// clusters of other blocks after it are passed over (a subtitle track running on past
     /// the pictures leaves clusters of its cues alone at the file's end).
-    static func lastBlocks(_ bytes: [UInt8], wanted: (Block) -> Bool = { _ in true }) -> [Block]? {
+    static func lastCluster(_ bytes: [UInt8], wanted: (Block) -> Bool = { _ in true }) -> Cluster? {
         var before = bytes.count
         var tries = 0, passed = 0
         while tries < candidates {
             guard let at = lastCluster(bytes, before: before) else { return nil }
-            if let blocks = blocks(inClusterAt: at, bytes), !blocks.isEmpty {
-                if blocks.contains(where: wanted) { return blocks }
+            if let read = cluster(at: at, bytes), !read.blocks.isEmpty {
+                if read.blocks.contains(where: wanted) { return read }
                 passed += 1
                 if passed > clustersPassed { return nil }
             } else {
@@ -80,9 +95,9 @@ enum MatroskaTail {
         return (id, s + sizeLength, allOnes || size > UInt64(Int.max / 2) ? nil : Int(size))
     }
 
-    /// The blocks of the cluster whose ID is at `at`, nil if it has no timestamp first
-    /// (where muxers write it, after a CRC-32 where they write one: ffmpeg's does).
-    private static func blocks(inClusterAt at: Int, _ bytes: [UInt8]) -> [Block]? {
+    /// The cluster whose ID is at `at`, nil if it has no timestamp first (where muxers
+    /// write it, after a CRC-32 where they write one: ffmpeg's does).
+    private static func cluster(at: Int, _ bytes: [UInt8]) -> Cluster? {
         guard let c = header(bytes, at: at), c.id == cluster, var first = header(bytes, at: c.data) else { return nil }
         if first.id == crc32, let size = first.size, let next = header(bytes, at: first.data + size) { first = next }
         guard first.id == timestamp else { return nil }
@@ -90,7 +105,8 @@ enum MatroskaTail {
         var base: Int64?
         var found: [Block] = []
         /// Walks the elements from `from` to `to`, into block groups (which hold no
-        /// others: a damaged one nested a million deep is not followed).
+        /// others: a damaged one nested a million deep is not followed); true where each
+        /// element's size is known and the last ends at `to`.
         func walk(_ from: Int, _ to: Int, inGroup: Bool = false) -> Bool {
             var p = from
             while p < to, let e = header(bytes, at: p) {
@@ -104,17 +120,18 @@ enum MatroskaTail {
                 case blockGroup where !inGroup:
                     guard let size = e.size, walk(e.data, min(to, e.data + size), inGroup: true) else { return false }
                 case cluster:
-                    return true  // the next cluster, cut off
+                    return false  // the next cluster, where this one's size says it goes on
                 default:
                     break
                 }
-                guard let size = e.size else { return true }  // no size: nothing past it is known
+                guard let size = e.size else { return false }  // no size: nothing past it is known
                 p = e.data + size
             }
-            return true
+            return p == to
         }
-        _ = walk(c.data, end)
-        return base == nil ? nil : found
+        // A cluster of unknown size (a live writer's) ends where the next begins, or the file.
+        let whole = walk(c.data, end) && (c.size.map { c.data + $0 <= bytes.count } ?? true)
+        return base.map { Cluster(blocks: found, time: $0, whole: whole) }
     }
 
     /// A block's track number and its time relative to its cluster's.

@@ -192,17 +192,23 @@ public enum Prober {
                 // players to show, and a remux of one declaring a tenth had been refused as
                 // damaged. The length is the film's then, and the file is remuxed where it can
                 // be (`MediaInfo.durationWrong`). A tail read a little short (a laced block's
-                // last frames) is well within the margin: two seconds, or a tenth.
+                // last frames) is well within the margin: two seconds, or a tenth. Only a
+                // cluster read whole says the film ends there: one whose block's size is
+                // damaged hides the rest (an audio file's one cluster read as 0.02 s of 4,
+                // which the remux then delivered as whole). And a film runs past its Duration
+                // only where the last cluster itself starts past it: a block's time is 16
+                // bits relative to its cluster's, and one damaged put a 1.2 s film's end at
+                // 32.8 s.
                 if formatName.hasPrefix("matroska"), !measured, !lengthCorrected, duration > 0,
                    demuxer.matroskaHead?.whole(size: Int64(size)) == true,
-                   let end = matroskaEnd(demuxer, size: Int64(size), widen: false), end > start {
-                    let film = end - start, margin = max(2, 0.1 * film)
+                   let tail = matroskaTail(demuxer, size: Int64(size), widen: false), tail.end > start {
+                    let film = tail.end - start, margin = max(2, 0.1 * film)
                     let cuesMayExplain = streams.contains { $0.type == .subtitle }
-                    if film - duration > margin || (duration - film > margin && !cuesMayExplain) {
+                    if tail.whole, tail.start - start > duration + margin || (duration - film > margin && !cuesMayExplain) {
                         duration = film
                         lengthCorrected = true
                         warnings.append("duration_from_tracks")
-                    } else if duration - film > margin {
+                    } else if duration - film > margin && cuesMayExplain {
                         filmSeconds = film
                         warnings.append("bitrate_from_tracks")
                     }
@@ -631,6 +637,13 @@ public enum Prober {
     /// `widen`: read the last 64 MB where the last 4 MB hold no whole cluster; without it,
     /// give nil there.
     static func matroskaEnd(_ demuxer: Demuxer, size: Int64, widen: Bool = true) -> Double? {
+        matroskaTail(demuxer, size: size, widen: widen)?.end
+    }
+
+    /// A Matroska file's last cluster of pictures or sound as `matroskaEnd` reads it: the
+    /// latest end of its blocks, the cluster's own time (seconds), and whether it was read
+    /// whole (`MatroskaTail.Cluster.whole`).
+    static func matroskaTail(_ demuxer: Demuxer, size: Int64, widen: Bool = true) -> (end: Double, start: Double, whole: Bool)? {
         guard size > 0, let file = try? FileDescriptor(path: demuxer.path, flags: O_RDONLY) else { return nil }
         // libavformat makes a stream of each track in the order of their entries, which
         // muxers number from 1 (it keeps no track number). Every track's times are in the
@@ -643,14 +656,20 @@ public enum Prober {
             let type = demuxer.stream(b.track - 1).pointee.codecpar.pointee.codec_type
             return type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO
         }
-        func blocks(_ bytes: Int64) -> [MatroskaTail.Block]? {
-            (try? file.read(upTo: Int(min(size, bytes)), at: max(0, size - bytes))).flatMap { MatroskaTail.lastBlocks($0, wanted: film) }
+        func cluster(_ bytes: Int64) -> MatroskaTail.Cluster? {
+            (try? file.read(upTo: Int(min(size, bytes)), at: max(0, size - bytes))).flatMap { MatroskaTail.lastCluster($0, wanted: film) }
         }
-        guard let blocks = blocks(tailBytes) ?? (widen && size > tailBytes ? blocks(16 * tailBytes) : nil) else { return nil }
-        return blocks.compactMap { b -> Double? in
-            guard demuxer.streamCount > 0 else { return nil }
+        // Every track's times are in the segment's units, which libavformat gives a picture
+        // or sound stream as its time base (not an attachment: a damaged track list that left
+        // only a font read a 4 s film's last cluster as 0.04 s).
+        guard let timed = (0..<demuxer.streamCount).first(where: {
+                  let type = demuxer.stream($0).pointee.codecpar.pointee.codec_type
+                  return type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO
+              }),
+              let read = cluster(tailBytes) ?? (widen && size > tailBytes ? cluster(16 * tailBytes) : nil) else { return nil }
+        let end = read.blocks.compactMap { b -> Double? in
             let known = known(b)
-            let st = demuxer.stream(known ? b.track - 1 : 0)
+            let st = demuxer.stream(known ? b.track - 1 : timed)
             let par = st.pointee.codecpar.pointee
             var frame = 0.0
             switch par.codec_type {
@@ -667,6 +686,9 @@ public enum Prober {
             guard TimeLimit.within(b.time, st.pointee.time_base) else { return nil }
             return seconds(b.time, st.pointee.time_base).map { $0 + frame }
         }.max()
+        let base = demuxer.stream(timed).pointee.time_base
+        guard let end, TimeLimit.within(read.time, base), let start = seconds(read.time, base) else { return nil }
+        return (end, start, read.whole)
     }
 
     /// Codecs whose streams are interlaced in real files (HEVC's field SEI is too rare to

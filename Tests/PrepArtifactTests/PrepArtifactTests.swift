@@ -4987,4 +4987,21 @@ struct MatroskaBitrateTests {
             }
         }
     }
+
+    @Test("a Matroska sound file whose one cluster's first block has a damaged size (the rest of the cluster unreadable) is refused as cut short or damaged: its last cluster, read only to that block, is no end of the film, and its 0.02 s had been delivered as the whole")
+    func lastClusterUnreadable() throws {
+        let source = try Media.generated("sound-only-4s.mkv", ["-f", "lavfi", "-i", "sine=duration=4:sample_rate=48000", "-c:a", "aac", "-f", "matroska"])
+        let dir = Media.scratch("last-cluster-unreadable")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let damaged = try damagedCopy(ofFile: source, in: dir, as: "block-size.mkv") { bytes throws in
+            // The cluster's first SimpleBlock (A3) and its two-byte size, made the largest.
+            let cluster = try #require(firstOffset(of: [0x1F, 0x43, 0xB6, 0x75], in: bytes))
+            let block = try #require(firstOffset(of: [0xA3], in: bytes, from: cluster + 8))
+            try #require(bytes[block + 1] & 0xC0 == 0x40, "a two-byte size")
+            bytes[block + 1] = 0x7F
+            bytes[block + 2] = 0xFE
+        }.path
+        #expect(try Command.probed(damaged)["duration_wrong"] == nil)
+        try SourceDamageTests.expectSourceCorrupt(damaged, in: dir, saying: "cut short or damaged")
+    }
 }
