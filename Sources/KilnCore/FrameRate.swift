@@ -6,6 +6,13 @@ public enum StandardFrameRate {
         (24000, 1001), (24, 1), (25, 1), (30000, 1001), (30, 1), (48, 1), (50, 1), (60000, 1001), (60, 1), (120, 1), (240, 1),
     ]
 
+    /// The fastest rate a stream's number is believed at: high-speed cameras and phones'
+    /// slow motion record 240 to 500 pictures a second (a clip at 300 fps had been taken for
+    /// one of unknown rate, and encoded at 300 fps with a level for 30 and keyframes every
+    /// 50 pictures). Above, the number is most likely a time base's, not the pictures':
+    /// QuickTime's 600 ticks a second, Matroska's 1,000.
+    public static let fastestBelievable = 500.0
+
     /// The standard rate nearest `fps`, when within `tolerance` of it (relative: 0.2 % by
     /// default, a fifth of the 0.1 % between 30 and 29.97).
     public static func nearest(_ fps: Double, within tolerance: Double = 0.002) -> (num: Int, den: Int)? {

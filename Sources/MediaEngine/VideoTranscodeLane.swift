@@ -435,7 +435,7 @@ final class VideoTranscodeLane: Lane {
     /// come at a picture in seconds or minutes: rates down to one in 1,000 s are taken as
     /// they are (a 25 fps grid had been assumed below 1 fps).
     static func frameRate(demuxer: Demuxer, stream: UnsafeMutablePointer<AVStream>, source: StreamInfo) -> AVRational {
-        func sane(_ r: AVRational) -> Bool { r.num > 0 && r.den > 0 && r.seconds >= 0.001 && r.seconds <= 240 }
+        func sane(_ r: AVRational) -> Bool { r.num > 0 && r.den > 0 && r.seconds >= 0.001 && r.seconds <= StandardFrameRate.fastestBelievable }
         let avg = stream.pointee.avg_frame_rate
         // A variable rate keeps its pictures' own times (`variableTiming`); its rate is
         // x264's for its rate control and keyframe interval: the average where it is one
@@ -453,7 +453,7 @@ final class VideoTranscodeLane: Lane {
         func steadyBelowStandard(_ fps: Double) -> Bool {
             source.variableFrameRate == false && StandardFrameRate.nearest(fps) != nil && avg.seconds < fps * (1 - 1e-5)
         }
-        if let fps = source.frameRate, fps >= 0.001, fps <= 240,
+        if let fps = source.frameRate, fps >= 0.001, fps <= StandardFrameRate.fastestBelievable,
            !sane(avg) || (fps > avg.seconds * 1.01 && !pulldown(film: avg.seconds, carried: fps)) || avg.seconds > fps * 1.5
             || (source.variableFrameRate == false && avg.seconds > fps * 1.01) || steadyBelowStandard(fps) {
             return standardRate(fps)

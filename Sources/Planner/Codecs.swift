@@ -191,13 +191,12 @@ enum Codecs {
         return nil
     }
 
-    /// The frame rate when it is believable. Matroska and WebM often report their 1 ms
-    /// timebase (1000 fps) or a field rate; above 240 fps the number says nothing about the
-    /// picture, so it is treated as unknown (no step-down, levels sized for 30 fps). A rate
+    /// The frame rate when it is believable (`StandardFrameRate.fastestBelievable`): above,
+    /// it is treated as unknown (no step-down, levels sized for 30 fps). A rate
     /// near a standard one is that one (`StandardFrameRate`): 30.001 from Matroska's
     /// milliseconds would need the next H.264 level up for the pictures the encoder makes at 30.
     static func frameRate(_ s: StreamInfo) -> Double? {
-        guard let r = s.frameRate, r.isFinite, r > 0, r <= 240 else { return nil }
+        guard let r = s.frameRate, r.isFinite, r > 0, r <= StandardFrameRate.fastestBelievable else { return nil }
         return StandardFrameRate.nearest(r).map { Double($0.num) / Double($0.den) } ?? r
     }
 

@@ -981,6 +981,9 @@ let finerCapsCases: [Case] = [
     Case("no caps.max_frame_rate: 240 fps slow motion is encoded at 60, 100 fps at 50 (every n-th picture, an even cadence)",
          media("mp4", kbps: 20000, video("h264", 1280, 720, fps: 240, profile: "High", level: 52), aacEng), .mbps5, ios,
          Expect(delivery: .transcode, fps: 60, reasons: ["frame_rate_reduced"])),
+    Case("no caps.max_frame_rate: a 300 fps high-speed clip is encoded at 60, every fifth picture (it had been taken for a rate unknown: 300 fps at a level for 30)",
+         media("mp4", kbps: 20000, video("h264", 1280, 720, fps: 300, profile: "High", level: 52), aacEng), .mbps5, ios,
+         Expect(delivery: .transcode, fps: 60, reasons: ["frame_rate_reduced"])),
     Case("no caps.max_frame_rate: a screen recording at 64 fps is encoded at 60 (a picture left out now and then), not halved to 32",
          media("mkv", kbps: 20000, video("h264", 1280, 720, fps: 64, profile: "High", level: 42), aacEng), .mbps5, ios,
          Expect(delivery: .transcode, fps: 60, reasons: ["frame_rate_reduced"])),
@@ -1283,7 +1286,7 @@ struct PlannerRuleTests {
 
 @Suite("frame rates that say nothing")
 struct FrameRateTests {
-    @Test("a container timebase posing as 1000 fps neither steps the frame down nor raises the level",
+    @Test("a container timebase posing as 1000 (Matroska) or 600 fps (QuickTime) neither steps the frame down nor raises the level",
           arguments: [1000.0, 600, 0, -1, .infinity, .nan])
     func implausible(_ fps: Double) throws {
         let plan = try Planner.plan(source: media("webm", kbps: 9000, video("vp8", 1920, 1080, fps: fps), audio("vorbis")),

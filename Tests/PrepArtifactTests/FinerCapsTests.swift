@@ -87,4 +87,20 @@ struct FinerCapsTests {
             #expect(abs((Double(v["duration"]?.string ?? "") ?? 0) - 2) < 0.05, "\(r.stdout)")
         }
     }
+
+    @Test("a 300 fps high-speed clip is encoded at 60 fps, every fifth picture, with keyframes 2 s apart: it had been taken for a clip of unknown rate and encoded at 300 fps, keyframes every 50 pictures")
+    func highSpeedClip() throws {
+        let source = try Media.generated("testsrc-300fps-2s.mp4", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=300", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+            "-t", "2", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac"])
+        try Command.prepare(source, quality: "1mbps", caps: "ios", scratch: "frame-rate-300-out") { run, out in
+            #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+            #expect("\(try Command.json(run)["plan"]?["reasons"] ?? .null)".contains("frame_rate_reduced"))
+            let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "frame=key_frame,pts_time", "-of", "csv=p=0", out])
+            let frames = r.stdout.split(separator: "\n").map { $0.split(separator: ",") }.filter { $0.count == 2 }
+            #expect(abs(frames.count - 120) <= 1, "\(frames.count) pictures for 2 s at 60 fps")
+            let keys = frames.filter { $0[0] == "1" }.compactMap { Double($0[1]) }
+            #expect(keys.count == 1 || (keys.count == 2 && abs(keys[1] - keys[0] - 2) < 0.05), "keyframes at \(keys)")
+        }
+    }
 }
