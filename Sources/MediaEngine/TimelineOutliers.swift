@@ -102,8 +102,12 @@ final class TimelineOutliers {
         var stream: Int
         var pts: Int64
         var dts: Int64
-        /// Where the stream's decode times must come to, in its time base.
+        /// Where the stream's decode times must come to, in its time base, and the latest
+        /// that still stands for it: a decode time far past the picture is itself damaged
+        /// (a random DTS hours on, in a recording whose PTS were damaged too, had vouched
+        /// for a picture timed hours on, and a transcode dropped every picture after it).
         var reach: Int64
+        var beyond: Int64
         /// Where the picture ends, in Kiln's time base (from the file's start).
         var end: Int64
         /// The stream's packets still to come that may show it.
@@ -270,7 +274,7 @@ final class TimelineOutliers {
         var k = 0
         while k < ahead.count {
             guard ahead[k].stream == s else { k += 1; continue }
-            if p.dts >= ahead[k].reach {
+            if p.dts >= ahead[k].reach, p.dts <= ahead[k].beyond {
                 vouched.insert([Int64(s), ahead[k].pts, ahead[k].dts])
                 ahead.remove(at: k)
                 continue
@@ -286,6 +290,12 @@ final class TimelineOutliers {
         let length = Pipeline.length(ofPacket: rescale(p.duration, from: tb, to: kiln_time_base_q()), picture: frameLengths[s])
         let bound = rescale(Pipeline.reorderBound(duration: length), from: kiln_time_base_q(), to: tb)
         guard p.pts - p.dts > bound else { return false }
+        // Only a picture decoded at the stream's pace: one whose decode time is what jumped
+        // (hours back, its presentation time right) is no picture ahead, and the pictures
+        // after it, coming up to its presentation time as they do to any, had vouched for
+        // its damaged decode time; the pipeline moved the picture hours on by it and a
+        // transcode dropped every picture after (a recording of 10 s came out with 1.7 s).
+        guard p.dts != noPTS, abs(rescale(p.dts, from: tb, to: kiln_time_base_q()) - position[s]) <= Self.jump else { return false }
         // A picture is shown once its decoder has taken in as many more as it holds back
         // (the reorder depth), which it may itself follow in display order by as many: the
         // decode time `2 × depth` packets on is the latest that can be its.
@@ -294,7 +304,7 @@ final class TimelineOutliers {
         // (libavformat and encoders derive them so): within two pictures (or 0.1 s) of its
         // own, or the reordering bound where a picture's length is unknown.
         let near = length > 0 ? rescale(max(2 * length, Self.jump / 10), from: kiln_time_base_q(), to: tb) : bound
-        ahead.append(Ahead(stream: s, pts: p.pts, dts: p.dts, reach: p.pts - near,
+        ahead.append(Ahead(stream: s, pts: p.pts, dts: p.dts, reach: p.pts - near, beyond: p.pts + near,
                            end: rescale(p.pts + max(0, p.duration), from: tb, to: kiln_time_base_q()),
                            window: 2 * depth + 2))
         return true

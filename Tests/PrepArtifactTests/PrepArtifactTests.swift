@@ -1067,6 +1067,56 @@ struct SourceDamageTests {
         #expect(abs(audio + (probe.duration("audio") ?? 0) - 4) < 0.2, "sound to \(audio + (probe.duration("audio") ?? 0)) s")
     }
 
+    /// The PES headers (offset of their first flags byte) starting in TS packets of `pid`
+    /// that carry both a presentation and a decode time, in file order.
+    static func timedPES(_ bytes: [UInt8], pid: Int) -> [Int] {
+        stride(from: 0, to: bytes.count - 188 + 1, by: 188).compactMap { i in
+            guard bytes[i] == 0x47, bytes[i + 1] & 0x40 != 0, Int(bytes[i + 1] & 0x1F) << 8 | Int(bytes[i + 2]) == pid else { return nil }
+            let payload = i + 4 + (bytes[i + 3] & 0x20 != 0 ? 1 + Int(bytes[i + 4]) : 0)
+            guard payload + 19 <= i + 188, bytes[payload..<payload + 3] == [0, 0, 1], bytes[payload + 7] & 0xC0 == 0xC0 else { return nil }
+            return payload + 6
+        }
+    }
+
+    /// Writes a 33-bit PES timestamp (`which`: 0 the presentation time, 1 the decode time)
+    /// into the header whose flags begin at `flags`.
+    static func setPESTime(_ bytes: inout [UInt8], flags: Int, _ which: Int, to ts: Int64) {
+        let at = flags + 3 + 5 * which
+        let prefix = bytes[at] & 0xF0
+        bytes[at] = prefix | UInt8((ts >> 29) & 0x0E) | 1
+        bytes[at + 1] = UInt8((ts >> 22) & 0xFF)
+        bytes[at + 2] = UInt8((ts >> 14) & 0xFE) | 1
+        bytes[at + 3] = UInt8((ts >> 7) & 0xFF)
+        bytes[at + 4] = UInt8((ts << 1) & 0xFE) | 1
+    }
+
+    @Test("a recording whose pictures have a few damaged PES times (a decode time hours back beside a right presentation time; a presentation time hours on, then the next picture's decode time hours on) keeps all its pictures: a transcode had dropped every picture after the first such, 1.7 s of 10 kept, exit 0, and a remux of H.264 had been refused (found by a helper's MPEG-TS audit)",
+          arguments: ["mpeg2video", "libx264"])
+    func damagedPESTimes(_ codec: String) throws {
+        let whole = try Media.generated("bframes-\(codec)-6s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=6",
+                                                                  "-f", "lavfi", "-i", "sine=duration=6:sample_rate=48000",
+                                                                  "-c:v", codec, "-bf", "2", "-g", "12", "-b:v", "1M", "-c:a", "mp2", "-f", "mpegts"])
+        let dir = Media.scratch("damaged-pes-times-\(codec)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try damagedCopy(ofFile: whole, in: dir, as: "damaged.ts") { bytes throws in
+            let pes = Self.timedPES(bytes, pid: 0x100)
+            try #require(pes.count >= 40, "pictures with both times: \(pes.count)")
+            let hours = Int64(90_000 * 3600)
+            Self.setPESTime(&bytes, flags: pes[10], 1, to: 1)                          // decode time hours back
+            Self.setPESTime(&bytes, flags: pes[25], 0, to: 5 * hours)                  // shown hours on
+            Self.setPESTime(&bytes, flags: pes[26], 1, to: 7 * hours)                  // and the next decoded hours on
+        }
+        for (quality, caps) in [("original", "ios"), ("1mbps", "web")] {
+            let out = dir.appendingPathComponent("out-\(quality).mp4").path
+            let r = try Command.run(["prepare", source.path, "--quality", quality, "--caps", caps, "--output", out, "--json"])
+            #expect(r.status == 0, "\(quality): \(r.stdout.prefix(300))")
+            guard r.status == 0 else { continue }
+            let probe = try FFprobe(out)
+            #expect(abs((probe.duration("video") ?? 0) - 6) < 0.2, "\(quality): \(probe.duration("video") ?? 0) s of pictures")
+            #expect(try FFprobe.packetCount(out, "v") >= 145, "\(quality): pictures kept")
+        }
+    }
+
     @Test("a Matroska file whose first picture block is timed 30 s late keeps that keyframe, just before the next picture: left out, no picture after it decoded (found by fuzzing)")
     func firstKeyframeTimedLate() throws {
         let whole = try Media.generated("first-block-4s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
