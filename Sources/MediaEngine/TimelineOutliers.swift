@@ -358,9 +358,13 @@ final class TimelineOutliers {
         if var run = runs[s] {
             // Back where it was, at once: the run was no part of the stream. A stretch written
             // again is back however short it was, when the stream goes on a step after where
-            // it left.
+            // it left, or at where it left: a recorder that started again cut the packet it
+            // was writing, and the whole one comes again after the stretch (taken for the run
+            // going on, the stretch's 2.5 s of pictures had been kept, moved on as a splice,
+            // and the sound, whose stretch ended cleanly, left 2.5 s ahead of them).
             if Self.returns(t, from: run.from, last: run.latest)
-                || (run.known && !known && steps[s] > 0 && abs(t - run.from - steps[s]) * 2 <= steps[s]) {
+                || (run.known && !known && steps[s] > 0
+                    && (abs(t - run.from - steps[s]) * 2 <= steps[s] || abs(t - run.from) * 2 <= steps[s])) {
                 end(s)
                 if !retimeRun(s, run, returningAt: t) {
                     // A picture stream's first keyframe is what every picture after it needs: it

@@ -1117,6 +1117,26 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("a recording that starts writing again from its middle (its TS packets to three quarters, then from half on: the packet being written cut) leaves out the stretch written twice from both pictures and sound: its pictures' copy had been kept, moved on 2.5 s, and the sound left 2.5 s ahead of them (found by a helper's MPEG-TS audit)")
+    func recordingWrittenAgain() throws {
+        let whole = try Media.generated("bframes-h264-aac-10s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
+                                                                   "-f", "lavfi", "-i", "sine=duration=10:sample_rate=48000",
+                                                                   "-c:v", "libx264", "-preset", "ultrafast", "-bf", "2", "-g", "50",
+                                                                   "-c:a", "aac", "-f", "mpegts"])
+        let dir = Media.scratch("written-again")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try damagedCopy(ofFile: whole, in: dir, as: "again.ts") { bytes in
+            let packets = bytes.count / 188
+            bytes = Array(bytes[0..<(3 * packets / 4) * 188] + bytes[(packets / 2) * 188..<packets * 188])
+        }
+        try Command.prepare(source.path, quality: "original", caps: "android", scratch: "written-again-out") { r, out in
+            #expect(r.status == 0, "\(r.stdout.prefix(300))")
+            let probe = try FFprobe(out)
+            let video = probe.duration("video") ?? 0, audio = probe.duration("audio") ?? 0
+            #expect(abs(video - 10) < 0.2 && abs(audio - 10) < 0.2, "\(video) s of pictures, \(audio) s of sound")
+        }
+    }
+
     @Test("a Matroska file whose first picture block is timed 30 s late keeps that keyframe, just before the next picture: left out, no picture after it decoded (found by fuzzing)")
     func firstKeyframeTimedLate() throws {
         let whole = try Media.generated("first-block-4s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
