@@ -33,6 +33,40 @@ void kiln_set_interrupt(AVFormatContext *ctx, KilnInterruptFlag *flag) {
     ctx->interrupt_callback.opaque = flag;
 }
 
+// Only the reading thread sets the ceiling and reads the position: plain fields. The
+// callback runs from inside the file protocol's reads (avio's buffer refills), where the
+// context's position is that of the bytes already buffered.
+struct KilnReadGuard {
+    KilnInterruptFlag *flag;
+    AVFormatContext *ctx;
+    int64_t ceiling;
+    int hit;
+};
+
+KilnReadGuard *kiln_read_guard_new(KilnInterruptFlag *flag) {
+    KilnReadGuard *g = calloc(1, sizeof(*g));
+    if (g) { g->flag = flag; g->ceiling = -1; }
+    return g;
+}
+void kiln_read_guard_free(KilnReadGuard *guard) { free(guard); }
+static int kiln_read_guard_callback(void *opaque) {
+    KilnReadGuard *g = opaque;
+    if (!g) return 0;
+    if (g->flag && kiln_interrupt_flag_get(g->flag)) return 1;
+    if (g->ceiling >= 0 && g->ctx && g->ctx->pb && avio_tell(g->ctx->pb) > g->ceiling) {
+        g->hit = 1;
+        return 1;
+    }
+    return 0;
+}
+void kiln_read_guard_install(KilnReadGuard *guard, AVFormatContext *ctx) {
+    guard->ctx = ctx;
+    ctx->interrupt_callback.callback = kiln_read_guard_callback;
+    ctx->interrupt_callback.opaque = guard;
+}
+void kiln_read_guard_set_ceiling(KilnReadGuard *guard, int64_t ceiling) { guard->ceiling = ceiling; guard->hit = 0; }
+int kiln_read_guard_hit(const KilnReadGuard *guard) { return guard->hit; }
+
 // A ring of the last log lines: a failed attempt reports them, and the count of error
 // lines tells how many corrupt packets a decoder concealed.
 #define KILN_LOG_LINES 64

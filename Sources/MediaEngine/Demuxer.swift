@@ -19,6 +19,9 @@ final class Demuxer {
     /// interrupt callback reads its flag, and lanes whose work is not bounded by a packet
     /// check it too.
     let cancellation: Cancellation
+    /// The context's interrupt: the cancellation, and the ceiling of a look (`read(fromByte:)`).
+    /// Freed after the context (deinit's order).
+    private let guardian: ReadGuard
     /// Whether `rewind` (or the analysis, `H264Analysis`) sent it back to the start: a second
     /// reader that must see the same packets goes back the same way (`IndexForecast`).
     private(set) var wasRewound = false
@@ -56,6 +59,8 @@ final class Demuxer {
          skimmable: Bool = false) throws(KilnError) {
         self.path = path
         self.cancellation = cancellation
+        let guardian = try ReadGuard(cancellation)
+        self.guardian = guardian
         // One stat answers all three questions.
         var st = stat()
         guard stat(path, &st) == 0 else {
@@ -70,7 +75,7 @@ final class Demuxer {
             throw KilnError(.sourceUnreadable, stage: .open, "the source is not a regular file (a pipe, socket or device)")
         }
         var skim = skimmable ? try SkimReader(path: path) : nil
-        var ctx: UnsafeMutablePointer<AVFormatContext>? = try Demuxer.open(path, cancellation, through: skim)
+        var ctx: UnsafeMutablePointer<AVFormatContext>? = try Demuxer.open(path, guardian, through: skim)
         do {
             if analyze {
                 switch try Demuxer.analyse(ctx!, shortcut: h264Shortcut) {
@@ -86,7 +91,7 @@ final class Demuxer {
                     // A reader of its own for the new context: the old one's position and
                     // buffer are the closed context's.
                     skim = skimmable ? try SkimReader(path: path) : nil
-                    ctx = try Demuxer.open(path, cancellation, through: skim)
+                    ctx = try Demuxer.open(path, guardian, through: skim)
                     _ = try Demuxer.analyse(ctx!, shortcut: false)
                 }
             }
@@ -120,12 +125,12 @@ final class Demuxer {
         self.skim = skim
     }
 
-    private static func open(_ path: String, _ cancellation: Cancellation,
+    private static func open(_ path: String, _ guardian: ReadGuard,
                              through skim: SkimReader?) throws(KilnError) -> UnsafeMutablePointer<AVFormatContext> {
         guard let ctx = avformat_alloc_context() else {
             throw KilnError(.resourceLimit, stage: .open, "out of memory opening the source")
         }
-        cancellation.install(on: ctx)
+        guardian.install(on: ctx)
         // libavformat neither closes nor frees a context it was given (AVFMT_FLAG_CUSTOM_IO).
         if let skim { ctx.pointee.pb = skim.io }
         let options = Options([
@@ -380,6 +385,13 @@ final class Demuxer {
             position = now
         }
         if ret == avErrorEOF { return false }
+        if ret < 0, guardian.hit {
+            // A look's ceiling, not a cancellation: the file reads on from the next seek
+            // (avio keeps an interrupted read's error and end until then).
+            context.pointee.pb.pointee.error = 0
+            context.pointee.pb.pointee.eof_reached = 0
+            return false
+        }
         if ret < 0 {
             // A read error past the point where the index said data exists: treat the
             // truncated tail as the end (what players do) unless it was a real I/O error.
@@ -518,10 +530,11 @@ final class Demuxer {
     /// Seeks to byte `offset` and hands each packet read, in `packet`, to `body` until it
     /// says stop (false), the file ends, or `limit` packets were read. False if the seek
     /// failed. The packet is unreferenced after each call.
+    /// Reads go no further than `bytes` past where they begin (`lookBytes`).
     @discardableResult
-    func read(fromByte offset: Int64, limit: Int, into packet: Packet, _ body: (Packet) -> Bool) -> Bool {
+    func read(fromByte offset: Int64, limit: Int, bytes: Int64 = lookBytes, into packet: Packet, _ body: (Packet) -> Bool) -> Bool {
         guard seek(stream: -1, to: offset, flags: AVSEEK_FLAG_BYTE | AVSEEK_FLAG_ANY) >= 0 else { return false }
-        readOn(limit: limit, into: packet, body)
+        readOn(limit: limit, bytes: bytes, into: packet, body)
         return true
     }
 
@@ -529,9 +542,15 @@ final class Demuxer {
     @discardableResult
     func read(fromSecond seconds: Double, limit: Int, into packet: Packet, _ body: (Packet) -> Bool) -> Bool {
         guard seek(stream: -1, to: Int64(seconds * Double(AV_TIME_BASE)), flags: AVSEEK_FLAG_BACKWARD) >= 0 else { return false }
-        readOn(limit: limit, into: packet, body)
+        readOn(limit: limit, bytes: Self.lookBytes, into: packet, body)
         return true
     }
+
+    /// How far past where a look begins its reads may go by default: a look wants a few
+    /// packets there (the surveys stop at 8 MB of packets read). Every look into 30 MB of junk after a recording had read on through all of it
+    /// (MPEG-TS finds a sync byte in random bytes every few hundred, and reads on in one
+    /// call), and the probe ran out of time.
+    static let lookBytes: Int64 = 8 << 20
 
     /// The time of the container's last index entry at or before `seconds` (Matroska's
     /// cues list one a cluster or a keyframe), in any stream's index: where a seek there
@@ -549,7 +568,9 @@ final class Demuxer {
         }.max()
     }
 
-    private func readOn(limit: Int, into packet: Packet, _ body: (Packet) -> Bool) {
+    private func readOn(limit: Int, bytes: Int64, into packet: Packet, _ body: (Packet) -> Bool) {
+        if let pb = context.pointee.pb { guardian.set(ceiling: avio_tell(pb) + bytes) }
+        defer { guardian.set(ceiling: nil) }
         var reads = 0
         while reads < limit, (try? read(into: packet)) == true {
             reads += 1

@@ -146,6 +146,29 @@ public final class Cancellation: @unchecked Sendable {
     }
 }
 
+/// An input's interrupt callback (`kiln_read_guard`): the run's cancellation, and a byte
+/// position a look at one place in the file reads no further past (`Demuxer.lookBytes`).
+final class ReadGuard {
+    let pointer: OpaquePointer
+    /// Held for the flag the callback reads.
+    private let cancellation: Cancellation
+
+    init(_ cancellation: Cancellation) throws(KilnError) {
+        guard let g = kiln_read_guard_new(cancellation.flag) else {
+            throw KilnError(.resourceLimit, stage: .open, "out of memory opening the source")
+        }
+        pointer = g
+        self.cancellation = cancellation
+    }
+    deinit { kiln_read_guard_free(pointer) }
+
+    func install(on ctx: UnsafeMutablePointer<AVFormatContext>) { kiln_read_guard_install(pointer, ctx) }
+    /// Reads past `ceiling` (a byte position) are interrupted; nil: none are.
+    func set(ceiling: Int64?) { kiln_read_guard_set_ceiling(pointer, ceiling ?? -1) }
+    /// Whether the ceiling interrupted a read since it was set.
+    var hit: Bool { kiln_read_guard_hit(pointer) != 0 }
+}
+
 /// Process-wide memory policy for the media engine's commands.
 public enum EngineMemory {
     /// Packets come and go in every thread's malloc heap (the pipeline, the index

@@ -39,7 +39,7 @@ public enum Prober {
         // The fingerprint does not need the analysis, so it runs beside it.
         let fingerprinting = fingerprint
             ? Background { () throws(KilnError) -> String in try SourceFingerprint.compute(path: path) } : nil
-        do {
+        do throws(KilnError) {
             let demuxer = try Demuxer(path: path, cancellation: cancellation)
             // Opened once the first reader's analysis is done, not beside it: two analyses at
             // once would double the probe's peak memory (each holds decoded pictures). It
@@ -51,6 +51,10 @@ public enum Prober {
                     ? SecondReader(path: path, skimmable: IndexForecast.skimmable(demuxer)) : nil
             }
             var info = try describe(demuxer)
+            // The probe's looks that give up quietly (a survey's reads) may have been what the
+            // deadline stopped: its cancellation is still set, and the run would have failed
+            // as canceled by request at its first read, a code that invites a retry.
+            if deadline.fired { throw KilnError(.canceled, stage: .probe, "the probe's deadline passed") }
             // Where the packet scan could not go back to the start (a seek that failed in a
             // damaged index, or one that would skip sound before the first keyframe), or
             // going back would read a fragment twice, the run reads the file from a fresh

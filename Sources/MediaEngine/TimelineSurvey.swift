@@ -107,7 +107,7 @@ enum TimelineSurvey {
         // Where a run that jumped away started: what was counted then, and its packets since.
         var run: (from: Double, total: Double, jumps: Bool, packets: Int)? = nil
         var result: (seconds: Double, jumps: Bool)? = nil
-        demuxer.read(fromByte: a.bytes, limit: 100_000, into: packet) { packet in
+        demuxer.read(fromByte: a.bytes, limit: 100_000, bytes: b.bytes - a.bytes + Demuxer.lookBytes, into: packet) { packet in
             let p = packet.pointer.pointee
             guard p.stream_index == reference, p.pos > a.bytes, let t = time(packet, demuxer) else { return true }
             if let r = run, r.packets < TimelineOutliers.runPackets, TimelineOutliers.returns(t, from: r.from, last: previous, within: away) {

@@ -334,3 +334,40 @@ struct MatroskaTailDamageTests {
         #expect(MatroskaTail.lastBlocks(many) == nil)
     }
 }
+
+@Suite("a look at one place in a file")
+struct LookTests {
+    /// A 4 s MPEG-TS recording followed by 24 MB of random bytes (a tail overwritten).
+    static func recordingWithJunk() throws -> String {
+        try Media.generated("ts-4s-junk-24mb.ts") { tmp in
+            let made = tmp + ".ts"
+            defer { unlink(made) }
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+                                               "-f", "lavfi", "-i", "sine=duration=4", "-c:v", "libx264", "-preset", "ultrafast",
+                                               "-c:a", "aac", "-f", "mpegts", made])
+            guard r.status == 0 else { throw TestFailure("ffmpeg: \(r.stderr)") }
+            var random = SystemRandomNumberGenerator()
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: made)))
+            bytes += (0..<(24 << 20)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            try Data(bytes).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    @Test("a look into junk (MPEG-TS finds a sync byte in random bytes every few hundred and reads on in one call) stops a look's bytes past where it began, and the file reads on from the next look: every look had read to the end of 30 MB of junk, and the probe ran out of time")
+    func lookIntoJunk() throws {
+        let source = try Self.recordingWithJunk()
+        let demuxer = try Demuxer(path: source, cancellation: Cancellation())
+        let packet = try Packet()
+        let size = Int64(try #require(FileIO.size(atPath: source)))
+        let from = size - (20 << 20)
+        var found = 0
+        #expect(demuxer.read(fromByte: from, limit: 10, into: packet) { _ in found += 1; return true })
+        #expect(found == 0)
+        let reached = avio_tell(demuxer.context.pointee.pb)
+        #expect(reached - from <= Demuxer.lookBytes + (1 << 20), "read to \(reached - from) bytes past the look's start")
+        // Not canceled, and the recording reads from its start again.
+        #expect(!demuxer.cancellation.isCanceled)
+        try demuxer.rewind()
+        #expect(try demuxer.read(into: packet))
+    }
+}

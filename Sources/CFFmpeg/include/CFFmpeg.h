@@ -67,6 +67,17 @@ int kiln_interrupt_flag_get(const KilnInterruptFlag *flag);
 int kiln_interrupt_callback(void *opaque);
 /// Installs `flag` as the interrupt callback of `ctx`.
 void kiln_set_interrupt(AVFormatContext *ctx, KilnInterruptFlag *flag);
+/// An input's interrupt: `flag` (cancellation), or its read position past a ceiling
+/// (a look at one place in the file that found nothing there: junk is read no further).
+typedef struct KilnReadGuard KilnReadGuard;
+KilnReadGuard *kiln_read_guard_new(KilnInterruptFlag *flag);
+void kiln_read_guard_free(KilnReadGuard *guard);
+/// Installs `guard` as the interrupt callback of `ctx`, whose read position it watches.
+void kiln_read_guard_install(KilnReadGuard *guard, AVFormatContext *ctx);
+/// The byte position past which reads are interrupted; negative: none.
+void kiln_read_guard_set_ceiling(KilnReadGuard *guard, int64_t ceiling);
+/// Whether the ceiling interrupted a read since it was set.
+int kiln_read_guard_hit(const KilnReadGuard *guard);
 
 // ---- logging: libav's messages go to a ring buffer instead of stderr ----
 /// Routes av_log into a process-wide ring of the last lines at or above `level`;
