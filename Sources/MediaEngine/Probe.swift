@@ -143,12 +143,12 @@ public enum Prober {
             for i in streams.indices where streams[i].type == .video || streams[i].type == .audio { streams[i].encrypted = true }
         }
         var shares: [Int: Double] = [:]
-        var soundClock: (stream: Int, why: String)?
+        var clockDamage: (stream: Int, why: String)?
         if scan {
             try demuxer.keepingParameters { () throws(KilnError) in
                 let scanned = try scanPackets(demuxer, &streams, &warnings)
                 shares = scanned.shares
-                soundClock = scanned.soundClock
+                clockDamage = scanned.clockDamage
                 // No duration in the header (a live or interrupted recording's Matroska): the
                 // last packets say where the file ends, for progress, the plan's bitrate and
                 // verification's length check.
@@ -311,7 +311,7 @@ public enum Prober {
                let damage = TrackDrift.untimedSound(demuxer) ?? (info.fragmented != true ? TrackDrift.judge(demuxer) : nil) {
                 (info.timingDamageStream, info.timingDamage) = (damage.stream, damage.why)
             }
-            if info.timingDamage == nil, let soundClock { (info.timingDamageStream, info.timingDamage) = soundClock }
+            if info.timingDamage == nil, let clockDamage { (info.timingDamageStream, info.timingDamage) = clockDamage }
         }
         return info
     }

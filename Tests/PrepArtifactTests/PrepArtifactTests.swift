@@ -1068,12 +1068,13 @@ struct SourceDamageTests {
     }
 
     /// The PES headers (offset of their first flags byte) starting in TS packets of `pid`
-    /// that carry both a presentation and a decode time, in file order.
-    static func timedPES(_ bytes: [UInt8], pid: Int) -> [Int] {
+    /// that carry a presentation time and, with `decodeTime`, a decode time too, in file order.
+    static func timedPES(_ bytes: [UInt8], pid: Int, decodeTime: Bool = true) -> [Int] {
         stride(from: 0, to: bytes.count - 188 + 1, by: 188).compactMap { i in
             guard bytes[i] == 0x47, bytes[i + 1] & 0x40 != 0, Int(bytes[i + 1] & 0x1F) << 8 | Int(bytes[i + 2]) == pid else { return nil }
             let payload = i + 4 + (bytes[i + 3] & 0x20 != 0 ? 1 + Int(bytes[i + 4]) : 0)
-            guard payload + 19 <= i + 188, bytes[payload..<payload + 3] == [0, 0, 1], bytes[payload + 7] & 0xC0 == 0xC0 else { return nil }
+            let flags: UInt8 = decodeTime ? 0xC0 : 0x80
+            guard payload + 19 <= i + 188, bytes[payload..<payload + 3] == [0, 0, 1], bytes[payload + 7] & flags == flags else { return nil }
             return payload + 6
         }
     }
@@ -1115,6 +1116,26 @@ struct SourceDamageTests {
             #expect(abs((probe.duration("video") ?? 0) - 6) < 0.2, "\(quality): \(probe.duration("video") ?? 0) s of pictures")
             #expect(try FFprobe.packetCount(out, "v") >= 145, "\(quality): pictures kept")
         }
+    }
+
+    @Test("a recording whose pictures all have one time (every video PES given the same PTS and DTS) is refused as damaged timing: its copy had put 250 pictures in 43 ms, a 10 s film sent as a still, exit 0 (found by a helper's MPEG-TS audit)")
+    func picturesTimedAlike() throws {
+        let whole = try Media.generated("bframes-h264-aac-10s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
+                                                                   "-f", "lavfi", "-i", "sine=duration=10:sample_rate=48000",
+                                                                   "-c:v", "libx264", "-preset", "ultrafast", "-bf", "2", "-g", "50",
+                                                                   "-c:a", "aac", "-f", "mpegts"])
+        let dir = Media.scratch("pictures-timed-alike")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try damagedCopy(ofFile: whole, in: dir, as: "alike.ts") { bytes throws in
+            let pes = Self.timedPES(bytes, pid: 0x100, decodeTime: false)
+            try #require(pes.count >= 200, "pictures timed: \(pes.count)")
+            for flags in pes {
+                Self.setPESTime(&bytes, flags: flags, 0, to: 126_000)
+                if bytes[flags + 1] & 0x40 != 0 { Self.setPESTime(&bytes, flags: flags, 1, to: 126_000) }
+            }
+        }
+        #expect(try Command.probed(source.path)["timing_damage"]?.string?.contains("stand still") == true)
+        try SourceDamageTests.expectSourceCorrupt(source.path, quality: "original", caps: "android", in: dir, saying: "stand still")
     }
 
     @Test("a recording that starts writing again from its middle (its TS packets to three quarters, then from half on: the packet being written cut) leaves out the stretch written twice from both pictures and sound: its pictures' copy had been kept, moved on 2.5 s, and the sound left 2.5 s ahead of them (found by a helper's MPEG-TS audit)")
