@@ -393,9 +393,12 @@ final class AudioTranscodeLane: Lane {
         try encodeBuffered(muxer: muxer)
     }
 
+    /// Every frame rejected was the source's damage (`Resampler.push` says so: no rate, no
+    /// or impossibly many channels): the stream is damaged, not in a format Kiln lacks (a
+    /// recording cut after 100 packets had been `source_unsupported`).
     private static func unconvertible(_ error: KilnError) -> KilnError {
-        KilnError(.sourceUnsupported, stage: .filter, underlying: error.underlying,
-                  "none of the sound's decoded frames can be converted for the encoder (\(error.message))")
+        KilnError(.sourceCorrupt, stage: .filter, underlying: error.underlying,
+                  "the sound is damaged: none of its decoded frames can be converted for the encoder (\(error.message))")
     }
 
     private func encodeBuffered(muxer: Muxer) throws(KilnError) {

@@ -1118,6 +1118,21 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("a recording cut after its first 100 TS packets, whose only sound decodes to frames of no rate, is source_corrupt (the sound is damaged), not source_unsupported (found by a helper's MPEG-TS audit)")
+    func soundCutToNothing() throws {
+        let whole = try Media.generated("hevc-ac3-51-8s.ts", ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30:duration=8",
+                                                             "-f", "lavfi", "-i", "sine=frequency=300:sample_rate=48000:duration=8",
+                                                             "-filter_complex", "[1:a]pan=5.1|c0=c0|c1=c0|c2=c0|c3=c0|c4=c0|c5=c0[a]",
+                                                             "-map", "0:v", "-map", "[a]", "-c:v", "libx265", "-preset", "ultrafast",
+                                                             "-x265-params", "log-level=error:keyint=30", "-pix_fmt", "yuv420p",
+                                                             "-c:a", "ac3", "-b:a", "384k", "-f", "mpegts"])
+        let dir = Media.scratch("sound-cut-to-nothing")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try damagedCopy(ofFile: whole, in: dir, as: "cut.ts") { bytes in bytes = Array(bytes.prefix(100 * 188)) }
+        let error = try Self.expectSourceCorrupt(source.path, quality: "original", caps: "android", in: dir, saying: "damaged")
+        #expect(error?["message"]?.string?.contains("0 Hz") == true, "\(String(describing: error))")
+    }
+
     @Test("a recording whose pictures all have one time (every video PES given the same PTS and DTS) is refused as damaged timing: its copy had put 250 pictures in 43 ms, a 10 s film sent as a still, exit 0 (found by a helper's MPEG-TS audit)")
     func picturesTimedAlike() throws {
         let whole = try Media.generated("bframes-h264-aac-10s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
