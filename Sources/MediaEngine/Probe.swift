@@ -103,8 +103,15 @@ public enum Prober {
         // track) may run on for hours past them (a chapter list ending at 10 h made a 10 s
         // film 10 h long in its header, its bitrate 3,600 times too low for the plan).
         let timed = streams.filter { ($0.type == .video || $0.type == .audio) && !$0.disposition.attachedPicture }
-        var longestTrack = (timed.isEmpty ? streams : timed).compactMap(\.durationSeconds).max() ?? 0
+        // Each track's end from the file's start: one that starts later (an edit list holding
+        // the sound back 3 s) ends its start later than its own length says. Taken as its
+        // length alone, a 13 s file's 10 s tracks had "corrected" its length to 10 s.
+        let fileStart = seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0
+        func reach(_ s: StreamInfo) -> Double? { s.durationSeconds.map { $0 + max(0, (s.startSeconds ?? fileStart) - fileStart) } }
+        var longestTrack = (timed.isEmpty ? streams : timed).compactMap(reach).max() ?? 0
         func disagrees() -> Bool { abs(duration - longestTrack) > max(2, 0.1 * longestTrack) }
+        // The header's length is not the file's for players either (`MediaInfo.durationWrong`).
+        var headerLengthWrong = false
         if formatName.hasPrefix("mov,mp4"), scan, duration > 0, longestTrack > 0, disagrees() {
             // A track's own length (mdhd) is its decode times' span, which a reordered
             // stream's presentation can outrun by seconds: a variable-rate stream's last
@@ -116,10 +123,10 @@ public enum Prober {
             let ends = try demuxer.keepingParameters { () throws(KilnError) in presentedEnds(demuxer, of: timedIndexes) }
             for k in streams.indices {
                 guard let end = ends[streams[k].index] else { continue }
-                let length = end - (streams[k].startSeconds ?? seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0)
+                let length = end - (streams[k].startSeconds ?? fileStart)
                 if length > (streams[k].durationSeconds ?? 0) { streams[k].durationSeconds = length }
             }
-            longestTrack = streams.filter { timedIndexes.contains($0.index) }.compactMap(\.durationSeconds).max() ?? longestTrack
+            longestTrack = streams.filter { timedIndexes.contains($0.index) }.compactMap(reach).max() ?? longestTrack
         }
         if duration <= 0 {
             duration = longestTrack
@@ -128,11 +135,18 @@ public enum Prober {
             // says otherwise is damaged (three times its length, or 49 days), and its
             // tracks' own (mdhd, edit lists) say how long the file plays. Its bitrate read a
             // third of what it was, so a file above a rung went to that rung as it was.
+            // Wrong for players too, unless a text track or the chapters run to it: a
+            // chapter list or subtitle track past the film makes the movie that long by
+            // definition (the bitrate is still the film's).
+            let chapterEnds = (0..<Int(ctx.pointee.nb_chapters)).compactMap { i in
+                ctx.pointee.chapters[i].flatMap { seconds($0.pointee.end, $0.pointee.time_base) }.map { $0 - fileStart }
+            }
+            headerLengthWrong = !(streams.compactMap(reach) + chapterEnds).contains { abs(duration - $0) <= max(2, 0.1 * $0) }
             duration = longestTrack
             lengthCorrected = true
             warnings.append("duration_from_tracks")
         }
-        let start = seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0
+        let start = fileStart
         var surveyedLength = false
         // The pictures' and sound's own length where the container's counts more (`bitRate`).
         var filmSeconds: Double? = nil
@@ -211,6 +225,7 @@ public enum Prober {
                     if tail.whole, tail.start - start > duration + margin || (duration - film > margin && !cuesMayExplain) {
                         duration = film
                         lengthCorrected = true
+                        headerLengthWrong = true
                         warnings.append("duration_from_tracks")
                     } else if duration - film > margin && cuesMayExplain {
                         filmSeconds = film
@@ -274,7 +289,7 @@ public enum Prober {
         var info = MediaInfo(formatName: formatName, container: Container.name(formatName: formatName, fileExtension: ext, brand: brand),
                              durationSeconds: duration, startSeconds: start, bitRate: bitRate, sizeBytes: size,
                              streams: streams, chapters: chapters, warnings: warnings)
-        if warnings.contains("duration_from_tracks") { info.durationWrong = true }
+        if headerLengthWrong { info.durationWrong = true }
         if formatName.hasPrefix("mov,") {
             let layout = fragmentLayout(demuxer.path)
             if layout.fragments && !layout.indexed { info.fragmented = true }

@@ -452,6 +452,19 @@ struct CommandLineTests {
         }
     }
 
+    @Test("an MP4 whose sound starts 3 s after its pictures (an edit list) is as long as its movie header says, 13 s, and goes as it is: its tracks' own 10 s had been taken for its length (found by a helper's MPEG-TS audit, in Kiln's own output)")
+    func trackStartingLate() throws {
+        let source = try Media.generated("sound-3s-late.mp4", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
+                                                              "-itsoffset", "3", "-f", "lavfi", "-i", "sine=duration=10",
+                                                              "-map", "0", "-map", "1", "-c:v", "libx264", "-preset", "ultrafast",
+                                                              "-c:a", "aac", "-movflags", "+faststart"])
+        let info = try Command.probed(source)
+        #expect(abs((info["duration_seconds"]?.double ?? 0) - 13) < 0.1, "\(info["duration_seconds"] ?? .null)")
+        #expect(info["duration_wrong"] == nil)
+        let plan = try Command.planned([source, "--quality", "original", "--caps", "android", "--json"])
+        #expect(plan["delivery_format"]?.string == "original", "\(plan["reasons"] ?? .null)")
+    }
+
     @Test("an MP4 with its index at the end, cut short inside it, is refused as cut short (source_corrupt), not as a codec Kiln does not know")
     func movieBoxCutShort() throws {
         let whole = try Media.generated("moov-at-end-4s.mp4", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
