@@ -113,9 +113,15 @@ final class Resampler {
         defer { av_channel_layout_uninit(&layout) }
         // A damaged stream can decode into a frame no resampler takes (no rate, no or
         // impossibly many channels): that frame is the source's damage, not our failure.
-        guard f.pointee.sample_rate > 0, layout.nb_channels > 0, layout.nb_channels <= 64 else {
+        let stated = f.pointee.ch_layout.nb_channels
+        guard f.pointee.sample_rate > 0, stated > 0, stated <= 64 else {
             throw KilnError(.sourceCorrupt, stage: .filter,
-                            "a decoded audio frame has \(f.pointee.sample_rate) Hz and \(layout.nb_channels) channels")
+                            "a decoded audio frame has \(f.pointee.sample_rate) Hz and \(stated) channels")
+        }
+        // A count no layout is known for (past WAVE's 18 positions) is a format Kiln lacks:
+        // the resampler takes no unordered channels.
+        guard layout.nb_channels > 0, layout.order != AV_CHANNEL_ORDER_UNSPEC else {
+            throw KilnError(.sourceUnsupported, stage: .filter, "no channel layout is known for \(stated) channels")
         }
         try configure(format: f.pointee.format, rate: f.pointee.sample_rate, layout: layout)
         let skip = min(max(0, skipping), f.pointee.nb_samples)
