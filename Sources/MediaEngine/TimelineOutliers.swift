@@ -203,7 +203,8 @@ final class TimelineOutliers {
 
     /// `ahead`: a picture shown far after it is decoded, held until the stream shows why
     /// (`Ahead`).
-    private enum Verdict { case clear, inRun, opening, ahead }
+    /// `repeated`: a packet again at a time its stream already took, left out.
+    private enum Verdict { case clear, inRun, opening, ahead, repeated }
 
     /// What tells a packet written twice: its decode time, size and bytes (the first 256
     /// and the last 64: two pictures or sound frames at one time and of one size differ
@@ -362,9 +363,9 @@ final class TimelineOutliers {
             // was writing, and the whole one comes again after the stretch (taken for the run
             // going on, the stretch's 2.5 s of pictures had been kept, moved on as a splice,
             // and the sound, whose stretch ended cleanly, left 2.5 s ahead of them).
-            if Self.returns(t, from: run.from, last: run.latest)
-                || (run.known && !known && steps[s] > 0
-                    && (abs(t - run.from - steps[s]) * 2 <= steps[s] || abs(t - run.from) * 2 <= steps[s])) {
+            let cutAgain = run.known && !known && steps[s] > 0 && abs(t - run.from) * 2 <= steps[s]
+            if Self.returns(t, from: run.from, last: run.latest) || cutAgain
+                || (run.known && !known && steps[s] > 0 && abs(t - run.from - steps[s]) * 2 <= steps[s]) {
                 end(s)
                 if !retimeRun(s, run, returningAt: t) {
                     // A picture stream's first keyframe is what every picture after it needs: it
@@ -372,6 +373,9 @@ final class TimelineOutliers {
                     // first block was timed 30 s late decoded to nothing).
                     leaveOut(s, keyframeBefore: position[s] == noPTS ? t : nil) { $0.inRun }
                 }
+                // The packet cut at the restart went through at this time already: the whole
+                // one is left out too, so that the times rise (taken, two pictures shared one).
+                if cutAgain { return .repeated }
                 accept(s, t)
                 return .clear
             }
@@ -529,7 +533,9 @@ final class TimelineOutliers {
         let kept = try Packet()
         kept.take(packet)
         heldBytes += Int(kept.pointer.pointee.size)
-        held.append(Held(packet: kept, stream: kept.streamIndex, inRun: verdict == .inRun, opening: verdict == .opening))
+        held.append(Held(packet: kept, stream: kept.streamIndex, inRun: verdict == .inRun, dropped: verdict == .repeated,
+                         opening: verdict == .opening))
+        if verdict == .repeated { dropped += 1 }
     }
 
     /// Hands out what is held, in file order, without the dropped runs; runs still open go

@@ -1183,6 +1183,11 @@ struct SourceDamageTests {
             let probe = try FFprobe(out)
             let video = probe.duration("video") ?? 0, audio = probe.duration("audio") ?? 0
             #expect(abs(video - 10) < 0.2 && abs(audio - 10) < 0.2, "\(video) s of pictures, \(audio) s of sound")
+            // The whole packet the restart cut comes again at the cut one's time: left out, no
+            // two pictures share a time.
+            let times = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts", "-of", "csv=p=0", out])
+                .stdout.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            #expect(Set(times).count == times.count, "\(times.count - Set(times).count) pictures share a time")
         }
     }
 
