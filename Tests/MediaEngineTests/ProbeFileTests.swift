@@ -365,6 +365,9 @@ struct LookTests {
         #expect(found == 0)
         let reached = avio_tell(demuxer.context.pointee.pb)
         #expect(reached - from <= Demuxer.lookBytes + (1 << 20), "read to \(reached - from) bytes past the look's start")
+        // A look from inside that stretch is not read again.
+        #expect(demuxer.read(fromByte: from + (1 << 20), limit: 10, into: packet) { _ in found += 1; return true })
+        #expect(found == 0 && avio_tell(demuxer.context.pointee.pb) == reached)
         // Not canceled, and the recording reads from its start again.
         #expect(!demuxer.cancellation.isCanceled)
         try demuxer.rewind()
