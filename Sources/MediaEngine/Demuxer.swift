@@ -390,7 +390,6 @@ final class Demuxer {
             // (avio keeps an interrupted read's error and end until then).
             context.pointee.pb.pointee.error = 0
             context.pointee.pb.pointee.eof_reached = 0
-            lookEndedAtCeiling = true
             return false
         }
         if ret < 0 {
@@ -539,16 +538,13 @@ final class Demuxer {
         // looks into 200 MB of junk had read its 8 MB, 12 s of a probe's 30).
         if barren.contains(where: { offset >= $0.lowerBound && offset < $0.upperBound }) { return true }
         guard seek(stream: -1, to: offset, flags: AVSEEK_FLAG_BYTE | AVSEEK_FLAG_ANY) >= 0 else { return false }
-        if readOn(limit: limit, bytes: bytes, into: packet, body) == 0, lookEndedAtCeiling {
-            barren.append(offset..<offset + bytes)
-        }
+        let look = readOn(limit: limit, bytes: bytes, into: packet, body)
+        if look.reads == 0, look.atCeiling { barren.append(offset..<offset + bytes) }
         return true
     }
 
     /// Stretches of the file a look read through without finding a packet.
     private var barren: [Range<Int64>] = []
-    /// Whether the last look stopped at its ceiling.
-    private var lookEndedAtCeiling = false
 
     /// The same from the last index entry at or before `seconds` (an indexed container).
     @discardableResult
@@ -559,9 +555,10 @@ final class Demuxer {
     }
 
     /// How far past where a look begins its reads may go by default: a look wants a few
-    /// packets there (the surveys stop at 8 MB of packets read). Every look into 30 MB of junk after a recording had read on through all of it
-    /// (MPEG-TS finds a sync byte in random bytes every few hundred, and reads on in one
-    /// call), and the probe ran out of time.
+    /// packets there (the surveys stop at 8 MB of packets read). Every look into 30 MB of
+    /// junk after a recording had read on through all of it (MPEG-TS finds a sync byte in
+    /// random bytes every few hundred, and reads on in one call), and the probe ran out of
+    /// time.
     static let lookBytes: Int64 = 8 << 20
 
     /// The time of the container's last index entry at or before `seconds` (Matroska's
@@ -580,11 +577,11 @@ final class Demuxer {
         }.max()
     }
 
-    /// The packets read (at most `limit`, at most `bytes` on from here).
+    /// The packets read (at most `limit`, at most `bytes` on from here), and whether the
+    /// reads stopped at that ceiling.
     @discardableResult
-    private func readOn(limit: Int, bytes: Int64, into packet: Packet, _ body: (Packet) -> Bool) -> Int {
+    private func readOn(limit: Int, bytes: Int64, into packet: Packet, _ body: (Packet) -> Bool) -> (reads: Int, atCeiling: Bool) {
         if let pb = context.pointee.pb { guardian.set(ceiling: avio_tell(pb) + bytes) }
-        lookEndedAtCeiling = false
         defer { guardian.set(ceiling: nil) }
         var reads = 0
         while reads < limit, (try? read(into: packet)) == true {
@@ -592,7 +589,7 @@ final class Demuxer {
             defer { packet.unref() }
             if !body(packet) { break }
         }
-        return reads
+        return (reads, guardian.hit)
     }
 
     /// `av_seek_frame` on the context, dropping what a rewind held back: after a seek, the

@@ -31,12 +31,6 @@ enum MatroskaTail {
         var whole: Bool
     }
 
-    /// The blocks of the last cluster in `bytes` (a file's tail) that has any, nil if none
-    /// can be read there (`lastCluster`).
-    static func lastBlocks(_ bytes: [UInt8], wanted: (Block) -> Bool = { _ in true }) -> [Block]? {
-        lastCluster(bytes, wanted: wanted)?.blocks
-    }
-
     /// The last cluster in `bytes` (a file's tail) that has blocks, nil if none can be read there.
     /// At most `candidates` places that look like a cluster are tried, last first: a
     /// file's own ID in its index (SeekHead, Cues) is one, and bytes that happen to look like

@@ -106,8 +106,8 @@ public enum Prober {
         // Each track's end from the file's start: one that starts later (an edit list holding
         // the sound back 3 s) ends its start later than its own length says. Taken as its
         // length alone, a 13 s file's 10 s tracks had "corrected" its length to 10 s.
-        let fileStart = seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0
-        func reach(_ s: StreamInfo) -> Double? { s.durationSeconds.map { $0 + max(0, (s.startSeconds ?? fileStart) - fileStart) } }
+        let start = seconds(ctx.pointee.start_time, kiln_time_base_q()) ?? 0
+        func reach(_ s: StreamInfo) -> Double? { s.durationSeconds.map { $0 + max(0, (s.startSeconds ?? start) - start) } }
         var longestTrack = (timed.isEmpty ? streams : timed).compactMap(reach).max() ?? 0
         func disagrees() -> Bool { abs(duration - longestTrack) > max(2, 0.1 * longestTrack) }
         // The header's length is not the file's for players either (`MediaInfo.durationWrong`).
@@ -123,7 +123,7 @@ public enum Prober {
             let ends = try demuxer.keepingParameters { () throws(KilnError) in presentedEnds(demuxer, of: timedIndexes) }
             for k in streams.indices {
                 guard let end = ends[streams[k].index] else { continue }
-                let length = end - (streams[k].startSeconds ?? fileStart)
+                let length = end - (streams[k].startSeconds ?? start)
                 if length > (streams[k].durationSeconds ?? 0) { streams[k].durationSeconds = length }
             }
             longestTrack = streams.filter { timedIndexes.contains($0.index) }.compactMap(reach).max() ?? longestTrack
@@ -139,14 +139,13 @@ public enum Prober {
             // chapter list or subtitle track past the film makes the movie that long by
             // definition (the bitrate is still the film's).
             let chapterEnds = (0..<Int(ctx.pointee.nb_chapters)).compactMap { i in
-                ctx.pointee.chapters[i].flatMap { seconds($0.pointee.end, $0.pointee.time_base) }.map { $0 - fileStart }
+                ctx.pointee.chapters[i].flatMap { seconds($0.pointee.end, $0.pointee.time_base) }.map { $0 - start }
             }
             headerLengthWrong = !(streams.compactMap(reach) + chapterEnds).contains { abs(duration - $0) <= max(2, 0.1 * $0) }
             duration = longestTrack
             lengthCorrected = true
             warnings.append("duration_from_tracks")
         }
-        let start = fileStart
         var surveyedLength = false
         // The pictures' and sound's own length where the container's counts more (`bitRate`).
         var filmSeconds: Double? = nil

@@ -490,7 +490,7 @@ struct PlanContext {
         guard var size = FrameSize.fit(v, into: cls) else {
             // No size after the probe decoded its first pictures: a damaged header (a
             // Matroska Video element's size) or pictures that do not decode. Another rung or
-            // device would not help, which `quality_unavailable` says.
+            // device would not help, as `quality_unavailable` would have suggested.
             throw KilnError(.sourceCorrupt, stage: .plan, "the video stream's frame size is unknown (its header is damaged or its pictures do not decode), so it cannot be transcoded")
         }
         var floor = H264Level(rung.level) ?? H264Level.table[0]

@@ -297,7 +297,7 @@ struct MatroskaTailTests {
     func lastBlocks(live: Bool) throws {
         let source = try Self.clip(live: live)
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
-        let blocks = try #require(MatroskaTail.lastBlocks(Array(bytes.suffix(Int(Prober.tailBytes)))), "no cluster read")
+        let blocks = try #require(MatroskaTail.lastCluster(Array(bytes.suffix(Int(Prober.tailBytes))))?.blocks, "no cluster read")
         let last = try #require(blocks.map(\.time).max())
         // ffprobe's last packet times, in the file's milliseconds.
         let packets = try Run.command("ffprobe", ["-v", "error", "-show_entries", "packet=pts", "-of", "csv=p=0", source]).stdout
@@ -305,7 +305,7 @@ struct MatroskaTailTests {
         #expect(last == latest, "\(blocks.suffix(4))")
         #expect(Set(blocks.map(\.track)) == [1, 2], "\(blocks.suffix(4))")
         // A tail inside the last cluster holds none to read: the probe reads further back.
-        #expect(MatroskaTail.lastBlocks(Array(bytes.suffix(1000))) == nil)
+        #expect(MatroskaTail.lastCluster(Array(bytes.suffix(1000))) == nil)
         let info = try Prober.probe(path: source)
         #expect(abs(info.durationSeconds - 8) < 0.1, "\(info.durationSeconds)")
     }
@@ -328,10 +328,10 @@ struct MatroskaTailDamageTests {
         // as the rest (an 8-byte size).
         var nested: [UInt8] = [0x1F, 0x43, 0xB6, 0x75, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xE7, 0x81, 0x05]
         for _ in 0..<1_000_000 { nested += [0xA0, 0x01, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF] }
-        #expect(MatroskaTail.lastBlocks(nested) == nil)
+        #expect(MatroskaTail.lastCluster(nested) == nil)
         // Cluster (4 bytes long), its timestamp, a void element, over and over.
         let many = (0..<400_000).flatMap { _ in [0x1F, 0x43, 0xB6, 0x75, 0x84, 0xE7, 0x81, 0x00, 0xEC, 0x80, 0xEC, 0x80] as [UInt8] }
-        #expect(MatroskaTail.lastBlocks(many) == nil)
+        #expect(MatroskaTail.lastCluster(many) == nil)
     }
 }
 

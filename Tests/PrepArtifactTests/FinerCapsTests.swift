@@ -32,6 +32,17 @@ struct FinerCapsTests {
         }
     }
 
+    /// The first video stream of `out` as ffprobe counts it: its rates, its pictures
+    /// decoded (`nb_read_frames`), start and duration.
+    static func countedVideo(_ out: String) throws -> JSONValue {
+        let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-count_frames",
+                                            "-show_entries", "stream=r_frame_rate,avg_frame_rate,nb_read_frames,start_time,duration", "-of", "json", out])
+        guard case .array(let streams)? = try JSONValue.parse(Array(r.stdout.utf8))["streams"], let v = streams.first else {
+            throw TestFailure("no video stream: \(r.stdout)")
+        }
+        return v
+    }
+
     @Test("a 120 fps clip is encoded at 60 fps, every second picture (not a mix of both), and at 30 for a device that says max_frame_rate 30, even at original")
     func frameRateLimit() throws {
         // Even pictures dark, odd ones light: every second picture is all one brightness. The
@@ -49,15 +60,11 @@ struct FinerCapsTests {
             try Command.prepare(source, quality: quality, caps: device, scratch: "frame-rate-out") { run, out in
                 #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
                 #expect("\(try Command.json(run)["plan"]?["reasons"] ?? .null)".contains("frame_rate_reduced"))
-                let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-count_frames",
-                                                    "-show_entries", "stream=r_frame_rate,avg_frame_rate,nb_read_frames,start_time,duration", "-of", "json", out])
-                guard case .array(let streams)? = try JSONValue.parse(Array(r.stdout.utf8))["streams"], let v = streams.first else {
-                    throw TestFailure("no video stream: \(r.stdout)")
-                }
-                #expect(v["r_frame_rate"] == .string("\(rate)/1") && v["avg_frame_rate"] == .string("\(rate)/1"), "\(r.stdout)")
+                let v = try Self.countedVideo(out)
+                #expect(v["r_frame_rate"] == .string("\(rate)/1") && v["avg_frame_rate"] == .string("\(rate)/1"), "\(v)")
                 let frames = Int(v["nb_read_frames"]?.string ?? "") ?? 0
                 #expect(abs(frames - 2 * rate) <= 1, "\(frames) pictures for 2 s at \(rate) fps")
-                #expect(abs((Double(v["duration"]?.string ?? "") ?? 0) - 2) < 0.05, "\(r.stdout)")
+                #expect(abs((Double(v["duration"]?.string ?? "") ?? 0) - 2) < 0.05, "\(v)")
                 let brightness = try FFprobe.brightness(out).map(\.luma)
                 #expect(brightness.count == frames, "\(brightness.count) pictures measured")
                 #expect((brightness.max() ?? 0) - (brightness.min() ?? 0) < 20, "pictures of both kinds: \(brightness.prefix(8))")
@@ -77,14 +84,10 @@ struct FinerCapsTests {
             .write(toFile: caps, atomically: true, encoding: .utf8)
         try Command.prepare(source, quality: "original", caps: caps, scratch: "frame-rate-25-out") { run, out in
             #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
-            let r = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v", "-count_frames",
-                                                "-show_entries", "stream=r_frame_rate,avg_frame_rate,nb_read_frames,duration", "-of", "json", out])
-            guard case .array(let streams)? = try JSONValue.parse(Array(r.stdout.utf8))["streams"], let v = streams.first else {
-                throw TestFailure("no video stream: \(r.stdout)")
-            }
-            #expect(v["r_frame_rate"] == .string("25/1") && v["avg_frame_rate"] == .string("25/1"), "\(r.stdout)")
-            #expect(abs((Int(v["nb_read_frames"]?.string ?? "") ?? 0) - 50) <= 1, "\(r.stdout)")
-            #expect(abs((Double(v["duration"]?.string ?? "") ?? 0) - 2) < 0.05, "\(r.stdout)")
+            let v = try Self.countedVideo(out)
+            #expect(v["r_frame_rate"] == .string("25/1") && v["avg_frame_rate"] == .string("25/1"), "\(v)")
+            #expect(abs((Int(v["nb_read_frames"]?.string ?? "") ?? 0) - 50) <= 1, "\(v)")
+            #expect(abs((Double(v["duration"]?.string ?? "") ?? 0) - 2) < 0.05, "\(v)")
         }
     }
 

@@ -1146,12 +1146,17 @@ struct SourceDamageTests {
         #expect(error?["message"]?.string?.contains("0 Hz") == true, "\(String(describing: error))")
     }
 
+    /// 10 s of H.264 with B-frames and AAC in MPEG-TS, as a broadcast recording is.
+    static func bframesRecording10s() throws -> String {
+        try Media.generated("bframes-h264-aac-10s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
+                                                       "-f", "lavfi", "-i", "sine=duration=10:sample_rate=48000",
+                                                       "-c:v", "libx264", "-preset", "ultrafast", "-bf", "2", "-g", "50",
+                                                       "-c:a", "aac", "-f", "mpegts"])
+    }
+
     @Test("a recording whose pictures all have one time (every video PES given the same PTS and DTS) is refused as damaged timing: its copy had put 250 pictures in 43 ms, a 10 s film sent as a still, exit 0 (found by a helper's MPEG-TS audit)")
     func picturesTimedAlike() throws {
-        let whole = try Media.generated("bframes-h264-aac-10s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
-                                                                   "-f", "lavfi", "-i", "sine=duration=10:sample_rate=48000",
-                                                                   "-c:v", "libx264", "-preset", "ultrafast", "-bf", "2", "-g", "50",
-                                                                   "-c:a", "aac", "-f", "mpegts"])
+        let whole = try Self.bframesRecording10s()
         let dir = Media.scratch("pictures-timed-alike")
         defer { try? FileManager.default.removeItem(at: dir) }
         let source = try damagedCopy(ofFile: whole, in: dir, as: "alike.ts") { bytes throws in
@@ -1168,10 +1173,7 @@ struct SourceDamageTests {
 
     @Test("a recording that starts writing again from its middle (its TS packets to three quarters, then from half on: the packet being written cut) leaves out the stretch written twice from both pictures and sound: its pictures' copy had been kept, moved on 2.5 s, and the sound left 2.5 s ahead of them (found by a helper's MPEG-TS audit)")
     func recordingWrittenAgain() throws {
-        let whole = try Media.generated("bframes-h264-aac-10s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=10",
-                                                                   "-f", "lavfi", "-i", "sine=duration=10:sample_rate=48000",
-                                                                   "-c:v", "libx264", "-preset", "ultrafast", "-bf", "2", "-g", "50",
-                                                                   "-c:a", "aac", "-f", "mpegts"])
+        let whole = try Self.bframesRecording10s()
         let dir = Media.scratch("written-again")
         defer { try? FileManager.default.removeItem(at: dir) }
         let source = try damagedCopy(ofFile: whole, in: dir, as: "again.ts") { bytes in
