@@ -44,6 +44,16 @@ static int skip_hrd(Bits *b) {
     return b->error ? -1 : 0;
 }
 
+// Whether an SPS of this profile_idc says its chroma format, depths and scaling lists
+// (7.3.2.1.1): the High profiles and their scalable and multiview kin.
+static int names_chroma_format(int profile) {
+    switch (profile) {
+    case 100: case 110: case 122: case 244: case 44: case 83: case 86: case 118: case 128:
+    case 138: case 139: case 134: case 135: return 1;
+    default: return 0;
+    }
+}
+
 // The pixel format get_pixel_format picks (software decoding) for the depths and chroma
 // formats this reader vouches for.
 static int pixel_format(int depth, int chroma_format_idc, int colorspace, int range) {
@@ -67,9 +77,7 @@ static int describe(Bits *b, const AVCodecParameters *par, KilnH264Parameters *o
     skip(b, 16);  // constraint flags, reserved bits, level_idc
     if (ue(b) > 31) return 0;  // seq_parameter_set_id
     uint32_t chroma_format_idc = 1, depth = 8, depth_chroma = 8;
-    if (profile == 100 || profile == 110 || profile == 122 || profile == 244 || profile == 44 ||
-        profile == 83 || profile == 86 || profile == 118 || profile == 128 || profile == 138 ||
-        profile == 139 || profile == 134 || profile == 135) {
+    if (names_chroma_format(profile)) {
         chroma_format_idc = ue(b);
         if (chroma_format_idc > 3) return 0;
         if (chroma_format_idc == 3 && bit(b)) return 0;  // separate colour planes
@@ -207,4 +215,37 @@ int kiln_h264_parameters(const AVCodecParameters *par, KilnH264Parameters *out) 
     int ok = describe(&b, par, out);
     free(rbsp);
     return ok;
+}
+
+// The chroma_format_idc of one SPS NAL unit (header byte included), -1 when unreadable.
+static int sps_chroma_format(const uint8_t *nal, size_t n) {
+    if (n < 5 || (nal[0] & 0x1f) != NAL_SPS) return -1;
+    uint8_t rbsp[64];  // profile, flags, level and two Exp-Golomb codes fit well within
+    size_t size = unescape(nal + 1, n - 1 < sizeof(rbsp) ? n - 1 : sizeof(rbsp), rbsp);
+    Bits b = {rbsp, size * 8, 0, 0};
+    int profile = (int)bits(&b, 8);
+    skip(&b, 16);
+    if (ue(&b) > 31) return -1;
+    uint32_t chroma_format_idc = names_chroma_format(profile) ? ue(&b) : 1;
+    return b.error || chroma_format_idc > 3 ? -1 : (int)chroma_format_idc;
+}
+
+int kiln_h264_chroma_format(const AVCodecParameters *par) {
+    const uint8_t *x = par->extradata;
+    size_t n = par->extradata_size > 0 ? (size_t)par->extradata_size : 0;
+    if (par->codec_id != AV_CODEC_ID_H264 || !x || n < 5) return -1;
+    if (x[0] == 1) {  // avcC: the first SPS follows the 6-byte header, after its length
+        if (n < 8 || (x[5] & 0x1f) == 0) return -1;
+        size_t len = ((size_t)x[6] << 8) | x[7];
+        return 8 + len <= n ? sps_chroma_format(x + 8, len) : -1;
+    }
+    // Annex B (MPEG-TS, raw streams): the first NAL unit after a start code that is an SPS.
+    for (size_t i = 0; i + 3 < n; i++) {
+        if (x[i] != 0 || x[i + 1] != 0 || x[i + 2] != 1 || (x[i + 3] & 0x1f) != NAL_SPS) continue;
+        size_t end = i + 3;
+        while (end + 2 < n && !(x[end] == 0 && x[end + 1] == 0 && x[end + 2] <= 1)) end++;
+        if (end + 2 >= n) end = n;
+        return sps_chroma_format(x + i + 3, end - i - 3);
+    }
+    return -1;
 }

@@ -469,6 +469,8 @@ public enum Prober {
                 case (0, 0): info.chroma = desc.pointee.nb_components >= 3 ? 444 : 400
                 default: break
                 }
+                // A monochrome H.264 stream decodes as 4:2:0 with grey chroma; its SPS says 4:0:0.
+                if par.codec_id == AV_CODEC_ID_H264, kiln_h264_chroma_format(st.pointee.codecpar) == 0 { info.chroma = 400 }
             }
             // The container's aspect ratio first (Matroska's display size, MP4's pasp), as
             // players and libav's av_guess_sample_aspect_ratio take it, and as a copy writes it.

@@ -227,6 +227,12 @@ typedef struct {
 /// reorder depth, wide-gamut or HDR colour, damage): the decoder then says.
 int kiln_h264_parameters(const AVCodecParameters *par, KilnH264Parameters *out);
 
+/// The chroma_format_idc (0 monochrome, 1 4:2:0, 2 4:2:2, 3 4:4:4) of the first SPS in
+/// `par`'s extradata, avcC or Annex B; -1 when there is none or it cannot be read.
+/// libavcodec's decoder gives a monochrome stream's pictures as 4:2:0 with grey chroma,
+/// so only the SPS tells a picture that devices' hardware decoders refuse.
+int kiln_h264_chroma_format(const AVCodecParameters *par);
+
 // ---- a packet's picture coding type (picture_type.c) ----
 /// The coding type (AV_PICTURE_TYPE_I, _P, _B, ...) of the picture in `pkt`, one whole
 /// access unit of a stream with parameters `par`, as libavcodec's parser for the codec
