@@ -715,6 +715,16 @@ public enum Prober {
     /// pay a UHD decoder for on every probe).
     static let interlaceCapableCodecs: Set<String> = ["h264", "mpeg2video", "mpeg1video", "vc1", "mpeg4", "dvvideo"]
 
+    /// The rate of pictures timed `times` (ascending) when every one lies within a tick of
+    /// the straight line from the first to the last, nil when any strays further.
+    static func evenlyRounded(_ times: [Int64], _ timeBase: AVRational) -> Double? {
+        guard let first = times.first, let last = times.last, last > first, times.count >= 3 else { return nil }
+        let step = Double(last - first) / Double(times.count - 1)
+        for (i, t) in times.enumerated() where abs(Double(t - first) - Double(i) * step) > 1 { return nil }
+        let seconds = step * timeBase.seconds
+        return seconds > 0 ? 1 / seconds : nil
+    }
+
     /// Frame rate from presentation timestamps: the median step between sorted PTS, and
     /// "variable" when more than a tenth of the steps stray more than 10 % from it.
     static func frameRate(pts: [Int64], timeBase: AVRational) -> (Double, Bool)? {
@@ -750,6 +760,12 @@ public enum Prober {
             let fps = Double(regular.count) / sum
             if abs(fps * seconds - 1) < 0.1 { return (fps, false) }
         }
+        // Where a frame is a few ticks, one tick either way may be rounding as much as a
+        // change: 300 fps in milliseconds is steps of 3 and 4, which read as variable at 333
+        // (and was encoded at a sixth of that, 55.6). Pictures that all lie within a tick of
+        // one straight line from the first to the last come at one rate with their times
+        // rounded; a rate that really changes strays from the line by more as it goes on.
+        if variable, median < 4, frames.count >= 3, let rate = evenlyRounded(frames, timeBase) { return (rate, false) }
         // A variable rate is the one most pictures come at: the mean of the steps near the
         // median, for the same rounding (120 fps in Matroska with a slower stretch is steps
         // of 8, 8 and 9 ms, 120 fps, not the median's 125, which an encode kept within 60

@@ -217,6 +217,19 @@ struct FrameRateTests {
         }
     }
 
+    @Test("300 and 500 fps in milliseconds (steps of 3 and 4, 2 ms) are constant 300 and 500, not variable 333; a rate that changes stays variable")
+    func highSpeedRoundedSteps() throws {
+        for rate in [300.0, 500.0] {
+            let pts = (0..<240).map { Int64((Double($0) * 1000 / rate).rounded()) }
+            let (fps, variable) = try #require(Prober.frameRate(pts: pts, timeBase: ms))
+            #expect(abs(fps - rate) < 1 && !variable, "\(rate): \(fps) \(variable)")
+        }
+        // 300 fps with a second at 150 in the middle strays from any one line: variable.
+        let kept = (0..<600).filter { $0 < 200 || $0 >= 500 || $0 % 2 == 0 }
+        let (_, variable) = try #require(Prober.frameRate(pts: kept.map { Int64((Double($0) * 1000 / 300).rounded()) }, timeBase: ms))
+        #expect(variable)
+    }
+
     @Test("120 fps in milliseconds with a stretch at 60 (a variable phone clip in Matroska) is variable at 120, not the median step's 125")
     func fastVariable() throws {
         // A second at 60 fps in the middle: every other picture left out.
