@@ -174,7 +174,13 @@ extension Prober {
         }
         // Reordered pictures (B-frames) with decode times only: a copy would show them in
         // decode order on players that take the container's times (Apple's).
-        if decodeTimesOnly > 0, delay > 0 { streams[vi].presentationTimesMissing = true }
+        // Reordered pictures with no times at all (a recorder that cleared every video PES's
+        // time flags): each was placed one frame after the last, in decode order, and a copy
+        // showed the B-frames out of order. Like an elementary stream's, their times are
+        // their order counts'. (Where only some go untimed, the timed ones place them:
+        // `CopyLane.placeByOrder`.)
+        let timeless = scanned >= 8 && pts.isEmpty && dts.isEmpty && longest.dts.isEmpty
+        if decodeTimesOnly > 0 || timeless, delay > 0 { streams[vi].presentationTimesMissing = true }
         // Pictures shown out of decode order (their order counts say so) are each shown after
         // their decode time: where every picture's two times are the same and rise in decode
         // order, they are decode times (a stream's own presentation times given as both

@@ -1193,6 +1193,31 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("a recording whose video PES carry no times at all (their flags cleared) shows its B-frames in order, copied or re-encoded: its copy had placed each picture a frame after the last in decode order, so players showed pictures back and forth (found by a helper's MPEG-TS audit)")
+    func picturesWithoutTimes() throws {
+        let whole = try Self.bframesRecording10s()
+        let dir = Media.scratch("pictures-without-times")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try damagedCopy(ofFile: whole, in: dir, as: "untimed.ts") { bytes throws in
+            let pes = Self.timedPES(bytes, pid: 0x100, decodeTime: false)
+            try #require(pes.count >= 200, "pictures timed: \(pes.count)")
+            for flags in pes { bytes[flags + 1] &= 0x3F }
+        }
+        for (quality, caps) in [("original", "android"), ("1mbps", "web")] {
+            try Command.prepare(source.path, quality: quality, caps: caps, scratch: "pictures-without-times-\(quality)") { r, out in
+                #expect(r.status == 0, "\(quality): \(r.stdout.prefix(300))")
+                // In the order the decoder gives pictures (display order), their times rise.
+                let times = try Run.command("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "frame=pts", "-of", "csv=p=0", out])
+                    .stdout.split(separator: "\n").compactMap { Int64($0.trimmingCharacters(in: CharacterSet(charactersIn: ", "))) }
+                #expect(abs(times.count - 250) <= 1, "\(quality): \(times.count) pictures")
+                let back = zip(times, times.dropFirst()).filter { $1 <= $0 }.count
+                #expect(back == 0, "\(quality): \(back) pictures shown before the one decoded ahead of them")
+                let probe = try FFprobe(out)
+                #expect(abs((probe.startTime("video") ?? 9) - (probe.startTime("audio") ?? 0)) < 0.1)
+            }
+        }
+    }
+
     @Test("a Matroska file whose first picture block is timed 30 s late keeps that keyframe, just before the next picture: left out, no picture after it decoded (found by fuzzing)")
     func firstKeyframeTimedLate() throws {
         let whole = try Media.generated("first-block-4s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
