@@ -582,7 +582,13 @@ final class Demuxer {
     @discardableResult
     private func readOn(limit: Int, bytes: Int64, into packet: Packet, _ body: (Packet) -> Bool) -> (reads: Int, atCeiling: Bool) {
         if let pb = context.pointee.pb { guardian.set(ceiling: avio_tell(pb) + bytes) }
-        defer { guardian.set(ceiling: nil) }
+        defer {
+            // The ceiling may have interrupted a read whose packet came out all the same (a
+            // parser's flush): avio keeps that read's error, and the next read, a pipeline's,
+            // returned it as a cancellation nobody asked for.
+            if guardian.hit, let pb = context.pointee.pb { pb.pointee.error = 0; pb.pointee.eof_reached = 0 }
+            guardian.set(ceiling: nil)
+        }
         var reads = 0
         while reads < limit, (try? read(into: packet)) == true {
             reads += 1

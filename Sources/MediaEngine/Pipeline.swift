@@ -255,6 +255,11 @@ final class Pipeline {
             cueReach = max(cueReach ?? end, end)
         }
 
+        // Where libavformat cuts pictures out of PES bytes, pictures that stop coming while
+        // the sound goes on are bytes held by its parser (`PictureStall`).
+        let keepsPictures = owners.contains { demuxer.stream(Int($0.inputIndex)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO }
+        var stall = ["mpegts", "mpeg"].contains(demuxer.formatName) && keepsPictures ? PictureStall() : nil
+
         /// Moves the packet's times by `correction` and hands it to its lane.
         func deliver(_ packet: Packet, lane: Lane, correction: Int64) throws(KilnError) {
             let index = packet.streamIndex
@@ -266,6 +271,13 @@ final class Pipeline {
             let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
             if index == progressIndex, let t { position = max(position, t) }
             delivered[index, default: Delivered()].count(at: t, lasting: seconds(p.pointee.duration, tb) ?? 0)
+            if stall != nil, let t {
+                switch demuxer.stream(Int(index)).pointee.codecpar.pointee.codec_type {
+                case AVMEDIA_TYPE_VIDEO: stall?.picture(at: t)
+                case AVMEDIA_TYPE_AUDIO: try stall?.sound(at: t)
+                default: break
+                }
+            }
             if texts.contains(index), let subtitles = lane as? SubtitleLane {
                 subtitles.picturesAndSoundReach = reach()
                 subtitles.timesMoved = shift
@@ -417,5 +429,35 @@ final class Pipeline {
             guard let key = string(entry.pointee.key), !skip.contains(key.lowercased()) else { continue }
             av_dict_set(&muxer.context.pointee.metadata, key, entry.pointee.value, 0)
         }
+    }
+}
+
+/// Pictures that stop coming while the sound goes on, in MPEG-TS and program streams.
+///
+/// There libavformat cuts pictures out of the PES bytes with the codec's parser, which holds
+/// every byte until the next picture's start. Where a recording's video goes scrambled (a
+/// pay-TV decryption lost mid-recording) or goes on in another codec on the same PID
+/// (MPEG-2, then H.264), no such start comes again: the parser held the rest of the file
+/// (544 MB of memory for four and a half minutes of MPEG-2) while the sound went on, and the
+/// output had 30 s of pictures beside 300 s of sound, exit 0. A multiplex interleaves its
+/// streams within a second or so; sound this far past the last picture is refused, which
+/// bounds what the parser holds.
+struct PictureStall {
+    /// How far (seconds) the sound may run past the last picture.
+    static let limit = 30.0
+    private var lastPicture: Double?
+    private var firstSound: Double?
+
+    mutating func picture(at t: Double) { lastPicture = max(lastPicture ?? t, t) }
+
+    /// Throws where sound at `t` is `limit` past the last picture (before any, past the
+    /// first sound).
+    mutating func sound(at t: Double) throws(KilnError) {
+        if firstSound == nil { firstSound = t }
+        let since = lastPicture ?? firstSound ?? t
+        guard t - since > Self.limit else { return }
+        throw KilnError(.sourceCorrupt, stage: .demux,
+                        (lastPicture == nil ? "the source's pictures never come" : "the source's pictures stop at \(Format.fixed(since, decimals: 1)) s")
+                        + " while its sound goes on past \(Format.fixed(t, decimals: 1)) s: its video is scrambled, damaged or in another codec from there")
     }
 }

@@ -386,4 +386,24 @@ struct LookTests {
         try demuxer.rewind()
         #expect(try demuxer.read(into: packet))
     }
+
+    @Test("a look stopped at its ceiling while libavformat's parser hands out what it held (an MPEG-2 PID that goes on in H.264: the parser holds all of it) leaves no error behind: the next read, a run's, had failed as canceled, which nobody asked for")
+    func lookStoppedInsideHeldBytes() throws {
+        let source = try Media.concatenatedTS("mpeg2-then-h264-720p-6s-40s.ts", parts: [("mpeg2video", "320x240", 6, "0"), ("libx264", "1280x720", 40, "6")].map {
+            codec, size, seconds, offset in
+            ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25:duration=\(seconds)", "-f", "lavfi", "-i", "sine=duration=\(seconds):sample_rate=48000",
+             "-c:v", codec, "-preset", "ultrafast", "-b:v", codec == "libx264" ? "8M" : "1M", "-c:a", "mp2", "-output_ts_offset", offset]
+        })
+        let demuxer = try Demuxer(path: source, cancellation: Cancellation())
+        let packet = try Packet()
+        let size = Int64(try #require(FileIO.size(atPath: source)))
+        // A look for one picture: the one the parser hands out when the ceiling stops its read.
+        #expect(demuxer.read(fromByte: size - 3 * Demuxer.lookBytes, limit: 100_000, into: packet) { p in
+            demuxer.stream(Int(p.streamIndex)).pointee.codecpar.pointee.codec_type != AVMEDIA_TYPE_VIDEO
+        })
+        try demuxer.rewind()
+        var read = 0
+        while try demuxer.read(into: packet) { read += 1; packet.unref() }
+        #expect(read > 1000, "\(read) packets")
+    }
 }

@@ -1218,6 +1218,47 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("a recording whose pictures go scrambled 5 s in (its pay-TV decryption lost) while the sound stays clear is refused once the sound is 30 s past the last picture, MPEG-2 re-encoded or H.264 copied: libavformat's parser had held the rest of the file in memory, and the output had 5 s of pictures beside 45 s of sound, exit 0",
+          arguments: ["mpeg2video", "libx264"])
+    func picturesScrambled(_ codec: String) throws {
+        let whole = try Media.generated("\(codec)-mp2-45s.ts", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=45",
+                                                                "-f", "lavfi", "-i", "sine=duration=45:sample_rate=48000",
+                                                                "-c:v", codec, "-g", "25", "-b:v", "1M", "-c:a", "mp2", "-f", "mpegts"])
+        let dir = Media.scratch("pictures-scrambled-\(codec)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try damagedCopy(ofFile: whole, in: dir, as: "scrambled.ts") { bytes in
+            // Every video TS packet from the ninth of the file on: scrambled (its control bits
+            // set), its payload past any PES header noise.
+            var noise: UInt64 = 0x9E3779B97F4A7C15
+            for at in stride(from: bytes.count / 9 / 188 * 188, to: bytes.count - 187, by: 188) {
+                guard bytes[at] == 0x47, Int(bytes[at + 1] & 0x1F) << 8 | Int(bytes[at + 2]) == 0x100, bytes[at + 3] & 0x10 != 0 else { continue }
+                var payload = at + 4 + (bytes[at + 3] & 0x20 != 0 ? 1 + Int(bytes[at + 4]) : 0)
+                if bytes[at + 1] & 0x40 != 0, payload + 9 <= at + 188, bytes[payload..<payload + 3] == [0, 0, 1] { payload += 9 + Int(bytes[payload + 8]) }
+                bytes[at + 3] |= 0x80
+                for i in payload..<min(at + 188, bytes.count) {
+                    noise = noise &* 6364136223846793005 &+ 1442695040888963407
+                    bytes[i] = UInt8(truncatingIfNeeded: noise >> 33)
+                }
+            }
+        }
+        let error = try SourceDamageTests.expectSourceCorrupt(source.path, quality: "original", caps: "android", in: dir, saying: "pictures stop")
+        #expect(error?["stage"]?.string == "demux", "\(String(describing: error))")
+    }
+
+    @Test("a recording whose video PID goes on in H.264 after 6 s of MPEG-2 is refused with a reason once its sound is 30 s past the last picture: it had been delivered with 6 s of pictures beside 46 s of sound, exit 0, or failed as canceled (`lookStoppedInsideHeldBytes`)")
+    func picturesChangeCodec() throws {
+        // 40 MB of H.264 after the change: the probe's look at the end stops at its ceiling
+        // inside what the MPEG-2 parser holds.
+        let source = try Media.concatenatedTS("mpeg2-then-h264-720p-6s-40s.ts", parts: [("mpeg2video", "320x240", 6, "0"), ("libx264", "1280x720", 40, "6")].map {
+            codec, size, seconds, offset in
+            ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25:duration=\(seconds)", "-f", "lavfi", "-i", "sine=duration=\(seconds):sample_rate=48000",
+             "-c:v", codec, "-preset", "ultrafast", "-b:v", codec == "libx264" ? "8M" : "1M", "-c:a", "mp2", "-output_ts_offset", offset]
+        })
+        let dir = Media.scratch("pictures-change-codec")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try SourceDamageTests.expectSourceCorrupt(source, quality: "original", caps: "android", in: dir, saying: "pictures stop at")
+    }
+
     @Test("a Matroska file whose first picture block is timed 30 s late keeps that keyframe, just before the next picture: left out, no picture after it decoded (found by fuzzing)")
     func firstKeyframeTimedLate() throws {
         let whole = try Media.generated("first-block-4s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
