@@ -29,6 +29,10 @@ enum MatroskaTail {
         var blocks: [Block]
         var time: Int64
         var whole: Bool
+        /// The latest block time of the cluster before it in the bytes read (nil: none was
+        /// found there): a film's clusters follow one another, so a last cluster whose own
+        /// time is far from where the one before it ends has a damaged time.
+        var before: Int64? = nil
     }
 
     /// The last cluster in `bytes` (a file's tail) that has blocks, nil if none can be read there.
@@ -44,8 +48,11 @@ enum MatroskaTail {
         var tries = 0, passed = 0
         while tries < candidates {
             guard let at = lastCluster(bytes, before: before) else { return nil }
-            if let read = cluster(at: at, bytes), !read.blocks.isEmpty {
-                if read.blocks.contains(where: wanted) { return read }
+            if var read = cluster(at: at, bytes), !read.blocks.isEmpty {
+                if read.blocks.contains(where: wanted) {
+                    read.before = latestBlock(bytes, before: at)
+                    return read
+                }
                 passed += 1
                 if passed > clustersPassed { return nil }
             } else {
@@ -57,6 +64,17 @@ enum MatroskaTail {
     }
 
     static let candidates = 16
+
+    /// The latest block time of the last cluster with blocks that starts before `before`.
+    private static func latestBlock(_ bytes: [UInt8], before: Int) -> Int64? {
+        var before = before
+        for _ in 0..<candidates {
+            guard let at = lastCluster(bytes, before: before) else { return nil }
+            if let read = cluster(at: at, bytes), let latest = read.blocks.map(\.time).max() { return latest }
+            before = at
+        }
+        return nil
+    }
     static let clustersPassed = 1024
 
     /// The offset of the last cluster ID that starts before `before`.

@@ -218,15 +218,26 @@ public enum Prober {
                 // 32.8 s.
                 if formatName.hasPrefix("matroska"), !measured, !lengthCorrected, duration > 0,
                    demuxer.matroskaHead?.whole(size: Int64(size)) == true,
-                   let tail = matroskaTail(demuxer, size: Int64(size), widen: false), tail.end > start {
-                    let film = tail.end - start, margin = max(2, 0.1 * film)
+                   var tail = matroskaTail(demuxer, size: Int64(size), widen: false), tail.end > start {
+                    var film = tail.end - start, margin = max(2, 0.1 * film)
                     let cuesMayExplain = streams.contains { $0.type == .subtitle }
-                    if tail.whole, tail.start - start > duration + margin || (duration - film > margin && !cuesMayExplain) {
+                    // A last cluster longer than the tail (a UHD film's) is read again with
+                    // the one before it, where it would change the length.
+                    if tail.follows == nil, Int64(size) > Prober.tailBytes, tail.start - start > duration + margin || duration - film > margin,
+                       let wider = matroskaTail(demuxer, size: Int64(size), widen: false, reading: 16 * Prober.tailBytes), wider.end > start {
+                        tail = wider
+                        film = tail.end - start
+                        margin = max(2, 0.1 * film)
+                    }
+                    // And only a cluster that follows the one before it: one whose own time is
+                    // damaged (a flipped bit, two clusters swapped) put a correct 60 s Duration
+                    // at 43.7 s, and the remux of a whole film was refused as too long.
+                    if tail.whole, tail.follows == true, tail.start - start > duration + margin || (duration - film > margin && !cuesMayExplain) {
                         duration = film
                         lengthCorrected = true
                         headerLengthWrong = true
                         warnings.append("duration_from_tracks")
-                    } else if duration - film > margin && cuesMayExplain {
+                    } else if tail.follows == true, duration - film > margin && cuesMayExplain {
                         filmSeconds = film
                         warnings.append("bitrate_from_tracks")
                     }
@@ -663,7 +674,8 @@ public enum Prober {
     /// A Matroska file's last cluster of pictures or sound as `matroskaEnd` reads it: the
     /// latest end of its blocks, the cluster's own time (seconds), and whether it was read
     /// whole (`MatroskaTail.Cluster.whole`).
-    static func matroskaTail(_ demuxer: Demuxer, size: Int64, widen: Bool = true) -> (end: Double, start: Double, whole: Bool)? {
+    static func matroskaTail(_ demuxer: Demuxer, size: Int64, widen: Bool = true,
+                             reading bytes: Int64 = tailBytes) -> (end: Double, start: Double, whole: Bool, follows: Bool?)? {
         guard size > 0, let file = try? FileDescriptor(path: demuxer.path, flags: O_RDONLY) else { return nil }
         // libavformat makes a stream of each track in the order of their entries, which
         // muxers number from 1 (it keeps no track number). Every track's times are in the
@@ -686,7 +698,7 @@ public enum Prober {
                   let type = demuxer.stream($0).pointee.codecpar.pointee.codec_type
                   return type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO
               }),
-              let read = cluster(tailBytes) ?? (widen && size > tailBytes ? cluster(16 * tailBytes) : nil) else { return nil }
+              let read = cluster(bytes) ?? (widen && size > bytes ? cluster(16 * bytes) : nil) else { return nil }
         let end = read.blocks.compactMap { b -> Double? in
             let known = known(b)
             let st = demuxer.stream(known ? b.track - 1 : timed)
@@ -708,8 +720,15 @@ public enum Prober {
         }.max()
         let base = demuxer.stream(timed).pointee.time_base
         guard let end, TimeLimit.within(read.time, base), let start = seconds(read.time, base) else { return nil }
-        return (end, start, read.whole)
+        // Whether the cluster follows the one before it: starts no earlier than a second
+        // before that one's last block, and no more than `clusterGap` after it (nil: no
+        // cluster before it in the bytes read).
+        let follows = read.before.flatMap { seconds(read.time &- $0, base) }.map { $0 >= -1 && $0 <= clusterGap }
+        return (end, start, read.whole, follows)
     }
+
+    /// How far (seconds) a film's cluster may start after the last block of the one before.
+    static let clusterGap = 10.0
 
     /// Codecs whose streams are interlaced in real files (HEVC's field SEI is too rare to
     /// pay a UHD decoder for on every probe).

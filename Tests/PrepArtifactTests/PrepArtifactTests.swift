@@ -5180,6 +5180,31 @@ struct MatroskaBitrateTests {
         }
     }
 
+    @Test("a Matroska film whose last cluster's timestamp is damaged (a flipped bit puts it 16 s early, before the cluster ahead of it) keeps its header's right length and is remuxed whole: the probe had taken the damaged cluster for the film's end, 2.7 s of 20, and the remux was refused as too long (found by a helper's Matroska audit)")
+    func lastClusterTimeDamaged() throws {
+        let whole = try Media.generated("clusters-1s-20s.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=20",
+                                                               "-f", "lavfi", "-i", "sine=duration=20", "-c:v", "libx264", "-preset", "ultrafast",
+                                                               "-c:a", "aac", "-cluster_time_limit", "1000", "-f", "matroska"])
+        let dir = Media.scratch("last-cluster-time-damaged")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let damaged = try damagedCopy(ofFile: whole, in: dir, as: "last-cluster-time.mkv") { bytes throws in
+            // The last cluster's Timestamp (E7), two bytes: bit 14 (16.384 s) flipped.
+            var cluster = bytes.count - 4
+            while cluster > 0, bytes[cluster..<cluster + 4] != [0x1F, 0x43, 0xB6, 0x75] { cluster -= 1 }
+            let time = try #require(firstOffset(of: [0xE7, 0x82], in: bytes, from: cluster + 4))
+            try #require(time < cluster + 24 && bytes[time + 2] & 0x40 != 0, "a two-byte timestamp past 16.4 s")
+            bytes[time + 2] ^= 0x40
+        }
+        let probe = try Command.probed(damaged.path)
+        #expect(abs((probe["duration_seconds"]?.double ?? 0) - 20) < 0.2, "\(probe["duration_seconds"] ?? .null)")
+        #expect(probe["duration_wrong"] == nil || probe["duration_wrong"] == .bool(false))
+        try Command.prepare(damaged.path, quality: "original", caps: "ios", scratch: "last-cluster-time-damaged-out") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300))")
+            let length = try FFprobe(out).formatDuration
+            #expect(abs(length - 20) < 1.2, "\(length) s")
+        }
+    }
+
     @Test("a Matroska sound file whose one cluster's first block has a damaged size (the rest of the cluster unreadable) is refused as cut short or damaged: its last cluster, read only to that block, is no end of the film, and its 0.02 s had been delivered as the whole")
     func lastClusterUnreadable() throws {
         let source = try Media.generated("sound-only-4s.mkv", ["-f", "lavfi", "-i", "sine=duration=4:sample_rate=48000", "-c:a", "aac", "-f", "matroska"])
