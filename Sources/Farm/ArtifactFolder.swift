@@ -23,9 +23,11 @@ struct ArtifactFolder: Sendable {
 
     /// Where one attempt's child writes; the runner renames it to `finalPath` once the
     /// lease is confirmed, so a late child of a rescued attempt can never replace a file
-    /// that a newer attempt already delivered.
-    func attemptPath(_ artifactID: String, jobID: Int64, attempt: Int) -> String {
-        path + "/.\(artifactID).mp4\(Self.marker)job\(jobID)-attempt\(attempt)"
+    /// that a newer attempt already delivered. `claim` tells two runs of one attempt apart:
+    /// a job asked for again as its canceled run stops starts again at the same attempt
+    /// (both children had written to one path).
+    func attemptPath(_ artifactID: String, jobID: Int64, attempt: Int, claim: Int) -> String {
+        path + "/.\(artifactID).mp4\(Self.marker)job\(jobID)-attempt\(attempt)-claim\(claim)"
     }
 
     /// Removes what an attempt may have left: its output and the child's own temporary

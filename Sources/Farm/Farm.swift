@@ -58,7 +58,10 @@ public final class Farm: @unchecked Sendable {
     private var threadsRunning = 0
     private var wakeRequested = false
     private var gcRequested = false
-    private var runners: [Int64: JobRunner] = [:]
+    /// The runs going on, each its own: a job asked for again as its canceled run stops
+    /// starts again beside it (keyed by job, the old run's end had erased the new one's
+    /// entry, which no cancel, release or shutdown then reached).
+    private var runners: [ObjectIdentifier: JobRunner] = [:]
     private var busy: [JobKind: Int] = [:]
     private var claims = 0
     /// The earliest retry this farm scheduled (clock ms), so the scheduler wakes for it.
@@ -390,7 +393,7 @@ public final class Farm: @unchecked Sendable {
     }
 
     /// Ids of jobs with a runner in this process.
-    public var runningJobIDs: [Int64] { state.lock(); defer { state.unlock() }; return runners.keys.sorted() }
+    public var runningJobIDs: [Int64] { state.lock(); defer { state.unlock() }; return Set(runners.values.map(\.jobID)).sorted() }
 
     /// Free bytes where artifacts are written: the artifacts folder's file system, which an
     /// operator may mount apart from the data directory's (a disk for files, the database
@@ -461,7 +464,7 @@ public final class Farm: @unchecked Sendable {
 
     private func runnerEnded(_ runner: JobRunner) {
         state.lock()
-        runners[runner.jobID] = nil
+        runners[ObjectIdentifier(runner)] = nil
         busy[runner.kind, default: 1] -= 1
         wakeRequested = true
         state.broadcast()
@@ -511,7 +514,7 @@ public final class Farm: @unchecked Sendable {
     private func claimAndStart(kind: JobKind, limit: Int) throws(KilnError) {
         state.lock()
         claims += 1
-        let owner = "\(farmID)#\(claims)"
+        let owner = "\(farmID)#\(claims)", claim = claims
         state.unlock()
         let now = clock.nowMillis()
         let jobs = try store.claim(kind: kind, limit: limit, owner: owner,
@@ -542,9 +545,9 @@ public final class Farm: @unchecked Sendable {
                 log.write("job \(claimed.job.id) waits for disk space (needs ~\(claimed.estimatedBytes) bytes, keeps \(config.minFreeBytes) free)")
                 return
             }
-            let runner = JobRunner(claimed: claimed, owner: owner, farm: self)
+            let runner = JobRunner(claimed: claimed, owner: owner, claim: claim, farm: self)
             state.lock()
-            runners[claimed.job.id] = runner
+            runners[ObjectIdentifier(runner)] = runner
             busy[kind, default: 0] += 1
             state.unlock()
             let t = Thread { [self] in

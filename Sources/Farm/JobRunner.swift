@@ -26,6 +26,8 @@ enum StopReason: String, Sendable {
 final class JobRunner: @unchecked Sendable {
     let claimed: ClaimedJob
     let owner: String
+    /// The farm's claim that started this run (`ArtifactFolder.attemptPath`).
+    let claim: Int
     private unowned let farm: Farm
     private let lock = NSLock()
     private var stopReason: StopReason?
@@ -38,9 +40,10 @@ final class JobRunner: @unchecked Sendable {
     var artifactID: String { claimed.job.artifactID }
     var kind: JobKind { claimed.job.kind }
 
-    init(claimed: ClaimedJob, owner: String, farm: Farm) {
+    init(claimed: ClaimedJob, owner: String, claim: Int, farm: Farm) {
         self.claimed = claimed
         self.owner = owner
+        self.claim = claim
         self.farm = farm
         self.lastProgressAt = farm.clock.monotonicSeconds()
     }
@@ -81,7 +84,7 @@ final class JobRunner: @unchecked Sendable {
     func run() {
         let config = farm.config
         let folder = farm.folder
-        let attemptPath = folder.attemptPath(artifactID, jobID: jobID, attempt: claimed.job.attempt)
+        let attemptPath = folder.attemptPath(artifactID, jobID: jobID, attempt: claimed.job.attempt, claim: claim)
         let spec = JobSpec(jobID: jobID, artifactID: artifactID, attempt: claimed.job.attempt, plan: claimed.plan,
                            sourcePath: farm.sameContent(as: claimed) ?? claimed.source.path, sourceDurationSeconds: claimed.source.durationSeconds,
                            sourceFingerprint: claimed.source.fingerprint, outputPath: attemptPath)

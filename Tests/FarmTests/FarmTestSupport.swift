@@ -92,6 +92,9 @@ indirect enum FakeScript: Sendable {
     case crash(signal: Int32)
     /// Runs until stopped; honours SIGTERM by exiting 5, leaving nothing.
     case hang
+    /// Runs until stopped, and once stopped takes until the gate opens to exit (a child
+    /// finishing its write before it answers SIGTERM).
+    case stopsLate(Gate)
     /// Waits for the gate (or a stop), then does `then`.
     case gated(Gate, then: FakeScript)
     /// Succeeds as `succeed` does, reporting that the copied picture had to be re-encoded.
@@ -188,6 +191,12 @@ final class FakeHandle: JobHandle, @unchecked Sendable {
             cond.lock()
             while !terminatedFlag { cond.wait() }
             cond.unlock()
+            end(canceled())
+        case .stopsLate(let gate):
+            cond.lock()
+            while !terminatedFlag { cond.wait() }
+            cond.unlock()
+            _ = gate.wait(orUntil: { false })
             end(canceled())
         case .gated(let gate, let then):
             if gate.wait(orUntil: { wasTerminated }) { perform(then, spec: spec, onProgress: onProgress) } else { end(canceled()) }

@@ -311,6 +311,35 @@ struct FarmTests {
         #expect(try h.store.events(after: 0, limit: 10).first?.references == ["x"])
     }
 
+    @Test("a running job released and asked for again while its child is still stopping runs again beside it, tracked: the old run's end had erased the new run's entry, so releasing it again left its child running, and both children wrote to one path (found by a helper's soak of the daemon)")
+    func releasedAndAskedAgainWhileStopping() throws {
+        let stopping = Gate()
+        let h = try Harness("release-reask", launcher: FakeLauncher([.stopsLate(stopping), .hang])) {
+            $0.maxTranscodes = 2
+            $0.maxRemuxes = 2
+            $0.heartbeatSeconds = 3600   // a run learns of a cancel only from the farm, as a long encode does
+        }
+        defer { stopping.release(); h.cleanUp() }
+        try h.farm.start()
+        let source = try h.source()
+        _ = try h.farm.prepare(h.request("a", source))
+        #expect(try eventually { h.fake.launches.count == 1 })
+        #expect(try h.farm.release(reference: "a"))
+        #expect(try eventually { h.fake.allHandles.first?.wasTerminated == true })
+        // Asked for again while the first child has not exited: a second run starts.
+        _ = try h.farm.prepare(h.request("b", source))
+        #expect(try eventually { h.fake.launches.count == 2 })
+        let paths = h.fake.launches.map(\.outputPath)
+        #expect(paths[0] != paths[1], "\(paths)")
+        // The first child exits now; the second run is still the farm's to stop.
+        stopping.release()
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(h.farm.runningJobIDs.count == 1, "\(h.farm.runningJobIDs)")
+        #expect(try h.farm.release(reference: "b"))
+        #expect(try eventually { h.fake.allHandles.count == 2 && h.fake.allHandles[1].wasTerminated })
+        #expect(try eventually { h.farm.runningJobIDs.isEmpty && h.tempFiles().isEmpty })
+    }
+
     @Test("an artifact whose only reference let go before it was made is canceled and never run")
     func neverReferenced() throws {
         let h = try Harness("never")
