@@ -91,7 +91,7 @@ final class Decoder {
             let e = classify(open, .decode, "cannot open the \(codecName) decoder", as: .sourceUnsupported)
             // Data the decoder cannot make sense of at open is its header (extradata): damaged
             // (a fuzzed Theora header read as unsupported), not a codec Kiln lacks.
-            let damaged = isInvalidData(open)
+            let damaged = isInvalidData(open) || Self.nullAACObject(par)
             throw e.code == .resourceLimit || e.code == .canceled ? e
                 : KilnError(damaged ? .sourceCorrupt : .sourceUnsupported, stage: .decode, underlying: open,
                             "the \(codecName) stream \(streamIndex) cannot be decoded (\(avErrorText(open)))"
@@ -215,6 +215,13 @@ final class Decoder {
                             "the \(codec) \(what.0) stream could not be decoded: \(packetsSent) packets gave no \(what.1)"
                             + (corruptPackets > 0 ? " (\(corruptPackets) rejected as corrupt)" : ""))
         }
+    }
+
+    /// An AAC header (AudioSpecificConfig) of object type 0, "null", which no encoder writes:
+    /// a header zeroed or damaged, which libavcodec refuses as a feature it lacks (ENOSYS).
+    static func nullAACObject(_ par: UnsafePointer<AVCodecParameters>) -> Bool {
+        guard par.pointee.codec_id == AV_CODEC_ID_AAC, let x = par.pointee.extradata, par.pointee.extradata_size >= 2 else { return false }
+        return x[0] >> 3 == 0
     }
 
     /// How long a stream's end may give nothing before the stream counts as undecodable

@@ -304,6 +304,13 @@ public enum Preparer {
             guard let index, index >= 0, index < demuxer.streamCount, opened.info.stream(index)?.encrypted != true else { continue }
             let st = demuxer.stream(index)
             guard avcodec_find_decoder(Demuxer.codecID(st)) != nil else { continue }
+            // A header the decoder cannot open on because it is damaged (a zeroed AAC or Opus
+            // header) opens on no player either: the file had gone to Android as it was. A
+            // feature libavcodec lacks is left to the device.
+            do { _ = try Decoder(stream: st, threads: 1) } catch {
+                if error.code == .sourceCorrupt || error.code == .canceled || error.code == .resourceLimit { throw error }
+                continue
+            }
             let start = seconds(st.pointee.start_time, st.pointee.time_base) ?? 0
             // A file that cannot be sought in (read only from its start) is taken on trust too.
             let second: Verifier.Second

@@ -1326,6 +1326,34 @@ struct SourceDamageTests {
         return error
     }
 
+    @Test("a Matroska file whose sound's header (CodecPrivate) is zeroed, AAC or Opus, is refused as source_corrupt for a device that plays it as it is: it had gone to Android as it was, a file no player opens; iOS's remux says the same (found by a helper's Matroska audit)",
+          arguments: [("mkv", "aac"), ("webm", "libopus")])
+    func soundHeaderZeroed(_ container: String, _ codec: String) throws {
+        let whole = try Media.generated("sound-header-\(codec)-3s.\(container)", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3",
+                                                                             "-f", "lavfi", "-i", "sine=duration=3:sample_rate=48000",
+                                                                             "-c:v", container == "webm" ? "libvpx-vp9" : "libx264",
+                                                                             "-c:a", codec])
+        let dir = Media.scratch("sound-header-zeroed-\(codec)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let damaged = try damagedCopy(ofFile: whole, in: dir, as: "zeroed.\(container)") { bytes throws in
+            // The sound's CodecPrivate (63A2): AAC's 2-byte AudioSpecificConfig, or Opus's OpusHead.
+            var at = 0, found = false
+            while let p = firstOffset(of: [0x63, 0xA2], in: bytes, from: at) {
+                let size = Int(bytes[p + 2] & 0x7F)
+                if bytes[p + 2] & 0x80 != 0, codec == "aac" ? size <= 5 : bytes[p + 3..<p + 11] == Array("OpusHead".utf8)[...] {
+                    for i in p + 3..<p + 3 + size { bytes[i] = 0 }
+                    found = true
+                    break
+                }
+                at = p + 2
+            }
+            try #require(found, "no sound CodecPrivate")
+        }
+        for caps in ["android", "ios"] {
+            try Self.expectSourceCorrupt(damaged.path, quality: "original", caps: caps, in: dir, saying: "header is damaged")
+        }
+    }
+
     @Test("a file that would go as it is but whose planned sound gives nothing at its start (an MP4 sound track whose sample size box was lost) is refused as source_corrupt, nothing written: it went out as it was, exit 0, with sound no player reads; the same file whole goes as it is")
     func unreadableOriginal() throws {
         let whole = try Media.generated("original-h264-aac-4s.mp4", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4", "-f", "lavfi",
