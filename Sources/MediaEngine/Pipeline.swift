@@ -271,10 +271,10 @@ final class Pipeline {
             let t = seconds(p.pointee.dts != noPTS ? p.pointee.dts : p.pointee.pts, tb)
             if index == progressIndex, let t { position = max(position, t) }
             delivered[index, default: Delivered()].count(at: t, lasting: seconds(p.pointee.duration, tb) ?? 0)
-            if stall != nil, let t {
+            if stall != nil {
                 switch demuxer.stream(Int(index)).pointee.codecpar.pointee.codec_type {
                 case AVMEDIA_TYPE_VIDEO: stall?.picture(at: t)
-                case AVMEDIA_TYPE_AUDIO: try stall?.sound(at: t)
+                case AVMEDIA_TYPE_AUDIO: if let t { try stall?.sound(at: t) }
                 default: break
                 }
             }
@@ -447,17 +447,25 @@ struct PictureStall {
     static let limit = 30.0
     private var lastPicture: Double?
     private var firstSound: Double?
+    private var lastSound: Double?
 
-    mutating func picture(at t: Double) { lastPicture = max(lastPicture ?? t, t) }
+    /// A picture came, at `t`; one with no time of its own (timed later from its order count
+    /// or the frame rate) came where the sound is.
+    mutating func picture(at t: Double?) {
+        guard let t = t ?? lastSound ?? lastPicture else { return }
+        lastPicture = max(lastPicture ?? t, t)
+    }
 
     /// Throws where sound at `t` is `limit` past the last picture (before any, past the
     /// first sound).
     mutating func sound(at t: Double) throws(KilnError) {
         if firstSound == nil { firstSound = t }
+        lastSound = max(lastSound ?? t, t)
         let since = lastPicture ?? firstSound ?? t
         guard t - since > Self.limit else { return }
         throw KilnError(.sourceCorrupt, stage: .demux,
-                        (lastPicture == nil ? "the source's pictures never come" : "the source's pictures stop at \(Format.fixed(since, decimals: 1)) s")
-                        + " while its sound goes on past \(Format.fixed(t, decimals: 1)) s: its video is scrambled, damaged or in another codec from there")
+                        (lastPicture == nil ? "the source's pictures never come" : "the source's pictures stop")
+                        + " while its sound goes on \(Format.fixed(Self.limit, decimals: 0)) s past them, to \(Format.fixed(t, decimals: 1)) s: "
+                        + "its video is scrambled, damaged or in another codec from there")
     }
 }
