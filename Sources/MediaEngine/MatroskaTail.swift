@@ -44,15 +44,19 @@ enum MatroskaTail {
     /// clusters of other blocks after it are passed over (a subtitle track running on past
     /// the pictures leaves clusters of its cues alone at the file's end).
     static func lastCluster(_ bytes: [UInt8], wanted: (Block) -> Bool = { _ in true }) -> Cluster? {
-        var before = bytes.count
+        guard var found = search(bytes, before: bytes.count, wanted: wanted) else { return nil }
+        found.cluster.before = search(bytes, before: found.at, wanted: { _ in true })?.cluster.blocks.map(\.time).max()
+        return found.cluster
+    }
+
+    /// `lastCluster`'s search from `start` back: the cluster found and where it begins.
+    private static func search(_ bytes: [UInt8], before start: Int, wanted: (Block) -> Bool) -> (at: Int, cluster: Cluster)? {
+        var before = start
         var tries = 0, passed = 0
         while tries < candidates {
             guard let at = lastCluster(bytes, before: before) else { return nil }
-            if var read = cluster(at: at, bytes), !read.blocks.isEmpty {
-                if read.blocks.contains(where: wanted) {
-                    read.before = latestBlock(bytes, before: at)
-                    return read
-                }
+            if let read = cluster(at: at, bytes), !read.blocks.isEmpty {
+                if read.blocks.contains(where: wanted) { return (at, read) }
                 passed += 1
                 if passed > clustersPassed { return nil }
             } else {
@@ -64,17 +68,6 @@ enum MatroskaTail {
     }
 
     static let candidates = 16
-
-    /// The latest block time of the last cluster with blocks that starts before `before`.
-    private static func latestBlock(_ bytes: [UInt8], before: Int) -> Int64? {
-        var before = before
-        for _ in 0..<candidates {
-            guard let at = lastCluster(bytes, before: before) else { return nil }
-            if let read = cluster(at: at, bytes), let latest = read.blocks.map(\.time).max() { return latest }
-            before = at
-        }
-        return nil
-    }
     static let clustersPassed = 1024
 
     /// The offset of the last cluster ID that starts before `before`.

@@ -1193,16 +1193,22 @@ struct SourceDamageTests {
         }
     }
 
+    /// A copy of the recording at `path` in `dir` whose video PES (PID 0x100) carry no
+    /// times: the time flags of each that had one (at least `count`) cleared.
+    static func untimedPictures(_ path: String, in dir: URL, atLeast count: Int) throws -> URL {
+        try damagedCopy(ofFile: path, in: dir, as: "untimed.ts") { bytes throws in
+            let pes = Self.timedPES(bytes, pid: 0x100, decodeTime: false)
+            try #require(pes.count >= count, "pictures timed: \(pes.count)")
+            for flags in pes { bytes[flags + 1] &= 0x3F }
+        }
+    }
+
     @Test("a recording whose video PES carry no times at all (their flags cleared) shows its B-frames in order, copied or re-encoded: its copy had placed each picture a frame after the last in decode order, so players showed pictures back and forth (found by a helper's MPEG-TS audit)")
     func picturesWithoutTimes() throws {
         let whole = try Self.bframesRecording10s()
         let dir = Media.scratch("pictures-without-times")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let source = try damagedCopy(ofFile: whole, in: dir, as: "untimed.ts") { bytes throws in
-            let pes = Self.timedPES(bytes, pid: 0x100, decodeTime: false)
-            try #require(pes.count >= 200, "pictures timed: \(pes.count)")
-            for flags in pes { bytes[flags + 1] &= 0x3F }
-        }
+        let source = try Self.untimedPictures(whole, in: dir, atLeast: 200)
         for (quality, caps) in [("original", "android"), ("1mbps", "web")] {
             try Command.prepare(source.path, quality: quality, caps: caps, scratch: "pictures-without-times-\(quality)") { r, out in
                 #expect(r.status == 0, "\(quality): \(r.stdout.prefix(300))")
@@ -1252,11 +1258,7 @@ struct SourceDamageTests {
                                                               "-c:v", "libx264", "-g", "25", "-b:v", "1M", "-c:a", "mp2", "-f", "mpegts"])
         let dir = Media.scratch("untimed-pictures-go-on")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let source = try damagedCopy(ofFile: whole, in: dir, as: "untimed.ts") { bytes throws in
-            let pes = Self.timedPES(bytes, pid: 0x100, decodeTime: false)
-            try #require(pes.count >= 1000, "pictures timed: \(pes.count)")
-            for flags in pes { bytes[flags + 1] &= 0x3F }
-        }
+        let source = try Self.untimedPictures(whole, in: dir, atLeast: 1000)
         try Command.prepare(source.path, quality: "original", caps: "android", scratch: "untimed-pictures-go-on-out") { r, out in
             #expect(r.status == 0, "\(r.stdout.prefix(300))")
             let pictures = try FFprobe(out).duration("video") ?? 0
