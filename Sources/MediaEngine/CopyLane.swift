@@ -292,6 +292,12 @@ final class CopyLane: Lane {
 
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         counters.packetsIn += 1
+        // A copy decodes nothing, so the container's own word is what it can count: MPEG-TS
+        // marks a packet assembled across a continuity-counter break or a transport error
+        // (a reception dropout). It is copied as it is, as a player would get it, and the
+        // stats say the source was damaged (they said 0 for a recording missing a packet in
+        // sixty of its video, which decodes with errors).
+        if packet.pointer.pointee.flags & AV_PKT_FLAG_CORRUPT != 0 { counters.corruptPackets += 1 }
         if latm != nil, try !unwrapLATM(packet) { return }
         if let k = keyframesFromPictures {
             let p = packet.pointer

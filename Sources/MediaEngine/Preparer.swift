@@ -741,7 +741,7 @@ public enum Preparer {
         let corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
         if corrupt > 0 {
             return KilnError(.sourceCorrupt, stage: .decode,
-                             "the source is damaged (\(corrupt) packets could not be decoded): \(error.message)")
+                             "the source is damaged (\(corrupt) packets marked damaged or not decodable): \(error.message)")
         }
         if timelineRepairs > 0 {
             return KilnError(.sourceCorrupt, stage: .demux,

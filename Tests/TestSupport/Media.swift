@@ -519,7 +519,7 @@ public enum Splice {
     /// whose sound starts `soundDelay` s after its pictures, crossing as `crossing` says.
     public static func spliced(secondOffset: Double, soundDelay: Double = 0, crossing: Crossing = .together) throws -> String {
         let first = try recording("testsrc2", offset: 10), second = try recording("testsrc", offset: secondOffset, soundDelay: soundDelay)
-        return try Media.generated("spliced-\(secondOffset)-\(soundDelay)-\(crossing.rawValue).ts") { tmp in
+        return try Media.generated("spliced-continued-\(secondOffset)-\(soundDelay)-\(crossing.rawValue).ts") { tmp in
             let a = try packets(first), b = try packets(second)
             // Moves the first recording's last TS packets of one stream after the second's
             // first ones of the other: about 0.8 s of sound, or 0.5 s of pictures.
@@ -538,7 +538,23 @@ public enum Splice {
             } else {
                 out = a + b
             }
-            try Data(out.joined()).write(to: URL(fileURLWithPath: tmp))
+            try Data(continued(out).joined()).write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
+    /// `packets` with each PID's continuity counter counting on through them, as a
+    /// broadcast's multiplexer keeps it across a splice: two files put back to back
+    /// break it, which the demuxer marks as damage (packets lost in reception).
+    public static func continued(_ packets: [[UInt8]]) -> [[UInt8]] {
+        var last: [Int: UInt8] = [:]
+        return packets.map { packet in
+            var p = packet
+            let id = pid(p)
+            // A packet without payload (adaptation field only) repeats the counter.
+            let counter = p[3] & 0x10 != 0 ? ((last[id] ?? 15) &+ 1) & 15 : last[id] ?? 0
+            last[id] = counter
+            p[3] = p[3] & 0xf0 | counter
+            return p
         }
     }
 
