@@ -290,6 +290,18 @@ final class CopyLane: Lane {
             .isDisjoint(with: h264 ? h264RandomAccess : hevcRandomAccess)
     }
 
+    /// Packets after the first shown one that libavformat says are not shown
+    /// (`AV_PKT_FLAG_DISCARD`: past an edit list's end, kept to the next keyframe so that
+    /// the pictures shown before that end decode), held until a shown packet follows them,
+    /// which may need them. At the stream's end nothing does, and they are left out: a MOV
+    /// trimmed to its first 10 s by its edit list had been copied with 11.04 s of pictures,
+    /// and refused as running past its length.
+    private var notShown: [Packet] = []
+    private var notShownBytes = 0
+    private var copiedShown = false
+    /// What is held so, at most (a stretch a damaged file marks so goes through as it is).
+    static let notShownPackets = 1024, notShownBytesLimit = 64 << 20
+
     func consume(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         counters.packetsIn += 1
         // A copy decodes nothing, so the container's own word is what it can count: MPEG-TS
@@ -298,6 +310,23 @@ final class CopyLane: Lane {
         // stats say the source was damaged (they said 0 for a recording missing a packet in
         // sixty of its video, which decodes with errors).
         if packet.pointer.pointee.flags & AV_PKT_FLAG_CORRUPT != 0 { counters.corruptPackets += 1 }
+        if copiedShown, packet.pointer.pointee.flags & AV_PKT_FLAG_DISCARD != 0,
+           notShown.count < Self.notShownPackets, notShownBytes < Self.notShownBytesLimit {
+            let held = try Packet()
+            held.take(packet)
+            notShownBytes += Int(held.pointer.pointee.size)
+            notShown.append(held)
+            return
+        }
+        if packet.pointer.pointee.flags & AV_PKT_FLAG_DISCARD == 0 { copiedShown = true }
+        let before = notShown
+        notShown = []
+        notShownBytes = 0
+        for held in before { try copy(held, muxer: muxer) }
+        try copy(packet, muxer: muxer)
+    }
+
+    private func copy(_ packet: Packet, muxer: Muxer) throws(KilnError) {
         if latm != nil, try !unwrapLATM(packet) { return }
         if let k = keyframesFromPictures {
             let p = packet.pointer
@@ -656,6 +685,7 @@ final class CopyLane: Lane {
         // The lane lives on through verification: the parsers' tables (~320 kB for HEVC)
         // need not, at the run's peak of memory.
         defer { sizeWatch = nil; untimedPictures = nil }
+        notShown = []
         // Not one keyframe in the whole stream (a damaged recording whose only IDR was hit,
         // a broadcast that marks none): the copy had nothing to start on, and an MP4 track
         // without samples is no track at all. The plan's encode decodes what it can.
