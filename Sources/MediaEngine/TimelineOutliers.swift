@@ -127,6 +127,13 @@ final class TimelineOutliers {
     /// Per stream, its pictures' length at the measured rate (0: unknown, or sound).
     private let frameLengths: [Int64]
     private var position: [Int64]
+    /// Per stream, the decode times of Matroska's reordered pictures (`DecodeClock`).
+    private var clocks: [DecodeClock?]
+    /// Matroska times a cluster's blocks from one timestamp: damaged, the cluster's every
+    /// packet moves by as much, as long as the cluster lasts (seconds, hundreds of
+    /// packets). A run there is waited on past `runPackets`, until it shows whether it left
+    /// its room behind (`fits`).
+    private let clustered: Bool
     /// Per stream, its first accepted time (noPTS before any).
     private var firstTimes: [Int64]
     /// Per stream, its last step forward between accepted times (0 before two).
@@ -162,6 +169,24 @@ final class TimelineOutliers {
         openingLeft = Array(repeating: Self.openingPackets, count: n)
         let ctx = demuxer.context.pointee
         declaredEnd = ctx.duration > 0 ? (ctx.start_time != noPTS ? ctx.start_time : 0) + ctx.duration : nil
+        clustered = demuxer.isMatroska
+        clocks = (0..<n).map { s in
+            let par = demuxer.stream(s).pointee.codecpar.pointee
+            guard demuxer.isMatroska, judged.contains(Int32(s)), par.codec_type == AVMEDIA_TYPE_VIDEO,
+                  (1...16).contains(par.video_delay) else { return nil }
+            let tb = demuxer.stream(s).pointee.time_base, kiln = kiln_time_base_q()
+            return DecodeClock(depth: Int(par.video_delay), jump: rescale(Self.jump, from: kiln, to: tb),
+                               frameLength: rescale(frameLengths[Int32(s)] ?? 0, from: kiln, to: tb))
+        }
+    }
+
+    /// Reads the demuxer's next packet, its decode time from the stream's clock where it
+    /// keeps one.
+    private func readTimed(into packet: Packet) throws(KilnError) -> Bool {
+        guard try demuxer.read(into: packet) else { return false }
+        let s = Int(packet.pointer.pointee.stream_index)
+        if s >= 0, s < clocks.count, clocks[s] != nil { clocks[s]!.time(&packet.pointer.pointee) }
+        return true
     }
 
     /// Whether the reader has seen the stream's decode times come up to this picture's
@@ -184,13 +209,13 @@ final class TimelineOutliers {
             if ended { return false }
             if held.isEmpty {
                 // Nothing suspect: packets go straight through.
-                guard try demuxer.read(into: packet) else { ended = true; continue }
+                guard try readTimed(into: packet) else { ended = true; continue }
                 let verdict = judge(packet)
                 if verdict == .clear { return true }
                 try hold(packet, verdict)
                 continue
             }
-            guard try demuxer.read(into: packet) else {
+            guard try readTimed(into: packet) else {
                 ended = true
                 release()
                 continue
@@ -333,7 +358,22 @@ final class TimelineOutliers {
         // which the pipeline settles (`Pipeline.take`). Closer, a damaged decode time is
         // judged here (`retimeRun` puts it back exactly), a damaged presentation time in
         // the pipeline (`Pipeline.reorderBound`).
+        // Its decode time still counts where it is the stream's next step: Matroska's
+        // derived decode times lag a cluster's jump by the reorder depth (a cluster timed
+        // 30 s late begins with two pictures decoded on the time before it and shown 30 s
+        // on; the film after a cluster timed 10 s early, with two decoded on that cluster's
+        // time), and those places are part of the run's room (`fits`).
         if p.pts != noPTS, abs(rescale(p.pts, from: timeBases[s], to: kiln_time_base_q()) - t) > Pipeline.discontinuityThreshold {
+            guard steps[s] > 0 else { return .clear }
+            if var run = runs[s] {
+                guard !run.single, t > run.latest, t - run.latest <= Self.nearStep(steps[s]) else { return .clear }
+                run.latest = t
+                run.packets += 1
+                run.known = false
+                runs[s] = run
+                return .inRun
+            }
+            if position[s] != noPTS, abs(t - position[s] - steps[s]) <= Self.nearStep(steps[s]) { accept(s, t) }
             return .clear
         }
         if var run = runs[s], run.single {
@@ -364,7 +404,7 @@ final class TimelineOutliers {
             // going on, the stretch's 2.5 s of pictures had been kept, moved on as a splice,
             // and the sound, whose stretch ended cleanly, left 2.5 s ahead of them).
             let cutAgain = run.known && !known && steps[s] > 0 && abs(t - run.from) * 2 <= steps[s]
-            if Self.returns(t, from: run.from, last: run.latest) || cutAgain
+            if Self.returns(t, from: run.from, last: run.latest) || cutAgain || fits(s, run, returningAt: t)
                 || (run.known && !known && steps[s] > 0 && abs(t - run.from - steps[s]) * 2 <= steps[s]) {
                 end(s)
                 if !retimeRun(s, run, returningAt: t) {
@@ -387,7 +427,7 @@ final class TimelineOutliers {
                 // It goes on from there: a real jump, or, from a stream's opening, the
                 // opening was astray. Not while it brings only packets already taken: a
                 // stretch written again is waited out to its end, however long.
-                if run.packets >= Self.runPackets, !run.known {
+                if run.packets >= Self.runPackets, !run.known, run.fromOpening || !clustered {
                     if run.fromOpening, !openingAgrees(s) { dropOpening(s, before: run.first) }
                     end(s, accepting: true)
                 }
@@ -475,9 +515,14 @@ final class TimelineOutliers {
     /// stream goes on a step after it left). A presentation time moves with its decode time
     /// where that puts it nearer the new decode time (both were damaged: a Matroska block's
     /// one time), else it was undamaged and stays.
+    ///
+    /// Pictures decoded before the run and shown in it (a Matroska cluster's first ones,
+    /// whose decode times libavformat derives from the times before the cluster's) move as
+    /// far as the run's first packet did (`movePicturesShownIn`).
     private func retimeRun(_ s: Int, _ run: Run, returningAt t: Int64) -> Bool {
-        let step = steps[s], slots = Int64(run.packets + 1), room = t - run.from
-        guard step > 0, run.from == position[s], abs(room - slots * step) * 2 <= step else { return false }
+        guard fits(s, run, returningAt: t) else { return false }
+        let slots = Int64(run.packets + 1), room = t - run.from
+        movePicturesShownIn(s, run, by: run.from + room / slots - run.first)
         let tb = timeBases[s]
         var k: Int64 = 0
         for i in held.indices where held[i].stream == Int32(s) && !held[i].dropped && held[i].inRun {
@@ -494,7 +539,45 @@ final class TimelineOutliers {
             p.pointee.dts = dts
             retimed += 1
         }
+        // The stream stood at the run's last packet, a step before it came back.
+        accept(s, run.from + room * Int64(run.packets) / slots)
         return true
+    }
+
+    /// Whether stream `s`'s `run` left exactly its room behind when the stream comes back at
+    /// `t`: as many of its steps after where it left as the run has packets, and one more
+    /// (within half a step). The run is then the stream's own packets with damaged times,
+    /// however far they jumped and however long the run: a Matroska cluster whose timestamp
+    /// was damaged moves its second (or its five) as a whole, and the film after it comes
+    /// back one step past it.
+    /// A long run is measured by its own pace where that is the stream's (within a tenth):
+    /// times rounded to milliseconds step by 33 and 34 for 29.97 fps, and the last step
+    /// misses 29 of them by more than half of one.
+    private func fits(_ s: Int, _ run: Run, returningAt t: Int64) -> Bool {
+        let step = steps[s], slots = Int64(run.packets + 1), room = t - run.from
+        guard step > 0, run.from == position[s] else { return false }
+        if abs(room - slots * step) * 2 <= step { return true }
+        guard run.packets >= 8 else { return false }
+        let pace = (run.latest - run.first) / Int64(run.packets - 1)
+        return abs(pace - step) * 10 <= step && abs(room - slots * pace) * 2 <= pace
+    }
+
+    /// Moves by `shift` (Kiln's time base) the presentation times of stream `s`'s held
+    /// pictures that are decoded before `run` and shown among it: a Matroska cluster's first
+    /// pictures, whose decode times libavformat derived from the times before the cluster
+    /// (a keyframe shown 4 s after it was decoded). They no longer need this reader's word
+    /// (`vouches`).
+    private func movePicturesShownIn(_ s: Int, _ run: Run, by shift: Int64) {
+        let tb = timeBases[s], kiln = kiln_time_base_q()
+        for i in held.indices where held[i].stream == Int32(s) && !held[i].dropped && !held[i].inRun {
+            let p = held[i].packet.pointer
+            guard p.pointee.pts != noPTS, p.pointee.dts != noPTS else { continue }
+            let pts = rescale(p.pointee.pts, from: tb, to: kiln), dts = rescale(p.pointee.dts, from: tb, to: kiln)
+            guard pts - dts > Self.jump, pts >= run.first - Self.jump, pts <= run.latest + Self.jump else { continue }
+            vouched.remove([Int64(s), p.pointee.pts, p.pointee.dts])
+            p.pointee.pts += rescale(shift, from: kiln, to: tb)
+            retimed += 1
+        }
     }
 
     /// Whether a time `t` after a run that jumped away from `from` and last stood at `last`

@@ -5258,6 +5258,45 @@ struct MatroskaBitrateTests {
         }
     }
 
+    @Test("a cluster amid a Matroska film (one from each keyframe) whose timestamp is damaged (4 s or 30 s late, 6 s early) is put back in the room its blocks left: the remux is the undamaged file's pictures frame for frame and all its sound, copied (4 s of pictures after a cluster 4 s late had been lost, exit 0, the video re-encoded; one 6 s early was left out) (found by a helper's Matroska audit)",
+          arguments: [4000, 30000, -6000])
+    func middleClusterTimeDamaged(_ shift: Int) throws {
+        // B-frames (libavformat derives their decode times from the presentation times), a
+        // keyframe a second, and a cluster from each keyframe.
+        let whole = try Media.generated("clusters-gop-20s-bframes.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=20",
+                                                                         "-f", "lavfi", "-i", "sine=duration=20", "-c:v", "libx264", "-preset", "veryfast",
+                                                                         "-g", "25", "-c:a", "aac", "-cluster_time_limit", "5000", "-f", "matroska"])
+        let dir = Media.scratch("middle-cluster-time-\(shift)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let damaged = try damagedCopy(ofFile: whole, in: dir, as: "middle-cluster-time.mkv") { bytes throws in
+            // The first cluster from 10 s: its Timestamp (E7), two bytes.
+            var from = 0
+            while let cluster = firstOffset(of: [0x1F, 0x43, 0xB6, 0x75], in: bytes, from: from) {
+                from = cluster + 4
+                guard let time = firstOffset(of: [0xE7, 0x82], in: bytes, from: cluster + 4), time < cluster + 24 else { continue }
+                let value = Int(bytes[time + 2]) << 8 | Int(bytes[time + 3])
+                guard value >= 10000 else { continue }
+                bytes[time + 2] = UInt8((value + shift) >> 8)
+                bytes[time + 3] = UInt8((value + shift) & 0xFF)
+                return
+            }
+            throw TestFailure("no cluster from 10 s with a two-byte timestamp")
+        }
+        let clean = dir.appendingPathComponent("clean.mp4").path
+        let made = try Command.run(["prepare", whole, "--quality", "original", "--caps", "ios", "--output", clean, "--json"])
+        try #require(made.status == 0, "\(made.stdout.suffix(300))")
+        try Command.prepare(damaged.path, quality: "original", caps: "ios", scratch: "middle-cluster-time-\(shift)-out") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(300))")
+            let json = try Command.json(run)
+            #expect(json["plan"]?["delivery_format"]?.string == "remux")
+            #expect(json["stats"]?["adjustments"] == nil, "\(json["stats"]?["adjustments"] ?? .null)")
+            #expect(try FormatChangeTests.frameDigests(out) == FormatChangeTests.frameDigests(clean))
+            #expect(try FFprobe.packetCount(out, "a") == FFprobe.packetCount(clean, "a"))
+            let probe = try FFprobe(out)
+            #expect(abs((probe.startTime("video") ?? 1) - (probe.startTime("audio") ?? 0)) < 0.05)
+        }
+    }
+
     @Test("a Matroska sound file whose one cluster's first block has a damaged size (the rest of the cluster unreadable) is refused as cut short or damaged: its last cluster, read only to that block, is no end of the film, and its 0.02 s had been delivered as the whole")
     func lastClusterUnreadable() throws {
         let source = try Media.generated("sound-only-4s.mkv", ["-f", "lavfi", "-i", "sine=duration=4:sample_rate=48000", "-c:a", "aac", "-f", "matroska"])
