@@ -146,6 +146,26 @@ public enum Prober {
             lengthCorrected = true
             warnings.append("duration_from_tracks")
         }
+        // A fragmented MP4 whose fragments' times begin past zero (a live stream recorded
+        // from its 40th segment on: its init segment and the segments after): libavformat
+        // takes each track's last fragment end for its length, counted from zero, so a 20 s
+        // recording starting at 40 s said 60 s, and every prepare was refused as stopping
+        // at a third of it. The tracks' last packets say where they end.
+        if formatName.hasPrefix("mov,mp4"), scan, start > 0, Self.fragmentLayout(demuxer.path).fragments {
+            let timedIndexes = timed.map(\.index)
+            let ends = try demuxer.keepingParameters { () throws(KilnError) in
+                presentedEnds(demuxer, of: timedIndexes, fromStatedEnd: true)
+            }
+            if let last = ends.values.max(), last > start, duration - (last - start) > Verifier.durationTolerance(last - start) {
+                for k in streams.indices {
+                    guard let end = ends[streams[k].index] else { continue }
+                    streams[k].durationSeconds = end - (streams[k].startSeconds ?? start)
+                }
+                duration = last - start
+                lengthCorrected = true
+                warnings.append("duration_from_tracks")
+            }
+        }
         var surveyedLength = false
         // The pictures' and sound's own length where the container's counts more (`bitRate`).
         var filmSeconds: Double? = nil
@@ -610,15 +630,19 @@ public enum Prober {
     /// after its last keyframe: a picture is decoded after that keyframe at the latest, and
     /// reordering may show an earlier-decoded one last. Streams whose end is not read
     /// (no index, a failed seek, more packets than a probe reads) are left out.
-    static func presentedEnds(_ demuxer: Demuxer, of streams: [Int]) -> [Int: Double] {
+    /// `fromStatedEnd`: seeks to where the stream's start and length say it ends, not to its
+    /// last indexed sample: a fragmented file's index holds only the fragments read so far,
+    /// and libavformat finds the last one by its fragment index (`sidx`, `mfra`).
+    static func presentedEnds(_ demuxer: Demuxer, of streams: [Int], fromStatedEnd: Bool = false) -> [Int: Double] {
         guard let packet = try? Packet() else { return [:] }
         defer { try? demuxer.rewind() }
         var ends: [Int: Double] = [:]
         for i in streams where i >= 0 && i < demuxer.streamCount {
             let st = demuxer.stream(i)
             let entries = avformat_index_get_entries_count(st)
-            guard entries > 0, let last = avformat_index_get_entry(st, entries - 1),
-                  demuxer.seek(stream: Int32(i), to: last.pointee.timestamp, flags: AVSEEK_FLAG_BACKWARD) >= 0 else { continue }
+            let stated = st.pointee.start_time != noPTS && st.pointee.duration > 0 ? st.pointee.start_time + st.pointee.duration : nil
+            guard let target = fromStatedEnd ? stated : (entries > 0 ? avformat_index_get_entry(st, entries - 1)?.pointee.timestamp : nil),
+                  demuxer.seek(stream: Int32(i), to: target, flags: AVSEEK_FLAG_BACKWARD) >= 0 else { continue }
             var end: Int64?
             var reads = 0
             while reads < 20_000, (try? demuxer.read(into: packet)) == true {
