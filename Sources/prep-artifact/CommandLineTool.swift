@@ -24,6 +24,10 @@ enum CommandLineTool {
         // destination. Ignored, the write fails (EFBIG) and the run ends as any failed
         // write does: exit 4, nothing left behind.
         signal(SIGXFSZ, SIG_IGN)
+        // A reader that goes away (`--progress-json … | head`, a closed pipe to the daemon)
+        // raises SIGPIPE at the next write, whose default ended a run half-way with its
+        // temporary output left behind. Ignored, the write fails and the run goes on.
+        signal(SIGPIPE, SIG_IGN)
         ChildSetup.apply()
         EngineMemory.configure()
         guard let command = args.first else {

@@ -5,6 +5,9 @@ import Synchronization
 
 /// Turns SIGINT and SIGTERM into cancellation: the pipeline stops at its next packet (or
 /// at once inside libav, through the interrupt callback) and removes its temporary file.
+/// SIGHUP (the terminal or SSH session closed) and SIGXCPU (a CPU time limit reached, the
+/// hard one's SIGKILL still to come) too: their default ended the process with its
+/// temporary output left beside the destination and no answer.
 ///
 /// The two signals are blocked before any other thread exists (threads started later
 /// inherit the mask), and one thread takes them with `sigwait`: cancelling is not
@@ -19,13 +22,15 @@ final class SignalWatcher: @unchecked Sendable {
 
     var received: String? { shared.name.withLock { $0 } }
 
+    /// The signals a watcher takes, by name.
+    static let watched: [Int32: String] = [SIGINT: "SIGINT", SIGTERM: "SIGTERM", SIGHUP: "SIGHUP", SIGXCPU: "SIGXCPU"]
+
     /// The signals a watcher takes, blocked in the calling thread (and the threads it starts).
     @discardableResult
     static func holdUntilWatched() -> sigset_t {
         var set = sigset_t()
         sigemptyset(&set)
-        sigaddset(&set, SIGINT)
-        sigaddset(&set, SIGTERM)
+        for sig in watched.keys { sigaddset(&set, sig) }
         pthread_sigmask(SIG_BLOCK, &set, nil)
         return set
     }
@@ -39,7 +44,7 @@ final class SignalWatcher: @unchecked Sendable {
                 var sig: Int32 = 0
                 guard sigwait(&set, &sig) == 0 else { continue }
                 guard !shared.stopped.load(ordering: .acquiring) else { continue }
-                shared.name.withLock { $0 = sig == SIGINT ? "SIGINT" : "SIGTERM" }
+                shared.name.withLock { $0 = Self.watched[sig] ?? "signal \(sig)" }
                 cancellation.cancel()
             }
         }

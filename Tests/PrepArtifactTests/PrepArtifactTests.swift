@@ -873,6 +873,65 @@ struct CommandLineTests {
         #expect(result["error"]?["code"] == .string("canceled"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
     }
+
+    /// 60 s whose transcode reports progress twice a second for some seconds.
+    static func progressingSource() throws -> String {
+        // MPEG-2 video, which no device's caps take: re-encoded at every rung.
+        try Media.generated("cli-60s-240p-mpeg2.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-f", "lavfi", "-i", "sine=frequency=440",
+                                                       "-t", "60", "-c:v", "mpeg2video", "-c:a", "aac"])
+    }
+
+    /// Its transcode, stopped by `signal` once it reports progress.
+    static func progressing(_ label: String, _ signal: Int32) throws -> (Process, Pipe, URL) {
+        let source = try progressingSource()
+        let dir = Media.scratch(label)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Command.binary)
+        p.arguments = ["prepare", source, "--quality", "2mbps", "--caps", "web", "--output", dir.appendingPathComponent("out.mp4").path,
+                       "--json", "--progress-json"]
+        let stdout = Pipe(), stderr = Pipe()
+        p.standardOutput = stdout
+        p.standardError = stderr
+        try p.run()
+        // The first progress line, then the signal.
+        var seen = Data()
+        while !seen.contains(UInt8(ascii: "\n")) {
+            let chunk = stderr.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            seen.append(chunk)
+        }
+        kill(p.processIdentifier, signal)
+        p.waitUntilExit()
+        return (p, stdout, dir)
+    }
+
+    @Test("SIGHUP (the terminal or SSH session closed) and SIGXCPU (a CPU time limit) cancel as SIGINT does: exit 5, a canceled answer naming the signal, nothing left (they killed the command with its temporary output left and no answer)",
+          arguments: [SIGHUP, SIGXCPU])
+    func hangUp(_ signal: Int32) throws {
+        let (p, stdout, dir) = try Self.progressing("cli-signal-\(signal)", signal)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(p.terminationReason == .exit && p.terminationStatus == 5)
+        let result = try JSONValue.parse(Array(stdout.fileHandleForReading.readDataToEndOfFile()))
+        #expect(result["error"]?["code"] == .string("canceled"))
+        #expect(result["error"]?["message"]?.string?.contains(signal == SIGHUP ? "SIGHUP" : "SIGXCPU") == true)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+    }
+
+    @Test("a progress reader that goes away (`--progress-json 2>&1 | head`) does not end the run: it completes, exit 0, its output whole (SIGPIPE killed it half-way, its temporary output left)")
+    func progressReaderGone() throws {
+        let source = try Self.progressingSource()
+        let dir = Media.scratch("cli-sigpipe")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path, answer = dir.path + "/answer.json"
+        // The shell's pipe to `head`, which reads one byte and leaves.
+        let script = "'\(Command.binary)' prepare '\(source)' --quality 2mbps --caps web --output '\(out)' --json --progress-json"
+            + " 2>&1 >'\(answer)' | head -c 1 >/dev/null; echo ${PIPESTATUS[0]}"
+        let r = try Run.command("bash", ["-c", script])
+        #expect(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        let result = try JSONValue.parse(Array(try Data(contentsOf: URL(fileURLWithPath: answer))))
+        #expect(result["ok"] == .bool(true))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["answer.json", "out.mp4"])
+    }
 }
 
 @Suite("memory does not grow with the file")
