@@ -99,6 +99,12 @@ enum Serve {
         http.threads = config.httpThreads
         http.requestDeadlineSeconds = config.httpRequestDeadlineSeconds
         http.errorResponse = API.errorResponse
+        if let descriptors = DescriptorLimit.raise() {
+            http.maxConnections = DescriptorLimit.connections(for: descriptors, configured: http.maxConnections, threads: http.threads)
+            if http.maxConnections < HTTPServer.Configuration().maxConnections {
+                log("warning: \(descriptors) file descriptors (the hard limit) carry \(http.maxConnections) connections at once")
+            }
+        }
         let server = HTTPServer(configuration: http)
         metrics.connectionsCut = { [weak server] in server?.deadlineCuts ?? 0 }
         API(farm: farm, mediaRoots: config.mediaRoots, token: config.token, metrics: metrics).register(on: server)

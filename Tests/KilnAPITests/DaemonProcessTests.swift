@@ -63,12 +63,14 @@ final class DaemonProcess: @unchecked Sendable {
         return (p.terminationStatus, String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
     }
 
-    init(dataDir: URL, mediaRoot: String, port: UInt16? = nil, extra: [String: String] = [:]) throws {
+    /// `runner`: a command it runs under (`prlimit` with its options and `--`).
+    init(dataDir: URL, mediaRoot: String, port: UInt16? = nil, extra: [String: String] = [:], runner: [String] = []) throws {
         self.port = try port ?? Self.freePort()
         log = dataDir.appendingPathComponent("daemon-\(UUID().uuidString.prefix(6)).log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        process.executableURL = URL(fileURLWithPath: Binaries.path("kiln"))
-        process.arguments = ["serve"]
+        let command = runner + [Binaries.path("kiln"), "serve"]
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
         var env = ProcessInfo.processInfo.environment
         env["KILN_DATA_DIR"] = dataDir.path
         env["KILN_LISTEN"] = "127.0.0.1:\(self.port)"
@@ -348,6 +350,43 @@ struct DaemonProcessTests {
         guard !d.process.isRunning else { d.kill9(); Issue.record("SIGHUP did not stop the daemon: \(d.logText)"); return }
         #expect(d.process.terminationReason == .exit && d.process.terminationStatus == 0, "\(d.process.terminationStatus) \(d.logText)")
         #expect(d.logText.contains("SIGHUP: stopping"), "\(d.logText)")
+    }
+
+    @Test("more event streams than its file descriptors allow (a soft and hard limit of 300) wait their turn with descriptors to spare: the daemon lives on and answers once they close (it accepted them until no descriptor was left, and libdispatch ended it with SIGILL)")
+    func descriptorsRunOut() throws {
+        let data = Media.scratch("descriptors-data")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let d = try DaemonProcess(dataDir: data, mediaRoot: data.path, runner: ["/usr/bin/prlimit", "--nofile=300:300", "--"])
+        defer { d.terminate() }
+        var sockets: [Int32] = []
+        defer { for fd in sockets { close(fd) } }
+        for _ in 0..<400 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { break }
+            sockets.append(fd)
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            addr.sin_port = d.port.bigEndian
+            let connected = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else { break }
+            let request = Array("GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+            _ = send(fd, request, request.count, Int32(MSG_NOSIGNAL))
+        }
+        #expect(sockets.count > 300)
+        Thread.sleep(forTimeInterval: 2)
+        // Descriptors left for its store, its jobs and its runtime while the streams wait.
+        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(d.process.processIdentifier)/fd").count) ?? 300
+        #expect(open < 250, "\(open) of 300 descriptors open")
+        Thread.sleep(forTimeInterval: 1)
+        for fd in sockets { close(fd) }
+        sockets = []
+        Thread.sleep(forTimeInterval: 1)
+        #expect(d.process.isRunning, "\(d.logText.suffix(400))")
+        guard d.process.isRunning else { return }
+        #expect(try RawHTTP.request(port: d.port, "GET", "/healthz").status == 200)
     }
 
     @Test("SIGKILLed mid-transcode, the daemon restarts and finishes the job: one artifact, no orphan child, no temporary file")
