@@ -32,7 +32,9 @@ func classify(_ ret: Int32, _ stage: KilnError.Stage, _ what: String,
     switch ret {
     case kiln_averror_exit(): code = .canceled
     case kiln_averror_enospc(), kiln_averror(EDQUOT): code = .diskFull
-    case kiln_averror_enomem(): code = .resourceLimit
+    // Out of memory, threads (a pids limit, systemd's TasksMax: a decoder's or filter's
+    // thread not started is EAGAIN) or descriptors: the file is fine, the machine is short.
+    case kiln_averror_enomem(), kiln_averror(EAGAIN), kiln_averror(EMFILE), kiln_averror(ENFILE): code = .resourceLimit
     case kiln_averror_eio(): code = .ioError
     case kiln_averror_enoent(): code = stage == .open ? .sourceNotFound : .ioError
     case kiln_averror_eacces(): code = stage == .open ? .sourceUnreadable : .ioError

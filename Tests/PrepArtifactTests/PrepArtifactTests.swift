@@ -917,6 +917,25 @@ struct CommandLineTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
     }
 
+    @Test("a machine short of threads (a pids limit: the decoder's threads cannot start) fails as resource_limit, exit 4, worth retrying: the file is fine (it failed for good as source_unsupported, \"cannot be decoded\")")
+    func threadsRunOut() throws {
+        // H.264 above the rung (lossless), whose decoder starts a thread per core at open.
+        let source = try Media.generated("cli-4s-240p-h264-lossless.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-t", "4",
+                                                                           "-c:v", "libx264", "-preset", "ultrafast", "-qp", "0"])
+        let dir = Media.scratch("cli-threads")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // As nobody, whose processes and threads are counted against the limit (root's are not).
+        try FileManager.default.setAttributes([.ownerAccountID: 65534], ofItemAtPath: dir.path)
+        let r = try Run.command("/usr/bin/prlimit", ["--nproc=3", "--", "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                                      Command.binary, "prepare", source, "--quality", "1mbps", "--caps", "web",
+                                                      "--output", dir.appendingPathComponent("out.mp4").path, "--json"])
+        #expect(r.status == 4, "\(r.stdout) \(r.stderr.suffix(300))")
+        let result = try JSONValue.parse(Array(r.stdout.utf8))
+        #expect(result["error"]?["code"] == .string("resource_limit"))
+        #expect(result["error"]?["retryable"] == .bool(true))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+    }
+
     @Test("a progress reader that goes away (`--progress-json 2>&1 | head`) does not end the run: it completes, exit 0, its output whole (SIGPIPE killed it half-way, its temporary output left)")
     func progressReaderGone() throws {
         let source = try Self.progressingSource()
