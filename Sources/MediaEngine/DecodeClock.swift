@@ -24,6 +24,11 @@ struct DecodeClock {
     private let frameLength: Int64
     private var ownTimes = false
     private var agrees = true
+    /// What was kept before the last start-over, until the next packet shows whether the
+    /// stream stayed there: one that comes back among the times before it was a single
+    /// damaged time (a flipped bit), and the start-over is undone, as libavformat, which
+    /// kept them, has them.
+    private var before: (kept: [Int64], ownTimes: Bool)?
 
     /// `depth`: the stream's reorder depth (`video_delay`).
     init(depth: Int, jump: Int64, frameLength: Int64) {
@@ -34,9 +39,14 @@ struct DecodeClock {
 
     mutating func time(_ p: inout AVPacket) {
         guard agrees, p.pts != noPTS else { return }
+        if let saved = before {
+            before = nil
+            if p.pts >= saved.kept[0] - jump { (kept, ownTimes) = saved }
+        }
         if kept[0] != noPTS, p.pts < kept[0] - jump {
             // Started over, as at the stream's start: decoded the depth's frames before it
             // is shown, as a keyframe there is.
+            before = (kept, ownTimes)
             for i in kept.indices { kept[i] = noPTS }
             ownTimes = true
         }

@@ -404,7 +404,7 @@ final class TimelineOutliers {
             // going on, the stretch's 2.5 s of pictures had been kept, moved on as a splice,
             // and the sound, whose stretch ended cleanly, left 2.5 s ahead of them).
             let cutAgain = run.known && !known && steps[s] > 0 && abs(t - run.from) * 2 <= steps[s]
-            if Self.returns(t, from: run.from, last: run.latest) || cutAgain || fits(s, run, returningAt: t)
+            if Self.returns(t, from: run.from, last: run.latest) || cutAgain || (displaced(s, run) && fits(s, run, returningAt: t))
                 || (run.known && !known && steps[s] > 0 && abs(t - run.from - steps[s]) * 2 <= steps[s]) {
                 end(s)
                 if !retimeRun(s, run, returningAt: t) {
@@ -560,6 +560,13 @@ final class TimelineOutliers {
         guard run.packets >= 8 else { return false }
         let pace = (run.latest - run.first) / Int64(run.packets - 1)
         return abs(pace - step) * 10 <= step && abs(room - slots * pace) * 2 <= pace
+    }
+
+    /// Whether stream `s`'s `run` began a jump away from the stream's own step: a stream
+    /// whose every step is longer than `jump` (a damaged TimestampScale put a sound's
+    /// frames 8 s apart) moves on by its step, and each packet is no run that fits.
+    private func displaced(_ s: Int, _ run: Run) -> Bool {
+        abs(run.first - run.from - steps[s]) > jump(s)
     }
 
     /// Moves by `shift` (Kiln's time base) the presentation times of stream `s`'s held

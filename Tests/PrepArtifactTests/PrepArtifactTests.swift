@@ -5375,6 +5375,25 @@ struct MatroskaBitrateTests {
         }
     }
 
+    @Test("a Matroska sound whose frames all lie seconds apart (a damaged TimestampScale: its size one byte longer) is no run of damaged times that fits its room: every frame is copied where it stands, none retimed (taken for such runs, half of them were moved and the copy refused as too long) (found by a regression audit)")
+    func everyStepLong() throws {
+        let whole = try Media.generated("eac3-10s.mkv", ["-f", "lavfi", "-i", "sine=duration=10:sample_rate=48000", "-c:a", "eac3", "-f", "matroska"])
+        let dir = Media.scratch("timestamp-scale-size")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let damaged = try damagedCopy(ofFile: whole, in: dir, as: "timestamp-scale-size.mkv") { bytes throws in
+            // TimestampScale (2AD7B1), 3 bytes of 1,000,000: made 4, taking the next byte in.
+            let scale = try #require(firstOffset(of: [0x2A, 0xD7, 0xB1, 0x83], in: bytes))
+            bytes[scale + 3] = 0x84
+        }
+        try Command.prepare(damaged.path, quality: "original", caps: "ios", scratch: "timestamp-scale-size-out") { (run, out) throws in
+            #expect(run.status == 0, "\(run.stdout.suffix(300))")
+            let repaired = try Command.json(run)["stats"]?["repaired_timestamps"]
+            #expect(repaired == .number(0))
+            let copied = try FFprobe.packetCount(out, "a"), source = try FFprobe.packetCount(damaged.path, "a")
+            #expect(copied == source)
+        }
+    }
+
     @Test("a Matroska sound file whose one cluster's first block has a damaged size (the rest of the cluster unreadable) is refused as cut short or damaged: its last cluster, read only to that block, is no end of the film, and its 0.02 s had been delivered as the whole")
     func lastClusterUnreadable() throws {
         let source = try Media.generated("sound-only-4s.mkv", ["-f", "lavfi", "-i", "sine=duration=4:sample_rate=48000", "-c:a", "aac", "-f", "matroska"])
