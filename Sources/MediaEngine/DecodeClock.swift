@@ -37,6 +37,42 @@ struct DecodeClock {
         self.frameLength = max(1, frameLength)
     }
 
+    /// The decode time the packet just timed would have had if the stream had not jumped
+    /// but the times before its start-over had lain `shift` earlier (the stream's time
+    /// base): where a cluster timed late comes back to the film, that is its decode time
+    /// among the cluster's times put back. nil unless that packet started over.
+    func time(ofLast pts: Int64, keptShiftedBy shift: Int64) -> Int64? {
+        guard let saved = before, !saved.kept.contains(noPTS) else { return nil }
+        return Self.smallest(of: saved.kept.map { $0 - shift }, with: pts)
+    }
+
+    /// Takes the times before the start-over, moved by `shift`, as the stream's (with the
+    /// last packet's `pts`): `time(ofLast:keptShiftedBy:)` made so.
+    mutating func resume(_ pts: Int64, keptShiftedBy shift: Int64) {
+        guard let saved = before else { return }
+        kept = saved.kept.map { $0 - shift }
+        _ = Self.insert(pts, into: &kept)
+        before = nil
+        ownTimes = true
+    }
+
+    /// Puts `pts` in the place of the smallest kept time, keeps them sorted, and returns
+    /// the smallest: the decode time.
+    private static func insert(_ pts: Int64, into kept: inout [Int64]) -> Int64 {
+        kept[0] = pts
+        var i = 0
+        while i + 1 < kept.count, kept[i] > kept[i + 1] {
+            kept.swapAt(i, i + 1)
+            i += 1
+        }
+        return kept[0]
+    }
+
+    private static func smallest(of kept: [Int64], with pts: Int64) -> Int64 {
+        var copy = kept
+        return insert(pts, into: &copy)
+    }
+
     mutating func time(_ p: inout AVPacket) {
         guard agrees, p.pts != noPTS else { return }
         if let saved = before {
@@ -53,12 +89,7 @@ struct DecodeClock {
         let length = p.duration > 0 ? p.duration : frameLength
         // libavformat's start: the packets before the stream's first taken as a frame apart.
         for i in 1..<kept.count where kept[i] == noPTS { kept[i] = p.pts - Int64(kept.count - i) * length }
-        kept[0] = p.pts
-        var i = 0
-        while i + 1 < kept.count, kept[i] > kept[i + 1] {
-            kept.swapAt(i, i + 1)
-            i += 1
-        }
+        _ = Self.insert(p.pts, into: &kept)
         if ownTimes {
             if kept[0] != noPTS { p.dts = kept[0] }
         } else if p.dts != noPTS, p.dts != kept[0] {

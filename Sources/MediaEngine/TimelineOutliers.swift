@@ -286,6 +286,7 @@ final class TimelineOutliers {
         // rate may step back and forth by more than `jump`. A packet without one (Matroska's
         // first reordered pictures) is not judged.
         guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return .clear }
+        if returnsToCluster(packet, s) { return judge(packet) }
         let suspect = watchAhead(p, s)
         // The same bytes at the same time as a packet already taken (`Run.known`).
         let identity = Self.identity(p)
@@ -560,6 +561,25 @@ final class TimelineOutliers {
         guard run.packets >= 8 else { return false }
         let pace = (run.latest - run.first) / Int64(run.packets - 1)
         return abs(pace - step) * 10 <= step && abs(room - slots * pace) * 2 <= pace
+    }
+
+    /// Whether stream `s`, in Matroska, comes back with `packet` from a run of pictures
+    /// its decode clock started over after (`DecodeClock`), into the room the run left: the
+    /// start-over times a packet as a keyframe shown the reorder depth after it is decoded,
+    /// and a P-picture with B-pictures shown before it (a cluster begun mid-GOP) is decoded
+    /// earlier than that. Its decode time is derived again from the times before the
+    /// start-over moved back by as far as the run jumped, where that fits the room, and the
+    /// clock goes on from those times (it is the packet's, changed).
+    private func returnsToCluster(_ packet: Packet, _ s: Int) -> Bool {
+        guard clustered, let clock = clocks[s], let run = runs[s], !run.single, steps[s] > 0, displaced(s, run) else { return false }
+        let p = packet.pointer
+        let tb = timeBases[s], kiln = kiln_time_base_q()
+        let shift = rescale(run.first - run.from - steps[s], from: kiln, to: tb)
+        guard let dts = clock.time(ofLast: p.pointee.pts, keptShiftedBy: shift), dts != p.pointee.dts,
+              fits(s, run, returningAt: rescale(dts, from: tb, to: kiln)) else { return false }
+        clocks[s]!.resume(p.pointee.pts, keptShiftedBy: shift)
+        p.pointee.dts = dts
+        return true
     }
 
     /// Whether stream `s`'s `run` began a jump away from the stream's own step: a stream

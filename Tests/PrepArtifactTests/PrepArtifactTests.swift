@@ -5336,15 +5336,20 @@ struct MatroskaBitrateTests {
         }
     }
 
-    @Test("a cluster amid a Matroska film (one from each keyframe) whose timestamp is damaged (4 s or 30 s late, 6 s early) is put back in the room its blocks left: the remux is the undamaged file's pictures frame for frame and all its sound, copied (4 s of pictures after a cluster 4 s late had been lost, exit 0, the video re-encoded; one 6 s early was left out) (found by a helper's Matroska audit)",
-          arguments: [4000, 30000, -6000])
-    func middleClusterTimeDamaged(_ shift: Int) throws {
+    @Test("a cluster amid a Matroska film whose timestamp is damaged (4 s or 30 s late, 6 s early), clusters begun at keyframes or mid-GOP, is put back in the room its blocks left: the remux is the undamaged file's pictures frame for frame and all its sound, copied (4 s of pictures after a cluster 4 s late had been lost, exit 0, the video re-encoded; one 6 s early was left out) (found by a helper's Matroska audit)",
+          arguments: [4000, 30000, -6000], [true, false])
+    func middleClusterTimeDamaged(_ shift: Int, atKeyframes: Bool) throws {
         // B-frames (libavformat derives their decode times from the presentation times), a
-        // keyframe a second, and a cluster from each keyframe.
-        let whole = try Media.generated("clusters-gop-20s-bframes.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=20",
-                                                                         "-f", "lavfi", "-i", "sine=duration=20", "-c:v", "libx264", "-preset", "veryfast",
-                                                                         "-g", "25", "-c:a", "aac", "-cluster_time_limit", "5000", "-f", "matroska"])
-        let dir = Media.scratch("middle-cluster-time-\(shift)")
+        // keyframe a second, and a cluster from each keyframe, or a cluster a second begun
+        // wherever the second ends (ffmpeg's `-cluster_time_limit`).
+        let whole = atKeyframes
+            ? try Media.generated("clusters-gop-20s-bframes.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=20",
+                                                                   "-f", "lavfi", "-i", "sine=duration=20", "-c:v", "libx264", "-preset", "veryfast",
+                                                                   "-g", "25", "-c:a", "aac", "-cluster_time_limit", "5000", "-f", "matroska"])
+            : try Media.generated("clusters-1s-20s-bframes.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=20",
+                                                                  "-f", "lavfi", "-i", "sine=duration=20", "-c:v", "libx264", "-preset", "veryfast",
+                                                                  "-c:a", "aac", "-cluster_time_limit", "1000", "-f", "matroska"])
+        let dir = Media.scratch("middle-cluster-time-\(shift)-\(atKeyframes)")
         defer { try? FileManager.default.removeItem(at: dir) }
         let damaged = try damagedCopy(ofFile: whole, in: dir, as: "middle-cluster-time.mkv") { bytes throws in
             // The first cluster from 10 s: its Timestamp (E7), two bytes.
@@ -5363,7 +5368,7 @@ struct MatroskaBitrateTests {
         let clean = dir.appendingPathComponent("clean.mp4").path
         let made = try Command.run(["prepare", whole, "--quality", "original", "--caps", "ios", "--output", clean, "--json"])
         try #require(made.status == 0, "\(made.stdout.suffix(300))")
-        try Command.prepare(damaged.path, quality: "original", caps: "ios", scratch: "middle-cluster-time-\(shift)-out") { run, out in
+        try Command.prepare(damaged.path, quality: "original", caps: "ios", scratch: "middle-cluster-time-\(shift)-\(atKeyframes)-out") { run, out in
             #expect(run.status == 0, "\(run.stdout.suffix(300))")
             let json = try Command.json(run)
             #expect(json["plan"]?["delivery_format"]?.string == "remux")
