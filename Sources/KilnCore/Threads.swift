@@ -14,6 +14,20 @@ public enum Threads {
         if !tryStart(work) { work() }
     }
 
+    /// Whether `count` more threads can be started now: each is started, waits for the
+    /// rest, and ends. A library that fails without saying why (libx264's encoder open,
+    /// which starts its worker threads) is told from a misconfiguration so.
+    public static func canStart(_ count: Int) -> Bool {
+        var threads: [pthread_t] = []
+        defer { for t in threads { pthread_join(t, nil) } }
+        for _ in 0..<count {
+            var thread = pthread_t()
+            guard pthread_create(&thread, nil, { _ in nil }, nil) == 0 else { return false }
+            threads.append(thread)
+        }
+        return true
+    }
+
     /// Runs `work` on a new detached thread; false if none could be started.
     public static func tryStart(_ work: @escaping @Sendable () -> Void) -> Bool {
         final class Job {

@@ -23,11 +23,19 @@ final class Encoder {
             throw KilnError(.resourceLimit, stage: .encode, "out of memory for the \(name) encoder")
         }
         var owned: UnsafeMutablePointer<AVCodecContext>? = ctx
-        do {
+        do throws(KilnError) {
             try configure(ctx, codec)
             ctx.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
             let opts = Options(options)
-            try check(avcodec_open2(ctx, codec, &opts.dict), .encode, "cannot open the \(name) encoder")
+            let opened = avcodec_open2(ctx, codec, &opts.dict)
+            // libx264 says only "generic error" when its worker threads cannot start (a pids
+            // limit, systemd's TasksMax): the file and the plan are fine, the machine is
+            // short, which a retry may find otherwise.
+            if opened == kiln_averror_external(), !Threads.canStart(4) {
+                throw KilnError(.resourceLimit, stage: .encode, underlying: opened,
+                                "cannot open the \(name) encoder: no threads can be started (the process or user limit is reached)")
+            }
+            try check(opened, .encode, "cannot open the \(name) encoder")
             packet = try Packet()
         } catch {
             avcodec_free_context(&owned)

@@ -917,12 +917,17 @@ struct CommandLineTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
     }
 
-    @Test("a machine short of threads (a pids limit: the decoder's threads cannot start) fails as resource_limit, exit 4, worth retrying: the file is fine (it failed for good as source_unsupported, \"cannot be decoded\")")
-    func threadsRunOut() throws {
-        // H.264 above the rung (lossless), whose decoder starts a thread per core at open.
-        let source = try Media.generated("cli-4s-240p-h264-lossless.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-t", "4",
-                                                                           "-c:v", "libx264", "-preset", "ultrafast", "-qp", "0"])
-        let dir = Media.scratch("cli-threads")
+    @Test("a machine short of threads (a pids limit: the decoder's, filters' or x264's threads cannot start) fails as resource_limit, exit 4, worth retrying: the file is fine (it failed for good as source_unsupported, \"cannot be decoded\", or as internal_error from libx264's \"generic error\")",
+          arguments: ["h264", "rawvideo"])
+    func threadsRunOut(_ codec: String) throws {
+        // H.264 above the rung (lossless), whose decoder starts a thread per core at open;
+        // raw pictures, whose decoder starts none: the encoder's are the first wanted.
+        let source = codec == "h264"
+            ? try Media.generated("cli-4s-240p-h264-lossless.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-t", "4",
+                                                                    "-c:v", "libx264", "-preset", "ultrafast", "-qp", "0"])
+            : try Media.generated("cli-2s-160p-raw.mkv", ["-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-t", "2",
+                                                          "-c:v", "rawvideo", "-pix_fmt", "yuv420p"])
+        let dir = Media.scratch("cli-threads-\(codec)")
         defer { try? FileManager.default.removeItem(at: dir) }
         // As nobody, whose processes and threads are counted against the limit (root's are not).
         try FileManager.default.setAttributes([.ownerAccountID: 65534], ofItemAtPath: dir.path)

@@ -34,6 +34,7 @@
 // ---- error codes and constants (macros in libav) ----
 static inline int kiln_averror(int errnum) { return AVERROR(errnum); }
 static inline int kiln_averror_eof(void) { return AVERROR_EOF; }
+static inline int kiln_averror_external(void) { return AVERROR_EXTERNAL; }
 static inline int kiln_averror_eagain(void) { return AVERROR(EAGAIN); }
 static inline int kiln_averror_exit(void) { return AVERROR_EXIT; }
 static inline int kiln_averror_invaliddata(void) { return AVERROR_INVALIDDATA; }
