@@ -649,7 +649,9 @@ public enum Prober {
                 reads += 1
                 defer { packet.unref() }
                 let p = packet.pointer.pointee
-                guard Int(p.stream_index) == i, p.pts != noPTS else { continue }
+                // Not a packet shown nowhere (past an edit list's end, kept for the pictures
+                // before it to decode): a copy leaves it out (`CopyLane.notShown`).
+                guard Int(p.stream_index) == i, p.pts != noPTS, p.flags & AV_PKT_FLAG_DISCARD == 0 else { continue }
                 end = max(end ?? Int64.min, p.pts + max(0, p.duration))
             }
             guard reads < 20_000, let end, let t = seconds(end, st.pointee.time_base) else { continue }
