@@ -146,12 +146,14 @@ public enum Prober {
             lengthCorrected = true
             warnings.append("duration_from_tracks")
         }
+        // An MP4's box layout, read once: whether it is fragmented, and indexed.
+        let layout = formatName.hasPrefix("mov,") ? fragmentLayout(demuxer.path) : nil
         // A fragmented MP4 whose fragments' times begin past zero (a live stream recorded
         // from its 40th segment on: its init segment and the segments after): libavformat
         // takes each track's last fragment end for its length, counted from zero, so a 20 s
         // recording starting at 40 s said 60 s, and every prepare was refused as stopping
         // at a third of it. The tracks' last packets say where they end.
-        if formatName.hasPrefix("mov,mp4"), scan, start > 0, Self.fragmentLayout(demuxer.path).fragments {
+        if let layout, layout.fragments, scan, start > 0 {
             let timedIndexes = timed.map(\.index)
             let ends = try demuxer.keepingParameters { () throws(KilnError) in
                 presentedEnds(demuxer, of: timedIndexes, fromStatedEnd: true)
@@ -320,8 +322,7 @@ public enum Prober {
                              durationSeconds: duration, startSeconds: start, bitRate: bitRate, sizeBytes: size,
                              streams: streams, chapters: chapters, warnings: warnings)
         if headerLengthWrong { info.durationWrong = true }
-        if formatName.hasPrefix("mov,") {
-            let layout = fragmentLayout(demuxer.path)
+        if let layout {
             if layout.fragments && !layout.indexed { info.fragmented = true }
             if layout.fragments {
                 demuxer.readsFragmentsAgain = true

@@ -170,9 +170,9 @@ final class TimelineOutliers {
         let ctx = demuxer.context.pointee
         declaredEnd = ctx.duration > 0 ? (ctx.start_time != noPTS ? ctx.start_time : 0) + ctx.duration : nil
         clustered = demuxer.isMatroska
-        clocks = (0..<n).map { s in
+        clocks = (0..<n).map { [clustered] s in
             let par = demuxer.stream(s).pointee.codecpar.pointee
-            guard demuxer.isMatroska, judged.contains(Int32(s)), par.codec_type == AVMEDIA_TYPE_VIDEO,
+            guard clustered, judged.contains(Int32(s)), par.codec_type == AVMEDIA_TYPE_VIDEO,
                   (1...16).contains(par.video_delay) else { return nil }
             let tb = demuxer.stream(s).pointee.time_base, kiln = kiln_time_base_q()
             return DecodeClock(depth: Int(par.video_delay), jump: rescale(Self.jump, from: kiln, to: tb),
@@ -181,11 +181,14 @@ final class TimelineOutliers {
     }
 
     /// Reads the demuxer's next packet, its decode time from the stream's clock where it
-    /// keeps one.
+    /// keeps one (`timeReturnToCluster` where the stream comes back to its room).
     private func readTimed(into packet: Packet) throws(KilnError) -> Bool {
         guard try demuxer.read(into: packet) else { return false }
         let s = Int(packet.pointer.pointee.stream_index)
-        if s >= 0, s < clocks.count, clocks[s] != nil { clocks[s]!.time(&packet.pointer.pointee) }
+        if s >= 0, s < clocks.count, clocks[s] != nil {
+            clocks[s]!.time(&packet.pointer.pointee)
+            timeReturnToCluster(packet, s)
+        }
         return true
     }
 
@@ -286,7 +289,6 @@ final class TimelineOutliers {
         // rate may step back and forth by more than `jump`. A packet without one (Matroska's
         // first reordered pictures) is not judged.
         guard s >= 0, s < judged.count, judged[s], p.dts != noPTS else { return .clear }
-        if returnsToCluster(packet, s) { return judge(packet) }
         let suspect = watchAhead(p, s)
         // The same bytes at the same time as a packet already taken (`Run.known`).
         let identity = Self.identity(p)
@@ -563,23 +565,22 @@ final class TimelineOutliers {
         return abs(pace - step) * 10 <= step && abs(room - slots * pace) * 2 <= pace
     }
 
-    /// Whether stream `s`, in Matroska, comes back with `packet` from a run of pictures
-    /// its decode clock started over after (`DecodeClock`), into the room the run left: the
+    /// Where stream `s`, in Matroska, comes back with `packet` from a run of pictures its
+    /// decode clock started over after (`DecodeClock`), into the room the run left: the
     /// start-over times a packet as a keyframe shown the reorder depth after it is decoded,
     /// and a P-picture with B-pictures shown before it (a cluster begun mid-GOP) is decoded
     /// earlier than that. Its decode time is derived again from the times before the
     /// start-over moved back by as far as the run jumped, where that fits the room, and the
-    /// clock goes on from those times (it is the packet's, changed).
-    private func returnsToCluster(_ packet: Packet, _ s: Int) -> Bool {
-        guard clustered, let clock = clocks[s], let run = runs[s], !run.single, steps[s] > 0, displaced(s, run) else { return false }
+    /// clock goes on from those times. Before the packet is judged.
+    private func timeReturnToCluster(_ packet: Packet, _ s: Int) {
+        guard let clock = clocks[s], let run = runs[s], !run.single, steps[s] > 0, displaced(s, run) else { return }
         let p = packet.pointer
         let tb = timeBases[s], kiln = kiln_time_base_q()
         let shift = rescale(run.first - run.from - steps[s], from: kiln, to: tb)
         guard let dts = clock.time(ofLast: p.pointee.pts, keptShiftedBy: shift), dts != p.pointee.dts,
-              fits(s, run, returningAt: rescale(dts, from: tb, to: kiln)) else { return false }
+              fits(s, run, returningAt: rescale(dts, from: tb, to: kiln)) else { return }
         clocks[s]!.resume(p.pointee.pts, keptShiftedBy: shift)
         p.pointee.dts = dts
-        return true
     }
 
     /// Whether stream `s`'s `run` began a jump away from the stream's own step: a stream

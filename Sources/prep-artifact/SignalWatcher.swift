@@ -9,7 +9,7 @@ import Synchronization
 /// hard one's SIGKILL still to come) too: their default ended the process with its
 /// temporary output left beside the destination and no answer.
 ///
-/// The two signals are blocked before any other thread exists (threads started later
+/// The signals are blocked before any other thread exists (threads started later
 /// inherit the mask), and one thread takes them with `sigwait`: cancelling is not
 /// async-signal-safe, so it must not run in a handler. After `stop` they are still taken
 /// and ignored, as a run that is finishing must not die half-way through its output.
