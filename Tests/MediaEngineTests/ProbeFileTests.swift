@@ -389,11 +389,7 @@ struct LookTests {
 
     @Test("a look stopped at its ceiling while libavformat's parser hands out what it held (an MPEG-2 PID that goes on in H.264: the parser holds all of it) leaves no error behind: the next read, a run's, had failed as canceled, which nobody asked for")
     func lookStoppedInsideHeldBytes() throws {
-        let source = try Media.concatenatedTS("mpeg2-then-h264-720p-6s-40s.ts", parts: [("mpeg2video", "320x240", 6, "0"), ("libx264", "1280x720", 40, "6")].map {
-            codec, size, seconds, offset in
-            ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25:duration=\(seconds)", "-f", "lavfi", "-i", "sine=duration=\(seconds):sample_rate=48000",
-             "-c:v", codec, "-preset", "ultrafast", "-b:v", codec == "libx264" ? "8M" : "1M", "-c:a", "mp2", "-output_ts_offset", offset]
-        })
+        let source = try Media.mpeg2ThenH264()
         let demuxer = try Demuxer(path: source, cancellation: Cancellation())
         let packet = try Packet()
         let size = Int64(try #require(FileIO.size(atPath: source)))

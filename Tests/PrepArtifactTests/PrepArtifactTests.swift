@@ -845,29 +845,11 @@ struct CommandLineTests {
         let source = try Media.generated("cli-long-720p.mkv", [
             "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30", "-f", "lavfi", "-i", "sine=frequency=440",
             "-t", "60", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"])
-        let dir = Media.scratch("cli-int")
+        let (p, stdout, dir, line) = try Self.stopped(source, ["--quality", "1mbps"], label: "cli-int", by: SIGINT)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let out = dir.appendingPathComponent("out.mp4").path
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Command.binary)
-        p.arguments = ["prepare", source, "--quality", "1mbps", "--output", out, "--json", "--progress-json"]
-        let stdout = Pipe(), stderr = Pipe()
-        p.standardOutput = stdout
-        p.standardError = stderr
-        try p.run()
-        // Wait for the first progress line, then interrupt.
-        var seen = Data()
-        while !seen.contains(UInt8(ascii: "\n")) {
-            let chunk = stderr.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            seen.append(chunk)
-        }
-        let line = String(decoding: seen, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
         let progress = try JSONValue.parse(Array(line.utf8))
         #expect(progress["event"] == .string("progress"))
         #expect(progress["progress"]?["duration_seconds"]?.int == 60)
-        kill(p.processIdentifier, SIGINT)
-        p.waitUntilExit()
         #expect(p.terminationReason == .exit && p.terminationStatus == 5)
         let result = try JSONValue.parse(Array(stdout.fileHandleForReading.readDataToEndOfFile()))
         #expect(result["error"]?["code"] == .string("canceled"))
@@ -881,19 +863,19 @@ struct CommandLineTests {
                                                        "-t", "60", "-c:v", "mpeg2video", "-c:a", "aac"])
     }
 
-    /// Its transcode, stopped by `signal` once it reports progress.
-    static func progressing(_ label: String, _ signal: Int32) throws -> (Process, Pipe, URL) {
-        let source = try progressingSource()
+    /// `prepare` of `source` with `arguments` into a scratch folder of its own, progress as
+    /// JSON lines, stopped by `signal` once its first progress line comes: the ended
+    /// process, its standard output, the folder (the caller removes it) and that line.
+    static func stopped(_ source: String, _ arguments: [String], label: String,
+                        by signal: Int32) throws -> (process: Process, stdout: Pipe, dir: URL, line: String) {
         let dir = Media.scratch(label)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Command.binary)
-        p.arguments = ["prepare", source, "--quality", "2mbps", "--caps", "web", "--output", dir.appendingPathComponent("out.mp4").path,
-                       "--json", "--progress-json"]
+        p.arguments = ["prepare", source] + arguments + ["--output", dir.appendingPathComponent("out.mp4").path, "--json", "--progress-json"]
         let stdout = Pipe(), stderr = Pipe()
         p.standardOutput = stdout
         p.standardError = stderr
         try p.run()
-        // The first progress line, then the signal.
         var seen = Data()
         while !seen.contains(UInt8(ascii: "\n")) {
             let chunk = stderr.fileHandleForReading.availableData
@@ -902,13 +884,14 @@ struct CommandLineTests {
         }
         kill(p.processIdentifier, signal)
         p.waitUntilExit()
-        return (p, stdout, dir)
+        return (p, stdout, dir, String(decoding: seen, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? "")
     }
 
     @Test("SIGHUP (the terminal or SSH session closed) and SIGXCPU (a CPU time limit) cancel as SIGINT does: exit 5, a canceled answer naming the signal, nothing left (they killed the command with its temporary output left and no answer)",
           arguments: [SIGHUP, SIGXCPU])
     func hangUp(_ signal: Int32) throws {
-        let (p, stdout, dir) = try Self.progressing("cli-signal-\(signal)", signal)
+        let (p, stdout, dir, _) = try Self.stopped(try Self.progressingSource(), ["--quality", "2mbps", "--caps", "web"],
+                                                   label: "cli-signal-\(signal)", by: signal)
         defer { try? FileManager.default.removeItem(at: dir) }
         #expect(p.terminationReason == .exit && p.terminationStatus == 5)
         let result = try JSONValue.parse(Array(stdout.fileHandleForReading.readDataToEndOfFile()))
@@ -1353,11 +1336,7 @@ struct SourceDamageTests {
     func picturesChangeCodec() throws {
         // 40 MB of H.264 after the change: the probe's look at the end stops at its ceiling
         // inside what the MPEG-2 parser holds.
-        let source = try Media.concatenatedTS("mpeg2-then-h264-720p-6s-40s.ts", parts: [("mpeg2video", "320x240", 6, "0"), ("libx264", "1280x720", 40, "6")].map {
-            codec, size, seconds, offset in
-            ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25:duration=\(seconds)", "-f", "lavfi", "-i", "sine=duration=\(seconds):sample_rate=48000",
-             "-c:v", codec, "-preset", "ultrafast", "-b:v", codec == "libx264" ? "8M" : "1M", "-c:a", "mp2", "-output_ts_offset", offset]
-        })
+        let source = try Media.mpeg2ThenH264()
         let dir = Media.scratch("pictures-change-codec")
         defer { try? FileManager.default.removeItem(at: dir) }
         try SourceDamageTests.expectSourceCorrupt(source, quality: "original", caps: "android", in: dir, saying: "pictures stop")

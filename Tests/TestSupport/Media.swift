@@ -66,6 +66,17 @@ public enum Media {
         }
     }
 
+    /// A recording whose video PID carries 6 s of MPEG-2 (320x240), then 40 s of H.264 at
+    /// 720p and 8 Mbit/s (40 MB), timed straight on, with MP2 sound: libavformat's MPEG-2
+    /// parser holds everything after the change, looking for a picture's start.
+    public static func mpeg2ThenH264() throws -> String {
+        try concatenatedTS("mpeg2-then-h264-720p-6s-40s.ts", parts: [("mpeg2video", "320x240", 6, "0"), ("libx264", "1280x720", 40, "6")].map {
+            codec, size, seconds, offset in
+            ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25:duration=\(seconds)", "-f", "lavfi", "-i", "sine=duration=\(seconds):sample_rate=48000",
+             "-c:v", codec, "-preset", "ultrafast", "-b:v", codec == "libx264" ? "8M" : "1M", "-c:a", "mp2", "-output_ts_offset", offset]
+        })
+    }
+
     /// ISDB's bilingual sound: AAC in ADTS frames of channel configuration 0, each opening
     /// with a program config element of two single channel elements, then those two (a
     /// 440 Hz tone left, 880 Hz right), in a transport stream with pictures; the languages
