@@ -19,3 +19,16 @@ enum ChildSetup {
         }
     }
 }
+
+/// Standard streams a caller closed (`prep-artifact … >&-`, a daemon started without
+/// them) stay closed in effect. Left free, the next file opened takes descriptor 1 or 2,
+/// and the answer or a log line would be written into the source or the output; held by
+/// /dev/null opened read-only, every write to them fails as it would on a closed stream.
+enum StandardStreams {
+    static func keepClosedOnesClosed() {
+        for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] where fcntl(fd, F_GETFD) == -1 {
+            let held = open("/dev/null", O_RDONLY)
+            if held >= 0 && held != fd { dup2(held, fd); close(held) }
+        }
+    }
+}

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CProcess
 import KilnCore
 import MediaEngine
 
@@ -13,6 +14,20 @@ enum CommandLineTool {
            prep-artifact presets [--json]
            prep-artifact run FILE --plan FILE|- --output OUT [--fingerprint F] [--json] [--progress-json]   (the daemon's job child)
     """
+
+    /// Runs a command and makes sure its answer reached standard output: a script reads
+    /// exit 0 as "the answer is there", so an answer lost to a full disk (`> /dev/full`)
+    /// or a closed standard output is an I/O error (exit 4), not success.
+    static func main(_ args: [String]) -> Int32 {
+        StandardStreams.keepClosedOnesClosed()
+        let status = run(args)
+        let failed = kiln_finish_stdout()
+        guard failed != 0 else { return status }
+        let lost = KilnError(.ioError, stage: .write, underlying: failed,
+                             "the answer cannot be written to standard output (\(String(cString: strerror(failed))))")
+        FileIO.writeStandardError("prep-artifact: \(lost.code.rawValue): \(lost.sentence)\n")
+        return status == 0 ? lost.exitStatus : status
+    }
 
     static func run(_ args: [String]) -> Int32 {
         // A command that answers SIGINT/SIGTERM holds them from its first step: sent before

@@ -939,6 +939,21 @@ struct CommandLineTests {
         #expect(result["ok"] == .bool(true))
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["answer.json", "out.mp4"])
     }
+
+    @Test("an answer that cannot reach standard output (a full disk, a closed stream) is exit 4, not success")
+    func answerLost() throws {
+        let source = Media.shared("sp_bear-640x360-ec3.mp4")
+        let dir = Media.scratch("cli-answer-lost")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        let script = "'\(Command.binary)' probe '\(source)' --json >/dev/full; echo $?;"
+            + " '\(Command.binary)' prepare '\(source)' --quality original --caps ios --output '\(out)' --json >&- 2>/dev/null; echo $?"
+        let r = try Run.command("bash", ["-c", script])
+        #expect(r.stdout.split(separator: "\n") == ["4", "4"], "\(r.stdout) \(r.stderr)")
+        #expect(r.stderr.contains("io_error: The answer cannot be written to standard output (No space left on device)."), "\(r.stderr)")
+        // The output itself is whole: asked again, the caller gets its answer.
+        #expect(try Run.command("ffprobe", ["-v", "error", out]).status == 0)
+    }
 }
 
 @Suite("memory does not grow with the file")

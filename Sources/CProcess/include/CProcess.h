@@ -8,4 +8,9 @@
 /// already gone (the caller should exit at once).
 int kiln_die_with_parent(pid_t expected_parent);
 
+/// Flushes standard output and says whether everything written to it arrived: 0, or the
+/// errno of the write that failed (stdio keeps the error flag; Swift cannot name the
+/// global `stdout` safely under strict concurrency).
+int kiln_finish_stdout(void);
+
 #endif
