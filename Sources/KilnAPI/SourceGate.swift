@@ -26,8 +26,15 @@ public struct SourceGate: Sendable {
         }
         guard !roots.isEmpty else { throw SourceGate.forbidden }
         guard let real = SourceGate.resolve(path) else {
+            let e = errno
             // Missing: only admit that when the path, taken literally, lies inside a root.
-            throw inside(SourceGate.normalize(path)) ? SourceGate.notFound : SourceGate.forbidden
+            guard inside(SourceGate.normalize(path)) else { throw SourceGate.forbidden }
+            // A symlink loop or an unsearchable folder is there and cannot be read.
+            guard e == ENOENT || e == ENOTDIR else {
+                throw APIError(422, "source_unreadable", "The source path cannot be followed to a file (\(String(cString: strerror(e)))).",
+                               field: "source.path")
+            }
+            throw SourceGate.notFound
         }
         guard inside(real) else { throw SourceGate.forbidden }
         var st = stat()

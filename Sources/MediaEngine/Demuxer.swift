@@ -63,9 +63,7 @@ final class Demuxer {
         self.guardian = guardian
         // One stat answers all three questions.
         var st = stat()
-        guard stat(path, &st) == 0 else {
-            throw KilnError(.sourceNotFound, stage: .open, "the source file does not exist")
-        }
+        guard stat(path, &st) == 0 else { throw Demuxer.unreachable(errno) }
         guard st.st_mode & S_IFMT != S_IFDIR, access(path, R_OK) == 0 else {
             throw KilnError(.sourceUnreadable, stage: .open, "the source is not a readable file")
         }
@@ -123,6 +121,17 @@ final class Demuxer {
         }
         context = ctx!
         self.skim = skim
+    }
+
+    /// Why a source path leads to no file. Only a missing name is "not found": a symlink
+    /// loop, a path too long or a folder that cannot be searched name a file that is
+    /// there, or may be, and cannot be read.
+    static func unreachable(_ e: Int32) -> KilnError {
+        if e == ENOENT || e == ENOTDIR {
+            return KilnError(.sourceNotFound, stage: .open, underlying: e, "the source file does not exist")
+        }
+        return KilnError(.sourceUnreadable, stage: .open, underlying: e,
+                         "the source path cannot be followed to a file (\(String(cString: strerror(e))))")
     }
 
     private static func open(_ path: String, _ guardian: ReadGuard,

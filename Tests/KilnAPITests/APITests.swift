@@ -458,6 +458,10 @@ struct APITests {
         #expect(try code(inside.appendingPathComponent("escape.mp4").path) == (403, "source_forbidden"))
         #expect(try code(inside.appendingPathComponent("dir-escape/passwd").path) == (403, "source_forbidden"))
         #expect(try code(inside.appendingPathComponent("missing.mkv").path) == (404, "source_not_found"))
+        // A symlink loop is there and cannot be followed: not a missing file.
+        try FileManager.default.createSymbolicLink(atPath: inside.appendingPathComponent("loop-a.mkv").path, withDestinationPath: "loop-b.mkv")
+        try FileManager.default.createSymbolicLink(atPath: inside.appendingPathComponent("loop-b.mkv").path, withDestinationPath: "loop-a.mkv")
+        #expect(try code(inside.appendingPathComponent("loop-a.mkv").path) == (422, "source_unreadable"))
         #expect(try code(inside.path) == (403, "source_forbidden"), "a folder is not a file")
         let relative = try RawHTTP.json(port: d.port, "POST", "/v1/prepare", #"{"reference":"p","source":{"path":"movies/a.mkv"}}"#)
         #expect(relative.status == 400)

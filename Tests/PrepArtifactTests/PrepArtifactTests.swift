@@ -131,6 +131,12 @@ struct CommandLineTests {
         let dir = Media.scratch("cli-bad")
         defer { try? FileManager.default.removeItem(at: dir) }
         let out = dir.appendingPathComponent("out.mp4").path
+        // A symlink loop names something that is there and cannot be read.
+        let loop = dir.appendingPathComponent("loop.mkv").path
+        try FileManager.default.createSymbolicLink(atPath: loop, withDestinationPath: "loop.mkv")
+        let looped = try Command.run(["probe", loop, "--json"])
+        #expect(looped.status == 3)
+        #expect(try Command.json(looped)["error"]?["code"] == .string("source_unreadable"), "\(looped.stdout)")
         let empty = try Command.run(["prepare", Media.shared("vd_empty.mp4"), "--quality", "2mbps", "--output", out, "--json"])
         #expect(empty.status == 3)
         let e = try Command.json(empty)
