@@ -28,14 +28,7 @@ final class Encoder {
             ctx.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
             let opts = Options(options)
             let opened = avcodec_open2(ctx, codec, &opts.dict)
-            // libx264 says only "generic error" when its worker threads cannot start (a pids
-            // limit, systemd's TasksMax): the file and the plan are fine, the machine is
-            // short, which a retry may find otherwise.
-            if opened == kiln_averror_external(), !Threads.canStart(4) {
-                throw KilnError(.resourceLimit, stage: .encode, underlying: opened,
-                                "cannot open the \(name) encoder: no threads can be started (the process or user limit is reached)")
-            }
-            try check(opened, .encode, "cannot open the \(name) encoder")
+            if opened < 0 { throw Encoder.failure(opened, "cannot open the \(name) encoder") }
             packet = try Packet()
         } catch {
             avcodec_free_context(&owned)
@@ -64,6 +57,17 @@ final class Encoder {
         return stream
     }
 
+    /// An encoder's failure, classified. libx264 says only "generic error in an external
+    /// library" when its worker threads cannot start (a pids limit, systemd's TasksMax) or
+    /// its malloc fails (an address-space limit): what the machine is short of, if
+    /// anything, tells these from a misconfiguration.
+    static func failure(_ ret: Int32, _ what: String) -> KilnError {
+        if ret == kiln_averror_external(), let short = Shortage.current() {
+            return KilnError(.resourceLimit, stage: .encode, underlying: ret, "\(what): \(short)")
+        }
+        return classify(ret, .encode, what)
+    }
+
     /// Sends a frame (nil drains at end of stream) and calls `body` for every packet that
     /// comes out, timestamps in `timeBase`. The packet is unreferenced after `body`.
     func encode(_ frame: Frame?, _ body: (Packet) throws(KilnError) -> Void) throws(KilnError) {
@@ -76,14 +80,14 @@ final class Encoder {
             } else if ret == avErrorEOF {
                 return
             } else if ret < 0 {
-                throw classify(ret, .encode, "the encoder rejected a frame")
+                throw Encoder.failure(ret, "the encoder rejected a frame")
             } else if frame != nil {
                 framesEncoded += 1
             }
             while true {
                 let r = avcodec_receive_packet(context, packet.pointer)
                 if r == avErrorEAGAIN || r == avErrorEOF { break }
-                if r < 0 { throw classify(r, .encode, "the encoder failed") }
+                if r < 0 { throw Encoder.failure(r, "the encoder failed") }
                 packetsOut += 1
                 defer { packet.unref() }
                 try body(packet)

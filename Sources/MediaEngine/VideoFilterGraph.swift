@@ -462,6 +462,11 @@ final class VideoFilterGraph {
         // here, by the first graph, and a machine without it fails the transcode, not the start.
         var why = [CChar](repeating: 0, count: 512)
         guard kiln_avfilter_available(&why, why.count) != 0 else {
+            // Its mapping fails under an address-space or open-files limit too: then the
+            // machine is short, not the installation broken.
+            if let short = Shortage.current() {
+                throw KilnError(.resourceLimit, stage: .filter, "\(cString(why)) (\(short))")
+            }
             throw KilnError(.internalError, stage: .filter, cString(why))
         }
         // A few formats libavcodec decodes to are ones libswscale cannot read (packed 4:1:1,

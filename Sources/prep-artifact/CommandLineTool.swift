@@ -54,6 +54,15 @@ enum CommandLineTool {
             return fail(error, json: args.contains("--json"))
         }
         EngineLog.capture(verbose: parsed.flag("--verbose"))
+        // Under an address-space limit (`ulimit -v`) a few hundred megabytes above what is
+        // mapped at start, allocations fail at random places, some in libav or Swift
+        // where failing ends the process (a crash, no answer). Below that headroom the
+        // command answers at once, as any shortage: resource_limit, exit 4.
+        if ["probe", "plan", "prepare", "run"].contains(command), !Shortage.canAllocate(Self.memoryHeadroom) {
+            return fail(KilnError(.resourceLimit, stage: .open,
+                                  "memory is short: \(Self.memoryHeadroom >> 20) MB cannot be had (the address-space limit is reached)"),
+                        json: parsed.flag("--json"))
+        }
         do throws(KilnError) {
             switch command {
             case "probe": return try ProbeCommand.run(parsed)
@@ -70,6 +79,10 @@ enum CommandLineTool {
             return fail(error, json: parsed.flag("--json"))
         }
     }
+
+    /// What the media work may need beyond what is mapped at start: libavfilter and its
+    /// libraries, loaded by a transcode's first graph, and the encoder's pictures.
+    static let memoryHeadroom = 256 << 20
 
     /// Prints an error the way the contract asks (one JSON object with --json, one line
     /// otherwise) and returns its exit status.

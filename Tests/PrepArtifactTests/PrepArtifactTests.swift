@@ -930,6 +930,33 @@ struct CommandLineTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
     }
 
+    @Test("under an address-space limit (ulimit -v) anywhere from 200 MB to 900 MB a transcode is done or answers resource_limit, exit 4, nothing left: it crashed in libav or Swift, or said internal_error when libavfilter could not be mapped", .timeLimit(.minutes(3)))
+    func addressSpaceLimits() throws {
+        let source = try Media.generated("cli-4s-240p-h264-lossless.mkv", ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25", "-t", "4",
+                                                                           "-c:v", "libx264", "-preset", "ultrafast", "-qp", "0"])
+        let dir = Media.scratch("cli-address-space")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.mp4").path
+        var answers: Set<String> = []
+        for megabytes in stride(from: 200, through: 900, by: 25) {
+            let r = try Run.command("/usr/bin/prlimit", ["--as=\(megabytes << 20)", "--", Command.binary, "prepare", source,
+                                                          "--quality", "1mbps", "--caps", "web", "--output", out, "--json"])
+            // The dynamic loader's own refusal, before any of Kiln's code runs.
+            if r.status == 127 && r.stderr.contains("error while loading shared libraries") { continue }
+            let answer = try? JSONValue.parse(Array(r.stdout.utf8))
+            if r.status == 0 {
+                #expect(answer?["ok"] == .bool(true))
+                try FileManager.default.removeItem(atPath: out)
+            } else {
+                #expect(r.status == 4 && answer?["error"]?["code"] == .string("resource_limit"),
+                        "\(megabytes) MB: \(r.status) \(r.stdout) \(r.stderr.suffix(300))")
+            }
+            answers.insert(r.status == 0 ? "done" : "short")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty, "\(megabytes) MB: left behind")
+        }
+        #expect(answers == ["done", "short"], "the limits tried are all too low or all enough: \(answers)")
+    }
+
     @Test("a progress reader that goes away (`--progress-json 2>&1 | head`) does not end the run: it completes, exit 0, its output whole (SIGPIPE killed it half-way, its temporary output left)")
     func progressReaderGone() throws {
         let source = try Self.progressingSource()
