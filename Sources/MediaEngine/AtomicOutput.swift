@@ -87,8 +87,13 @@ final class AtomicOutput {
     }
 
     static func error(_ e: Int32, _ what: String, stage: KilnError.Stage = .finalize) -> KilnError {
-        KilnError(e == ENOSPC || e == EDQUOT ? .diskFull : .ioError, stage: stage, underlying: e,
-                  "\(what): \(String(cString: strerror(e)))")
+        let code: KilnError.Code = switch e {
+        case ENOSPC, EDQUOT: .diskFull
+        // No descriptor left (the open-files limit): the machine is short, not the disk.
+        case EMFILE, ENFILE: .resourceLimit
+        default: .ioError
+        }
+        return KilnError(code, stage: stage, underlying: e, "\(what): \(String(cString: strerror(e)))")
     }
 
     /// How much `digest` hashes between two looks at the cancellation flag: about 50 ms.

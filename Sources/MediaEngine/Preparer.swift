@@ -902,11 +902,15 @@ public enum Preparer {
     /// the SHA-256 and size of what was written.
     static func copyFile(from source: String, to destination: String, cancellation: Cancellation, duration: Double,
                          watch: SourceWatch?, progress: (JobProgress) -> Void) throws(KilnError) -> (sha256: String, bytes: Int64) {
-        guard let input = try? FileDescriptor(path: source, flags: O_RDONLY) else {
-            throw KilnError(.sourceUnreadable, stage: .open, "the source cannot be read")
+        let input: FileDescriptor, output: FileDescriptor
+        do throws(SystemCallError) { input = try FileDescriptor(path: source, flags: O_RDONLY) } catch {
+            throw error.errno == EMFILE || error.errno == ENFILE
+                ? AtomicOutput.error(error.errno, "cannot open the source", stage: .open)
+                : KilnError(.sourceUnreadable, stage: .open, underlying: error.errno,
+                            "the source cannot be read: \(String(cString: strerror(error.errno)))")
         }
-        guard let output = try? FileDescriptor(path: destination, flags: O_WRONLY | O_CREAT | O_TRUNC) else {
-            throw KilnError(.ioError, stage: .write, "cannot create the output file")
+        do throws(SystemCallError) { output = try FileDescriptor(path: destination, flags: O_WRONLY | O_CREAT | O_TRUNC) } catch {
+            throw AtomicOutput.error(error.errno, "cannot create the output file", stage: .write)
         }
         let total = Double(FileIO.size(atPath: source) ?? 0)
         var copied = 0.0
