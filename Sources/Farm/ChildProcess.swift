@@ -38,7 +38,10 @@ final class ChildProcess: @unchecked Sendable {
 
     /// Spawns `executable` with `arguments`; the environment is the daemon's plus `environment`.
     /// `onStderrLine` sees each standard-error line and answers whether to keep it as log.
+    /// - Parameter startThread: starts a thread, false when none can be had (tests stand in
+    ///   for a machine short of threads).
     static func spawn(executable: String, arguments: [String], environment: [String: String], stdin: Data?,
+                      startThread: (@escaping @Sendable () -> Void) -> Bool = Threads.tryStart,
                       onStderrLine: @escaping @Sendable (String) -> Bool) throws(KilnError) -> ChildProcess {
         // Writing the plan into a pipe whose reader died must be an error, not a signal that
         // kills the daemon. The child gets its default handlers back (POSIX_SPAWN_SETSIGDEF).
@@ -107,15 +110,35 @@ final class ChildProcess: @unchecked Sendable {
         let child = ChildProcess(pid: pid)
         let stdinFD = inPipe[1], stdoutFD = outPipe[0], stderrFD = errPipe[0]
         let input = stdin ?? Data()
-        Thread.detachNewThread { ChildProcess.writeAll(input, to: stdinFD); close(stdinFD) }
-        Thread.detachNewThread { child.readStdout(stdoutFD) }
-        Thread.detachNewThread { child.readStderr(stderrFD, onLine: onStderrLine) }
-        Thread.detachNewThread { child.reap() }
+        // Each thread owns its descriptor and closes it. One that cannot start (a pids
+        // limit, an address-space limit: each thread reserves its stack) would leave the
+        // child unfed, unread or unreaped, and its caller waiting for the whole timeout
+        // beside a zombie: the child is stopped and reaped here instead, and the caller
+        // told at once that the machine is short.
+        let reaping = startThread { child.reap() }
+        let started = [
+            (startThread { ChildProcess.writeAll(input, to: stdinFD); close(stdinFD) }, stdinFD),
+            (startThread { child.readStdout(stdoutFD) }, stdoutFD),
+            (startThread { child.readStderr(stderrFD, onLine: onStderrLine) }, stderrFD),
+        ]
+        guard reaping, started.allSatisfy(\.0) else {
+            kill(-pid, SIGKILL)
+            for (running, fd) in started where !running { close(fd) }
+            if !reaping {
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            }
+            throw KilnError(.resourceLimit, stage: .open, "cannot start \(executable): no thread can be started to watch it (the process, user or address-space limit is reached)")
+        }
         return child
     }
 
+    /// A child that cannot start because the machine is short (no descriptor for a pipe,
+    /// no process or memory for the fork) is worth trying again; anything else is Kiln's.
     private static func spawnError(_ what: String, _ code: Int32) -> KilnError {
-        KilnError(.internalError, stage: .open, underlying: code, "cannot start \(what): \(String(cString: strerror(code)))")
+        let short = [EMFILE, ENFILE, EAGAIN, ENOMEM].contains(code)
+        return KilnError(short ? .resourceLimit : .internalError, stage: .open, underlying: code,
+                         "cannot start \(what): \(String(cString: strerror(code)))")
     }
 
     private static func writeAll(_ data: Data, to fd: Int32) {

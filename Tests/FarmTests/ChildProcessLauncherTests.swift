@@ -109,6 +109,41 @@ struct ChildProcessLauncherTests {
         }
     }
 
+    @Test("a child whose watching threads cannot start (a pids or address-space limit) is stopped and reaped at once and the caller told resource_limit: the probe waited its whole 120 s timeout beside a zombie", arguments: 1...4)
+    func threadsShort(failing call: Int) throws {
+        let dir = Media.scratch("threads-short-\(call)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // A name of its own, which the kernel keeps as the process's name, zombie or not.
+        let path = dir.appendingPathComponent("zombiecheck\(call)").path
+        do {  // closed before it runs (ETXTBSY)
+            let file = try FileDescriptor(path: path, flags: O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode: 0o755)
+            try file.write(Array("#!/bin/sh\nsleep 30\n".utf8), at: 0)
+        }
+        let calls = LockedArray<Int>()
+        do {
+            _ = try ChildProcess.spawn(executable: path, arguments: [], environment: [:], stdin: Data("plan".utf8),
+                                       startThread: { work in
+                                           calls.append(1)
+                                           return calls.values.count != call && Threads.tryStart(work)
+                                       }, onStderrLine: { _ in true })
+            Issue.record("spawned with a thread missing")
+        } catch {
+            #expect(error.code == .resourceLimit && error.retryable, "\(error)")
+        }
+        // Ours, by that name, still there (running or a zombie): none once the reaper is done.
+        func children() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { pid in
+                guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                      stat.contains("(zombiecheck\(call))") else { return nil }
+                let fields = stat[stat.range(of: ")")!.upperBound...].split(separator: " ")
+                return fields.count > 2 && Int32(fields[1]) == getpid() ? "\(pid) \(fields[0])" : nil
+            }
+        }
+        var left = children()
+        for _ in 0..<100 where !left.isEmpty { usleep(50_000); left = children() }
+        #expect(left.isEmpty, "not reaped: \(left)")
+    }
+
     @Test("a missing child binary is an error at launch, not a hang")
     func missingBinary() {
         let dir = Media.scratch("missing")
