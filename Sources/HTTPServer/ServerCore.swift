@@ -229,10 +229,21 @@ final class ServerCore: Sendable {
             close(fd)
             return .changed
         }
-        guard UInt64(info.st_size) >= offset, UInt64(info.st_size) - offset >= length,
-              let response = MHD_create_response_from_fd_at_offset64(length, fd, offset) else {
+        guard UInt64(info.st_size) >= offset, UInt64(info.st_size) - offset >= length else {
             close(fd)
             return .unavailable
+        }
+        let body = FileBody(fd: fd, offset: offset, length: length)
+        guard let response = MHD_create_response_from_callback(
+            length, FileBody.blockSize,
+            { cls, position, buffer, capacity in
+                guard let cls, let buffer else { return -2 }
+                return Unmanaged<FileBody>.fromOpaque(cls).takeUnretainedValue().read(at: position, into: buffer, capacity: capacity)
+            },
+            Unmanaged.passRetained(body).toOpaque(),
+            { cls in if let cls { Unmanaged<FileBody>.fromOpaque(cls).release() } })
+        else {
+            return .unavailable  // body's deinit closes the descriptor
         }
         return .opened(response)
     }
@@ -283,5 +294,39 @@ final class RequestContext {
         let end = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
         let path = rest[end...]
         return (path.hasPrefix("/") ? String(path) : "/" + path, String(rest[..<end]))
+    }
+}
+
+/// A file's bytes for libmicrohttpd, read here rather than handed over as a descriptor.
+/// Given the descriptor, libmicrohttpd's sendfile met a file that shrank mid-answer (a
+/// source overwritten in place) with silence: the client waited out the connection's
+/// 60 s timeout for bytes that would never come. Read here, a file that ends short of the
+/// promised length aborts the answer at once, and the client can ask again. Owns the
+/// descriptor, closed when libmicrohttpd frees the response.
+final class FileBody {
+    /// libmicrohttpd's buffer per answer: large enough that a read per block costs little
+    /// beside the network, small enough for hundreds of downloads at once.
+    static let blockSize = 256 << 10
+
+    let fd: Int32, offset: UInt64, length: UInt64
+
+    init(fd: Int32, offset: UInt64, length: UInt64) {
+        self.fd = fd
+        self.offset = offset
+        self.length = length
+    }
+
+    deinit { close(fd) }
+
+    /// Bytes copied, -1 once the answer is whole, -2 to abort it (the file ended early or
+    /// cannot be read).
+    func read(at position: UInt64, into buffer: UnsafeMutablePointer<CChar>, capacity: Int) -> Int {
+        guard position < length else { return -1 }
+        let want = Int(min(UInt64(capacity), length - position))
+        while true {
+            let n = pread(fd, buffer, want, off_t(offset + position))
+            if n < 0 && errno == EINTR { continue }
+            return n > 0 ? n : -2
+        }
     }
 }

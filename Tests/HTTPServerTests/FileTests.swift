@@ -56,6 +56,33 @@ struct FileTests {
         #expect(again.status == 200 && again.body == "new content, longer", "\(again.status) \(again.body)")
     }
 
+    @Test("a file that shrinks while it is sent (overwritten in place) ends the answer at once, the connection closed: the client waited out the 60 s connection timeout for bytes that never came")
+    func shrunkWhileSent() throws {
+        let path = try makeTemporaryFile(bytes: [UInt8](repeating: 7, count: 32 << 20))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let server = try startServer({ $0.idleTimeoutSeconds = 600 }) { server in
+            server.route("GET", "/file") { request, _ in
+                .file(path: path, contentType: "video/mp4", etag: nil, request: request)
+            }
+        }
+        defer { server.stop() }
+        // A slow reader: a small receive window, one megabyte read before the file shrinks.
+        let client = try RawClient(port: server.port, receiveBuffer: 64 << 10)
+        client.send("GET /file HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        let head = client.read(until: "\r\n\r\n")
+        #expect(head.hasPrefix("HTTP/1.1 200") && head.contains("33554432"), "\(head)")
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        var got = 0
+        while got < 1 << 20 {
+            let n = recv(client.fd, &buffer, buffer.count, 0)
+            guard n > 0 else { break }
+            got += n
+        }
+        #expect(truncate(path, 2 << 20) == 0)
+        // Closed well before the client's 30 s wait ends, having sent less than it promised.
+        #expect(client.waitForClose(), "the connection stayed open and silent")
+    }
+
     @Test("Range a-b, a- and -n answer 206 with Content-Range and exactly those bytes")
     func ranges() throws {
         let (server, path, url) = try Self.fileServer()
