@@ -422,8 +422,13 @@ public final class Farm: @unchecked Sendable {
         // counted as its 80 kbit/s of re-encoded sound, admitted on 30 MB free, and failed
         // three times as disk_full.
         if total == 0 || (plan.video?.action == .copy && video == 0) { total = max(total, file) }
-        let bytes = total * 1000 / 8 * max(0, source.durationSeconds) * 1.1
-        return Int64(bytes.isFinite ? bytes : 0) + 16 << 20
+        let seconds = max(0, source.durationSeconds)
+        // The index grows with the film (a sample table entry per picture and per sound
+        // frame, ~1 kB a second at most) and a small file has a floor of its own; a fixed
+        // 16 MB on top had refused a 1 s clip (58 kB) on a 12 MB volume for good.
+        let index = Double(1 << 20) + 2048 * seconds
+        let bytes = total * 1000 / 8 * seconds * 1.1 + index
+        return bytes.isFinite ? Int64(bytes) : 16 << 20
     }
 
     static func fileSize(_ path: String) -> Int64? {

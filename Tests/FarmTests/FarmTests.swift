@@ -485,8 +485,10 @@ struct FarmTests {
 
     @Test("a job waiting for disk space gets it from unheld artifacts, least recently used first, long before their retention ends; none is deleted for a job that still would not fit")
     func diskWaitEvictsUnheld() throws {
-        let mib: Int64 = 1 << 20
-        let h = try Harness("disk-evicts", launcher: FakeLauncher([.succeed(bytes: 6 << 20), .succeed(bytes: 6 << 20), .succeed(bytes: 5)])) {
+        // Cached files smaller than an output's estimate (at least 1 MiB): two of them cannot
+        // make room that one output lacks by more than their size.
+        let cached: Int64 = 128 << 10
+        let h = try Harness("disk-evicts", launcher: FakeLauncher([.succeed(bytes: Int(cached)), .succeed(bytes: Int(cached)), .succeed(bytes: 5)])) {
             $0.diskRecheckSeconds = 5
             $0.gcIntervalSeconds = 3600   // only the waiting job's call collects
         }
@@ -504,7 +506,7 @@ struct FarmTests {
         let estimate = try #require(try h.artifact(old)).estimatedBytes
 
         // Even with both cached files gone the next output would not fit: they stay.
-        h.space.holding(h.config.artifactsDir, bytes: 12 * mib + h.config.minFreeBytes + estimate - 13 * mib)
+        h.space.holding(h.config.artifactsDir, bytes: h.config.minFreeBytes + estimate - 1024)
         let third = try h.farm.prepare(h.request("third", try h.source())).artifact.id
         #expect(try eventually { try h.artifact(third)?.job?.waitingReason == "waiting_for_disk" })
         Thread.sleep(forTimeInterval: 0.3)   // the collection the wait asked for
@@ -512,7 +514,7 @@ struct FarmTests {
         #expect(try h.artifact(old)?.state == .ready && h.artifact(newer)?.state == .ready)
 
         // One cached file's room is enough: the least recently used goes, and the job runs.
-        h.space.holding(h.config.artifactsDir, bytes: 12 * mib + h.config.minFreeBytes + estimate - 3 * mib)
+        h.space.holding(h.config.artifactsDir, bytes: 2 * cached + h.config.minFreeBytes + estimate - cached / 2)
         h.clock.advance(seconds: 6)
         h.farm.wake()
         #expect(try eventually { try h.artifact(third)?.state == .ready })
@@ -566,6 +568,21 @@ struct FarmTests {
                           subtitles: [], reasons: [], artifactKey: "k")
         let bytes = Farm.estimatedBytes(plan: encode, source: film)
         #expect(bytes > 75_000_000 && bytes < 150_000_000, "\(bytes)")
+        // A one-second clip at 1 Mbps (58 kB made) is asked about its own size, not 17 MB
+        // (which refused it for good on a 12 MB volume); a three-hour film gets room for
+        // its index beside its pictures and sound.
+        let rung = Plan(quality: .mbps1, effectiveQuality: .mbps1, deliveryFormat: .transcode, targetBitrateKbps: 1000, container: "mp4",
+                        video: VideoPlan(sourceIndex: 0, action: .transcode, codec: "h264", width: 640, height: 360, bitrateKbps: 900),
+                        audio: AudioPlan(sourceIndex: 1, action: .transcode, codec: "aac", channels: 2, bitrateKbps: 96),
+                        subtitles: [], reasons: [], artifactKey: "k")
+        func length(_ seconds: Double) -> MediaInfo {
+            MediaInfo(formatName: "matroska,webm", container: "mkv", durationSeconds: seconds, bitRate: 8_000_000,
+                      sizeBytes: Int64(seconds * 1_000_000), streams: source.streams)
+        }
+        let clip = Farm.estimatedBytes(plan: rung, source: length(1.07))
+        #expect(clip > 133_000 && clip < 2_000_000, "\(clip)")
+        let film3h = Farm.estimatedBytes(plan: rung, source: length(3 * 3600))
+        #expect(film3h > 996 * 125 * 3 * 3600 + 10_000_000, "\(film3h)")
     }
 
     @Test("subscribers hear persisted events in order and live progress")
