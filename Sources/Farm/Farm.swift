@@ -66,12 +66,12 @@ public final class Farm: @unchecked Sendable {
     private var claims = 0
     /// The earliest retry this farm scheduled (clock ms), so the scheduler wakes for it.
     private var nextRetryAt: Int64?
-    /// A kind whose head job waits for disk space is not claimed again before this (clock ms).
-    private var diskWaitUntil: [JobKind: Int64] = [:]
-    /// What the job at the head of each kind's line that waits for disk space needs free
-    /// beyond `minFreeBytes` (its estimate and what the running jobs have still to write):
-    /// the collector evicts unheld artifacts for it, as it does under the floor.
-    private var diskWanted: [JobKind: Int64] = [:]
+    /// Jobs waiting for disk space, by job id: not claimed again before `until` (clock ms),
+    /// while the jobs behind them that fit go ahead (one that could not fit, or whose
+    /// source was gone, had held every job of its kind for as long as it waited). `needed`
+    /// is what it needs free beyond `minFreeBytes` (its estimate and what the running jobs
+    /// have still to write): the collector evicts unheld artifacts for the largest.
+    private var diskWaiting: [Int64: (kind: JobKind, until: Int64, needed: Int64)] = [:]
     private var nextRescueAt: Int64 = 0
     private var nextCollectionAt: Int64 = 0
 
@@ -339,13 +339,16 @@ public final class Farm: @unchecked Sendable {
     @discardableResult
     public func collectGarbage() throws(KilnError) -> GarbageReport {
         state.lock()
-        let wanted = diskWanted.values.reduce(0, +), soleFarm = soleFarm
+        let wanted = JobKind.allCases.reduce(Int64(0)) { sum, kind in
+            sum + (diskWaiting.values.filter { $0.kind == kind }.map(\.needed).max() ?? 0)
+        }
+        let soleFarm = soleFarm
         state.unlock()
         let report = try collector.collect(now: clock.nowMillis(), wantedBytes: wanted, soleFarm: soleFarm)
         if !report.deleted.isEmpty {
             // A job waiting for the space just freed looks again now, not at its next recheck.
             state.lock()
-            diskWaitUntil = [:]
+            for id in diskWaiting.keys { diskWaiting[id]?.until = 0 }
             state.unlock()
             events.notify()
             wake()
@@ -491,7 +494,7 @@ public final class Farm: @unchecked Sendable {
             for kind in JobKind.allCases {
                 let total = kind == .transcode ? config.maxTranscodes : config.maxRemuxes
                 let free = total - busy[kind, default: 0]
-                if free > 0 && diskWaitUntil[kind, default: 0] <= now { wants.append((kind, free)) }
+                if free > 0 { wants.append((kind, free)) }
             }
             state.unlock()
 
@@ -507,7 +510,7 @@ public final class Farm: @unchecked Sendable {
             let now2 = clock.nowMillis()
             var wakeAt = now2 + Int64((failed ? 1 : config.idleClaimSeconds) * 1000)
             if let r = nextRetryAt { wakeAt = min(wakeAt, r) }
-            for (_, until) in diskWaitUntil where until > now2 { wakeAt = min(wakeAt, until) }
+            for (_, waiting) in diskWaiting where waiting.until > now2 { wakeAt = min(wakeAt, waiting.until) }
             // The clock may be injected: never sleep longer than the idle period in real time.
             let seconds = min(config.idleClaimSeconds, max(0.001, Double(wakeAt - now2) / 1000))
             let deadline = Date(timeIntervalSinceNow: seconds)
@@ -522,12 +525,14 @@ public final class Farm: @unchecked Sendable {
         let owner = "\(farmID)#\(claims)", claim = claims
         state.unlock()
         let now = clock.nowMillis()
-        let jobs = try store.claim(kind: kind, limit: limit, owner: owner,
-                                   leaseUntil: now + Int64(config.leaseSeconds * 1000), now: now)
         state.lock()
-        diskWanted[kind] = nil   // said again below if the head of the line still waits
+        // Those due again are looked at again by this claim (and forgotten if canceled).
+        diskWaiting = diskWaiting.filter { $0.value.kind != kind || $0.value.until > now }
+        let skipping = diskWaiting.filter { $0.value.kind == kind }.map(\.key)
         state.unlock()
-        for (i, claimed) in jobs.enumerated() {
+        let jobs = try store.claim(kind: kind, limit: limit, owner: owner,
+                                   leaseUntil: now + Int64(config.leaseSeconds * 1000), now: now, skipping: skipping)
+        for claimed in jobs {
             if let refusal = neverFits(claimed, now: now) {
                 // Waiting would be forever (the caller would see "preparing" for good):
                 // the job fails now with the reason, and asking again queues it again.
@@ -538,17 +543,21 @@ public final class Farm: @unchecked Sendable {
                 continue
             }
             if let needed = unadmitted(claimed) {
-                // Keep the line's order: this and the rest go back and wait for space.
-                for later in jobs[i...] { _ = try? store.requeue(jobID: later.job.id, owner: owner, now: now) }
+                // It keeps its place in line and is looked at again at the recheck (or as
+                // soon as the collector frees something); the jobs behind it that fit go
+                // ahead meanwhile, in the slot it leaves.
+                _ = try? store.requeue(jobID: claimed.job.id, owner: owner, now: now)
                 try store.setWaiting(jobID: claimed.job.id, reason: "waiting_for_disk")
                 state.lock()
-                diskWaitUntil[kind] = now + Int64(config.diskRecheckSeconds * 1000)
-                diskWanted[kind] = needed
+                let until = now + Int64(config.diskRecheckSeconds * 1000)
+                diskWaiting[claimed.job.id] = (kind, until, needed)
                 gcRequested = true
+                // The slot it leaves goes to the next in line, now.
+                if until > now { wakeRequested = true }
                 state.broadcast()
                 state.unlock()
                 log.write("job \(claimed.job.id) waits for disk space (needs ~\(claimed.estimatedBytes) bytes, keeps \(config.minFreeBytes) free)")
-                return
+                continue
             }
             let runner = JobRunner(claimed: claimed, owner: owner, claim: claim, farm: self)
             state.lock()

@@ -61,8 +61,9 @@ public protocol ArtifactStore: AnyObject, Sendable {
 
     /// Claims up to `limit` due jobs of `kind` (queued, or retrying with `run_after <= now`),
     /// interactive before background, then first queued first; each becomes `running`
-    /// with a lease to `owner` until `leaseUntil`, its attempt counted.
-    func claim(kind: JobKind, limit: Int, owner: String, leaseUntil: Int64, now: Int64) throws(KilnError) -> [ClaimedJob]
+    /// with a lease to `owner` until `leaseUntil`, its attempt counted. Jobs in `skipping`
+    /// keep their place in line and are passed over this time.
+    func claim(kind: JobKind, limit: Int, owner: String, leaseUntil: Int64, now: Int64, skipping: [Int64]) throws(KilnError) -> [ClaimedJob]
 
     /// Renews a lease and stores progress. False when the lease is no longer `owner`'s
     /// (rescued, canceled): the runner must stop the child.

@@ -456,8 +456,12 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
 
     // MARK: Scheduling
 
-    public func claim(kind: JobKind, limit: Int, owner: String, leaseUntil: Int64, now: Int64) throws(KilnError) -> [ClaimedJob] {
+    /// - Parameter skipping: jobs left in line for now (waiting for disk space while those
+    ///   behind them that fit go ahead).
+    public func claim(kind: JobKind, limit: Int, owner: String, leaseUntil: Int64, now: Int64,
+                      skipping: [Int64] = []) throws(KilnError) -> [ClaimedJob] {
         guard limit > 0 else { return [] }
+        let skipped = "[" + skipping.map(String.init).joined(separator: ",") + "]"
         return try write(durable: false) { db throws(KilnError) -> [ClaimedJob] in
             // One statement: nothing can claim the same row in between. The redundant
             // `state IN (…)` term matches the partial index's condition so SQLite uses it.
@@ -467,9 +471,10 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                 WHERE id IN (
                     SELECT id FROM jobs
                     WHERE kind = ? AND state IN ('queued', 'retrying') AND (state = 'queued' OR run_after <= ?)
+                        AND id NOT IN (SELECT value FROM json_each(?))
                     ORDER BY priority_rank, queued_at, id LIMIT ?)
                 RETURNING \(Self.jobColumns)
-                """, owner, leaseUntil, now, kind.rawValue, now, limit, map: jobRecord)
+                """, owner, leaseUntil, now, kind.rawValue, now, skipped, limit, map: jobRecord)
             let ordered = jobs.sorted { ($0.priority.rank, $0.queuedAt, $0.id) < ($1.priority.rank, $1.queuedAt, $1.id) }
             var claimed: [ClaimedJob] = []
             for job in ordered {

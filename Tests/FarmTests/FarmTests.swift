@@ -459,6 +459,32 @@ struct FarmTests {
         #expect(try h.artifact(id)?.job?.attempt == 1)
     }
 
+    @Test("a job waiting for disk space keeps its place while the jobs behind it that fit go ahead, and runs first once space returns: one that could not fit had held every job of its kind for as long as it waited")
+    func diskWaitLetsOthersPass() throws {
+        let h = try Harness("disk-pass") { $0.diskRecheckSeconds = 5 }
+        defer { h.cleanUp() }
+        h.space.free = 1 << 20   // at the floor: nothing fits yet
+        try h.farm.start()
+        let big = try h.farm.prepare(h.request("big", try h.source(), .mbps5)).artifact.id
+        #expect(try eventually { try h.artifact(big)?.job?.waitingReason == "waiting_for_disk" })
+        let small = try h.farm.prepare(h.request("small", try h.source(), .mbps1)).artifact.id
+        let large = try #require(try h.artifact(big)).estimatedBytes, little = try #require(try h.artifact(small)).estimatedBytes
+        // Two transcodes: one line.
+        try #require(try h.artifact(big)?.plan.deliveryFormat == .transcode && h.artifact(small)?.plan.deliveryFormat == .transcode)
+        try #require(large > 2 * little)
+        // Room for the small output, not the large one.
+        h.space.free = h.config.minFreeBytes + little + (large - little) / 2
+        h.clock.advance(seconds: 6)
+        h.farm.wake()
+        #expect(try eventually { try h.artifact(small)?.state == .ready }, "the small job waited behind the one that cannot run")
+        #expect(try h.artifact(big)?.state == .pending && h.artifact(big)?.job?.waitingReason == "waiting_for_disk")
+        // Space returns: the waiting job runs.
+        h.space.free = 1 << 40
+        h.clock.advance(seconds: 6)
+        h.farm.wake()
+        #expect(try eventually { try h.artifact(big)?.state == .ready })
+    }
+
     @Test("a job that fits the file system but not its free space waits; one larger than the whole file system fails at once instead of waiting for ever")
     func neverFits() throws {
         let h = try Harness("never-fits") { $0.diskRecheckSeconds = 5 }
