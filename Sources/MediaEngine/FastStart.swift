@@ -330,7 +330,7 @@ enum FastStart {
         UInt32(b[i]) << 24 | UInt32(b[i + 1]) << 16 | UInt32(b[i + 2]) << 8 | UInt32(b[i + 3])
     }
 
-    private static func be64<C: RandomAccessCollection>(_ b: C, _ i: C.Index) -> UInt64 where C.Element == UInt8, C.Index == Int {
+    static func be64<C: RandomAccessCollection>(_ b: C, _ i: C.Index) -> UInt64 where C.Element == UInt8, C.Index == Int {
         UInt64(be32(b, i)) << 32 | UInt64(be32(b, i + 4))
     }
 

@@ -348,6 +348,16 @@ public enum Prober {
                let why = movieBoxDamage(demuxer.path) ?? (info.fragmented != true ? sampleTablesShortfall(demuxer) : nil) {
                 throw KilnError(.sourceCorrupt, stage: .probe, "the source's index is damaged: \(why)")
             }
+            // Fragments stored out of order would come out with a gap (`fragmentDisorder`):
+            // refused before any work, rather than delivered short with success.
+            if let layout, layout.fragments, let disorder = fragmentDisorder(demuxer.path) {
+                let base = (0..<demuxer.streamCount).map(demuxer.stream).first { $0.pointee.id == Int32(bitPattern: disorder.track) }?.pointee.time_base
+                let at = { (t: UInt64) in base.flatMap { seconds(Int64(clamping: t), $0) }.map { Format.fixed($0, decimals: 2) + " s" } ?? "time \(t)" }
+                throw KilnError(.sourceCorrupt, stage: .probe,
+                                "the source's movie fragments are stored out of order (track \(disorder.track)'s fragment from \(at(disorder.time)) "
+                                + "lies after its fragment from \(at(disorder.after)), at byte \(disorder.offset)): read as stored, the film "
+                                + "would come out with a gap; the file must be written again with its fragments in order")
+            }
             if let why = demuxer.matroskaTracks.flatMap(MatroskaTracks.hiddenTrack) {
                 throw KilnError(.sourceCorrupt, stage: .probe, "the source's track list is damaged: \(why)")
             }

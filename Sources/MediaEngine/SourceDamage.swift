@@ -308,6 +308,96 @@ extension Prober {
         return (true, !after.isEmpty && !after.contains { $0.type == "moof" || $0.type == "mdat" })
     }
 
+    /// A movie fragment stored after a later one of its track: `time`, its `tfdt`, lies
+    /// before `after`, the latest of the track's fragments stored before it (both in the
+    /// track's timescale), and no fragment before it began there.
+    struct FragmentDisorder: Equatable {
+        let track: UInt32
+        let time: UInt64
+        let after: UInt64
+        /// Where its `moof` begins.
+        let offset: Int64
+    }
+
+    /// The first fragment stored out of the order of its times (a segment downloader that
+    /// writes segments as they arrive, several fetched at once). libavformat reads
+    /// fragments as they are stored and marks the late one's packets not shown: a copy lost
+    /// its second, a transcode two, each exit 0 with a gap of silence. Putting it back in
+    /// its place would mean holding every fragment stored before it, without bound (the
+    /// film's first fragment may lie at its end). A fragment whose time comes again (one
+    /// written twice) is no disorder, nor a time skipped (one missing): only a time that
+    /// comes back to where no fragment began is. Every `moof` is read (they are small);
+    /// each track's fragments' times are remembered, as libavformat's fragment index does.
+    /// The walk ends at a damaged box; a `traf` without `tfdt` is timed by its order.
+    static func fragmentDisorder(_ path: String) -> FragmentDisorder? {
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY), let size = FileIO.size(atPath: path) else { return nil }
+        let fileSize = Int64(size)
+        var latest: [UInt32: UInt64] = [:], begun: [UInt32: Set<UInt64>] = [:]
+        var offset: Int64 = 0
+        while offset + 8 <= fileSize {
+            // 4 kB: a box's header, and most fragments' whole `moof` (one read a fragment).
+            guard let head = try? file.read(upTo: Int(min(4096, fileSize - offset)), at: offset), head.count >= 8 else { return nil }
+            var boxSize = Int64(FastStart.be32(head, 0))
+            if boxSize == 1 {
+                guard head.count >= 16 else { return nil }
+                boxSize = Int64(bitPattern: FastStart.be64(head, 8))
+            } else if boxSize == 0 {
+                boxSize = fileSize - offset
+            }
+            guard boxSize >= 8, boxSize <= fileSize - offset else { return nil }
+            if head[4..<8].elementsEqual("moof".utf8), boxSize <= 1 << 24,
+               let moof = boxSize <= head.count ? Array(head.prefix(Int(boxSize))) : try? file.read(upTo: Int(boxSize), at: offset),
+               moof.count == Int(boxSize) {
+                for (track, time) in decodeTimes(moof, from: head[0..<4].elementsEqual([0, 0, 0, 1]) ? 16 : 8) {
+                    if let last = latest[track] {
+                        if time < last, begun[track]?.contains(time) != true {
+                            return FragmentDisorder(track: track, time: time, after: last, offset: offset)
+                        }
+                        latest[track] = max(last, time)
+                    } else {
+                        latest[track] = time
+                    }
+                    begun[track, default: []].insert(time)
+                }
+            }
+            offset += boxSize
+        }
+        return nil
+    }
+
+    /// Each track fragment's track and `tfdt` in a `moof`'s bytes (its children from `start`).
+    private static func decodeTimes(_ moof: [UInt8], from start: Int) -> [(track: UInt32, time: UInt64)] {
+        /// The children (type, start of payload, end) of the bytes from `start` to `end`.
+        func children(_ start: Int, _ end: Int) -> [(type: ArraySlice<UInt8>, at: Int, end: Int)] {
+            var found: [(ArraySlice<UInt8>, Int, Int)] = []
+            var at = start
+            while at + 8 <= end {
+                let size = Int(FastStart.be32(moof, at))
+                guard size >= 8, size <= end - at else { break }
+                found.append((moof[at + 4..<at + 8], at + 8, at + size))
+                at += size
+            }
+            return found
+        }
+        var times: [(UInt32, UInt64)] = []
+        for traf in children(start, moof.count) where traf.type.elementsEqual("traf".utf8) {
+            var track: UInt32?, time: UInt64?
+            for box in children(traf.at, traf.end) {
+                if box.type.elementsEqual("tfhd".utf8), box.end - box.at >= 8 {
+                    track = FastStart.be32(moof, box.at + 4)
+                } else if box.type.elementsEqual("tfdt".utf8), box.end - box.at >= 8 {
+                    if moof[box.at] == 1 {
+                        if box.end - box.at >= 12 { time = FastStart.be64(moof, box.at + 4) }
+                    } else {
+                        time = UInt64(FastStart.be32(moof, box.at + 4))
+                    }
+                }
+            }
+            if let track, let time { times.append((track, time)) }
+        }
+        return times
+    }
+
     /// Where the fragments a `sidx` box references end: its anchor (the byte after it) plus
     /// its first offset and every reference's size. Nil where it references other `sidx`
     /// boxes (a hierarchy, which ExoPlayer refuses), or cannot be read.
