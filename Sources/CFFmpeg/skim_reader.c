@@ -34,7 +34,39 @@ struct KilnSkimReader {
     int64_t keep;     // 0: read everything
     int64_t skipped;  // bytes handed over without being read
     int matroska;     // skim only blocks without lacing
+    // A file read in another order (kiln_skim_reader_reorder): piece k is the bytes from
+    // `virt[k]` in the order read, `real[k]` in the file; none: the file's own order.
+    int64_t *virt, *real;
+    int pieces;
+    int64_t *freed;   // where a box's type reads as "free", in the order read, ascending
+    int freed_count;
 };
+
+// Up to `count` bytes from `at` in the order read, into `buf`: what pread gives (0 at the end).
+static ssize_t read_at(const KilnSkimReader *r, uint8_t *buf, size_t count, int64_t at) {
+    if (!r->pieces) return pread(r->fd, buf, count, (off_t)at);
+    int lo = 0, hi = r->pieces - 1;
+    while (lo < hi) {  // the last piece beginning at or before `at`
+        int mid = (lo + hi + 1) / 2;
+        if (r->virt[mid] <= at) lo = mid; else hi = mid - 1;
+    }
+    int64_t end = lo + 1 < r->pieces ? r->virt[lo + 1] : r->size;
+    if (at < r->virt[lo] || at >= end) return 0;
+    if ((int64_t)count > end - at) count = (size_t)(end - at);
+    ssize_t got = pread(r->fd, buf, count, (off_t)(r->real[lo] + at - r->virt[lo]));
+    int first = 0, last = r->freed_count;
+    while (first < last) {  // the first type that ends past `at`
+        int mid = (first + last) / 2;
+        if (r->freed[mid] + 4 <= at) first = mid + 1; else last = mid;
+    }
+    for (int i = first; got > 0 && i < r->freed_count && r->freed[i] < at + got; i++) {
+        for (int k = 0; k < 4; k++) {
+            int64_t b = r->freed[i] + k - at;
+            if (b >= 0 && b < got) buf[b] = (uint8_t)"free"[k];
+        }
+    }
+    return got;
+}
 
 // The byte at file offset `at`, from the buffer libavformat just consumed (it ends at the
 // reader's position: a direct read starts only once the buffer is empty, and a 4 kB
@@ -100,7 +132,7 @@ static int skim_read(void *opaque, uint8_t *buf, int n) {
     int done = 0;
     for (;;) {
         ssize_t got;
-        do got = pread(r->fd, buf + done, (size_t)(want - done), (off_t)(r->pos + done)); while (got < 0 && errno == EINTR);
+        do got = read_at(r, buf + done, (size_t)(want - done), r->pos + done); while (got < 0 && errno == EINTR);
         if (got < 0) return AVERROR(errno);
         if (got == 0) {
             if (done == 0) return AVERROR_EOF;
@@ -165,6 +197,24 @@ KilnSkimReader *kiln_skim_reader_open(const char *path, int buffer_size, int *er
 
 AVIOContext *kiln_skim_reader_io(KilnSkimReader *r) { return r->io; }
 
+int kiln_skim_reader_reorder(KilnSkimReader *r, const int64_t *real, const int64_t *length, int count,
+                             const int64_t *freed, int freed_count) {
+    r->virt = av_malloc_array(count > 0 ? count : 1, sizeof(int64_t));
+    r->real = av_malloc_array(count > 0 ? count : 1, sizeof(int64_t));
+    r->freed = av_malloc_array(freed_count > 0 ? freed_count : 1, sizeof(int64_t));
+    if (!r->virt || !r->real || !r->freed) return AVERROR(ENOMEM);
+    int64_t at = 0;
+    for (int k = 0; k < count; k++) {
+        r->virt[k] = at;
+        r->real[k] = real[k];
+        at += length[k];
+    }
+    memcpy(r->freed, freed, sizeof(int64_t) * (size_t)freed_count);
+    r->freed_count = freed_count;
+    r->pieces = count;
+    return 0;
+}
+
 void kiln_skim_reader_keep(KilnSkimReader *r, int64_t keep) { r->keep = keep; }
 
 void kiln_skim_reader_matroska(KilnSkimReader *r) { r->matroska = 1; }
@@ -174,6 +224,9 @@ int64_t kiln_skim_reader_skipped(const KilnSkimReader *r) { return r->skipped; }
 void kiln_skim_reader_free(KilnSkimReader **pr) {
     KilnSkimReader *r = pr ? *pr : NULL;
     if (!r) return;
+    av_freep(&r->virt);
+    av_freep(&r->real);
+    av_freep(&r->freed);
     if (r->io) av_freep(&r->io->buffer);
     avio_context_free(&r->io);
     close(r->fd);

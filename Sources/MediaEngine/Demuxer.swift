@@ -44,9 +44,15 @@ final class Demuxer {
     /// A Matroska file's chapters as a player shows them, which replaced libavformat's
     /// (`MatroskaChapters`); nil where the file has none or is no Matroska file.
     let matroskaChapters: MatroskaChapters?
-    /// The file the context reads through when it may skim (`skimmable`); nil when it reads
-    /// through libavformat's own file protocol. Freed after the context (deinit's order).
+    /// The file the context reads through when it may skim (`skimmable`) or reads the file's
+    /// fragments in another order; nil when it reads through libavformat's own file
+    /// protocol. Freed after the context (deinit's order).
     private let skim: SkimReader?
+    private let skimmable: Bool
+    /// An MP4's first fragment stored out of the order of its times (`Prober.fragmentWalk`),
+    /// and whether the context reads the fragments in the order of their times instead.
+    private(set) var fragmentDisorder: Prober.FragmentDisorder?
+    private(set) var fragmentsReordered = false
 
     /// - Parameter analyze: run `avformat_find_stream_info` (`analyse`). Verification of an
     ///   MP4 Kiln just wrote skips it: the index already holds codec, size, rate and
@@ -74,6 +80,27 @@ final class Demuxer {
         }
         var skim = skimmable ? try SkimReader(path: path) : nil
         var ctx: UnsafeMutablePointer<AVFormatContext>? = try Demuxer.open(path, guardian, through: skim)
+        // Fragments stored out of the order of their times are read in that order: the
+        // file's bytes through a reader that lays them so (no byte held; a few numbers a
+        // fragment). Read as stored, libavformat marked the late one's packets not shown
+        // and the film came out with a gap.
+        var order: (pieces: [(from: Int64, length: Int64)], freed: [Int64])?
+        if String(cString: ctx!.pointee.iformat.pointee.name).hasPrefix("mov,"), Prober.fragmentLayout(path).fragments {
+            let opened = ctx!
+            let walk = Prober.fragmentWalk(path) { track, time in
+                (0..<Int(opened.pointee.nb_streams)).lazy.compactMap { opened.pointee.streams[$0] }
+                    .first { $0.pointee.id == Int32(bitPattern: track) }
+                    .flatMap { seconds(Int64(clamping: time), $0.pointee.time_base) }
+            }
+            fragmentDisorder = walk?.disorder
+            if walk?.disorder != nil, let reordered = walk?.reordered() {
+                order = reordered
+                avformat_close_input(&ctx)
+                skim = try SkimReader(path: path, order: reordered)
+                ctx = try Demuxer.open(path, guardian, through: skim)
+                fragmentsReordered = true
+            }
+        }
         do {
             if analyze {
                 switch try Demuxer.analyse(ctx!, shortcut: h264Shortcut) {
@@ -88,7 +115,7 @@ final class Demuxer {
                     avformat_close_input(&ctx)
                     // A reader of its own for the new context: the old one's position and
                     // buffer are the closed context's.
-                    skim = skimmable ? try SkimReader(path: path) : nil
+                    skim = skimmable || order != nil ? try SkimReader(path: path, order: order) : nil
                     ctx = try Demuxer.open(path, guardian, through: skim)
                     _ = try Demuxer.analyse(ctx!, shortcut: false)
                 }
@@ -121,6 +148,7 @@ final class Demuxer {
         }
         context = ctx!
         self.skim = skim
+        self.skimmable = skimmable
     }
 
     /// Why a source path leads to no file. Only a missing name is "not found": a symlink
@@ -350,7 +378,7 @@ final class Demuxer {
     /// at past their first bytes. False if it cannot skim.
     @discardableResult
     func skimPayloads(keeping bytes: Int, _ which: Skim) -> Bool {
-        guard let skim else { return false }
+        guard skimmable, let skim else { return false }
         if which == .unlacedMatroskaBlocks { kiln_skim_reader_matroska(skim.reader) }
         kiln_skim_reader_keep(skim.reader, Int64(bytes))
         return true
@@ -788,13 +816,19 @@ final class SkimReader {
     /// payload read past it is usually most of the packet.
     static let bufferBytes: Int32 = 4096
 
-    init(path: String) throws(KilnError) {
+    /// - Parameter order: read the file as these pieces laid end to end, the boxes at
+    ///   `freed` (in that order) read as `free` (`Prober.FragmentWalk.reordered`).
+    init(path: String, order: (pieces: [(from: Int64, length: Int64)], freed: [Int64])? = nil) throws(KilnError) {
         var error: Int32 = 0
         guard let r = kiln_skim_reader_open(path, Self.bufferBytes, &error) else {
             throw KilnError(error == kiln_averror_enomem() ? .resourceLimit : .sourceUnreadable, stage: .open, underlying: error,
                             "cannot open the source (\(avErrorText(error)))")
         }
         reader = r
+        if let order, kiln_skim_reader_reorder(r, order.pieces.map(\.from), order.pieces.map(\.length), Int32(order.pieces.count),
+                                               order.freed, Int32(order.freed.count)) < 0 {
+            throw KilnError(.resourceLimit, stage: .open, "out of memory opening the source")
+        }
     }
 
     var io: UnsafeMutablePointer<AVIOContext> { kiln_skim_reader_io(reader) }

@@ -348,9 +348,15 @@ public enum Prober {
                let why = movieBoxDamage(demuxer.path) ?? (info.fragmented != true ? sampleTablesShortfall(demuxer) : nil) {
                 throw KilnError(.sourceCorrupt, stage: .probe, "the source's index is damaged: \(why)")
             }
-            // Fragments stored out of order would come out with a gap (`fragmentDisorder`):
-            // refused before any work, rather than delivered short with success.
-            if let layout, layout.fragments, let disorder = fragmentDisorder(demuxer.path) {
+            // Fragments stored out of order are read in the order of their times
+            // (`Demuxer.fragmentsReordered`), and the file goes out remuxed in that order,
+            // never as it is. Where they cannot be moved (a fragment's data placed by its
+            // offset in the file), read as stored they would come out with a gap: refused
+            // before any work, rather than delivered short with success.
+            if demuxer.fragmentsReordered {
+                info.fragmented = true
+                info.warnings.append("fragments_reordered")
+            } else if let disorder = demuxer.fragmentDisorder {
                 let base = (0..<demuxer.streamCount).map(demuxer.stream).first { $0.pointee.id == Int32(bitPattern: disorder.track) }?.pointee.time_base
                 let at = { (t: UInt64) in base.flatMap { seconds(Int64(clamping: t), $0) }.map { Format.fixed($0, decimals: 2) + " s" } ?? "time \(t)" }
                 throw KilnError(.sourceCorrupt, stage: .probe,

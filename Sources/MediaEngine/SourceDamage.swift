@@ -319,71 +319,133 @@ extension Prober {
         let offset: Int64
     }
 
-    /// The first fragment stored out of the order of its times (a segment downloader that
-    /// writes segments as they arrive, several fetched at once). libavformat reads
-    /// fragments as they are stored and marks the late one's packets not shown: a copy lost
-    /// its second, a transcode two, each exit 0 with a gap of silence. Putting it back in
-    /// its place would mean holding every fragment stored before it, without bound (the
-    /// film's first fragment may lie at its end). A fragment whose time comes again (one
-    /// written twice) is no disorder, nor a time skipped (one missing): only a time that
-    /// comes back to where no fragment began is. Every `moof` is read (they are small);
-    /// each track's fragments' times are remembered, as libavformat's fragment index does.
-    /// The walk ends at a damaged box; a `traf` without `tfdt` is timed by its order.
-    static func fragmentDisorder(_ path: String) -> FragmentDisorder? {
+    /// A fragmented MP4's fragments as stored (`fragmentWalk`).
+    struct FragmentWalk {
+        /// The first fragment stored out of the order of its times; nil if none.
+        var disorder: FragmentDisorder?
+        /// Each fragment: where its `moof` begins (it runs to the next one's, or the file's
+        /// end), and its earliest track fragment's time in seconds (nil: one not timed).
+        var fragments: [(offset: Int64, seconds: Double?)] = []
+        /// Whether every track fragment finds its samples from its own `moof` (no
+        /// `base_data_offset`, which is a place in the file): a fragment may then be read
+        /// from elsewhere.
+        var movable = true
+        /// Where each `sidx` and `mfra` begins: they give fragments' places in the file.
+        var placed: [Int64] = []
+        let size: Int64
+
+        /// The file's bytes in the order of its fragments' times, as `(from, length)`
+        /// pieces laid end to end (the head first; fragments of one time in their stored
+        /// order: one written twice stays beside itself), and where the boxes giving places
+        /// in the file (`placed`) then have their type, read as `free` so that libavformat
+        /// looks for the fragments where they are read. Nil where the fragments cannot be moved.
+        func reordered() -> (pieces: [(from: Int64, length: Int64)], freed: [Int64])? {
+            guard movable, let first = fragments.first?.offset, fragments.allSatisfy({ $0.seconds != nil }) else { return nil }
+            let order = fragments.indices.sorted { (fragments[$0].seconds!, $0) < (fragments[$1].seconds!, $1) }
+            var pieces: [(from: Int64, length: Int64)] = []
+            if first > 0 { pieces.append((from: Int64(0), length: first)) }
+            var at: [Int64] = Array(repeating: 0, count: fragments.count)  // where each fragment is read from
+            var read = first
+            for k in order {
+                let from = fragments[k].offset, to = k + 1 < fragments.count ? fragments[k + 1].offset : size
+                at[k] = read
+                read += to - from
+                if let last = pieces.last, last.from + last.length == from { pieces[pieces.count - 1].length += to - from } else { pieces.append((from, to - from)) }
+            }
+            let freed = placed.map { offset -> Int64 in
+                // Its type (4 bytes on) where it is read: in the head, or in the fragment
+                // holding it (the last beginning at or before it).
+                var lo = 0, hi = fragments.count - 1
+                guard offset >= first else { return offset + 4 }
+                while lo < hi {
+                    let mid = (lo + hi + 1) / 2
+                    if fragments[mid].offset <= offset { lo = mid } else { hi = mid - 1 }
+                }
+                return at[lo] + offset - fragments[lo].offset + 4
+            }.sorted()
+            return (pieces, freed)
+        }
+    }
+
+    /// The fragments of a fragmented MP4 as stored, and the first stored out of the order
+    /// of its times (a segment downloader that writes segments as they arrive, several
+    /// fetched at once). libavformat reads fragments as stored and marks the late one's
+    /// packets not shown: a copy lost its second, a transcode two, each exit 0 with a gap
+    /// of silence. A fragment whose time comes again (one written twice) is no disorder,
+    /// nor a time skipped (one missing): only a time that comes back to where no fragment
+    /// began is. Every top-level box header and `moof` is read (one read a fragment, most
+    /// often); what is kept is a few numbers a fragment, as libavformat's own fragment
+    /// index keeps. The walk ends at a damaged box; a `traf` without `tfdt` is timed by its
+    /// order. `seconds` turns a track's time into seconds (nil: a track libavformat lacks).
+    static func fragmentWalk(_ path: String, seconds: (UInt32, UInt64) -> Double? = { _, _ in nil }) -> FragmentWalk? {
         guard let file = try? FileDescriptor(path: path, flags: O_RDONLY), let size = FileIO.size(atPath: path) else { return nil }
         let fileSize = Int64(size)
+        var walk = FragmentWalk(size: fileSize)
         var latest: [UInt32: UInt64] = [:], begun: [UInt32: Set<UInt64>] = [:]
         var offset: Int64 = 0
         while offset + 8 <= fileSize {
             // 4 kB: a box's header, and most fragments' whole `moof` (one read a fragment).
-            guard let head = try? file.read(upTo: Int(min(4096, fileSize - offset)), at: offset), head.count >= 8 else { return nil }
+            guard let head = try? file.read(upTo: Int(min(4096, fileSize - offset)), at: offset), head.count >= 8 else { break }
             var boxSize = Int64(FastStart.be32(head, 0))
             if boxSize == 1 {
-                guard head.count >= 16 else { return nil }
+                guard head.count >= 16 else { break }
                 boxSize = Int64(bitPattern: FastStart.be64(head, 8))
             } else if boxSize == 0 {
                 boxSize = fileSize - offset
             }
-            guard boxSize >= 8, boxSize <= fileSize - offset else { return nil }
-            if head[4..<8].elementsEqual("moof".utf8), boxSize <= 1 << 24,
-               let moof = boxSize <= head.count ? Array(head.prefix(Int(boxSize))) : try? file.read(upTo: Int(boxSize), at: offset),
-               moof.count == Int(boxSize) {
-                for (track, time) in decodeTimes(moof, from: head[0..<4].elementsEqual([0, 0, 0, 1]) ? 16 : 8) {
-                    if let last = latest[track] {
-                        if time < last, begun[track]?.contains(time) != true {
-                            return FragmentDisorder(track: track, time: time, after: last, offset: offset)
+            guard boxSize >= 8, boxSize <= fileSize - offset else { break }
+            let type = head[4..<8]
+            if type.elementsEqual("sidx".utf8) || type.elementsEqual("mfra".utf8) { walk.placed.append(offset) }
+            if type.elementsEqual("moof".utf8) {
+                var earliest: Double?
+                let moof = boxSize > 1 << 24 ? nil : boxSize <= head.count ? Array(head.prefix(Int(boxSize))) : try? file.read(upTo: Int(boxSize), at: offset)
+                let trafs = moof.flatMap { $0.count == Int(boxSize) ? trackFragments($0, from: head[0..<4].elementsEqual([0, 0, 0, 1]) ? 16 : 8) : nil } ?? []
+                if trafs.isEmpty { walk.movable = false }
+                for traf in trafs {
+                    if traf.placed { walk.movable = false }
+                    guard let time = traf.time else { walk.movable = false; continue }
+                    if let s = seconds(traf.track, time) { earliest = min(earliest ?? s, s) } else { walk.movable = false }
+                    if let last = latest[traf.track] {
+                        if walk.disorder == nil, time < last, begun[traf.track]?.contains(time) != true {
+                            walk.disorder = FragmentDisorder(track: traf.track, time: time, after: last, offset: offset)
                         }
-                        latest[track] = max(last, time)
+                        latest[traf.track] = max(last, time)
                     } else {
-                        latest[track] = time
+                        latest[traf.track] = time
                     }
-                    begun[track, default: []].insert(time)
+                    begun[traf.track, default: []].insert(time)
                 }
+                walk.fragments.append((offset, earliest))
             }
             offset += boxSize
         }
-        return nil
+        return walk
     }
 
-    /// Each track fragment's track and `tfdt` in a `moof`'s bytes (its children from `start`).
-    private static func decodeTimes(_ moof: [UInt8], from start: Int) -> [(track: UInt32, time: UInt64)] {
+    /// Each track fragment in a `moof`'s bytes (its children from `start`): its track, its
+    /// `tfdt` (nil if none), and whether its `tfhd` places its data in the file
+    /// (`base_data_offset`). Nil where a box is damaged.
+    private static func trackFragments(_ moof: [UInt8], from start: Int) -> [(track: UInt32, time: UInt64?, placed: Bool)]? {
         /// The children (type, start of payload, end) of the bytes from `start` to `end`.
-        func children(_ start: Int, _ end: Int) -> [(type: ArraySlice<UInt8>, at: Int, end: Int)] {
+        func children(_ start: Int, _ end: Int) -> [(type: ArraySlice<UInt8>, at: Int, end: Int)]? {
             var found: [(ArraySlice<UInt8>, Int, Int)] = []
             var at = start
             while at + 8 <= end {
                 let size = Int(FastStart.be32(moof, at))
-                guard size >= 8, size <= end - at else { break }
+                guard size >= 8, size <= end - at else { return nil }
                 found.append((moof[at + 4..<at + 8], at + 8, at + size))
                 at += size
             }
             return found
         }
-        var times: [(UInt32, UInt64)] = []
-        for traf in children(start, moof.count) where traf.type.elementsEqual("traf".utf8) {
-            var track: UInt32?, time: UInt64?
-            for box in children(traf.at, traf.end) {
+        var fragments: [(UInt32, UInt64?, Bool)] = []
+        guard let boxes = children(start, moof.count) else { return nil }
+        for traf in boxes where traf.type.elementsEqual("traf".utf8) {
+            var track: UInt32?, time: UInt64?, placed = false
+            guard let inner = children(traf.at, traf.end) else { return nil }
+            for box in inner {
                 if box.type.elementsEqual("tfhd".utf8), box.end - box.at >= 8 {
+                    placed = moof[box.at + 3] & 1 != 0
                     track = FastStart.be32(moof, box.at + 4)
                 } else if box.type.elementsEqual("tfdt".utf8), box.end - box.at >= 8 {
                     if moof[box.at] == 1 {
@@ -393,9 +455,10 @@ extension Prober {
                     }
                 }
             }
-            if let track, let time { times.append((track, time)) }
+            guard let track else { return nil }
+            fragments.append((track, time, placed))
         }
-        return times
+        return fragments
     }
 
     /// Where the fragments a `sidx` box references end: its anchor (the byte after it) plus
