@@ -73,6 +73,8 @@ public final class Farm: @unchecked Sendable {
     /// have still to write): the collector evicts unheld artifacts for the largest.
     private var diskWaiting: [Int64: (kind: JobKind, until: Int64, needed: Int64)] = [:]
     private var nextRescueAt: Int64 = 0
+    /// When the last rescue pass ran (clock ms): one much later than due tells a pause.
+    private var lastRescueAt: Int64?
     private var nextCollectionAt: Int64 = 0
 
     public init(config: FarmConfig, store: any ArtifactStore, clock: any KilnCore.Clock = SystemClock(), presets: Presets,
@@ -330,7 +332,25 @@ public final class Farm: @unchecked Sendable {
     /// Rescues expired leases now (the maintenance thread also does, periodically).
     @discardableResult
     public func rescueExpiredLeases() throws(KilnError) -> Int {
-        let n = try store.rescueExpiredLeases(now: clock.nowMillis())
+        let now = clock.nowMillis()
+        // A rescue due long ago means this process did not run meanwhile (SIGSTOP, a VM
+        // or laptop suspended past the lease): its own runs could not renew their leases
+        // either, and are alive. Renewed before anything is rescued: the daemon had woken
+        // to take its own job's lease, killing the child with most of its work done and
+        // spending an attempt. (A run that stops renewing while the process runs is still
+        // rescued.)
+        state.lock()
+        let overdue = Int64((config.rescueIntervalSeconds + config.leaseSeconds / 2) * 1000)
+        let late = lastRescueAt.map { now - $0 } ?? 0
+        let slept = late > overdue
+        lastRescueAt = now
+        let own = slept ? runners.values.map { ($0.jobID, $0.owner) } : []
+        state.unlock()
+        for (job, owner) in own {
+            _ = try? store.heartbeat(jobID: job, owner: owner, leaseUntil: now + Int64(config.leaseSeconds * 1000), progress: nil, now: now)
+        }
+        if !own.isEmpty { log.write("rescuer: \(late / 1000) s since the last pass (the process was paused): renewed the leases of its \(own.count) running job(s)") }
+        let n = try store.rescueExpiredLeases(now: now)
         if n > 0 { events.notify(); wake() }
         return n
     }

@@ -216,6 +216,27 @@ struct FarmTests {
         #expect(try eventually { try h.artifact(permanent)?.state == .ready })
     }
 
+    @Test("a daemon paused past its lease (SIGSTOP, a suspended VM) keeps its own running job when it wakes: it took the job's lease from itself, killed the child with most of its work done and spent an attempt")
+    func pausedDaemonKeepsItsJob() throws {
+        let gate = Gate()
+        let h = try Harness("paused", launcher: FakeLauncher([.gated(gate, then: .succeed(bytes: 111)), .succeed(bytes: 222)])) {
+            $0.leaseSeconds = 60
+            $0.heartbeatSeconds = 3600   // its runner, paused too, has not renewed
+            $0.rescueIntervalSeconds = 30
+        }
+        defer { gate.release(); h.cleanUp() }
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("p", try h.source())).artifact.id
+        #expect(try eventually { h.fake.launches.count == 1 })
+        _ = try h.farm.rescueExpiredLeases()   // a pass on time
+        h.clock.advance(seconds: 300)          // the whole process stood still for 5 minutes
+        #expect(try h.farm.rescueExpiredLeases() == 0)
+        gate.release()
+        #expect(try eventually { try h.artifact(id)?.state == .ready })
+        #expect(try h.artifact(id)?.errors.isEmpty == true && h.fake.launches.count == 1)
+        #expect(try h.artifact(id)?.file?.bytes == 111)
+    }
+
     @Test("an expired lease is rescued and the old runner's late result is refused")
     func leaseExpiryAndFencing() throws {
         let first = Gate(), second = Gate()
