@@ -71,7 +71,13 @@ public final class API: Sendable {
         }
         route(server, "POST", "/v1/artifacts/:id/retry") { [self] _, p in
             let id = p["id"] ?? ""
-            _ = try artifact(id)
+            // An original is the file at its path, never a job's output: retried as a job,
+            // it copied the whole source into the artifacts folder (a film's size on disk)
+            // and served the copy. The file as it is now may need another plan: asked for
+            // again, it gets one.
+            guard try artifact(id).plan.deliveryFormat != .original else {
+                throw APIError(409, "not_retryable", "An original is the file at its path, not prepared: ask for it again (POST /v1/prepare) to have it checked as it is now.")
+            }
             guard try farm.retry(artifactID: id) else {
                 throw APIError(409, "not_retryable", "Only a failed or canceled artifact can be retried.")
             }

@@ -709,6 +709,13 @@ struct APITests {
         parser.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         let at = try #require(answer["error"]?["at"]?.string.flatMap { parser.date(from: $0) }, "\(answer)")
         #expect(Int64(at.timeIntervalSince1970 * 1000) >= changedAt, "\(answer)")
+        // An operator's retry is no way to bring an original back: as a job it copied the
+        // whole source into the artifacts folder and served the copy.
+        let failedID = try #require(answer["artifact_id"]?.string)
+        let retried = try RawHTTP.request(port: d.port, "POST", "/v1/artifacts/\(failedID)/retry")
+        #expect(retried.status == 409 && retried.text.contains("POST /v1/prepare"), "\(retried.status) \(retried.text)")
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: d.dir.appendingPathComponent("artifacts").path).isEmpty)
         // The metrics count the event as another subscriber of the hub: soon, not
         // necessarily before the event stream has it (a loaded machine showed the gap).
         var metrics = ""
