@@ -2,9 +2,12 @@ import KilnCore
 import Store
 
 /// `POST /v1/prepare`'s body, checked field by field into a `PrepareRequest`: unknown
-/// fields are ignored, a missing or mistyped field is a 400 that names it.
+/// fields are ignored, a missing or mistyped field is a 400 that names it, and so is one
+/// spelt a letter or two from a field's (`qualty`), as the caps' are: ignored, it changed
+/// what was delivered (no quality is `original`).
 public enum PrepareBody {
     static let maxReferenceLength = 256
+    static let fields = ["reference", "source", "quality", "caps", "priority", "audio_language", "transcode_allowed"]
 
     public static func parse(_ bytes: [UInt8]) throws(APIError) -> PrepareRequest {
         let value: JSONValue
@@ -12,6 +15,12 @@ public enum PrepareBody {
             throw APIError.badRequest("The body is not valid JSON.")
         }
         guard case .object(let o) = value else { throw APIError.badRequest("The body must be a JSON object.") }
+        for key in o.keys.sorted() where !fields.contains(key) {
+            let canon = DeviceCaps.canonical(key)
+            if let near = fields.first(where: { DeviceCaps.isMisspelling(canon, of: DeviceCaps.canonical($0)) || canon == DeviceCaps.canonical($0) }) {
+                throw APIError.badRequest("\(key) is not a request field; did you mean \(near)?", field: key)
+            }
+        }
 
         func string(_ key: String, in object: [String: JSONValue], name: String? = nil, required: Bool) throws(APIError) -> String? {
             let field = name ?? key

@@ -113,7 +113,7 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
 
     /// A field name as clients vary it: any case, with or without `_` or `-`
     /// (`maxResolution`, `Max-Resolution` and `max_resolution` are one field).
-    static func canonical(_ key: String) -> String {
+    public static func canonical(_ key: String) -> String {
         String(key.lowercased().filter { $0 != "_" && $0 != "-" && $0 != " " })
     }
 
@@ -146,7 +146,7 @@ public struct DeviceCaps: Codable, Sendable, Equatable {
 
     /// Whether `name` is within one edit (two for names of eight letters or more) of
     /// `field`, both canonical: a typo rather than another field.
-    static func isMisspelling(_ name: String, of field: String) -> Bool {
+    public static func isMisspelling(_ name: String, of field: String) -> Bool {
         let a = Array(name), b = Array(field)
         let allowed = b.count >= 8 ? 2 : 1
         guard abs(a.count - b.count) <= allowed, a.count >= 3, !b.isEmpty else { return false }

@@ -602,6 +602,10 @@ struct APITests {
             (#"{"reference":"a","source":{"path":"/x"},"caps":{"hdr":"yes"}}"#, 400, "hdr"),
             (#"{"reference":"a","source":{"path":"/x"},"priority":"urgent"}"#, 400, "priority"),
             (#"{"reference":"a","source":{"path":"/x"},"audio_language":12}"#, 400, "audio_language"),
+            // A field misspelt is refused as the caps' are: ignored, "qualty" was `original`.
+            (#"{"reference":"a","source":{"path":"/x"},"qualty":"2mbps"}"#, 400, "qualty"),
+            (#"{"reference":"a","source":{"path":"/x"},"Quality":"2mbps"}"#, 400, "Quality"),
+            (#"{"reference":"a","source":{"path":"/x"},"audioLanguage":"fr"}"#, 400, "audioLanguage"),
         ]
         for (body, status, field) in cases {
             let r = try RawHTTP.json(port: d.port, "POST", "/v1/prepare", body)
