@@ -33,6 +33,8 @@ final class JobRunner: @unchecked Sendable {
     private var stopReason: StopReason?
     private var handle: (any JobHandle)?
     private var lastProgress: JobProgress?
+    /// What the child last reported (the store has it as of the last heartbeat).
+    var progress: JobProgress? { lock.lock(); defer { lock.unlock() }; return lastProgress }
     private var lastProgressAt: Double
     private var lastLiveAt = -Double.infinity
 

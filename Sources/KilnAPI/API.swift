@@ -162,7 +162,7 @@ public final class API: Sendable {
             if let at = try store.collectedAt(artifactID: id) { throw Self.collected(id, at: at) }
             throw APIError.notFound
         }
-        return try farm.checkingFile(a)
+        return farm.withLiveProgress(try farm.checkingFile(a))
     }
 
     func prepare(_ req: HTTPRequest) throws -> HTTPResponse {
@@ -180,7 +180,7 @@ public final class API: Sendable {
             guard let stored = try store.reference(asked.reference), stored.request == same else { throw error }
             return try referenceAnswer(asked.reference)
         }
-        let view = ReferenceView(reference: binding.reference, artifact: binding.artifact)
+        let view = ReferenceView(reference: binding.reference, artifact: farm.withLiveProgress(binding.artifact))
         metrics.countRequest(enqueued: binding.enqueued, format: binding.artifact.plan.deliveryFormat)
         return .json(status: view.httpStatus, view)
     }
@@ -191,7 +191,7 @@ public final class API: Sendable {
 
     func referenceAnswer(_ ref: String) throws -> HTTPResponse {
         guard let r = try store.reference(ref), let stored = try store.artifact(id: r.artifactID) else { throw APIError.notFound }
-        let a = try farm.checkingFile(stored)
+        let a = farm.withLiveProgress(try farm.checkingFile(stored))
         let view = ReferenceView(reference: r, artifact: a, originalChanged: Self.originalChanged(a))
         return .json(status: view.httpStatus, view)
     }
@@ -343,7 +343,11 @@ public final class API: Sendable {
         var slots: [String: QueueView.Slot] = [:]
         for (kind, s) in farm.slots { slots[kind.rawValue] = .init(total: s.total, busy: s.busy) }
         return QueueView(
-            counts: snap.jobsByState, artifacts: snap.artifactsByState, running: snap.running.map(JobView.init), queued: snap.queued.map(JobView.init),
+            counts: snap.jobsByState, artifacts: snap.artifactsByState, running: snap.running.map { job in
+                var job = job
+                job.progress = farm.liveProgress(jobID: job.id) ?? job.progress
+                return JobView(job)
+            }, queued: snap.queued.map(JobView.init),
             recentFailures: snap.recentFailures.map {
                 .init(artifactID: $0.id, deliveryFormat: $0.plan.deliveryFormat.rawValue, source: $0.source.path,
                       error: ($0.failure ?? $0.errors.last).map(AttemptErrorView.init), at: RFC3339.string(millis: $0.updatedAt))

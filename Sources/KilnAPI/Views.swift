@@ -119,7 +119,7 @@ public struct ArtifactView: Encodable, Sendable {
     let job: JobView?
     let attempts: Int
     let errors: [AttemptErrorView]
-    let progress: JobProgress?
+    @Nullable var progress: JobProgress?
     let createdAt: String
     let updatedAt: String
     let readyAt: String?
@@ -172,7 +172,7 @@ public struct JobView: Encodable, Sendable {
     let runAfter: String
     let leaseOwner: String?
     let leaseExpiresAt: String?
-    let progress: JobProgress?
+    @Nullable var progress: JobProgress?
     let waitingReason: String?
     let queuedAt: String
     let startedAt: String?

@@ -589,6 +589,40 @@ struct APITests {
         #expect(still["artifact_id"]?.string == id && still["reference"] == .string("victim"), "\(still)")
     }
 
+    @Test("a poll of a running job shows its child's latest progress, the same in the reference, the artifact and the queue: it showed the last heartbeat's (every 5 s; none at all for a job's first seconds) and answers disagreed")
+    func pollsSeeLiveProgress() throws {
+        // A heartbeat that never comes while the job runs: whatever progress a poll shows
+        // is the child's own, as it reports it.
+        let media = Media.scratch("live-progress-media")
+        defer { try? FileManager.default.removeItem(at: media) }
+        try FileManager.default.copyItem(atPath: try Media.generated("api-progress-8s-720p.mkv", [
+            "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25", "-t", "8", "-c:v", "libx264", "-preset", "ultrafast", "-g", "50"]),
+                                         toPath: media.appendingPathComponent("film.mkv").path)
+        let d = try Daemon(mediaRoot: media) { $0.heartbeatSeconds = 3600; $0.leaseSeconds = 7200 }
+        defer { d.stop() }
+        let answer = try JSONValue.parse(try d.prepare("live", "film.mkv", quality: "1mbps").body)
+        let id = try #require(answer["artifact_id"]?.string, "\(answer)")
+        var seen: (reference: Double?, artifact: Double?, queue: Double?) = (nil, nil, nil)
+        let deadline = Date(timeIntervalSinceNow: 120)
+        while Date() < deadline {
+            let artifact = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/artifacts/\(id)").body)
+            if artifact["state"] != .string("pending") { break }
+            if case .object(let fields) = artifact {
+                #expect(fields.keys.contains("progress"), "progress is null when there is none, never left out: \(artifact)")
+            }
+            seen.artifact = seen.artifact ?? artifact["progress"]?["fraction"]?.double
+            let reference = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/references/live").body)
+            seen.reference = seen.reference ?? reference["progress"]?["fraction"]?.double
+            let queue = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/queue").body)
+            if case .array(let running)? = queue["running"], let job = running.first {
+                seen.queue = seen.queue ?? job["progress"]?["fraction"]?.double
+            }
+            if seen.reference != nil && seen.artifact != nil && seen.queue != nil { break }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(seen.reference != nil && seen.artifact != nil && seen.queue != nil, "\(seen)")
+    }
+
     @Test("malformed, oversized and random bodies get a 4xx envelope naming the field, and the daemon stays healthy")
     func badBodies() throws {
         let d = try Daemon()
