@@ -136,6 +136,14 @@ public final class Farm: @unchecked Sendable {
         state.unlock()
 
         try folder.create()
+        // A floor the file system cannot leave free admits no output ever: every job would
+        // fail for good as quality_unavailable while /readyz said ready.
+        if let capacity = space.capacityBytes(at: config.artifactsDir), config.minFreeBytes >= capacity {
+            state.lock(); started = false; state.unlock()
+            throw KilnError(.usage, stage: .request, field: "KILN_MIN_FREE_BYTES",
+                            "KILN_MIN_FREE_BYTES (\(Format.bytes(config.minFreeBytes))) is not below what the artifacts folder's file system holds "
+                                + "(\(Format.bytes(capacity))): no output could ever be written")
+        }
         var report = RecoveryReport()
         let now = clock.nowMillis()
         report.finishedDeletions = try collector.finishInterrupted(now: now)

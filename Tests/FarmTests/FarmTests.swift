@@ -506,6 +506,18 @@ struct FarmTests {
         #expect(try eventually { try h.artifact(big)?.state == .ready })
     }
 
+    @Test("a free-space floor the file system cannot leave (KILN_MIN_FREE_BYTES above its size) stops the start with the setting named: every job failed for good while the daemon said ready")
+    func floorAboveDisk() throws {
+        let h = try Harness("floor-above-disk")
+        defer { h.cleanUp() }
+        h.space.capacity = h.config.minFreeBytes - 1
+        do { _ = try h.farm.start(); Issue.record("started") } catch {
+            #expect(error.code == .usage && error.field == "KILN_MIN_FREE_BYTES" && error.message.contains("no output could ever be written"), "\(error)")
+        }
+        h.space.capacity = h.config.minFreeBytes * 4
+        _ = try h.farm.start()
+    }
+
     @Test("a job that fits the file system but not its free space waits; one larger than the whole file system fails at once instead of waiting for ever")
     func neverFits() throws {
         let h = try Harness("never-fits") { $0.diskRecheckSeconds = 5 }
