@@ -396,16 +396,81 @@ final class Demuxer {
             packet.take(pending.removeFirst())
             TimeLimit.clear(packet, in: stream(Int(packet.streamIndex)))
             deriveDecodeTime(packet)
+            _ = laceTimed(packet)
             return true
         }
         // A loop, not a call again: a damaged index may end thousands of samples inside the file's last bytes.
         while try readFrame(into: packet) {
             // Left out; counted with the samples the index places past the end (`samplesPastEnd`).
-            guard endsCutShort(packet.pointer.pointee) else { return taken(packet) }
+            guard endsCutShort(packet.pointer.pointee) else {
+                TimeLimit.clear(packet, in: stream(Int(packet.streamIndex)))
+                deriveDecodeTime(packet)
+                noted(packet)
+                if laceTimed(packet) {
+                    let s = Int(packet.streamIndex)
+                    try judgeLaces(of: s)
+                    laces?[s]?.retime(&packet.pointer.pointee)
+                }
+                return true
+            }
             packet.unref()
         }
         return false
     }
+
+    /// Per stream, its laced frames' times (`LaceTimes`): Matroska sound tracks; nil for
+    /// the rest, and until the first packet.
+    private var laces: [LaceTimes?]?
+
+    /// Times a packet of a Matroska sound track by its block (`LaceTimes.time`); true when
+    /// it continues a laced block of a track not judged yet.
+    private func laceTimed(_ packet: Packet) -> Bool {
+        guard isMatroska else { return false }
+        if laces == nil {
+            laces = (0..<streamCount).map { stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO ? LaceTimes() : nil }
+        }
+        let s = Int(packet.streamIndex)
+        guard s >= 0, s < laces!.count, laces![s] != nil else { return false }
+        let continues = laces![s]!.time(&packet.pointer.pointee)
+        return continues && !laces![s]!.judged
+    }
+
+    /// Reads on until stream `s` has begun two more blocks after the laced one just read,
+    /// and judges its frames' length from them (`LaceTimes.decide`). The packets read on
+    /// are handed out next, in file order, timed as any. Bounded: a track whose next
+    /// blocks do not come within 4,096 packets or 32 MB is left as read.
+    private func judgeLaces(of s: Int) throws(KilnError) {
+        guard var lace = laces?[s], pending.isEmpty, let lastRead = lastLaced(s) else { return }
+        var blocks = [LaceTimes.Block(start: lace.blockStart, frames: lace.framesInBlock)]
+        var position = lastRead
+        var ahead: [Packet] = []
+        var bytes = 0
+        while blocks.count < 3, ahead.count < 4096, bytes < 32 << 20 {
+            let p = try Packet()
+            guard try readFrame(into: p) else { break }
+            if endsCutShort(p.pointer.pointee) { continue }
+            noted(p)
+            let q = p.pointer.pointee
+            bytes += Int(max(q.size, 0))
+            ahead.append(p)
+            guard Int(q.stream_index) == s else { continue }
+            if q.pos >= 0, q.pos == position { blocks[blocks.count - 1].frames += 1 } else {
+                blocks.append(LaceTimes.Block(start: q.pts, frames: 1))
+                position = q.pos
+            }
+        }
+        pending = ahead
+        // A look's ceiling stopped the reads: judged by a later read.
+        guard !guardian.hit else { return }
+        lace.settle(LaceTimes.decide(blocks, lace: laceLength[s] ?? 0))
+        laces?[s] = lace
+    }
+
+    /// Per stream, where its last packet was read from and how far libavformat spaced it
+    /// from the one before in its lace (the DefaultDuration, as a packet's duration).
+    private var laceLength: [Int: Int64] = [:]
+    private var lacePosition: [Int: Int64] = [:]
+    private func lastLaced(_ s: Int) -> Int64? { lacePosition[s] }
 
     /// libavformat's next packet; false at the end (or where damage ends what is readable).
     private func readFrame(into packet: Packet) throws(KilnError) -> Bool {
@@ -441,10 +506,9 @@ final class Demuxer {
         return true
     }
 
-    /// A packet just read from libavformat, timed and noted.
-    private func taken(_ packet: Packet) -> Bool {
-        TimeLimit.clear(packet, in: stream(Int(packet.streamIndex)))
-        deriveDecodeTime(packet)
+    /// A packet just read from libavformat, noted: the streams' start marks and starts,
+    /// the furthest byte read, and a sound track's lace.
+    private func noted(_ packet: Packet) {
         let st = stream(Int(packet.streamIndex))
         let p = packet.pointer.pointee
         // libavformat sets a stream's start, where its analysis did not, when it learns a
@@ -455,7 +519,11 @@ final class Demuxer {
         // have said had the analysis read that far.
         if startMarks.note(p, of: st), st.pointee.start_time == noPTS, p.pts != noPTS { st.pointee.start_time = p.pts }
         if p.pos >= 0 { furthestByte = max(furthestByte, p.pos + Int64(max(p.size, 0))) }
-        return true
+        if isMatroska, st.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO {
+            let s = Int(packet.streamIndex)
+            if p.pos >= 0, p.pos == lacePosition[s], p.duration > 0 { laceLength[s] = p.duration }
+            lacePosition[s] = p.pos
+        }
     }
 
     /// How many of `stream`'s samples its MP4 index (as read so far: a fragmented file's
@@ -650,6 +718,8 @@ final class Demuxer {
         startMarks.seal()
         pending = []
         derivesDecodeTimes = nil
+        if laces != nil { for i in laces!.indices { laces![i]?.reset() } }
+        lacePosition = [:]
         return av_seek_frame(context, stream, timestamp, flags)
     }
 

@@ -2384,6 +2384,36 @@ struct LateVideoTests {
             #expect(abs((probe.startTime("audio") ?? -1) - (probe.startTime("video") ?? 1)) < 0.01, "sound and picture start together, as in the source")
         }
     }
+
+    @Test("Matroska laced sound whose DefaultDuration is doubled or halved (a muxer's mistake) comes out whole and as the right file's, remuxed and transcoded: half of it was dropped as times running back, or choppy with silence between its blocks", arguments: [2.0, 0.5])
+    func lacedSoundWrongDefaultDuration(factor: Double) throws {
+        let source = try Media.lacedEarlySound()
+        // mkvmerge wrote 21.333 ms for AAC's 1024 frames at 48 kHz; mkvpropedit changes it alone.
+        let damaged = try Media.generated("early-sound-laced-defdur-x\(factor).mkv") { tmp in
+            try FileManager.default.copyItem(atPath: source, toPath: tmp)
+            let r = try Run.command("mkvpropedit", ["-q", tmp, "--edit", "track:a1", "--set", "default-duration=\(Int(21_333_333 * factor))"])
+            guard r.status == 0 || r.status == 1 else { throw TestFailure("mkvpropedit (mkvtoolnix, installed by make deps) failed: \(r.stderr)") }
+        }
+        // What the right file's sound decodes to, and how many frames it has.
+        func decodedSound(_ path: String) throws -> String {
+            try Run.command("ffmpeg", ["-v", "error", "-i", path, "-map", "0:a", "-f", "md5", "-"]).stdout
+        }
+        var right = ""
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "defdur-right-\(factor)") { (r, out) throws in
+            #expect(r.status == 0)
+            right = try decodedSound(out)
+        }
+        let frames = try FFprobe.packetCount(source, "a")
+        for (quality, caps) in [("original", "ios"), ("1mbps", "web")] {
+            try Command.prepare(damaged, quality: quality, caps: caps, scratch: "defdur-\(factor)-\(quality)") { (r, out) throws in
+                #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))")
+                let stats = try Command.json(r)["stats"]
+                #expect(stats?["corrupt_packets"] == .number(0) && stats?["audio_gaps_filled"] == nil, "\(r.stdout)")
+                #expect(try FFprobe.packetCount(out, "a") == frames, "every sound frame, nothing added")
+                if quality == "original" { #expect(try decodedSound(out) == right, "the right file's sound") }
+            }
+        }
+    }
 }
 
 extension DamagedInputTests {
