@@ -56,6 +56,11 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// last cluster): `durationSeconds` is theirs, and a player given the file as it is
     /// would show the wrong length. nil otherwise.
     public var durationWrong: Bool?
+    /// Whether a Matroska sound track's laced frames last other than its DefaultDuration
+    /// says (a muxer's mistake: doubled, or halved as for HE-AAC's output rate): Kiln times
+    /// them by their own length, and a player given the file as it is would space them by
+    /// the wrong one (half the sound overlapping, or gaps). nil otherwise.
+    public var audioLacingWrong: Bool?
     /// Why the index the file's header holds cannot be the file's ("stream 0: its index
     /// places a sample … past the file's end"): cut short or damaged. Such a file never
     /// goes out as it is. nil otherwise.
@@ -87,7 +92,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
         case formatName = "format_name", container, durationSeconds = "duration_seconds"
         case startSeconds = "start_seconds", bitRate = "bit_rate", sizeBytes = "size_bytes"
         case streams, chapters, fingerprint, warnings, fragmented, unindexed, indexDamage = "index_damage", timingDamage = "timing_damage"
-        case durationWrong = "duration_wrong"
+        case durationWrong = "duration_wrong", audioLacingWrong = "audio_lacing_wrong"
         case timingDamageStream = "timing_damage_stream"
     }
 

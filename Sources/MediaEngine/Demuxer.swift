@@ -422,6 +422,10 @@ final class Demuxer {
     /// the rest, and until the first packet.
     private var laces: [LaceTimes?]?
 
+    /// Whether a sound track's laced frames were found to last other than its
+    /// DefaultDuration says, and are timed by their own length.
+    var lacesRetimed: Bool { laces?.contains { $0?.frameLength != nil } ?? false }
+
     /// Times a packet of a Matroska sound track by its block (`LaceTimes.time`); true when
     /// it continues a laced block of a track not judged yet.
     private func laceTimed(_ packet: Packet) -> Bool {

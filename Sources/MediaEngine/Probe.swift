@@ -375,6 +375,9 @@ public enum Prober {
             }
             if info.timingDamage == nil, let clockDamage { (info.timingDamageStream, info.timingDamage) = clockDamage }
         }
+        // Sound laced by a DefaultDuration that is not its frames' (`LaceTimes`): a player
+        // given the file as it is spaces the frames by it, as libavformat did.
+        if demuxer.lacesRetimed { info.audioLacingWrong = true }
         return info
     }
 

@@ -137,6 +137,9 @@ struct PlanContext {
     ///   Duration ten times the film, or a tenth of it; an MP4 movie duration against its
     ///   tracks'): players show it and size their seek bar by it. The remux writes the
     ///   film's own.
+    /// - Matroska sound laced by a DefaultDuration that is not its frames' length
+    ///   (`MediaInfo.audioLacingWrong`): a player spaces the frames by it, overlapping half
+    ///   the sound or leaving gaps. The remux times them by their own.
     /// - Dolby Vision profile 7 in MP4 (a UHD Blu-ray's two layers in one track): no MP4
     ///   player decodes it; the remux keeps its HDR10 base layer. (In Matroska a TV box
     ///   that lists it may play it.)
@@ -147,6 +150,7 @@ struct PlanContext {
         if source.fragmented == true { fixes.append("container_fragmented") }
         if source.unindexed == true { fixes.append("container_unindexed") }
         if source.durationWrong == true { fixes.append("container_duration_wrong") }
+        if source.audioLacingWrong == true { fixes.append("container_audio_lacing_wrong") }
         if source.streams.contains(where: { $0.compression.map { $0 != "header_stripping" } == true }) {
             fixes.append("container_compressed_tracks")
         }
