@@ -466,7 +466,9 @@ final class Demuxer {
         pending = ahead
         // A look's ceiling stopped the reads: judged by a later read.
         guard !guardian.hit else { return }
-        lace.settle(LaceTimes.decide(blocks, lace: laceLength[s] ?? 0))
+        let st = stream(s).pointee
+        let rate = Double(st.codecpar.pointee.sample_rate) * st.time_base.seconds
+        lace.settle(LaceTimes.decide(blocks, lace: laceLength[s] ?? 0, samplesPerTick: rate > 0 ? rate : nil))
         laces?[s] = lace
     }
 

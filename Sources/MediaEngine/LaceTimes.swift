@@ -34,8 +34,12 @@ struct LaceTimes {
 
     /// The frames' length from consecutive blocks (their starts and frame counts; the last
     /// one's frames are not needed), where two gaps agree on one that is not `lace`, the
-    /// length libavformat spaced the frames by. Within a tick or 2 %.
-    static func decide(_ blocks: [Block], lace: Int64) -> Double? {
+    /// length libavformat spaced the frames by. Within a tick or 2 %. Only a length a
+    /// muxer's mistake gives (a quarter to four times `lace`) that a sound frame can have
+    /// (120 to 8,192 samples at `sampleRate` samples a tick, where known): blocks ten times
+    /// too close are a damaged TimecodeScale, which moves the pictures too and no
+    /// frame length explains.
+    static func decide(_ blocks: [Block], lace: Int64, samplesPerTick: Double? = nil) -> Double? {
         guard blocks.count >= 3, lace > 0 else { return nil }
         let lengths = (0..<2).compactMap { k -> Double? in
             let (a, b) = (blocks[k], blocks[k + 1])
@@ -48,6 +52,8 @@ struct LaceTimes {
         let length = (lengths[0] + lengths[1]) / 2
         // Its frames laced a tick apart by rounding (21 ms for 21.33) are no mistake.
         guard abs(length - Double(lace)) > tolerance(length) else { return nil }
+        guard length >= Double(lace) / 4, length <= Double(lace) * 4 else { return nil }
+        if let samplesPerTick, samplesPerTick > 0, !(120...8192).contains(length * samplesPerTick) { return nil }
         return length
     }
 
