@@ -422,6 +422,11 @@ final class Demuxer {
     /// the rest, and until the first packet.
     private var laces: [LaceTimes?]?
 
+    /// A sound track whose blocks come far closer or further apart than its frames last
+    /// (`LaceTimes.scaleDamage`), and by how many times: its times, and the pictures', are
+    /// scaled wrong.
+    private(set) var laceScaleDamage: (stream: Int, ratio: Double)?
+
     /// Whether a sound track's laced frames were found to last other than its
     /// DefaultDuration says, and are timed by their own length.
     var lacesRetimed: Bool { laces?.contains { $0?.frameLength != nil } ?? false }
@@ -469,6 +474,7 @@ final class Demuxer {
         let st = stream(s).pointee
         let rate = Double(st.codecpar.pointee.sample_rate) * st.time_base.seconds
         lace.settle(LaceTimes.decide(blocks, lace: laceLength[s] ?? 0, samplesPerTick: rate > 0 ? rate : nil))
+        if laceScaleDamage == nil, let ratio = LaceTimes.scaleDamage(blocks, lace: laceLength[s] ?? 0) { laceScaleDamage = (s, ratio) }
         laces?[s] = lace
     }
 

@@ -32,29 +32,44 @@ struct LaceTimes {
         var frames: Int
     }
 
-    /// The frames' length from consecutive blocks (their starts and frame counts; the last
-    /// one's frames are not needed), where two gaps agree on one that is not `lace`, the
-    /// length libavformat spaced the frames by. Within a tick or 2 %. Only a length a
-    /// muxer's mistake gives (a quarter to four times `lace`) that a sound frame can have
-    /// (120 to 8,192 samples at `sampleRate` samples a tick, where known): blocks ten times
-    /// too close are a damaged TimecodeScale, which moves the pictures too and no
-    /// frame length explains.
-    static func decide(_ blocks: [Block], lace: Int64, samplesPerTick: Double? = nil) -> Double? {
-        guard blocks.count >= 3, lace > 0 else { return nil }
+    /// The frames' length two gaps between consecutive blocks agree on (their starts and
+    /// frame counts; the last one's frames are not needed), within a tick or 2 %; nil where
+    /// they disagree (sound lost between two blocks) or a block is not laced.
+    static func agreedLength(_ blocks: [Block]) -> Double? {
+        guard blocks.count >= 3 else { return nil }
         let lengths = (0..<2).compactMap { k -> Double? in
             let (a, b) = (blocks[k], blocks[k + 1])
             guard a.frames > 1, a.start != noPTS, b.start != noPTS, b.start > a.start else { return nil }
             return Double(b.start - a.start) / Double(a.frames)
         }
-        guard lengths.count == 2 else { return nil }
-        let tolerance = { (d: Double) in max(1, d * 0.02) }
-        guard abs(lengths[0] - lengths[1]) <= tolerance(lengths[0]) else { return nil }
-        let length = (lengths[0] + lengths[1]) / 2
-        // Its frames laced a tick apart by rounding (21 ms for 21.33) are no mistake.
-        guard abs(length - Double(lace)) > tolerance(length) else { return nil }
+        guard lengths.count == 2, abs(lengths[0] - lengths[1]) <= tolerance(lengths[0]) else { return nil }
+        return (lengths[0] + lengths[1]) / 2
+    }
+
+    static func tolerance(_ length: Double) -> Double { max(1, length * 0.02) }
+
+    /// The length to time the frames by, where the blocks agree on one (`agreedLength`) that
+    /// is not `lace`, the length libavformat spaced them by (frames laced a tick apart by
+    /// rounding, 21 ms for 21.33, are no mistake). Only a length a muxer's mistake gives (a
+    /// quarter to four times `lace`) that a sound frame can have (120 to 8,192 samples at
+    /// `samplesPerTick`, where known): blocks ten times too close are a damaged
+    /// TimecodeScale, which moves the pictures too and no frame length explains
+    /// (`scaleDamage`).
+    static func decide(_ blocks: [Block], lace: Int64, samplesPerTick: Double? = nil) -> Double? {
+        guard lace > 0, let length = agreedLength(blocks), abs(length - Double(lace)) > tolerance(length) else { return nil }
         guard length >= Double(lace) / 4, length <= Double(lace) * 4 else { return nil }
         if let samplesPerTick, samplesPerTick > 0, !(120...8192).contains(length * samplesPerTick) { return nil }
         return length
+    }
+
+    /// How many times longer the frames last, by the blocks, than the DefaultDuration (an
+    /// absolute length, in nanoseconds) says, where that is beyond any muxer's mistake:
+    /// the blocks' times are scaled wrong (a damaged TimecodeScale), and every track's with
+    /// them. nil otherwise.
+    static func scaleDamage(_ blocks: [Block], lace: Int64) -> Double? {
+        guard lace > 0, let length = agreedLength(blocks) else { return nil }
+        let ratio = length / Double(lace)
+        return ratio < 0.25 || ratio > 4 ? ratio : nil
     }
 
     mutating func settle(_ length: Double?) {

@@ -24,4 +24,13 @@ struct LaceTimesTests {
         #expect(LaceTimes.decide(Self.blocks, lace: 213, samplesPerTick: 4.8) == nil)
         #expect(LaceTimes.decide(Array(Self.blocks.prefix(2)), lace: 43) == nil, "two gaps are needed")
     }
+
+    @Test("blocks ten times closer or further apart than their frames last are a damaged scale, not a muxer's DefaultDuration")
+    func scale() throws {
+        let closer = try #require(LaceTimes.scaleDamage(Self.blocks, lace: 213))
+        #expect(abs(closer - 0.1) < 0.01)
+        #expect(LaceTimes.scaleDamage(Self.blocks, lace: 2) != nil)
+        #expect(LaceTimes.scaleDamage(Self.blocks, lace: 43) == nil, "doubled: a mistake, timed by the blocks")
+        #expect(LaceTimes.scaleDamage(Self.blocks, lace: 21) == nil)
+    }
 }

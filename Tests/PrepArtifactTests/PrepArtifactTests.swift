@@ -2419,6 +2419,29 @@ struct LateVideoTests {
             }
         }
     }
+
+    @Test("Matroska with laced sound whose TimecodeScale is ten times too small is refused as damaged, as it is without lacing: its sound was packed into a tenth of its time (most of it dropped), exit 0, and went to Android as it was")
+    func lacedSoundScaleDamaged() throws {
+        let source = try Media.lacedEarlySound()
+        let damaged = try Media.generated("early-sound-laced-scale-tenth.mkv") { tmp in
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
+            // TimestampScale (2A D7 B1), three bytes long: 1,000,000 ns becomes 100,000.
+            let scale: [UInt8] = [0x2A, 0xD7, 0xB1, 0x83, 0x0F, 0x42, 0x40]
+            guard let at = (0...bytes.count - scale.count).first(where: { bytes[$0..<$0 + scale.count].elementsEqual(scale) }) else {
+                throw TestFailure("no TimestampScale of 1 ms in \(source)")
+            }
+            bytes.replaceSubrange(at + 4..<at + 7, with: [0x01, 0x86, 0xA0])
+            try Data(bytes).write(to: URL(fileURLWithPath: tmp))
+        }
+        for caps in ["ios", "android"] {
+            try Command.prepare(damaged, quality: "original", caps: caps, scratch: "laced-scale-\(caps)") { (r, out) throws in
+                #expect(r.status == 3, "\(r.stdout) \(r.stderr.suffix(300))")
+                let error = try Command.json(r)["error"]
+                #expect(error?["code"] == .string("source_corrupt") && error?["message"]?.string?.contains("a timescale damaged") == true, "\(r.stdout)")
+                #expect(!FileManager.default.fileExists(atPath: out))
+            }
+        }
+    }
 }
 
 extension DamagedInputTests {
