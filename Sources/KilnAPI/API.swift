@@ -212,7 +212,7 @@ public final class API: Sendable {
             throw Self.sourceChanged
         }
         try? store.touch(artifactID: id, now: SystemClock().nowMillis())
-        let type = Self.mediaTypes[a.plan.container] ?? "application/octet-stream"
+        let type = Self.mediaType(container: a.plan.container, hasVideo: a.plan.video != nil)
         // An original is the user's file, hashed by nobody: it is tagged by its identity.
         let response = HTTPResponse.file(path: f.path, contentType: type, etag: f.sha256, request: req)
         // The file went between the read above and the server's look at it: the collector
@@ -239,7 +239,15 @@ public final class API: Sendable {
     /// is in its source's container).
     static let mediaTypes = ["mp4": "video/mp4", "m4v": "video/mp4", "mov": "video/quicktime", "3gp": "video/3gpp",
                              "mkv": "video/x-matroska", "webm": "video/webm", "ts": "video/mp2t", "avi": "video/x-msvideo",
-                             "mp3": "audio/mpeg"]
+                             "mp3": "audio/mpeg", "flac": "audio/flac", "ogg": "audio/ogg", "wav": "audio/wav", "aac": "audio/aac"]
+    /// The same containers holding sound alone (a music video's audio, an audiobook): a
+    /// client that picks its player by the type took `video/mp4` for pictures to show.
+    static let soundTypes = ["mp4": "audio/mp4", "m4v": "audio/mp4", "mov": "audio/mp4", "3gp": "audio/3gpp",
+                             "mkv": "audio/x-matroska", "webm": "audio/webm"]
+
+    static func mediaType(container: String, hasVideo: Bool) -> String {
+        (hasVideo ? nil : soundTypes[container]) ?? mediaTypes[container] ?? "application/octet-stream"
+    }
 
     func events(_ req: HTTPRequest) throws -> HTTPResponse {
         let resumeText = req.headers["Last-Event-ID"] ?? req.queryValue("after")

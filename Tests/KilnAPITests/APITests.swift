@@ -187,6 +187,20 @@ struct APITests {
         #expect(try RawHTTP.request(port: d.port, "HEAD", "/v1/artifacts/\(id)/file").headers["content-type"] == "video/x-matroska")
     }
 
+    @Test("a download of sound alone says so: audio/mp4 for FLAC re-encoded into MP4, audio/x-matroska for an E-AC-3 Matroska that goes as it is (both were video/…: a client picking its player by the type took them for films)")
+    func soundAloneType() throws {
+        let d = try Daemon()
+        defer { d.stop() }
+        let flac = try JSONValue.parse(try d.prepare("flac", "sp_bear-flac.mp4", quality: "1mbps", caps: #"{"containers":["mp4"],"codecs_audio":["aac"]}"#).body)
+        let flacID = try #require(flac["artifact_id"]?.string, "\(flac)")
+        #expect(try d.settle("flac")["status"] == .string("ready"))
+        #expect(try RawHTTP.request(port: d.port, "HEAD", "/v1/artifacts/\(flacID)/file").headers["content-type"] == "audio/mp4")
+        let eac3 = try JSONValue.parse(try d.prepare("eac3", "mb_eac3.mkv", caps: #"{"containers":["mkv"],"codecs_audio":["eac3"]}"#).body)
+        let eac3ID = try #require(eac3["artifact_id"]?.string, "\(eac3)")
+        #expect(eac3["delivery_format"] == .string("original"), "\(eac3)")
+        #expect(try RawHTTP.request(port: d.port, "HEAD", "/v1/artifacts/\(eac3ID)/file").headers["content-type"] == "audio/x-matroska")
+    }
+
     @Test("a caller whose user may not have files transcoded says so: a plan that needs one is 403 transcode_disabled, a remux still goes; the server's gate is a setting")
     func transcodePermission() throws {
         let d = try Daemon()
