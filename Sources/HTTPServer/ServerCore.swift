@@ -233,17 +233,19 @@ final class ServerCore: Sendable {
             close(fd)
             return .unavailable
         }
-        let body = FileBody(fd: fd, offset: offset, length: length)
+        // The response owns one reference to the body until libmicrohttpd frees it.
+        let body = Unmanaged.passRetained(FileBody(fd: fd, offset: offset, length: length))
         guard let response = MHD_create_response_from_callback(
             length, FileBody.blockSize,
             { cls, position, buffer, capacity in
                 guard let cls, let buffer else { return -2 }
                 return Unmanaged<FileBody>.fromOpaque(cls).takeUnretainedValue().read(at: position, into: buffer, capacity: capacity)
             },
-            Unmanaged.passRetained(body).toOpaque(),
+            body.toOpaque(),
             { cls in if let cls { Unmanaged<FileBody>.fromOpaque(cls).release() } })
         else {
-            return .unavailable  // body's deinit closes the descriptor
+            body.release()  // its deinit closes the descriptor
+            return .unavailable
         }
         return .opened(response)
     }
