@@ -9,7 +9,8 @@ extension HTTPResponse {
     /// `Accept-Ranges`, `Content-Length` (set by libmicrohttpd), `ETag` and
     /// `If-None-Match` → 304 (naming the file's length, as a 200 would), one `Range`
     /// (`bytes=a-b`, `bytes=a-`, `bytes=-n`) → 206 with `Content-Range`, an unsatisfiable
-    /// range → 416 with `Content-Range: bytes */size`, `If-Range`, and `HEAD`
+    /// range → 416 with `Content-Range: bytes */size`, `If-Range`, `If-Match` → 412 when
+    /// the file is not that one, and `HEAD`
     /// (libmicrohttpd sends the same headers and no body).
     ///
     /// `etag` is the caller's strong validator (a SHA-256, say); it is quoted if it is not
@@ -35,6 +36,14 @@ extension HTTPResponse {
         headers.set("ETag", tag)
 
         let isRead = request.method == "GET" || request.method == "HEAD"
+        // If-Match (strong comparison): a client holding another version of the file
+        // (resuming its own way, or guarding a download) is told so rather than handed
+        // this one (RFC 9110 section 13.1.1).
+        let ifMatch = request.headers.values("If-Match")
+        if !ifMatch.isEmpty, !EntityTag.list(ifMatch.joined(separator: ","), containsStrongly: tag) {
+            headers.remove("Content-Type")
+            return .empty(412, headers: headers)
+        }
         let ifNoneMatch = request.headers.values("If-None-Match")
         if isRead, !ifNoneMatch.isEmpty, EntityTag.list(ifNoneMatch.joined(separator: ","), containsWeakly: tag) {
             headers.remove("Content-Type")
@@ -110,6 +119,14 @@ enum EntityTag {
     }
 
     static func trimmed(_ text: String) -> String { text.trimmingWhitespace }
+
+    /// If-Match uses the strong comparison: a weak tag matches nothing, `*` any.
+    static func list(_ header: String, containsStrongly tag: String) -> Bool {
+        header.split(separator: ",").contains { candidate in
+            let candidate = String(candidate).trimmingWhitespace
+            return candidate == "*" || (!candidate.hasPrefix("W/") && !tag.hasPrefix("W/") && candidate == tag)
+        }
+    }
 
     /// If-None-Match uses the weak comparison: `W/"x"` matches `"x"`, and `*` matches any.
     static func list(_ header: String, containsWeakly tag: String) -> Bool {

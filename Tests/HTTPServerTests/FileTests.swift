@@ -141,7 +141,7 @@ struct FileTests {
         #expect(both.hasSuffix("\r\n\r\n012"))
     }
 
-    @Test("If-None-Match with the ETag is 304; If-Range with another ETag sends the whole file")
+    @Test("If-None-Match with the ETag is 304; If-Range with another ETag sends the whole file; If-Match with another is 412")
     func conditional() throws {
         let (server, path, url) = try Self.fileServer()
         defer { server.stop(); try? FileManager.default.removeItem(atPath: path) }
@@ -164,6 +164,14 @@ struct FileTests {
         let stale = try fetch(url, ["-H", "Range: bytes=0-1", "-H", "If-Range: \"old\""])
         #expect(stale.status == 200)
         #expect(stale.body.utf8.count == 1000)
+        // If-Match: this file, or none of it (it was ignored: 200 for another version's tag).
+        for header in ["\"abc123\"", "\"x\", \"abc123\"", "*"] {
+            #expect(try fetch(url, ["-H", "If-Match: \(header)"]).status == 200, "\(header)")
+        }
+        for header in ["\"old\"", "W/\"abc123\""] {
+            let refused = try fetch(url, ["-H", "If-Match: \(header)", "-H", "Range: bytes=0-1"])
+            #expect(refused.status == 412 && refused.body.isEmpty, "\(header): \(refused.status)")
+        }
     }
 
     @Test("range parsing edge cases", arguments: [
