@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CFFmpeg
 import KilnCore
+import Synchronization
 
 /// The probe's checks for a source whose header or index cannot be the file's (cut short,
 /// a box or table damaged): such a file cannot go out as it is.
@@ -378,14 +379,32 @@ extension Prober {
     /// index keeps. The walk ends at a damaged box; a `traf` without `tfdt` is timed by its
     /// order. `seconds` turns a track's time into seconds (nil: a track libavformat lacks).
     static func fragmentWalk(_ path: String, seconds: (UInt32, UInt64) -> Double? = { _, _ in nil }) -> FragmentWalk? {
-        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY), let size = FileIO.size(atPath: path) else { return nil }
-        let fileSize = Int64(size)
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY) else { return nil }
+        var st = stat()
+        guard fstat(file.rawValue, &st) == 0 else { return nil }
+        // A probe and a run open the file a dozen times: it is walked once (the same file:
+        // path, inode, size and modification time).
+        let identity = WalkedFile(path: path, inode: UInt64(st.st_ino), size: Int64(st.st_size),
+                                  modified: Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec))
+        if let last = lastWalk.withLock({ $0 }), last.file == identity { return last.walk }
+        let walk = walkFragments(file, fileSize: identity.size, seconds: seconds)
+        lastWalk.withLock { $0 = (identity, walk) }
+        return walk
+    }
+
+    private struct WalkedFile: Equatable {
+        let path: String, inode: UInt64, size: Int64, modified: Int64
+    }
+    private static let lastWalk = Mutex<(file: WalkedFile, walk: FragmentWalk)?>(nil)
+
+    private static func walkFragments(_ file: FileDescriptor, fileSize: Int64, seconds: (UInt32, UInt64) -> Double?) -> FragmentWalk {
         var walk = FragmentWalk(size: fileSize)
         var latest: [UInt32: UInt64] = [:], begun: [UInt32: Set<UInt64>] = [:]
         var offset: Int64 = 0
         while offset + 8 <= fileSize {
-            // 4 kB: a box's header, and most fragments' whole `moof` (one read a fragment).
-            guard let head = try? file.read(upTo: Int(min(4096, fileSize - offset)), at: offset), head.count >= 8 else { break }
+            // A box's header alone (16 bytes with a 64-bit size), then a `moof` whole: read 4 kB
+            // at a time, a file with a fragment a picture cost 212 MB of reads a walk.
+            guard let head = try? file.read(upTo: Int(min(16, fileSize - offset)), at: offset), head.count >= 8 else { break }
             var boxSize = Int64(FastStart.be32(head, 0))
             if boxSize == 1 {
                 guard head.count >= 16 else { break }
@@ -398,7 +417,7 @@ extension Prober {
             if type.elementsEqual("sidx".utf8) || type.elementsEqual("mfra".utf8) { walk.placed.append(offset) }
             if type.elementsEqual("moof".utf8) {
                 var earliest: Double?
-                let moof = boxSize > 1 << 24 ? nil : boxSize <= head.count ? Array(head.prefix(Int(boxSize))) : try? file.read(upTo: Int(boxSize), at: offset)
+                let moof = boxSize > 1 << 24 ? nil : try? file.read(upTo: Int(boxSize), at: offset)
                 let trafs = moof.flatMap { $0.count == Int(boxSize) ? trackFragments($0, from: head[0..<4].elementsEqual([0, 0, 0, 1]) ? 16 : 8) : nil } ?? []
                 if trafs.isEmpty { walk.movable = false }
                 for traf in trafs {
