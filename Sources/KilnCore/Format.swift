@@ -13,6 +13,13 @@ public enum Format {
         printf("%*.*f", [Int32(width), Int32(decimals), value])
     }
 
+    /// How many times larger or smaller a ratio is, for people: `10 times` for 10 or 0.1,
+    /// `2.5 times` for 2.5 or 0.4 (a tenth kept below ten).
+    public static func times(_ ratio: Double) -> String {
+        let times = max(ratio, 1 / ratio)
+        return "\(fixed(times, decimals: times < 10 ? 1 : 0)) times"
+    }
+
     /// A size for people, in the unit that keeps it readable: `5.2 GB`, `480.0 MB`, `6.0 kB`
     /// (a small file system's "0.0 GB" told nothing).
     public static func bytes(_ n: Int64) -> String {

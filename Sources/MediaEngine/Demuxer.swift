@@ -406,9 +406,12 @@ final class Demuxer {
                 TimeLimit.clear(packet, in: stream(Int(packet.streamIndex)))
                 deriveDecodeTime(packet)
                 noted(packet)
+                // Not judged yet, the frame is as libavformat timed it: a DefaultDuration after
+                // the one before.
+                let lace = packet.pointer.pointee.duration
                 if laceTimed(packet) {
                     let s = Int(packet.streamIndex)
-                    try judgeLaces(of: s)
+                    try judgeLaces(of: s, lace: lace)
                     laces?[s]?.retime(&packet.pointer.pointee)
                 }
                 return true
@@ -445,13 +448,14 @@ final class Demuxer {
     }
 
     /// Reads on until stream `s` has begun two more blocks after the laced one just read,
-    /// and judges its frames' length from them (`LaceTimes.decide`). The packets read on
-    /// are handed out next, in file order, timed as any. Bounded: a track whose next
-    /// blocks do not come within 4,096 packets or 32 MB is left as read.
-    private func judgeLaces(of s: Int) throws(KilnError) {
-        guard var lace = laces?[s], pending.isEmpty, let lastRead = lastLaced(s) else { return }
+    /// and judges its frames' length from them (`LaceTimes.decide`) against `length`, the
+    /// spacing libavformat gave its frames. The packets read on are handed out next, in file
+    /// order, timed as any. Bounded: a track whose next blocks do not come within 4,096
+    /// packets or 32 MB is left as read.
+    private func judgeLaces(of s: Int, lace length: Int64) throws(KilnError) {
+        guard var lace = laces?[s], pending.isEmpty else { return }
         var blocks = [LaceTimes.Block(start: lace.blockStart, frames: lace.framesInBlock)]
-        var position = lastRead
+        var position = lace.blockPosition
         var ahead: [Packet] = []
         var bytes = 0
         while blocks.count < 3, ahead.count < 4096, bytes < 32 << 20 {
@@ -473,16 +477,11 @@ final class Demuxer {
         guard !guardian.hit else { return }
         let st = stream(s).pointee
         let rate = Double(st.codecpar.pointee.sample_rate) * st.time_base.seconds
-        lace.settle(LaceTimes.decide(blocks, lace: laceLength[s] ?? 0, samplesPerTick: rate > 0 ? rate : nil))
-        if laceScaleDamage == nil, let ratio = LaceTimes.scaleDamage(blocks, lace: laceLength[s] ?? 0) { laceScaleDamage = (s, ratio) }
+        lace.settle(LaceTimes.decide(blocks, lace: length, samplesPerTick: rate > 0 ? rate : nil))
+        if laceScaleDamage == nil, let ratio = LaceTimes.scaleDamage(blocks, lace: length) { laceScaleDamage = (s, ratio) }
         laces?[s] = lace
     }
 
-    /// Per stream, where its last packet was read from and how far libavformat spaced it
-    /// from the one before in its lace (the DefaultDuration, as a packet's duration).
-    private var laceLength: [Int: Int64] = [:]
-    private var lacePosition: [Int: Int64] = [:]
-    private func lastLaced(_ s: Int) -> Int64? { lacePosition[s] }
 
     /// libavformat's next packet; false at the end (or where damage ends what is readable).
     private func readFrame(into packet: Packet) throws(KilnError) -> Bool {
@@ -518,8 +517,8 @@ final class Demuxer {
         return true
     }
 
-    /// A packet just read from libavformat, noted: the streams' start marks and starts,
-    /// the furthest byte read, and a sound track's lace.
+    /// A packet just read from libavformat, noted: the streams' start marks and starts, and
+    /// the furthest byte read.
     private func noted(_ packet: Packet) {
         let st = stream(Int(packet.streamIndex))
         let p = packet.pointer.pointee
@@ -531,11 +530,6 @@ final class Demuxer {
         // have said had the analysis read that far.
         if startMarks.note(p, of: st), st.pointee.start_time == noPTS, p.pts != noPTS { st.pointee.start_time = p.pts }
         if p.pos >= 0 { furthestByte = max(furthestByte, p.pos + Int64(max(p.size, 0))) }
-        if isMatroska, st.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO {
-            let s = Int(packet.streamIndex)
-            if p.pos >= 0, p.pos == lacePosition[s], p.duration > 0 { laceLength[s] = p.duration }
-            lacePosition[s] = p.pos
-        }
     }
 
     /// How many of `stream`'s samples its MP4 index (as read so far: a fragmented file's
@@ -731,7 +725,6 @@ final class Demuxer {
         pending = []
         derivesDecodeTimes = nil
         if laces != nil { for i in laces!.indices { laces![i]?.reset() } }
-        lacePosition = [:]
         return av_seek_frame(context, stream, timestamp, flags)
     }
 

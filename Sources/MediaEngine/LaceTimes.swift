@@ -22,7 +22,7 @@ struct LaceTimes {
     private(set) var judged = false
     /// The block being read: where it is in the file (every frame of a lace gives it),
     /// when it begins, and how many of its frames came so far.
-    private var blockPosition: Int64 = -1
+    private(set) var blockPosition: Int64 = -1
     private(set) var blockStart: Int64 = noPTS
     private(set) var framesInBlock = 0
 

@@ -358,8 +358,7 @@ extension Prober {
             for (i, heard) in read.sorted(by: { $0.key < $1.key }) where heard.paces.count >= 8 {
                 let median = heard.paces.sorted()[heard.paces.count / 2]
                 guard median > Self.paceLimit || median < 1 / Self.paceLimit else { continue }
-                let times = max(median, 1 / median)
-                let pace = "\(Format.fixed(times, decimals: times < 10 ? 1 : 0)) times " + (median > 1 ? "as long as" : "shorter than")
+                let pace = Format.times(median) + (median > 1 ? " as long as" : " shorter than")
                 return (streams[i].index, "stream \(streams[i].index): its sound's times run \(pace) its frames last (a timescale damaged)")
             }
             return nil

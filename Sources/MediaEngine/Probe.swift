@@ -377,8 +377,7 @@ public enum Prober {
             // Laced sound, whose frames within a block keep their spacing whatever scale
             // the blocks' times have, hides a damaged TimecodeScale from the pace above.
             if info.timingDamage == nil, let damage = demuxer.laceScaleDamage {
-                let times = max(damage.ratio, 1 / damage.ratio)
-                let pace = "\(Format.fixed(times, decimals: times < 10 ? 1 : 0)) times " + (damage.ratio < 1 ? "closer together" : "further apart")
+                let pace = Format.times(damage.ratio) + (damage.ratio < 1 ? " closer together" : " further apart")
                 (info.timingDamageStream, info.timingDamage) = (damage.stream, "stream \(damage.stream): its sound's blocks are timed \(pace) than their frames last (a timescale damaged)")
             }
         }

@@ -97,21 +97,7 @@ struct FragmentOrderTests {
     /// An HLS download of 8 s: its init segment, then its 1 s fMP4 segments (each with a
     /// `sidx` of its own) laid end to end in `order`.
     static func segments(_ name: String, order: [Int]) throws -> String {
-        try Media.generated("hls-segments-\(name).mp4") { tmp in
-            let dir = Media.scratch("hls-segments")
-            defer { try? FileManager.default.removeItem(at: dir) }
-            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8",
-                                               "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
-                                               "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:a", "aac",
-                                               "-f", "hls", "-hls_segment_type", "fmp4", "-hls_time", "1", "-hls_playlist_type", "vod",
-                                               "-hls_fmp4_init_filename", "init.mp4",
-                                               "-hls_segment_filename", dir.appendingPathComponent("s%d.m4s").path,
-                                               dir.appendingPathComponent("p.m3u8").path])
-            guard r.status == 0 else { throw TestFailure(r.stderr) }
-            var bytes = try Data(contentsOf: dir.appendingPathComponent("init.mp4"))
-            for i in order { bytes += try Data(contentsOf: dir.appendingPathComponent("s\(i).m4s")) }
-            try bytes.write(to: URL(fileURLWithPath: tmp))
-        }
+        try Media.hlsSegments("hls-segments-\(name).mp4", seconds: 8, order: order)
     }
 
     @Test("an HLS download whose segments were written as they arrived, two by two, each segment's index (sidx) giving its own place, is remuxed whole: the pictures of the download written in order, all its sound")

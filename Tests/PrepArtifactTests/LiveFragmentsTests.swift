@@ -9,21 +9,7 @@ import KilnTestSupport
 @Suite("a live stream recorded from its middle, in fragments")
 struct LiveFragmentsTests {
     static func recording() throws -> String {
-        try Media.generated("live-from-10s.mp4") { tmp in
-            let dir = Media.scratch("live-segments")
-            defer { try? FileManager.default.removeItem(at: dir) }
-            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=20",
-                                               "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=20",
-                                               "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:a", "aac",
-                                               "-f", "hls", "-hls_segment_type", "fmp4", "-hls_time", "1", "-hls_playlist_type", "vod",
-                                               "-hls_fmp4_init_filename", "init.mp4",
-                                               "-hls_segment_filename", dir.appendingPathComponent("s%d.m4s").path,
-                                               dir.appendingPathComponent("p.m3u8").path])
-            guard r.status == 0 else { throw TestFailure(r.stderr) }
-            var bytes = try Data(contentsOf: dir.appendingPathComponent("init.mp4"))
-            for i in 10...19 { bytes += try Data(contentsOf: dir.appendingPathComponent("s\(i).m4s")) }
-            try bytes.write(to: URL(fileURLWithPath: tmp))
-        }
+        try Media.hlsSegments("live-from-10s.mp4", seconds: 20, order: Array(10...19))
     }
 
     @Test("lasts what its fragments hold, 10 s from where they start (libavformat: 20 s, counted from zero), and is remuxed and transcoded whole, from zero (every prepare was refused as stopping at half its length) (found by a helper's fragmented-MP4 audit)")

@@ -2426,8 +2426,7 @@ struct LateVideoTests {
         let damaged = try Media.generated("early-sound-laced-scale-tenth.mkv") { tmp in
             var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
             // TimestampScale (2A D7 B1), three bytes long: 1,000,000 ns becomes 100,000.
-            let scale: [UInt8] = [0x2A, 0xD7, 0xB1, 0x83, 0x0F, 0x42, 0x40]
-            guard let at = (0...bytes.count - scale.count).first(where: { bytes[$0..<$0 + scale.count].elementsEqual(scale) }) else {
+            guard let at = firstOffset(of: [0x2A, 0xD7, 0xB1, 0x83, 0x0F, 0x42, 0x40], in: bytes) else {
                 throw TestFailure("no TimestampScale of 1 ms in \(source)")
             }
             bytes.replaceSubrange(at + 4..<at + 7, with: [0x01, 0x86, 0xA0])

@@ -66,6 +66,27 @@ public enum Media {
         }
     }
 
+    /// An HLS download in fragmented MP4, as `name`: ffmpeg's `seconds` of 320x240 pictures
+    /// and a tone in 1 s segments (each with a `sidx` of its own), the init segment and then
+    /// the segments `order` names laid end to end.
+    public static func hlsSegments(_ name: String, seconds: Int, order: [Int]) throws -> String {
+        try generated(name) { tmp in
+            let dir = scratch("hls-segments")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=\(seconds)",
+                                               "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=\(seconds)",
+                                               "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:a", "aac",
+                                               "-f", "hls", "-hls_segment_type", "fmp4", "-hls_time", "1", "-hls_playlist_type", "vod",
+                                               "-hls_fmp4_init_filename", "init.mp4",
+                                               "-hls_segment_filename", dir.appendingPathComponent("s%d.m4s").path,
+                                               dir.appendingPathComponent("p.m3u8").path])
+            guard r.status == 0 else { throw TestFailure(r.stderr) }
+            var bytes = try Data(contentsOf: dir.appendingPathComponent("init.mp4"))
+            for i in order { bytes += try Data(contentsOf: dir.appendingPathComponent("s\(i).m4s")) }
+            try bytes.write(to: URL(fileURLWithPath: tmp))
+        }
+    }
+
     /// A recording whose video PID carries 6 s of MPEG-2 (320x240), then 40 s of H.264 at
     /// 720p and 8 Mbit/s (40 MB), timed straight on, with MP2 sound: libavformat's MPEG-2
     /// parser holds everything after the change, looking for a picture's start.
