@@ -269,28 +269,35 @@ public final class Farm: @unchecked Sendable {
         return binding
     }
 
-    /// `a` as it stands once its file is checked: a ready artifact whose file Kiln made is
-    /// gone or no longer its recorded size (deleted by hand, truncated, a disk restored from
-    /// an older backup) is queued again, and answered as pending, not as a ready link to a
-    /// 404 that nothing would ever mend. A `stat`, cheap enough for every answer.
     /// A running job's progress as its child last reported it, where this farm runs it:
     /// the store has it as of the last heartbeat (every 5 s), so a poller saw none for a
     /// job's first 5 s (most remuxes' whole run) and answers that disagreed by seconds.
-    public func liveProgress(jobID: Int64) -> JobProgress? {
+    private func liveProgress(jobID: Int64) -> JobProgress? {
         state.lock()
         let runner = runners.values.first { $0.jobID == jobID }
         state.unlock()
         return runner?.progress
     }
 
-    /// The record with its running job's live progress (`liveProgress`).
+    /// The job with its live progress (`liveProgress`) where it runs here.
+    public func withLiveProgress(_ job: JobRecord) -> JobRecord {
+        guard job.state == .running, let p = liveProgress(jobID: job.id) else { return job }
+        var job = job
+        job.progress = p
+        return job
+    }
+
+    /// The record with its running job's live progress.
     public func withLiveProgress(_ a: ArtifactRecord) -> ArtifactRecord {
-        guard let job = a.job, job.state == .running, let p = liveProgress(jobID: job.id) else { return a }
         var a = a
-        a.job?.progress = p
+        a.job = a.job.map(withLiveProgress)
         return a
     }
 
+    /// `a` as it stands once its file is checked: a ready artifact whose file Kiln made is
+    /// gone or no longer its recorded size (deleted by hand, truncated, a disk restored from
+    /// an older backup) is queued again, and answered as pending, not as a ready link to a
+    /// 404 that nothing would ever mend. A `stat`, cheap enough for every answer.
     public func checkingFile(_ a: ArtifactRecord) throws(KilnError) -> ArtifactRecord {
         guard a.state == .ready, let f = a.file, f.owned, a.unreferencedSince == nil,
               try requeueIfLost(a.id, path: f.path, bytes: f.bytes, now: clock.nowMillis()) else { return a }
