@@ -377,12 +377,16 @@ public final class Farm: @unchecked Sendable {
         let late = lastRescueAt.map { now - $0 } ?? 0
         let slept = late > overdue
         lastRescueAt = now
-        let own = slept ? runners.values.map { ($0.jobID, $0.owner) } : []
+        // So are runs that have ended and keep asking a store that could not write to record
+        // their outcome (`JobRunner.awaitingStore`): its disk full, the rescue below fails
+        // too, but the first pass after space comes back had written their disk_full off as
+        // lease_expired.
+        let own = runners.values.filter { slept || $0.awaitingStore }.map { ($0.jobID, $0.owner) }
         state.unlock()
         for (job, owner) in own {
             _ = try? store.heartbeat(jobID: job, owner: owner, leaseUntil: now + Int64(config.leaseSeconds * 1000), progress: nil, now: now)
         }
-        if !own.isEmpty { log.write("rescuer: \(late / 1000) s since the last pass (the process was paused): renewed the leases of its \(own.count) running job(s)") }
+        if slept && !own.isEmpty { log.write("rescuer: \(late / 1000) s since the last pass (the process was paused): renewed the leases of its \(own.count) running job(s)") }
         let n = try store.rescueExpiredLeases(now: now)
         if n > 0 { events.notify(); wake() }
         return n

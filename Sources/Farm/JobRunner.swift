@@ -181,29 +181,46 @@ final class JobRunner: @unchecked Sendable {
     /// Moves the finished file into place and marks the artifact ready, under the farm's
     /// file lock (the collector takes it too) and only after a heartbeat confirms the job is
     /// still ours, so a rescued attempt's late child cannot replace a newer attempt's file.
-    /// A store that cannot record it for a while (the database's disk full, its write lock
-    /// held by another program) is asked again, the file kept, while the job is ours and the
-    /// farm runs: the work is done, and throwing it away had left the job shown running
-    /// until its lease lapsed and then redone the whole encode. The file lock is let go
-    /// between tries, so the collector can make room meanwhile.
+    /// A store that cannot record it for a while is asked again (`untilRecorded`): the work
+    /// is done, and throwing it away had left the job shown running until its lease lapsed
+    /// and then redone the whole encode. The file lock is let go between tries, so the
+    /// collector can make room meanwhile.
     private func deliver(attemptPath: String, bytes: Int64, sha256: String?, equivalent: [String]?, description: JSONValue?,
                          deliveredPlan: Plan?) {
+        untilRecorded(what: "the finished file", givingUp: "the file is discarded") {
+            deliverOnce(attemptPath: attemptPath, bytes: bytes, sha256: sha256, equivalent: equivalent,
+                        description: description, deliveredPlan: deliveredPlan)
+        }
+        farm.events.notify()
+    }
+
+    /// Whether the run has ended and holds its outcome for a store that cannot take it yet:
+    /// alive, though its lease is not renewed meanwhile (the rescuer renews it instead).
+    var awaitingStore: Bool { lock.lock(); defer { lock.unlock() }; return waitingForStore }
+    private var waitingForStore = false
+
+    /// Runs `attempt` (one try at recording the run's outcome: nil when done) again while
+    /// the store cannot write for a while (the database's disk full, its write lock held by
+    /// another program) and the farm runs. A full disk usually fills the database's disk
+    /// too: a failure given up at once was never recorded, and the rescuer later wrote the
+    /// attempt off as `lease_expired` (its disk_full lost, the job shown running meanwhile).
+    private func untilRecorded(what: String, givingUp: String, _ attempt: () -> KilnError?) {
         var pause = 0.5
         var said = false
-        while let failure = deliverOnce(attemptPath: attemptPath, bytes: bytes, sha256: sha256, equivalent: equivalent,
-                                        description: description, deliveredPlan: deliveredPlan) {
+        defer { lock.lock(); waitingForStore = false; lock.unlock() }
+        while let failure = attempt() {
             guard failure.code == .diskFull || failure.code == .ioError, !farm.isStopping else {
-                farm.log.write("job \(jobID): could not record the finished file: \(failure); the file is discarded")
-                break
+                farm.log.write("job \(jobID): could not record \(what): \(failure); \(givingUp)")
+                return
             }
             if !said {
-                farm.log.write("job \(jobID): could not record the finished file (\(failure)); keeping it and trying again")
+                farm.log.write("job \(jobID): could not record \(what) (\(failure)); keeping it and trying again")
                 said = true
+                lock.lock(); waitingForStore = true; lock.unlock()
             }
             Thread.sleep(forTimeInterval: pause)
             pause = min(pause * 2, 5)
         }
-        farm.events.notify()
     }
 
     /// One try of `deliver`: nil when it is done with the file (recorded, or discarded as no
@@ -251,14 +268,17 @@ final class JobRunner: @unchecked Sendable {
                                                 maxAttempts: claimed.job.maxAttempts, now: now,
                                                 random: Double.random(in: 0..<1))
         let retryAt: Int64? = if case .retry(let at) = decision { at } else { nil }
-        do {
-            if try store.fail(jobID: jobID, owner: owner, error: failure, retryAt: retryAt, now: now) {
-                if let retryAt { farm.noteRetry(at: retryAt) }
-                farm.log.write("job \(jobID) attempt \(failure.attempt): \(failure.code) (\(failure.message))"
-                               + (retryAt.map { " — retry in \(($0 - now) / 1000) s" } ?? " — failed"))
+        untilRecorded(what: "its failure", givingUp: "the lease will lapse") {
+            do throws(KilnError) {
+                if try store.fail(jobID: jobID, owner: owner, error: failure, retryAt: retryAt, now: now) {
+                    if let retryAt { farm.noteRetry(at: retryAt) }
+                    farm.log.write("job \(jobID) attempt \(failure.attempt): \(failure.code) (\(failure.message))"
+                                   + (retryAt.map { " — retry in \(($0 - now) / 1000) s" } ?? " — failed"))
+                }
+                return nil
+            } catch {
+                return error
             }
-        } catch {
-            farm.log.write("job \(jobID): could not record its failure: \(error)")
         }
         farm.events.notify()
     }

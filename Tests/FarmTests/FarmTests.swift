@@ -296,6 +296,36 @@ struct FarmTests {
         #expect(try eventually { h.farm.runningJobIDs.isEmpty && h.tempFiles().isEmpty })
     }
 
+    @Test("a failure the store cannot record for a while (a full disk fills the database's disk too) is recorded once it can, as what it was: it was given up at once, and the rescuer later wrote the attempt off as lease_expired")
+    func failureKeptWhileStoreFails() throws {
+        let gate = Gate()
+        let h = try Harness("fail-later", launcher: FakeLauncher([.gated(gate, then: .exit(4, code: "disk_full")), .succeed(bytes: 444)])) {
+            $0.leaseSeconds = 60
+            $0.heartbeatSeconds = 3600     // the running job writes nothing of its own meanwhile
+            $0.rescueIntervalSeconds = 3600
+            $0.retry = RetryPolicy(baseSeconds: 1, capSeconds: 1)
+        }
+        defer { gate.release(); h.cleanUp() }
+        try h.farm.start()
+        let id = try h.farm.prepare(h.request("f", try h.source())).artifact.id
+        #expect(try eventually { h.fake.launches.count == 1 })
+        let lock = try HeldWriteLock(database: h.store.path)
+        gate.release()
+        #expect(try eventually { h.log.lines.contains { $0.contains("could not record its failure") && $0.contains("trying again") } },
+                "\(h.log.lines)")
+        // The lease lapses while the database cannot be written; the first rescue pass after
+        // it can again comes before the runner's next try.
+        h.clock.advance(seconds: 61)
+        try lock.release()
+        _ = try h.farm.rescueExpiredLeases()
+        #expect(try eventually { try h.artifact(id)?.errors.isEmpty == false }, "\(h.log.lines)")
+        #expect(try h.artifact(id)?.errors.map(\.code) == ["disk_full"], "\(h.log.lines)")
+        h.clock.advance(seconds: 2)
+        h.farm.wake()
+        #expect(try eventually { try h.artifact(id)?.state == .ready })
+        #expect(try h.artifact(id)?.errors.map(\.code) == ["disk_full"] && h.fake.launches.count == 2)
+    }
+
     @Test("cancel stops a running child; the job is not run again")
     func cancelStopsChild() throws {
         let h = try Harness("cancel", launcher: FakeLauncher([.hang]))
