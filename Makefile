@@ -55,13 +55,17 @@ bench: build
 bench-quick: build
 	QUICK=1 bench/run.sh
 
-# Installs the command and its presets where it looks for them (PREFIX/share/kiln/Presets).
+# Installs the commands and their presets where they look for them (PREFIX/share/kiln/Presets;
+# the shipped presets replace the installed ones: keep device files of your own elsewhere and
+# point KILN_PRESETS_DIR at them), and the README the unit file names.
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/kiln
 	install -m 755 $(BIN)/prep-artifact $(DESTDIR)$(PREFIX)/bin/prep-artifact
 	install -m 755 $(BIN)/kiln $(DESTDIR)$(PREFIX)/bin/kiln
 	rm -rf $(DESTDIR)$(PREFIX)/share/kiln/Presets
 	cp -R Presets $(DESTDIR)$(PREFIX)/share/kiln/Presets
+	install -m 644 README.md $(DESTDIR)$(PREFIX)/share/kiln/README.md
+	install -m 644 deploy/README.md $(DESTDIR)$(PREFIX)/share/kiln/DEPLOY.md
 
 clean:
 	rm -rf .build var bench/cache

@@ -594,7 +594,7 @@ public final class Farm: @unchecked Sendable {
                 // Waiting would be forever (the caller would see "preparing" for good):
                 // the job fails now with the reason, and asking again queues it again.
                 if try store.fail(jobID: claimed.job.id, owner: owner, error: refusal, retryAt: nil, now: now) {
-                    log.write("job \(claimed.job.id): \(refusal.code) (\(refusal.message)) — failed")
+                    log.write("artifact \(claimed.job.artifactID): \(refusal.code) (\(refusal.message)) (job \(claimed.job.id)) — failed")
                 }
                 events.notify()
                 continue
@@ -613,7 +613,7 @@ public final class Farm: @unchecked Sendable {
                 if until > now { wakeRequested = true }
                 state.broadcast()
                 state.unlock()
-                log.write("job \(claimed.job.id) waits for disk space (needs ~\(claimed.estimatedBytes) bytes, keeps \(config.minFreeBytes) free)")
+                log.write("artifact \(claimed.job.artifactID) (job \(claimed.job.id)) waits for disk space (needs ~\(claimed.estimatedBytes) bytes, keeps \(config.minFreeBytes) free)")
                 continue
             }
             let runner = JobRunner(claimed: claimed, owner: owner, claim: claim, farm: self)
@@ -660,6 +660,14 @@ public final class Farm: @unchecked Sendable {
     /// Rescues expired leases and collects garbage on their intervals (and collects at
     /// once when the scheduler found disk space short).
     private func maintain() {
+        // A failure that lasts (the disk full) is logged when it begins or changes, not on
+        // every pass: the journal had the same line every few seconds.
+        var failing: [String: String] = [:]
+        func sayOnce(_ part: String, _ error: any Error) {
+            let line = "\(part): \(error)"
+            if failing[part] != line { log.write(line) }
+            failing[part] = line
+        }
         while true {
             state.lock()
             if stopping { threadsRunning -= 1; state.broadcast(); state.unlock(); return }
@@ -671,11 +679,18 @@ public final class Farm: @unchecked Sendable {
             state.unlock()
 
             if rescue {
-                do { try rescueExpiredLeases() } catch { log.write("rescuer: \(error)") }
+                do { try rescueExpiredLeases(); failing["rescuer"] = nil } catch { sayOnce("rescuer", error) }
             }
             if collect {
-                do { try collectGarbage() } catch { log.write("collector: \(error)") }
-                do { try checkOriginals() } catch { log.write("originals: \(error)") }
+                do {
+                    let report = try collectGarbage()
+                    failing["collector"] = nil
+                    if !report.deleted.isEmpty {
+                        log.write("collector: deleted \(report.deleted.count) artifact(s) no reference held, \(Format.bytes(report.freedBytes)) freed: "
+                                  + report.deleted.joined(separator: ", "))
+                    }
+                } catch { sayOnce("collector", error) }
+                do { try checkOriginals(); failing["originals"] = nil } catch { sayOnce("originals", error) }
             }
 
             state.lock()

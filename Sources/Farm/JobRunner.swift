@@ -106,6 +106,9 @@ final class JobRunner: @unchecked Sendable {
             record(failure: failure, permanent: false)
             return
         }
+        // The journal's account of the work: which film, what is made of it, which try.
+        farm.log.write("artifact \(artifactID): \(claimed.plan.deliveryFormat.rawValue) of \(claimed.source.path) started "
+                       + "(job \(jobID), attempt \(spec.attempt) of \(claimed.job.maxAttempts))")
         lock.lock()
         handle = h
         let stoppedEarly = stopReason != nil
@@ -251,7 +254,9 @@ final class JobRunner: @unchecked Sendable {
                 try? farm.folder.moveIntoPlace(finalPath, attemptPath)
                 throw error
             }
-            if !recorded {
+            if recorded {
+                farm.log.write("artifact \(artifactID): ready, \(Format.bytes(bytes)) (job \(jobID))")
+            } else {
                 try? farm.folder.remove(finalPath)
                 farm.log.write("job \(jobID): the store refused the result; the file is discarded")
             }
@@ -272,7 +277,7 @@ final class JobRunner: @unchecked Sendable {
             do throws(KilnError) {
                 if try store.fail(jobID: jobID, owner: owner, error: failure, retryAt: retryAt, now: now) {
                     if let retryAt { farm.noteRetry(at: retryAt) }
-                    farm.log.write("job \(jobID) attempt \(failure.attempt): \(failure.code) (\(failure.message))"
+                    farm.log.write("artifact \(artifactID): \(failure.code) (\(failure.message)) (job \(jobID), attempt \(failure.attempt))"
                                    + (retryAt.map { " — retry in \(($0 - now) / 1000) s" } ?? " — failed"))
                 }
                 return nil

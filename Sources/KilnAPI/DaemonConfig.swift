@@ -35,7 +35,10 @@ public struct DaemonConfig: Sendable {
             throw KilnError(.usage, stage: .request, field: "config", "cannot read the configuration file \(path)")
         }
         var values: [String: String] = [:]
-        for raw in text.split(separator: "\n") {
+        // Any line ending: a file saved on Windows ends its lines in CRLF, one Character to
+        // Swift, and split on "\n" the whole file was one line, a comment: the daemon
+        // started on its defaults (another data folder, no token) without a word.
+        for raw in text.split(whereSeparator: \.isNewline) {
             let line = raw.trimmingCharacters(in: .whitespaces)
             guard !line.isEmpty, !line.hasPrefix("#"), let eq = line.firstIndex(of: "=") else { continue }
             let key = line[..<eq].trimmingCharacters(in: .whitespaces)
@@ -46,12 +49,46 @@ public struct DaemonConfig: Sendable {
         return values
     }
 
+    /// Every setting `kiln serve` reads: its own, the farm's, and the child's it passes on.
+    public static let settingNames: Set<String> = [
+        "KILN_LISTEN", "KILN_DATA_DIR", "KILN_MEDIA_ROOTS", "KILN_TOKEN", "KILN_WEBHOOK_URL", "KILN_WEBHOOK_SECRET",
+        "KILN_HTTP_THREADS", "KILN_HTTP_REQUEST_DEADLINE_SECONDS", "KILN_TRANSCODING", "KILN_ALLOW_4K_OUTPUT", "KILN_SQLITE_SYNC",
+        "KILN_MAX_TRANSCODES", "KILN_MAX_REMUXES", "KILN_MAX_ATTEMPTS", "KILN_RETENTION_SECONDS", "KILN_GC_INTERVAL_SECONDS",
+        "KILN_EVENT_RETENTION_SECONDS", "KILN_STORAGE_BUDGET_BYTES", "KILN_MIN_FREE_BYTES", "KILN_LEASE_SECONDS",
+        "KILN_HEARTBEAT_SECONDS", "KILN_STALL_TIMEOUT_SECONDS", "KILN_TIMEOUT_BASE_SECONDS", "KILN_TIMEOUT_PER_MEDIA_SECOND",
+        "KILN_SHUTDOWN_GRACE_SECONDS", "KILN_KILL_GRACE_SECONDS", "KILN_RESCUE_INTERVAL_SECONDS", "KILN_RETRY_BASE_SECONDS",
+        "KILN_RETRY_CAP_SECONDS", "KILN_PREP_ARTIFACT", "KILN_PRESETS_DIR", "KILN_CHILD_NICE",
+    ]
+
+    /// Names the farm sets for its children itself, and what the daemon's own is.
+    static let childNames = ["KILN_NICE": "KILN_CHILD_NICE", "KILN_PARENT_PID": nil as String?]
+
+    /// A `KILN_` name the daemon does not read, which a setting was surely meant by: a
+    /// typo (`KILN_MAX_TRANSCODE=4`) or a child's name had been ignored without a word and
+    /// the default used. In the configuration file, every `KILN_` name must be a setting;
+    /// in the environment, only one a letter or two from a setting, or a child's, is
+    /// refused (a wrapper or a test may keep its own `KILN_` names there).
+    static func checkNames(_ names: some Sequence<String>, everyOne: Bool, in place: String) throws(KilnError) {
+        for name in names.sorted() where name.hasPrefix("KILN_") && !settingNames.contains(name) {
+            if let own = childNames[name] {
+                throw KilnError(.usage, stage: .request, field: name,
+                                "\(name) in \(place) is set by kiln for its children" + (own.map { "; the setting is \($0)" } ?? ""))
+            }
+            let meant = settingNames.sorted().first { DeviceCaps.isMisspelling(name, of: $0) }
+            guard everyOne || meant != nil else { continue }
+            throw KilnError(.usage, stage: .request, field: name,
+                            "\(name) in \(place) is not a kiln setting" + (meant.map { "; did you mean \($0)?" } ?? ""))
+        }
+    }
+
     public static func load(environment: [String: String], file: String?) throws(KilnError) -> DaemonConfig {
         var env = try file.map { (f) throws(KilnError) in try readFile(f) } ?? [:]
+        if let file { try checkNames(env.keys, everyOne: true, in: file) }
+        try checkNames(environment.keys, everyOne: false, in: "the environment")
         env.merge(environment) { _, fromEnvironment in fromEnvironment }
         var c = DaemonConfig()
         c.farm = try FarmConfig.fromEnvironment(env)
-        if let listen = env["KILN_LISTEN"] { (c.host, c.port) = try parseListen(listen) }
+        if let listen = EnvironmentReader(env: env).string("KILN_LISTEN") { (c.host, c.port) = try parseListen(listen) }
         c.token = env["KILN_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         c.mediaRoots = (env["KILN_MEDIA_ROOTS"] ?? "").split(separator: ":").map(String.init).filter { !$0.isEmpty }
         for root in c.mediaRoots where !root.hasPrefix("/") {
@@ -63,7 +100,13 @@ public struct DaemonConfig: Sendable {
             }
             c.webhookURL = url
         }
-        c.webhookSecret = env["KILN_WEBHOOK_SECRET"]
+        c.webhookSecret = env["KILN_WEBHOOK_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
+        // Unsigned, the events' signature was an HMAC with an empty key, which anyone can
+        // make: a receiver checking it would take forged events for Kiln's.
+        if c.webhookURL != nil, c.webhookSecret == nil {
+            throw KilnError(.usage, stage: .request, field: "KILN_WEBHOOK_SECRET",
+                            "KILN_WEBHOOK_URL is set without KILN_WEBHOOK_SECRET, the key its events are signed with")
+        }
         let reader = EnvironmentReader(env: env)
         if let n = try reader.int("KILN_HTTP_THREADS", in: 1...256, meaning: "a number of threads") { c.httpThreads = n }
         if let n = try reader.int("KILN_HTTP_REQUEST_DEADLINE_SECONDS", in: 0...86_400, meaning: "a number of seconds (0: no limit)") {

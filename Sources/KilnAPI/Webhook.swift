@@ -95,7 +95,7 @@ public final class WebhookDeliverer: @unchecked Sendable {
                 let failure = post(batch)
                 if failure == nil {
                     lock.lock(); taken += batch.count; lock.unlock()
-                    if failing { log("webhook: \(url.absoluteString) takes events again"); failing = false }
+                    if failing { log("webhook: \(Self.shown(url)) takes events again"); failing = false }
                     // Stored even when stopping meanwhile (once at least): the receiver has it.
                     repeat {
                         do { try store.setWebhookPosition(last.seq); break } catch { pause(firstDelay) }
@@ -104,13 +104,26 @@ public final class WebhookDeliverer: @unchecked Sendable {
                 }
                 lock.lock(); failed += 1; lock.unlock()
                 if !failing {
-                    log("webhook: POST to \(url.absoluteString) failed (\(failure ?? "")); retrying with backoff, events kept in order")
+                    log("webhook: POST to \(Self.shown(url)) failed (\(failure ?? "")); retrying with backoff, events kept in order")
                     failing = true
                 }
                 pause(delay * Double.random(in: 0.8...1.2))
                 delay = min(delay * 2, maxDelay)
             }
         }
+    }
+
+    /// The URL as the log shows it: without the user and password or the query, where a
+    /// receiver's credentials go (`https://user:pass@host/hook?token=…`), which the
+    /// journal would keep for anyone who can read it.
+    static func shown(_ url: URL) -> String {
+        guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.host ?? "the webhook" }
+        let hidden = parts.user != nil || parts.password != nil || parts.query != nil
+        parts.user = nil
+        parts.password = nil
+        parts.query = nil
+        parts.fragment = nil
+        return (parts.string ?? url.host ?? "the webhook") + (hidden ? " (credentials not shown)" : "")
     }
 
     struct Batch: Encodable { let events: [EventView] }

@@ -12,8 +12,9 @@ import Store
 /// `kiln serve [--config FILE]` and `kiln status`.
 enum KilnCommand {
     static let usage = """
-    usage: kiln serve [--config FILE]     run the daemon (settings: KILN_* environment variables, see README)
-           kiln status [--json]           the queue of the daemon at KILN_LISTEN, as a table
+    usage: kiln serve [--config FILE]            run the daemon (settings: KILN_* environment variables, see README)
+           kiln status [--json] [--config FILE]  the queue of the daemon at KILN_LISTEN, as a table
+                                                 (--config: the daemon's file, for its address and token)
     """
 
     static func run(_ args: [String]) -> Int32 {
@@ -42,13 +43,14 @@ enum KilnCommand {
             default: return fail("unknown command \(command)")
             }
         } catch {
-            return fail("\(error.code.rawValue): \(error.message)", status: error.exitStatus)
+            // A setting's error names the setting: the usage text would bury it.
+            return fail("\(error.code.rawValue): \(error.message)", status: error.exitStatus, showUsage: false)
         }
     }
 
-    static func fail(_ message: String, status: Int32 = 2) -> Int32 {
+    static func fail(_ message: String, status: Int32 = 2, showUsage: Bool = true) -> Int32 {
         FileHandle.standardError.write(Data("kiln: \(message)\n".utf8))
-        if status == 2 { FileHandle.standardError.write(Data((usage + "\n").utf8)) }
+        if status == 2 && showUsage { FileHandle.standardError.write(Data((usage + "\n").utf8)) }
         return status
     }
 }

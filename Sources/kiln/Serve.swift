@@ -70,6 +70,14 @@ enum Serve {
             throw KilnError(.usage, stage: .request, field: "KILN_TOKEN",
                             "refusing to listen on \(config.host) without KILN_TOKEN: set a token or listen on 127.0.0.1")
         }
+        // The command every job runs: missing, the daemon said it was ready and answered
+        // every request with a 500.
+        let command = config.farm.prepArtifactPath
+        guard access(command, X_OK) == 0 else {
+            let e = errno
+            throw KilnError(.usage, stage: .request, field: "KILN_PREP_ARTIFACT", underlying: e,
+                            "cannot run the job command \(command) (\(String(cString: strerror(e)))): install prep-artifact beside kiln or set KILN_PREP_ARTIFACT")
+        }
         let dataDir = config.farm.absoluteDataDir
         for folder in [dataDir, config.farm.artifactsDir] {
             try makeFolder(folder)
@@ -78,7 +86,7 @@ enum Serve {
         try lockDataDir(dataDir)
         let store = try SQLiteStore(path: dataDir + "/kiln.db", durability: config.durability)
         let presetsDir = config.farm.presetsDir ?? Presets.locate()
-        guard let presetsDir else { throw KilnError(.internalError, stage: .request, "cannot find the Presets folder; set KILN_PRESETS_DIR") }
+        guard let presetsDir else { throw KilnError(.usage, stage: .request, field: "KILN_PRESETS_DIR", "cannot find the Presets folder; set KILN_PRESETS_DIR") }
         let presets = try Presets.load(directory: presetsDir)
         var farmConfig = config.farm
         farmConfig.eventsHeldForWebhook = config.webhookURL != nil
@@ -116,6 +124,11 @@ enum Serve {
         }
         log("listening on http://\(config.host.contains(":") ? "[\(config.host)]" : config.host):\(server.port) (data in \(dataDir), media roots \(config.mediaRoots.joined(separator: ":")))")
         if config.mediaRoots.isEmpty { log("warning: KILN_MEDIA_ROOTS is empty, every prepare request will be refused") }
+        // Not refused: a disk may be mounted after the daemon starts. But a typo or an
+        // unmounted disk otherwise showed only as every request's source_not_found.
+        for root in config.mediaRoots where !Path.isDirectory(root) {
+            log("warning: the media root \(root) is not a folder kiln can see (a typo, or a disk not mounted yet): sources under it are not found")
+        }
 
         // A store whose log could not be made durable refuses every call; exiting lets the
         // service manager restart the daemon, which recovers from what SQLite holds.

@@ -13,6 +13,10 @@ enum StatusCommand {
         guard let url = URL(string: "http://\(hostPart):\(config.port)/v1/queue") else {
             throw KilnError(.usage, stage: .request, "bad listen address")
         }
+        // The daemon is on this machine: a shell's http_proxy (which libcurl follows) sent
+        // the question to the proxy, which cannot reach it.
+        setenv("NO_PROXY", "*", 1)
+        setenv("no_proxy", "*", 1)
         var request = URLRequest(url: url, timeoutInterval: 10)
         if let token = config.token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         final class Box: @unchecked Sendable { var data: Data?; var status = 0; var error: String? }
@@ -25,6 +29,10 @@ enum StatusCommand {
             done.signal()
         }.resume()
         done.wait()
+        if box.status == 401 {
+            throw KilnError(.usage, stage: .request, field: "KILN_TOKEN",
+                            "the daemon at \(url) wants its token: run kiln status --config with the daemon's settings file, or set KILN_TOKEN")
+        }
         guard let data = box.data, box.status == 200 else {
             throw KilnError(.ioError, stage: .request, "cannot read \(url): \(box.error ?? "HTTP \(box.status)")")
         }
@@ -74,7 +82,8 @@ enum QueueTable {
         }, ["artifact", "code", "message", "at"])
         if let s = q["storage"] {
             lines.append("")
-            lines.append("storage: \(str(s["stored_bytes"])) bytes stored, \(str(s["unreferenced_bytes"])) unreferenced, \(str(s["free_bytes"])) free")
+            func bytes(_ v: JSONValue?) -> String { if case .number(let n)? = v { return Format.bytes(Int64(n)) }; return "—" }
+            lines.append("storage: \(bytes(s["stored_bytes"])) stored, \(bytes(s["unreferenced_bytes"])) unreferenced, \(bytes(s["free_bytes"])) free")
         }
         return lines.joined(separator: "\n")
     }
