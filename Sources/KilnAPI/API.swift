@@ -351,7 +351,8 @@ public final class API: Sendable {
         var slots: [String: QueueView.Slot] = [:]
         for (kind, s) in farm.slots { slots[kind.rawValue] = .init(total: s.total, busy: s.busy) }
         return QueueView(
-            counts: snap.jobsByState, artifacts: snap.artifactsByState, running: snap.running.map { JobView(farm.withLiveProgress($0)) }, queued: snap.queued.map(JobView.init),
+            counts: snap.jobsByState, artifacts: snap.artifactsByState, running: snap.running.map { JobView(farm.withLiveProgress($0), source: snap.sources[$0.artifactID]) },
+            queued: snap.queued.map { JobView($0, source: snap.sources[$0.artifactID]) },
             recentFailures: snap.recentFailures.map {
                 .init(artifactID: $0.id, deliveryFormat: $0.plan.deliveryFormat.rawValue, source: $0.source.path,
                       error: ($0.failure ?? $0.errors.last).map(AttemptErrorView.init), at: RFC3339.string(millis: $0.updatedAt))

@@ -37,11 +37,11 @@ enum StatusPage {
   <form id="auth"><input id="token" type="password" placeholder="bearer token"><button>Use token</button></form></header>
 <main>
   <section><h2>Queue</h2><div class="counts" id="counts"></div><p class="muted" id="slots"></p></section>
-  <section><h2>Running</h2><table><thead><tr><th>artifact</th><th>kind</th><th>progress</th><th>speed</th><th>ETA</th></tr></thead>
+  <section><h2>Running</h2><table><thead><tr><th>artifact</th><th>source</th><th>kind</th><th>progress</th><th>speed</th><th>ETA</th></tr></thead>
     <tbody id="running"></tbody></table></section>
-  <section><h2>Waiting</h2><table><thead><tr><th>artifact</th><th>kind</th><th>priority</th><th>state</th><th>why</th></tr></thead>
+  <section><h2>Waiting</h2><table><thead><tr><th>artifact</th><th>source</th><th>kind</th><th>priority</th><th>state</th><th>why</th></tr></thead>
     <tbody id="queued"></tbody></table></section>
-  <section><h2>Recent failures</h2><table><thead><tr><th>artifact</th><th>error</th><th>when</th></tr></thead>
+  <section><h2>Recent failures</h2><table><thead><tr><th>artifact</th><th>source</th><th>error</th><th>when</th></tr></thead>
     <tbody id="failures"></tbody></table></section>
   <section><h2>Storage</h2><div id="storage"></div></section>
 </main>
@@ -60,20 +60,25 @@ function bar(p) {
   const f = p ? Math.max(0, Math.min(1, p.fraction ?? 0)) : 0;
   return `<div class="bar" data-fraction="${f.toFixed(3)}"><div style="width:${(f*100).toFixed(1)}%"></div></div>`;
 }
+// The source's file name (the whole path on hover): how an operator knows the film.
+function film(path) {
+  const name = (path ?? "").split("/").pop();
+  return `<td title="${esc(path ?? "")}">${esc(name)}</td>`;
+}
 function render(q) {
   $("counts").innerHTML = Object.entries(q.counts).map(([k, v]) => `<span class="count">${esc(k)} <b>${v}</b></span>`).join("");
   $("slots").textContent = Object.entries(q.slots).map(([k, s]) => `${k}: ${s.busy}/${s.total} busy`).join(" · ");
   $("running").innerHTML = q.running.map((j) => {
     const p = progress[j.artifact_id] ?? j.progress;
-    return `<tr data-artifact="${esc(j.artifact_id)}"><td><code>${esc(j.artifact_id)}</code></td><td>${esc(j.kind)}</td>
+    return `<tr data-artifact="${esc(j.artifact_id)}"><td><code>${esc(j.artifact_id)}</code></td>${film(j.source)}<td>${esc(j.kind)}</td>
       <td>${bar(p)}</td><td>${p ? p.speed.toFixed(1)+"×" : ""}</td><td>${p && p.eta_seconds != null ? Math.round(p.eta_seconds)+" s" : ""}</td></tr>`;
-  }).join("") || `<tr><td colspan="5" class="muted">nothing running</td></tr>`;
-  $("queued").innerHTML = q.queued.map((j) => `<tr><td><code>${esc(j.artifact_id)}</code></td><td>${esc(j.kind)}</td>
+  }).join("") || `<tr><td colspan="6" class="muted">nothing running</td></tr>`;
+  $("queued").innerHTML = q.queued.map((j) => `<tr><td><code>${esc(j.artifact_id)}</code></td>${film(j.source)}<td>${esc(j.kind)}</td>
       <td>${esc(j.priority)}</td><td>${esc(j.state)}</td><td>${esc(j.waiting_reason ?? "")}</td></tr>`).join("")
-      || `<tr><td colspan="5" class="muted">nothing waiting</td></tr>`;
-  $("failures").innerHTML = q.recent_failures.map((f) => `<tr><td><code>${esc(f.artifact_id)}</code></td>
+      || `<tr><td colspan="6" class="muted">nothing waiting</td></tr>`;
+  $("failures").innerHTML = q.recent_failures.map((f) => `<tr><td><code>${esc(f.artifact_id)}</code></td>${film(f.source)}
       <td class="bad">${esc(f.error?.code)}: ${esc(f.error?.message)}</td><td>${esc(f.at)}</td></tr>`).join("")
-      || `<tr><td colspan="3" class="muted">no failures</td></tr>`;
+      || `<tr><td colspan="4" class="muted">no failures</td></tr>`;
   const s = q.storage;
   $("storage").innerHTML = `<p>${bytes(s.stored_bytes)} stored, ${bytes(s.unreferenced_bytes)} unreferenced,
       ${bytes(s.free_bytes)} free${s.budget_bytes ? `, budget ${bytes(s.budget_bytes)}` : ""}</p>`;

@@ -139,7 +139,7 @@ public struct ArtifactView: Encodable, Sendable {
         output = a.state == .ready ? a.file?.description : nil
         referenceCount = a.references.count
         references = a.references
-        job = a.job.map(JobView.init)
+        job = a.job.map { JobView($0) }
         attempts = a.job?.attempt ?? 0
         errors = (a.errors.isEmpty ? a.failure.map { [$0] } ?? [] : a.errors).map(AttemptErrorView.init)
         progress = a.state == .pending ? a.job?.progress : nil
@@ -177,14 +177,18 @@ public struct JobView: Encodable, Sendable {
     let queuedAt: String
     let startedAt: String?
     let finishedAt: String?
+    /// The artifact's source path, in the queue's view (`GET /v1/queue`); absent elsewhere,
+    /// where the artifact around the job says it.
+    var source: String?
 
     enum CodingKeys: String, CodingKey {
         case id, artifactID = "artifact_id", kind, state, priority, attempt, maxAttempts = "max_attempts", runAfter = "run_after"
         case leaseOwner = "lease_owner", leaseExpiresAt = "lease_expires_at", progress
-        case waitingReason = "waiting_reason", queuedAt = "queued_at", startedAt = "started_at", finishedAt = "finished_at"
+        case waitingReason = "waiting_reason", queuedAt = "queued_at", startedAt = "started_at", finishedAt = "finished_at", source
     }
 
-    init(_ j: JobRecord) {
+    init(_ j: JobRecord, source: String? = nil) {
+        self.source = source
         id = j.id; artifactID = j.artifactID; kind = j.kind.rawValue; state = j.state.rawValue; priority = j.priority.rawValue
         attempt = j.attempt; maxAttempts = j.maxAttempts; runAfter = RFC3339.string(millis: j.runAfter)
         // A finished job's last report is not progress (a ready artifact at "97 %").

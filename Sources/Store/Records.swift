@@ -393,6 +393,8 @@ public struct QueueSnapshot: Codable, Sendable, Equatable {
     public var recentFailures: [ArtifactRecord]
     public var storedBytes: Int64
     public var unreferencedBytes: Int64
+    /// The source path of each running and queued job's artifact, by artifact id.
+    public var sources: [String: String] = [:]
 
     public init(jobsByState: [String: Int], artifactsByState: [String: Int], running: [JobRecord], queued: [JobRecord],
                 recentFailures: [ArtifactRecord], storedBytes: Int64, unreferencedBytes: Int64) {

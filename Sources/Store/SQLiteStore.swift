@@ -888,9 +888,18 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
                 ORDER BY updated_at DESC, id LIMIT ?
                 """, max(0, recentFailures)) { $0.string(0) }
             let bytes = try storedBytes(db)
-            return QueueSnapshot(jobsByState: jobsByState, artifactsByState: artifactsByState, running: running,
-                                 queued: queued, recentFailures: try loadArtifacts(db, ids: failedIDs),
-                                 storedBytes: bytes.total, unreferencedBytes: bytes.unreferenced)
+            // Which film each job works on: an operator reading the queue knows films, not ids.
+            var sourcePaths: [String: String] = [:]
+            for id in Set((running + queued).map(\.artifactID)) {
+                if let text = try db.queryOne("SELECT source FROM artifacts WHERE id = ?", id, map: { $0.string(0) }) {
+                    sourcePaths[id] = try sources.decode(text).path
+                }
+            }
+            var snapshot = QueueSnapshot(jobsByState: jobsByState, artifactsByState: artifactsByState, running: running,
+                                         queued: queued, recentFailures: try loadArtifacts(db, ids: failedIDs),
+                                         storedBytes: bytes.total, unreferencedBytes: bytes.unreferenced)
+            snapshot.sources = sourcePaths
+            return snapshot
         }
     }
 

@@ -68,18 +68,24 @@ enum QueueTable {
             let widths = header.indices.map { i in all.map { $0[i].count }.max() ?? 0 }
             for r in all { lines.append("  " + r.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ")) }
         }
+        /// The source's file name, which is how an operator knows the film (the whole path
+        /// is in `--json`); at most 40 characters, its end kept.
+        func film(_ entry: JSONValue) -> String {
+            let name = String(str(entry["source"]).split(separator: "/").last ?? "")
+            return name.count > 40 ? "…" + name.suffix(39) : name
+        }
         func array(_ key: String) -> [JSONValue] { if case .array(let a)? = q[key] { return a }; return [] }
         table("running", array("running").map { j in
             let p = j["progress"]
             let pct = p.flatMap { if case .number(let f)? = $0["fraction"] { return String(format: "%5.1f%%", f * 100) }; return nil } ?? "  —"
-            return [str(j["artifact_id"]), str(j["kind"]), pct, p.map { str($0["speed"]) + "x" } ?? "", "attempt " + str(j["attempt"])]
-        }, ["artifact", "kind", "progress", "speed", "attempt"])
+            return [str(j["artifact_id"]), film(j), str(j["kind"]), pct, p.map { str($0["speed"]) + "x" } ?? "", "attempt " + str(j["attempt"])]
+        }, ["artifact", "source", "kind", "progress", "speed", "attempt"])
         table("waiting (claim order)", array("queued").map { j in
-            [str(j["artifact_id"]), str(j["kind"]), str(j["priority"]), str(j["state"]), str(j["waiting_reason"])]
-        }, ["artifact", "kind", "priority", "state", "why"])
+            [str(j["artifact_id"]), film(j), str(j["kind"]), str(j["priority"]), str(j["state"]), str(j["waiting_reason"])]
+        }, ["artifact", "source", "kind", "priority", "state", "why"])
         table("recent failures", array("recent_failures").map { f in
-            [str(f["artifact_id"]), str(f["error"]?["code"]), String(str(f["error"]?["message"]).prefix(60)), str(f["at"])]
-        }, ["artifact", "code", "message", "at"])
+            [str(f["artifact_id"]), film(f), str(f["error"]?["code"]), String(str(f["error"]?["message"]).prefix(60)), str(f["at"])]
+        }, ["artifact", "source", "code", "message", "at"])
         if let s = q["storage"] {
             lines.append("")
             func bytes(_ v: JSONValue?) -> String { if case .number(let n)? = v { return Format.bytes(Int64(n)) }; return "—" }

@@ -630,6 +630,8 @@ struct APITests {
             let queue = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/v1/queue").body)
             if case .array(let running)? = queue["running"], let job = running.first {
                 seen.queue = seen.queue ?? job["progress"]?["fraction"]?.double
+                // Which film it is: an operator reading the queue knows films, not ids.
+                #expect(job["source"]?.string == media.appendingPathComponent("film.mkv").path, "\(job)")
             }
             if seen.reference != nil && seen.artifact != nil && seen.queue != nil { break }
             Thread.sleep(forTimeInterval: 0.05)

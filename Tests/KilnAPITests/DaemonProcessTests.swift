@@ -204,6 +204,36 @@ struct DaemonProcessTests {
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("kiln.db").path), "nothing made before refusing")
     }
 
+    @Test("kiln status reads the daemon's address and token from its settings file, says what a refused token means, and talks to the daemon directly whatever proxy the shell names")
+    func statusWithSettingsFile() throws {
+        let data = Media.scratch("status-data")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let d = try DaemonProcess(dataDir: data, mediaRoot: data.path, extra: ["KILN_TOKEN": "s3cret"])
+        defer { d.terminate() }
+        let settings = data.appendingPathComponent("kiln.env")
+        try Data("KILN_LISTEN=127.0.0.1:\(d.port)\r\nKILN_TOKEN=s3cret\r\n".utf8).write(to: settings)
+        func status(_ arguments: [String], _ extra: [String: String?]) throws -> (status: Int32, out: String, err: String) {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: Binaries.path("kiln"))
+            p.arguments = ["status"] + arguments
+            var env = ProcessInfo.processInfo.environment
+            for (k, v) in extra { env[k] = v }
+            p.environment = env
+            let out = Pipe(), err = Pipe()
+            p.standardOutput = out
+            p.standardError = err
+            try p.run()
+            p.waitUntilExit()
+            return (p.terminationStatus, String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
+                    String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+        }
+        let refused = try status([], ["KILN_LISTEN": "127.0.0.1:\(d.port)", "KILN_TOKEN": nil])
+        #expect(refused.status == 2 && refused.err.contains("wants its token") && refused.err.contains("--config"), "\(refused)")
+        let proxy: [String: String?] = ["HTTP_PROXY": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9", "KILN_LISTEN": nil, "KILN_TOKEN": nil]
+        let table = try status(["--config", settings.path], proxy)
+        #expect(table.status == 0 && table.out.contains("running") && table.out.contains("storage:"), "\(table)")
+    }
+
     @Test("a second daemon on the same data directory exits at once with a line that says so (it deleted the first one's running attempts and ran jobs beside it); once the first has stopped, it starts")
     func oneDaemonPerDataDirectory() throws {
         let data = Media.scratch("lock-data")
