@@ -77,8 +77,12 @@ extension Prober {
             let data: Int64
             /// Its Timestamp, in the Segment's ticks; nil where none was found first in it.
             let time: Int64?
+            /// Whether its size is unknown (all ones).
+            let unsized: Bool
         }
         var clusters: [Cluster] = []
+        /// Whether the Segment's size is known (nil: unknown, a live recording).
+        var segmentSized = true
         /// Nanoseconds a tick (the Segment Info's TimestampScale).
         var scale: Int64 = 1_000_000
         /// Each Cues element (the index): where it begins, its header's length, its data's size.
@@ -104,10 +108,38 @@ extension Prober {
             guard disorder != nil, let timeOrder, !interleaved, let last = clusters.last else { return nil }
             let spans = clusters.indices.map { k in clusters[k].offset..<(k + 1 < clusters.count ? clusters[k + 1].offset : last.end) }
             var (order, moved) = ReadOrder.laying(spans, in: timeOrder, size: size)
-            order.patches = cues.compactMap { cue in
+            let voids = cues.compactMap { cue in
                 ClusterWalk.void(header: cue.header, size: cue.size).map { ReadOrder.Patch(at: moved(cue.offset), bytes: $0) }
-            }.sorted { $0.at < $1.at }
-            return order.patches.count == cues.count ? order : nil
+            }
+            guard voids.count == cues.count else { return nil }
+            order.patches = (voids + sizePatches(moved)).sorted { $0.at < $1.at }
+            return order
+        }
+
+        /// The file as stored, each cluster of unknown size in a Segment of known size read
+        /// with its size: libavformat (5.1) takes the first such cluster for damage ("inside
+        /// parent with finite size") and leaves it out, a second of the film lost (a file
+        /// remuxed by mkvmerge whose clusters a live muxer had written so). Nil where there
+        /// is none, or a size does not fit its field.
+        func sized() -> ReadOrder? {
+            let patches = sizePatches { $0 }
+            guard !patches.isEmpty, patches.count == clusters.filter({ segmentSized && $0.unsized }).count else { return nil }
+            return ReadOrder(pieces: [.init(from: 0, length: size)], patches: patches)
+        }
+
+        /// The size fields of the clusters of unknown size in a Segment of known size, as
+        /// their sizes (to the next top-level element), where `moved` says they are read;
+        /// those whose field cannot hold it are left out.
+        private func sizePatches(_ moved: (Int64) -> Int64) -> [ReadOrder.Patch] {
+            guard segmentSized else { return [] }
+            return clusters.filter(\.unsized).compactMap { c in
+                // The ID is 4 bytes; the size field runs to the data.
+                let field = Int(c.data - c.offset - 4), size = c.end - c.data
+                guard (1...8).contains(field), size < (Int64(1) << (7 * field)) - 1 else { return nil }
+                var bytes = (0..<field).reversed().map { UInt8(truncatingIfNeeded: size >> Int64(8 * $0)) }
+                bytes[0] |= UInt8(0x80 >> (field - 1))
+                return ReadOrder.Patch(at: moved(c.offset + 4), bytes: bytes)
+            }
         }
 
         /// A header of `header` bytes for `size` bytes of data that makes them a Void (EC):
@@ -169,6 +201,7 @@ extension Prober {
 
     private static func walkClusters(_ file: FileDescriptor, head: MatroskaHead, fileSize: Int64) -> ClusterWalk {
         var walk = ClusterWalk(size: fileSize)
+        walk.segmentSized = head.segmentEnd != nil
         let end = min(head.segmentEnd ?? fileSize, fileSize)
         var at = head.segmentData
         var elements = 0
@@ -199,7 +232,7 @@ extension Prober {
                     guard c.id == 0xBF || c.id == 0xEC else { break }
                     child = c.data + size
                 }
-                walk.clusters.append(.init(offset: at, end: next, data: e.data, time: time))
+                walk.clusters.append(.init(offset: at, end: next, data: e.data, time: time, unsized: e.size == nil))
             case 0x1C53_BB6B:
                 if let size = e.size { walk.cues.append((at, Int(e.data - at), size)) }
             case 0xEC, 0xBF:

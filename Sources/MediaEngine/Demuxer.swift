@@ -118,6 +118,14 @@ final class Demuxer {
                 ctx = try Demuxer.open(path, guardian, through: skim)
                 clustersReordered = true
             }
+        } else if format.hasPrefix("matroska"), let head = Prober.MatroskaHead(path: path),
+                  let sized = Prober.clusterWalk(path, head: head)?.sized() {
+            // Clusters of unknown size in a Segment of known size are read with their sizes
+            // (`Prober.ClusterWalk.sized`): libavformat left the first of them out.
+            order = sized
+            avformat_close_input(&ctx)
+            skim = try SkimReader(path: path, order: sized)
+            ctx = try Demuxer.open(path, guardian, through: skim)
         }
         do {
             if analyze {

@@ -76,11 +76,11 @@ struct ClusterOrderTests {
         bytes.replaceSubrange(c[k].lowerBound..<c[k + 1].upperBound, with: Array(bytes[c[k + 1]]) + Array(bytes[c[k]]))
     }
 
-    /// `bytes` with the Segment's and every cluster's size unknown (all ones), as a live
-    /// muxer writes them (MediaRecorder, OBS).
-    static func unknownSizes(_ bytes: inout [UInt8]) {
+    /// `bytes` with every cluster's size unknown (all ones), and the Segment's (`segment`),
+    /// as a live muxer writes them (MediaRecorder, OBS).
+    static func unknownSizes(_ bytes: inout [UInt8], segment: Bool = true) {
         let ebmlID = number(bytes, 0, marker: true), ebmlSize = number(bytes, ebmlID.length)
-        var places = [ebmlID.length + ebmlSize.length + ebmlSize.value + 4]
+        var places = segment ? [ebmlID.length + ebmlSize.length + ebmlSize.value + 4] : []
         places += elements(bytes).filter { $0.id == 0x1F43_B675 }.map(\.size)
         for at in places {
             let length = number(bytes, at).length
@@ -230,6 +230,30 @@ struct ClusterOrderTests {
             #expect(try FFprobe.packetCount(out, "a") == FFprobe.packetCount(clean, "a"))
             #expect(try FFprobe.decodeErrors(out) == "")
             if name == "h264-bframes" { #expect(try Self.pictures(out) == Self.pictures(clean)) }
+        }
+    }
+
+    @Test("clusters of unknown size (as a live muxer writes them) in a Segment of known size (the file remuxed by mkvmerge, which keeps them so) are read whole: libavformat took the first for damage and left it out, and the remux lost the film's first second, 225 of 250 pictures, exit 0",
+          arguments: [false, true])
+    func unknownSizedClusters(swapped: Bool) throws {
+        let film = try Self.film("mkvmerge-blockgroups", ["-c:v", "libx264", "-preset", "veryfast", "-c:a", "aac"],
+                                 mkvmerge: ["--engage", "no_simpleblocks", "--cluster-length", "1000ms"])
+        let dir = Media.scratch("clusters-unknown-size-\(swapped)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = try damagedCopy(ofFile: film, in: dir, as: "unknown-size.mkv") { bytes throws in
+            Self.unknownSizes(&bytes, segment: false)
+            if swapped { try Self.swap(&bytes, 3) }
+        }.path
+        let clean = dir.appendingPathComponent("clean.mp4").path
+        let made = try Command.run(["prepare", film, "--quality", "original", "--caps", "ios", "--output", clean, "--json"])
+        try #require(made.status == 0, "\(made.stdout.suffix(300))")
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "clusters-unknown-size-\(swapped)-out") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(400))")
+            let pictures = try Self.pictures(out)
+            #expect(pictures.count == 250)
+            #expect(try pictures == Self.pictures(clean))
+            #expect(try FFprobe.packetCount(out, "a") == FFprobe.packetCount(clean, "a"))
+            #expect(try FFprobe.decodeErrors(out) == "")
         }
     }
 }
