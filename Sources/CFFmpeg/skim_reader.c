@@ -38,8 +38,13 @@ struct KilnSkimReader {
     // `virt[k]` in the order read, `real[k]` in the file; none: the file's own order.
     int64_t *virt, *real;
     int pieces;
-    int64_t *freed;   // where a box's type reads as "free", in the order read, ascending
-    int freed_count;
+    // Bytes read other than stored, in the order read (ascending, apart): patch k is
+    // `patch_lengths[k]` bytes (at most 16) from `patched[k]`, as `patch_bytes[16 k...]`.
+    // An index giving places in the file (MP4's sidx, Matroska's Cues) is read as free space.
+    int64_t *patched;
+    uint8_t *patch_bytes;
+    int *patch_lengths;
+    int patch_count;
 };
 
 // Up to `count` bytes from `at` in the order read, into `buf`: what pread gives (0 at the end).
@@ -54,15 +59,15 @@ static ssize_t read_at(const KilnSkimReader *r, uint8_t *buf, size_t count, int6
     if (at < r->virt[lo] || at >= end) return 0;
     if ((int64_t)count > end - at) count = (size_t)(end - at);
     ssize_t got = pread(r->fd, buf, count, (off_t)(r->real[lo] + at - r->virt[lo]));
-    int first = 0, last = r->freed_count;
-    while (first < last) {  // the first type that ends past `at`
+    int first = 0, last = r->patch_count;
+    while (first < last) {  // the first patch that ends past `at` (patches are at most 16 bytes)
         int mid = (first + last) / 2;
-        if (r->freed[mid] + 4 <= at) first = mid + 1; else last = mid;
+        if (r->patched[mid] + 16 <= at) first = mid + 1; else last = mid;
     }
-    for (int i = first; got > 0 && i < r->freed_count && r->freed[i] < at + got; i++) {
-        for (int k = 0; k < 4; k++) {
-            int64_t b = r->freed[i] + k - at;
-            if (b >= 0 && b < got) buf[b] = (uint8_t)"free"[k];
+    for (int i = first; got > 0 && i < r->patch_count && r->patched[i] < at + got; i++) {
+        for (int k = 0; k < r->patch_lengths[i]; k++) {
+            int64_t b = r->patched[i] + k - at;
+            if (b >= 0 && b < got) buf[b] = r->patch_bytes[16 * i + k];
         }
     }
     return got;
@@ -198,19 +203,26 @@ KilnSkimReader *kiln_skim_reader_open(const char *path, int buffer_size, int *er
 AVIOContext *kiln_skim_reader_io(KilnSkimReader *r) { return r->io; }
 
 int kiln_skim_reader_reorder(KilnSkimReader *r, const int64_t *real, const int64_t *length, int count,
-                             const int64_t *freed, int freed_count) {
+                             const int64_t *patched, const uint8_t *patch_bytes, const int *patch_lengths, int patch_count) {
+    int slots = patch_count > 0 ? patch_count : 1;
     r->virt = av_malloc_array(count > 0 ? count : 1, sizeof(int64_t));
     r->real = av_malloc_array(count > 0 ? count : 1, sizeof(int64_t));
-    r->freed = av_malloc_array(freed_count > 0 ? freed_count : 1, sizeof(int64_t));
-    if (!r->virt || !r->real || !r->freed) return AVERROR(ENOMEM);
+    r->patched = av_malloc_array(slots, sizeof(int64_t));
+    r->patch_bytes = av_malloc_array(slots, 16);
+    r->patch_lengths = av_malloc_array(slots, sizeof(int));
+    if (!r->virt || !r->real || !r->patched || !r->patch_bytes || !r->patch_lengths) return AVERROR(ENOMEM);
+    for (int k = 0; k < patch_count; k++)
+        if (patch_lengths[k] < 0 || patch_lengths[k] > 16) return AVERROR(EINVAL);
     int64_t at = 0;
     for (int k = 0; k < count; k++) {
         r->virt[k] = at;
         r->real[k] = real[k];
         at += length[k];
     }
-    memcpy(r->freed, freed, sizeof(int64_t) * (size_t)freed_count);
-    r->freed_count = freed_count;
+    memcpy(r->patched, patched, sizeof(int64_t) * (size_t)patch_count);
+    memcpy(r->patch_bytes, patch_bytes, 16 * (size_t)patch_count);
+    memcpy(r->patch_lengths, patch_lengths, sizeof(int) * (size_t)patch_count);
+    r->patch_count = patch_count;
     r->pieces = count;
     return 0;
 }
@@ -226,7 +238,9 @@ void kiln_skim_reader_free(KilnSkimReader **pr) {
     if (!r) return;
     av_freep(&r->virt);
     av_freep(&r->real);
-    av_freep(&r->freed);
+    av_freep(&r->patched);
+    av_freep(&r->patch_bytes);
+    av_freep(&r->patch_lengths);
     if (r->io) av_freep(&r->io->buffer);
     avio_context_free(&r->io);
     close(r->fd);

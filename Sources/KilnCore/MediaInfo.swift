@@ -18,9 +18,9 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// from what the packets' rate says, Matroska tracks' BCP 47 language, enabled flag and
     /// compression; 23: Matroska's WebVTT track as webvtt, Matroska's default edition's
     /// chapters, ordered chapters said, the colours a container states where the bitstream
-    /// states none, the container by its MP4 brand or Matroska DocType), so a description cached by an older one is not
-    /// planned from.
-    public static let describerVersion = 23
+    /// states none, the container by its MP4 brand or Matroska DocType; 24: Matroska clusters stored out of
+    /// order), so a description cached by an older one is not planned from.
+    public static let describerVersion = 24
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
@@ -61,6 +61,10 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// them by their own length, and a player given the file as it is would space them by
     /// the wrong one (half the sound overlapping, or gaps). nil otherwise.
     public var audioLacingWrong: Bool?
+    /// A Matroska or WebM file whose clusters are stored out of the order of their times (a
+    /// muxer that flushed them out of order): Kiln reads them in order, and a player given
+    /// the file as it is would show pictures out of order or drop them. nil otherwise.
+    public var clustersReordered: Bool?
     /// Why the index the file's header holds cannot be the file's ("stream 0: its index
     /// places a sample … past the file's end"): cut short or damaged. Such a file never
     /// goes out as it is. nil otherwise.
@@ -92,7 +96,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
         case formatName = "format_name", container, durationSeconds = "duration_seconds"
         case startSeconds = "start_seconds", bitRate = "bit_rate", sizeBytes = "size_bytes"
         case streams, chapters, fingerprint, warnings, fragmented, unindexed, indexDamage = "index_damage", timingDamage = "timing_damage"
-        case durationWrong = "duration_wrong", audioLacingWrong = "audio_lacing_wrong"
+        case durationWrong = "duration_wrong", audioLacingWrong = "audio_lacing_wrong", clustersReordered = "clusters_reordered"
         case timingDamageStream = "timing_damage_stream"
     }
 

@@ -53,6 +53,10 @@ final class Demuxer {
     /// and whether the context reads the fragments in the order of their times instead.
     private(set) var fragmentDisorder: Prober.FragmentDisorder?
     private(set) var fragmentsReordered = false
+    /// A Matroska file's first cluster stored out of the order of its times
+    /// (`Prober.clusterWalk`), and whether the context reads the clusters in that order.
+    private(set) var clusterDisorder: Prober.ClusterDisorder?
+    private(set) var clustersReordered = false
 
     /// - Parameter analyze: run `avformat_find_stream_info` (`analyse`). Verification of an
     ///   MP4 Kiln just wrote skips it: the index already holds codec, size, rate and
@@ -84,8 +88,9 @@ final class Demuxer {
         // file's bytes through a reader that lays them so (no byte held; a few numbers a
         // fragment). Read as stored, libavformat marked the late one's packets not shown
         // and the film came out with a gap.
-        var order: (pieces: [(from: Int64, length: Int64)], freed: [Int64])?
-        if String(cString: ctx!.pointee.iformat.pointee.name).hasPrefix("mov,"), Prober.fragmentLayout(path).fragments {
+        var order: ReadOrder?
+        let format = String(cString: ctx!.pointee.iformat.pointee.name)
+        if format.hasPrefix("mov,"), Prober.fragmentLayout(path).fragments {
             let opened = ctx!
             let walk = Prober.fragmentWalk(path) { track, time in
                 (0..<Int(opened.pointee.nb_streams)).lazy.compactMap { opened.pointee.streams[$0] }
@@ -100,6 +105,27 @@ final class Demuxer {
                 ctx = try Demuxer.open(path, guardian, through: skim)
                 fragmentsReordered = true
             }
+        }
+        // Matroska clusters likewise (cluster for fragment): read as stored, pictures after a
+        // late cluster came out of order or were dropped as times running back.
+        if format.hasPrefix("matroska"), let head = Prober.MatroskaHead(path: path),
+           let walk = Prober.clusterWalk(path, head: head), let disorder = walk.disorder {
+            clusterDisorder = disorder
+            if let reordered = walk.reordered() {
+                order = reordered
+                avformat_close_input(&ctx)
+                skim = try SkimReader(path: path, order: reordered)
+                ctx = try Demuxer.open(path, guardian, through: skim)
+                clustersReordered = true
+            }
+        } else if format.hasPrefix("matroska"), let head = Prober.MatroskaHead(path: path),
+                  let sized = Prober.clusterWalk(path, head: head)?.sized() {
+            // Clusters of unknown size in a Segment of known size are read with their sizes
+            // (`Prober.ClusterWalk.sized`): libavformat left the first of them out.
+            order = sized
+            avformat_close_input(&ctx)
+            skim = try SkimReader(path: path, order: sized)
+            ctx = try Demuxer.open(path, guardian, through: skim)
         }
         do {
             if analyze {
@@ -891,18 +917,22 @@ final class SkimReader {
     /// payload read past it is usually most of the packet.
     static let bufferBytes: Int32 = 4096
 
-    /// - Parameter order: read the file as these pieces laid end to end, the boxes at
-    ///   `freed` (in that order) read as `free` (`Prober.FragmentWalk.reordered`).
-    init(path: String, order: (pieces: [(from: Int64, length: Int64)], freed: [Int64])? = nil) throws(KilnError) {
+    /// - Parameter order: read the file as these pieces laid end to end, its patches read
+    ///   as they say (`Prober.FragmentWalk.reordered`, `Prober.ClusterWalk.reordered`).
+    init(path: String, order: ReadOrder? = nil) throws(KilnError) {
         var error: Int32 = 0
         guard let r = kiln_skim_reader_open(path, Self.bufferBytes, &error) else {
             throw KilnError(error == kiln_averror_enomem() ? .resourceLimit : .sourceUnreadable, stage: .open, underlying: error,
                             "cannot open the source (\(avErrorText(error)))")
         }
         reader = r
-        if let order, kiln_skim_reader_reorder(r, order.pieces.map(\.from), order.pieces.map(\.length), Int32(order.pieces.count),
-                                               order.freed, Int32(order.freed.count)) < 0 {
-            throw KilnError(.resourceLimit, stage: .open, "out of memory opening the source")
+        if let order {
+            let bytes = order.patches.flatMap { $0.bytes + Array(repeating: 0, count: 16 - $0.bytes.count) }
+            if kiln_skim_reader_reorder(r, order.pieces.map(\.from), order.pieces.map(\.length), Int32(order.pieces.count),
+                                        order.patches.map(\.at), bytes, order.patches.map { Int32($0.bytes.count) },
+                                        Int32(order.patches.count)) < 0 {
+                throw KilnError(.resourceLimit, stage: .open, "out of memory opening the source")
+            }
         }
     }
 

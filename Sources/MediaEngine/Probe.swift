@@ -364,6 +364,18 @@ public enum Prober {
                                 + "lies after its fragment from \(at(disorder.after)), at byte \(disorder.offset)): read as stored, the film "
                                 + "would come out with a gap; the file must be written again with its fragments in order")
             }
+            // Matroska clusters likewise (`Demuxer.clustersReordered`); where they cannot be
+            // moved (Tags or Chapters among them, which the SeekHead finds by their place),
+            // refused.
+            if demuxer.clustersReordered {
+                info.clustersReordered = true
+                info.warnings.append("clusters_reordered")
+            } else if let disorder = demuxer.clusterDisorder {
+                throw KilnError(.sourceCorrupt, stage: .probe,
+                                "the source's Matroska clusters are stored out of order (the cluster from \(Format.fixed(disorder.time, decimals: 2)) s "
+                                + "lies after the one from \(Format.fixed(disorder.after, decimals: 2)) s, at byte \(disorder.offset)) and cannot be read in "
+                                + "order: read as stored, the film would come out with pictures lost or out of order; the file must be written again with its clusters in order")
+            }
             if let why = demuxer.matroskaTracks.flatMap(MatroskaTracks.hiddenTrack) {
                 throw KilnError(.sourceCorrupt, stage: .probe, "the source's track list is damaged: \(why)")
             }

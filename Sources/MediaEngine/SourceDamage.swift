@@ -335,36 +335,19 @@ extension Prober {
         var placed: [Int64] = []
         let size: Int64
 
-        /// The file's bytes in the order of its fragments' times, as `(from, length)`
-        /// pieces laid end to end (the head first; fragments of one time in their stored
-        /// order: one written twice stays beside itself), and where the boxes giving places
-        /// in the file (`placed`) then have their type, read as `free` so that libavformat
-        /// looks for the fragments where they are read. Nil where the fragments cannot be moved.
-        func reordered() -> (pieces: [(from: Int64, length: Int64)], freed: [Int64])? {
-            guard movable, let first = fragments.first?.offset, fragments.allSatisfy({ $0.seconds != nil }) else { return nil }
+        /// The file's bytes in the order of its fragments' times (the head first;
+        /// fragments of one time in their stored order: one written twice stays beside
+        /// itself), the boxes giving places in the file (`placed`) read as `free`, so that
+        /// libavformat looks for the fragments where they are read. Nil where the
+        /// fragments cannot be moved.
+        func reordered() -> ReadOrder? {
+            guard movable, !fragments.isEmpty, fragments.allSatisfy({ $0.seconds != nil }) else { return nil }
             let order = fragments.indices.sorted { (fragments[$0].seconds!, $0) < (fragments[$1].seconds!, $1) }
-            var pieces: [(from: Int64, length: Int64)] = []
-            if first > 0 { pieces.append((from: Int64(0), length: first)) }
-            var at: [Int64] = Array(repeating: 0, count: fragments.count)  // where each fragment is read from
-            var read = first
-            for k in order {
-                let from = fragments[k].offset, to = k + 1 < fragments.count ? fragments[k + 1].offset : size
-                at[k] = read
-                read += to - from
-                if let last = pieces.last, last.from + last.length == from { pieces[pieces.count - 1].length += to - from } else { pieces.append((from, to - from)) }
-            }
-            let freed = placed.map { offset -> Int64 in
-                // Its type (4 bytes on) where it is read: in the head, or in the fragment
-                // holding it (the last beginning at or before it).
-                var lo = 0, hi = fragments.count - 1
-                guard offset >= first else { return offset + 4 }
-                while lo < hi {
-                    let mid = (lo + hi + 1) / 2
-                    if fragments[mid].offset <= offset { lo = mid } else { hi = mid - 1 }
-                }
-                return at[lo] + offset - fragments[lo].offset + 4
-            }.sorted()
-            return (pieces, freed)
+            // A fragment runs to the next one's `moof`, the last to the file's end.
+            let spans = fragments.indices.map { k in fragments[k].offset..<(k + 1 < fragments.count ? fragments[k + 1].offset : size) }
+            var (laid, moved) = ReadOrder.laying(spans, in: order, size: size)
+            laid.patches = placed.map { ReadOrder.Patch(at: moved($0) + 4, bytes: Array("free".utf8)) }.sorted { $0.at < $1.at }
+            return laid
         }
     }
 
@@ -392,7 +375,8 @@ extension Prober {
         return walk
     }
 
-    private struct WalkedFile: Equatable {
+    /// A file as walked: the same path, inode, size and modification time is the same file.
+    struct WalkedFile: Equatable {
         let path: String, inode: UInt64, size: Int64, modified: Int64
     }
     private static let lastWalk = Mutex<(file: WalkedFile, walk: FragmentWalk)?>(nil)

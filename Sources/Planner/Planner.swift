@@ -167,7 +167,14 @@ struct PlanContext {
     /// what the file holds and its checks decide whether that is the film (a few samples
     /// short) or not (`source_corrupt`).
     var indexDamaged: Bool { source.indexDamage != nil }
-    var damage: [String] { indexDamaged ? ["source_index_damaged"] : [] }
+    /// Matroska clusters stored out of the order of their times (`MediaInfo.clustersReordered`):
+    /// every player reads them as stored, showing pictures out of order or dropping them,
+    /// so such a file never goes out as it is either, even where no remux is possible (VP8
+    /// in WebM): Kiln's remux or transcode reads them in order.
+    var clustersReordered: Bool { source.clustersReordered == true }
+    /// Whether the file never goes out as it is, to any device.
+    var neverAsIs: Bool { indexDamaged || clustersReordered }
+    var damage: [String] { (indexDamaged ? ["source_index_damaged"] : []) + (clustersReordered ? ["container_clusters_reordered"] : []) }
 
     /// HEVC in MP4/MOV tagged `hev1` (Dolby Vision: `dvhe`) keeps its parameter sets in the
     /// stream instead of the sample entry. Apple's players (iOS, tvOS, Safari) refuse such a
@@ -227,7 +234,7 @@ struct PlanContext {
 
     func planOriginal() throws(KilnError) -> Plan {
         try requireStreams()
-        guard caps != nil || indexDamaged else {
+        guard caps != nil || neverAsIs else {
             let audio = AudioSelection.choose(from: source, language: audioLanguage) { _ in 0 }
             return asIs(.original, audio: audio, reasons: ["source_as_is"] + (audio?.reasons ?? []))
         }
@@ -236,7 +243,7 @@ struct PlanContext {
         let audioPlays = asIsAudio.map { device.playsAudio($0.stream) } ?? true
         let containerPlays = containerProblems.isEmpty
         let fixes = remuxFixes(asIsAudio?.stream)
-        if videoProblems.isEmpty && audioPlays && containerPlays && fixes.isEmpty && !indexDamaged {
+        if videoProblems.isEmpty && audioPlays && containerPlays && fixes.isEmpty && !neverAsIs {
             return asIs(.original, audio: asIsAudio, reasons: ["source_playable"] + (asIsAudio?.reasons ?? []))
         }
         try refuseEncrypted("this device cannot play it as it is")
@@ -247,6 +254,7 @@ struct PlanContext {
         }
         reasons += videoProblems.isEmpty ? copyProblem.map { [$0] } ?? [] : videoProblems
         if !audioPlays { reasons.append(asIsAudio.flatMap { device.audioProblem($0.stream) } ?? "audio_codec_unsupported") }
+        if clustersReordered { reasons.append("container_clusters_reordered") }
         return try transcode(requested: .original, rung: fallbackRung(), reasons: reasons)
     }
 
@@ -292,7 +300,7 @@ struct PlanContext {
             let containerPlays = containerProblems.isEmpty
             fixes = remuxFixes(asIsAudio?.stream)
             fixes += damage
-            if overallFits && containerPlays && audioPlays && !indexDamaged {
+            if overallFits && containerPlays && audioPlays && !neverAsIs {
                 let plan = asIs(quality, audio: asIsAudio, reasons: ["source_fits_target"] + (asIsAudio?.reasons ?? []))
                 if fixes.isEmpty { return plan }
                 asItIs = plan
