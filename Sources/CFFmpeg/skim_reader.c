@@ -38,8 +38,12 @@ struct KilnSkimReader {
     // `virt[k]` in the order read, `real[k]` in the file; none: the file's own order.
     int64_t *virt, *real;
     int pieces;
-    int64_t *freed;   // where a box's type reads as "free", in the order read, ascending
-    int freed_count;
+    // Bytes read as other values (kiln_skim_reader_reorder): patch i is `patch_length[i]`
+    // bytes from `patch_at[i]`, in the order read, ascending; `patch_value[i]` big-endian.
+    int64_t *patch_at;
+    int *patch_length;
+    uint64_t *patch_value;
+    int patch_count;
 };
 
 // Up to `count` bytes from `at` in the order read, into `buf`: what pread gives (0 at the end).
@@ -54,15 +58,16 @@ static ssize_t read_at(const KilnSkimReader *r, uint8_t *buf, size_t count, int6
     if (at < r->virt[lo] || at >= end) return 0;
     if ((int64_t)count > end - at) count = (size_t)(end - at);
     ssize_t got = pread(r->fd, buf, count, (off_t)(r->real[lo] + at - r->virt[lo]));
-    int first = 0, last = r->freed_count;
-    while (first < last) {  // the first type that ends past `at`
+    int first = 0, last = r->patch_count;
+    while (first < last) {  // the first patch that ends past `at` (patches are at most 8 bytes)
         int mid = (first + last) / 2;
-        if (r->freed[mid] + 4 <= at) first = mid + 1; else last = mid;
+        if (r->patch_at[mid] + 8 <= at) first = mid + 1; else last = mid;
     }
-    for (int i = first; got > 0 && i < r->freed_count && r->freed[i] < at + got; i++) {
-        for (int k = 0; k < 4; k++) {
-            int64_t b = r->freed[i] + k - at;
-            if (b >= 0 && b < got) buf[b] = (uint8_t)"free"[k];
+    for (int i = first; got > 0 && i < r->patch_count && r->patch_at[i] < at + got; i++) {
+        int n = r->patch_length[i];
+        for (int k = 0; k < n; k++) {
+            int64_t b = r->patch_at[i] + k - at;
+            if (b >= 0 && b < got) buf[b] = (uint8_t)(r->patch_value[i] >> (8 * (n - 1 - k)));
         }
     }
     return got;
@@ -198,19 +203,26 @@ KilnSkimReader *kiln_skim_reader_open(const char *path, int buffer_size, int *er
 AVIOContext *kiln_skim_reader_io(KilnSkimReader *r) { return r->io; }
 
 int kiln_skim_reader_reorder(KilnSkimReader *r, const int64_t *real, const int64_t *length, int count,
-                             const int64_t *freed, int freed_count) {
+                             const int64_t *patch_at, const int *patch_length, const uint64_t *patch_value, int patch_count) {
+    size_t patches = patch_count > 0 ? (size_t)patch_count : 1;
     r->virt = av_malloc_array(count > 0 ? count : 1, sizeof(int64_t));
     r->real = av_malloc_array(count > 0 ? count : 1, sizeof(int64_t));
-    r->freed = av_malloc_array(freed_count > 0 ? freed_count : 1, sizeof(int64_t));
-    if (!r->virt || !r->real || !r->freed) return AVERROR(ENOMEM);
+    r->patch_at = av_malloc_array(patches, sizeof(int64_t));
+    r->patch_length = av_malloc_array(patches, sizeof(int));
+    r->patch_value = av_malloc_array(patches, sizeof(uint64_t));
+    if (!r->virt || !r->real || !r->patch_at || !r->patch_length || !r->patch_value) return AVERROR(ENOMEM);
     int64_t at = 0;
     for (int k = 0; k < count; k++) {
         r->virt[k] = at;
         r->real[k] = real[k];
         at += length[k];
     }
-    memcpy(r->freed, freed, sizeof(int64_t) * (size_t)freed_count);
-    r->freed_count = freed_count;
+    for (int i = 0; i < patch_count; i++) {
+        r->patch_at[i] = patch_at[i];
+        r->patch_length[i] = patch_length[i] < 0 ? 0 : patch_length[i] > 8 ? 8 : patch_length[i];
+        r->patch_value[i] = patch_value[i];
+    }
+    r->patch_count = patch_count;
     r->pieces = count;
     return 0;
 }
@@ -226,7 +238,9 @@ void kiln_skim_reader_free(KilnSkimReader **pr) {
     if (!r) return;
     av_freep(&r->virt);
     av_freep(&r->real);
-    av_freep(&r->freed);
+    av_freep(&r->patch_at);
+    av_freep(&r->patch_length);
+    av_freep(&r->patch_value);
     if (r->io) av_freep(&r->io->buffer);
     avio_context_free(&r->io);
     close(r->fd);

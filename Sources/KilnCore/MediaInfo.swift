@@ -18,9 +18,10 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// from what the packets' rate says, Matroska tracks' BCP 47 language, enabled flag and
     /// compression; 23: Matroska's WebVTT track as webvtt, Matroska's default edition's
     /// chapters, ordered chapters said, the colours a container states where the bitstream
-    /// states none, the container by its MP4 brand or Matroska DocType), so a description cached by an older one is not
-    /// planned from.
-    public static let describerVersion = 23
+    /// states none, the container by its MP4 brand or Matroska DocType; 24: MP4 recordings
+    /// appended after one header read joined, `recordings_appended`, their length the sum),
+    /// so a description cached by an older one is not planned from.
+    public static let describerVersion = 24
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }

@@ -53,6 +53,13 @@ final class Demuxer {
     /// and whether the context reads the fragments in the order of their times instead.
     private(set) var fragmentDisorder: Prober.FragmentDisorder?
     private(set) var fragmentsReordered = false
+    /// An MP4's recordings laid one after another after one header (`Prober.FragmentWalk.recordings`;
+    /// 1: one), where the second begins, and whether the context reads them joined, each timed
+    /// to follow the one before; else why they cannot be (`joinProblem`).
+    private(set) var fragmentRecordings = 1
+    private(set) var secondRecording: Int64?
+    private(set) var recordingsJoined = false
+    private(set) var recordingsJoinProblem: String?
 
     /// - Parameter analyze: run `avformat_find_stream_info` (`analyse`). Verification of an
     ///   MP4 Kiln just wrote skips it: the index already holds codec, size, rate and
@@ -80,25 +87,30 @@ final class Demuxer {
         }
         var skim = skimmable ? try SkimReader(path: path) : nil
         var ctx: UnsafeMutablePointer<AVFormatContext>? = try Demuxer.open(path, guardian, through: skim)
-        // Fragments stored out of the order of their times are read in that order: the
-        // file's bytes through a reader that lays them so (no byte held; a few numbers a
-        // fragment). Read as stored, libavformat marked the late one's packets not shown
-        // and the film came out with a gap.
-        var order: (pieces: [(from: Int64, length: Int64)], freed: [Int64])?
+        // Fragments stored out of the order of their times are read in that order, and a
+        // recording appended after another (its times starting again) is read timed to
+        // follow it: the file's bytes through a reader that lays them so and moves those
+        // times (no byte held; a few numbers a fragment). Read as stored, libavformat marked
+        // the late fragment's packets not shown and the film came out with a gap, and the
+        // second recording's, every one, and it was lost.
+        var order: Prober.FragmentRewrite?
         if String(cString: ctx!.pointee.iformat.pointee.name).hasPrefix("mov,"), Prober.fragmentLayout(path).fragments {
             let opened = ctx!
-            let walk = Prober.fragmentWalk(path) { track, time in
+            let walk = Prober.fragmentWalk(path) { track in
                 (0..<Int(opened.pointee.nb_streams)).lazy.compactMap { opened.pointee.streams[$0] }
-                    .first { $0.pointee.id == Int32(bitPattern: track) }
-                    .flatMap { seconds(Int64(clamping: time), $0.pointee.time_base) }
+                    .first { $0.pointee.id == Int32(bitPattern: track) }?.pointee.time_base
             }
             fragmentDisorder = walk?.disorder
-            if walk?.disorder != nil, let reordered = walk?.reordered() {
-                order = reordered
+            fragmentRecordings = walk?.recordings ?? 1
+            secondRecording = walk?.secondRecording
+            recordingsJoinProblem = walk?.joinProblem
+            if let walk, walk.disorder != nil || walk.recordings > 1, let rewrite = walk.rewrite() {
+                order = rewrite
                 avformat_close_input(&ctx)
-                skim = try SkimReader(path: path, order: reordered)
+                skim = try SkimReader(path: path, order: rewrite)
                 ctx = try Demuxer.open(path, guardian, through: skim)
-                fragmentsReordered = true
+                fragmentsReordered = walk.disorder != nil
+                recordingsJoined = walk.recordings > 1
             }
         }
         do {
@@ -891,9 +903,9 @@ final class SkimReader {
     /// payload read past it is usually most of the packet.
     static let bufferBytes: Int32 = 4096
 
-    /// - Parameter order: read the file as these pieces laid end to end, the boxes at
-    ///   `freed` (in that order) read as `free` (`Prober.FragmentWalk.reordered`).
-    init(path: String, order: (pieces: [(from: Int64, length: Int64)], freed: [Int64])? = nil) throws(KilnError) {
+    /// - Parameter order: read the file as these pieces laid end to end, with these bytes
+    ///   read otherwise (`Prober.FragmentWalk.rewrite`).
+    init(path: String, order: Prober.FragmentRewrite? = nil) throws(KilnError) {
         var error: Int32 = 0
         guard let r = kiln_skim_reader_open(path, Self.bufferBytes, &error) else {
             throw KilnError(error == kiln_averror_enomem() ? .resourceLimit : .sourceUnreadable, stage: .open, underlying: error,
@@ -901,7 +913,8 @@ final class SkimReader {
         }
         reader = r
         if let order, kiln_skim_reader_reorder(r, order.pieces.map(\.from), order.pieces.map(\.length), Int32(order.pieces.count),
-                                               order.freed, Int32(order.freed.count)) < 0 {
+                                               order.patches.map(\.at), order.patches.map { Int32($0.length) }, order.patches.map(\.value),
+                                               Int32(order.patches.count)) < 0 {
             throw KilnError(.resourceLimit, stage: .open, "out of memory opening the source")
         }
     }

@@ -319,11 +319,13 @@ void kiln_skim_reader_keep(KilnSkimReader *r, int64_t keep);
 /// A Matroska file: skim only blocks without lacing, read everything else.
 void kiln_skim_reader_matroska(KilnSkimReader *r);
 /// Reads the file in another order: its bytes as `count` pieces laid end to end, piece k
-/// being `length[k]` bytes from `real[k]` (together, every byte of the file once), and the
-/// 4 bytes at each of the `freed_count` offsets `freed` (in that order: a box's type) read
-/// as "free". 0, or AVERROR(ENOMEM).
+/// being `length[k]` bytes from `real[k]` (together, every byte of the file once), and
+/// `patch_count` patches read in place of what is there: patch i is `patch_length[i]`
+/// bytes (1 to 8) at `patch_at[i]` (in that order; ascending, none overlapping) read as
+/// `patch_value[i]`, big-endian (a box's type read as "free", a fragment's time moved).
+/// 0, or AVERROR(ENOMEM).
 int kiln_skim_reader_reorder(KilnSkimReader *r, const int64_t *real, const int64_t *length, int count,
-                             const int64_t *freed, int freed_count);
+                             const int64_t *patch_at, const int *patch_length, const uint64_t *patch_value, int patch_count);
 /// Bytes handed to libavformat without being read.
 int64_t kiln_skim_reader_skipped(const KilnSkimReader *r);
 /// Frees the context and closes the file; the AVFormatContext using it must be closed first.
