@@ -11,9 +11,10 @@ struct AppendedRecordingsTests {
     /// How a recording's fragments are laid: ffmpeg's `frag_keyframe+empty_moov` with
     /// `default_base_moof` (data found from its own moof), without it (`placed`: data
     /// placed by an offset in the file), DASH's (a moof a track, a sidx a track at the
-    /// start), or an HLS download (an init segment, then 1 s segments, each with a sidx).
+    /// start), an HLS download (an init segment, then 1 s segments, each with a sidx), or
+    /// ffmpeg's `frag_keyframe` alone (`inHeader`: the first fragment's samples in the moov).
     enum Layout: String {
-        case fmp4, placed, dash, hls
+        case fmp4, placed, dash, hls, inHeader
     }
 
     /// Recording `k` (each its own pictures and tone) of `seconds`, with sound or not, at
@@ -30,6 +31,7 @@ struct AppendedRecordingsTests {
         switch layout {
         case .fmp4: args += ["-movflags", "frag_keyframe+empty_moov+default_base_moof", file]
         case .placed: args += ["-movflags", "frag_keyframe+empty_moov", file]
+        case .inHeader: args += ["-movflags", "frag_keyframe+default_base_moof", file]
         case .dash: args += ["-movflags", "dash+separate_moof+global_sidx", file]
         case .hls:
             args += ["-f", "hls", "-hls_segment_type", "fmp4", "-hls_time", "1", "-hls_playlist_type", "vod", "-hls_fmp4_init_filename", "init.mp4",
@@ -49,7 +51,7 @@ struct AppendedRecordingsTests {
             switch box.type {
             case "styp", "sidx": before += bytes[box.range]
             case "moof": fragments.append(before + bytes[box.range]); before = []
-            case "mdat": fragments[fragments.count - 1] += bytes[box.range]
+            case "mdat" where !fragments.isEmpty: fragments[fragments.count - 1] += bytes[box.range]
             case "mfra": break  // its offsets are where ffmpeg laid the fragments
             default: head += bytes[box.range]
             }
@@ -203,6 +205,20 @@ struct AppendedRecordingsTests {
         try Command.prepare(source, quality: "original", caps: "ios", scratch: "appended-\(name)") { run, out in
             #expect(run.status == 0, "\(run.stdout.suffix(400))")
             try Self.expectJoined(out, parts: [Self.alone(0, seconds: 8), Self.alone(1, seconds: 5)], audio: true, copied: true)
+        }
+    }
+
+    @Test("recordings appended whose first fragment is in their header (ffmpeg's frag_keyframe without empty_moov: the first recording's first second listed in its moov, the second's gone with its own header) are joined: the first whole, then the fragments of the second (they had been read as fragments out of order and mixed into the first)")
+    func firstFragmentInHeader() throws {
+        let source = try Self.appended("two-in-header", seconds: [8, 5], layout: .inHeader)
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "appended-in-header") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(400))")
+            // The second recording's first second (25 pictures) was in the header left out.
+            let times = try FFprobe.packetTimes(out, "v:0").sorted()
+            #expect(times.count == 200 + 100)
+            #expect(times.count == 300 && times[199] < 8 && times[200] > 8 && times[200] < 8.1, "\(times.count) pictures")
+            #expect(abs(try FFprobe(out).formatDuration - 12.02) < 0.1)
+            #expect(try FFprobe.decodeErrors(out) == "")
         }
     }
 
