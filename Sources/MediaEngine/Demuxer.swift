@@ -91,8 +91,8 @@ final class Demuxer {
         // recording appended after another (its times starting again) is read timed to
         // follow it: the file's bytes through a reader that lays them so and moves those
         // times (no byte held; a few numbers a fragment). Read as stored, libavformat marked
-        // the late fragment's packets not shown and the film came out with a gap, and the
-        // second recording's, every one, and it was lost.
+        // the late fragment's packets not shown (the film came out with a gap), and every
+        // packet of a second recording (it was lost whole).
         var order: Prober.FragmentRewrite?
         if String(cString: ctx!.pointee.iformat.pointee.name).hasPrefix("mov,"), Prober.fragmentLayout(path).fragments {
             let opened = ctx!
