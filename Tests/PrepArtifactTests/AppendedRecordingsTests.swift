@@ -62,9 +62,10 @@ struct AppendedRecordingsTests {
     /// The recordings of `seconds` laid after the first one's header, each moved to begin
     /// `starts` seconds in (its tracks' `tfdt`s; nil: where ffmpeg began it, at 0); the
     /// fragments' offsets in the file (`placed`) left as their writer gave them, or moved
-    /// with them (`movedOffsets`).
+    /// with them (`movedOffsets`); each recording's fragments laid in the order `orders`
+    /// gives (indices into its fragments; nil: as written).
     static func appended(_ name: String, seconds: [Int], audio: Bool = true, layout: Layout, starts: [Double]? = nil,
-                         movedOffsets: Bool = false) throws -> String {
+                         movedOffsets: Bool = false, orders: [[Int]]? = nil) throws -> String {
         try Media.generated("appended-\(name).mp4") { tmp in
             var out: [UInt8] = []
             for (k, length) in seconds.enumerated() {
@@ -72,7 +73,7 @@ struct AppendedRecordingsTests {
                 if k == 0 { out = r.head }
                 let scales = timescales(r.head)
                 var at = r.head.count  // where the fragment lay in its own file
-                for var fragment in r.fragments {
+                for var fragment in orders.map({ $0[k].map { r.fragments[$0] } }) ?? r.fragments {
                     if let starts { moveTimes(&fragment, by: starts[k], timescales: scales) }
                     if movedOffsets { FragmentOrderTests.moveData(&fragment, by: out.count - at) }
                     at += fragment.count
@@ -219,6 +220,18 @@ struct AppendedRecordingsTests {
             #expect(times.count == 300 && times[199] < 8 && times[200] > 8 && times[200] < 8.1, "\(times.count) pictures")
             #expect(abs(try FFprobe(out).formatDuration - 12.02) < 0.1)
             #expect(try FFprobe.decodeErrors(out) == "")
+        }
+    }
+
+    @Test("recordings appended, each with two fragments stored out of order, are read in order within each, one recording after the other: the pictures of both as written, all their sound")
+    func appendedOutOfOrder() throws {
+        let source = try Self.appended("two-swapped", seconds: [8, 5], layout: .fmp4, orders: [[0, 1, 2, 3, 5, 4, 6, 7], [0, 2, 1, 3, 4]])
+        let probed = try Command.probed(source)
+        guard case .array(let warnings)? = probed["warnings"] else { Issue.record("no warnings: \(probed)"); return }
+        #expect(warnings.contains(.string("recordings_appended")) && warnings.contains(.string("fragments_reordered")), "\(warnings)")
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "appended-two-swapped") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(400))")
+            try Self.expectJoined(out, parts: [Self.alone(0, seconds: 8), Self.alone(1, seconds: 5)], audio: true, copied: true)
         }
     }
 
