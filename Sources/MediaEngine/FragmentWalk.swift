@@ -296,7 +296,9 @@ extension Prober {
                     } else {
                         walk.movable = false
                     }
-                    var state = tracks[traf.track] ?? TrackState(recording: current)
+                    // Taken out while changed: a copy left in `tracks` would have each change
+                    // copy its tables, a fragment at a time (quadratic: 15 s on 30k fragments).
+                    var state = tracks.removeValue(forKey: traf.track) ?? TrackState(recording: current)
                     if let last = state.latest, time <= last, state.begun[time] != traf.samples {
                         let middle = time + traf.samples.duration / 2
                         // (Two numbers at least: a downloader's segments may each number
