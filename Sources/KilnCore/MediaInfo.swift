@@ -19,8 +19,9 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// compression; 23: Matroska's WebVTT track as webvtt, Matroska's default edition's
     /// chapters, ordered chapters said, the colours a container states where the bitstream
     /// states none, the container by its MP4 brand or Matroska DocType; 24: Matroska clusters stored out of
-    /// order), so a description cached by an older one is not planned from.
-    public static let describerVersion = 24
+    /// order; 25: MP4 recordings appended after one header read joined, `recordings_appended`,
+    /// their length the sum), so a description cached by an older one is not planned from.
+    public static let describerVersion = 25
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }

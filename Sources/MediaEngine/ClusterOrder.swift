@@ -15,6 +15,8 @@ struct ReadOrder: Equatable {
     struct Patch: Equatable {
         let at: Int64
         let bytes: [UInt8]
+        /// Its bytes as one big-endian number (a time or an offset a box holds).
+        var value: UInt64 { bytes.reduce(0) { $0 << 8 | UInt64($1) } }
     }
     /// Laid end to end, every byte of the file once.
     var pieces: [Piece]

@@ -57,6 +57,16 @@ final class Demuxer {
     /// (`Prober.clusterWalk`), and whether the context reads the clusters in that order.
     private(set) var clusterDisorder: Prober.ClusterDisorder?
     private(set) var clustersReordered = false
+    /// An MP4's recordings laid one after another after one header (`Prober.FragmentWalk.recordings`;
+    /// 1: one), where the second begins, and whether the context reads them joined, each timed
+    /// to follow the one before; else why they cannot be (`joinProblem`).
+    private(set) var fragmentRecordings = 1
+    private(set) var secondRecording: Int64?
+    private(set) var recordingsJoined = false
+    private(set) var recordingsJoinProblem: String?
+    /// Whether the context reads the MP4 without the `sidx` boxes put in after its
+    /// fragments' offsets were written (`Prober.FragmentWalk.indexInsertedAfter`).
+    private(set) var fragmentOffsetsShifted = false
 
     /// - Parameter analyze: run `avformat_find_stream_info` (`analyse`). Verification of an
     ///   MP4 Kiln just wrote skips it: the index already holds codec, size, rate and
@@ -84,26 +94,32 @@ final class Demuxer {
         }
         var skim = skimmable ? try SkimReader(path: path) : nil
         var ctx: UnsafeMutablePointer<AVFormatContext>? = try Demuxer.open(path, guardian, through: skim)
-        // Fragments stored out of the order of their times are read in that order: the
-        // file's bytes through a reader that lays them so (no byte held; a few numbers a
-        // fragment). Read as stored, libavformat marked the late one's packets not shown
-        // and the film came out with a gap.
+        // Fragments stored out of the order of their times are read in that order, and a
+        // recording appended after another (its times starting again) is read timed to
+        // follow it: the file's bytes through a reader that lays them so and moves those
+        // times (no byte held; a few numbers a fragment). Read as stored, libavformat marked
+        // the late fragment's packets not shown (the film came out with a gap), and every
+        // packet of a second recording (it was lost whole).
         var order: ReadOrder?
         let format = String(cString: ctx!.pointee.iformat.pointee.name)
         if format.hasPrefix("mov,"), Prober.fragmentLayout(path).fragments {
             let opened = ctx!
-            let walk = Prober.fragmentWalk(path) { track, time in
+            let walk = Prober.fragmentWalk(path) { track in
                 (0..<Int(opened.pointee.nb_streams)).lazy.compactMap { opened.pointee.streams[$0] }
-                    .first { $0.pointee.id == Int32(bitPattern: track) }
-                    .flatMap { seconds(Int64(clamping: time), $0.pointee.time_base) }
+                    .first { $0.pointee.id == Int32(bitPattern: track) }?.pointee.time_base
             }
             fragmentDisorder = walk?.disorder
-            if walk?.disorder != nil, let reordered = walk?.reordered() {
-                order = reordered
+            fragmentRecordings = walk?.recordings ?? 1
+            secondRecording = walk?.secondRecording
+            recordingsJoinProblem = walk?.joinProblem
+            if let walk, walk.disorder != nil || walk.recordings > 1 || walk.indexInsertedAfter, let rewrite = walk.rewrite() {
+                order = rewrite
                 avformat_close_input(&ctx)
-                skim = try SkimReader(path: path, order: reordered)
+                skim = try SkimReader(path: path, order: rewrite)
                 ctx = try Demuxer.open(path, guardian, through: skim)
-                fragmentsReordered = true
+                fragmentsReordered = walk.disorder != nil
+                recordingsJoined = walk.recordings > 1
+                fragmentOffsetsShifted = walk.indexInsertedAfter
             }
         }
         // Matroska clusters likewise (cluster for fragment): read as stored, pictures after a

@@ -353,9 +353,18 @@ public enum Prober {
             // never as it is. Where they cannot be moved (a fragment's data placed by its
             // offset in the file), read as stored they would come out with a gap: refused
             // before any work, rather than delivered short with success.
-            if demuxer.fragmentsReordered {
+            // Recordings appended after one header are read joined, each timed to follow the
+            // one before (`Demuxer.recordingsJoined`), and go out so, never as they are: a
+            // player too would drop all but the first. Where they cannot be joined, the
+            // second would be lost: refused, as fragments out of order are.
+            // An index put in after the fragments' offsets were written is read as the file
+            // was before it (`Demuxer.fragmentOffsetsShifted`), and the file goes out remuxed:
+            // as it is, players take every fragment's samples from the bytes before them.
+            if demuxer.fragmentsReordered || demuxer.recordingsJoined || demuxer.fragmentOffsetsShifted {
                 info.fragmented = true
-                info.warnings.append("fragments_reordered")
+                if demuxer.fragmentsReordered { info.warnings.append("fragments_reordered") }
+                if demuxer.recordingsJoined { info.warnings.append("recordings_appended") }
+                if demuxer.fragmentOffsetsShifted { info.warnings.append("fragment_offsets_shifted") }
             } else if let disorder = demuxer.fragmentDisorder {
                 let base = (0..<demuxer.streamCount).map(demuxer.stream).first { $0.pointee.id == Int32(bitPattern: disorder.track) }?.pointee.time_base
                 let at = { (t: UInt64) in base.flatMap { seconds(Int64(clamping: t), $0) }.map { Format.fixed($0, decimals: 2) + " s" } ?? "time \(t)" }
@@ -363,6 +372,11 @@ public enum Prober {
                                 "the source's movie fragments are stored out of order (track \(disorder.track)'s fragment from \(at(disorder.time)) "
                                 + "lies after its fragment from \(at(disorder.after)), at byte \(disorder.offset)): read as stored, the film "
                                 + "would come out with a gap; the file must be written again with its fragments in order")
+            } else if demuxer.fragmentRecordings > 1 {
+                throw KilnError(.sourceCorrupt, stage: .probe,
+                                "the source holds \(demuxer.fragmentRecordings) recordings laid one after another after one header (the second "
+                                + "from byte \(demuxer.secondRecording ?? 0), its times starting again), and they cannot be read one after the other: "
+                                + "\(demuxer.recordingsJoinProblem ?? "their fragments cannot be read in order")")
             }
             // Matroska clusters likewise (`Demuxer.clustersReordered`); where they cannot be
             // moved (Tags or Chapters among them, which the SeekHead finds by their place),

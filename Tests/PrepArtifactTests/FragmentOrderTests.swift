@@ -94,6 +94,28 @@ struct FragmentOrderTests {
         }
     }
 
+    @Test("an MP4 whose fragments' offsets were written before its index (sidx) went in ahead of them, as ffmpeg 5.1's global_sidx writes it, is read as written and goes out remuxed, every picture (read as stored, each fragment's samples came from the bytes before them: 25 of 200 pictures decoded, and the file went out as it was, or was refused as mostly damaged)",
+          arguments: [("original", "ios"), ("1mbps", "web")])
+    func indexInsertedAfterOffsets(quality: String, caps: String) throws {
+        let source = try Media.generated("fragments-global-sidx.mp4", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
+            "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-qp", "8", "-c:a", "aac", "-movflags", "frag_keyframe+global_sidx"])
+        let written = try Media.generated("fragments-global-sidx-reference.mp4", [
+            "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=8", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
+            "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-qp", "8", "-c:a", "aac", "-movflags", "frag_keyframe"])
+        try Command.prepare(source, quality: quality, caps: caps, scratch: "fragments-global-sidx-\(quality)") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(400))")
+            let json = try Command.json(run)
+            #expect(json["plan"]?["delivery_format"]?.string == (quality == "original" ? "remux" : "transcode"), "\(json["plan"] ?? .null)")
+            #expect(try FFprobe.packetTimes(out, "v:0").count == 200)
+            #expect(try FFprobe.decodeErrors(out) == "")
+            #expect(abs((try FFprobe(out).duration("audio") ?? 0) - 8) < 0.1)
+            if quality == "original" { #expect(try Self.pictures(out) == Self.pictures(written)) }
+        }
+        let probe = try Command.run(["probe", source, "--json"])
+        #expect(probe.stdout.contains("fragment_offsets_shifted"), "\(probe.stdout.prefix(600))")
+    }
+
     /// An HLS download of 8 s: its init segment, then its 1 s fMP4 segments (each with a
     /// `sidx` of its own) laid end to end in `order`.
     static func segments(_ name: String, order: [Int]) throws -> String {
