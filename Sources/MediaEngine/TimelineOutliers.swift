@@ -129,11 +129,6 @@ final class TimelineOutliers {
     private var position: [Int64]
     /// Per stream, the decode times of Matroska's reordered pictures (`DecodeClock`).
     private var clocks: [DecodeClock?]
-    /// Per stream with a clock, how far a picture's presentation time may lie after its
-    /// decode time by reordering (Kiln's time base): half of `jump` or less, beyond its
-    /// reorder depth and two frames. The clock starts over where the stream jumps back
-    /// further; 0 where there is no clock.
-    private var reordering: [Int64] = []
     /// Matroska times a cluster's blocks from one timestamp: damaged, the cluster's every
     /// packet moves by as much, as long as the cluster lasts (seconds, hundreds of
     /// packets). A run there is waited on past `runPackets`, until it shows whether it left
@@ -175,22 +170,19 @@ final class TimelineOutliers {
         let ctx = demuxer.context.pointee
         declaredEnd = ctx.duration > 0 ? (ctx.start_time != noPTS ? ctx.start_time : 0) + ctx.duration : nil
         clustered = demuxer.isMatroska
-        let reordering = (0..<n).map { [clustered] s -> Int64 in
+        clocks = (0..<n).map { [clustered] s in
             let par = demuxer.stream(s).pointee.codecpar.pointee
             guard clustered, judged.contains(Int32(s)), par.codec_type == AVMEDIA_TYPE_VIDEO,
-                  (1...16).contains(par.video_delay) else { return 0 }
-            // A cluster timed late by less than `jump` comes back behind its times by less
-            // than `jump`: the clock started over only past `jump`, and the decode times of
-            // the next cluster's first pictures had been the late ones, shown out of order.
-            let length = frameLengths[Int32(s)] ?? 0
-            return length > 0 ? min(Self.jump, Int64(par.video_delay + 2) * length) : Self.jump
-        }
-        self.reordering = reordering
-        clocks = (0..<n).map { s in
-            guard reordering[s] > 0 else { return nil }
+                  (1...16).contains(par.video_delay) else { return nil }
             let tb = demuxer.stream(s).pointee.time_base, kiln = kiln_time_base_q()
-            return DecodeClock(depth: Int(demuxer.stream(s).pointee.codecpar.pointee.video_delay), jump: rescale(reordering[s], from: kiln, to: tb),
-                               frameLength: rescale(frameLengths[Int32(s)] ?? 0, from: kiln, to: tb))
+            // A start-over past half of `jump` and H.264's deepest reordering (16 frames and
+            // one): a cluster timed exactly its own second late comes back 0.9 s behind it,
+            // within `jump`, and the decode times of its next cluster's first pictures had
+            // been the late ones, shown out of order.
+            let length = frameLengths[Int32(s)] ?? 0
+            let jump = length > 0 ? min(Self.jump, max(Self.jump / 2, 17 * length)) : Self.jump
+            return DecodeClock(depth: Int(par.video_delay), jump: rescale(jump, from: kiln, to: tb),
+                               frameLength: rescale(length, from: kiln, to: tb))
         }
     }
 
@@ -399,18 +391,6 @@ final class TimelineOutliers {
             if known, t < run.from {
                 run.single = false
                 run.known = true
-                run.latest = t
-                run.packets += 1
-                runs[s] = run
-                return .inRun
-            }
-            // In Matroska, a stream that goes on at its step from the single packet's time
-            // may be a cluster whose Timestamp is damaged by less than `jump` (its second
-            // half over the next cluster's): waited on as a run, until it shows whether it
-            // left its room behind (`fits`). Taken for the stream's move, the pictures the
-            // film came back over were lost (89 of a WebM's 100 for 0.5 s late).
-            if clustered, !known, abs(t - run.latest - steps[s]) <= Self.nearStep(steps[s]) {
-                run.single = false
                 run.latest = t
                 run.packets += 1
                 runs[s] = run
@@ -631,7 +611,7 @@ final class TimelineOutliers {
             let p = held[i].packet.pointer
             guard p.pointee.pts != noPTS, p.pointee.dts != noPTS else { continue }
             let pts = rescale(p.pointee.pts, from: tb, to: kiln), dts = rescale(p.pointee.dts, from: tb, to: kiln)
-            guard pts - dts > (reordering[s] > 0 ? reordering[s] : Self.jump), pts >= run.first - Self.jump, pts <= run.latest + Self.jump else { continue }
+            guard pts - dts > Self.jump, pts >= run.first - Self.jump, pts <= run.latest + Self.jump else { continue }
             vouched.remove([Int64(s), p.pointee.pts, p.pointee.dts])
             p.pointee.pts += rescale(shift, from: kiln, to: tb)
             retimed += 1

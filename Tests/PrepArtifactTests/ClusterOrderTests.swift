@@ -205,21 +205,21 @@ struct ClusterOrderTests {
         for i in 0..<length { bytes[time + 2 + i] = UInt8(truncatingIfNeeded: value >> (8 * (length - 1 - i))) }
     }
 
-    @Test("a cluster whose Timestamp is damaged by up to its own second (late, landing on the next cluster's times, or early) is no disorder: it is put back in the room its blocks left, a VP8 and Vorbis WebM with every picture at the undamaged file's times (1 s late: 75 of 100 pictures had come out, exit 0; 0.5 s: 89), an H.264 film with B-frames the undamaged remux frame for frame (1 s late: 225 of 250, re-encoded; 0.7 s: 234; 1 s early: 225)",
-          arguments: [("vp8-vorbis-4s", 1000), ("vp8-vorbis-4s", 500), ("h264-bframes", 1000), ("h264-bframes", 700), ("h264-bframes", -1000)])
-    func clusterTimedItsLengthLate(_ name: String, shift: Int) throws {
+    @Test("a cluster timed exactly its own second late (it lands on the next cluster's times) is no disorder but a damaged Timestamp, put back in the room its blocks left: a VP8 and Vorbis WebM keeps every picture at the undamaged file's times (76 of 100 pictures had come out, exit 0), an H.264 film with B-frames is the undamaged remux frame for frame (225 of 250, re-encoded)",
+          arguments: ["vp8-vorbis-4s", "h264-bframes"])
+    func clusterTimedItsLengthLate(_ name: String) throws {
         let whole = name == "h264-bframes"
             ? try Self.film(name, ["-c:v", "libx264", "-preset", "veryfast", "-c:a", "aac"])
             : try Self.film(name, ["-c:v", "libvpx", "-b:v", "500k", "-c:a", "libvorbis"], format: "webm", seconds: 4)
-        let dir = Media.scratch("cluster-timed-late-\(name)-\(shift)")
+        let dir = Media.scratch("cluster-timed-late-\(name)")
         defer { try? FileManager.default.removeItem(at: dir) }
         let ext = (whole as NSString).pathExtension
-        let damaged = try damagedCopy(ofFile: whole, in: dir, as: "late.\(ext)") { try Self.retime(&$0, cluster: name == "h264-bframes" ? 4 : 1, by: shift) }.path
+        let damaged = try damagedCopy(ofFile: whole, in: dir, as: "late.\(ext)") { try Self.retime(&$0, cluster: 1, by: 1000) }.path
         #expect(try Command.probed(damaged)["clusters_reordered"] == nil)
         let clean = dir.appendingPathComponent("clean.mp4").path
         let made = try Command.run(["prepare", whole, "--quality", "original", "--caps", "ios", "--output", clean, "--json"])
         try #require(made.status == 0, "\(made.stdout.suffix(300))")
-        try Command.prepare(damaged, quality: "original", caps: "ios", scratch: "cluster-timed-late-\(name)-\(shift)-out") { run, out in
+        try Command.prepare(damaged, quality: "original", caps: "ios", scratch: "cluster-timed-late-\(name)-out") { run, out in
             #expect(run.status == 0, "\(run.stdout.suffix(400))")
             let json = try Command.json(run)
             #expect(json["plan"]?["delivery_format"]?.string == (name == "h264-bframes" ? "remux" : "transcode"))
