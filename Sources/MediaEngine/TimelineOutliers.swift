@@ -175,14 +175,8 @@ final class TimelineOutliers {
             guard clustered, judged.contains(Int32(s)), par.codec_type == AVMEDIA_TYPE_VIDEO,
                   (1...16).contains(par.video_delay) else { return nil }
             let tb = demuxer.stream(s).pointee.time_base, kiln = kiln_time_base_q()
-            // A start-over past half of `jump` and H.264's deepest reordering (16 frames and
-            // one): a cluster timed exactly its own second late comes back 0.9 s behind it,
-            // within `jump`, and the decode times of its next cluster's first pictures had
-            // been the late ones, shown out of order.
-            let length = frameLengths[Int32(s)] ?? 0
-            let jump = length > 0 ? min(Self.jump, max(Self.jump / 2, 17 * length)) : Self.jump
-            return DecodeClock(depth: Int(par.video_delay), jump: rescale(jump, from: kiln, to: tb),
-                               frameLength: rescale(length, from: kiln, to: tb))
+            return DecodeClock(depth: Int(par.video_delay), jump: rescale(Self.jump, from: kiln, to: tb),
+                               frameLength: rescale(frameLengths[Int32(s)] ?? 0, from: kiln, to: tb))
         }
     }
 
@@ -591,13 +585,9 @@ final class TimelineOutliers {
 
     /// Whether stream `s`'s `run` began a jump away from the stream's own step: a stream
     /// whose every step is longer than `jump` (a damaged TimestampScale put a sound's
-    /// frames 8 s apart) moves on by its step, and each packet is no run that fits. Away by
-    /// more than `nearStep` where that is less than `jump`: a run begins more than `jump`
-    /// from where the stream was, so a cluster timed exactly its own second late (its run
-    /// one step more than `jump` away) had been no displaced run, and its pictures were lost
-    /// where the film came back over them (76 of a WebM's 100).
+    /// frames 8 s apart) moves on by its step, and each packet is no run that fits.
     private func displaced(_ s: Int, _ run: Run) -> Bool {
-        abs(run.first - run.from - steps[s]) > min(jump(s), Self.nearStep(steps[s]))
+        abs(run.first - run.from - steps[s]) > jump(s)
     }
 
     /// Moves by `shift` (Kiln's time base) the presentation times of stream `s`'s held

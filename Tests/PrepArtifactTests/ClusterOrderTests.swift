@@ -194,45 +194,6 @@ struct ClusterOrderTests {
         }
     }
 
-    /// `bytes` with cluster `k`'s Timestamp (E7, first after its CRC-32) moved by `shift` ticks.
-    static func retime(_ bytes: inout [UInt8], cluster k: Int, by shift: Int) throws {
-        let c = clusters(bytes)[k]
-        let time = try #require(firstOffset(of: [0xE7], in: bytes, from: c.lowerBound + 4))
-        try #require(time < c.lowerBound + 24 && bytes[time + 1] & 0x80 != 0, "a Timestamp first in the cluster")
-        let length = Int(bytes[time + 1] & 0x7F)
-        let value = bytes[time + 2..<time + 2 + length].reduce(0) { $0 << 8 | Int($1) } + shift
-        try #require(value >= 0 && value < 1 << (8 * length))
-        for i in 0..<length { bytes[time + 2 + i] = UInt8(truncatingIfNeeded: value >> (8 * (length - 1 - i))) }
-    }
-
-    @Test("a cluster timed exactly its own second late (it lands on the next cluster's times) is no disorder but a damaged Timestamp, put back in the room its blocks left: a VP8 and Vorbis WebM keeps every picture at the undamaged file's times (76 of 100 pictures had come out, exit 0), an H.264 film with B-frames is the undamaged remux frame for frame (225 of 250, re-encoded)",
-          arguments: ["vp8-vorbis-4s", "h264-bframes"])
-    func clusterTimedItsLengthLate(_ name: String) throws {
-        let whole = name == "h264-bframes"
-            ? try Self.film(name, ["-c:v", "libx264", "-preset", "veryfast", "-c:a", "aac"])
-            : try Self.film(name, ["-c:v", "libvpx", "-b:v", "500k", "-c:a", "libvorbis"], format: "webm", seconds: 4)
-        let dir = Media.scratch("cluster-timed-late-\(name)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let ext = (whole as NSString).pathExtension
-        let damaged = try damagedCopy(ofFile: whole, in: dir, as: "late.\(ext)") { try Self.retime(&$0, cluster: 1, by: 1000) }.path
-        #expect(try Command.probed(damaged)["clusters_reordered"] == nil)
-        let clean = dir.appendingPathComponent("clean.mp4").path
-        let made = try Command.run(["prepare", whole, "--quality", "original", "--caps", "ios", "--output", clean, "--json"])
-        try #require(made.status == 0, "\(made.stdout.suffix(300))")
-        try Command.prepare(damaged, quality: "original", caps: "ios", scratch: "cluster-timed-late-\(name)-out") { run, out in
-            #expect(run.status == 0, "\(run.stdout.suffix(400))")
-            let json = try Command.json(run)
-            #expect(json["plan"]?["delivery_format"]?.string == (name == "h264-bframes" ? "remux" : "transcode"))
-            #expect(json["stats"]?["adjustments"] == nil, "\(json["stats"]?["adjustments"] ?? .null)")
-            let times = try FFprobe.packetTimes(out, "v:0"), expected = try FFprobe.packetTimes(clean, "v:0")
-            #expect(times.count == (name == "h264-bframes" ? 250 : 100))
-            #expect(times.count == expected.count && zip(times, expected).allSatisfy { abs($0 - $1) < 0.005 })
-            #expect(try FFprobe.packetCount(out, "a") == FFprobe.packetCount(clean, "a"))
-            #expect(try FFprobe.decodeErrors(out) == "")
-            if name == "h264-bframes" { #expect(try Self.pictures(out) == Self.pictures(clean)) }
-        }
-    }
-
     @Test("clusters of unknown size (as a live muxer writes them) in a Segment of known size (the file remuxed by mkvmerge, which keeps them so) are read whole: libavformat took the first for damage and left it out, and the remux lost the film's first second, 225 of 250 pictures, exit 0",
           arguments: [false, true])
     func unknownSizedClusters(swapped: Bool) throws {
