@@ -29,7 +29,10 @@ struct ProbeFileTests {
     func fragments() throws {
         let v = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4", "-c:v", "libx264", "-preset", "ultrafast", "-g", "25"]
         let fragmented = try Media.generated("frag-no-sidx.mp4", v + ["-movflags", "frag_keyframe+empty_moov"])
-        let indexed = try Media.generated("frag-sidx.mp4", v + ["-movflags", "frag_keyframe+empty_moov+global_sidx"])
+        // (With default_base_moof: without it, ffmpeg 5.1's global_sidx writes each fragment's
+        // offset before the sidx goes in ahead of it, a file no player reads whole, which
+        // Kiln remuxes: `indexInsertedAfterOffsets`.)
+        let indexed = try Media.generated("frag-sidx-moof.mp4", v + ["-movflags", "frag_keyframe+empty_moov+default_base_moof+global_sidx"])
         let flat = try Media.generated("flat-320.mp4", v)
         #expect(try Prober.probe(path: fragmented, fingerprint: false).fragmented == true)
         #expect(try Prober.probe(path: indexed, fingerprint: false).fragmented == nil)
