@@ -178,8 +178,7 @@ extension Prober {
         guard let file = try? FileDescriptor(path: path, flags: O_RDONLY) else { return nil }
         var st = stat()
         guard fstat(file.rawValue, &st) == 0 else { return nil }
-        let identity = WalkedFile(path: path, inode: UInt64(st.st_ino), size: Int64(st.st_size),
-                                  modified: Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec))
+        let identity = WalkedFile(path: path, st)
         if let last = lastClusterWalk.withLock({ $0 }), last.file == identity { return last.walk }
         var walk = walkClusters(file, head: head, fileSize: identity.size)
         if let info = head.element(0x1549_A966, path: path, limit: 1 << 16),

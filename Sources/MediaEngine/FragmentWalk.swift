@@ -71,7 +71,7 @@ extension Prober {
         /// follow the one before (`joinedTimes`). Nil where the fragments cannot be moved
         /// or the recordings cannot be joined (`joinProblem`).
         func rewrite() -> ReadOrder? {
-            guard let first = fragments.first?.offset else { return nil }
+            guard !fragments.isEmpty else { return nil }
             if indexInsertedAfter {
                 // The file as written before its `sidx` boxes went in (they index the
                 // fragments where they lie, which nothing needs once read so); an `mfra`
@@ -95,39 +95,21 @@ extension Prober {
                 guard movable, fragments.allSatisfy({ $0.seconds != nil }) else { return nil }
                 order.sort { (fragments[$0].recording, fragments[$0].seconds!, $0) < (fragments[$1].recording, fragments[$1].seconds!, $1) }
             }
-            var pieces: [(from: Int64, length: Int64)] = []
-            if first > 0 { pieces.append((from: Int64(0), length: first)) }
-            var at: [Int64] = Array(repeating: 0, count: fragments.count)  // where each fragment is read from
-            var read = first
-            for k in order {
-                let from = fragments[k].offset, to = k + 1 < fragments.count ? fragments[k + 1].offset : size
-                at[k] = read
-                read += to - from
-                if let last = pieces.last, last.from + last.length == from { pieces[pieces.count - 1].length += to - from } else { pieces.append((from, to - from)) }
-            }
-            // Where a byte of the file is read: in the head, or in the fragment holding it
-            // (the last beginning at or before it).
-            func readAt(_ offset: Int64) -> Int64 {
-                guard offset >= first else { return offset }
-                var lo = 0, hi = fragments.count - 1
-                while lo < hi {
-                    let mid = (lo + hi + 1) / 2
-                    if fragments[mid].offset <= offset { lo = mid } else { hi = mid - 1 }
-                }
-                return at[lo] + offset - fragments[lo].offset
-            }
-            // A box's type is 4 bytes on from its start; "free" is 0x66726565.
-            var patches = placed.map { (at: readAt($0 + 4), length: 4, value: UInt64(0x6672_6565)) }
+            // A fragment runs to the next one's `moof`, the last to the file's end;
+            // `readAt` is where a byte of the file is read.
+            let spans = fragments.indices.map { k in fragments[k].offset..<(k + 1 < fragments.count ? fragments[k + 1].offset : size) }
+            var (laid, readAt) = ReadOrder.laying(spans, in: order, size: size)
+            // A box's type is 4 bytes on from its start.
+            var patches = placed.map { ReadOrder.Patch(at: readAt($0 + 4), bytes: Array("free".utf8)) }
             if recordings > 1 {
                 let joined = joinedTimes()
                 guard joined.problem == nil else { return nil }
-                patches += joined.times.map { (at: readAt($0.at), length: $0.length, value: $0.value) }
+                // A value's `length` bytes, big-endian, as the box holds it.
+                func bytes(_ value: UInt64, _ length: Int) -> [UInt8] { (0..<length).map { UInt8(truncatingIfNeeded: value >> (8 * UInt64(length - 1 - $0))) } }
+                patches += joined.times.map { ReadOrder.Patch(at: readAt($0.at), bytes: bytes($0.value, $0.length)) }
             }
-            patches.sort { $0.at < $1.at }
-            // A value's `length` bytes, big-endian, as the box holds it.
-            func bytes(_ value: UInt64, _ length: Int) -> [UInt8] { (0..<length).map { UInt8(truncatingIfNeeded: value >> (8 * UInt64(length - 1 - $0))) } }
-            return ReadOrder(pieces: pieces.map { ReadOrder.Piece(from: $0.from, length: $0.length) },
-                             patches: patches.map { ReadOrder.Patch(at: $0.at, bytes: bytes($0.value, $0.length)) })
+            laid.patches = patches.sorted { $0.at < $1.at }
+            return laid
         }
 
         /// Why the recordings cannot be read one after the other, in a sentence's end; nil
@@ -194,8 +176,7 @@ extension Prober {
         guard fstat(file.rawValue, &st) == 0 else { return nil }
         // A probe and a run open the file a dozen times: it is walked once (the same file:
         // path, inode, size and modification time).
-        let identity = WalkedFile(path: path, inode: UInt64(st.st_ino), size: Int64(st.st_size),
-                                  modified: Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec))
+        let identity = WalkedFile(path: path, st)
         if let last = lastWalk.withLock({ $0 }), last.file == identity { return last.walk }
         let walk = walkFragments(file, fileSize: identity.size, timeBase: timeBase)
         lastWalk.withLock { $0 = (identity, walk) }
@@ -205,6 +186,13 @@ extension Prober {
     /// A file as walked: the same path, inode, size and modification time is the same file.
     struct WalkedFile: Equatable {
         let path: String, inode: UInt64, size: Int64, modified: Int64
+
+        init(path: String, _ st: stat) {
+            self.path = path
+            inode = UInt64(st.st_ino)
+            size = Int64(st.st_size)
+            modified = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+        }
     }
     private static let lastWalk = Mutex<(file: WalkedFile, walk: FragmentWalk)?>(nil)
 
