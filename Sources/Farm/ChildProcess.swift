@@ -36,11 +36,13 @@ final class ChildProcess: @unchecked Sendable {
 
     private static let spawnLock = NSLock()
 
-    /// Spawns `executable` with `arguments`; the environment is the daemon's plus `environment`.
+    /// Spawns `executable` with `arguments`; the environment is the daemon's, less the names
+    /// `withholding` matches, plus `environment`.
     /// `onStderrLine` sees each standard-error line and answers whether to keep it as log.
     /// - Parameter startThread: starts a thread, false when none can be had (tests stand in
     ///   for a machine short of threads).
-    static func spawn(executable: String, arguments: [String], environment: [String: String], stdin: Data?,
+    static func spawn(executable: String, arguments: [String], environment: [String: String],
+                      withholding: (String) -> Bool = { _ in false }, stdin: Data?,
                       startThread: (@escaping @Sendable () -> Void) -> Bool = Threads.tryStart,
                       onStderrLine: @escaping @Sendable (String) -> Bool) throws(KilnError) -> ChildProcess {
         // Writing the plan into a pipe whose reader died must be an error, not a signal that
@@ -85,7 +87,7 @@ final class ChildProcess: @unchecked Sendable {
         for s in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM] { sigaddset(&defaults, s) }
         posix_spawnattr_setsigdefault(&attr, &defaults)
 
-        var env = ProcessInfo.processInfo.environment
+        var env = ProcessInfo.processInfo.environment.filter { !withholding($0.key) }
         for (k, v) in environment { env[k] = v }
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]

@@ -104,8 +104,6 @@ public final class Farm: @unchecked Sendable {
                   prober: ChildProcessProber(executable: config.prepArtifactPath), space: space, log: log)
     }
 
-    /// Whether the data directory's file system has room for the store to write (a
-    /// request's commit needs a few pages): below a megabyte every prepare fails.
     /// Ends a `shutdown`'s grace now (a second SIGTERM or Ctrl-C): running jobs are stopped
     /// and queued again at once, without spending their attempt.
     public func hurry() {
@@ -119,7 +117,17 @@ public final class Farm: @unchecked Sendable {
     /// True from `shutdown` on: the daemon is draining (its running jobs finish, none starts).
     public var isStopping: Bool { state.lock(); defer { state.unlock() }; return stopping }
 
+    /// Whether the data directory's file system has room for the store to write (a
+    /// request's commit needs a few pages): below a megabyte every prepare fails.
     public var canWrite: Bool { (space.freeBytes(at: config.absoluteDataDir) ?? Int64.max) >= 1 << 20 }
+
+    /// Whether jobs can put files in the artifacts folder: not where it has gone (a disk
+    /// unmounted under it, a folder removed by hand), its file system was remounted
+    /// read-only after an error, or its owner or mode changed. Every job would fail there,
+    /// retried until its attempts ran out. (`access` asks the kernel without writing: the
+    /// question is asked by every readiness probe.)
+    /// Nil where they can; otherwise the error number that says why.
+    public var artifactsUnwritable: Int32? { access(config.artifactsDir, W_OK | X_OK) == 0 ? nil : errno }
 
     // MARK: Lifecycle
 

@@ -148,6 +148,12 @@ public struct ChildProcessLauncher: JobLauncher {
         self.init(executable: config.prepArtifactPath, nice: config.childNice, presetsDir: config.presetsDir)
     }
 
+    /// The daemon's own settings (`KILN_`: its token, the webhook's secret and address
+    /// among them) stay with the daemon: the child reads only what `launch` gives it, and
+    /// a child's crash report, core file or a wrapper script in `KILN_PREP_ARTIFACT` that
+    /// logs its environment would otherwise carry them.
+    static func daemonsOwn(_ name: String) -> Bool { name.hasPrefix("KILN_") }
+
     public func launch(_ spec: JobSpec, onProgress: @escaping @Sendable (JobProgress) -> Void) throws(KilnError) -> any JobHandle {
         let plan: Data
         do { plan = Data(try JSON.encode(spec.plan)) } catch {
@@ -159,7 +165,7 @@ public struct ChildProcessLauncher: JobLauncher {
             executable: executable,
             arguments: ["run", spec.sourcePath, "--plan", "-", "--output", spec.outputPath, "--json", "--progress-json"]
                 + (spec.sourceFingerprint.map { ["--fingerprint", $0] } ?? []),
-            environment: extra, stdin: plan,
+            environment: extra, withholding: Self.daemonsOwn, stdin: plan,
             onStderrLine: { line in
                 if let p = ProgressLine.parse(line) { onProgress(p); return false }
                 return true

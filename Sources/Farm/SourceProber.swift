@@ -23,7 +23,8 @@ public struct ChildProcessProber: SourceProber {
 
     public func probe(path: String) throws(KilnError) -> MediaInfo {
         let child = try ChildProcess.spawn(executable: executable, arguments: ["probe", path, "--json", "--no-fingerprint"],
-                                           environment: ["KILN_PARENT_PID": String(getpid())], stdin: nil,
+                                           environment: ["KILN_PARENT_PID": String(getpid())],
+                                           withholding: ChildProcessLauncher.daemonsOwn, stdin: nil,
                                            onStderrLine: { _ in true })
         guard let ended = child.wait(timeout: timeoutSeconds) else {
             child.kill9()

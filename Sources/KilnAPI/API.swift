@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Farm
 import HTTPServer
 import KilnCore
@@ -13,6 +14,9 @@ public final class API: Sendable {
     let metrics: Metrics
     /// Seconds between SSE heartbeat comments.
     let heartbeatSeconds: Double
+    /// Why the artifacts folder could not be written when a readiness probe last looked
+    /// (an error number): the log says so when it begins or changes, not every probe.
+    let artifactsProblem = Mutex<Int32?>(nil)
 
     public init(farm: Farm, mediaRoots: [String], token: String?, metrics: Metrics, heartbeatSeconds: Double = 15) {
         self.farm = farm
@@ -40,6 +44,17 @@ public final class API: Sendable {
             }
             // Reading is not enough: with its disk full, every request that writes fails.
             guard farm.canWrite else { return API.fail(APIError(503, "disk_full", "The data directory's disk is full: requests cannot be recorded.")) }
+            let problem = farm.artifactsUnwritable
+            let changed = artifactsProblem.withLock { last in
+                defer { last = problem }
+                return last != problem
+            }
+            if changed, let problem {
+                farm.log.write("GET /readyz: cannot write in the artifacts folder \(farm.config.artifactsDir): \(String(cString: strerror(problem)))")
+            }
+            if problem != nil {
+                return API.fail(APIError(503, "artifacts_unwritable", "The artifacts folder cannot be written: no job could finish."))
+            }
             // Nor when writes fail for another reason (another program holding the
             // database's write lock, a file system gone read-only): asked again here, so
             // the answer turns ready once a write commits.

@@ -57,3 +57,10 @@ extension StringProtocol {
         return false
     }
 }
+
+/// Kiln's release, as `kiln --version` and `prep-artifact --version` say it. Raised with
+/// every change a user or an operator would notice; the media description's own version
+/// (`MediaInfo.describerVersion`) is what decides whether a cached probe is read again.
+public enum KilnVersion {
+    public static let number = "0.61.0"
+}

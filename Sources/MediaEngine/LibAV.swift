@@ -223,3 +223,15 @@ final class CodecParameters: @unchecked Sendable {
 
     deinit { var p: UnsafeMutablePointer<AVCodecParameters>? = pointer; avcodec_parameters_free(&p) }
 }
+
+/// The libav libraries the process runs with, as loaded (a Debian update replaces them
+/// under an installed Kiln): what a bug report needs beside Kiln's own version.
+/// (libavfilter is loaded only by a transcode's first filter graph, so not asked here.)
+public enum LibraryVersions {
+    public static var text: String {
+        func dotted(_ v: UInt32) -> String { "\(v >> 16).\((v >> 8) & 0xff).\(v & 0xff)" }
+        return ["libavformat \(dotted(avformat_version()))", "libavcodec \(dotted(avcodec_version()))",
+                "libswscale \(dotted(swscale_version()))",
+                "libswresample \(dotted(swresample_version()))", "libavutil \(dotted(avutil_version()))"].joined(separator: ", ")
+    }
+}

@@ -15,12 +15,19 @@ enum KilnCommand {
     usage: kiln serve [--config FILE]            run the daemon (settings: KILN_* environment variables, see README)
            kiln status [--json] [--config FILE]  the queue of the daemon at KILN_LISTEN, as a table
                                                  (--config: the daemon's file, for its address and token)
+           kiln --version
     """
 
     static func run(_ args: [String]) -> Int32 {
         var rest = args
         guard !rest.isEmpty else { FileHandle.standardError.write(Data((usage + "\n").utf8)); return 2 }
         let command = rest.removeFirst()
+        // Before the settings are read: a question about the program needs none of them.
+        switch command {
+        case "--version", "version": print("kiln \(KilnVersion.number)"); return 0
+        case "-h", "--help", "help": print(usage); return 0
+        default: break
+        }
         var configFile: String?
         var json = false
         while let a = rest.first {
@@ -39,7 +46,6 @@ enum KilnCommand {
             switch command {
             case "serve": return try Serve.run(config)
             case "status": return try StatusCommand.run(config, json: json)
-            case "-h", "--help", "help": print(usage); return 0
             default: return fail("unknown command \(command)")
             }
         } catch {

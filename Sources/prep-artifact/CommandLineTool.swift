@@ -12,6 +12,7 @@ enum CommandLineTool {
            prep-artifact plan FILE --quality Q [--caps FILE|NAME] [--audio-language LANG] [--json]
            prep-artifact prepare FILE --quality Q [--caps FILE|NAME] [--audio-language LANG] --output OUT [--json] [--progress-json]
            prep-artifact presets [--json]
+           prep-artifact --version
            prep-artifact run FILE --plan FILE|- --output OUT [--fingerprint F] [--json] [--progress-json]   (the daemon's job child)
     """
 
@@ -43,6 +44,10 @@ enum CommandLineTool {
         // raises SIGPIPE at the next write, whose default ended a run half-way with its
         // temporary output left behind. Ignored, the write fails and the run goes on.
         signal(SIGPIPE, SIG_IGN)
+        if args == ["--version"] || args == ["version"] {
+            print("prep-artifact \(KilnVersion.number) (media description \(MediaInfo.describerVersion); \(LibraryVersions.text))")
+            return 0
+        }
         ChildSetup.apply()
         EngineMemory.configure()
         guard let command = args.first else {

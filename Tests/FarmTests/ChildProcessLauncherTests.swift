@@ -24,10 +24,14 @@ struct ChildProcessLauncherTests {
                        sourceDurationSeconds: 1, outputPath: dir.appendingPathComponent("out.mp4").path)
     }
 
-    @Test("the child gets the plan on stdin, its own process group and the job environment; progress and log lines are told apart")
+    @Test("the child gets the plan on stdin, its own process group and the job environment (not the daemon's own KILN_ settings, its token among them); progress and log lines are told apart")
     func environmentAndPipes() throws {
+        // A name of the daemon's kind no other test reads: the whole process shares it.
+        setenv("KILN_LAUNCHER_TEST_SECRET", "hunter2", 1)
+        defer { unsetenv("KILN_LAUNCHER_TEST_SECRET") }
         let (path, dir) = try script("""
             plan=$(cat)
+            echo "env: secret=${KILN_LAUNCHER_TEST_SECRET:-none} path=${PATH:+set}" >&2
             echo '{"event":"progress","progress":{"encoded_seconds":1,"duration_seconds":2,"speed":1}}' >&2
             echo "log: parent=$KILN_PARENT_PID nice=$KILN_NICE pgid=$(ps -o pgid= $$ | tr -d ' ') pid=$$" >&2
             echo "args: $*" >&2
@@ -45,6 +49,7 @@ struct ChildProcessLauncherTests {
         let pid = try #require(handle.pid)
         #expect(outcome.logTail.contains("log: parent=\(getpid()) nice=10 pgid=\(pid) pid=\(pid)"), "\(outcome.logTail)")
         #expect(outcome.logTail.contains("plan ok"))
+        #expect(outcome.logTail.contains("env: secret=none path=set"), "\(outcome.logTail)")
         #expect(outcome.logTail.contains { $0.hasPrefix("args: run /nonexistent --plan - --output ") && $0.hasSuffix("--json --progress-json") })
         #expect(!outcome.logTail.contains { $0.contains("\"event\":\"progress\"") })
     }

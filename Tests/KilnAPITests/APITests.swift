@@ -279,7 +279,7 @@ struct APITests {
         #expect(answer["last_error"]?["message"] == .string("Cannot write the output: Input/output error."), "\(answer)")
     }
 
-    @Test("/readyz says not ready while the data directory's disk is full (every prepare would fail), ready again when there is room, and not ready while the daemon drains")
+    @Test("/readyz says not ready while the data directory's disk is full (every prepare would fail), ready again when there is room; not ready while the artifacts folder cannot be written; and not ready while the daemon drains")
     func readyWhenWritable() throws {
         final class Space: DiskSpace, @unchecked Sendable {
             let lock = NSLock()
@@ -295,6 +295,17 @@ struct APITests {
         let answer = try JSONValue.parse(full.body)
         #expect(full.status == 503 && answer["error"] == .string("disk_full") && answer["retryable"] == .bool(true), "\(answer)")
         space.lock.lock(); space.free = 1 << 40; space.lock.unlock()
+        #expect(try RawHTTP.request(port: d.port, "GET", "/readyz").status == 200)
+
+        // The artifacts folder gone from under the daemon (a disk unmounted, a folder
+        // removed by hand): every job would fail there, so it is not ready; back, it is.
+        let artifacts = d.farm.config.artifactsDir
+        try FileManager.default.moveItem(atPath: artifacts, toPath: artifacts + ".away")
+        let gone = try RawHTTP.request(port: d.port, "GET", "/readyz")
+        let goneWhy = try JSONValue.parse(gone.body)
+        #expect(gone.status == 503 && goneWhy["error"] == .string("artifacts_unwritable"), "\(goneWhy)")
+        #expect(d.log.lines.contains { $0.contains("/readyz") && $0.contains(artifacts) }, "\(d.log.lines)")
+        try FileManager.default.moveItem(atPath: artifacts + ".away", toPath: artifacts)
         #expect(try RawHTTP.request(port: d.port, "GET", "/readyz").status == 200)
 
         // Draining before exit: not ready, so a balancer sends new work elsewhere; alive all the same.

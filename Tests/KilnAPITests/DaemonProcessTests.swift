@@ -181,6 +181,14 @@ struct DaemonProcessTests {
         #expect(metrics.contains("kiln_http_connections_cut_total 1"), "\(metrics)")
     }
 
+    @Test("kiln --version and --help answer whatever the settings say (a broken setting had made --help fail)")
+    func versionAndHelp() throws {
+        for (args, expected) in [(["--version"], "kiln \(KilnVersion.number)"), (["--help"], "usage: kiln serve")] {
+            let r = try Run.command("env", ["KILN_MAX_TRANSCODES=many", Binaries.path("kiln")] + args)
+            #expect(r.status == 0 && r.stdout.hasPrefix(expected), "\(args): \(r.status) \(r.stdout) \(r.stderr)")
+        }
+    }
+
     @Test("refuses a non-loopback listen address without a token")
     func refusesOpenListen() throws {
         let dir = Media.scratch("open")

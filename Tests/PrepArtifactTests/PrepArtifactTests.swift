@@ -83,6 +83,18 @@ struct CommandLineTests {
         #expect(noOut.status == 2)
     }
 
+    @Test("--version says Kiln's release and the libav libraries the command runs with (a bug report needs both), exit 0")
+    func version() throws {
+        let r = try Command.run(["--version"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.hasPrefix("prep-artifact \(KilnVersion.number) (media description "), "\(r.stdout)")
+        // The loaded libraries' own numbers, as ffmpeg -version prints them.
+        let ffmpeg = try Run.command("ffmpeg", ["-hide_banner", "-version"]).stdout
+        let avformat = try #require(ffmpeg.split(separator: "\n").first { $0.hasPrefix("libavformat") })
+        let numbers = avformat.split(separator: "/").last.map { $0.split(separator: ".").map { String(Int($0.trimmingCharacters(in: .whitespaces)) ?? -1) }.joined(separator: ".") }
+        #expect(r.stdout.contains("libavformat \(numbers ?? "?")"), "\(r.stdout) against \(avformat)")
+    }
+
     @Test("what the contract writes as …|null is there as null when it has no value: an audio-only file's video, a copy's encoder, an untagged track's language")
     func contractNulls() throws {
         try Command.prepare(Media.shared("mb_eac3.mkv"), quality: "original", caps: "ios", scratch: "nulls") { r, _ in
