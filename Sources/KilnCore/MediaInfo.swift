@@ -20,8 +20,9 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// chapters, ordered chapters said, the colours a container states where the bitstream
     /// states none, the container by its MP4 brand or Matroska DocType; 24: Matroska clusters stored out of
     /// order; 25: MP4 recordings appended after one header read joined, `recordings_appended`,
-    /// their length the sum), so a description cached by an older one is not planned from.
-    public static let describerVersion = 25
+    /// their length the sum; 26: Matroska clusters of unknown size in a Segment of known size
+    /// said), so a description cached by an older one is not planned from.
+    public static let describerVersion = 26
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
@@ -66,6 +67,11 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// muxer that flushed them out of order): Kiln reads them in order, and a player given
     /// the file as it is would show pictures out of order or drop them. nil otherwise.
     public var clustersReordered: Bool?
+    /// A Matroska or WebM file whose clusters have no size (as a live muxer writes them)
+    /// inside a Segment that has one (mkvmerge keeps them so when it remuxes a live
+    /// recording): Kiln reads them whole, and a player built on libavformat given the file
+    /// as it is leaves the first such cluster out. nil otherwise.
+    public var clustersUnsized: Bool?
     /// Why the index the file's header holds cannot be the file's ("stream 0: its index
     /// places a sample … past the file's end"): cut short or damaged. Such a file never
     /// goes out as it is. nil otherwise.
@@ -98,6 +104,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
         case startSeconds = "start_seconds", bitRate = "bit_rate", sizeBytes = "size_bytes"
         case streams, chapters, fingerprint, warnings, fragmented, unindexed, indexDamage = "index_damage", timingDamage = "timing_damage"
         case durationWrong = "duration_wrong", audioLacingWrong = "audio_lacing_wrong", clustersReordered = "clusters_reordered"
+        case clustersUnsized = "clusters_unsized"
         case timingDamageStream = "timing_damage_stream"
     }
 

@@ -57,6 +57,10 @@ final class Demuxer {
     /// (`Prober.clusterWalk`), and whether the context reads the clusters in that order.
     private(set) var clusterDisorder: Prober.ClusterDisorder?
     private(set) var clustersReordered = false
+    /// Whether clusters of unknown size in a Segment of known size are read with their
+    /// sizes written in (`Prober.ClusterWalk.sized`): players built on libavformat leave
+    /// the first of them out, the film's first second or more.
+    private(set) var clustersSized = false
     /// An MP4's recordings laid one after another after one header (`Prober.FragmentWalk.recordings`;
     /// 1: one), where the second begins, and whether the context reads them joined, each timed
     /// to follow the one before; else why they cannot be (`joinProblem`).
@@ -142,6 +146,7 @@ final class Demuxer {
             avformat_close_input(&ctx)
             skim = try SkimReader(path: path, order: sized)
             ctx = try Demuxer.open(path, guardian, through: skim)
+            clustersSized = true
         }
         do {
             if analyze {

@@ -384,6 +384,9 @@ public enum Prober {
             if demuxer.clustersReordered {
                 info.clustersReordered = true
                 info.warnings.append("clusters_reordered")
+            } else if demuxer.clustersSized {
+                info.clustersUnsized = true
+                info.warnings.append("clusters_unsized")
             } else if let disorder = demuxer.clusterDisorder {
                 throw KilnError(.sourceCorrupt, stage: .probe,
                                 "the source's Matroska clusters are stored out of order (the cluster from \(Format.fixed(disorder.time, decimals: 2)) s "

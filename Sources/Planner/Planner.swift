@@ -172,9 +172,18 @@ struct PlanContext {
     /// so such a file never goes out as it is either, even where no remux is possible (VP8
     /// in WebM): Kiln's remux or transcode reads them in order.
     var clustersReordered: Bool { source.clustersReordered == true }
+    /// Matroska clusters of unknown size inside a Segment of known size
+    /// (`MediaInfo.clustersUnsized`): a player whose demuxer is libavformat's (Kodi, most
+    /// players on Android TV boxes) leaves the first of them out, and no caps say which
+    /// demuxer a device has; Kiln's remux reads them whole.
+    var clustersUnsized: Bool { source.clustersUnsized == true }
     /// Whether the file never goes out as it is, to any device.
-    var neverAsIs: Bool { indexDamaged || clustersReordered }
-    var damage: [String] { (indexDamaged ? ["source_index_damaged"] : []) + (clustersReordered ? ["container_clusters_reordered"] : []) }
+    var neverAsIs: Bool { indexDamaged || clustersReordered || clustersUnsized }
+    /// The reasons `neverAsIs` gives.
+    var containerDamage: [String] {
+        (clustersReordered ? ["container_clusters_reordered"] : []) + (clustersUnsized ? ["container_clusters_unsized"] : [])
+    }
+    var damage: [String] { (indexDamaged ? ["source_index_damaged"] : []) + containerDamage }
 
     /// HEVC in MP4/MOV tagged `hev1` (Dolby Vision: `dvhe`) keeps its parameter sets in the
     /// stream instead of the sample entry. Apple's players (iOS, tvOS, Safari) refuse such a
@@ -254,7 +263,7 @@ struct PlanContext {
         }
         reasons += videoProblems.isEmpty ? copyProblem.map { [$0] } ?? [] : videoProblems
         if !audioPlays { reasons.append(asIsAudio.flatMap { device.audioProblem($0.stream) } ?? "audio_codec_unsupported") }
-        if clustersReordered { reasons.append("container_clusters_reordered") }
+        reasons += containerDamage
         return try transcode(requested: .original, rung: fallbackRung(), reasons: reasons)
     }
 
