@@ -21,7 +21,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// states none, the container by its MP4 brand or Matroska DocType; 24: Matroska clusters stored out of
     /// order; 25: MP4 recordings appended after one header read joined, `recordings_appended`,
     /// their length the sum; 26: Matroska clusters of unknown size in a Segment of known size
-    /// said), so a description cached by an older one is not planned from.
+    /// said, MP4 recordings appended each with its own header coded otherwise refused), so a description cached by an older one is not planned from.
     public static let describerVersion = 26
 
     /// The key a description of the file with this fingerprint is cached under.

@@ -68,6 +68,8 @@ final class Demuxer {
     private(set) var secondRecording: Int64?
     private(set) var recordingsJoined = false
     private(set) var recordingsJoinProblem: String?
+    /// A later header's track coded otherwise than the first's (`FragmentWalk.codingChange`).
+    private(set) var codingChange: (track: UInt32, offset: Int64)?
     /// Whether the context reads the MP4 without the `sidx` boxes put in after its
     /// fragments' offsets were written (`Prober.FragmentWalk.indexInsertedAfter`).
     private(set) var fragmentOffsetsShifted = false
@@ -116,6 +118,7 @@ final class Demuxer {
             fragmentRecordings = walk?.recordings ?? 1
             secondRecording = walk?.secondRecording
             recordingsJoinProblem = walk?.joinProblem
+            codingChange = walk?.codingChange
             if let walk, walk.disorder != nil || walk.recordings > 1 || walk.indexInsertedAfter, let rewrite = walk.rewrite() {
                 order = rewrite
                 avformat_close_input(&ctx)

@@ -50,6 +50,13 @@ extension Prober {
         var recordings = 1
         /// Where the first fragment of the second recording begins.
         var secondRecording: Int64?
+        /// A header (`moov`) after the first whose track is coded otherwise (`Coding`: its
+        /// parameter sets, size, channels): a recording laid after another with its own
+        /// header (two captures joined with `cat`, a download that kept each part's init
+        /// segment). libavformat reads the first header only, so that track's later
+        /// samples were decoded with the first's parameter sets: pictures broken from the
+        /// join on, exit 0. The track and where that header lies; nil if none.
+        var codingChange: (track: UInt32, offset: Int64)?
         /// The `tfdt` of each track fragment of the recordings after the first: where its
         /// time lies in the file, whether in 64 bits, the time, its track and recording.
         var retimed: [(at: Int64, wide: Bool, time: UInt64, track: UInt32, recording: Int)] = []
@@ -256,6 +263,8 @@ extension Prober {
         var walk = FragmentWalk(size: fileSize)
         var tracks: [UInt32: TrackState] = [:]
         var defaults: [UInt32: SampleDefaults] = [:]
+        // The first header's tracks' codings (`Coding`).
+        var codings: [UInt32: Coding]?
         // Per recording, the sequence numbers its fragments used, while no two were the same
         // (nil: its writer does not number them apart).
         var numbers: [Set<UInt32>?] = [[]]
@@ -285,6 +294,14 @@ extension Prober {
                moov.count == Int(boxSize) {
                 let header = movieHeader(moov, from: headerLength)
                 defaults = header.defaults
+                if let first = codings {
+                    if walk.codingChange == nil,
+                       let track = header.codings.keys.sorted().first(where: { first[$0] != nil && first[$0] != header.codings[$0] }) {
+                        walk.codingChange = (track, offset)
+                    }
+                } else {
+                    codings = header.codings
+                }
                 // Samples in the `moov` itself (a fragmented file whose first fragment is
                 // there) cover the track's time from zero, before its first `moof`.
                 for (track, end) in header.sampleEnds where end > 0 {
@@ -375,11 +392,85 @@ extension Prober {
         return found
     }
 
+    /// What a decoder of a track is set up with, from its sample entry: the entry's type,
+    /// its picture size or channels and rate, and its decoder configuration (`avcC`,
+    /// `hvcC`, `dac3`…; in `esds` only the AudioSpecificConfig: the bitrates beside it
+    /// differ from one encode to the next). Boxes that only describe (`btrt`, `pasp`,
+    /// `colr`) are left out: two recordings made alike have equal codings.
+    struct Coding: Equatable {
+        var entry: [UInt8]
+    }
+
+    /// The `Coding` of a sample entry (`stsd`'s first) of a picture or sound track.
+    private static func coding(_ moov: [UInt8], stsd: (at: Int, end: Int), sound: Bool) -> Coding? {
+        // stsd: version and flags, entry count; then the entry: size, type, then for
+        // pictures 78 bytes (width and height at 24…28) before its children, for sound 28
+        // (its version at 8, channels and sample size at 16…20, the rate at 24…28; 16 more
+        // in version 1, 36 in version 2).
+        let at = stsd.at + 8
+        guard at + 8 <= stsd.end else { return nil }
+        let end = min(stsd.end, at + Int(FastStart.be32(moov, at)))
+        let body = at + 8
+        var fixed = sound ? 28 : 78
+        if sound, body + 10 <= end {
+            let version = Int(moov[body + 8]) << 8 | Int(moov[body + 9])
+            fixed += version == 1 ? 16 : version == 2 ? 36 : 0
+        }
+        guard body + fixed <= end else { return nil }
+        var entry = Array(moov[at + 4..<at + 8])
+        entry += sound ? moov[body + 16..<body + 20] + moov[body + 24..<body + 28] : moov[body + 24..<body + 28]
+        for child in children(moov, body + fixed, end) ?? [] {
+            let type = String(decoding: child.type, as: UTF8.self)
+            if type == "esds" {
+                entry += audioSpecificConfig(moov[child.at..<child.end]) ?? Array(moov[child.at..<child.end])
+            } else if !["btrt", "pasp", "colr", "clap", "fiel", "chan", "sgpd"].contains(type) {
+                entry += Array(child.type) + moov[child.at..<child.end]
+            }
+        }
+        return Coding(entry: entry)
+    }
+
+    /// The DecoderSpecificInfo (tag 5) in an `esds` box's payload: its descriptors are
+    /// each a tag, a size of 1–4 bytes (7 bits each) and their content.
+    private static func audioSpecificConfig(_ esds: ArraySlice<UInt8>) -> [UInt8]? {
+        var at = esds.startIndex + 4  // version and flags
+        while at < esds.endIndex {
+            let tag = esds[at]
+            at += 1
+            var size = 0
+            for _ in 0..<4 where at < esds.endIndex {
+                let b = esds[at]
+                at += 1
+                size = size << 7 | Int(b & 0x7F)
+                if b & 0x80 == 0 { break }
+            }
+            switch tag {
+            case 3:  // ES_Descriptor: ES_ID, flags, then what they say is there
+                guard at + 3 <= esds.endIndex else { return nil }
+                let flags = esds[at + 2]
+                at += 3
+                if flags & 0x80 != 0 { at += 2 }
+                if flags & 0x40 != 0, at < esds.endIndex { at += 1 + Int(esds[at]) }
+                if flags & 0x20 != 0 { at += 2 }
+            case 4:  // DecoderConfigDescriptor: object type, stream type, buffer size, rates
+                at += 13
+            case 5:
+                guard at + size <= esds.endIndex else { return nil }
+                return Array(esds[at..<at + size])
+            default:
+                at += size
+            }
+        }
+        return nil
+    }
+
     /// From a `moov`'s bytes (its children from `start`): each track's sample defaults
-    /// (`mvex`'s `trex`), and where the samples the `moov` itself lists end (the sum of
-    /// its `stts` durations; 0 where it lists none, as fragmented files' most often do).
-    private static func movieHeader(_ moov: [UInt8], from start: Int) -> (defaults: [UInt32: SampleDefaults], sampleEnds: [UInt32: UInt64]) {
-        var defaults: [UInt32: SampleDefaults] = [:], ends: [UInt32: UInt64] = [:]
+    /// (`mvex`'s `trex`), where the samples the `moov` itself lists end (the sum of
+    /// its `stts` durations; 0 where it lists none, as fragmented files' most often do),
+    /// and each picture or sound track's `Coding`.
+    private static func movieHeader(_ moov: [UInt8], from start: Int)
+        -> (defaults: [UInt32: SampleDefaults], sampleEnds: [UInt32: UInt64], codings: [UInt32: Coding]) {
+        var defaults: [UInt32: SampleDefaults] = [:], ends: [UInt32: UInt64] = [:], codings: [UInt32: Coding] = [:]
         func first(_ type: String, in box: (type: ArraySlice<UInt8>, at: Int, end: Int)?) -> (type: ArraySlice<UInt8>, at: Int, end: Int)? {
             box.flatMap { children(moov, $0.at, $0.end)?.first { $0.type.elementsEqual(type.utf8) } }
         }
@@ -394,7 +485,15 @@ extension Prober {
             } else if box.type.elementsEqual("trak".utf8) {
                 guard let tkhd = first("tkhd", in: box), tkhd.end - tkhd.at >= 24 else { continue }
                 let track = FastStart.be32(moov, tkhd.at + (moov[tkhd.at] == 1 ? 20 : 12))
-                guard let stts = first("stts", in: first("stbl", in: first("minf", in: first("mdia", in: box)))), stts.end - stts.at >= 8 else { continue }
+                let mdia = first("mdia", in: box), stbl = first("stbl", in: first("minf", in: mdia))
+                // hdlr: version and flags, predefined, then the handler type.
+                if let hdlr = first("hdlr", in: mdia), hdlr.end - hdlr.at >= 12, let stsd = first("stsd", in: stbl) {
+                    let handler = moov[hdlr.at + 8..<hdlr.at + 12]
+                    if handler.elementsEqual("vide".utf8) || handler.elementsEqual("soun".utf8) {
+                        codings[track] = coding(moov, stsd: (stsd.at, stsd.end), sound: handler.elementsEqual("soun".utf8))
+                    }
+                }
+                guard let stts = first("stts", in: stbl), stts.end - stts.at >= 8 else { continue }
                 let count = min(Int(FastStart.be32(moov, stts.at + 4)), (stts.end - stts.at - 8) / 8)
                 var end: UInt64 = 0
                 for k in 0..<count {
@@ -403,7 +502,7 @@ extension Prober {
                 ends[track] = end
             }
         }
-        return (defaults, ends)
+        return (defaults, ends, codings)
     }
 
     /// A `moof`'s sequence number (`mfhd`) and each track fragment in its bytes (its

@@ -360,6 +360,14 @@ public enum Prober {
             // An index put in after the fragments' offsets were written is read as the file
             // was before it (`Demuxer.fragmentOffsetsShifted`), and the file goes out remuxed:
             // as it is, players take every fragment's samples from the bytes before them.
+            // A recording laid after another with its own header, coded otherwise: libavformat
+            // decodes it with the first header's parameter sets (`Demuxer.codingChange`).
+            if let change = demuxer.codingChange {
+                throw KilnError(.sourceUnsupported, stage: .probe,
+                                "the source holds recordings laid one after another, each with its own header, and track \(change.track) is coded "
+                                + "otherwise in the one from byte \(change.offset) (another picture size, sound format or parameter sets): an MP4 "
+                                + "track takes one coding, and read as one the film would break at the join")
+            }
             if demuxer.fragmentsReordered || demuxer.recordingsJoined || demuxer.fragmentOffsetsShifted {
                 info.fragmented = true
                 if demuxer.fragmentsReordered { info.warnings.append("fragments_reordered") }

@@ -252,6 +252,39 @@ struct AppendedRecordingsTests {
         }
     }
 
+    @Test("recordings laid one after another each with its own header (two captures joined with cat, a download that kept each part's init segment): coded alike, they are joined, every picture and sound frame; coded otherwise (another picture size, or sound at another rate), refused as unsupported before any work, where the second's pictures or sound had gone out decoded with the first's parameter sets, broken from the join on, exit 0")
+    func eachWithItsOwnHeader() throws {
+        let first = try Self.alone(0, seconds: 8), alike = try Self.alone(1, seconds: 5)
+        func joined(_ name: String, _ parts: [String]) throws -> String {
+            try Media.generated("appended-own-headers-\(name).mp4") { tmp in
+                try Data(parts.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }.joined()).write(to: URL(fileURLWithPath: tmp))
+            }
+        }
+        try Command.prepare(try joined("alike", [first, alike]), quality: "original", caps: "ios", scratch: "appended-own-alike") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(400))")
+            try Self.expectJoined(out, parts: [first, alike], audio: true, copied: true)
+        }
+        // The same recording's pictures and sound but for one thing each.
+        let other = { (name: String, video: String, rate: Int) throws -> String in
+            try Media.generated("appended-own-headers-part-\(name).mp4") { tmp in
+                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=\(video):rate=25:duration=5",
+                                                   "-f", "lavfi", "-i", "sine=frequency=880:sample_rate=\(rate):duration=5", "-c:a", "aac",
+                                                   "-c:v", "libx264", "-pix_fmt", "yuv420p", "-preset", "ultrafast", "-g", "25", "-qp", "8",
+                                                   "-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", tmp])
+                guard r.status == 0 else { throw TestFailure(r.stderr) }
+            }
+        }
+        for (name, part, track) in [("size", try other("size", "640x360", 48000), 1), ("sound", try other("sound", "320x240", 44100), 2)] {
+            try Command.prepare(try joined(name, [first, part]), quality: "original", caps: "ios", scratch: "appended-own-\(name)") { run, out in
+                #expect(run.status == 3, "\(name): \(run.stdout.suffix(400))")
+                let error = try Command.json(run)["error"]
+                #expect(error?["code"] == .string("source_unsupported"), "\(name): \(error ?? .null)")
+                #expect(error?["message"]?.string?.contains("track \(track) is coded otherwise") == true, "\(name): \(error ?? .null)")
+                #expect(!FileManager.default.fileExists(atPath: out))
+            }
+        }
+    }
+
     @Test("a recording appended to itself (the same fragments again) is a repeat, as one fragment written twice is: delivered once")
     func sameRecordingTwice() throws {
         let once = try Self.alone(0, seconds: 4)
