@@ -333,29 +333,15 @@ public enum Preparer {
         throw KilnError(.usage, stage: .request, field: "output", "the output is the source file itself: choose another path")
     }
 
-    /// A header that declares far more time than the file's bytes could hold (a damaged AVI
-    /// stream header said six days for 1.2 MB) would have a remux or transcode work toward
-    /// that length: a damaged audio time within it was filled with days of silence, a job
-    /// that never ended. Under 1 kbit/s over more than a minute no real file goes (a cover
-    /// image's video and speech audio are several times that), so it is refused at once.
-    /// The length judged is the kept pictures' and sound's where the muxer stated theirs
-    /// (Matroska's DURATION tags) and the container declares more: a subtitle track the
-    /// copy leaves out can carry the damage (the ffmpeg command's VobSub from PGS gives a
-    /// packet 49 days long, and the segment that length).
+    /// A header that declares far more time than the file's bytes could hold
+    /// (`Prober.implausibleLength`), judged by the streams the plan keeps. The probe judged
+    /// it by every picture and sound stream; a subtitle track the copy leaves out can carry
+    /// the damage alone (the ffmpeg command's VobSub from PGS gives a packet 49 days long,
+    /// and the segment that length).
     static func refuseImplausibleDuration(_ info: MediaInfo, plan: Plan, demuxer: Demuxer) throws(KilnError) {
-        let kept = plan.keptSourceIndices.filter { $0 < demuxer.streamCount }
-        let stated = kept.compactMap { Prober.statedDuration(demuxer.stream($0)) }
-        let length = !kept.isEmpty && stated.count == kept.count ? min(info.durationSeconds, stated.max() ?? 0) : info.durationSeconds
-        guard length > 60, info.sizeBytes > 0 else { return }
-        let bitsPerSecond = Double(info.sizeBytes) * 8 / length
-        guard bitsPerSecond < 1000 else { return }
-        // Unless a kept stream's last packets are there: a slideshow of a plain picture a
-        // minute is a few hundred bytes a picture (five minutes in 1.7 kB were refused).
-        // A damaged header's length is no packet's.
-        if let reach = Prober.presentedEnds(demuxer, of: kept).values.max(), reach - info.startSeconds >= 0.9 * length - 60 { return }
-        throw KilnError(.sourceCorrupt, stage: .probe,
-                        "the source declares \(Format.fixed(length, decimals: 0)) s for \(info.sizeBytes) bytes "
-                        + "(\(Format.fixed(bitsPerSecond, decimals: 0)) bit/s): its header's duration is damaged")
+        if let why = Prober.implausibleLength(info, of: plan.keptSourceIndices, demuxer: demuxer) {
+            throw KilnError(.sourceCorrupt, stage: .probe, why)
+        }
     }
 
     /// A copied audio stream's re-encoded replacement: AAC with the channels the copy would

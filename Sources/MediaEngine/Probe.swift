@@ -51,6 +51,11 @@ public enum Prober {
                     ? SecondReader(path: path, skimmable: IndexForecast.skimmable(demuxer)) : nil
             }
             var info = try describe(demuxer)
+            // A length the file's bytes cannot hold is refused here, not only by a remux or
+            // transcode: an original goes as it is (a 47-hour audiobook of 80 kB went out,
+            // playing nothing), and a library scan would list a length that never plays.
+            let media = info.streams.filter { ($0.type == .video || $0.type == .audio) && !$0.disposition.attachedPicture }.map(\.index)
+            if let why = implausibleLength(info, of: media, demuxer: demuxer) { throw KilnError(.sourceCorrupt, stage: .probe, why) }
             // The probe's looks that give up quietly (a survey's reads) may have been what the
             // deadline stopped: its cancellation is still set, and the run would have failed
             // as canceled by request at its first read, a code that invites a retry.

@@ -7,6 +7,29 @@ import KilnCore
 /// The probe's checks for a source whose header or index cannot be the file's (cut short,
 /// a box or table damaged): such a file cannot go out as it is.
 extension Prober {
+    /// Why a header that declares far more time than the file's bytes could hold cannot be
+    /// the file's (a damaged AVI stream header said six days for 1.2 MB; an audiobook's
+    /// damaged sample sizes, 47 hours for 80 kB); nil where it can. A remux or transcode
+    /// would work toward that length (a damaged audio time within it was filled with days of
+    /// silence, a job that never ended), and the file as it is plays nothing of it. Under
+    /// 1 kbit/s over more than a minute no real file goes (a cover image's video and speech
+    /// audio are several times that). The length judged is `streams`' where the muxer
+    /// stated theirs (Matroska's DURATION tags) and the container declares more.
+    static func implausibleLength(_ info: MediaInfo, of streams: [Int], demuxer: Demuxer) -> String? {
+        let kept = streams.filter { $0 < demuxer.streamCount }
+        let stated = kept.compactMap { Prober.statedDuration(demuxer.stream($0)) }
+        let length = !kept.isEmpty && stated.count == kept.count ? min(info.durationSeconds, stated.max() ?? 0) : info.durationSeconds
+        guard length > 60, info.sizeBytes > 0 else { return nil }
+        let bitsPerSecond = Double(info.sizeBytes) * 8 / length
+        guard bitsPerSecond < 1000 else { return nil }
+        // Unless a kept stream's last packets are there: a slideshow of a plain picture a
+        // minute is a few hundred bytes a picture (five minutes in 1.7 kB were refused).
+        // A damaged header's length is no packet's.
+        if let reach = Prober.presentedEnds(demuxer, of: kept).values.max(), reach - info.startSeconds >= 0.9 * length - 60 { return nil }
+        return "the source declares \(Format.fixed(length, decimals: 0)) s for \(info.sizeBytes) bytes "
+            + "(\(Format.fixed(bitsPerSecond, decimals: 0)) bit/s): its header's duration is damaged"
+    }
+
     /// The first stream whose index, as the demuxer read it from the file's header (MP4
     /// sample tables, Matroska cues, AVI's idx1), cannot be the file's: a sample lying
     /// past the file's end (a file cut short, a size or offset damaged), or a picture

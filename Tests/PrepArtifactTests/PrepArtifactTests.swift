@@ -1755,6 +1755,34 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("an audiobook (AAC in MP4) whose header declares 47 hours and lists no sample sizes (its tables damaged, its sound 5 s) is refused by the probe as source_corrupt, also where it would go as it is: it had gone to iOS as it was, exit 0, saying 47 hours, a file no player plays")
+    func implausibleDurationSentAsIs() throws {
+        let dir = Media.scratch("implausible-as-is")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let book = try Media.generated("book-aac-22k-5s.m4a", ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=22050:duration=5",
+                                                               "-c:a", "aac", "-b:a", "64k"])
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: book)))
+        func put(_ box: String, _ offset: Int, _ value: UInt32) throws {
+            let at = try #require(bytes.firstRange(of: Array(box.utf8))).upperBound + offset
+            bytes.replaceSubrange(at..<at + 4, with: withUnsafeBytes(of: value.bigEndian, Array.init))
+        }
+        // Version 0 boxes, offsets after the type: stts's first entry's count, mdhd's and
+        // mvhd's duration (22.05 kHz and 1 kHz), tkhd's, elst's first segment's; stsz's count.
+        try put("stts", 8, 3_639_600)
+        try put("mdhd", 16, 3_639_600 * 1024 + 682)
+        try put("mvhd", 16, 169_022_694)
+        try put("tkhd", 20, 169_022_694)
+        try put("elst", 8, 169_022_694)
+        try put("stsz", 8, 0)
+        let source = dir.appendingPathComponent("book-47h.m4a").path
+        try Data(bytes).write(to: URL(fileURLWithPath: source))
+        let probe = try Command.run(["probe", source, "--json"])
+        #expect(probe.status == 3 && probe.stdout.contains("its header's duration is damaged"), "\(probe.stdout)")
+        for (quality, caps) in [("original", "ios"), ("1mbps", "android")] {
+            _ = try Self.expectSourceCorrupt(source, quality: quality, caps: caps, in: dir, saying: "declares 169023 s for")
+        }
+    }
+
     @Test("H.264 with B-frames in AVI (decode times only) is re-encoded with each picture at its time, as its copy is: a picture flashed at 1 s is at 1 s, not two frames later (the decoder's times, the packet that pushed each picture out), and the pictures start with the sound",
           arguments: ["1mbps", "original"])
     func reorderedAVITranscode(quality: String) throws {
