@@ -235,7 +235,10 @@ struct PlanContext {
             if let why = source.indexDamage {
                 throw KilnError(.sourceCorrupt, stage: .plan, "the source has no video and no audio stream: \(why)")
             }
-            throw unavailable("the source has no video and no audio stream")
+            // Subtitles alone (an .ass or .srt file, text libavformat reads as lyrics): no
+            // quality or device would make a film of it, which `quality_unavailable` implied.
+            throw KilnError(.sourceUnsupported, stage: .plan,
+                            "the source has no video and no audio stream (it holds only \(Set(source.streams.map(\.type.rawValue)).sorted().joined(separator: " and ")) streams): there is nothing to play")
         }
     }
 

@@ -136,7 +136,7 @@ struct FarmTests {
         let stale = MediaInfo(formatName: "mov,mp4,m4a,3gp,3g2,mj2", container: "mp4", durationSeconds: 10, bitRate: 1,
                               sizeBytes: 1, streams: [])
         try h.store.cacheProbe(stale, fingerprint: fingerprint, now: 1)
-        // Planned from the stale description (no streams), this throws quality_unavailable.
+        // Planned from the stale description (no streams), this throws source_corrupt.
         _ = try h.farm.prepare(h.request("dl-stale", source, .mbps1))
         #expect((h.prober as! FakeProber).probes == 1, "the stale description was used instead of a fresh probe")
         _ = try h.farm.prepare(h.request("dl-again", source, .mbps1))
