@@ -209,6 +209,7 @@ extension Prober {
         // Pictures whose times stand still (every PES of a recording given one PTS): a copy
         // put 250 pictures in 43 ms and a 10 s film went out as a still, exit 0.
         var read = first.result(streams)
+        read.onePicture = scanned == 1 && first.readToEnd
         if read.clockDamage == nil, let still = picturesStandStill(decodeTimesOnly > 0 ? dts : pts, st.pointee.time_base) {
             read.clockDamage = (Int(target), still)
         }
@@ -382,6 +383,10 @@ extension Prober {
             /// A stream timed at a pace its packets deny: sound (`soundClockDamage`), or
             /// pictures whose times stand still (`picturesStandStill`).
             var clockDamage: (stream: Int, why: String)?
+            /// The file's pictures are one (the main picture stream's only packet, the file
+            /// read to its end): a still picture in a video container (an icon, a GIF of
+            /// one frame, an MP4 of one picture).
+            var onePicture = false
         }
         func result(_ streams: [StreamInfo]) -> Read {
             Read(shares: shares(streams), clockDamage: soundClockDamage(streams))

@@ -187,6 +187,13 @@ public enum Prober {
         if scan {
             try demuxer.keepingParameters { () throws(KilnError) in
                 let scanned = try scanPackets(demuxer, &streams, &warnings)
+                // One picture and no sound is a still picture, whatever holds it (an icon, a GIF
+                // of one frame): prepared, it came out a 0.04 s clip, reported ok, where the
+                // picture formats libavformat reads as such are refused (`Demuxer.notAFilm`).
+                if scanned.onePicture, !streams.contains(where: { $0.type == .audio }) {
+                    throw KilnError(.sourceUnsupported, stage: .probe,
+                                    "the source is a still picture (one \(streams.first { $0.type == .video }?.codec ?? "video") picture in \(demuxer.formatName)), not a video or sound")
+                }
                 shares = scanned.shares
                 clockDamage = scanned.clockDamage
                 // No duration in the header (a live or interrupted recording's Matroska): the

@@ -188,7 +188,7 @@ struct CommandLineTests {
         }
     }
 
-    @Test("a text file (README, .nfo) and a still picture (poster, photo) exit 3 with a reason (libavformat read them as video: a 2 s clip of rendered text, a 0.04 s one of the poster)")
+    @Test("a text file (README, .nfo) and a still picture (poster, photo, an icon, a GIF or an MP4 of one picture) exit 3 with a reason (libavformat read them as video: a 2 s clip of rendered text, a 0.04 s one of the poster; the icon and the GIF went out as such clips, exit 0)")
     func textAndPictures() throws {
         let dir = Media.scratch("cli-not-film")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -197,10 +197,19 @@ struct CommandLineTests {
         try text.write(toFile: readme, atomically: true, encoding: .utf8)
         try (1...3000).map(String.init).joined(separator: "\n").write(toFile: nfo, atomically: true, encoding: .utf8)
         let poster = dir.appendingPathComponent("poster.jpg").path, still = dir.appendingPathComponent("still.png").path
-        for picture in [poster, still] {
-            _ = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=640x360", "-frames:v", "1", picture])
+        let icon = dir.appendingPathComponent("favicon.ico").path, gif = dir.appendingPathComponent("map.gif").path
+        let single = dir.appendingPathComponent("one-picture.mp4").path
+        for picture in [poster, still, icon, gif, single] {
+            let size = picture == icon ? "32x32" : "640x360"
+            let made = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=\(size)", "-frames:v", "1", picture])
+            try #require(made.status == 0, "\(picture): \(made.stderr)")
         }
-        for (path, code) in [(readme, "source_unreadable"), (nfo, "source_unreadable"), (poster, "source_unsupported"), (still, "source_unsupported")] {
+        // A GIF of several pictures is a film (a short animation), prepared as one.
+        let animated = dir.appendingPathComponent("animated.gif").path
+        try #require(try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=10:duration=2", animated]).status == 0)
+        #expect(try Command.run(["probe", animated, "--json"]).status == 0)
+        for (path, code) in [(readme, "source_unreadable"), (nfo, "source_unreadable"), (poster, "source_unsupported"), (still, "source_unsupported"),
+                             (icon, "source_unsupported"), (gif, "source_unsupported"), (single, "source_unsupported")] {
             let out = dir.appendingPathComponent("out.mp4").path
             let r = try Command.run(["prepare", path, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
             #expect(r.status == 3, "\(path): \(r.stdout)")
