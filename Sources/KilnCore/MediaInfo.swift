@@ -21,7 +21,9 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// states none, the container by its MP4 brand or Matroska DocType; 24: Matroska clusters stored out of
     /// order; 25: MP4 recordings appended after one header read joined, `recordings_appended`,
     /// their length the sum; 26: Matroska clusters of unknown size in a Segment of known size
-    /// said, MP4 recordings appended each with its own header coded otherwise refused), so a description cached by an older one is not planned from.
+    /// said, MP4 recordings appended each with its own header coded otherwise refused, a
+    /// length the bytes cannot hold and a still picture in a video container refused at the
+    /// probe, picture streams without packets marked `packetless`), so a description cached by an older one is not planned from.
     public static let describerVersion = 26
 
     /// The key a description of the file with this fingerprint is cached under.
@@ -239,6 +241,9 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     public var sampleAspectRatio: Rational?
     public var frameRate: Double?
     public var variableFrameRate: Bool?
+    /// A picture stream that gave no packet where another gave many (an ASF file of several
+    /// bitrates, one of them recorded): no plan takes it. nil otherwise.
+    public var packetless: Bool?
     public var fieldOrder: FieldOrder?
     /// Film carried by 3:2 pulldown baked into the pictures (hard telecine: two frames in
     /// five repeat a field), found by comparing the fields of pictures at three places in
@@ -359,7 +364,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case startSeconds = "start_seconds", language, languageTag = "language_tag", title, disposition, disabled, compression
         case width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
         case chroma, sampleAspectRatio = "sample_aspect_ratio", frameRate = "frame_rate"
-        case variableFrameRate = "variable_frame_rate", fieldOrder = "field_order", telecined, progressiveFrames = "progressive_frames", rotation
+        case variableFrameRate = "variable_frame_rate", packetless, fieldOrder = "field_order", telecined, progressiveFrames = "progressive_frames", rotation
         case presentationTimesMissing = "presentation_times_missing", encrypted, programs, multiplexBitRate = "multiplex_bit_rate"
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
         case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", closedCaptions = "closed_captions", captionServices = "caption_services", channels

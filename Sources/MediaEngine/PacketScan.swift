@@ -14,8 +14,10 @@ extension Prober {
     /// and what every stream's first packets tell (`FirstPackets`), in files without
     /// video too.
     /// Returns each stream's share of the bytes read (`FirstPackets.shares`).
-    static func scanPackets(_ demuxer: Demuxer, _ streams: inout [StreamInfo], _ warnings: inout [String]) throws(KilnError) -> FirstPackets.Read {
-        guard let vi = streams.firstIndex(where: { $0.type == .video && !$0.disposition.attachedPicture }) else {
+    /// `video`: the picture stream to read (an index into `streams`; nil: the first).
+    static func scanPackets(_ demuxer: Demuxer, _ streams: inout [StreamInfo], _ warnings: inout [String],
+                            video chosen: Int? = nil) throws(KilnError) -> FirstPackets.Read {
+        guard let vi = chosen ?? streams.firstIndex(where: { $0.type == .video && !$0.disposition.attachedPicture }) else {
             // No pictures (a radio recording, an album): only what the sound streams' first
             // packets tell, read until each has told it.
             var first = FirstPackets()
@@ -94,11 +96,14 @@ extension Prober {
         defer { _ = try? demuxer.rewind() }
         // Counted in the stream's packets, timed or not: AVI's have no presentation times,
         // and waiting for them read the whole file.
+        let pictureStreams = Set(streams.filter { $0.type == .video && !$0.disposition.attachedPicture }.map { Int32($0.index) })
+        var picturePackets: [Int32: Int] = [:]
         while scanned < scanPacketLimit, reads < scanPacketLimit * 32 {
             reads += 1
             guard try demuxer.read(into: packet) else { first.readToEnd = true; break }
             defer { packet.unref() }
             first.observe(packet, demuxer, &streams)
+            if pictureStreams.contains(packet.streamIndex) { picturePackets[packet.streamIndex, default: 0] += 1 }
             guard packet.streamIndex == target else { continue }
             let p = packet.pointer.pointee
             scanned += 1
@@ -149,6 +154,21 @@ extension Prober {
                 if types.contains(62) { rpu = true }
                 if types.contains(63) { el = true }
             }
+        }
+        // No packet of this stream in all that was read, where another picture stream has
+        // them: an ASF file of several bitrates (Windows Media's multiple bitrate encoding)
+        // holds the one it recorded, the others are declared and empty. Those are marked
+        // (`StreamInfo.packetless`, which the planner passes over) and the one with packets
+        // read instead: the plan had chosen the first, and the run failed "no readable
+        // packets" on a file ffmpeg plays.
+        if scanned == 0, chosen == nil,
+           let best = picturePackets.filter({ $0.value > 0 }).max(by: { ($0.value, -$0.key) < ($1.value, -$1.key) }),
+           let bi = streams.firstIndex(where: { $0.index == Int(best.key) }) {
+            for i in streams.indices where pictureStreams.contains(Int32(streams[i].index)) && picturePackets[Int32(streams[i].index)] == nil {
+                streams[i].packetless = true
+            }
+            try demuxer.rewind()
+            return try scanPackets(demuxer, &streams, &warnings, video: bi)
         }
         // Caption padding and no text yet (a programme that opens on music): the pictures
         // are read on for the first caption, and nothing else, up to `captionScanLimit`.

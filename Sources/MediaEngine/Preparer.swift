@@ -855,6 +855,7 @@ public enum Preparer {
                 case .attachment: left = ("attachment", "attachment_unsupported")
                 case .video where s.disposition.attachedPicture: left = ("attached_picture", "attachment_unsupported")
                 case .data: left = ("data", "data_stream_unsupported")
+                case .video where s.packetless == true && !kept.contains(s.index): left = ("video", "video_track_empty")
                 case .video where !kept.contains(s.index): left = ("video", "video_track_not_chosen")
                 case .audio where !kept.contains(s.index): left = ("audio", "audio_track_not_chosen")
                 case .unknown: left = ("unknown", "stream_unsupported")

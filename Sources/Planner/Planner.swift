@@ -84,7 +84,8 @@ struct PlanContext {
     let monoPairs: MonoPairs
 
     init(source: MediaInfo, caps: DeviceCaps?, policy: ServerPolicy, audioLanguage: String?, presets: Presets) {
-        let videos = AudioSelection.enabledFirst(source.videoStreams)
+        // (A picture stream that gave no packet where another did is no choice: `packetless`.)
+        let videos = AudioSelection.enabledFirst(source.videoStreams.filter { $0.packetless != true })
         let video = videos.first { $0.disposition.isDefault } ?? videos.first
         let programme = Self.programme(of: video, in: source)
         self.monoPairs = MonoPairs(programme)

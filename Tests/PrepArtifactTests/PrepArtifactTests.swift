@@ -188,6 +188,23 @@ struct CommandLineTests {
         }
     }
 
+    @Test("a Windows Media file of several bitrates (three picture streams declared, one recorded) is prepared from the one with packets, the others said empty: it had been refused, \"no readable packets\", from the first, a file ffmpeg plays")
+    func multipleBitrateASF() throws {
+        let source = try Media.generated("asf-three-bitrates-one-recorded.wmv", [
+            "-f", "lavfi", "-i", "testsrc2=size=200x150:rate=15:duration=3", "-f", "lavfi", "-i", "sine=sample_rate=22050:duration=3",
+            "-map", "1:a", "-map", "0:v", "-map", "0:v", "-map", "0:v", "-c:v", "wmv2", "-c:a", "wmav2", "-frames:v:0", "0", "-frames:v:1", "0"])
+        let probe = try Command.probed(source)
+        guard case .array(let streams)? = probe["streams"] else { Issue.record("no streams: \(probe)"); return }
+        #expect(streams.map { $0["packetless"] ?? .null } == [.null, .bool(true), .bool(true), .null], "\(streams)")
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "asf-mbr") { r, out in
+            #expect(r.status == 0, "\(r.stdout)")
+            #expect(try FFprobe.packetCount(out, "v:0") == 45)
+            #expect(try FFprobe.decodeErrors(out) == "")
+            guard case .array(let dropped)? = try Command.json(r)["output"]?["dropped"] else { Issue.record("no dropped list"); return }
+            #expect(dropped.map { $0["reason"] ?? .null } == [.string("video_track_empty"), .string("video_track_empty")], "\(dropped)")
+        }
+    }
+
     @Test("a text file (README, .nfo) and a still picture (poster, photo, an icon, a GIF or an MP4 of one picture) exit 3 with a reason (libavformat read them as video: a 2 s clip of rendered text, a 0.04 s one of the poster; the icon and the GIF went out as such clips, exit 0)")
     func textAndPictures() throws {
         let dir = Media.scratch("cli-not-film")
