@@ -151,6 +151,25 @@ public enum Prober {
             lengthCorrected = true
             warnings.append("duration_from_tracks")
         }
+        // Ogg Opus: libavformat counts the stream's length from its last granule with the
+        // pre-skip in it (the decoder's first samples, which are dropped: the packets begin
+        // at minus the pre-skip). 312 samples (6.5 ms) as most encoders write it, but up to
+        // 65,535 (1.37 s): such a file said 12.72 s for 11.35 s of sound, and every prepare
+        // was refused as cut short.
+        if formatName == "ogg" {
+            var trimmed = false
+            for k in streams.indices where streams[k].codec == "opus" {
+                let padding = Double(demuxer.stream(streams[k].index).pointee.codecpar.pointee.initial_padding) / 48000
+                guard padding > 0, let length = streams[k].durationSeconds, length > padding else { continue }
+                streams[k].durationSeconds = length - padding
+                trimmed = true
+            }
+            let longest = (timed.isEmpty ? streams : timed).compactMap { s in streams.first { $0.index == s.index }.flatMap(reach) }.max()
+            if trimmed, let longest, longest < duration {
+                duration = longest
+                lengthCorrected = true
+            }
+        }
         // An MP4's box layout, read once: whether it is fragmented, and indexed.
         let layout = formatName.hasPrefix("mov,") ? fragmentLayout(demuxer.path) : nil
         // A fragmented MP4 whose fragments' times begin past zero (a live stream recorded

@@ -188,6 +188,40 @@ struct CommandLineTests {
         }
     }
 
+    @Test("Ogg Opus whose pre-skip is the largest there is (65,535 samples, 1.37 s; libavformat counts the length with it) is prepared, its sound's whole length: it had been refused as cut short, 'stops at 8.63 s of the 10.00 s it declares'")
+    func opusLongPreSkip() throws {
+        let dir = Media.scratch("opus-pre-skip")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let plain = try Media.generated("opus-10s.opus", ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=10", "-c:a", "libopus", "-b:a", "64k"])
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: plain)))
+        // The first page holds OpusHead alone (27 bytes of page header, one lacing value);
+        // its pre-skip is the packet's bytes 10–11, little-endian; the page's CRC (bytes
+        // 22–25, little-endian) is Ogg's CRC-32 (0x04C11DB7, not reflected) with those zero.
+        try #require(bytes[0..<4].elementsEqual("OggS".utf8) && bytes[28..<36].elementsEqual("OpusHead".utf8))
+        let pageLength = 27 + Int(bytes[26]) + (0..<Int(bytes[26])).reduce(0) { $0 + Int(bytes[27 + $1]) }
+        bytes[38] = 0xFF; bytes[39] = 0xFF
+        bytes.replaceSubrange(22..<26, with: [0, 0, 0, 0])
+        var crc: UInt32 = 0
+        for byte in bytes[0..<pageLength] {
+            crc ^= UInt32(byte) << 24
+            for _ in 0..<8 { crc = crc & 0x8000_0000 != 0 ? (crc << 1) ^ 0x04C1_1DB7 : crc << 1 }
+        }
+        bytes.replaceSubrange(22..<26, with: withUnsafeBytes(of: crc.littleEndian, Array.init))
+        let source = dir.appendingPathComponent("long-pre-skip.opus").path
+        try Data(bytes).write(to: URL(fileURLWithPath: source))
+        // What ffmpeg decodes of it: the samples past the pre-skip.
+        let wav = dir.appendingPathComponent("decoded.wav").path
+        try #require(try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-i", source, wav]).status == 0)
+        let decoded = try #require(try FFprobe(wav).duration("audio"))
+        #expect(decoded < 9, "the pre-skip is dropped: \(decoded) s")
+        try Command.prepare(source, quality: "original", caps: "ios", scratch: "opus-pre-skip-out") { r, out in
+            #expect(r.status == 0, "\(r.stdout)")
+            let length = try #require(try FFprobe(out).duration("audio"))
+            #expect(abs(length - decoded) < 0.05, "\(length) s, ffmpeg decodes \(decoded) s")
+            #expect(try FFprobe.decodeErrors(out) == "")
+        }
+    }
+
     @Test("a Windows Media file of several bitrates (three picture streams declared, one recorded) is prepared from the one with packets, the others said empty: it had been refused, \"no readable packets\", from the first, a file ffmpeg plays")
     func multipleBitrateASF() throws {
         let source = try Media.generated("asf-three-bitrates-one-recorded.wmv", [
