@@ -29,6 +29,12 @@ public enum Format {
         return fixed(x / 1e3, decimals: 1) + " kB"
     }
 
+    /// A number and its noun, singular for one: `count(1, "packet")` is `1 packet`,
+    /// `count(3, "packet")` is `3 packets` ("1 packets" read as a typo in an error).
+    public static func count(_ n: Int, _ noun: String) -> String {
+        "\(n) \(noun)\(n == 1 ? "" : "s")"
+    }
+
     /// `%0<width>d`: `zeroPadded(7, width: 2)` is `07`.
     public static func zeroPadded(_ value: Int, width: Int) -> String {
         printf("%0*ld", [Int32(width), value])

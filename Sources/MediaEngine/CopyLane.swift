@@ -573,7 +573,7 @@ final class CopyLane: Lane {
         withoutPicture += 1
         if withoutPicture >= Self.picturelessRun {
             try stopForDamage("the source's \(h264 ? "H.264" : "HEVC") video holds no picture of its codec", at: withoutPictureFrom,
-                              "\(withoutPicture) packets in a row (damage, or pictures that go on in another codec)")
+                              "\(Format.count(withoutPicture, "packet")) in a row (damage, or pictures that go on in another codec)")
         }
     }
 

@@ -204,7 +204,7 @@ final class Decoder {
            let span = seconds(times.last - times.first, context.pointee.pkt_timebase), span >= Self.lastingSilence.seconds {
             throw KilnError(.sourceCorrupt, stage: .decode,
                             "the \(codec) \(what.0) stream gives no \(what.1) for its last \(Format.fixed(span, decimals: 1)) s "
-                            + "(\(sinceFrame) packets): it is damaged there, or goes on in another codec")
+                            + "(\(Format.count(sinceFrame, "packet"))): it is damaged there, or goes on in another codec")
         }
         if framesDecoded == 0 && (packet == nil || packetsSent >= giveUpAfter) {
             if packetsSent == 0 {
@@ -212,7 +212,7 @@ final class Decoder {
                 throw KilnError(.sourceCorrupt, stage: .decode, "the \(codec) \(what.0) stream has no readable packets")
             }
             throw KilnError(corruptPackets > 0 ? .sourceCorrupt : .sourceUnsupported, stage: .decode,
-                            "the \(codec) \(what.0) stream could not be decoded: \(packetsSent) packets gave no \(what.1)"
+                            "the \(codec) \(what.0) stream could not be decoded: \(Format.count(packetsSent, "packet")) gave no \(what.1)"
                             + (corruptPackets > 0 ? " (\(corruptPackets) rejected as corrupt)" : ""))
         }
     }

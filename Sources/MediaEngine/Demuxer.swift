@@ -98,6 +98,8 @@ final class Demuxer {
         guard st.st_mode & S_IFMT == S_IFREG else {
             throw KilnError(.sourceUnreadable, stage: .open, "the source is not a regular file (a pipe, socket or device)")
         }
+        // (libavformat's word for it is "Invalid argument", as for a file it cannot read.)
+        guard st.st_size > 0 else { throw KilnError(.sourceUnreadable, stage: .open, "the source is empty (0 bytes)") }
         var skim = skimmable ? try SkimReader(path: path) : nil
         var ctx: UnsafeMutablePointer<AVFormatContext>? = try Demuxer.open(path, guardian, through: skim)
         // Fragments stored out of the order of their times are read in that order, and a

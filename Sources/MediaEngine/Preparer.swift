@@ -496,7 +496,7 @@ public enum Preparer {
                     guard let copy = lane as? CopyLane, let late = copy.startsLate,
                           late.seconds > Verifier.durationTolerance(expected) else { return nil }
                     return "video_starts_late: the source's stream \(copy.inputIndex) has no keyframe in its first "
-                        + "\(Format.fixed(late.seconds, decimals: 2)) s (\(late.packets) packets); the pictures start there"
+                        + "\(Format.fixed(late.seconds, decimals: 2)) s (\(Format.count(late.packets, "packet"))); the pictures start there"
                 }
                 repaired = muxer.repairedTimestamps + pipeline.repairedTimestamps
                     + lanes.reduce(0) { $0 + $1.stats.repairedTimestamps }
@@ -548,7 +548,7 @@ public enum Preparer {
                                                  cancellation: cancellation) else { return false }
                 if second.errors > second.frames {
                     mostlyDamaged = "the source's stream \(lane.inputIndex) is mostly damaged near \(Int(from)) s: "
-                        + "\(second.errors) packets there do not decode (\(second.frames) frames do)"
+                        + "\(Format.count(second.errors, "packet")) there \(second.errors == 1 ? "does" : "do") not decode (\(Format.count(second.frames, "frame")) \(second.frames == 1 ? "does" : "do"))"
                     return false
                 }
                 carried += second.errors
@@ -727,11 +727,11 @@ public enum Preparer {
         let corrupt = lanes.reduce(0) { $0 + $1.stats.corruptPackets }
         if corrupt > 0 {
             return KilnError(.sourceCorrupt, stage: .decode,
-                             "the source is damaged (\(corrupt) packets marked damaged or not decodable): \(error.message)")
+                             "the source is damaged (\(Format.count(corrupt, "packet")) marked damaged or not decodable): \(error.message)")
         }
         if timelineRepairs > 0 {
             return KilnError(.sourceCorrupt, stage: .demux,
-                             "the source's timestamps are damaged (\(timelineRepairs) packets repaired or left out): \(error.message)")
+                             "the source's timestamps are damaged (\(Format.count(timelineRepairs, "packet")) repaired or left out): \(error.message)")
         }
         var last: Double? = nil
         var shortest: (span: Double, type: String, index: Int32)? = nil
@@ -770,7 +770,7 @@ public enum Preparer {
             guard let late = lane.startsLate, expected > 0, late.seconds > tolerance else { continue }
             return KilnError(.sourceCorrupt, stage: .demux,
                              "the source's video stream \(lane.inputIndex) has no keyframe in its first \(Format.fixed(late.seconds, decimals: 2)) s "
-                             + "(\(late.packets) packets): a copy starts at a keyframe, and the file is damaged")
+                             + "(\(Format.count(late.packets, "packet"))): a copy starts at a keyframe, and the file is damaged")
         }
         for (lane, video) in copied(lanes, demuxer: demuxer) {
             let index = Int(lane.inputIndex), st = demuxer.stream(index)

@@ -259,6 +259,10 @@ struct CommandLineTests {
         let animated = dir.appendingPathComponent("animated.gif").path
         try #require(try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=10:duration=2", animated]).status == 0)
         #expect(try Command.run(["probe", animated, "--json"]).status == 0)
+        let empty = dir.appendingPathComponent("empty.mp3").path
+        FileManager.default.createFile(atPath: empty, contents: Data())
+        let nothing = try Command.run(["probe", empty, "--json"])
+        #expect(nothing.status == 3 && nothing.stdout.contains("The source is empty (0 bytes)."), "\(nothing.stdout)")
         for (path, code) in [(readme, "source_unreadable"), (nfo, "source_unreadable"), (poster, "source_unsupported"), (still, "source_unsupported"),
                              (icon, "source_unsupported"), (gif, "source_unsupported"), (single, "source_unsupported")] {
             let out = dir.appendingPathComponent("out.mp4").path
