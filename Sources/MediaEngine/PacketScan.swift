@@ -161,9 +161,10 @@ extension Prober {
         // (`StreamInfo.packetless`, which the planner passes over) and the one with packets
         // read instead: the plan had chosen the first, and the run failed "no readable
         // packets" on a file ffmpeg plays.
+        // (On evidence enough: the whole file read, or a second of the other's pictures.)
         if scanned == 0, chosen == nil,
            let best = picturePackets.filter({ $0.value > 0 }).max(by: { ($0.value, -$0.key) < ($1.value, -$1.key) }),
-           let bi = streams.firstIndex(where: { $0.index == Int(best.key) }) {
+           first.readToEnd || best.value >= 24, let bi = streams.firstIndex(where: { $0.index == Int(best.key) }) {
             for i in streams.indices where pictureStreams.contains(Int32(streams[i].index)) && picturePackets[Int32(streams[i].index)] == nil {
                 streams[i].packetless = true
             }
