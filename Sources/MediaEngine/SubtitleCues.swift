@@ -336,8 +336,43 @@ enum AssEvent {
     /// a sample together, so each but the last ends with a line break. A text on screen
     /// twice at once is stacked once (`withoutRepeats`).
     static func stacked(_ events: [String], sizes: [Substring: Double] = [:]) -> [String] {
-        let events = withoutRepeats(joinedPieces(events, sizes: sizes))
+        let events = fewerSigns(withoutRepeats(joinedPieces(events, sizes: sizes)))
         return events.enumerated().map { i, event in i < events.count - 1 ? forMovText(event) + "\\N" : forMovText(event) }
+    }
+
+    /// At most `signsOnScreen` of the events an ASS script places on the picture (`\pos`,
+    /// `\move`: a typesetter's signs, read where they stand) in one sample, the first to
+    /// begin; every other event (the dialogue) stays. A text track shows a sample as one
+    /// block of lines at the bottom: thirty signs at once (a title card's credits, a
+    /// screen of labels) made a 31-line block over the whole picture, the dialogue lost
+    /// in it.
+    static func fewerSigns(_ events: [String]) -> [String] {
+        var signs = 0
+        return events.filter { event in
+            guard placed(event) else { return true }
+            signs += 1
+            return signs <= signsOnScreen
+        }
+    }
+
+    /// How many placed events (signs) one sample shows at most (`fewerSigns`).
+    static let signsOnScreen = 4
+
+    /// Whether an override block of the event places it on the picture (`\pos`, `\move`).
+    static func placed(_ event: String) -> Bool {
+        guard let range = textRange(event) else { return false }
+        let body = event[range]
+        var i = body.startIndex
+        while i < body.endIndex {
+            guard let close = overrideBlock(body, at: i) else {
+                i = body.index(after: i)
+                continue
+            }
+            let block = body[body.index(after: i)..<close]
+            if Piece.end(of: "\\pos(", in: block) != nil || Piece.end(of: "\\move(", in: block) != nil { return true }
+            i = body.index(after: close)
+        }
+        return false
     }
 
     /// The events with each text shown once: an ASS sign is drawn in layers of the same

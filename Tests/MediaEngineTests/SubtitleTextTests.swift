@@ -196,6 +196,23 @@ struct CueScheduleTests {
         #expect(AssEvent.stacked(["a", "b", "c"]) == ["a\\N", "b\\N", "c"])
     }
 
+    @Test("thirty signs placed on the picture at once (a screen of labels) stack as the first four and the dialogue, not a 31-line block over the picture; four or fewer stay, and lines that are not placed (dialogue, SubRip) all stay")
+    func crowdedPlacedSigns() {
+        let head = "0,0,Sign,,0,0,0,,"
+        let signs = (0..<30).map { head + "{\\pos(\(20 * $0 + 10),\(15 * $0 + 10))\\fs20}Label \($0)" }
+        let dialogue = "1,0,Default,,0,0,0,,Where is everyone?"
+        let crowded = AssEvent.stacked(signs + [dialogue])
+        #expect(crowded.count == 5, "\(crowded)")
+        #expect(crowded.last?.hasSuffix("Where is everyone?") == true, "\(crowded)")
+        #expect(crowded.dropLast().enumerated().allSatisfy { $1.contains("Label \($0)") }, "\(crowded)")
+        // A moving sign counts as placed too.
+        let moving = (0..<6).map { head + "{\\move(10,\(40 * $0),300,\(40 * $0))}Moving \($0)" }
+        #expect(AssEvent.stacked(moving).count == 4)
+        #expect(AssEvent.stacked(Array(signs.prefix(4)) + [dialogue]).count == 5)
+        let lines = (0..<12).map { "0,0,Default,,0,0,0,,Line \($0)" }
+        #expect(AssEvent.stacked(lines).count == 12)
+    }
+
     @Test("a text on screen twice at once (an ASS sign drawn in layers, its border and then its fill over it; a SubRip line given twice) is stacked once, the highest layer's, where the first stood: it was listed once per layer")
     func layeredSignOnce() {
         let border = "1,0,Sign,,0,0,0,,{\\pos(320,40)\\bord4\\blur3\\c&H000000&}EXIT", fill = "2,1,Sign,,0,0,0,,{\\pos(320,40)\\c&HFFFFFF&}EXIT"
