@@ -36,7 +36,8 @@ public final class API: Sendable {
     static func fail(_ e: APIError) -> HTTPResponse { .json(status: e.status, e) }
 
     public func register(on server: HTTPServer) {
-        server.route("GET", "/healthz") { _, _ in .json(["ok": true]) }
+        // The release answering, for an operator checking what an upgrade left running.
+        server.route("GET", "/healthz") { _, _ in .json(JSONValue.object(["ok": .bool(true), "version": .string(KilnVersion.number)])) }
         route(server, "GET", "/readyz") { [self] _, _ in
             do { _ = try store.lastEventSeq() } catch {
                 farm.log.write("GET /readyz: the store does not answer: \(error)")

@@ -308,6 +308,10 @@ struct APITests {
         try FileManager.default.moveItem(atPath: artifacts + ".away", toPath: artifacts)
         #expect(try RawHTTP.request(port: d.port, "GET", "/readyz").status == 200)
 
+        // Alive, and which release: what an upgrade left running.
+        let alive = try JSONValue.parse(try RawHTTP.request(port: d.port, "GET", "/healthz").body)
+        #expect(alive["ok"] == .bool(true) && alive["version"] == .string(KilnVersion.number), "\(alive)")
+
         // Draining before exit: not ready, so a balancer sends new work elsewhere; alive all the same.
         d.farm.shutdown(grace: 0)
         let draining = try RawHTTP.request(port: d.port, "GET", "/readyz")
