@@ -224,6 +224,17 @@ public enum Prober {
                     measured = true
                     warnings.append("duration_measured")
                 }
+                // Sound whose header counts its samples exactly (FLAC's STREAMINFO, a WAV or
+                // AIFF data chunk's size) and whose file stops well before them: cut short (a
+                // rip or download that did not finish). A remux or transcode refused it, but
+                // as it is it went out whole, its player stopping at the cut (0.5 s of a 51 s
+                // FLAC). The last packets say where the sound ends.
+                if duration > 0, Self.exactLengthFormats.contains(formatName),
+                   let end = measuredEnd(demuxer, size: Int64(size)), end - start < duration - Verifier.durationTolerance(duration) {
+                    throw KilnError(.sourceCorrupt, stage: .probe,
+                                    "the source's sound stops at \(Format.fixed(max(0, end - start), decimals: 2)) s of the "
+                                    + "\(Format.fixed(duration, decimals: 2)) s its header counts: the file is cut short")
+                }
                 // libavformat's length of an MPEG-TS file is its last time less its first:
                 // across a splice, any span (a recording whose clock jumped on by hours
                 // looked days long and was refused as damaged; a 1 Mbit/s request got the
@@ -454,6 +465,10 @@ public enum Prober {
         if demuxer.lacesRetimed { info.audioLacingWrong = true }
         return info
     }
+
+    /// Sound containers whose header counts the samples (FLAC's STREAMINFO, the data
+    /// chunk's size), so that their length is no estimate (unlike MP3's or ADTS AAC's).
+    static let exactLengthFormats: Set<String> = ["flac", "wav", "w64", "aiff"]
 
     /// What a Matroska file's track entries add (`MatroskaTracks`), where they are the
     /// streams (`MatroskaTracks.match`).

@@ -1819,6 +1819,23 @@ struct SourceDamageTests {
         }
     }
 
+    @Test("FLAC and AIFF cut in half (a rip or download that did not finish; their headers count the samples) are refused by the probe as cut short, also where the file would go as it is (it had, its player stopping at the cut); whole, they go as they are",
+          arguments: ["flac", "aiff"])
+    func soundCutShort(_ format: String) throws {
+        let whole = try Media.generated("tone-20s.\(format)", ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100:duration=20", "-ac", "2"])
+        let dir = Media.scratch("cut-short-\(format)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+        let half = dir.appendingPathComponent("half.\(format)").path
+        try bytes.prefix(bytes.count / 2).write(to: URL(fileURLWithPath: half))
+        let caps = #"{"codecs_audio": ["flac", "pcm_s16be", "pcm_s16le"], "containers": ["flac", "aiff"]}"#
+        let kept = try Command.run(["plan", whole, "--quality", "original", "--caps", caps, "--json"])
+        #expect(kept.status == 0 && kept.stdout.contains("\"delivery_format\" : \"original\""), "\(kept.stdout.prefix(400))")
+        let probe = try Command.run(["probe", half, "--json"])
+        #expect(probe.status == 3 && probe.stdout.contains("of the 20.00 s its header counts: the file is cut short"), "\(probe.stdout)")
+        _ = try Self.expectSourceCorrupt(half, quality: "original", caps: caps, in: dir, saying: "the file is cut short")
+    }
+
     @Test("an audiobook (AAC in MP4) whose header declares 47 hours and lists no sample sizes (its tables damaged, its sound 5 s) is refused by the probe as source_corrupt, also where it would go as it is: it had gone to iOS as it was, exit 0, saying 47 hours, a file no player plays")
     func implausibleDurationSentAsIs() throws {
         let dir = Media.scratch("implausible-as-is")
