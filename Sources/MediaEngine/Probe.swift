@@ -229,7 +229,8 @@ public enum Prober {
                 // rip or download that did not finish). A remux or transcode refused it, but
                 // as it is it went out whole, its player stopping at the cut (0.5 s of a 51 s
                 // FLAC). The last packets say where the sound ends.
-                if duration > 0, Self.exactLengthFormats.contains(formatName),
+                // (A length just measured from those packets is not judged by them again.)
+                if duration > 0, !measured, Self.exactLengthFormats.contains(formatName),
                    let end = measuredEnd(demuxer, size: Int64(size)), end - start < duration - Verifier.durationTolerance(duration) {
                     throw KilnError(.sourceCorrupt, stage: .probe,
                                     "the source's sound stops at \(Format.fixed(max(0, end - start), decimals: 2)) s of the "

@@ -315,6 +315,23 @@ enum AssEvent {
         return text[i...].firstIndex(of: "}")
     }
 
+    /// The contents of the override blocks in an event's text, in order (without braces).
+    static func overrideBlocks(_ event: String) -> [Substring] {
+        guard let range = textRange(event) else { return [] }
+        let body = event[range]
+        var blocks: [Substring] = []
+        var i = body.startIndex
+        while i < body.endIndex {
+            guard let close = overrideBlock(body, at: i) else {
+                i = body.index(after: i)
+                continue
+            }
+            blocks.append(body[body.index(after: i)..<close])
+            i = body.index(after: close)
+        }
+        return blocks
+    }
+
     /// The last `\p<n>` in an override block: a drawing's scale, 0 to end it.
     private static func drawingScale(_ block: Substring) -> Int? {
         var scale: Int?
@@ -360,19 +377,7 @@ enum AssEvent {
 
     /// Whether an override block of the event places it on the picture (`\pos`, `\move`).
     static func placed(_ event: String) -> Bool {
-        guard let range = textRange(event) else { return false }
-        let body = event[range]
-        var i = body.startIndex
-        while i < body.endIndex {
-            guard let close = overrideBlock(body, at: i) else {
-                i = body.index(after: i)
-                continue
-            }
-            let block = body[body.index(after: i)..<close]
-            if Piece.end(of: "\\pos(", in: block) != nil || Piece.end(of: "\\move(", in: block) != nil { return true }
-            i = body.index(after: close)
-        }
-        return false
+        overrideBlocks(event).contains { Piece.end(of: "\\pos(", in: $0) != nil || Piece.end(of: "\\move(", in: $0) != nil }
     }
 
     /// The events with each text shown once: an ASS sign is drawn in layers of the same
@@ -492,16 +497,9 @@ enum AssEvent {
         var copies: [Int] = []
 
         init?(_ event: String, at index: Int) {
-            guard let range = AssEvent.textRange(event) else { return nil }
-            let body = event[range]
+            guard AssEvent.textRange(event) != nil else { return nil }
             var position: (Double, Double)?, anchor: Int?, size: Double?
-            var i = body.startIndex
-            while i < body.endIndex {
-                guard let close = AssEvent.overrideBlock(body, at: i) else {
-                    i = body.index(after: i)
-                    continue
-                }
-                let block = body[body.index(after: i)..<close]
+            for block in AssEvent.overrideBlocks(event) {
                 // The first of each counts, as renderers take it.
                 // A piece that moves (`\move(x1,y1,x2,y2)`) ends where it stands in the line.
                 if position == nil { position = Piece.point(after: "\\pos(", in: block) ?? Piece.point(after: "\\move(", in: block, at: 2) }
@@ -515,7 +513,6 @@ enum AssEvent {
                     if block[fs...].first?.isNumber == true { size = Double(String(block[fs...].prefix { $0.isNumber || $0 == "." })) }
                     from = fs
                 }
-                i = body.index(after: close)
             }
             let text = AssEvent.visibleText(event)
             // A block of lines is no piece of one.

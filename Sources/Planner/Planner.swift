@@ -180,7 +180,7 @@ struct PlanContext {
     var clustersUnsized: Bool { source.clustersUnsized == true }
     /// Whether the file never goes out as it is, to any device.
     var neverAsIs: Bool { indexDamaged || clustersReordered || clustersUnsized }
-    /// The reasons `neverAsIs` gives.
+    /// The container's reasons among `damage` (those of `clustersReordered` and `clustersUnsized`).
     var containerDamage: [String] {
         (clustersReordered ? ["container_clusters_reordered"] : []) + (clustersUnsized ? ["container_clusters_unsized"] : [])
     }
