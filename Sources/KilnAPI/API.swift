@@ -39,9 +39,18 @@ public final class API: Sendable {
         // The release answering, for an operator checking what an upgrade left running.
         server.route("GET", "/healthz") { _, _ in .json(JSONValue.object(["ok": .bool(true), "version": .string(KilnVersion.number)])) }
         route(server, "GET", "/readyz") { [self] _, _ in
-            do { _ = try store.lastEventSeq() } catch {
+            // Answered within about a second: a balancer's probe gives up sooner than the
+            // store's busy timeout, and not ready said at once is what it needs to hear.
+            let storeState = store.readiness(now: SystemClock().nowMillis())
+            switch storeState {
+            case .ready: break
+            case .unreadable(let error):
                 farm.log.write("GET /readyz: the store does not answer: \(error)")
                 return API.fail(APIError(503, "unavailable", "The store is not answering."))
+            case .busy:
+                return API.fail(APIError(503, "store_busy", "The store has been busy for over half a second: requests are waiting for it."))
+            case .failingWrites:
+                break   // said below, once the disk's space is known
             }
             // Reading is not enough: with its disk full, every request that writes fails.
             guard farm.canWrite else { return API.fail(APIError(503, "disk_full", "The data directory's disk is full: requests cannot be recorded.")) }
@@ -57,9 +66,9 @@ public final class API: Sendable {
                 return API.fail(APIError(503, "artifacts_unwritable", "The artifacts folder cannot be written: no job could finish."))
             }
             // Nor when writes fail for another reason (another program holding the
-            // database's write lock, a file system gone read-only): asked again here, so
+            // database's write lock, a file system gone read-only): asked again each time, so
             // the answer turns ready once a write commits.
-            do throws(KilnError) { try store.checkWritable(now: SystemClock().nowMillis()) } catch {
+            if case .failingWrites(let error) = storeState {
                 return API.fail(APIError(503, "store_failing", "The store cannot record requests: \(error.sentence)"))
             }
             // Draining before exit (up to KILN_SHUTDOWN_GRACE_SECONDS): a balancer or a health

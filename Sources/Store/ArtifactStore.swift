@@ -21,10 +21,10 @@ public protocol ArtifactStore: AnyObject, Sendable {
     /// once one commits. Unlike `broken`, the store may recover by itself.
     var writeFailure: KilnError? { get }
 
-    /// With a `writeFailure` standing: a small write, which clears it when it commits and
-    /// throws its error otherwise (readiness checks ask, so a store that recovered while
-    /// nothing wrote is seen to). Without one, nothing.
-    func checkWritable(now: Int64) throws(KilnError)
+    /// Whether the store answers, within about a second whatever holds it: a read, and with
+    /// a `writeFailure` standing a small write, which clears it when it commits (so a store
+    /// that recovered while nothing wrote is seen to).
+    func readiness(now: Int64) -> StoreReadiness
 
     // MARK: Intake
 
@@ -175,6 +175,19 @@ public protocol ArtifactStore: AnyObject, Sendable {
     // MARK: Status
 
     func queueSnapshot(recentFailures: Int, queuedLimit: Int) throws(KilnError) -> QueueSnapshot
+}
+
+/// What a readiness check found (`ArtifactStore.readiness`).
+public enum StoreReadiness: Sendable, Equatable {
+    case ready
+    /// A read failed: the database cannot be read at all.
+    case unreadable(KilnError)
+    /// Writes fail (the last one's error): another program holds the write lock, the file
+    /// system went read-only.
+    case failingWrites(KilnError)
+    /// Another call has held the connection for over half a second, and no write has failed:
+    /// requests wait at least that long too.
+    case busy
 }
 
 extension ArtifactStore {

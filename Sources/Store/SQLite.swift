@@ -47,7 +47,16 @@ final class Database {
         sqlite3_extended_result_codes(db, 1)
         // A second process (an operator's sqlite3 shell, a second daemon by mistake) waits
         // for the write lock instead of failing at once.
-        sqlite3_busy_timeout(db, 5_000)
+        sqlite3_busy_timeout(db, Self.busyTimeoutMillis)
+    }
+
+    static let busyTimeoutMillis: Int32 = 5_000
+
+    /// `body` with another busy timeout, the usual one restored after.
+    func waitingForLocks<T>(upTo millis: Int32, _ body: () throws(KilnError) -> T) throws(KilnError) -> T {
+        sqlite3_busy_timeout(handle, millis)
+        defer { sqlite3_busy_timeout(handle, Self.busyTimeoutMillis) }
+        return try body()
     }
 
     deinit {

@@ -105,7 +105,9 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         // one said it was ready and refused every request. Said here, at open, where an
         // operator looks. (A file system gone read-only later fails its commits: store_failing.)
         do throws(KilnError) {
-            try checkWritable(now: SystemClock().nowMillis(), always: true)
+            lock.lock()
+            defer { lock.unlock() }
+            try checkWritableLocked(now: SystemClock().nowMillis())
         } catch {
             throw KilnError(.ioError, stage: .open, underlying: error.underlying,
                             "the database \(path) cannot be written (\(error.message)): make it, its -wal and -shm files and its folder writable by this user")
@@ -128,18 +130,47 @@ public final class SQLiteStore: ArtifactStore, @unchecked Sendable {
         health.unlock()
     }
 
-    public func checkWritable(now: Int64) throws(KilnError) {
-        try checkWritable(now: now, always: false)
+    /// A check that waits for the connection held by another call (a claim waiting out the
+    /// busy timeout behind another program's lock) no longer than this; a readiness write's
+    /// own busy timeout is as short. A balancer's probe gives up after a second or two: an
+    /// answer that took the 5 s busy timeout twice was no answer.
+    static let readinessWait = 0.5
+
+    public func readiness(now: Int64) -> StoreReadiness {
+        guard lock.lock(before: Date(timeIntervalSinceNow: Self.readinessWait)) else {
+            // Most likely that call is waiting for the same lock the last write failed on.
+            return writeFailure.map { .failingWrites($0) } ?? .busy
+        }
+        defer { lock.unlock() }
+        do throws(KilnError) {
+            _ = try db.inTransaction(immediate: false) { () throws(KilnError) in
+                try db.queryOne("SELECT count(*) FROM kv", map: { $0.int64(0) })
+            }
+        } catch {
+            return .unreadable(error)
+        }
+        guard writeFailure != nil else { return .ready }
+        do throws(KilnError) {
+            try db.waitingForLocks(upTo: Int32(Self.readinessWait * 1000)) { () throws(KilnError) in
+                try checkWritableLocked(now: now)
+            }
+        } catch {
+            wrote(error)
+            return .failingWrites(error)
+        }
+        wrote(nil)
+        return .ready
     }
 
-    /// The readiness write; `always` makes it where no write has failed yet too.
-    private func checkWritable(now: Int64, always: Bool) throws(KilnError) {
-        guard always || writeFailure != nil else { return }
-        try write(durable: false) { db throws(KilnError) in
+    /// The readiness write, with the connection held. Durable with the next commit's fsync:
+    /// a crash may lose it, and nothing depends on it.
+    private func checkWritableLocked(now: Int64) throws(KilnError) {
+        try db.inTransaction { () throws(KilnError) in
             try db.execute("""
                 INSERT INTO kv (name, value) VALUES ('write_checked_at', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value
                 """, now)
         }
+        _ = flusher?.committedOne()
     }
 
     /// A damaged page shows only when something reads it: a job's row weeks later, failing

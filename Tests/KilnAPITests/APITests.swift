@@ -6,6 +6,7 @@ import KilnCore
 import KilnTestSupport
 import Planner
 import Store
+import Synchronization
 @testable import KilnAPI
 
 /// A daemon in this process: real SQLite store in a temp folder, real farm running the
@@ -342,6 +343,24 @@ struct APITests {
         #expect(failing.status == 503 && why["error"] == .string("store_failing"), "\(why)")
         #expect(why["message"]?.string?.contains("locked") == true, "\(why)")
         #expect(why["message"]?.string?.contains(d.store.path) == false, "\(why)")
+        // A write waiting out the busy timeout holds the connection for 5 s (the farm's
+        // claims do this all the while the lock is held): the check does not wait behind it
+        // and then take the busy timeout again itself, 10 s that a balancer's probe gives up
+        // long before. It answers while that write still waits.
+        let waitingWrite = Mutex<Bool?>(nil)
+        let writer = Thread {
+            let failed = (try? d.store.touch(artifactID: "a_none", now: 1)) == nil
+            waitingWrite.withLock { $0 = failed }
+        }
+        writer.start()
+        Thread.sleep(forTimeInterval: 0.3)
+        let meanwhile = try RawHTTP.request(port: d.port, "GET", "/readyz")
+        let stillWaiting = waitingWrite.withLock { $0 == nil }
+        #expect(stillWaiting, "/readyz answered only after the write that held the store gave up")
+        let meanwhileWhy = try JSONValue.parse(meanwhile.body)
+        #expect(meanwhile.status == 503 && meanwhileWhy["error"] == .string("store_failing"), "\(meanwhileWhy)")
+        while waitingWrite.withLock({ $0 == nil }) { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(waitingWrite.withLock { $0 } == true, "the write went through a held lock")
         // The shell leaves: the check's own write commits, and it is ready again.
         try lock.release()
         #expect(try RawHTTP.request(port: d.port, "GET", "/readyz").status == 200)
