@@ -74,9 +74,9 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// recording): Kiln reads them whole, and a player built on libavformat given the file
     /// as it is leaves the first such cluster out. nil otherwise.
     public var clustersUnsized: Bool?
-    /// Why the index the file's header holds cannot be the file's ("stream 0: its index
-    /// places a sample … past the file's end"): cut short or damaged. Such a file never
-    /// goes out as it is. nil otherwise.
+    /// Why the index the file's header holds cannot be the file's, a fact and then what it
+    /// means ("stream 0's index places a sample … past the file's end (… bytes): the file is
+    /// cut short or its offsets are damaged"). Such a file never goes out as it is. nil otherwise.
     public var indexDamage: String?
     /// Why a track's times in the header cannot be the file's (an MP4 track whose times
     /// drift from the pictures' across the file: its timescale or edit damaged). No plan

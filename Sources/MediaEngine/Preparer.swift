@@ -241,11 +241,22 @@ public enum Preparer {
     /// A run that failed on a source whose index cannot be the file's (`MediaInfo.indexDamage`;
     /// most often a copy or download that stopped part-way) is answered with that cause
     /// first, then the symptom the run met: "the aac audio stream has no readable packets"
-    /// alone sent an operator looking at the codec, not at the truncated file.
+    /// alone sent an operator looking at the codec, not at the truncated file. One sentence,
+    /// the conclusion first and said once: "the file is cut short or its offsets are
+    /// damaged: stream 0's index places …, and the source's audio and video stop at 1.88 s
+    /// of the 46.94 s it declares" (each part's own conclusion nested in the other had made
+    /// 280 characters and four colons).
     static func blamingIndexDamage(_ error: KilnError, info: MediaInfo) -> KilnError {
         guard let damage = info.indexDamage, error.code == .sourceCorrupt || error.code == .verifyFailed else { return error }
+        var symptom = Substring(error.message)
+        // The symptom's own verdict ("…: the file is cut short or damaged") only repeats the cause's.
+        if let verdict = symptom.occurrences(of: ": the file is cut short").last { symptom = symptom[..<verdict.lowerBound] }
+        guard let split = Substring(damage).occurrences(of: ": ").last else {
+            return KilnError(.sourceCorrupt, stage: error.stage, underlying: error.underlying,
+                             "the source's index is damaged (\(damage)), and \(symptom)")
+        }
         return KilnError(.sourceCorrupt, stage: error.stage, underlying: error.underlying,
-                         "the source's index is damaged (\(damage)): \(error.message)")
+                         "\(damage[split.upperBound...]): \(damage[..<split.lowerBound]), and \(symptom)")
     }
 
     /// The copied audio and video lanes, and which is which.

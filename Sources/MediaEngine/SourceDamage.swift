@@ -53,14 +53,14 @@ extension Prober {
                   st.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 else { continue }
             let count = min(Int(avformat_index_get_entries_count(st)), 1 << 22)
             if count == 0, type == AVMEDIA_TYPE_VIDEO, mp4, !fragmented {
-                return "stream \(i): its sample tables list no picture"
+                return "stream \(i)'s sample tables list no picture: the index is damaged"
             }
             for k in 0..<count {
                 guard let e = avformat_index_get_entry(st, Int32(k)) else { continue }
                 // (Compared as what is left: a damaged offset near 2^63 would overflow a sum.)
                 if e.pointee.pos >= 0, e.pointee.pos > size - Int64(max(e.pointee.size, 0)) {
                     let end = e.pointee.pos.addingReportingOverflow(Int64(max(e.pointee.size, 0))).partialValue
-                    return "stream \(i): its index places a sample at bytes \(e.pointee.pos)–\(end), past the file's end (\(size) bytes): the file is cut short or its offsets are damaged"
+                    return "stream \(i)'s index places a sample at bytes \(e.pointee.pos)–\(end), past the file's end (\(size) bytes): the file is cut short or its offsets are damaged"
                 }
             }
         }
@@ -78,7 +78,7 @@ extension Prober {
             // descriptor and scene tracks), which the tables also list as MPEG-4 pictures.
             guard par.codec_id == AV_CODEC_ID_NONE, par.codec_type == AVMEDIA_TYPE_AUDIO, par.codec_tag != 0,
                   case let codec = kiln_picture_codec_for_tag(par.codec_tag), codec != AV_CODEC_ID_NONE else { continue }
-            return "stream \(i): its header declares it sound, but its sample entry (\(fourCC(par.codec_tag) ?? "?")) holds "
+            return "stream \(i)'s header declares it sound, but its sample entry (\(fourCC(par.codec_tag) ?? "?")) holds "
                 + "\(string(avcodec_get_name(codec)) ?? "video") pictures: the header is damaged"
         }
         return nil

@@ -541,15 +541,7 @@ enum AssEvent {
 
         /// Where the first `tag` in `block` ends.
         static func end(of tag: String, in block: Substring) -> Substring.Index? {
-            let tag = Array(tag.unicodeScalars), scalars = block.unicodeScalars
-            var i = scalars.startIndex
-            while i < scalars.endIndex {
-                var j = i, k = 0
-                while k < tag.count, j < scalars.endIndex, scalars[j] == tag[k] { j = scalars.index(after: j); k += 1 }
-                if k == tag.count { return j }
-                i = scalars.index(after: i)
-            }
-            return nil
+            block.occurrences(of: tag).first?.upperBound
         }
 
         /// Chinese, Japanese and Korean letters (kana, CJK ideographs, Hangul, full-width forms).

@@ -19,6 +19,16 @@ struct FormatAndFileIOTests {
         }
     }
 
+    @Test("a text's occurrences of another are found first to last, not overlapping, by Unicode scalar (without the regex module's ranges(of:))")
+    func occurrences() {
+        let text: Substring = "a: b: c"
+        #expect(text.occurrences(of: ": ").map { text.distance(from: text.startIndex, to: $0.lowerBound) } == [1, 4])
+        #expect(Substring("aaaa").occurrences(of: "aa").count == 2)
+        #expect(Substring("\\pos(1,2)").occurrences(of: "\\pos(").first?.upperBound == Substring("\\pos(1,2)").index(Substring("\\pos(1,2)").startIndex, offsetBy: 5))
+        #expect(Substring("é, e").occurrences(of: "e").count == 1)   // é is one scalar here, not e + accent
+        #expect(Substring("abc").occurrences(of: "").isEmpty && Substring("ab").occurrences(of: "abc").isEmpty)
+    }
+
     @Test("sizes are said in the unit that keeps them readable (a 6 MB file system was \"0.0 GB\")")
     func sizes() {
         #expect(Format.bytes(6_000_000) == "6.0 MB")
