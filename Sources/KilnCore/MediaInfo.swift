@@ -24,7 +24,7 @@ public struct MediaInfo: Codable, Sendable, Equatable {
     /// said, MP4 recordings appended each with its own header coded otherwise refused, a
     /// length the bytes cannot hold and a still picture in a video container refused at the
     /// probe, picture streams without packets marked `packetless`), so a description cached by an older one is not planned from.
-    public static let describerVersion = 26
+    public static let describerVersion = 27
 
     /// The key a description of the file with this fingerprint is cached under.
     public static func cacheKey(fingerprint: String) -> String { "d\(describerVersion):\(fingerprint)" }
@@ -290,6 +290,11 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     /// (`SoundFormatSurvey`): one MP4 sample entry cannot carry that as it is. nil when no
     /// change was seen.
     public var formatChanges: Bool?
+    /// A fragmented MP4 holding recordings each with its own header, this track coded
+    /// otherwise in a later one (another picture size, profile, channel count): a copy
+    /// would carry the first header's coding over samples in another, so the track is
+    /// re-encoded, its decoder told of each change. nil when it is coded one way.
+    public var codingChanges: Bool?
     /// Two mono programmes side by side (AC-3's 1+1, MPEG audio's dual channel, read from
     /// the first frames): a bilingual broadcast, its languages the stream's listed ones
     /// (`languages`) in channel order. nil for any other sound.
@@ -368,7 +373,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case presentationTimesMissing = "presentation_times_missing", encrypted, programs, multiplexBitRate = "multiplex_bit_rate"
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
         case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", closedCaptions = "closed_captions", captionServices = "caption_services", channels
-        case channelLayout = "channel_layout", sampleRate = "sample_rate", formatChanges = "format_changes", dualMono = "dual_mono", textSubtitle = "text_subtitle"
+        case channelLayout = "channel_layout", sampleRate = "sample_rate", formatChanges = "format_changes", codingChanges = "coding_changes", dualMono = "dual_mono", textSubtitle = "text_subtitle"
         case teletextPages = "teletext_pages"
     }
 

@@ -24,6 +24,27 @@ struct ReadOrder: Equatable {
     /// Matroska's Cues) read as free space, since its places are where things were stored.
     var patches: [Patch]
 
+    /// Where the bytes stored at `offsets` are read, in their order; nil for one no piece
+    /// holds (left out).
+    func positions(ofStored offsets: [Int64]) -> [Int64?] {
+        var starts: [(from: Int64, length: Int64, read: Int64)] = []
+        var read: Int64 = 0
+        for p in pieces {
+            starts.append((p.from, p.length, read))
+            read += p.length
+        }
+        starts.sort { $0.from < $1.from }
+        return offsets.map { offset in
+            var lo = 0, hi = starts.count - 1
+            guard hi >= 0, starts[0].from <= offset else { return nil }
+            while lo < hi {
+                let mid = (lo + hi + 1) / 2
+                if starts[mid].from <= offset { lo = mid } else { hi = mid - 1 }
+            }
+            return offset < starts[lo].from + starts[lo].length ? starts[lo].read + offset - starts[lo].from : nil
+        }
+    }
+
     /// The pieces laid in `order` of `spans` (each `from..<to`, together tiling
     /// `first..<last` of a file of `size` bytes; the bytes before and after stay), and
     /// where a byte stored at `offset` is read: nil where no span holds it (it stays).

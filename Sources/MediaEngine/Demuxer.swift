@@ -70,6 +70,15 @@ final class Demuxer {
     private(set) var recordingsJoinProblem: String?
     /// A later header's track coded otherwise than the first's (`FragmentWalk.codingChange`).
     private(set) var codingChange: (track: UInt32, offset: Int64)?
+    /// Why a decoder cannot follow that change (`FragmentWalk.codingSwitches`); nil where it can.
+    private(set) var codingSwitchProblem: String?
+    /// Per stream whose coding a later header changes, where each coding is read
+    /// (`CodingSwitch`); a decoder of it is handed the configuration at each change.
+    private var codingSwitches: [Int: CodingSwitch] = [:]
+    /// The streams whose coding changes along the file, and which a decoder can follow.
+    var switchedStreams: [Int] { codingSwitches.keys.sorted() }
+    /// The most channels a switched sound stream has in any of its codings.
+    private(set) var switchedChannels: [Int: Int] = [:]
     /// Whether the context reads the MP4 without the `sidx` boxes put in after its
     /// fragments' offsets were written (`Prober.FragmentWalk.indexInsertedAfter`).
     private(set) var fragmentOffsetsShifted = false
@@ -129,6 +138,16 @@ final class Demuxer {
                 fragmentsReordered = walk.disorder != nil
                 recordingsJoined = walk.recordings > 1
                 fragmentOffsetsShifted = walk.indexInsertedAfter
+            }
+            if let walk, walk.codingChange != nil {
+                let (tracks, problem) = walk.codingSwitches()
+                codingSwitchProblem = problem
+                if problem == nil {
+                    codingSwitches = CodingSwitch.read(tracks, fragments: walk.fragments.map(\.offset), order: order, context: ctx!)
+                    for s in codingSwitches.keys {
+                        if let most = walk.mostChannels(UInt32(bitPattern: ctx!.pointee.streams[s]!.pointee.id)) { switchedChannels[s] = most }
+                    }
+                }
             }
         }
         // Matroska clusters likewise (cluster for fragment): read as stored, pictures after a
@@ -449,6 +468,7 @@ final class Demuxer {
             TimeLimit.clear(packet, in: stream(Int(packet.streamIndex)))
             deriveDecodeTime(packet)
             _ = laceTimed(packet)
+            switchCoding(packet)
             return true
         }
         // A loop, not a call again: a damaged index may end thousands of samples inside the file's last bytes.
@@ -466,11 +486,28 @@ final class Demuxer {
                     try judgeLaces(of: s, lace: lace)
                     laces?[s]?.retime(&packet.pointer.pointee)
                 }
+                switchCoding(packet)
                 return true
             }
             packet.unref()
         }
         return false
+    }
+
+    /// Hands a packet of a stream whose coding changes the configuration it is coded in
+    /// (`AV_PKT_DATA_NEW_EXTRADATA`, which libavcodec's H.264, HEVC and AAC decoders take up)
+    /// where it differs from the last one this demuxer handed over: at each change, and at
+    /// the first packet after a seek (a decoder opened since has the first header's).
+    private func switchCoding(_ packet: Packet) {
+        let s = Int(packet.streamIndex)
+        guard !codingSwitches.isEmpty, var change = codingSwitches[s] else { return }
+        let coding = change.coding(at: packet.pointer.pointee.pos)
+        guard coding != change.given else { return }
+        change.given = coding
+        codingSwitches[s] = change
+        guard let config = change.configs[coding], !config.isEmpty,
+              let side = av_packet_new_side_data(packet.pointer, AV_PKT_DATA_NEW_EXTRADATA, config.count) else { return }
+        config.withUnsafeBufferPointer { side.update(from: $0.baseAddress!, count: config.count) }
     }
 
     /// Per stream, its laced frames' times (`LaceTimes`): Matroska sound tracks; nil for
@@ -674,6 +711,7 @@ final class Demuxer {
         let marks = marks ?? startMarks
         pending = []
         derivesDecodeTimes = nil
+        for k in codingSwitches.keys { codingSwitches[k]!.given = nil }
         guard let landing = Demuxer.land(context, atStartOf: marks) else {
             rewindFailed = true
             throw KilnError(.sourceUnreadable, stage: .demux, "cannot go back to the start of the source without losing its first packets")
@@ -776,6 +814,7 @@ final class Demuxer {
         startMarks.seal()
         pending = []
         derivesDecodeTimes = nil
+        for k in codingSwitches.keys { codingSwitches[k]!.given = nil }
         if laces != nil { for i in laces!.indices { laces![i]?.reset() } }
         return av_seek_frame(context, stream, timestamp, flags)
     }
@@ -1029,5 +1068,54 @@ enum TimeLimit {
         guard duration != noPTS else { return duration }
         let (end, overflow) = (start == noPTS ? 0 : start).addingReportingOverflow(duration)
         return duration >= 0 && within(duration, tb) && !overflow && within(end, tb) ? duration : noPTS
+    }
+}
+
+/// Where each coding of a stream whose coding changes along a fragmented MP4 is read
+/// (`FragmentWalk.codingSwitches`): fragment by fragment, as the file is read (its
+/// fragments may be read in another order than stored, `ReadOrder`).
+struct CodingSwitch {
+    /// Read positions where a run of fragments in one coding begins, ascending, and that
+    /// coding (an index into `configs`).
+    var starts: [Int64] = []
+    var codings: [Int] = []
+    /// Each header's decoder configuration for the stream (the first header's first).
+    var configs: [[UInt8]?] = []
+    /// The coding last handed to a decoder; nil before the first packet and after a seek.
+    var given: Int?
+
+    /// The coding of a packet read at `position` (the first header's where unknown).
+    func coding(at position: Int64) -> Int {
+        guard position >= 0, let first = starts.first, position >= first else { return 0 }
+        var lo = 0, hi = starts.count - 1
+        while lo < hi {
+            let mid = (lo + hi + 1) / 2
+            if starts[mid] <= position { lo = mid } else { hi = mid - 1 }
+        }
+        return codings[lo]
+    }
+
+    /// Per stream of `context` whose track changes: `tracks` (each header's coding from
+    /// which stored fragment on), the fragments' stored places, and the order they are read in.
+    static func read(_ tracks: [UInt32: [(from: Int64, config: [UInt8]?)]], fragments: [Int64], order: ReadOrder?,
+                     context: UnsafeMutablePointer<AVFormatContext>) -> [Int: CodingSwitch] {
+        let laid = order?.positions(ofStored: fragments) ?? fragments.map { $0 }
+        var found: [Int: CodingSwitch] = [:]
+        for i in 0..<Int(context.pointee.nb_streams) {
+            guard let st = context.pointee.streams[i], let list = tracks[UInt32(bitPattern: st.pointee.id)] else { continue }
+            var change = CodingSwitch(configs: list.map(\.config))
+            var runs: [(start: Int64, coding: Int)] = []
+            for (k, stored) in fragments.enumerated() {
+                guard let at = laid[k] else { continue }
+                runs.append((at, list.lastIndex { $0.from <= stored } ?? 0))
+            }
+            runs.sort { $0.start < $1.start }
+            for run in runs where change.codings.last != run.coding {
+                change.starts.append(run.start)
+                change.codings.append(run.coding)
+            }
+            found[i] = change
+        }
+        return found
     }
 }

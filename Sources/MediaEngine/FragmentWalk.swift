@@ -57,6 +57,11 @@ extension Prober {
         /// samples were decoded with the first's parameter sets: pictures broken from the
         /// join on, exit 0. The track and where that header lies; nil if none.
         var codingChange: (track: UInt32, offset: Int64)?
+        /// The first header's picture and sound tracks' codings and timescales, and each
+        /// later header's (`LaterHeader`), in the order stored.
+        var firstCodings: [UInt32: Coding] = [:]
+        var firstTimescales: [UInt32: UInt32] = [:]
+        var laterHeaders: [LaterHeader] = []
         /// The `tfdt` of each track fragment of the recordings after the first: where its
         /// time lies in the file, whether in 64 bits, the time, its track and recording.
         var retimed: [(at: Int64, wide: Bool, time: UInt64, track: UInt32, recording: Int)] = []
@@ -117,6 +122,58 @@ extension Prober {
             }
             laid.patches = patches.sorted { $0.at < $1.at }
             return laid
+        }
+
+        /// Each track whose coding a later header changes (`codingChange`), with the coding
+        /// each header gives it: from the first fragment stored after that header on
+        /// (`from`; 0 for the first header's), the decoder configuration a decoder must be
+        /// given there (`AV_PKT_DATA_NEW_EXTRADATA`: `avcC`, `hvcC`, the AudioSpecificConfig;
+        /// nil for sound that describes itself frame by frame, AC-3 and E-AC-3). Or why the
+        /// change cannot be followed by a decoder: another codec, another timescale (a
+        /// track's times are read in the first header's), a coding whose configuration Kiln
+        /// does not know how to hand over.
+        /// The most channels a sound track has in any header (nil where none says).
+        func mostChannels(_ track: UInt32) -> Int? {
+            ([firstCodings[track]] + laterHeaders.map { $0.codings[track] }).compactMap { $0?.channels }.max()
+        }
+
+        func codingSwitches() -> (tracks: [UInt32: [(from: Int64, config: [UInt8]?)]], problem: String?) {
+            var tracks: [UInt32: [(from: Int64, config: [UInt8]?)]] = [:]
+            let stored = fragments.map(\.offset)
+            for (track, first) in firstCodings.sorted(by: { $0.key < $1.key })
+            where laterHeaders.contains(where: { $0.codings[track].map { $0 != first } ?? false }) {
+                var list: [(from: Int64, config: [UInt8]?)] = [(0, first.config)]
+                for header in laterHeaders {
+                    guard let coding = header.codings[track] else { continue }
+                    if let problem = Self.switchProblem(track: track, from: first, to: coding,
+                                                        timescales: (firstTimescales[track], header.timescales[track])) {
+                        return ([:], problem)
+                    }
+                    // Its coding holds from the first fragment stored after it.
+                    guard let next = stored.first(where: { $0 > header.offset }) else { continue }
+                    list.append((next, coding.config))
+                }
+                tracks[track] = list
+            }
+            return (tracks, nil)
+        }
+
+        /// Why a decoder set up for `first` cannot go on with `later`'s samples; nil where
+        /// it can, given `later.config` at the switch.
+        static func switchProblem(track: UInt32, from first: Coding, to later: Coding, timescales: (UInt32?, UInt32?)) -> String? {
+            let family = { (type: String) -> String in ["avc1": "avc", "avc3": "avc", "hvc1": "hevc", "hev1": "hevc"][type] ?? type }
+            guard family(first.type) == family(later.type) else {
+                return "track \(track) goes on in another codec (\(first.type), then \(later.type))"
+            }
+            if let a = timescales.0, let b = timescales.1, a != b {
+                return "track \(track) is timed in another timescale (\(a), then \(b) a second), and libavformat reads every fragment in the first"
+            }
+            let selfDescribing: Set<String> = ["ac-3", "ec-3"]
+            guard later.config != nil || selfDescribing.contains(later.type),
+                  ["avc", "hevc", "mp4a"].contains(family(later.type)) || selfDescribing.contains(later.type) else {
+                return "track \(track)'s coding (\(later.type)) changes in a way a decoder cannot be told of"
+            }
+            return nil
         }
 
         /// Why the recordings cannot be read one after the other, in a sentence's end; nil
@@ -299,8 +356,11 @@ extension Prober {
                        let track = header.codings.keys.sorted().first(where: { first[$0] != nil && first[$0] != header.codings[$0] }) {
                         walk.codingChange = (track, offset)
                     }
+                    walk.laterHeaders.append(LaterHeader(offset: offset, codings: header.codings, timescales: header.timescales))
                 } else {
                     codings = header.codings
+                    walk.firstCodings = header.codings
+                    walk.firstTimescales = header.timescales
                 }
                 // Samples in the `moov` itself (a fragmented file whose first fragment is
                 // there) cover the track's time from zero, before its first `moof`.
@@ -399,6 +459,24 @@ extension Prober {
     /// `colr`) are left out: two recordings made alike have equal codings.
     struct Coding: Equatable {
         var entry: [UInt8]
+        /// The sample entry's type (`avc1`, `mp4a`…).
+        var type: String
+        /// What a decoder is opened with (its extradata): the `avcC` or `hvcC` box's payload,
+        /// the `esds`'s AudioSpecificConfig; nil for other entries.
+        var config: [UInt8]?
+        /// A sound entry's channel count.
+        var channels: Int?
+
+        /// Alike where a decoder is set up alike (`entry`).
+        static func == (a: Coding, b: Coding) -> Bool { a.entry == b.entry }
+    }
+
+    /// A header (`moov`) after the first: where it lies, and its picture and sound tracks'
+    /// codings and timescales (`mdhd`).
+    struct LaterHeader {
+        let offset: Int64
+        let codings: [UInt32: Coding]
+        let timescales: [UInt32: UInt32]
     }
 
     /// The `Coding` of a sample entry (`stsd`'s first) of a picture or sound track.
@@ -419,15 +497,38 @@ extension Prober {
         guard body + fixed <= end else { return nil }
         var entry = Array(moov[at + 4..<at + 8])
         entry += sound ? moov[body + 16..<body + 20] + moov[body + 24..<body + 28] : moov[body + 24..<body + 28]
+        var config: [UInt8]?
         for child in children(moov, body + fixed, end) ?? [] {
             let type = String(decoding: child.type, as: UTF8.self)
             if type == "esds" {
-                entry += audioSpecificConfig(moov[child.at..<child.end]) ?? Array(moov[child.at..<child.end])
+                let specific = audioSpecificConfig(moov[child.at..<child.end])
+                config = specific
+                entry += specific ?? Array(moov[child.at..<child.end])
             } else if !["btrt", "pasp", "colr", "clap", "fiel", "chan", "sgpd"].contains(type) {
+                if type == "avcC" || type == "hvcC" { config = Array(moov[child.at..<child.end]) }
                 entry += Array(child.type) + moov[child.at..<child.end]
             }
         }
-        return Coding(entry: entry)
+        let type = String(decoding: moov[at + 4..<at + 8], as: UTF8.self)
+        // AAC's own channel configuration before the entry's count, which many writers set to 2 whatever the sound.
+        let channels = sound ? (type == "mp4a" ? config.flatMap(aacChannels) : nil) ?? (Int(moov[body + 16]) << 8 | Int(moov[body + 17])) : nil
+        return Coding(entry: entry, type: type, config: config, channels: channels)
+    }
+
+    /// The channels an AudioSpecificConfig's channel configuration (1–7) says: after the
+    /// object type (5 bits, 31 escaping to 6 more) and the rate's index (4 bits, 15
+    /// followed by 24 bits of rate). Nil for 0 (a layout given in the stream) or past the end.
+    static func aacChannels(_ config: [UInt8]) -> Int? {
+        var bit = 0
+        func take(_ n: Int) -> Int? {
+            guard bit + n <= config.count * 8 else { return nil }
+            var v = 0
+            for _ in 0..<n { v = v << 1 | Int(config[bit / 8] >> (7 - UInt8(bit % 8)) & 1); bit += 1 }
+            return v
+        }
+        guard let object = take(5), object != 31 || take(6) != nil, let rate = take(4), rate != 15 || take(24) != nil,
+              let layout = take(4), (1...7).contains(layout) else { return nil }
+        return layout == 7 ? 8 : layout
     }
 
     /// The DecoderSpecificInfo (tag 5) in an `esds` box's payload: its descriptors are
@@ -469,8 +570,9 @@ extension Prober {
     /// its `stts` durations; 0 where it lists none, as fragmented files' most often do),
     /// and each picture or sound track's `Coding`.
     private static func movieHeader(_ moov: [UInt8], from start: Int)
-        -> (defaults: [UInt32: SampleDefaults], sampleEnds: [UInt32: UInt64], codings: [UInt32: Coding]) {
+        -> (defaults: [UInt32: SampleDefaults], sampleEnds: [UInt32: UInt64], codings: [UInt32: Coding], timescales: [UInt32: UInt32]) {
         var defaults: [UInt32: SampleDefaults] = [:], ends: [UInt32: UInt64] = [:], codings: [UInt32: Coding] = [:]
+        var timescales: [UInt32: UInt32] = [:]
         func first(_ type: String, in box: (type: ArraySlice<UInt8>, at: Int, end: Int)?) -> (type: ArraySlice<UInt8>, at: Int, end: Int)? {
             box.flatMap { children(moov, $0.at, $0.end)?.first { $0.type.elementsEqual(type.utf8) } }
         }
@@ -486,6 +588,10 @@ extension Prober {
                 guard let tkhd = first("tkhd", in: box), tkhd.end - tkhd.at >= 24 else { continue }
                 let track = FastStart.be32(moov, tkhd.at + (moov[tkhd.at] == 1 ? 20 : 12))
                 let mdia = first("mdia", in: box), stbl = first("stbl", in: first("minf", in: mdia))
+                // mdhd: version and flags, two dates (4 or 8 bytes each), then the timescale.
+                if let mdhd = first("mdhd", in: mdia), mdhd.end - mdhd.at >= 24 {
+                    timescales[track] = FastStart.be32(moov, mdhd.at + (moov[mdhd.at] == 1 ? 20 : 12))
+                }
                 // hdlr: version and flags, predefined, then the handler type.
                 if let hdlr = first("hdlr", in: mdia), hdlr.end - hdlr.at >= 12, let stsd = first("stsd", in: stbl) {
                     let handler = moov[hdlr.at + 8..<hdlr.at + 12]
@@ -502,7 +608,7 @@ extension Prober {
                 ends[track] = end
             }
         }
-        return (defaults, ends, codings)
+        return (defaults, ends, codings, timescales)
     }
 
     /// A `moof`'s sequence number (`mfhd`) and each track fragment in its bytes (its

@@ -404,12 +404,25 @@ public enum Prober {
             // was before it (`Demuxer.fragmentOffsetsShifted`), and the file goes out remuxed:
             // as it is, players take every fragment's samples from the bytes before them.
             // A recording laid after another with its own header, coded otherwise: libavformat
-            // decodes it with the first header's parameter sets (`Demuxer.codingChange`).
+            // reads the first header only, and decoded the later samples with its parameter
+            // sets, every picture broken from the join on. Its decoder is told of each change
+            // (`Demuxer.switchedStreams`) and the track re-encoded; where it cannot be, refused.
             if let change = demuxer.codingChange {
-                throw KilnError(.sourceUnsupported, stage: .probe,
-                                "the source holds recordings laid one after another, each with its own header, and track \(change.track) is coded "
-                                + "otherwise in the one from byte \(change.offset) (another picture size, sound format or parameter sets): an MP4 "
-                                + "track takes one coding, and read as one the film would break at the join")
+                if let problem = demuxer.codingSwitchProblem {
+                    throw KilnError(.sourceUnsupported, stage: .probe,
+                                    "the source holds recordings laid one after another, each with its own header, and track \(change.track) is coded "
+                                    + "otherwise in the one from byte \(change.offset), which Kiln cannot follow: \(problem)")
+                }
+                for s in demuxer.switchedStreams {
+                    guard let k = info.streams.firstIndex(where: { $0.index == s }) else { continue }
+                    info.streams[k].codingChanges = true
+                    // As for sound whose frames change format: described by its largest layout,
+                    // so that the sound is encoded at the channels the film has.
+                    if info.streams[k].type == .audio, let most = demuxer.switchedChannels[s], most > info.streams[k].channels ?? 0 {
+                        info.streams[k].channels = most
+                        info.streams[k].channelLayout = nil
+                    }
+                }
             }
             if demuxer.fragmentsReordered || demuxer.recordingsJoined || demuxer.fragmentOffsetsShifted {
                 info.fragmented = true

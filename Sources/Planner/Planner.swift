@@ -178,8 +178,12 @@ struct PlanContext {
     /// players on Android TV boxes) leaves the first of them out, and no caps say which
     /// demuxer a device has; Kiln's remux reads them whole.
     var clustersUnsized: Bool { source.clustersUnsized == true }
+    /// Recordings each with its own header, a picture or sound track coded otherwise in a
+    /// later one (`StreamInfo.codingChanges`): a player reads the first header only, as
+    /// libavformat does, and decodes the later samples wrongly.
+    var codingChanges: Bool { source.streams.contains { $0.codingChanges == true } }
     /// Whether the file never goes out as it is, to any device.
-    var neverAsIs: Bool { indexDamaged || clustersReordered || clustersUnsized }
+    var neverAsIs: Bool { indexDamaged || clustersReordered || clustersUnsized || codingChanges }
     /// The container's reasons among `damage` (those of `clustersReordered` and `clustersUnsized`).
     var containerDamage: [String] {
         (clustersReordered ? ["container_clusters_reordered"] : []) + (clustersUnsized ? ["container_clusters_unsized"] : [])
@@ -656,6 +660,7 @@ struct PlanContext {
     func mp4CopyProblem(_ v: StreamInfo) -> String? {
         let codec = Codecs.canonical(v.codec)
         if !Codecs.mp4Video.contains(codec) { return "video_codec_unsupported_in_mp4" }
+        if v.codingChanges == true { return "video_coding_changes" }
         return v.presentationTimesMissing == true && !Codecs.presentationTimesDerivable.contains(codec) ? "video_timestamps_missing" : nil
     }
 
@@ -670,6 +675,7 @@ struct PlanContext {
         if !Codecs.copiesIntoMP4(a.codec) { return "audio_codec_unsupported_in_mp4" }
         if !a.formatKnown { return "audio_format_unknown" }
         if a.formatChanges == true { return "audio_format_changes" }
+        if a.codingChanges == true { return "audio_coding_changes" }
         // A copy would play both languages at once, one a side.
         if a.dualMono == true { return "audio_dual_mono" }
         // One side of a stereo pair: a copy would be the one track.

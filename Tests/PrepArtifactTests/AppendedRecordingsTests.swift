@@ -252,7 +252,7 @@ struct AppendedRecordingsTests {
         }
     }
 
-    @Test("recordings laid one after another each with its own header (two captures joined with cat, a download that kept each part's init segment): coded alike, they are joined, every picture and sound frame; coded otherwise (another picture size, or sound at another rate), refused as unsupported before any work, where the second's pictures or sound had gone out decoded with the first's parameter sets, broken from the join on, exit 0")
+    @Test("recordings laid one after another each with its own header (two captures joined with cat, a download that kept each part's init segment): coded alike, they are joined, every picture and sound frame; coded otherwise, the changed track is re-encoded with its decoder told of each header's parameter sets, so every picture and sound after a join is its own (they had gone out decoded with the first header's, broken from the join on, exit 0, and then been refused); sound in another timescale is refused before any work")
     func eachWithItsOwnHeader() throws {
         let first = try Self.alone(0, seconds: 8), alike = try Self.alone(1, seconds: 5)
         func joined(_ name: String, _ parts: [String]) throws -> String {
@@ -264,24 +264,63 @@ struct AppendedRecordingsTests {
             #expect(run.status == 0, "\(run.stdout.suffix(400))")
             try Self.expectJoined(out, parts: [first, alike], audio: true, copied: true)
         }
-        // The same recording's pictures and sound but for one thing each.
-        let other = { (name: String, video: String, rate: Int) throws -> String in
+        // The first recording's pictures and sound but for one thing each (the first: 320x240,
+        // a mono 440 Hz tone at 48 kHz).
+        let other = { (name: String, video: String, sound: [String]) throws -> String in
             try Media.generated("appended-own-headers-part-\(name).mp4") { tmp in
-                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=\(video):rate=25:duration=5",
-                                                   "-f", "lavfi", "-i", "sine=frequency=880:sample_rate=\(rate):duration=5", "-c:a", "aac",
-                                                   "-c:v", "libx264", "-pix_fmt", "yuv420p", "-preset", "ultrafast", "-g", "25", "-qp", "8",
+                let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=\(video):rate=25:duration=5"]
+                                        + sound + ["-c:a", "aac", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-preset", "ultrafast", "-g", "25", "-qp", "8",
                                                    "-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", tmp])
                 guard r.status == 0 else { throw TestFailure(r.stderr) }
             }
         }
-        for (name, part, track) in [("size", try other("size", "640x360", 48000), 1), ("sound", try other("sound", "320x240", 44100), 2)] {
-            try Command.prepare(try joined(name, [first, part]), quality: "original", caps: "ios", scratch: "appended-own-\(name)") { run, out in
-                #expect(run.status == 3, "\(name): \(run.stdout.suffix(400))")
-                let error = try Command.json(run)["error"]
-                #expect(error?["code"] == .string("source_unsupported"), "\(name): \(error ?? .null)")
-                #expect(error?["message"]?.string?.contains("track \(track) is coded otherwise") == true, "\(name): \(error ?? .null)")
-                #expect(!FileManager.default.fileExists(atPath: out))
+        let tone = { (hz: Int, rate: Int) in ["-f", "lavfi", "-i", "sine=frequency=\(hz):sample_rate=\(rate):duration=5"] }
+        // Sound at 44.1 kHz is timed in another timescale, which libavformat reads in the first's.
+        let slower = try other("sound", "320x240", tone(880, 44100))
+        try Command.prepare(try joined("sound", [first, slower]), quality: "original", caps: "ios", scratch: "appended-own-sound") { run, out in
+            #expect(run.status == 3, "\(run.stdout.suffix(400))")
+            let error = try Command.json(run)["error"]
+            #expect(error?["code"] == .string("source_unsupported"), "\(error ?? .null)")
+            let message = error?["message"]?.string ?? ""
+            #expect(message.contains("track 2 is coded otherwise") && message.contains("timescale"), "\(message)")
+            #expect(!FileManager.default.fileExists(atPath: out))
+        }
+        // A larger picture (another SPS and PPS), then a recording coded as the first: the
+        // decoder is told at each join, back to the first's parameter sets at the second.
+        let larger = try other("size-4x3", "640x480", tone(880, 48000))
+        let sized = try joined("size-then-alike", [first, larger, alike])
+        #expect(try Command.probedStreams(sized).first?["coding_changes"] == .bool(true))
+        for (quality, caps) in [("original", "ios"), ("1mbps", "android")] {
+            try Command.prepare(sized, quality: quality, caps: caps, scratch: "appended-own-size-\(quality)") { run, out in
+                #expect(run.status == 0, "\(quality): \(run.stdout.suffix(400))")
+                let plan = try Command.json(run)["plan"]
+                #expect(plan?["delivery_format"] == .string("transcode") && plan?["reasons"]?.elements?.contains(.string("video_coding_changes")) == true,
+                        "\(quality): \(plan ?? .null)")
+                #expect(try FFprobe.decodeErrors(out) == "")
+                let made = try TelecineTests.lumaFrames(out, width: 160, height: 120)
+                let own = try [first, larger, alike].flatMap { try TelecineTests.lumaFrames($0, width: 160, height: 120) }
+                #expect(made.count == own.count, "\(quality): \(made.count) pictures of \(own.count)")
+                // Picture for picture its own: one decoded with the other header's parameter sets is noise.
+                let psnr = zip(made, own).map { TelecineTests.psnr($0, $1) }
+                let worst = psnr.indices.min { psnr[$0] < psnr[$1] }
+                #expect(worst.map { psnr[$0] > 25 } == true, "\(quality): picture \(worst ?? -1) is \(worst.map { psnr[$0] } ?? 0) dB from its own; below 25: \(psnr.indices.filter { psnr[$0] <= 25 })")
             }
+        }
+        // Stereo (another AudioSpecificConfig at the same rate: 880 Hz left, 1 kHz right): the
+        // pictures are copied, the sound re-encoded in stereo, both tones after the join.
+        let stereo = try other("channels", "320x240", tone(880, 48000) + tone(1000, 48000)
+                               + ["-filter_complex", "[1:a][2:a]join=inputs=2:channel_layout=stereo[a]", "-map", "0:v", "-map", "[a]"])
+        try Command.prepare(try joined("channels", [first, stereo]), quality: "original", caps: "ios", scratch: "appended-own-channels") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(400))")
+            let plan = try Command.json(run)["plan"]
+            #expect(plan?["delivery_format"] == .string("remux") && plan?["audio"]?["action"] == .string("transcode")
+                    && plan?["audio"]?["channels"] == .number(2) && plan?["reasons"]?.elements?.contains(.string("audio_coding_changes")) == true,
+                    "\(plan ?? .null)")
+            #expect(try FFprobe.decodeErrors(out) == "")
+            let left = try CameraTracksTests.channel(out, 0), right = try CameraTracksTests.channel(out, 1)
+            #expect(abs(CameraTracksTests.frequency(left, from: 2, to: 6) - 440) < 10)
+            #expect(abs(CameraTracksTests.frequency(left, from: 9, to: 12) - 880) < 10, "\(CameraTracksTests.frequency(left, from: 9, to: 12))")
+            #expect(abs(CameraTracksTests.frequency(right, from: 9, to: 12) - 1000) < 10, "\(CameraTracksTests.frequency(right, from: 9, to: 12))")
         }
     }
 

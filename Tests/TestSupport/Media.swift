@@ -334,6 +334,7 @@ extension JSONValue {
     public var string: String? { if case .string(let s) = self { return s }; if case .number(let n) = self { return String(n) }; return nil }
     public var int: Int? { if case .number(let n) = self { return Int(n) }; if case .string(let s) = self { return Int(s) }; return nil }
     public var double: Double? { if case .number(let n) = self { return n }; if case .string(let s) = self { return Double(s) }; return nil }
+    public var elements: [JSONValue]? { if case .array(let a) = self { return a }; return nil }
 }
 
 /// The built `prep-artifact` beside the test bundle (swift test builds it, as the test
