@@ -79,6 +79,9 @@ final class Demuxer {
     var switchedStreams: [Int] { codingSwitches.keys.sorted() }
     /// The most channels a switched sound stream has in any of its codings.
     private(set) var switchedChannels: [Int: Int] = [:]
+    /// Per stream a later header times in another timescale, its fragments' times
+    /// (`TimeScaling`): libavformat reads them in the first header's.
+    private var timeScalings: [Int: TimeScaling] = [:]
     /// Whether the context reads the MP4 without the `sidx` boxes put in after its
     /// fragments' offsets were written (`Prober.FragmentWalk.indexInsertedAfter`).
     private(set) var fragmentOffsetsShifted = false
@@ -130,7 +133,8 @@ final class Demuxer {
             secondRecording = walk?.secondRecording
             recordingsJoinProblem = walk?.joinProblem
             codingChange = walk?.codingChange
-            if let walk, walk.disorder != nil || walk.recordings > 1 || walk.indexInsertedAfter, let rewrite = walk.rewrite() {
+            if let walk, walk.disorder != nil || walk.recordings > 1 || walk.indexInsertedAfter || !walk.rescaled.isEmpty,
+               let rewrite = walk.rewrite() {
                 order = rewrite
                 avformat_close_input(&ctx)
                 skim = try SkimReader(path: path, order: rewrite)
@@ -139,7 +143,14 @@ final class Demuxer {
                 recordingsJoined = walk.recordings > 1
                 fragmentOffsetsShifted = walk.indexInsertedAfter
             }
-            if let walk, walk.codingChange != nil {
+            if let walk, !walk.rescaled.isEmpty {
+                if order == nil {
+                    codingSwitchProblem = walk.joinProblem ?? "its fragments cannot be read in the first header's timescale"
+                } else {
+                    timeScalings = TimeScaling.read(walk, order: order, context: ctx!)
+                }
+            }
+            if let walk, walk.codingChange != nil || !walk.rescaled.isEmpty, codingSwitchProblem == nil {
                 let (tracks, problem) = walk.codingSwitches()
                 codingSwitchProblem = problem
                 if problem == nil {
@@ -500,6 +511,7 @@ final class Demuxer {
     /// the first packet after a seek (a decoder opened since has the first header's).
     private func switchCoding(_ packet: Packet) {
         let s = Int(packet.streamIndex)
+        if !timeScalings.isEmpty, let scaling = timeScalings[s] { scaling.retime(&packet.pointer.pointee) }
         guard !codingSwitches.isEmpty, var change = codingSwitches[s] else { return }
         let coding = change.coding(at: packet.pointer.pointee.pos)
         guard coding != change.given else { return }
@@ -1115,6 +1127,62 @@ struct CodingSwitch {
                 change.codings.append(run.coding)
             }
             found[i] = change
+        }
+        return found
+    }
+}
+
+/// The times of a stream's fragments read under a header that times the track in another
+/// timescale than the first (`FragmentWalk.rescaled`). libavformat reads every fragment in
+/// the first header's timescale: each such fragment's `tfdt` is patched to its time in it
+/// (`FragmentWalk.rewrite`), and its samples' times from there, which libavformat adds up
+/// in the fragment's own ticks, are scaled here: 1,024 samples at 44.1 kHz had been read as
+/// 1,024 ticks at 48 kHz, the sound 8 % short and out of step.
+struct TimeScaling {
+    /// Per fragment holding the stream's samples, in read order: where it is read, its
+    /// time as read (in the first timescale), and the first timescale over its own (1/1
+    /// for a fragment in the first's).
+    var starts: [Int64] = []
+    var bases: [Int64] = []
+    var ratios: [(first: Int64, own: Int64)] = []
+
+    func retime(_ p: inout AVPacket) {
+        guard p.pos >= 0, let first = starts.first, p.pos >= first else { return }
+        var lo = 0, hi = starts.count - 1
+        while lo < hi {
+            let mid = (lo + hi + 1) / 2
+            if starts[mid] <= p.pos { lo = mid } else { hi = mid - 1 }
+        }
+        let (num, den) = ratios[lo], base = bases[lo]
+        guard num != den else { return }
+        func scaled(_ t: Int64) -> Int64 { t == kiln_nopts_value() ? t : base + av_rescale(t - base, num, den) }
+        p.pts = scaled(p.pts)
+        p.dts = scaled(p.dts)
+        if p.duration > 0 { p.duration = av_rescale(p.duration, num, den) }
+    }
+
+    static func read(_ walk: Prober.FragmentWalk, order: ReadOrder?, context: UnsafeMutablePointer<AVFormatContext>) -> [Int: TimeScaling] {
+        let stored = walk.fragments.map(\.offset)
+        let laid = order?.positions(ofStored: stored) ?? stored.map { $0 }
+        var found: [Int: TimeScaling] = [:]
+        for i in 0..<Int(context.pointee.nb_streams) {
+            guard let st = context.pointee.streams[i] else { continue }
+            let track = UInt32(bitPattern: st.pointee.id)
+            let mine = walk.rescaled.filter { $0.track == track }
+            guard !mine.isEmpty else { continue }
+            let byFragment = Dictionary(mine.map { ($0.fragment, $0) }, uniquingKeysWith: { a, _ in a })
+            var runs: [(start: Int64, base: Int64, ratio: (first: Int64, own: Int64))] = []
+            for (k, offset) in stored.enumerated() {
+                guard let at = laid[k] else { continue }
+                if let r = byFragment[offset] {
+                    let base = Int64(clamping: r.time) + walk.shiftTicks(track: track, recording: r.recording)
+                    runs.append((at, base, (Int64(r.scale.first), Int64(r.scale.own))))
+                } else {
+                    runs.append((at, 0, (1, 1)))
+                }
+            }
+            runs.sort { $0.start < $1.start }
+            found[i] = TimeScaling(starts: runs.map(\.start), bases: runs.map(\.base), ratios: runs.map(\.ratio))
         }
         return found
     }

@@ -62,6 +62,12 @@ extension Prober {
         var firstCodings: [UInt32: Coding] = [:]
         var firstTimescales: [UInt32: UInt32] = [:]
         var laterHeaders: [LaterHeader] = []
+        /// Each track fragment read under a later header that times its track in another
+        /// timescale than the first (sound at 44.1 kHz after 48 kHz: its `mdhd` timescale
+        /// is its rate), which libavformat reads in the first's: its moof's place, its track,
+        /// its time put in the first's timescale (which its `tfdt` is patched to), its
+        /// recording, and the two timescales (the first's, its own).
+        var rescaled: [(fragment: Int64, track: UInt32, time: UInt64, recording: Int, scale: (first: UInt32, own: UInt32))] = []
         /// The `tfdt` of each track fragment of the recordings after the first: where its
         /// time lies in the file, whether in 64 bits, the time, its track and recording.
         var retimed: [(at: Int64, wide: Bool, time: UInt64, track: UInt32, recording: Int)] = []
@@ -113,7 +119,7 @@ extension Prober {
             var (laid, readAt) = ReadOrder.laying(spans, in: order, size: size)
             // A box's type is 4 bytes on from its start.
             var patches = placed.map { ReadOrder.Patch(at: readAt($0 + 4), bytes: Array("free".utf8)) }
-            if recordings > 1 {
+            if recordings > 1 || !rescaled.isEmpty {
                 let joined = joinedTimes()
                 guard joined.problem == nil else { return nil }
                 // A value's `length` bytes, big-endian, as the box holds it.
@@ -145,28 +151,34 @@ extension Prober {
                 var list: [(from: Int64, config: [UInt8]?)] = [(0, first.config)]
                 for header in laterHeaders {
                     guard let coding = header.codings[track] else { continue }
-                    if let problem = Self.switchProblem(track: track, from: first, to: coding,
-                                                        timescales: (firstTimescales[track], header.timescales[track])) {
-                        return ([:], problem)
-                    }
+                    if let problem = Self.switchProblem(track: track, from: first, to: coding) { return ([:], problem) }
                     // Its coding holds from the first fragment stored after it.
                     guard let next = stored.first(where: { $0 > header.offset }) else { continue }
                     list.append((next, coding.config))
                 }
                 tracks[track] = list
             }
+            // Times in another timescale are followed only where each fragment gives its time.
+            if !rescaled.isEmpty, let untimed = fragments.first(where: { $0.seconds == nil }) {
+                return ([:], "the fragment at byte \(untimed.offset) gives no time of its own (tfdt), and a track's timescale changes")
+            }
             return (tracks, nil)
+        }
+
+        /// Each recording's move in seconds (`joinedTimes`), in track `track`'s ticks.
+        func shiftTicks(track: UInt32, recording: Int) -> Int64 {
+            guard recordings > 1, let base = timeBases[track], base.num > 0, base.den > 0 else { return 0 }
+            let shift = recordingShifts()
+            guard recording < shift.count else { return 0 }
+            return Int64((shift[recording] * Double(base.den) / Double(base.num)).rounded())
         }
 
         /// Why a decoder set up for `first` cannot go on with `later`'s samples; nil where
         /// it can, given `later.config` at the switch.
-        static func switchProblem(track: UInt32, from first: Coding, to later: Coding, timescales: (UInt32?, UInt32?)) -> String? {
+        static func switchProblem(track: UInt32, from first: Coding, to later: Coding) -> String? {
             let family = { (type: String) -> String in ["avc1": "avc", "avc3": "avc", "hvc1": "hevc", "hev1": "hevc"][type] ?? type }
             guard family(first.type) == family(later.type) else {
                 return "track \(track) goes on in another codec (\(first.type), then \(later.type))"
-            }
-            if let a = timescales.0, let b = timescales.1, a != b {
-                return "track \(track) is timed in another timescale (\(a), then \(b) a second), and libavformat reads every fragment in the first"
             }
             let selfDescribing: Set<String> = ["ac-3", "ec-3"]
             guard later.config != nil || selfDescribing.contains(later.type),
@@ -187,12 +199,9 @@ extension Prober {
         /// ended first has the difference as a gap, at most a frame's length most often.
         /// (Moving each track to its own end instead shifted sound against pictures by that
         /// difference at every join, adding up over many.)
-        func joinedTimes() -> (times: [(at: Int64, length: Int, value: UInt64)], problem: String?) {
-            if let strayOffset {
-                return ([], "the fragment at byte \(strayOffset) finds its samples by an offset in the file (base_data_offset) that is not its own, as its writer placed it before the recordings were laid end to end")
-            }
+        /// Each recording's move, in seconds: from its earliest start to the latest end before it.
+        func recordingShifts() -> [Double] {
             func seconds(_ track: UInt32, _ time: UInt64) -> Double? { timeBases[track].map { Double(time) * $0.seconds } }
-            // Each recording's move, in seconds: from its earliest start to the latest end before it.
             var shift = [Double](repeating: 0, count: recordings)
             var reach: Double?
             for r in 0..<recordings {
@@ -202,6 +211,14 @@ extension Prober {
                     if let end = seconds(track, span.end) { reach = max(reach ?? end + shift[r], end + shift[r]) }
                 }
             }
+            return shift
+        }
+
+        func joinedTimes() -> (times: [(at: Int64, length: Int, value: UInt64)], problem: String?) {
+            if let strayOffset {
+                return ([], "the fragment at byte \(strayOffset) finds its samples by an offset in the file (base_data_offset) that is not its own, as its writer placed it before the recordings were laid end to end")
+            }
+            let shift = recordingShifts()
             var times: [(at: Int64, length: Int, value: UInt64)] = []
             times.reserveCapacity(retimed.count)
             for t in retimed {
@@ -329,6 +346,8 @@ extension Prober {
         // The sizes of the `sidx` boxes stored so far, and the track fragments placed by an
         // offset in the file: how many, and how many give their `moof`'s place less those.
         var indexBytes: Int64 = 0, placedTrafs = 0, shiftedTrafs = 0
+        // The tracks the last header times in another timescale than the first: the first's, its own.
+        var scales: [UInt32: (first: UInt32, own: UInt32)] = [:]
         while offset + 8 <= fileSize {
             // A box's header alone (16 bytes with a 64-bit size), then a `moof` whole: read 4 kB
             // at a time, a file with a fragment a picture cost 212 MB of reads a walk.
@@ -357,6 +376,10 @@ extension Prober {
                         walk.codingChange = (track, offset)
                     }
                     walk.laterHeaders.append(LaterHeader(offset: offset, codings: header.codings, timescales: header.timescales))
+                    scales = [:]
+                    for (track, own) in header.timescales {
+                        if let first = walk.firstTimescales[track], first > 0, own > 0, first != own { scales[track] = (first, own) }
+                    }
                 } else {
                     codings = header.codings
                     walk.firstCodings = header.codings
@@ -380,7 +403,13 @@ extension Prober {
                 let current = walk.fragments.last?.recording ?? 0
                 var recording: Int?
                 if trafs.isEmpty { walk.movable = false }
-                for traf in trafs {
+                for var traf in trafs {
+                    // Put in the first header's timescale, as every other time here is.
+                    let scale = scales[traf.track]
+                    if let scale, let own = traf.time {
+                        traf.time = Self.inFirstTimescale(own, scale)
+                        traf.samples.duration = Self.inFirstTimescale(traf.samples.duration, scale)
+                    }
                     if let base = traf.base {
                         walk.movable = false
                         placedTrafs += 1
@@ -419,10 +448,11 @@ extension Prober {
                     state.cover(time, end)
                     let span = walk.spans[traf.track]?[state.recording]
                     walk.spans[traf.track, default: [:]][state.recording] = (min(span?.start ?? time, time), max(span?.end ?? end, end))
-                    if state.recording > 0 {
+                    if state.recording > 0 || scale != nil {
                         walk.retimed.append((traf.timeAt, traf.wide, time, traf.track, state.recording))
                         if walk.strayOffset == nil, let base = traf.base, base != UInt64(offset) { walk.strayOffset = offset }
                     }
+                    if let scale { walk.rescaled.append((offset, traf.track, time, state.recording, scale)) }
                     recording = max(recording ?? state.recording, state.recording)
                     tracks[traf.track] = state
                 }
@@ -436,6 +466,13 @@ extension Prober {
         }
         walk.indexInsertedAfter = placedTrafs > 0 && shiftedTrafs == placedTrafs
         return walk
+    }
+
+    /// `time` in a track's `own` timescale put in its `first` one.
+    static func inFirstTimescale(_ time: UInt64, _ scale: (first: UInt32, own: UInt32)) -> UInt64 {
+        let (high, low) = time.multipliedFullWidth(by: UInt64(scale.first))
+        guard high < UInt64(scale.own) else { return .max }
+        return UInt64(scale.own).dividingFullWidth((high, low)).quotient
     }
 
     /// The children (type, start of payload, end) of `bytes` from `start` to `end`; nil

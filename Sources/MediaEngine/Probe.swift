@@ -407,12 +407,13 @@ public enum Prober {
             // reads the first header only, and decoded the later samples with its parameter
             // sets, every picture broken from the join on. Its decoder is told of each change
             // (`Demuxer.switchedStreams`) and the track re-encoded; where it cannot be, refused.
-            if let change = demuxer.codingChange {
-                if let problem = demuxer.codingSwitchProblem {
-                    throw KilnError(.sourceUnsupported, stage: .probe,
-                                    "the source holds recordings laid one after another, each with its own header, and track \(change.track) is coded "
-                                    + "otherwise in the one from byte \(change.offset), which Kiln cannot follow: \(problem)")
-                }
+            if let problem = demuxer.codingSwitchProblem {
+                let which = demuxer.codingChange.map { "track \($0.track) is coded otherwise in the one from byte \($0.offset)" }
+                    ?? "a later one times a track in another timescale"
+                throw KilnError(.sourceUnsupported, stage: .probe,
+                                "the source holds recordings laid one after another, each with its own header, and \(which), which Kiln cannot follow: \(problem)")
+            }
+            if demuxer.codingChange != nil {
                 for s in demuxer.switchedStreams {
                     guard let k = info.streams.firstIndex(where: { $0.index == s }) else { continue }
                     info.streams[k].codingChanges = true

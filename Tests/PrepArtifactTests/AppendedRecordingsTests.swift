@@ -275,14 +275,39 @@ struct AppendedRecordingsTests {
             }
         }
         let tone = { (hz: Int, rate: Int) in ["-f", "lavfi", "-i", "sine=frequency=\(hz):sample_rate=\(rate):duration=5"] }
-        // Sound at 44.1 kHz is timed in another timescale, which libavformat reads in the first's.
+        // Sound at 44.1 kHz after 48 kHz: another AudioSpecificConfig, and its track timed in
+        // another timescale (its rate), which libavformat reads in the first's: 5 s of it
+        // read as 4.6 s. Re-encoded, 880 Hz from the join to the end, in step with its pictures.
         let slower = try other("sound", "320x240", tone(880, 44100))
         try Command.prepare(try joined("sound", [first, slower]), quality: "original", caps: "ios", scratch: "appended-own-sound") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(400))")
+            let plan = try Command.json(run)["plan"]
+            #expect(plan?["audio"]?["action"] == .string("transcode") && plan?["reasons"]?.elements?.contains(.string("audio_coding_changes")) == true,
+                    "\(plan ?? .null)")
+            #expect(try FFprobe.decodeErrors(out) == "")
+            let sound = try CameraTracksTests.channel(out, 0)
+            #expect(abs(Double(sound.count) / 48000 - 13) < 0.1, "\(Double(sound.count) / 48000) s of sound for 13 s")
+            for (from, to, hz) in [(1.0, 7.5, 440.0), (8.5, 12.0, 880), (12.3, 12.9, 880)] {
+                let found = CameraTracksTests.frequency(sound, from: from, to: to)
+                #expect(abs(found - hz) < 10, "\(from)-\(to) s: \(found) Hz for \(hz)")
+            }
+            let pictures = try FFprobe.packetTimes(out, "v:0"), tones = try FFprobe.packetTimes(out, "a:0")
+            #expect(abs((pictures.max() ?? 0) - (tones.max() ?? 0)) < 0.1, "pictures end at \(pictures.max() ?? 0) s, sound at \(tones.max() ?? 0) s")
+        }
+        // Another codec after the join is refused before any work: no decoder goes on from one to the other.
+        let hevc = try Media.generated("appended-own-headers-part-hevc.mp4") { tmp in
+            let r = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=2",
+                                               "-c:v", "libx265", "-x265-params", "log-level=error", "-tag:v", "hvc1", "-pix_fmt", "yuv420p", "-preset", "ultrafast",
+                                               "-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", tmp])
+            guard r.status == 0 else { throw TestFailure(r.stderr) }
+        }
+        try Command.prepare(try joined("codec", [try Self.alone(0, seconds: 8, audio: false), hevc]), quality: "original", caps: "ios",
+                            scratch: "appended-own-codec") { run, out in
             #expect(run.status == 3, "\(run.stdout.suffix(400))")
             let error = try Command.json(run)["error"]
             #expect(error?["code"] == .string("source_unsupported"), "\(error ?? .null)")
             let message = error?["message"]?.string ?? ""
-            #expect(message.contains("track 2 is coded otherwise") && message.contains("timescale"), "\(message)")
+            #expect(message.contains("track 1 is coded otherwise") && message.contains("another codec (avc1, then hvc1)"), "\(message)")
             #expect(!FileManager.default.fileExists(atPath: out))
         }
         // A larger picture (another SPS and PPS), then a recording coded as the first: the
