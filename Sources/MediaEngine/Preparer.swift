@@ -467,6 +467,11 @@ public enum Preparer {
                 }
                 // Where the pipeline changed the source's timeline (closed a splice, left out a
                 // run that came back), the length the source declares does not hold.
+                // Nor does a length the probe could only estimate (`duration_estimated`: a long
+                // MP3 without a frame count), which the run's own end replaces.
+                if info.warnings.contains("duration_estimated"), let end = pipeline.picturesAndSoundEnd {
+                    verifiedLength = end
+                }
                 if pipeline.splices > 0 || pipeline.outliers > 0, let end = delivered.values.map(\.endSeconds).filter(\.isFinite).max() {
                     verifiedLength = end
                     try refuseUnfollowedSplices(end: end, splices: pipeline.splices, info: info)

@@ -224,6 +224,26 @@ public enum Prober {
                     measured = true
                     warnings.append("duration_measured")
                 }
+                // A length libavformat worked out from the file's size and a bit rate (MP3 and
+                // ADTS without a frame count, bare video streams) is no declaration: MP3 files
+                // joined with `cat` (an audiobook's chapters) count their tags as sound and
+                // were refused as "cut short" of it; a bare MPEG-1 stream whose header says
+                // "variable rate" (18 bits set, read as 104.9 Mbit/s) was 0.009 s long and
+                // refused as running past it. A file up to `readWhole` bytes is read through
+                // for its length; a longer one's stays an estimate (`duration_estimated`),
+                // which a run's own end replaces.
+                if duration > 0, !measured, ctx.pointee.duration_estimation_method == AVFMT_DURATION_FROM_BITRATE {
+                    if Int64(size) <= Self.readWhole, let end = lengthByReading(demuxer), end > start {
+                        duration = end - start
+                        lengthCorrected = true
+                        warnings.append("duration_measured")
+                    } else {
+                        warnings.append("duration_estimated")
+                    }
+                    // The streams' lengths were the same estimate.
+                    for i in streams.indices { streams[i].durationSeconds = nil }
+                    measured = true
+                }
                 // Sound whose header counts its samples exactly (FLAC's STREAMINFO, a WAV or
                 // AIFF data chunk's size) and whose file stops well before them: cut short (a
                 // rip or download that did not finish). A remux or transcode refused it, but
@@ -598,7 +618,10 @@ public enum Prober {
         }
         info.profile = string(avcodec_profile_name(par.codec_id, par.profile))
         if par.level > 0 { info.level = Int(par.level) }
-        if par.bit_rate > 0 { info.bitRate = Int(par.bit_rate) }
+        // MPEG-1 and MPEG-2 video's sequence header says "variable" with its 18 bits all set,
+        // which libavcodec reads as 0x3FFFF × 400 bit/s: no rate at all.
+        let variableMarker = (par.codec_id == AV_CODEC_ID_MPEG1VIDEO || par.codec_id == AV_CODEC_ID_MPEG2VIDEO) && par.bit_rate == 0x3FFFF * 400
+        if par.bit_rate > 0, !variableMarker { info.bitRate = Int(par.bit_rate) }
         info.durationSeconds = seconds(st.pointee.duration, st.pointee.time_base)
         info.startSeconds = seconds(st.pointee.start_time, st.pointee.time_base)
         info.language = dictValue(st.pointee.metadata, "language").flatMap { $0 == "und" ? nil : $0 }
@@ -747,6 +770,44 @@ public enum Prober {
 
     /// libavformat's demuxers for bare video elementary streams.
     static let elementaryStreamFormats: Set<String> = ["h264", "hevc", "mpegvideo", "m4v", "vc1", "cavsvideo", "avs2"]
+    /// The largest file whose length is read through where libavformat only estimates it
+    /// (`lengthByReading`): 64 MB of MP3 packets read in about 0.1 s.
+    static let readWhole: Int64 = 64 << 20
+
+    /// Where a file's audio and video packets end, read from its first packet to its last
+    /// (bounded by `readWhole`'s packets); nil where the read stops before the end. The
+    /// demuxer is back at the start afterwards.
+    static func lengthByReading(_ demuxer: Demuxer) -> Double? {
+        guard let packet = try? Packet() else { return nil }
+        // A bare stream cannot go back to its start (libavformat seeks only by its index):
+        // read by a reader of its own (a file of at most `readWhole` bytes).
+        if (try? demuxer.rewind()) == nil {
+            guard let fresh = try? Demuxer(path: demuxer.path, cancellation: demuxer.cancellation) else { return nil }
+            return endByReading(fresh, into: packet)
+        }
+        defer { try? demuxer.rewind() }
+        return endByReading(demuxer, into: packet)
+    }
+
+    /// Where the audio and video packets `demuxer` reads from where it is end; nil where
+    /// the read stops before the file's end.
+    private static func endByReading(_ demuxer: Demuxer, into packet: Packet) -> Double? {
+        var end: Double?, reads = 0
+        while reads < 1_000_000 {
+            guard (try? demuxer.read(into: packet)) == true else { return end }
+            reads += 1
+            defer { packet.unref() }
+            let p = packet.pointer.pointee
+            guard p.stream_index >= 0, Int(p.stream_index) < demuxer.streamCount else { continue }
+            let st = demuxer.stream(Int(p.stream_index))
+            let type = st.pointee.codecpar.pointee.codec_type
+            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO, packet.time != noPTS,
+                  let t = seconds(packet.time + max(0, p.duration), st.pointee.time_base) else { continue }
+            end = max(end ?? t, t)
+        }
+        return nil
+    }
+
     /// How much of a file's end `measuredEnd` reads.
     static let tailBytes: Int64 = 4 << 20
 

@@ -1,0 +1,74 @@
+import Foundation
+import Testing
+import KilnCore
+import KilnTestSupport
+
+/// Lengths libavformat only estimates from a file's size and a bit rate (MP3 and ADTS
+/// without a frame count, bare video streams): no declaration to hold a run to.
+@Suite("lengths libavformat estimates")
+struct EstimatedLengthTests {
+    /// Part `k` of a book: a tone of `seconds` in 64 kbit/s MP3 at 32 kHz, without a frame
+    /// count (no Xing header), after an ID3v2 tag of 4 kB (a long comment).
+    static func chapter(_ k: Int, seconds: Int) throws -> String {
+        try Media.generated("estimated-chapter-\(k)-\(seconds).mp3", [
+            "-f", "lavfi", "-i", "sine=frequency=\(300 * k):sample_rate=32000:duration=\(seconds)", "-c:a", "libmp3lame", "-b:a", "64k",
+            "-ac", "1", "-write_xing", "0", "-id3v2_version", "3", "-metadata", "comment=" + String(repeating: "x", count: 4000), "-f", "mp3",
+        ])
+    }
+
+    @Test("MP3 chapters joined with cat (an audiobook's parts, each with its tag) are their sound's length, not the size over the bit rate that counts the tags as sound: probed at it, prepared whole (they were refused as cut short)")
+    func joinedChapters() throws {
+        let parts = try [(1, 3), (2, 4), (3, 5)].map { try Self.chapter($0.0, seconds: $0.1) }
+        let book = try Media.generated("estimated-book.mp3") { tmp in
+            try Data(parts.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }.joined()).write(to: URL(fileURLWithPath: tmp))
+        }
+        let whole = try parts.map { try FFprobe($0).formatDuration }.reduce(0, +)
+        let estimate = try FFprobe(book).formatDuration
+        #expect(estimate - whole > 0.5, "the source is what the test needs: libavformat estimates \(estimate) s for \(whole) s")
+        let probed = try Command.probed(book)
+        #expect(abs((probed["duration_seconds"]?.double ?? 0) - whole) < 0.1, "\(probed["duration_seconds"] ?? .null) s for \(whole) s")
+        #expect(probed["warnings"]?.elements?.contains(.string("duration_measured")) == true, "\(probed["warnings"] ?? .null)")
+        for (quality, caps) in [("original", "ios"), ("1mbps", "android")] {
+            try Command.prepare(book, quality: quality, caps: caps, scratch: "estimated-book-\(quality)") { run, out in
+                #expect(run.status == 0, "\(quality): \(run.stdout.suffix(400))")
+                let json = try Command.json(run)
+                let length = json["output"]?["duration_seconds"]?.double ?? 0
+                #expect(abs(length - whole) < 0.1, "\(quality): \(length) s for \(whole) s")
+                // The tags between the chapters are no sound, and no damage either: a copy
+                // had carried each glued to the frame after it ("Header missing").
+                #expect(try FFprobe.decodeErrors(out) == "")
+                #expect(json["stats"]?["corrupt_packets"] == .number(0), "\(quality): \(json["stats"] ?? .null)")
+            }
+        }
+        // A stretch of zeros inside (a damaged copy): the frame after it is kept, the damage counted.
+        let damaged = try Media.generated("estimated-chapter-zeroed.mp3") { tmp in
+            var bytes = try Data(contentsOf: URL(fileURLWithPath: parts[1]))
+            bytes.replaceSubrange(bytes.count / 2..<bytes.count / 2 + 2000, with: Data(count: 2000))
+            try bytes.write(to: URL(fileURLWithPath: tmp))
+        }
+        try Command.prepare(damaged, quality: "original", caps: "ios", scratch: "estimated-zeroed") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(400))")
+            #expect(try FFprobe.decodeErrors(out) == "")
+            let stats = try Command.json(run)["stats"]
+            #expect((stats?["corrupt_packets"]?.int ?? 0) >= 1, "\(stats ?? .null)")
+        }
+    }
+
+    @Test("a bare MPEG-1 video stream whose header says its rate is variable (18 bits set, read as 104.9 Mbit/s) is its pictures' length with no rate: probed at 6 s, not 0.01 s, and transcoded whole (it was refused as running past its length)")
+    func variableRateElementaryStream() throws {
+        let raw = try Media.generated("estimated-vbr.m1v", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=6",
+                                                           "-c:v", "mpeg1video", "-q:v", "4", "-f", "mpeg1video"])
+        let stated = try FFprobe(raw).streams("video").first?["bit_rate"]?.int
+        #expect(stated == 0x3FFFF * 400, "the source is what the test needs: \(stated ?? 0)")
+        let probed = try Command.probed(raw)
+        #expect(abs((probed["duration_seconds"]?.double ?? 0) - 6) < 0.1, "\(probed["duration_seconds"] ?? .null)")
+        let video = try Command.probedStreams(raw).first
+        #expect(video?["bit_rate"] == nil, "\(video ?? .null)")
+        try Command.prepare(raw, quality: "1mbps", caps: "android", scratch: "estimated-vbr") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(400))")
+            let length = try FFprobe(out).formatDuration
+            #expect(abs(length - 6) < 0.1, "\(length) s")
+            #expect(try FFprobe.decodeErrors(out) == "")
+        }
+    }
+}
