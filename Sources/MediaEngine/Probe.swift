@@ -381,6 +381,16 @@ public enum Prober {
            streams.allSatisfy({ !($0.type == .video || $0.type == .audio) || webmCodecs.contains($0.codec) }) {
             brand = "webm"
         }
+        // A sound of a few samples (a game's 1-sample "silence", a test file of 5): its AAC
+        // encode holds little more than the encoder's priming, which decodes to nothing, and
+        // verification failed every time as a retryable `verify_failed` (under 1 ms here).
+        if scan, duration > 0, duration < Self.shortestSound, !streams.contains(where: { $0.type == .video }),
+           let sound = streams.first(where: { $0.type == .audio }) {
+            let samples = sound.sampleRate.map { " (\(Format.count(Int((duration * Double($0)).rounded()), "sample")))" } ?? ""
+            throw KilnError(.sourceUnsupported, stage: .probe,
+                            "the source's sound lasts \(Format.fixed(duration * 1000, decimals: 2)) ms\(samples): too short to be made into a file "
+                            + "(\(Format.fixed(Self.shortestSound * 1000, decimals: 0)) ms at least)")
+        }
         var info = MediaInfo(formatName: formatName, container: Container.name(formatName: formatName, fileExtension: ext, brand: brand),
                              durationSeconds: duration, startSeconds: start, bitRate: bitRate, sizeBytes: size,
                              streams: streams, chapters: chapters, warnings: warnings)
@@ -767,6 +777,10 @@ public enum Prober {
         let scale = pow(10, 3 - floor(log10(fps)))
         return (fps * scale).rounded() / scale
     }
+
+    /// The shortest sound without pictures that is prepared, in seconds: what an AAC encode
+    /// of less decodes to nothing (a sound of 20 samples at 44.1 kHz did; 50 did not).
+    static let shortestSound = 0.002
 
     /// libavformat's demuxers for bare video elementary streams.
     static let elementaryStreamFormats: Set<String> = ["h264", "hevc", "mpegvideo", "m4v", "vc1", "cavsvideo", "avs2"]

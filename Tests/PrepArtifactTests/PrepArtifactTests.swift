@@ -239,6 +239,22 @@ struct CommandLineTests {
         }
     }
 
+    @Test("a sound of a few samples (a game's 1-sample silence, a test file of 20) exits 3 source_unsupported, every time (its AAC encode decoded to nothing and failed verification as retryable, exit 4); one of 100 samples is prepared")
+    func soundOfAFewSamples() throws {
+        for (samples, prepared) in [(1, false), (20, false), (100, true)] {
+            let source = try Media.generated("few-samples-\(samples).wav", ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100",
+                                                                           "-af", "atrim=end_sample=\(samples)", "-c:a", "pcm_s16le"])
+            try Command.prepare(source, quality: "original", caps: "ios", scratch: "cli-few-samples-\(samples)") { r, out in
+                #expect(r.status == (prepared ? 0 : 3), "\(samples): \(r.stdout.suffix(300))")
+                guard !prepared else { return }
+                let error = try Command.json(r)["error"]
+                #expect(error?["code"] == .string("source_unsupported") && error?["retryable"] == .bool(false), "\(error ?? .null)")
+                #expect(error?["message"]?.string?.contains("too short") == true, "\(error ?? .null)")
+                #expect(!FileManager.default.fileExists(atPath: out))
+            }
+        }
+    }
+
     @Test("a text file (README, .nfo) and a still picture (poster, photo, an icon, a GIF or an MP4 of one picture) exit 3 with a reason (libavformat read them as video: a 2 s clip of rendered text, a 0.04 s one of the poster; the icon and the GIF went out as such clips, exit 0)")
     func textAndPictures() throws {
         let dir = Media.scratch("cli-not-film")
