@@ -203,6 +203,8 @@ public enum Prober {
         }
         var shares: [Int: Double] = [:]
         var clockDamage: (stream: Int, why: String)?
+        // Which streams' rates the container states (the others the scan measures).
+        let statedRates = streams.map { $0.bitRate != nil }
         if scan {
             try demuxer.keepingParameters { () throws(KilnError) in
                 let scanned = try scanPackets(demuxer, &streams, &warnings)
@@ -350,6 +352,20 @@ public enum Prober {
         var bitRate = surveyedLength || lengthCorrected || attached > 0 || filmSeconds != nil ? 0 : Int(ctx.pointee.bit_rate)
         if bitRate <= 0, let seconds = filmSeconds ?? (duration > 0 ? duration : nil) {
             bitRate = Int(Double(max(0, Int64(size) - attached)) * 8 / seconds)
+        }
+        // A sound alone whose rate the scan measured from its first seconds: lossless sound
+        // (FLAC) spends few bits on a quiet start, and a song measured 579 kbit/s for the
+        // 1,419 it has was copied to a 1 Mbit/s rung as fitting. The whole file's rate, less
+        // its cover pictures, is the sound's where that is more.
+        let sounds = streams.indices.filter { streams[$0].type == .audio }
+        if duration > 0, sounds.count == 1, case let k = sounds[0], !statedRates[k], let measured = streams[k].bitRate,
+           !streams.contains(where: { $0.type == .video && !$0.disposition.attachedPicture }) {
+            let pictures = (0..<demuxer.streamCount).reduce(Int64(0)) { sum, i in
+                let st = demuxer.stream(i).pointee
+                return sum + (st.disposition & AV_DISPOSITION_ATTACHED_PIC != 0 ? Int64(st.attached_pic.size) : 0)
+            }
+            let whole = Int(Double(max(0, Int64(size) - attached - pictures)) * 8 / duration)
+            if Double(whole) > Double(measured) * 1.1 { streams[k].bitRate = whole }
         }
 
         var chapters: [Chapter] = []

@@ -4,8 +4,9 @@ import KilnCore
 import KilnTestSupport
 
 /// Lengths libavformat only estimates from a file's size and a bit rate (MP3 and ADTS
-/// without a frame count, bare video streams): no declaration to hold a run to.
-@Suite("lengths libavformat estimates")
+/// without a frame count, bare video streams): no declaration to hold a run to. And a
+/// sound's rate measured from its first seconds alone.
+@Suite("lengths and rates only estimated")
 struct EstimatedLengthTests {
     /// Part `k` of a book: a tone of `seconds` in 64 kbit/s MP3 at 32 kHz, without a frame
     /// count (no Xing header), after an ID3v2 tag of 4 kB (a long comment).
@@ -70,5 +71,18 @@ struct EstimatedLengthTests {
             #expect(abs(length - 6) < 0.1, "\(length) s")
             #expect(try FFprobe.decodeErrors(out) == "")
         }
+    }
+
+    @Test("a FLAC song with a quiet start is its whole file's rate, not its first seconds': at a 1 Mbit/s rung its 1.4 Mbit/s are re-encoded (measured 0.1 Mbit/s from the start, it was copied as fitting)")
+    func losslessQuietStart() throws {
+        // Two channels of their own noise, loud after 4 s of near silence.
+        let song = try Media.generated("quiet-start-3.flac", ["-f", "lavfi", "-i", "aevalsrc=(random(0)*2-1)*0.8|(random(1)*2-1)*0.8:s=48000:d=30",
+                                                             "-af", "volume=volume='if(lt(t,4),0.001,1)':eval=frame", "-c:a", "flac"])
+        let probed = try Command.probed(song)
+        let overall = probed["bit_rate"]?.double ?? 0, sound = try Command.probedStreams(song).first?["bit_rate"]?.double ?? 0
+        #expect(overall > 1_000_000, "the source is what the test needs: \(overall) bit/s")
+        #expect(sound > overall * 0.9, "the sound's rate \(sound) for the file's \(overall)")
+        let plan = try Command.planned([song, "--quality", "1mbps", "--caps", "android", "--json"])
+        #expect(plan["audio"]?["action"] == .string("transcode") && plan["reasons"]?.elements?.contains(.string("source_fits_target")) == false, "\(plan)")
     }
 }
