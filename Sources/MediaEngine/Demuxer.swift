@@ -79,6 +79,18 @@ final class Demuxer {
     var switchedStreams: [Int] { codingSwitches.keys.sorted() }
     /// The most channels a switched sound stream has in any of its codings.
     private(set) var switchedChannels: [Int: Int] = [:]
+    /// Whether the container is Ogg, and per stream its chained links' times (`OggChain`).
+    private lazy var isOgg = formatName == "ogg"
+    private var oggChains: [Int: OggChain] = [:] {
+        didSet {
+            if oggChains.values.contains(where: \.chained) { linksChained = true }
+            if linksUnfollowable == nil { linksUnfollowable = oggChains.values.lazy.compactMap(\.unfollowable).first }
+        }
+    }
+    /// Why an Ogg stream's chained links cannot be timed (`OggChain.unfollowable`).
+    private(set) var linksUnfollowable: String?
+    /// Whether an Ogg stream read so far went on in a second chained link (`OggChain`).
+    private(set) var linksChained = false
     /// Per stream a later header times in another timescale, its fragments' times
     /// (`TimeScaling`): libavformat reads them in the first header's.
     private var timeScalings: [Int: TimeScaling] = [:]
@@ -511,6 +523,10 @@ final class Demuxer {
     /// the first packet after a seek (a decoder opened since has the first header's).
     private func switchCoding(_ packet: Packet) {
         let s = Int(packet.streamIndex)
+        if isOgg {
+            let st = stream(s).pointee
+            oggChains[s, default: OggChain(first: OggChain.identification(extradata: st.codecpar.pointee))].follow(&packet.pointer.pointee, timeBase: st.time_base)
+        }
         if !timeScalings.isEmpty, let scaling = timeScalings[s] { scaling.retime(&packet.pointer.pointee) }
         guard !codingSwitches.isEmpty, var change = codingSwitches[s] else { return }
         let coding = change.coding(at: packet.pointer.pointee.pos)
@@ -724,6 +740,7 @@ final class Demuxer {
         pending = []
         derivesDecodeTimes = nil
         for k in codingSwitches.keys { codingSwitches[k]!.given = nil }
+        oggChains = [:]
         guard let landing = Demuxer.land(context, atStartOf: marks) else {
             rewindFailed = true
             throw KilnError(.sourceUnreadable, stage: .demux, "cannot go back to the start of the source without losing its first packets")
@@ -827,6 +844,7 @@ final class Demuxer {
         pending = []
         derivesDecodeTimes = nil
         for k in codingSwitches.keys { codingSwitches[k]!.given = nil }
+        oggChains = [:]
         if laces != nil { for i in laces!.indices { laces![i]?.reset() } }
         return av_seek_frame(context, stream, timestamp, flags)
     }
@@ -1185,5 +1203,75 @@ struct TimeScaling {
             found[i] = TimeScaling(starts: runs.map(\.start), bases: runs.map(\.base), ratios: runs.map(\.ratio))
         }
         return found
+    }
+}
+
+/// Ogg Vorbis streams chained one after another (`cat a.ogg b.ogg`, a recording of an
+/// Icecast stream whose every song is a link): each link begins with its own headers and
+/// times its packets from zero again, in its own rate. libavformat hands the new link's
+/// headers on as packets (which the Vorbis decoder takes up as such) and its times as they
+/// are, going back: the pipeline left out everything timed before what it had written,
+/// whole songs among them (1.02 s of 1.56, exit 0). Each link is put after the one before,
+/// its times counted in the stream's time base from where that one ended.
+struct OggChain {
+    /// The first link's rate and block sizes (its identification header, from the stream's
+    /// extradata); nil where unknown.
+    let first: (rate: Int, blocks: UInt8)?
+    /// A later link in another rate or block sizes: libavformat's Vorbis parser goes on
+    /// timing its packets by the first link's block sizes (a link at 22,050 Hz after one at
+    /// 44,100 came out twice its length), so its times cannot be taken. Why; nil otherwise.
+    private(set) var unfollowable: String?
+    /// Where the packets read so far end (the stream's time base); nil before the first.
+    var end: Int64?
+    /// Where the current link's time zero lies, and its rate over the stream's (a link at
+    /// 11,025 Hz after one at 8,000 is timed in its own samples); nil in the first link.
+    var link: (start: Int64, num: Int64, den: Int64)?
+
+    mutating func follow(_ p: inout AVPacket, timeBase: AVRational) {
+        // A link's last packet may state a length of four billion ticks (its end trimmed by
+        // a granule before its start, read as unsigned): no length, then.
+        if p.duration > 0, Double(p.duration) * timeBase.seconds > 10 { p.duration = 0 }
+        guard let data = p.data else { return }
+        let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
+        if let end, let header = Self.identification(bytes), timeBase.num > 0 {
+            // A new link: its time zero where the last one ended.
+            let streamRate = Int64(timeBase.den) / Int64(timeBase.num)
+            link = (end, streamRate, Int64(header.rate))
+            if unfollowable == nil, let first, first.rate != header.rate || first.blocks != header.blocks {
+                unfollowable = "its Ogg Vorbis links are chained at another rate or block size (\(first.rate) Hz, then \(header.rate) Hz), "
+                    + "which libavformat does not time"
+            }
+        }
+        if let link {
+            func moved(_ t: Int64) -> Int64 { t == kiln_nopts_value() ? t : link.start + av_rescale(t, link.num, link.den) }
+            p.pts = moved(p.pts)
+            p.dts = moved(p.dts)
+            if p.duration > 0 { p.duration = av_rescale(p.duration, link.num, link.den) }
+        }
+        let time = p.pts != kiln_nopts_value() ? p.pts : p.dts
+        if time != kiln_nopts_value() { end = max(end ?? time, time + max(0, p.duration)) }
+    }
+
+    /// Whether a second link has begun.
+    var chained: Bool { link != nil }
+
+    /// The rate and block sizes a Vorbis identification header states (`\x01vorbis`, its
+    /// version, channels, rate little-endian at 12, three bit rates, the block sizes' byte
+    /// at 28); nil for any other packet.
+    static func identification(_ b: UnsafeBufferPointer<UInt8>) -> (rate: Int, blocks: UInt8)? {
+        guard b.count >= 30, b[0] == 1, b[1] == 0x76, b[2] == 0x6F, b[3] == 0x72, b[4] == 0x62, b[5] == 0x69, b[6] == 0x73 else { return nil }
+        let rate = Int(b[12]) | Int(b[13]) << 8 | Int(b[14]) << 16 | Int(b[15]) << 24
+        return rate > 0 ? (rate, b[28]) : nil
+    }
+
+    /// The first link's identification header, among the headers a Vorbis stream's
+    /// extradata laces together (libavformat's Xiph lacing: a count, sizes, then the headers).
+    static func identification(extradata par: AVCodecParameters) -> (rate: Int, blocks: UInt8)? {
+        guard par.codec_id == AV_CODEC_ID_VORBIS, let data = par.extradata, par.extradata_size >= 30 else { return nil }
+        let bytes = UnsafeBufferPointer(start: data, count: Int(par.extradata_size))
+        for k in 0..<min(8, bytes.count - 30) where bytes[k] == 1 {
+            if let found = identification(UnsafeBufferPointer(rebasing: bytes[k...])) { return found }
+        }
+        return nil
     }
 }

@@ -235,7 +235,7 @@ public enum Prober {
                 // for its length; a longer one's stays an estimate (`duration_estimated`),
                 // which a run's own end replaces.
                 if duration > 0, !measured, ctx.pointee.duration_estimation_method == AVFMT_DURATION_FROM_BITRATE {
-                    if Int64(size) <= Self.readWhole, let end = lengthByReading(demuxer), end > start {
+                    if Int64(size) <= Self.readWhole, let end = lengthByReading(demuxer)?.end, end > start {
                         duration = end - start
                         lengthCorrected = true
                         warnings.append("duration_measured")
@@ -244,6 +244,20 @@ public enum Prober {
                     }
                     // The streams' lengths were the same estimate.
                     for i in streams.indices { streams[i].durationSeconds = nil }
+                    measured = true
+                }
+                // Ogg links chained one after another (`OggChain`: `cat` of songs, an Icecast
+                // recording): libavformat's length is the last link's. Read through, up to
+                // `readWhole` bytes; a longer file's run replaces it with its own end.
+                if formatName == "ogg", !measured, Int64(size) <= Self.readWhole,
+                   let read = lengthByReading(demuxer, chains: true), read.chained, read.end > start {
+                    if let why = read.unfollowable {
+                        throw KilnError(.sourceUnsupported, stage: .probe, "the source cannot be timed: \(why)")
+                    }
+                    duration = read.end - start
+                    lengthCorrected = true
+                    for i in streams.indices { streams[i].durationSeconds = nil }
+                    warnings.append("links_chained")
                     measured = true
                 }
                 // Sound whose header counts its samples exactly (FLAC's STREAMINFO, a WAV or
@@ -807,16 +821,17 @@ public enum Prober {
     /// Where a file's audio and video packets end, read from its first packet to its last
     /// (bounded by `readWhole`'s packets); nil where the read stops before the end. The
     /// demuxer is back at the start afterwards.
-    static func lengthByReading(_ demuxer: Demuxer) -> Double? {
+    /// `chains`: an Ogg file's, whose reading says whether its links are chained.
+    static func lengthByReading(_ demuxer: Demuxer, chains: Bool = false) -> (end: Double, chained: Bool, unfollowable: String?)? {
         guard let packet = try? Packet() else { return nil }
         // A bare stream cannot go back to its start (libavformat seeks only by its index):
         // read by a reader of its own (a file of at most `readWhole` bytes).
         if (try? demuxer.rewind()) == nil {
             guard let fresh = try? Demuxer(path: demuxer.path, cancellation: demuxer.cancellation) else { return nil }
-            return endByReading(fresh, into: packet)
+            return endByReading(fresh, into: packet).map { ($0, fresh.linksChained, fresh.linksUnfollowable) }
         }
         defer { try? demuxer.rewind() }
-        return endByReading(demuxer, into: packet)
+        return endByReading(demuxer, into: packet).map { ($0, demuxer.linksChained, demuxer.linksUnfollowable) }
     }
 
     /// Where the audio and video packets `demuxer` reads from where it is end; nil where

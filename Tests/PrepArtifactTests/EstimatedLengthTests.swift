@@ -85,4 +85,40 @@ struct EstimatedLengthTests {
         let plan = try Command.planned([song, "--quality", "1mbps", "--caps", "android", "--json"])
         #expect(plan["audio"]?["action"] == .string("transcode") && plan["reasons"]?.elements?.contains(.string("source_fits_target")) == false, "\(plan)")
     }
+
+    @Test("Ogg Vorbis songs chained one after another (cat, an Icecast recording), each its own headers and times from zero: every song in order, the probe at their sum (the pipeline kept only what was timed after the first song, 1.02 s of 1.56, exit 0); links at another rate, which libavformat times wrongly, are refused")
+    func chainedOggLinks() throws {
+        func song(_ hz: Int, _ rate: Int, _ seconds: Int) throws -> String {
+            try Media.generated("chained-\(hz)-\(rate)-\(seconds).ogg", ["-f", "lavfi", "-i", "sine=frequency=\(hz):sample_rate=\(rate):duration=\(seconds)",
+                                                                        "-c:a", "libvorbis", "-f", "ogg"])
+        }
+        func chain(_ name: String, _ songs: [String]) throws -> String {
+            try Media.generated("chained-\(name).ogg") { tmp in
+                try Data(songs.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }.joined()).write(to: URL(fileURLWithPath: tmp))
+            }
+        }
+        let chained = try chain("three-44k", [try song(440, 44100, 2), try song(880, 44100, 1), try song(660, 44100, 2)])
+        let probed = try Command.probed(chained)
+        #expect(abs((probed["duration_seconds"]?.double ?? 0) - 5) < 0.1, "\(probed["duration_seconds"] ?? .null)")
+        #expect(probed["warnings"]?.elements?.contains(.string("links_chained")) == true, "\(probed["warnings"] ?? .null)")
+        for (quality, caps) in [("original", "ios"), ("1mbps", "android")] {
+            try Command.prepare(chained, quality: quality, caps: caps, scratch: "chained-\(quality)") { run, out in
+                #expect(run.status == 0, "\(quality): \(run.stdout.suffix(400))")
+                #expect(try FFprobe.decodeErrors(out) == "")
+                let sound = try CameraTracksTests.channel(out, 0)
+                #expect(abs(Double(sound.count) / 48000 - 5) < 0.1, "\(quality): \(Double(sound.count) / 48000) s of sound")
+                for (from, to, hz) in [(0.3, 1.7, 440.0), (2.2, 2.8, 880), (3.3, 4.7, 660)] {
+                    let found = CameraTracksTests.frequency(sound, from: from, to: to)
+                    #expect(abs(found - hz) < 10, "\(quality), \(from)-\(to) s: \(found) Hz for \(hz)")
+                }
+            }
+        }
+        let rates = try chain("rates-44k-22k", [try song(440, 44100, 2), try song(660, 22050, 2)])
+        try Command.prepare(rates, quality: "original", caps: "ios", scratch: "chained-rates") { run, out in
+            #expect(run.status == 3, "\(run.stdout.suffix(400))")
+            let error = try Command.json(run)["error"]
+            #expect(error?["code"] == .string("source_unsupported") && error?["message"]?.string?.contains("22050 Hz") == true, "\(error ?? .null)")
+            #expect(!FileManager.default.fileExists(atPath: out))
+        }
+    }
 }
