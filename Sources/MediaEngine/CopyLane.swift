@@ -350,6 +350,10 @@ final class CopyLane: Lane {
                 return
             }
         }
+        if !isVideo, !wholeFrame(packet) {
+            counters.corruptPackets += 1
+            return
+        }
         if try timesRunBack(packet) { return }
         if let gap {
             self.gap = nil
@@ -380,6 +384,26 @@ final class CopyLane: Lane {
             try flushPending(before: packet.pointer.pointee.dts, nextPTS: packet.pointer.pointee.pts, muxer: muxer)
         }
         try emit(packet, muxer: muxer)
+    }
+
+    /// Whether a sound packet holds its frame whole: an AC-3, E-AC-3, MPEG audio or ADTS
+    /// frame no shorter than its header says, a FLAC frame whose CRC-16 (over the whole
+    /// frame, its own at the end) holds. A file cut inside its last frame (a copy or download
+    /// that stopped; an AVI's last AC-3 frame 741 bytes of 768) had that frame copied, and
+    /// the output failed to decode at its end ("incomplete frame", "invalid residual"), with
+    /// nothing counted. Such a frame is left out, counted.
+    private func wholeFrame(_ packet: Packet) -> Bool {
+        let p = packet.pointer.pointee
+        guard let data = p.data, p.size > 0 else { return true }
+        let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
+        let codec = input.pointee.codecpar.pointee.codec_id
+        if codec == AV_CODEC_ID_FLAC {
+            // A frame begins with its sync code (0xFFF8 or 0xFFF9); anything else is not judged.
+            guard bytes.count >= 4, bytes[0] == 0xFF, bytes[1] & 0xFE == 0xF8 else { return true }
+            return av_crc(av_crc_get_table(AV_CRC_16_ANSI), 0, data, Int(p.size)) == 0
+        }
+        guard SoundFrameHeader.family(of: codec) != nil, let header = SoundFrameHeader(bytes, at: 0) else { return true }
+        return header.length <= bytes.count
     }
 
     /// Whether an MPEG audio packet begins with a frame header.

@@ -6,7 +6,7 @@ import KilnTestSupport
 /// Lengths libavformat only estimates from a file's size and a bit rate (MP3 and ADTS
 /// without a frame count, bare video streams): no declaration to hold a run to. And a
 /// sound's rate measured from its first seconds alone.
-@Suite("lengths and rates only estimated")
+@Suite("sound files and bare streams as found: estimated lengths and rates, chained links, a last frame cut")
 struct EstimatedLengthTests {
     /// Part `k` of a book: a tone of `seconds` in 64 kbit/s MP3 at 32 kHz, without a frame
     /// count (no Xing header), after an ID3v2 tag of 4 kB (a long comment).
@@ -119,6 +119,25 @@ struct EstimatedLengthTests {
             let error = try Command.json(run)["error"]
             #expect(error?["code"] == .string("source_unsupported") && error?["message"]?.string?.contains("22050 Hz") == true, "\(error ?? .null)")
             #expect(!FileManager.default.fileExists(atPath: out))
+        }
+    }
+
+    @Test("a FLAC or AC-3 file cut inside its last frame is copied without that frame, counted (the frame went out and the output failed to decode at its end: 'invalid residual', 'incomplete frame')")
+    func lastFrameCut() throws {
+        for (name, args) in [("flac", ["-c:a", "flac", "-f", "flac"]), ("ac3", ["-c:a", "ac3", "-b:a", "192k", "-f", "ac3"])] {
+            let whole = try Media.generated("last-frame-whole.\(name)", ["-f", "lavfi", "-i", "aevalsrc=(random(0)*2-1)*0.5|(random(1)*2-1)*0.5:s=48000:d=6"] + args)
+            let cut = try Media.generated("last-frame-cut.\(name)") { tmp in
+                let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+                try bytes.prefix(bytes.count - 300).write(to: URL(fileURLWithPath: tmp))
+            }
+            #expect(try !FFprobe.decodeErrors(cut).isEmpty, "\(name): the source is what the test needs")
+            try Command.prepare(cut, quality: "original", caps: "ios", scratch: "last-frame-\(name)") { run, out in
+                #expect(run.status == 0, "\(name): \(run.stdout.suffix(400))")
+                let json = try Command.json(run)
+                #expect(json["plan"]?["audio"]?["action"] == .string("copy"), "\(name): \(json["plan"] ?? .null)")
+                #expect(try FFprobe.decodeErrors(out) == "", "\(name)")
+                #expect(json["stats"]?["corrupt_packets"] == .number(1), "\(name): \(json["stats"] ?? .null)")
+            }
         }
     }
 }

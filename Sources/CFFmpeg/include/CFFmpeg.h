@@ -21,6 +21,7 @@
 #include <libavutil/samplefmt.h>
 #include <libavutil/error.h>
 #include <libavutil/mathematics.h>
+#include <libavutil/crc.h>
 #include <libswresample/swresample.h>
 #include <libswscale/swscale.h>
 // libavfilter's headers give the types (AVFilterGraph, AVFilterContext, AVFilterInOut);
