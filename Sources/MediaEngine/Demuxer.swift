@@ -491,7 +491,7 @@ final class Demuxer {
             TimeLimit.clear(packet, in: stream(Int(packet.streamIndex)))
             deriveDecodeTime(packet)
             _ = laceTimed(packet)
-            switchCoding(packet)
+            followHeaders(packet)
             return true
         }
         // A loop, not a call again: a damaged index may end thousands of samples inside the file's last bytes.
@@ -509,7 +509,7 @@ final class Demuxer {
                     try judgeLaces(of: s, lace: lace)
                     laces?[s]?.retime(&packet.pointer.pointee)
                 }
-                switchCoding(packet)
+                followHeaders(packet)
                 return true
             }
             packet.unref()
@@ -517,11 +517,13 @@ final class Demuxer {
         return false
     }
 
-    /// Hands a packet of a stream whose coding changes the configuration it is coded in
-    /// (`AV_PKT_DATA_NEW_EXTRADATA`, which libavcodec's H.264, HEVC and AAC decoders take up)
-    /// where it differs from the last one this demuxer handed over: at each change, and at
-    /// the first packet after a seek (a decoder opened since has the first header's).
-    private func switchCoding(_ packet: Packet) {
+    /// What a file's later headers change, applied to a packet as it is read: an Ogg link's
+    /// times after the one before (`OggChain`); a fragment's times in another timescale
+    /// (`TimeScaling`); and for a stream whose coding changes, the configuration it is coded
+    /// in (`AV_PKT_DATA_NEW_EXTRADATA`, which libavcodec's H.264, HEVC and AAC decoders take
+    /// up) where it differs from the last one this demuxer handed over: at each change, and
+    /// at the first packet after a seek (a decoder opened since has the first header's).
+    private func followHeaders(_ packet: Packet) {
         let s = Int(packet.streamIndex)
         if isOgg {
             let st = stream(s).pointee
