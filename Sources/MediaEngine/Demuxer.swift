@@ -1184,6 +1184,7 @@ struct TimeScaling {
     static func read(_ walk: Prober.FragmentWalk, order: ReadOrder?, context: UnsafeMutablePointer<AVFormatContext>) -> [Int: TimeScaling] {
         let stored = walk.fragments.map(\.offset)
         let laid = order?.positions(ofStored: stored) ?? stored.map { $0 }
+        let shifts = walk.recordingShifts()
         var found: [Int: TimeScaling] = [:]
         for i in 0..<Int(context.pointee.nb_streams) {
             guard let st = context.pointee.streams[i] else { continue }
@@ -1195,7 +1196,7 @@ struct TimeScaling {
             for (k, offset) in stored.enumerated() {
                 guard let at = laid[k] else { continue }
                 if let r = byFragment[offset] {
-                    let base = Int64(clamping: r.time) + walk.shiftTicks(track: track, recording: r.recording)
+                    let base = Int64(clamping: r.time) + walk.shiftTicks(shifts, track: track, recording: r.recording)
                     runs.append((at, base, (Int64(r.scale.first), Int64(r.scale.own))))
                 } else {
                     runs.append((at, 0, (1, 1)))

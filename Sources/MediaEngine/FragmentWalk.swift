@@ -130,19 +130,19 @@ extension Prober {
             return laid
         }
 
-        /// Each track whose coding a later header changes (`codingChange`), with the coding
-        /// each header gives it: from the first fragment stored after that header on
-        /// (`from`; 0 for the first header's), the decoder configuration a decoder must be
-        /// given there (`AV_PKT_DATA_NEW_EXTRADATA`: `avcC`, `hvcC`, the AudioSpecificConfig;
-        /// nil for sound that describes itself frame by frame, AC-3 and E-AC-3). Or why the
-        /// change cannot be followed by a decoder: another codec, another timescale (a
-        /// track's times are read in the first header's), a coding whose configuration Kiln
-        /// does not know how to hand over.
         /// The most channels a sound track has in any header (nil where none says).
         func mostChannels(_ track: UInt32) -> Int? {
             ([firstCodings[track]] + laterHeaders.map { $0.codings[track] }).compactMap { $0?.channels }.max()
         }
 
+        /// Each track whose coding a later header changes (`codingChange`), with the coding
+        /// each header gives it: from the first fragment stored after that header on
+        /// (`from`; 0 for the first header's), the decoder configuration a decoder must be
+        /// given there (`AV_PKT_DATA_NEW_EXTRADATA`: `avcC`, `hvcC`, the AudioSpecificConfig;
+        /// nil for sound that describes itself frame by frame, AC-3 and E-AC-3). Or why the
+        /// change cannot be followed by a decoder: another codec, a coding whose
+        /// configuration Kiln does not know how to hand over, another timescale in a fragment
+        /// that gives no time of its own (`rescaled`).
         func codingSwitches() -> (tracks: [UInt32: [(from: Int64, config: [UInt8]?)]], problem: String?) {
             var tracks: [UInt32: [(from: Int64, config: [UInt8]?)]] = [:]
             let stored = fragments.map(\.offset)
@@ -165,12 +165,11 @@ extension Prober {
             return (tracks, nil)
         }
 
-        /// Each recording's move in seconds (`joinedTimes`), in track `track`'s ticks.
-        func shiftTicks(track: UInt32, recording: Int) -> Int64 {
-            guard recordings > 1, let base = timeBases[track], base.num > 0, base.den > 0 else { return 0 }
-            let shift = recordingShifts()
-            guard recording < shift.count else { return 0 }
-            return Int64((shift[recording] * Double(base.den) / Double(base.num)).rounded())
+        /// A recording's move in seconds (`recordingShifts`), in track `track`'s ticks, as
+        /// `joinedTimes` moves its `tfdt`s.
+        func shiftTicks(_ shifts: [Double], track: UInt32, recording: Int) -> Int64 {
+            guard recordings > 1, recording < shifts.count, let base = timeBases[track], base.num > 0, base.den > 0 else { return 0 }
+            return Int64((shifts[recording] * Double(base.den) / Double(base.num)).rounded())
         }
 
         /// Why a decoder set up for `first` cannot go on with `later`'s samples; nil where
@@ -222,10 +221,10 @@ extension Prober {
             var times: [(at: Int64, length: Int, value: UInt64)] = []
             times.reserveCapacity(retimed.count)
             for t in retimed {
-                guard let base = timeBases[t.track], base.num > 0, base.den > 0 else {
+                guard timeBases[t.track].map({ $0.num > 0 && $0.den > 0 }) == true else {
                     return ([], "track \(t.track) is not one the file's header declares")
                 }
-                let ticks = Int64((shift[t.recording] * Double(base.den) / Double(base.num)).rounded())
+                let ticks = shiftTicks(shift, track: t.track, recording: t.recording)
                 let (moved, overflow) = Int64(clamping: t.time).addingReportingOverflow(ticks)
                 guard !overflow, moved >= 0, t.wide || moved <= Int64(UInt32.max) else {
                     return ([], "track \(t.track)'s time at byte \(t.at) cannot hold the joined time in its \(t.wide ? 64 : 32) bits")
