@@ -54,6 +54,10 @@ final class CopyLane: Lane {
     private var adts = ChangeWatch<ADTSConfiguration>(confirmations: 8)
     /// AC-3 and E-AC-3 frames' configuration, watched as ADTS's is (`DolbyDigitalConfiguration`).
     private var dolbyDigital = ChangeWatch<DolbyDigitalConfiguration>(confirmations: 8)
+    /// MPEG audio frames' rate and channels, watched as ADTS's are: MP3 files joined with
+    /// `cat` may change rate at a join (a chapter at 22,050 Hz among ones at 32,000), and
+    /// copied under the first's sample entry their times ran back.
+    private var mpegAudio = ChangeWatch<MPEGAudioFormat>(confirmations: 8)
     /// A multiplex's sound that goes on in another codec on its PID (`UnexplainedSound`).
     private var codecWatch: UnexplainedSound?
     /// AAC in LATM framing, taken out of it frame by frame (`LATMFrames`), and its
@@ -483,6 +487,9 @@ final class CopyLane: Lane {
         case AV_CODEC_ID_AC3, AV_CODEC_ID_EAC3:
             let config = DolbyDigitalConfiguration(bytes)
             try watch(&dolbyDigital, config, what: config?.enhanced == true ? "E-AC-3 audio" : "AC-3 audio", why: "one MP4 track states one layout")
+        case AV_CODEC_ID_MP1, AV_CODEC_ID_MP2, AV_CODEC_ID_MP3:
+            let format = SoundFrameHeader(bytes, at: 0).flatMap { $0.family == .mpeg ? MPEGAudioFormat(rate: $0.sampleRate, channels: $0.channels) : nil }
+            try watch(&mpegAudio, format, what: "MPEG audio", why: "one MP4 track states one rate and layout")
         default:
             break
         }
@@ -823,6 +830,13 @@ struct ChangeWatch<Value: Equatable> {
         if let c = candidate, c.value == value { candidate!.count += 1 } else { candidate = (value, 1, at()) }
         return candidate!.count >= confirmations
     }
+}
+
+/// The rate and channels an MPEG audio frame header states.
+struct MPEGAudioFormat: Equatable, CustomStringConvertible {
+    let rate: Int
+    let channels: Int
+    var description: String { "\(rate) Hz, \(channels == 1 ? "mono" : "stereo")" }
 }
 
 /// The stream configuration an ADTS header carries (ISO/IEC 13818-7 / 14496-3): audio

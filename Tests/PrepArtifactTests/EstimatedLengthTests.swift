@@ -10,9 +10,9 @@ import KilnTestSupport
 struct EstimatedLengthTests {
     /// Part `k` of a book: a tone of `seconds` in 64 kbit/s MP3 at 32 kHz, without a frame
     /// count (no Xing header), after an ID3v2 tag of 4 kB (a long comment).
-    static func chapter(_ k: Int, seconds: Int) throws -> String {
-        try Media.generated("estimated-chapter-\(k)-\(seconds).mp3", [
-            "-f", "lavfi", "-i", "sine=frequency=\(300 * k):sample_rate=32000:duration=\(seconds)", "-c:a", "libmp3lame", "-b:a", "64k",
+    static func chapter(_ k: Int, seconds: Int, rate: Int = 32000) throws -> String {
+        try Media.generated("estimated-chapter-\(k)-\(seconds)\(rate == 32000 ? "" : "-\(rate)").mp3", [
+            "-f", "lavfi", "-i", "sine=frequency=\(300 * k):sample_rate=\(rate):duration=\(seconds)", "-c:a", "libmp3lame", "-b:a", "64k",
             "-ac", "1", "-write_xing", "0", "-id3v2_version", "3", "-metadata", "comment=" + String(repeating: "x", count: 4000), "-f", "mp3",
         ])
     }
@@ -40,6 +40,21 @@ struct EstimatedLengthTests {
                 #expect(try FFprobe.decodeErrors(out) == "")
                 #expect(json["stats"]?["corrupt_packets"] == .number(0), "\(quality): \(json["stats"] ?? .null)")
             }
+        }
+        // A chapter at another rate (22,050 Hz among 32,000): one MP4 sample entry cannot say
+        // both, and the copy's times ran back at the join; the sound is re-encoded instead.
+        let files = [parts[0], try Self.chapter(2, seconds: 2, rate: 22050), parts[2]]
+        let mixedLength = try files.map { try FFprobe($0).formatDuration }.reduce(0, +)
+        let mixed = try Media.generated("estimated-book-mixed-rates.mp3") { tmp in
+            try Data(files.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }.joined()).write(to: URL(fileURLWithPath: tmp))
+        }
+        try Command.prepare(mixed, quality: "original", caps: "ios", scratch: "estimated-mixed") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(400))")
+            let json = try Command.json(run)
+            #expect(json["stats"]?["adjustments"]?.elements?.contains { $0.string?.hasPrefix("audio_reencoded") == true } == true, "\(json["stats"] ?? .null)")
+            #expect(try FFprobe.decodeErrors(out) == "")
+            let length = json["output"]?["duration_seconds"]?.double ?? 0
+            #expect(abs(length - mixedLength) < 0.1, "\(length) s for \(mixedLength) s")
         }
         // A stretch of zeros inside (a damaged copy): the frame after it is kept, the damage counted.
         let damaged = try Media.generated("estimated-chapter-zeroed.mp3") { tmp in
