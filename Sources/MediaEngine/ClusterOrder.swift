@@ -35,13 +35,8 @@ struct ReadOrder: Equatable {
         }
         starts.sort { $0.from < $1.from }
         return offsets.map { offset in
-            var lo = 0, hi = starts.count - 1
-            guard hi >= 0, starts[0].from <= offset else { return nil }
-            while lo < hi {
-                let mid = (lo + hi + 1) / 2
-                if starts[mid].from <= offset { lo = mid } else { hi = mid - 1 }
-            }
-            return offset < starts[lo].from + starts[lo].length ? starts[lo].read + offset - starts[lo].from : nil
+            guard let k = starts.lastIndex(atOrBefore: offset, by: \.from) else { return nil }
+            return offset < starts[k].from + starts[k].length ? starts[k].read + offset - starts[k].from : nil
         }
     }
 
@@ -67,14 +62,9 @@ struct ReadOrder: Equatable {
         }
         if last < size { pieces.append(Piece(from: last, length: size - last)) }
         let moved = { (offset: Int64) -> Int64 in
-            guard offset >= first, offset < last else { return offset }
             // The last span beginning at or before it.
-            var lo = 0, hi = spans.count - 1
-            while lo < hi {
-                let mid = (lo + hi + 1) / 2
-                if spans[mid].lowerBound <= offset { lo = mid } else { hi = mid - 1 }
-            }
-            return at[lo] + offset - spans[lo].lowerBound
+            guard offset < last, let k = spans.lastIndex(atOrBefore: offset, by: \.lowerBound) else { return offset }
+            return at[k] + offset - spans[k].lowerBound
         }
         return (ReadOrder(pieces: pieces, patches: []), moved)
     }

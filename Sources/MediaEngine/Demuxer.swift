@@ -1118,13 +1118,8 @@ struct CodingSwitch {
 
     /// The coding of a packet read at `position` (the first header's where unknown).
     func coding(at position: Int64) -> Int {
-        guard position >= 0, let first = starts.first, position >= first else { return 0 }
-        var lo = 0, hi = starts.count - 1
-        while lo < hi {
-            let mid = (lo + hi + 1) / 2
-            if starts[mid] <= position { lo = mid } else { hi = mid - 1 }
-        }
-        return codings[lo]
+        guard position >= 0, let k = starts.lastIndex(atOrBefore: position, by: { $0 }) else { return 0 }
+        return codings[k]
     }
 
     /// Per stream of `context` whose track changes: `tracks` (each header's coding from
@@ -1167,13 +1162,8 @@ struct TimeScaling {
     var ratios: [(first: Int64, own: Int64)] = []
 
     func retime(_ p: inout AVPacket) {
-        guard p.pos >= 0, let first = starts.first, p.pos >= first else { return }
-        var lo = 0, hi = starts.count - 1
-        while lo < hi {
-            let mid = (lo + hi + 1) / 2
-            if starts[mid] <= p.pos { lo = mid } else { hi = mid - 1 }
-        }
-        let (num, den) = ratios[lo], base = bases[lo]
+        guard p.pos >= 0, let k = starts.lastIndex(atOrBefore: p.pos, by: { $0 }) else { return }
+        let (num, den) = ratios[k], base = bases[k]
         guard num != den else { return }
         func scaled(_ t: Int64) -> Int64 { t == kiln_nopts_value() ? t : base + av_rescale(t - base, num, den) }
         p.pts = scaled(p.pts)

@@ -92,12 +92,7 @@ enum TrackDrift {
             let s = samples[k]
             guard s.pos > first, s.pos < last else { continue }
             // The reference's last sample at or before this one in the file.
-            var lo = 0, hi = reference.count - 1
-            while lo < hi {
-                let mid = (lo + hi + 1) / 2
-                if reference[mid].pos <= s.pos { lo = mid } else { hi = mid - 1 }
-            }
-            guard lo + 1 < reference.count else { continue }
+            guard let lo = reference.lastIndex(atOrBefore: s.pos, by: \.pos), lo + 1 < reference.count else { continue }
             let (a, b) = (reference[lo], reference[lo + 1])
             guard b.pos - a.pos <= wideGap else { continue }
             let at = a.seconds + (b.pos > a.pos ? (b.seconds - a.seconds) * Double(s.pos - a.pos) / Double(b.pos - a.pos) : 0)
