@@ -347,12 +347,10 @@ final class CopyLane: Lane {
             sawKeyframe = true
             firstKeptTime = packet.time == noPTS ? nil : packet.time
         }
-        if !isVideo, SoundFrameHeader.family(of: input.pointee.codecpar.pointee.codec_id) == .mpeg, !Self.startsAtFrame(packet) {
-            guard trimToFrame(packet) else {
-                // Nothing of a frame in it: left out, counted (the gap it leaves is closed as any).
-                counters.corruptPackets += 1
-                return
-            }
+        if !isVideo, SoundFrameHeader.family(of: input.pointee.codecpar.pointee.codec_id) == .mpeg, !trimToFrame(packet) {
+            // Nothing of a frame in it: left out, counted (the gap it leaves is closed as any).
+            counters.corruptPackets += 1
+            return
         }
         if !isVideo, !wholeFrame(packet) {
             counters.corruptPackets += 1
@@ -410,23 +408,18 @@ final class CopyLane: Lane {
         return header.length <= bytes.count
     }
 
-    /// Whether an MPEG audio packet begins with a frame header.
-    static func startsAtFrame(_ packet: Packet) -> Bool {
-        let p = packet.pointer.pointee
-        guard let data = p.data, p.size >= 7 else { return false }
-        return SoundFrameHeader(UnsafeBufferPointer(start: data, count: Int(p.size)), at: 0)?.family == .mpeg
-    }
-
     /// An MPEG audio packet that begins with bytes of no frame: libavformat's MP3 parser
     /// glues what lies between two frames to the next one, an ID3 tag in the middle of MP3
     /// files joined with `cat` (an audiobook's chapters), or a stretch of zeros where a file
     /// was damaged. Copied so, each decodes as "Header missing" and its frame is lost. The
     /// packet is cut to the frame it ends with (a header whose length reaches its end);
-    /// false where there is none. A tag is no damage; anything else is counted.
+    /// false where there is none. A tag is no damage; anything else is counted. A packet
+    /// that begins with a frame is left as it is.
     private func trimToFrame(_ packet: Packet) -> Bool {
         let p = packet.pointer
         guard let data = p.pointee.data, p.pointee.size >= 7 else { return false }
         let size = Int(p.pointee.size), bytes = UnsafeBufferPointer(start: data, count: size)
+        if SoundFrameHeader(bytes, at: 0)?.family == .mpeg { return true }
         for k in 1...(size - 7) {
             guard bytes[k] == 0xFF, let h = SoundFrameHeader(bytes, at: k), h.family == .mpeg, h.length == size - k else { continue }
             if !(bytes[0] == 0x49 && bytes[1] == 0x44 && bytes[2] == 0x33) { counters.corruptPackets += 1 }  // "ID3"

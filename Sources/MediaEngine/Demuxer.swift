@@ -81,12 +81,7 @@ final class Demuxer {
     private(set) var switchedChannels: [Int: Int] = [:]
     /// Whether the container is Ogg, and per stream its chained links' times (`OggChain`).
     private lazy var isOgg = formatName == "ogg"
-    private var oggChains: [Int: OggChain] = [:] {
-        didSet {
-            if oggChains.values.contains(where: \.chained) { linksChained = true }
-            if linksUnfollowable == nil { linksUnfollowable = oggChains.values.lazy.compactMap(\.unfollowable).first }
-        }
-    }
+    private var oggChains: [Int: OggChain] = [:]
     /// Why an Ogg stream's chained links cannot be timed (`OggChain.unfollowable`).
     private(set) var linksUnfollowable: String?
     /// Whether an Ogg stream read so far went on in a second chained link (`OggChain`).
@@ -155,18 +150,23 @@ final class Demuxer {
                 recordingsJoined = walk.recordings > 1
                 fragmentOffsetsShifted = walk.indexInsertedAfter
             }
+            // Where each fragment is read (in the order laid, where the fragments were moved),
+            // for a file whose later headers change what a fragment holds.
+            let followed = codingChange != nil || walk?.rescaled.isEmpty == false
+            let stored = followed ? walk!.fragments.map(\.offset) : []
+            let laid = order?.positions(ofStored: stored) ?? stored.map { $0 }
             if let walk, !walk.rescaled.isEmpty {
                 if order == nil {
                     codingSwitchProblem = walk.joinProblem ?? "its fragments cannot be read in the first header's timescale"
                 } else {
-                    timeScalings = TimeScaling.read(walk, order: order, context: ctx!)
+                    timeScalings = TimeScaling.read(walk, fragments: stored, laid: laid, context: ctx!)
                 }
             }
-            if let walk, walk.codingChange != nil || !walk.rescaled.isEmpty, codingSwitchProblem == nil {
+            if let walk, followed, codingSwitchProblem == nil {
                 let (tracks, problem) = walk.codingSwitches()
                 codingSwitchProblem = problem
                 if problem == nil {
-                    codingSwitches = CodingSwitch.read(tracks, fragments: walk.fragments.map(\.offset), order: order, context: ctx!)
+                    codingSwitches = CodingSwitch.read(tracks, fragments: stored, laid: laid, context: ctx!)
                     for s in codingSwitches.keys {
                         if let most = walk.mostChannels(UInt32(bitPattern: ctx!.pointee.streams[s]!.pointee.id)) { switchedChannels[s] = most }
                     }
@@ -527,7 +527,12 @@ final class Demuxer {
         let s = Int(packet.streamIndex)
         if isOgg {
             let st = stream(s).pointee
-            oggChains[s, default: OggChain(first: OggChain.identification(extradata: st.codecpar.pointee))].follow(&packet.pointer.pointee, timeBase: st.time_base)
+            var chain = oggChains[s] ?? OggChain(first: OggChain.identification(extradata: st.codecpar.pointee))
+            chain.follow(&packet.pointer.pointee, timeBase: st.time_base)
+            // Kept past a seek, which starts the chains again.
+            linksChained = linksChained || chain.chained
+            linksUnfollowable = linksUnfollowable ?? chain.unfollowable
+            oggChains[s] = chain
         }
         if !timeScalings.isEmpty, let scaling = timeScalings[s] { scaling.retime(&packet.pointer.pointee) }
         guard !codingSwitches.isEmpty, var change = codingSwitches[s] else { return }
@@ -538,6 +543,13 @@ final class Demuxer {
         guard let config = change.configs[coding], !config.isEmpty,
               let side = av_packet_new_side_data(packet.pointer, AV_PKT_DATA_NEW_EXTRADATA, config.count) else { return }
         config.withUnsafeBufferPointer { side.update(from: $0.baseAddress!, count: config.count) }
+    }
+
+    /// After a seek: a decoder opened since has the first header's coding, and an Ogg link's
+    /// times are counted again from the packets read.
+    private func followFromStart() {
+        for k in codingSwitches.keys { codingSwitches[k]!.given = nil }
+        oggChains = [:]
     }
 
     /// Per stream, its laced frames' times (`LaceTimes`): Matroska sound tracks; nil for
@@ -741,8 +753,7 @@ final class Demuxer {
         let marks = marks ?? startMarks
         pending = []
         derivesDecodeTimes = nil
-        for k in codingSwitches.keys { codingSwitches[k]!.given = nil }
-        oggChains = [:]
+        followFromStart()
         guard let landing = Demuxer.land(context, atStartOf: marks) else {
             rewindFailed = true
             throw KilnError(.sourceUnreadable, stage: .demux, "cannot go back to the start of the source without losing its first packets")
@@ -845,8 +856,7 @@ final class Demuxer {
         startMarks.seal()
         pending = []
         derivesDecodeTimes = nil
-        for k in codingSwitches.keys { codingSwitches[k]!.given = nil }
-        oggChains = [:]
+        followFromStart()
         if laces != nil { for i in laces!.indices { laces![i]?.reset() } }
         return av_seek_frame(context, stream, timestamp, flags)
     }
@@ -1123,10 +1133,9 @@ struct CodingSwitch {
     }
 
     /// Per stream of `context` whose track changes: `tracks` (each header's coding from
-    /// which stored fragment on), the fragments' stored places, and the order they are read in.
-    static func read(_ tracks: [UInt32: [(from: Int64, config: [UInt8]?)]], fragments: [Int64], order: ReadOrder?,
+    /// which stored fragment on), the fragments' stored places and where each is read.
+    static func read(_ tracks: [UInt32: [(from: Int64, config: [UInt8]?)]], fragments: [Int64], laid: [Int64?],
                      context: UnsafeMutablePointer<AVFormatContext>) -> [Int: CodingSwitch] {
-        let laid = order?.positions(ofStored: fragments) ?? fragments.map { $0 }
         var found: [Int: CodingSwitch] = [:]
         for i in 0..<Int(context.pointee.nb_streams) {
             guard let st = context.pointee.streams[i], let list = tracks[UInt32(bitPattern: st.pointee.id)] else { continue }
@@ -1171,9 +1180,9 @@ struct TimeScaling {
         if p.duration > 0 { p.duration = av_rescale(p.duration, num, den) }
     }
 
-    static func read(_ walk: Prober.FragmentWalk, order: ReadOrder?, context: UnsafeMutablePointer<AVFormatContext>) -> [Int: TimeScaling] {
-        let stored = walk.fragments.map(\.offset)
-        let laid = order?.positions(ofStored: stored) ?? stored.map { $0 }
+    /// `fragments`: the walk's fragments' stored places; `laid`: where each is read.
+    static func read(_ walk: Prober.FragmentWalk, fragments stored: [Int64], laid: [Int64?],
+                     context: UnsafeMutablePointer<AVFormatContext>) -> [Int: TimeScaling] {
         let shifts = walk.recordingShifts()
         var found: [Int: TimeScaling] = [:]
         for i in 0..<Int(context.pointee.nb_streams) {

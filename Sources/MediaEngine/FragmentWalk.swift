@@ -56,7 +56,14 @@ extension Prober {
         /// segment). libavformat reads the first header only, so that track's later
         /// samples were decoded with the first's parameter sets: pictures broken from the
         /// join on, exit 0. The track and where that header lies; nil if none.
-        var codingChange: (track: UInt32, offset: Int64)?
+        var codingChange: (track: UInt32, offset: Int64)? {
+            for header in laterHeaders {
+                if let track = header.codings.keys.sorted().first(where: { t in firstCodings[t].map { $0 != header.codings[t] } ?? false }) {
+                    return (track, header.offset)
+                }
+            }
+            return nil
+        }
         /// The first header's picture and sound tracks' codings and timescales, and each
         /// later header's (`LaterHeader`), in the order stored.
         var firstCodings: [UInt32: Coding] = [:]
@@ -336,8 +343,8 @@ extension Prober {
         var walk = FragmentWalk(size: fileSize)
         var tracks: [UInt32: TrackState] = [:]
         var defaults: [UInt32: SampleDefaults] = [:]
-        // The first header's tracks' codings (`Coding`).
-        var codings: [UInt32: Coding]?
+        // Whether the first header was read (the later ones are `laterHeaders`).
+        var firstHeaderRead = false
         // Per recording, the sequence numbers its fragments used, while no two were the same
         // (nil: its writer does not number them apart).
         var numbers: [Set<UInt32>?] = [[]]
@@ -369,18 +376,14 @@ extension Prober {
                moov.count == Int(boxSize) {
                 let header = movieHeader(moov, from: headerLength)
                 defaults = header.defaults
-                if let first = codings {
-                    if walk.codingChange == nil,
-                       let track = header.codings.keys.sorted().first(where: { first[$0] != nil && first[$0] != header.codings[$0] }) {
-                        walk.codingChange = (track, offset)
-                    }
+                if firstHeaderRead {
                     walk.laterHeaders.append(LaterHeader(offset: offset, codings: header.codings, timescales: header.timescales))
                     scales = [:]
                     for (track, own) in header.timescales {
                         if let first = walk.firstTimescales[track], first > 0, own > 0, first != own { scales[track] = (first, own) }
                     }
                 } else {
-                    codings = header.codings
+                    firstHeaderRead = true
                     walk.firstCodings = header.codings
                     walk.firstTimescales = header.timescales
                 }

@@ -250,7 +250,7 @@ public enum Prober {
                 // recording): libavformat's length is the last link's. Read through, up to
                 // `readWhole` bytes; a longer file's run replaces it with its own end.
                 if formatName == "ogg", !measured, Int64(size) <= Self.readWhole,
-                   let read = lengthByReading(demuxer, chains: true), read.chained, read.end > start {
+                   let read = lengthByReading(demuxer), read.chained, read.end > start {
                     if let why = read.unfollowable {
                         throw KilnError(.sourceUnsupported, stage: .probe, "the source cannot be timed: \(why)")
                     }
@@ -821,8 +821,8 @@ public enum Prober {
     /// Where a file's audio and video packets end, read from its first packet to its last
     /// (bounded by `readWhole`'s packets); nil where the read stops before the end. The
     /// demuxer is back at the start afterwards.
-    /// `chains`: an Ogg file's, whose reading says whether its links are chained.
-    static func lengthByReading(_ demuxer: Demuxer, chains: Bool = false) -> (end: Double, chained: Bool, unfollowable: String?)? {
+    /// And, for an Ogg file, whether its links are chained and why they cannot be timed (`OggChain`).
+    static func lengthByReading(_ demuxer: Demuxer) -> (end: Double, chained: Bool, unfollowable: String?)? {
         guard let packet = try? Packet() else { return nil }
         // A bare stream cannot go back to its start (libavformat seeks only by its index):
         // read by a reader of its own (a file of at most `readWhole` bytes).
@@ -842,15 +842,20 @@ public enum Prober {
             guard (try? demuxer.read(into: packet)) == true else { return end }
             reads += 1
             defer { packet.unref() }
-            let p = packet.pointer.pointee
-            guard p.stream_index >= 0, Int(p.stream_index) < demuxer.streamCount else { continue }
-            let st = demuxer.stream(Int(p.stream_index))
-            let type = st.pointee.codecpar.pointee.codec_type
-            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO, packet.time != noPTS,
-                  let t = seconds(packet.time + max(0, p.duration), st.pointee.time_base) else { continue }
-            end = max(end ?? t, t)
+            if let t = audioVideoEnd(packet, in: demuxer) { end = max(end ?? t, t) }
         }
         return nil
+    }
+
+    /// Where an audio or video packet ends (seconds, the file's time); nil for another
+    /// stream's or an untimed one.
+    static func audioVideoEnd(_ packet: Packet, in demuxer: Demuxer) -> Double? {
+        let p = packet.pointer.pointee
+        guard p.stream_index >= 0, Int(p.stream_index) < demuxer.streamCount else { return nil }
+        let st = demuxer.stream(Int(p.stream_index))
+        let type = st.pointee.codecpar.pointee.codec_type
+        guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO, packet.time != noPTS else { return nil }
+        return seconds(packet.time + max(0, p.duration), st.pointee.time_base)
     }
 
     /// How much of a file's end `measuredEnd` reads.
@@ -904,14 +909,7 @@ public enum Prober {
         defer { try? demuxer.rewind() }
         var end: Double? = nil
         let read = demuxer.read(fromByte: max(0, size - tailBytes), limit: 100_000, into: packet) { packet in
-            let p = packet.pointer.pointee
-            guard p.stream_index >= 0, Int(p.stream_index) < demuxer.streamCount else { return true }
-            let st = demuxer.stream(Int(p.stream_index))
-            let type = st.pointee.codecpar.pointee.codec_type
-            guard type == AVMEDIA_TYPE_VIDEO || type == AVMEDIA_TYPE_AUDIO else { return true }
-            let ts = packet.time
-            guard ts != noPTS, let t = seconds(ts + max(0, p.duration), st.pointee.time_base) else { return true }
-            end = max(end ?? t, t)
+            if let t = audioVideoEnd(packet, in: demuxer) { end = max(end ?? t, t) }
             return true
         }
         return read ? end : nil
