@@ -39,6 +39,18 @@ struct CameraTracksTests {
         return try Data(contentsOf: URL(fileURLWithPath: raw)).withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
     }
 
+    /// Checks that channel `c` of `path`'s sound lasts `seconds` (within 0.1 s) and sounds each
+    /// tone at its frequency (within 10 Hz) over its stretch; `label` names the run in failures.
+    static func expectTones(_ path: String, channel c: Int = 0, lasting seconds: Double,
+                            _ tones: [(from: Double, to: Double, hz: Double)], _ label: String = "") throws {
+        let sound = try channel(path, c)
+        #expect(abs(Double(sound.count) / 48000 - seconds) < 0.1, "\(label): \(Double(sound.count) / 48000) s of sound for \(seconds) s")
+        for (from, to, hz) in tones {
+            let found = frequency(sound, from: from, to: to)
+            #expect(abs(found - hz) < 10, "\(label), \(from)-\(to) s: \(found) Hz for \(hz)")
+        }
+    }
+
     /// The tone's frequency in `samples[from..<to]` (seconds), from its zero crossings; 0 for silence.
     static func frequency(_ samples: [Int16], from: Double, to: Double) -> Double {
         let a = Int(from * 48000), b = min(samples.count, Int(to * 48000))
