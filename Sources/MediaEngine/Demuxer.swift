@@ -491,27 +491,29 @@ final class Demuxer {
             TimeLimit.clear(packet, in: stream(Int(packet.streamIndex)))
             deriveDecodeTime(packet)
             _ = laceTimed(packet)
-            followHeaders(packet)
-            return true
+            if followHeaders(packet) { return true }
+            packet.unref()
+            return try read(into: packet)
         }
         // A loop, not a call again: a damaged index may end thousands of samples inside the file's last bytes.
         while try readFrame(into: packet) {
             // Left out; counted with the samples the index places past the end (`samplesPastEnd`).
-            guard endsCutShort(packet.pointer.pointee) else {
-                TimeLimit.clear(packet, in: stream(Int(packet.streamIndex)))
-                deriveDecodeTime(packet)
-                noted(packet)
-                // Not judged yet, the frame is as libavformat timed it: a DefaultDuration after
-                // the one before.
-                let lace = packet.pointer.pointee.duration
-                if laceTimed(packet) {
-                    let s = Int(packet.streamIndex)
-                    try judgeLaces(of: s, lace: lace)
-                    laces?[s]?.retime(&packet.pointer.pointee)
-                }
-                followHeaders(packet)
-                return true
+            if endsCutShort(packet.pointer.pointee) {
+                packet.unref()
+                continue
             }
+            TimeLimit.clear(packet, in: stream(Int(packet.streamIndex)))
+            deriveDecodeTime(packet)
+            noted(packet)
+            // Not judged yet, the frame is as libavformat timed it: a DefaultDuration after
+            // the one before.
+            let lace = packet.pointer.pointee.duration
+            if laceTimed(packet) {
+                let s = Int(packet.streamIndex)
+                try judgeLaces(of: s, lace: lace)
+                laces?[s]?.retime(&packet.pointer.pointee)
+            }
+            if followHeaders(packet) { return true }
             packet.unref()
         }
         return false
@@ -523,26 +525,29 @@ final class Demuxer {
     /// in (`AV_PKT_DATA_NEW_EXTRADATA`, which libavcodec's H.264, HEVC and AAC decoders take
     /// up) where it differs from the last one this demuxer handed over: at each change, and
     /// at the first packet after a seek (a decoder opened since has the first header's).
-    private func followHeaders(_ packet: Packet) {
+    /// False for a packet to leave out: a later Ogg link's headers that are no sound.
+    private func followHeaders(_ packet: Packet) -> Bool {
         let s = Int(packet.streamIndex)
         if isOgg {
             let st = stream(s).pointee
             var chain = oggChains[s] ?? OggChain(first: OggChain.identification(extradata: st.codecpar.pointee))
-            chain.follow(&packet.pointer.pointee, timeBase: st.time_base)
+            let kept = chain.follow(&packet.pointer.pointee, codec: st.codecpar.pointee.codec_id, timeBase: st.time_base)
             // Kept past a seek, which starts the chains again.
             linksChained = linksChained || chain.chained
             linksUnfollowable = linksUnfollowable ?? chain.unfollowable
             oggChains[s] = chain
+            if !kept { return false }
         }
         if !timeScalings.isEmpty, let scaling = timeScalings[s] { scaling.retime(&packet.pointer.pointee) }
-        guard !codingSwitches.isEmpty, var change = codingSwitches[s] else { return }
+        guard !codingSwitches.isEmpty, var change = codingSwitches[s] else { return true }
         let coding = change.coding(at: packet.pointer.pointee.pos)
-        guard coding != change.given else { return }
+        guard coding != change.given else { return true }
         change.given = coding
         codingSwitches[s] = change
         guard let config = change.configs[coding], !config.isEmpty,
-              let side = av_packet_new_side_data(packet.pointer, AV_PKT_DATA_NEW_EXTRADATA, config.count) else { return }
+              let side = av_packet_new_side_data(packet.pointer, AV_PKT_DATA_NEW_EXTRADATA, config.count) else { return true }
         config.withUnsafeBufferPointer { side.update(from: $0.baseAddress!, count: config.count) }
+        return true
     }
 
     /// After a seek: a decoder opened since has the first header's coding, and an Ogg link's
@@ -1208,16 +1213,25 @@ struct TimeScaling {
     }
 }
 
-/// Ogg Vorbis streams chained one after another (`cat a.ogg b.ogg`, a recording of an
-/// Icecast stream whose every song is a link): each link begins with its own headers and
-/// times its packets from zero again, in its own rate. libavformat hands the new link's
-/// headers on as packets (which the Vorbis decoder takes up as such) and its times as they
-/// are, going back: the pipeline left out everything timed before what it had written,
-/// whole songs among them (1.02 s of 1.56, exit 0). Each link is put after the one before,
-/// its times counted in the stream's time base from where that one ended.
+/// Ogg streams chained one after another (`cat a.ogg b.ogg`, a recording of an Icecast
+/// stream whose every song is a link): each link begins with its own headers and times its
+/// packets from zero again, in its own rate. libavformat hands the new link's times on as
+/// they are, going back: the pipeline left out everything timed before what it had written,
+/// whole Vorbis songs among them (1.02 s of 1.56, exit 0), and an Ogg FLAC link at 48 kHz
+/// after one at 44.1 came out 9 % long, timed in the first link's samples. Each link is put
+/// after the one before, its times counted in the stream's time base from where that one
+/// ended.
+///
+/// A link begins where a packet's time runs back to its zero (or before it: an encoder's
+/// priming, Opus's pre-skip) after the link before had gone past it. Its rate is its
+/// headers': Vorbis's identification header and Ogg FLAC's STREAMINFO come as packets
+/// timed at zero (libavformat reads a new Opus link's headers itself; Opus is timed at
+/// 48 kHz whatever its rate). Vorbis's headers go on to its decoder, which takes them up;
+/// FLAC's are left out (`follow` says so): neither a decoder nor an MP4 track takes them as
+/// sound, and a copy wrote them as two samples, 0.15 s of nothing at every join.
 struct OggChain {
-    /// The first link's rate and block sizes (its identification header, from the stream's
-    /// extradata); nil where unknown.
+    /// The first link's rate and block sizes (a Vorbis identification header, from the
+    /// stream's extradata); nil where unknown or not Vorbis.
     let first: (rate: Int, blocks: UInt8)?
     /// A later link in another rate or block sizes: libavformat's Vorbis parser goes on
     /// timing its packets by the first link's block sizes (a link at 22,050 Hz after one at
@@ -1225,33 +1239,54 @@ struct OggChain {
     private(set) var unfollowable: String?
     /// Where the packets read so far end (the stream's time base); nil before the first.
     var end: Int64?
+    /// Where the current link's packets end in its own times; nil before its first timed one.
+    private var linkEnd: Int64?
     /// Where the current link's time zero lies, and its rate over the stream's (a link at
     /// 11,025 Hz after one at 8,000 is timed in its own samples); nil in the first link.
     var link: (start: Int64, num: Int64, den: Int64)?
+    /// An Ogg FLAC link's header packets are being read (between its STREAMINFO and its
+    /// first frame).
+    private var inFLACHeaders = false
 
-    mutating func follow(_ p: inout AVPacket, timeBase: AVRational) {
+    init(first: (rate: Int, blocks: UInt8)?) { self.first = first }
+
+    /// Retimes `p` into the chain; false for a packet to leave out (an Ogg FLAC link's headers).
+    mutating func follow(_ p: inout AVPacket, codec: AVCodecID, timeBase: AVRational) -> Bool {
         // A link's last packet may state a length of four billion ticks (its end trimmed by
         // a granule before its start, read as unsigned): no length, then.
         if p.duration > 0, Double(p.duration) * timeBase.seconds > 10 { p.duration = 0 }
-        guard let data = p.data else { return }
+        guard let data = p.data else { return true }
         let bytes = UnsafeBufferPointer(start: data, count: Int(p.size))
-        if let end, let header = Self.identification(bytes), timeBase.num > 0 {
+        let time = p.pts != kiln_nopts_value() ? p.pts : p.dts
+        let flacRate = codec == AV_CODEC_ID_FLAC ? Self.flacStreamRate(bytes) : nil
+        if let end, time != kiln_nopts_value(), time <= 0, let linkEnd, linkEnd > 0, timeBase.num > 0 {
             // A new link: its time zero where the last one ended.
             let streamRate = Int64(timeBase.den) / Int64(timeBase.num)
-            link = (end, streamRate, Int64(header.rate))
-            if unfollowable == nil, let first, first.rate != header.rate || first.blocks != header.blocks {
-                unfollowable = "its Ogg Vorbis links are chained at another rate or block size (\(first.rate) Hz, then \(header.rate) Hz), "
+            let vorbis = codec == AV_CODEC_ID_VORBIS ? Self.identification(bytes) : nil
+            let rate = vorbis.map { Int64($0.rate) } ?? flacRate.map(Int64.init) ?? streamRate
+            link = (end, streamRate, rate)
+            self.linkEnd = nil
+            if unfollowable == nil, let first, let vorbis, first.rate != vorbis.rate || first.blocks != vorbis.blocks {
+                unfollowable = "its Ogg Vorbis links are chained at another rate or block size (\(first.rate) Hz, then \(vorbis.rate) Hz), "
                     + "which libavformat does not time"
             }
         }
+        if codec == AV_CODEC_ID_FLAC {
+            // The STREAMINFO packet, then metadata blocks up to the first frame (its sync code).
+            if flacRate != nil { inFLACHeaders = true }
+            if inFLACHeaders, !(bytes.count >= 2 && bytes[0] == 0xFF && bytes[1] & 0xFE == 0xF8) { return false }
+            inFLACHeaders = false
+        }
+        if time != kiln_nopts_value() { linkEnd = max(linkEnd ?? time, time + max(0, p.duration)) }
         if let link {
             func moved(_ t: Int64) -> Int64 { t == kiln_nopts_value() ? t : link.start + av_rescale(t, link.num, link.den) }
             p.pts = moved(p.pts)
             p.dts = moved(p.dts)
             if p.duration > 0 { p.duration = av_rescale(p.duration, link.num, link.den) }
         }
-        let time = p.pts != kiln_nopts_value() ? p.pts : p.dts
-        if time != kiln_nopts_value() { end = max(end ?? time, time + max(0, p.duration)) }
+        let moved = p.pts != kiln_nopts_value() ? p.pts : p.dts
+        if moved != kiln_nopts_value() { end = max(end ?? moved, moved + max(0, p.duration)) }
+        return true
     }
 
     /// Whether a second link has begun.
@@ -1264,6 +1299,15 @@ struct OggChain {
         guard b.count >= 30, b[0] == 1, b[1] == 0x76, b[2] == 0x6F, b[3] == 0x72, b[4] == 0x62, b[5] == 0x69, b[6] == 0x73 else { return nil }
         let rate = Int(b[12]) | Int(b[13]) << 8 | Int(b[14]) << 16 | Int(b[15]) << 24
         return rate > 0 ? (rate, b[28]) : nil
+    }
+
+    /// The rate an Ogg FLAC stream's first header packet states: 0x7F "FLAC", the mapping's
+    /// version and header count, "fLaC", a metadata block header, then STREAMINFO, whose
+    /// rate is the 20 bits after its first 10 bytes; nil for any other packet.
+    static func flacStreamRate(_ b: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard b.count >= 30, b[0] == 0x7F, b[1] == 0x46, b[2] == 0x4C, b[3] == 0x41, b[4] == 0x43 else { return nil }
+        let rate = Int(b[27]) << 12 | Int(b[28]) << 4 | Int(b[29]) >> 4
+        return rate > 0 ? rate : nil
     }
 
     /// The first link's identification header, among the headers a Vorbis stream's

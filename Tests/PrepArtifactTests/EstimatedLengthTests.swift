@@ -132,6 +132,46 @@ struct EstimatedLengthTests {
         }
     }
 
+    @Test("Ogg Opus and Ogg FLAC links chained with `cat` probe at their sum (it was the last link's length); a FLAC link's headers are not copied as sound (two samples, 0.15 s of nothing at the join), and a link at another rate is re-encoded (it was copied under the first link's rate, 7 % long)")
+    func chainedOpusAndFLACLinks() throws {
+        func song(_ hz: Int, _ rate: Int, _ seconds: Int, _ codec: [String], _ ext: String) throws -> String {
+            try Media.generated("chained-\(hz)-\(rate)-\(seconds).\(ext)", ["-f", "lavfi", "-i", "sine=frequency=\(hz):sample_rate=\(rate):duration=\(seconds)"]
+                                + codec + ["-f", "ogg"])
+        }
+        func chain(_ name: String, _ songs: [String]) throws -> String {
+            try Media.generated("chained-\(name).ogg") { tmp in
+                try Data(songs.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }.joined()).write(to: URL(fileURLWithPath: tmp))
+            }
+        }
+        let opus = ["-c:a", "libopus", "-b:a", "64k"], flac = ["-c:a", "flac"]
+        let opusSongs = [try song(440, 48000, 3, opus, "opus"), try song(660, 48000, 2, opus + ["-ac", "2"], "opus")]
+        let flacSongs = [try song(440, 44100, 3, flac, "oga"), try song(660, 44100, 2, flac, "oga")]
+        for (name, songs) in [("opus", opusSongs), ("flac", flacSongs)] {
+            let chained = try chain("\(name)-two", songs)
+            let probed = try Command.probed(chained)
+            #expect(abs((probed["duration_seconds"]?.double ?? 0) - 5) < 0.1, "\(name): \(probed["duration_seconds"] ?? .null)")
+            #expect(probed["warnings"]?.elements?.contains(.string("links_chained")) == true, "\(name): \(probed["warnings"] ?? .null)")
+            try Command.prepare(chained, quality: "original", caps: "ios", scratch: "chained-\(name)") { run, out in
+                #expect(run.status == 0, "\(name): \(run.stdout.suffix(400))")
+                #expect(try FFprobe.decodeErrors(out) == "", "\(name)")
+                try CameraTracksTests.expectTones(out, lasting: 5, [(0.3, 2.7, 440.0), (3.3, 4.7, 660)], name)
+                if name == "flac" {
+                    // A copy: every frame of both songs, and nothing else.
+                    let frames = try songs.map { try FFprobe.packetCount($0, "a") }.reduce(0, +)
+                    #expect(try FFprobe.packetCount(out, "a") == frames, "\(name)")
+                }
+            }
+        }
+        let rates = try chain("flac-44k-48k", [flacSongs[0], try song(660, 48000, 2, flac, "oga")])
+        try Command.prepare(rates, quality: "original", caps: "ios", scratch: "chained-flac-rates") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(400))")
+            let json = try Command.json(run)
+            #expect(json["output"]?["audio"]?["codec"] == .string("aac"), "\(json["output"] ?? .null)")
+            #expect(try FFprobe.decodeErrors(out) == "")
+            try CameraTracksTests.expectTones(out, lasting: 5, [(0.3, 2.7, 440.0), (3.3, 4.7, 660)], "44.1 then 48 kHz")
+        }
+    }
+
     @Test("a FLAC or AC-3 file cut inside its last frame is copied without that frame, counted (the frame went out and the output failed to decode at its end: 'invalid residual', 'incomplete frame')")
     func lastFrameCut() throws {
         for (name, args) in [("flac", ["-c:a", "flac", "-f", "flac"]), ("ac3", ["-c:a", "ac3", "-b:a", "192k", "-f", "ac3"])] {
