@@ -489,7 +489,7 @@ final class CopyLane: Lane {
             try watch(&mpegAudio, format, what: "MPEG audio", why: "one MP4 track states one rate and layout")
         case AV_CODEC_ID_FLAC:
             let par = input.pointee.codecpar.pointee
-            let format = FLACFrameFormat(bytes, streamRate: Int(par.sample_rate), streamBits: Int(par.bits_per_raw_sample))
+            let format = FLACFrameHeader(bytes, streamRate: Int(par.sample_rate), streamBits: Int(par.bits_per_raw_sample))?.format
             try watch(&flac, format, what: "FLAC audio", why: "one MP4 track states one rate and layout")
         default:
             break
@@ -838,45 +838,6 @@ struct MPEGAudioFormat: Equatable, CustomStringConvertible {
     let rate: Int
     let channels: Int
     var description: String { "\(rate) Hz, \(channels == 1 ? "mono" : "stereo")" }
-}
-
-/// The rate, channels and sample size a FLAC frame header states (the FLAC format's frame
-/// header: sync code, block size and rate codes, channel assignment and sample size codes,
-/// the frame or sample number in UTF-8's coding, then the block size and rate where the
-/// codes say they follow). A code that defers to STREAMINFO takes the stream's.
-struct FLACFrameFormat: Equatable, CustomStringConvertible {
-    let rate: Int
-    let channels: Int
-    let bits: Int
-    var description: String { "\(rate) Hz, \(channels) channel\(channels == 1 ? "" : "s"), \(bits)-bit" }
-
-    init?(_ b: UnsafeBufferPointer<UInt8>, streamRate: Int, streamBits: Int) {
-        guard b.count >= 6, b[0] == 0xFF, b[1] & 0xFE == 0xF8 else { return nil }
-        let blockCode = Int(b[2] >> 4), rateCode = Int(b[2] & 0x0F)
-        let assignment = Int(b[3] >> 4), sizeCode = Int(b[3] >> 1 & 0x07)
-        guard assignment <= 10, rateCode != 15, sizeCode != 3 else { return nil }
-        // The coded number: as many bytes as the first one's leading ones (one where none).
-        var lead = 0
-        while lead < 8, b[4] & (0x80 >> lead) != 0 { lead += 1 }
-        guard lead != 1, lead <= 7 else { return nil }
-        var at = 4 + max(1, lead)
-        at += blockCode == 6 ? 1 : blockCode == 7 ? 2 : 0
-        func field(_ n: Int) -> Int? {
-            guard at + n <= b.count else { return nil }
-            return (0..<n).reduce(0) { $0 << 8 | Int(b[at + $1]) }
-        }
-        let fixedRates = [0, 88_200, 176_400, 192_000, 8_000, 16_000, 22_050, 24_000, 32_000, 44_100, 48_000, 96_000]
-        switch rateCode {
-        case 0: rate = streamRate
-        case 12: guard let k = field(1) else { return nil }; rate = k * 1000
-        case 13: guard let hz = field(2) else { return nil }; rate = hz
-        case 14: guard let tens = field(2) else { return nil }; rate = tens * 10
-        default: rate = fixedRates[rateCode]
-        }
-        channels = assignment < 8 ? assignment + 1 : 2
-        bits = [streamBits, 8, 12, 0, 16, 20, 24, 32][sizeCode]
-        guard rate > 0 else { return nil }
-    }
 }
 
 /// The stream configuration an ADTS header carries (ISO/IEC 13818-7 / 14496-3): audio

@@ -79,12 +79,17 @@ final class Demuxer {
     var switchedStreams: [Int] { codingSwitches.keys.sorted() }
     /// The most channels a switched sound stream has in any of its codings.
     private(set) var switchedChannels: [Int: Int] = [:]
-    /// Whether the container is Ogg, and per stream its chained links' times (`OggChain`).
-    private lazy var isOgg = formatName == "ogg"
-    private var oggChains: [Int: OggChain] = [:]
-    /// Why an Ogg stream's chained links cannot be timed (`OggChain.unfollowable`).
+    /// Whether the container is one whose files are joined into chains of links (Ogg, and
+    /// FLAC files joined with `cat`), and per stream its chained links' times (`LinkChain`).
+    private lazy var chainsLinks = Self.chainedFormats.contains(formatName)
+    static let chainedFormats: Set<String> = ["ogg", "flac"]
+    /// A bare FLAC file, where a joined file's header lies between frames (`FLACJoin`); an
+    /// Ogg FLAC link's header packets are `LinkChain`'s.
+    private lazy var isBareFLAC = formatName == "flac"
+    private var linkChains: [Int: LinkChain] = [:]
+    /// Why a stream's chained links cannot be timed (`LinkChain.unfollowable`).
     private(set) var linksUnfollowable: String?
-    /// Whether an Ogg stream read so far went on in a second chained link (`OggChain`).
+    /// Whether a stream read so far went on in a second chained link (`LinkChain`).
     private(set) var linksChained = false
     /// Per stream a later header times in another timescale, its fragments' times
     /// (`TimeScaling`): libavformat reads them in the first header's.
@@ -520,22 +525,26 @@ final class Demuxer {
     }
 
     /// What a file's later headers change, applied to a packet as it is read: an Ogg link's
-    /// times after the one before (`OggChain`); a fragment's times in another timescale
+    /// times after the one before (`LinkChain`); a fragment's times in another timescale
     /// (`TimeScaling`); and for a stream whose coding changes, the configuration it is coded
     /// in (`AV_PKT_DATA_NEW_EXTRADATA`, which libavcodec's H.264, HEVC and AAC decoders take
     /// up) where it differs from the last one this demuxer handed over: at each change, and
     /// at the first packet after a seek (a decoder opened since has the first header's).
-    /// False for a packet to leave out: a later Ogg link's headers that are no sound.
+    /// False for a packet to leave out: a later link's headers, which are no sound.
     private func followHeaders(_ packet: Packet) -> Bool {
         let s = Int(packet.streamIndex)
-        if isOgg {
+        if chainsLinks {
             let st = stream(s).pointee
-            var chain = oggChains[s] ?? OggChain(first: OggChain.identification(extradata: st.codecpar.pointee))
+            var chain = linkChains[s] ?? LinkChain(first: LinkChain.identification(extradata: st.codecpar.pointee))
+            if isBareFLAC, st.codecpar.pointee.codec_id == AV_CODEC_ID_FLAC, !splitJoinedFLAC(packet, &chain, st.codecpar.pointee) {
+                linkChains[s] = chain
+                return false
+            }
             let kept = chain.follow(&packet.pointer.pointee, codec: st.codecpar.pointee.codec_id, timeBase: st.time_base)
             // Kept past a seek, which starts the chains again.
             linksChained = linksChained || chain.chained
             linksUnfollowable = linksUnfollowable ?? chain.unfollowable
-            oggChains[s] = chain
+            linkChains[s] = chain
             if !kept { return false }
         }
         if !timeScalings.isEmpty, let scaling = timeScalings[s] { scaling.retime(&packet.pointer.pointee) }
@@ -550,11 +559,38 @@ final class Demuxer {
         return true
     }
 
+    /// A packet that holds a joined FLAC file's header (`FLACJoin`) becomes its frames, each
+    /// timed (`LinkChain.place`): the first in `packet`, the rest handed out next. False
+    /// where it holds no frame.
+    private func splitJoinedFLAC(_ packet: Packet, _ chain: inout LinkChain, _ par: AVCodecParameters) -> Bool {
+        let p = packet.pointer.pointee
+        guard let data = p.data,
+              let join = FLACJoin.frames(UnsafeBufferPointer(start: data, count: Int(p.size)),
+                                         streamRate: Int(par.sample_rate), streamBits: Int(par.bits_per_raw_sample)) else { return true }
+        let times = chain.place(join.frames, rate: join.rate)
+        var pieces: [Packet] = []
+        for (frame, time) in zip(join.frames, times) {
+            guard let piece = try? Packet(), av_packet_ref(piece.pointer, packet.pointer) == 0 else { continue }
+            piece.pointer.pointee.data = data + frame.range.lowerBound
+            piece.pointer.pointee.size = Int32(frame.range.count)
+            piece.pointer.pointee.pts = time
+            piece.pointer.pointee.dts = time
+            piece.pointer.pointee.duration = Int64(frame.samples)
+            if p.pos >= 0 { piece.pointer.pointee.pos = p.pos + Int64(frame.range.lowerBound) }
+            pieces.append(piece)
+        }
+        packet.unref()
+        guard let first = pieces.first else { return false }
+        packet.take(first)
+        pending.insert(contentsOf: pieces.dropFirst(), at: 0)
+        return true
+    }
+
     /// After a seek: a decoder opened since has the first header's coding, and an Ogg link's
     /// times are counted again from the packets read.
     private func followFromStart() {
         for k in codingSwitches.keys { codingSwitches[k]!.given = nil }
-        oggChains = [:]
+        linkChains = [:]
     }
 
     /// Per stream, its laced frames' times (`LaceTimes`): Matroska sound tracks; nil for
@@ -1213,23 +1249,25 @@ struct TimeScaling {
     }
 }
 
-/// Ogg streams chained one after another (`cat a.ogg b.ogg`, a recording of an Icecast
-/// stream whose every song is a link): each link begins with its own headers and times its
-/// packets from zero again, in its own rate. libavformat hands the new link's times on as
-/// they are, going back: the pipeline left out everything timed before what it had written,
-/// whole Vorbis songs among them (1.02 s of 1.56, exit 0), and an Ogg FLAC link at 48 kHz
-/// after one at 44.1 came out 9 % long, timed in the first link's samples. Each link is put
-/// after the one before, its times counted in the stream's time base from where that one
-/// ended.
+/// Files chained one after another: Ogg links (`cat a.ogg b.ogg`, a recording of an Icecast
+/// stream whose every song is a link) and FLAC files joined with `cat`. Each link begins
+/// with its own headers and times its packets from zero again, in its own rate. libavformat
+/// hands the new link's times on as they are, going back: the pipeline left out everything
+/// timed before what it had written, whole Vorbis songs among them (1.02 s of 1.56, exit 0),
+/// an Ogg FLAC link at 48 kHz after one at 44.1 came out 9 % long, timed in the first link's
+/// samples, and of two FLAC files joined 2.6 s of 5 came out (exit 0). Each link is put after
+/// the one before, its times counted in the stream's time base from where that one ended.
 ///
 /// A link begins where a packet's time runs back to its zero (or before it: an encoder's
 /// priming, Opus's pre-skip) after the link before had gone past it. Its rate is its
 /// headers': Vorbis's identification header and Ogg FLAC's STREAMINFO come as packets
-/// timed at zero (libavformat reads a new Opus link's headers itself; Opus is timed at
-/// 48 kHz whatever its rate). Vorbis's headers go on to its decoder, which takes them up;
-/// FLAC's are left out (`follow` says so): neither a decoder nor an MP4 track takes them as
-/// sound, and a copy wrote them as two samples, 0.15 s of nothing at every join.
-struct OggChain {
+/// timed at zero, a joined FLAC file's header glued to the end of the frame before it
+/// (libavformat reads a new Opus link's headers itself; Opus is timed at 48 kHz whatever
+/// its rate). Vorbis's headers go on to its decoder, which takes them up; FLAC's are left
+/// out (`follow` says so, or cuts the frame they are glued to): neither a decoder nor an
+/// MP4 track takes them as sound, and a copy wrote them as samples, 0.15 s of nothing at
+/// every Ogg join and a frame that failed its CRC at every `cat` join.
+struct LinkChain {
     /// The first link's rate and block sizes (a Vorbis identification header, from the
     /// stream's extradata); nil where unknown or not Vorbis.
     let first: (rate: Int, blocks: UInt8)?
@@ -1247,6 +1285,9 @@ struct OggChain {
     /// An Ogg FLAC link's header packets are being read (between its STREAMINFO and its
     /// first frame).
     private var inFLACHeaders = false
+    /// The rate of a joined FLAC file whose header was glued to the frames before its first
+    /// (`FLACJoin`).
+    private var nextRate: Int?
 
     init(first: (rate: Int, blocks: UInt8)?) { self.first = first }
 
@@ -1263,9 +1304,10 @@ struct OggChain {
             // A new link: its time zero where the last one ended.
             let streamRate = Int64(timeBase.den) / Int64(timeBase.num)
             let vorbis = codec == AV_CODEC_ID_VORBIS ? Self.identification(bytes) : nil
-            let rate = vorbis.map { Int64($0.rate) } ?? flacRate.map(Int64.init) ?? streamRate
+            let rate = vorbis.map { Int64($0.rate) } ?? (flacRate ?? nextRate).map(Int64.init) ?? streamRate
             link = (end, streamRate, rate)
             self.linkEnd = nil
+            nextRate = nil
             if unfollowable == nil, let first, let vorbis, first.rate != vorbis.rate || first.blocks != vorbis.blocks {
                 unfollowable = "its Ogg Vorbis links are chained at another rate or block size (\(first.rate) Hz, then \(vorbis.rate) Hz), "
                     + "which libavformat does not time"
@@ -1287,6 +1329,18 @@ struct OggChain {
         let moved = p.pts != kiln_nopts_value() ? p.pts : p.dts
         if moved != kiln_nopts_value() { end = max(end ?? moved, moved + max(0, p.duration)) }
         return true
+    }
+
+    /// The times of a joined FLAC file's pieces (`FLACJoin`), in their links' own ticks
+    /// (samples): the first file's last frames where its packets end, the second's from
+    /// zero, which begins the link at its STREAMINFO's rate.
+    mutating func place(_ frames: [FLACJoin.Frame], rate: Int) -> [Int64] {
+        nextRate = rate
+        var before = linkEnd ?? 0, after: Int64 = 0
+        return frames.map { f in
+            defer { if f.nextFile { after += Int64(f.samples) } else { before += Int64(f.samples) } }
+            return f.nextFile ? after : before
+        }
     }
 
     /// Whether a second link has begun.

@@ -469,7 +469,7 @@ public enum Preparer {
                 // run that came back), the length the source declares does not hold.
                 // Nor does a length the probe could only estimate (`duration_estimated`: a long
                 // MP3 without a frame count), or an Ogg file's, its last chained link's
-                // (`OggChain`), which the run's own end replaces.
+                // (`LinkChain`), which the run's own end replaces.
                 if let why = demuxer.linksUnfollowable { throw KilnError(.sourceUnsupported, stage: .demux, "the source cannot be timed: \(why)") }
                 if info.warnings.contains("duration_estimated") || demuxer.linksChained, let end = pipeline.picturesAndSoundEnd {
                     verifiedLength = end

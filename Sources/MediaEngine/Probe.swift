@@ -246,10 +246,11 @@ public enum Prober {
                     for i in streams.indices { streams[i].durationSeconds = nil }
                     measured = true
                 }
-                // Ogg links chained one after another (`OggChain`: `cat` of songs, an Icecast
-                // recording): libavformat's length is the last link's. Read through, up to
-                // `readWhole` bytes; a longer file's run replaces it with its own end.
-                if formatName == "ogg", !measured, Int64(size) <= Self.readWhole,
+                // Links chained one after another (`LinkChain`: Ogg or FLAC songs joined with
+                // `cat`, an Icecast recording): libavformat's length is the last Ogg link's, the
+                // first FLAC file's. Read through, up to `readWhole` bytes; a longer file's run
+                // replaces it with its own end.
+                if Demuxer.chainedFormats.contains(formatName), !measured, Int64(size) <= Self.readWhole,
                    let read = lengthByReading(demuxer), read.chained, read.end > start {
                     if let why = read.unfollowable {
                         throw KilnError(.sourceUnsupported, stage: .probe, "the source cannot be timed: \(why)")
@@ -821,7 +822,7 @@ public enum Prober {
     /// Where a file's audio and video packets end, read from its first packet to its last
     /// (bounded by `readWhole`'s packets); nil where the read stops before the end. The
     /// demuxer is back at the start afterwards.
-    /// And, for an Ogg file, whether its links are chained and why they cannot be timed (`OggChain`).
+    /// And, for an Ogg file, whether its links are chained and why they cannot be timed (`LinkChain`).
     static func lengthByReading(_ demuxer: Demuxer) -> (end: Double, chained: Bool, unfollowable: String?)? {
         guard let packet = try? Packet() else { return nil }
         // A bare stream cannot go back to its start (libavformat seeks only by its index):

@@ -172,6 +172,36 @@ struct EstimatedLengthTests {
         }
     }
 
+    @Test("FLAC files joined with `cat` (the second's header lies between two frames, which libavformat glues into one untimed packet): every frame of each, in order, the probe at their sum; a file at another rate is re-encoded. Before: 2.6 s of 5 came out, exit 0")
+    func joinedFLACFiles() throws {
+        func song(_ hz: Int, _ rate: Int, _ seconds: Int) throws -> String {
+            try Media.generated("joined-\(hz)-\(rate)-\(seconds).flac", ["-f", "lavfi", "-i", "sine=frequency=\(hz):sample_rate=\(rate):duration=\(seconds)",
+                                                                           "-c:a", "flac", "-f", "flac"])
+        }
+        let first = try song(440, 44100, 3)
+        for (name, second) in [("44k", try song(660, 44100, 2)), ("48k", try song(660, 48000, 2))] {
+            let joined = try Media.generated("joined-\(name).flac") { tmp in
+                try (Data(contentsOf: URL(fileURLWithPath: first)) + Data(contentsOf: URL(fileURLWithPath: second))).write(to: URL(fileURLWithPath: tmp))
+            }
+            let probed = try Command.probed(joined)
+            #expect(abs((probed["duration_seconds"]?.double ?? 0) - 5) < 0.1, "\(name): \(probed["duration_seconds"] ?? .null)")
+            try Command.prepare(joined, quality: "original", caps: "ios", scratch: "joined-flac-\(name)") { run, out in
+                #expect(run.status == 0, "\(name): \(run.stdout.suffix(400))")
+                let json = try Command.json(run)
+                #expect(json["stats"]?["corrupt_packets"] == .number(0), "\(name): \(json["stats"] ?? .null)")
+                #expect(try FFprobe.decodeErrors(out) == "", "\(name)")
+                try CameraTracksTests.expectTones(out, lasting: 5, [(0.3, 2.9, 440.0), (3.1, 4.9, 660)], name)
+                if name == "44k" {
+                    // A copy: every frame of both files.
+                    let frames = try FFprobe.packetCount(first, "a") + FFprobe.packetCount(second, "a")
+                    #expect(try FFprobe.packetCount(out, "a") == frames)
+                } else {
+                    #expect(json["output"]?["audio"]?["codec"] == .string("aac"), "\(json["output"] ?? .null)")
+                }
+            }
+        }
+    }
+
     @Test("a FLAC or AC-3 file cut inside its last frame is copied without that frame, counted (the frame went out and the output failed to decode at its end: 'invalid residual', 'incomplete frame')")
     func lastFrameCut() throws {
         for (name, args) in [("flac", ["-c:a", "flac", "-f", "flac"]), ("ac3", ["-c:a", "ac3", "-b:a", "192k", "-f", "ac3"])] {
