@@ -684,6 +684,11 @@ final class Demuxer {
             // allocation limit, not a machine out of memory (Linux would kill us first):
             // the readable data ends there too, and verification judges what came before.
             if ret == kiln_averror_invaliddata() || ret == kiln_averror_enomem() { return false }
+            // libavformat's Ogg reader replaces a stream at a new link only where the link has one.
+            if ret == kiln_averror_patchwelcome(), chainsLinks, formatName == "ogg" {
+                throw KilnError(.sourceUnsupported, stage: .demux, underlying: ret,
+                                "the source is Ogg links chained one after another, each with more than one stream, which libavformat cannot read on")
+            }
             throw classify(ret, .demux, "cannot read the source", as: .ioError)
         }
         return true

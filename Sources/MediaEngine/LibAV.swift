@@ -39,7 +39,8 @@ func classify(_ ret: Int32, _ stage: KilnError.Stage, _ what: String,
     case kiln_averror_enoent(): code = stage == .open ? .sourceNotFound : .ioError
     case kiln_averror_eacces(): code = stage == .open ? .sourceUnreadable : .ioError
     case _ where isInvalidData(ret): code = stage == .open || stage == .demux ? .sourceUnreadable : defaultCode
-    case kiln_averror_decoder_not_found(), kiln_averror_demuxer_not_found(): code = .sourceUnsupported
+    // Not implemented in libav ("patches welcome"): the file is what it is, every try fails the same.
+    case kiln_averror_decoder_not_found(), kiln_averror_demuxer_not_found(), kiln_averror_patchwelcome(): code = .sourceUnsupported
     default: code = defaultCode
     }
     let message = code == .canceled ? "canceled" : "\(what): \(avErrorText(ret))"

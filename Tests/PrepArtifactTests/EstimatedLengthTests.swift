@@ -172,6 +172,24 @@ struct EstimatedLengthTests {
         }
     }
 
+    @Test("Ogg videos chained with `cat` (pictures and sound in each link), which libavformat cannot read on, are refused as source_unsupported and not retryable: it was an io_error the farm retried, every time")
+    func chainedOggVideos() throws {
+        let links = try [330, 660].map { hz in
+            try Media.generated("chained-theora-\(hz).ogv", ["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=2", "-f", "lavfi", "-i", "sine=frequency=\(hz):duration=2",
+                                                             "-c:v", "libtheora", "-q:v", "6", "-c:a", "libvorbis", "-f", "ogg"])
+        }
+        let chained = try Media.generated("chained-theora.ogv") { tmp in
+            try Data(links.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }.joined()).write(to: URL(fileURLWithPath: tmp))
+        }
+        try Command.prepare(chained, quality: "1mbps", caps: "ios", scratch: "chained-theora") { run, out in
+            #expect(run.status == 3, "\(run.stdout.suffix(400))")
+            let error = try Command.json(run)["error"]
+            #expect(error?["code"] == .string("source_unsupported") && error?["retryable"] == .bool(false), "\(error ?? .null)")
+            #expect(error?["message"]?.string?.contains("chained") == true, "\(error ?? .null)")
+            #expect(!FileManager.default.fileExists(atPath: out))
+        }
+    }
+
     @Test("FLAC files joined with `cat` (the second's header lies between two frames, which libavformat glues into one untimed packet): every frame of each, in order, the probe at their sum; a file at another rate is re-encoded. Before: 2.6 s of 5 came out, exit 0")
     func joinedFLACFiles() throws {
         func song(_ hz: Int, _ rate: Int, _ seconds: Int) throws -> String {
