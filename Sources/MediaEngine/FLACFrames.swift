@@ -1,4 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CFFmpeg
+import KilnCore
 
 /// The rate, channels and sample size a FLAC frame states.
 struct FLACFrameFormat: Equatable, CustomStringConvertible {
@@ -125,5 +129,40 @@ enum FLACJoin {
             i += 1
         }
         return frames
+    }
+}
+
+extension FLACJoin {
+    /// The length of a bare FLAC file that is files joined with `cat`: the sum of each
+    /// one's STREAMINFO length (its samples over its rate), found by their headers in the
+    /// file's bytes, read through up to `limit` of them. Nil for one file, or where a
+    /// STREAMINFO does not count its samples (a stream's encoder may leave it 0).
+    /// For files past the probe's read-through (an album's songs joined): their tail
+    /// disagrees with the first file's header, which is what sends the probe here.
+    static func joinedLength(path: String, limit: Int64 = 16 << 30) -> Double? {
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY) else { return nil }
+        let chunk = 4 << 20, overlap = 26
+        var offset: Int64 = 0, seconds = 0.0, files = 0
+        while offset < limit, let bytes = try? file.read(upTo: chunk + overlap, at: offset), bytes.count > overlap {
+            var ok = true
+            bytes.withUnsafeBufferPointer { b in
+                var from = 0
+                // A header the overlap holds is the next chunk's.
+                while from < min(chunk, b.count - overlap), let k = header(UnsafeBufferPointer(rebasing: b[from...])).map({ $0 + from }), k < chunk {
+                    guard k + 26 <= b.count else { break }
+                    let s = k + 8
+                    let rate = Int(b[s + 10]) << 12 | Int(b[s + 11]) << 4 | Int(b[s + 12]) >> 4
+                    let samples = Int64(b[s + 13] & 0x0F) << 32 | Int64(b[s + 14]) << 24 | Int64(b[s + 15]) << 16 | Int64(b[s + 16]) << 8 | Int64(b[s + 17])
+                    if rate == 0 || samples == 0 { ok = false }
+                    seconds += rate > 0 ? Double(samples) / Double(rate) : 0
+                    files += 1
+                    from = k + 1
+                }
+            }
+            guard ok else { return nil }
+            if bytes.count < chunk + overlap { break }
+            offset += Int64(chunk)
+        }
+        return files > 1 ? seconds : nil
     }
 }

@@ -267,11 +267,25 @@ public enum Prober {
                 // as it is it went out whole, its player stopping at the cut (0.5 s of a 51 s
                 // FLAC). The last packets say where the sound ends.
                 // (A length just measured from those packets is not judged by them again.)
+                // FLAC files joined with `cat` past `readWhole` (an album's songs): the last
+                // packets are the last file's, which disagree with the first file's header either
+                // way, or show the join itself; each file's header gives its length
+                // (`FLACJoin.joinedLength`).
                 if duration > 0, !measured, Self.exactLengthFormats.contains(formatName),
-                   let end = measuredEnd(demuxer, size: Int64(size)), end - start < duration - Verifier.durationTolerance(duration) {
-                    throw KilnError(.sourceCorrupt, stage: .probe,
-                                    "the source's sound stops at \(Format.fixed(max(0, end - start), decimals: 2)) s of the "
-                                    + "\(Format.fixed(duration, decimals: 2)) s its header counts: the file is cut short")
+                   let end = measuredEnd(demuxer, size: Int64(size)) {
+                    let tolerance = Verifier.durationTolerance(duration)
+                    if formatName == "flac", demuxer.linksChained || abs(end - start - duration) > tolerance,
+                       let joined = FLACJoin.joinedLength(path: demuxer.path) {
+                        duration = joined
+                        lengthCorrected = true
+                        for i in streams.indices { streams[i].durationSeconds = nil }
+                        warnings.append("links_chained")
+                        measured = true
+                    } else if end - start < duration - tolerance {
+                        throw KilnError(.sourceCorrupt, stage: .probe,
+                                        "the source's sound stops at \(Format.fixed(max(0, end - start), decimals: 2)) s of the "
+                                        + "\(Format.fixed(duration, decimals: 2)) s its header counts: the file is cut short")
+                    }
                 }
                 // libavformat's length of an MPEG-TS file is its last time less its first:
                 // across a splice, any span (a recording whose clock jumped on by hours

@@ -220,6 +220,32 @@ struct EstimatedLengthTests {
         }
     }
 
+    @Test("FLAC files joined with `cat` past the probe's 64 MB read-through (an album's songs) probe at the sum of their headers' lengths and are copied whole; it was the first song's length, and a shorter last song of more than the probe's 4 MB tail had the album refused as the first 'cut short'")
+    func joinedFLACAlbum() throws {
+        func song(_ name: String, _ source: String, _ seconds: Int) throws -> String {
+            try Media.generated("album-\(name)-\(seconds)s.flac", ["-f", "lavfi", "-i", "\(source):duration=\(seconds):sample_rate=96000",
+                                                                      "-ac", "2", "-c:a", "flac", "-sample_fmt", "s32", "-f", "flac"])
+        }
+        // 96 kHz noise: about 70 MB in 250 s.
+        let long = try song("noise", "anoisesrc=color=white:amplitude=0.5", 250)
+        for (last, seconds) in [(try song("tone", "sine=frequency=440", 3), 3.0), (try song("noise", "anoisesrc=color=white:amplitude=0.5", 30), 30)] {
+            let album = try Media.generated("album-joined-250s-\(Int(seconds))s.flac") { tmp in
+                try (Data(contentsOf: URL(fileURLWithPath: long)) + Data(contentsOf: URL(fileURLWithPath: last))).write(to: URL(fileURLWithPath: tmp))
+            }
+            let size = (try FileManager.default.attributesOfItem(atPath: album)[.size] as? Int) ?? 0
+            #expect(size > 64 << 20, "the album must pass the probe's read-through: \(size) bytes")
+            let probed = try Command.probed(album)
+            #expect(abs((probed["duration_seconds"]?.double ?? 0) - (250 + seconds)) < 0.1, "\(seconds): \(probed)")
+            #expect(probed["warnings"]?.elements?.contains(.string("links_chained")) == true, "\(seconds): \(probed["warnings"] ?? .null)")
+            try Command.prepare(album, quality: "original", caps: "ios", scratch: "joined-flac-album-\(Int(seconds))") { run, out in
+                #expect(run.status == 0, "\(seconds): \(run.stdout.suffix(400))")
+                #expect(try abs((FFprobe(out).duration("audio") ?? 0) - (250 + seconds)) < 0.1, "\(seconds)")
+                let frames = try FFprobe.packetCount(long, "a") + FFprobe.packetCount(last, "a")
+                #expect(try FFprobe.packetCount(out, "a") == frames, "\(seconds)")
+            }
+        }
+    }
+
     @Test("a FLAC or AC-3 file cut inside its last frame is copied without that frame, counted (the frame went out and the output failed to decode at its end: 'invalid residual', 'incomplete frame')")
     func lastFrameCut() throws {
         for (name, args) in [("flac", ["-c:a", "flac", "-f", "flac"]), ("ac3", ["-c:a", "ac3", "-b:a", "192k", "-f", "ac3"])] {
