@@ -1361,11 +1361,11 @@ struct LinkChain {
     }
 
     /// The rate an Ogg FLAC stream's first header packet states: 0x7F "FLAC", the mapping's
-    /// version and header count, "fLaC", a metadata block header, then STREAMINFO, whose
-    /// rate is the 20 bits after its first 10 bytes; nil for any other packet.
+    /// version and header count, then "fLaC" and STREAMINFO as a FLAC file begins
+    /// (`FLACJoin.streamInfo`); nil for any other packet.
     static func flacStreamRate(_ b: UnsafeBufferPointer<UInt8>) -> Int? {
-        guard b.count >= 30, b[0] == 0x7F, b[1] == 0x46, b[2] == 0x4C, b[3] == 0x41, b[4] == 0x43 else { return nil }
-        let rate = Int(b[27]) << 12 | Int(b[28]) << 4 | Int(b[29]) >> 4
+        guard b.count >= 13, b[0] == 0x7F, b[1] == 0x46, b[2] == 0x4C, b[3] == 0x41, b[4] == 0x43,
+              let rate = FLACJoin.streamInfo(b, at: 9)?.rate else { return nil }
         return rate > 0 ? rate : nil
     }
 

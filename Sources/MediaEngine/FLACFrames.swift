@@ -79,8 +79,7 @@ enum FLACJoin {
     /// block's header (type 0, the last-block bit either way, length 34); metadata blocks
     /// follow it up to the one marked last, and any bytes after them are frames.
     static func frames(_ b: UnsafeBufferPointer<UInt8>, streamRate: Int, streamBits: Int) -> (frames: [Frame], rate: Int)? {
-        guard let k = header(b) else { return nil }
-        let rate = Int(b[k + 18]) << 12 | Int(b[k + 19]) << 4 | Int(b[k + 20]) >> 4
+        guard let k = header(b), let rate = streamInfo(b, at: k)?.rate else { return nil }
         var at = k + 4, last = false
         while !last, at + 4 <= b.count {
             last = b[at] & 0x80 != 0
@@ -89,6 +88,17 @@ enum FLACJoin {
         let before = cut(b, 0..<k, streamRate: streamRate, streamBits: streamBits, nextFile: false)
         let after = last && at < b.count ? cut(b, at..<b.count, streamRate: rate, streamBits: streamBits, nextFile: true) : []
         return (before + after, rate)
+    }
+
+    /// What the STREAMINFO block after a "fLaC" marker at `k` states: the rate (the 20 bits
+    /// after its first 10 bytes) and the samples (36 bits after the channels and sample
+    /// size; 0 where the encoder did not count them). Nil where it is cut off.
+    static func streamInfo(_ b: UnsafeBufferPointer<UInt8>, at k: Int) -> (rate: Int, samples: Int64)? {
+        guard k >= 0, k + 26 <= b.count else { return nil }
+        let s = k + 8
+        let rate = Int(b[s + 10]) << 12 | Int(b[s + 11]) << 4 | Int(b[s + 12]) >> 4
+        let samples = Int64(b[s + 13] & 0x0F) << 32 | Int64(b[s + 14]) << 24 | Int64(b[s + 15]) << 16 | Int64(b[s + 16]) << 8 | Int64(b[s + 17])
+        return (rate, samples)
     }
 
     /// Where a FLAC file's header begins in `b`; nil where none does.
@@ -149,10 +159,7 @@ extension FLACJoin {
                 var from = 0
                 // A header the overlap holds is the next chunk's.
                 while from < min(chunk, b.count - overlap), let k = header(UnsafeBufferPointer(rebasing: b[from...])).map({ $0 + from }), k < chunk {
-                    guard k + 26 <= b.count else { break }
-                    let s = k + 8
-                    let rate = Int(b[s + 10]) << 12 | Int(b[s + 11]) << 4 | Int(b[s + 12]) >> 4
-                    let samples = Int64(b[s + 13] & 0x0F) << 32 | Int64(b[s + 14]) << 24 | Int64(b[s + 15]) << 16 | Int64(b[s + 16]) << 8 | Int64(b[s + 17])
+                    guard let (rate, samples) = streamInfo(b, at: k) else { break }
                     if rate == 0 || samples == 0 { ok = false }
                     seconds += rate > 0 ? Double(samples) / Double(rate) : 0
                     files += 1
