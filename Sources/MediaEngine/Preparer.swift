@@ -468,10 +468,11 @@ public enum Preparer {
                 // Where the pipeline changed the source's timeline (closed a splice, left out a
                 // run that came back), the length the source declares does not hold.
                 // Nor does a length the probe could only estimate (`duration_estimated`: a long
-                // MP3 without a frame count), or an Ogg file's, its last chained link's
-                // (`LinkChain`), which the run's own end replaces.
+                // MP3 without a frame count), or a file of files joined, its last Ogg link's or
+                // first FLAC or AVI file's (`LinkChain`, `AVIJoin`), which the run's own end replaces.
                 if let why = demuxer.linksUnfollowable { throw KilnError(.sourceUnsupported, stage: .demux, "the source cannot be timed: \(why)") }
-                if info.warnings.contains("duration_estimated") || demuxer.linksChained, let end = pipeline.picturesAndSoundEnd {
+                if info.warnings.contains("duration_estimated") || info.warnings.contains("links_chained") || demuxer.linksChained,
+                   let end = pipeline.picturesAndSoundEnd {
                     verifiedLength = end
                 }
                 if pipeline.splices > 0 || pipeline.outliers > 0, let end = delivered.values.map(\.endSeconds).filter(\.isFinite).max() {

@@ -261,6 +261,20 @@ public enum Prober {
                     warnings.append("links_chained")
                     measured = true
                 }
+                // AVI files joined with `cat` (`AVIJoin`): libavformat's length is the first
+                // file's. Read through up to `readWhole` bytes, else the files' headers say (a
+                // byte seek into an AVI reads no times); a run takes its own end either way.
+                if formatName == "avi", !measured, case let files = AVIJoin.files(path: demuxer.path), files.count > 1 {
+                    warnings.append("links_chained")
+                    let length = Int64(size) <= Self.readWhole ? lengthByReading(demuxer).map { $0.end - start }
+                        : AVIJoin.length(path: demuxer.path, files: files)
+                    if let length, length > duration {
+                        duration = length
+                        lengthCorrected = true
+                        for i in streams.indices { streams[i].durationSeconds = nil }
+                    }
+                    measured = true
+                }
                 // Sound whose header counts its samples exactly (FLAC's STREAMINFO, a WAV or
                 // AIFF data chunk's size) and whose file stops well before them: cut short (a
                 // rip or download that did not finish). A remux or transcode refused it, but
