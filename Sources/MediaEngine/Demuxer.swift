@@ -263,6 +263,7 @@ final class Demuxer {
 
     private static func open(_ path: String, _ guardian: ReadGuard,
                              through skim: SkimReader?) throws(KilnError) -> UnsafeMutablePointer<AVFormatContext> {
+        if let refusal = playlist(path) { throw refusal }
         guard let ctx = avformat_alloc_context() else {
             throw KilnError(.resourceLimit, stage: .open, "out of memory opening the source")
         }
@@ -273,8 +274,10 @@ final class Demuxer {
             ("probesize", String(Demuxer.probeSizeBytes)),
             ("analyzeduration", String(Demuxer.analyzeDurationMicroseconds)),
             ("max_streams", String(Demuxer.maxStreams)),
-            // Never let a playlist-like input (HLS, concat) make libavformat open other files.
+            // Never let a playlist-like input make libavformat open other files: no network
+            // at all, and no demuxer whose input names other files (`readers`).
             ("protocol_whitelist", "file"),
+            ("format_whitelist", Demuxer.readers),
         ])
         var p: UnsafeMutablePointer<AVFormatContext>? = ctx
         let ret = avformat_open_input(&p, LibAVPath.file(path), nil, &options.dict)
@@ -367,6 +370,32 @@ final class Demuxer {
     /// libavformat reads more than films: a text file (a README, an .nfo) as text art
     /// rendered into pictures, a photo or poster as a one-picture video. Prepared, they came
     /// out as seconds of rendered text or a 0.04 s clip, reported ok.
+    /// Demuxers whose input is a list of other files to read (an HLS or DASH playlist, an
+    /// IMF composition, a concat script): with `protocol_whitelist=file` an HLS playlist still
+    /// read local files by absolute path, anywhere the daemon may read, and delivered them
+    /// as its own. A source is a recording, not a list of them.
+    static let listReaders: Set<String> = ["hls", "dash", "imf", "concat", "webm_dash_manifest"]
+
+    /// Every other demuxer libavformat has, as its `format_whitelist` takes them.
+    static let readers: String = {
+        var names: [String] = [], opaque: UnsafeMutableRawPointer? = nil
+        while let f = av_demuxer_iterate(&opaque) {
+            let name = String(cString: f.pointee.name)
+            if !listReaders.contains(name) { names.append(name) }
+        }
+        return names.joined(separator: ",")
+    }()
+
+    /// A source that is a playlist (HLS's "#EXTM3U", DASH's MPD) refused by what it is: with
+    /// its reader left out libavformat would take it for a text file.
+    static func playlist(_ path: String) -> KilnError? {
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY), let head = try? file.read(upTo: 512, at: 0) else { return nil }
+        let text = String(decoding: head, as: UTF8.self)
+        guard text.hasPrefix("#EXTM3U") || text.hasPrefix("\u{FEFF}#EXTM3U") || !text[...].occurrences(of: "<MPD").isEmpty else { return nil }
+        return KilnError(.sourceUnsupported, stage: .open,
+                         "the source is a streaming playlist (HLS or DASH) naming other files, not a recording: prepare the recording itself")
+    }
+
     static func notAFilm(_ format: String) -> KilnError? {
         if ["tty", "bin", "xbin", "adf", "idf"].contains(format) {
             return KilnError(.sourceUnreadable, stage: .open, "the source is a text file (read as \(format) text art), not a media file")

@@ -289,6 +289,29 @@ struct CommandLineTests {
         }
     }
 
+    @Test("an HLS playlist is refused as source_unsupported, and the files it names by absolute path (anywhere the process may read) are not read: it was prepared from them, the fingerprint of its own 100 bytes")
+    func playlistsNamingOtherFiles() throws {
+        let dir = Media.scratch("cli-playlist")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let elsewhere = Media.scratch("cli-playlist-elsewhere")
+        defer { try? FileManager.default.removeItem(at: elsewhere) }
+        let segment = elsewhere.appendingPathComponent("secret.ts").path
+        try #require(try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=2",
+                                                "-c:v", "libx264", "-f", "mpegts", segment]).status == 0)
+        let playlist = dir.appendingPathComponent("index.m3u8").path
+        try "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\n\(segment)\n#EXT-X-ENDLIST\n"
+            .write(toFile: playlist, atomically: true, encoding: .utf8)
+        let probed = try Command.run(["probe", playlist, "--json"])
+        let probeCode = try Command.json(probed)["error"]?["code"]
+        #expect(probed.status == 3 && probeCode == .string("source_unsupported"), "\(probed.stdout)")
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", playlist, "--quality", "original", "--caps", "android", "--output", out, "--json"])
+        #expect(r.status == 3, "\(r.stdout)")
+        let error = try Command.json(r)["error"]
+        #expect(error?["code"] == .string("source_unsupported") && error?["message"]?.string?.contains("playlist") == true, "\(error ?? .null)")
+        #expect(!FileManager.default.fileExists(atPath: out))
+    }
+
     @Test("DVB teletext: a mov_text track for each subtitle page, in its page's language (the hard-of-hearing page flagged); other pages stay out")
     func teletextSubtitles() throws {
         let path = try Teletext.recording()
