@@ -14,7 +14,7 @@ enum AudioSelection {
     /// compatible copy of the same mix (AC-3 5.1) and often a stereo one; the same mix is
     /// the one to stand in for it, whatever order the tracks are in.
     static func choose(from source: MediaInfo, language: String?,
-                       fit: (StreamInfo) -> Int) -> (stream: StreamInfo, reasons: [String])? {
+                       fit: (_ track: StreamInfo, _ group: [StreamInfo]) -> Int) -> (stream: StreamInfo, reasons: [String])? {
         let all = enabledFirst(source.audioStreams)
         guard !all.isEmpty else { return nil }
         let main = all.filter { !isSecondary($0) }
@@ -44,7 +44,7 @@ enum AudioSelection {
         // beside a DTS 5.1 had gone out in its place). Unless the author flagged the mono.
         let fullest = group.first { $0.disposition.isDefault }.map { $0.channels ?? 2 } ?? group.map { $0.channels ?? 2 }.max()!
         let ranked = group.enumerated().map { offset, s in
-            (key: ((s.channels ?? 2) < min(fullest, 2) ? 1 : 0, fit(s), s.disposition.isDefault ? 0 : 1,
+            (key: ((s.channels ?? 2) < min(fullest, 2) ? 1 : 0, fit(s, group), s.disposition.isDefault ? 0 : 1,
                    abs((s.channels ?? 2) - reference), offset), stream: s)
         }
         let best = ranked.min { $0.key < $1.key }!.stream

@@ -252,10 +252,10 @@ struct PlanContext {
     func planOriginal() throws(KilnError) -> Plan {
         try requireStreams()
         guard caps != nil || neverAsIs else {
-            let audio = AudioSelection.choose(from: source, language: audioLanguage) { _ in 0 }
+            let audio = AudioSelection.choose(from: source, language: audioLanguage) { _, _ in 0 }
             return asIs(.original, audio: audio, reasons: ["source_as_is"] + (audio?.reasons ?? []))
         }
-        let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0) ? 0 : 1 }
+        let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { a, _ in device.playsAudio(a) ? 0 : 1 }
         let videoProblems = video.map { device.videoProblems($0, kbps: videoKbps) } ?? []
         let audioPlays = asIsAudio.map { device.playsAudio($0.stream) } ?? true
         let containerPlays = containerProblems.isEmpty
@@ -312,7 +312,7 @@ struct PlanContext {
         // turns out not to fit: better than a transcode.
         var asItIs: Plan?
         if problems.isEmpty {
-            let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { device.playsAudio($0) ? 0 : 1 }
+            let asIsAudio = AudioSelection.choose(from: source, language: audioLanguage) { a, _ in device.playsAudio(a) ? 0 : 1 }
             let audioPlays = asIsAudio.map { device.playsAudio($0.stream) } ?? true
             let containerPlays = containerProblems.isEmpty
             fixes = remuxFixes(asIsAudio?.stream)
@@ -619,10 +619,13 @@ struct PlanContext {
     /// The audio track for an MP4 (`AudioSelection`): one that copies into it first, and at
     /// a rung (nil: `original`), one that copies within the rung's audio budget before that
     /// (a stereo AAC track beside a 640 kbit/s AC-3 5.1 one, at 5 Mbps).
-    /// A track copied within the rung's budget first; then, of tracks over it, the one
-    /// nearest it (a lower rung must not pick the larger track: with a 448 kbit/s AC-3 as
-    /// default and a 128 kbit/s AAC beside it, 5 Mbps copied the AAC and 1 Mbps, where
-    /// neither fits, the AC-3, a file twice the size); then tracks that must be re-encoded.
+    /// A track copied within the rung's budget first; then, of tracks over it, the smallest
+    /// (a lower rung must not pick the larger track: with a 448 kbit/s AC-3 as default and
+    /// a 128 kbit/s AAC beside it, 5 Mbps copied the AAC and 1 Mbps, where neither fits,
+    /// the AC-3, a file twice the size), by doublings of the smallest such track of the
+    /// group, so that tracks within twice it rank alike and the default goes (a screen
+    /// recorder's "Mic" track at 100 kbit/s had gone before its default "Desktop" one at
+    /// 140, its silence first); then tracks that must be re-encoded whatever the rung.
     /// A sound whose format changes along the recording (`audio_format_changes`) is ranked
     /// as if it did not: it is the programme's, and would otherwise lose to a steady track
     /// of the same language beside it, which in a broadcast is most often the audio
@@ -630,14 +633,23 @@ struct PlanContext {
     /// A track that is one side of a camera's stereo pair comes back as the pair
     /// (`MonoPairs.sound`), re-encoded (`audio_tracks_merged`).
     func chooseAudio(rung: Rung?) -> (stream: StreamInfo, reasons: [String])? {
-        let chosen = AudioSelection.choose(from: source, language: audioLanguage) { changing in
+        // A track's rate where it copies into MP4 but over the rung's budget; nil otherwise.
+        func over(_ changing: StreamInfo, _ rung: Rung) -> Int? {
+            var a = changing
+            a.formatChanges = nil
+            guard copiesIntoMP4(a), (try? rungAudio(a, rung))?.0.action != .copy else { return nil }
+            return a.bitRate.map(PlanContext.kbps)
+        }
+        let chosen = AudioSelection.choose(from: source, language: audioLanguage) { changing, group in
             var a = changing
             a.formatChanges = nil
             guard copiesIntoMP4(a) else { return Self.reencodedFit }
             guard let rung else { return 0 }
             if (try? rungAudio(a, rung))?.0.action == .copy { return 0 }
             guard let kbps = a.bitRate.map(PlanContext.kbps) else { return Self.reencodedFit - 1 }
-            return 1 + min(kbps / max(1, audioBudget(a, rung)), Self.reencodedFit - 3)
+            var step = max(1, group.compactMap { over($0, rung) }.min() ?? kbps), doublings = 0
+            while step * 2 <= kbps, doublings < Self.reencodedFit - 3 { step *= 2; doublings += 1 }
+            return 1 + doublings
         }
         // Two mono programmes side by side are one channel of sound (`dualMono`).
         if var one = chosen?.stream, one.dualMono == true {
