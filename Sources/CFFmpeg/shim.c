@@ -151,6 +151,14 @@ double kiln_stream_rotation(const AVStream *st) {
     return av_display_rotation_get((const int32_t *)sd->data);
 }
 
+int kiln_stream_mirrored(const AVStream *st) {
+    const AVPacketSideData *sd = stream_side_data(st, AV_PKT_DATA_DISPLAYMATRIX);
+    if (!sd || sd->size < 9 * 4) return 0;
+    const int32_t *m = (const int32_t *)sd->data;
+    // 16.16 fixed point: the products fit a double exactly enough for a sign.
+    return (double)m[0] * m[4] - (double)m[1] * m[3] < 0;
+}
+
 const AVDOVIDecoderConfigurationRecord *kiln_stream_dovi(const AVStream *st) {
     const AVPacketSideData *sd = stream_side_data(st, AV_PKT_DATA_DOVI_CONF);
     if (!sd || sd->size < (int)sizeof(AVDOVIDecoderConfigurationRecord)) return NULL;

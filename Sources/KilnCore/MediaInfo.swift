@@ -263,6 +263,10 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     public var presentationTimesMissing: Bool?
     /// Clockwise degrees a player must rotate the frame (0, 90, 180, 270).
     public var rotation: Int?
+    /// The display matrix also mirrors the picture (a front camera's selfie left as the
+    /// sensor saw it); `rotation` is then the matrix's angle, as libavutil reads it (a
+    /// mirror left to right reads as 180). nil when not.
+    public var mirrored: Bool?
     public var colorPrimaries: String?
     public var colorTransfer: String?
     public var colorMatrix: String?
@@ -369,7 +373,7 @@ public struct StreamInfo: Codable, Sendable, Equatable {
         case startSeconds = "start_seconds", language, languageTag = "language_tag", title, disposition, disabled, compression
         case width, height, pixelFormat = "pixel_format", bitDepth = "bit_depth"
         case chroma, sampleAspectRatio = "sample_aspect_ratio", frameRate = "frame_rate"
-        case variableFrameRate = "variable_frame_rate", packetless, fieldOrder = "field_order", telecined, progressiveFrames = "progressive_frames", rotation
+        case variableFrameRate = "variable_frame_rate", packetless, fieldOrder = "field_order", telecined, progressiveFrames = "progressive_frames", rotation, mirrored
         case presentationTimesMissing = "presentation_times_missing", encrypted, programs, multiplexBitRate = "multiplex_bit_rate"
         case colorPrimaries = "color_primaries", colorTransfer = "color_transfer", colorMatrix = "color_matrix"
         case colorRange = "color_range", hdr, dolbyVision = "dolby_vision", closedCaptions = "closed_captions", captionServices = "caption_services", channels

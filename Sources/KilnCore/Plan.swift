@@ -87,6 +87,9 @@ public struct VideoPlan: Codable, Sendable, Equatable {
     /// Clockwise degrees the source's display matrix asks for. A copy carries the matrix;
     /// a transcode applies it to the pixels (width/height are then the upright size).
     public var rotation: Int
+    /// The display matrix also mirrors the picture (`StreamInfo.mirrored`); a transcode
+    /// mirrors the pixels with the turn. nil when not.
+    public var mirrored: Bool?
     @Nullable public var encoder: EncoderSettings?
     /// A transcode only: the most pictures a second it shows; a source above it shows every
     /// n-th picture (`FrameRateLimit`). Set only where the source's rate is above it, nil
@@ -95,7 +98,8 @@ public struct VideoPlan: Codable, Sendable, Equatable {
 
     public init(sourceIndex: Int, action: StreamAction, codec: String, width: Int, height: Int,
                 bitrateKbps: Int, toneMap: Bool = false, deinterlace: Bool = false, rotation: Int = 0,
-                encoder: EncoderSettings? = nil, maxFrameRate: Double? = nil, inverseTelecine: Bool? = nil, fieldMatch: Bool? = nil) {
+                encoder: EncoderSettings? = nil, maxFrameRate: Double? = nil, inverseTelecine: Bool? = nil, fieldMatch: Bool? = nil,
+                mirrored: Bool? = nil) {
         self.sourceIndex = sourceIndex
         self.action = action
         self.codec = codec
@@ -109,11 +113,12 @@ public struct VideoPlan: Codable, Sendable, Equatable {
         self.maxFrameRate = maxFrameRate
         self.inverseTelecine = inverseTelecine
         self.fieldMatch = fieldMatch
+        self.mirrored = mirrored
     }
 
     enum CodingKeys: String, CodingKey {
         case sourceIndex = "source_index", action, codec, width, height, bitrateKbps = "bitrate_kbps"
-        case toneMap = "tone_map", deinterlace, inverseTelecine = "inverse_telecine", fieldMatch = "field_match", rotation, encoder, maxFrameRate = "max_frame_rate"
+        case toneMap = "tone_map", deinterlace, inverseTelecine = "inverse_telecine", fieldMatch = "field_match", rotation, mirrored, encoder, maxFrameRate = "max_frame_rate"
     }
 }
 

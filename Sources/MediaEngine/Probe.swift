@@ -750,6 +750,7 @@ public enum Prober {
                 // libav reports counter-clockwise degrees; players rotate clockwise by the negation.
                 let cw = Int((-rot).rounded())
                 info.rotation = ((cw % 360) + 360) % 360
+                if kiln_stream_mirrored(st) != 0 { info.mirrored = true }
             } else {
                 info.rotation = 0
             }

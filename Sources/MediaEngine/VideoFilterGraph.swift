@@ -81,13 +81,17 @@ struct ChromaSiting: Equatable {
         }
     }
 
-    /// The siting that turning the picture `degrees` clockwise (transpose and flips, plane
-    /// by plane) makes into this one.
-    func beforeRotation(_ degrees: Int) -> ChromaSiting {
-        switch ((degrees % 360) + 360) % 360 {
-        case 90: return ChromaSiting(across: down, down: 256 - across)
-        case 180: return ChromaSiting(across: 256 - across, down: 256 - down)
-        case 270: return ChromaSiting(across: 256 - down, down: across)
+    /// The siting that turning the picture as `turn` does (transpose and flips, plane by
+    /// plane) makes into this one.
+    func beforeTurn(rotation degrees: Int, mirrored: Bool) -> ChromaSiting {
+        switch (((degrees % 360) + 360) % 360, mirrored) {
+        case (90, false): return ChromaSiting(across: down, down: 256 - across)
+        case (180, false): return ChromaSiting(across: 256 - across, down: 256 - down)
+        case (270, false): return ChromaSiting(across: 256 - down, down: across)
+        case (0, true): return ChromaSiting(across: across, down: 256 - down)
+        case (90, true): return ChromaSiting(across: down, down: across)
+        case (180, true): return ChromaSiting(across: 256 - across, down: down)
+        case (270, true): return ChromaSiting(across: 256 - down, down: 256 - across)
         default: return self
         }
     }
@@ -255,7 +259,7 @@ func videoFilterChain(plan: VideoPlan, input: VideoInput, toneMap: ToneMapSource
     if let outputMatrix, input.isRGB { scale += ":out_color_matrix=\(outputMatrix)" }
     if convertsMatrix, let outputMatrix, let inputMatrix { scale += ":in_color_matrix=\(inputMatrix):out_color_matrix=\(outputMatrix)" }
     // Chroma sited where, once rotated, players look for it (`ChromaSiting`).
-    let target = ChromaSiting.left.beforeRotation(plan.rotation)
+    let target = ChromaSiting.left.beforeTurn(rotation: plan.rotation, mirrored: plan.mirrored == true)
     let source = ChromaSiting(input.chromaLocation)
     let subsampled = input.chromaSubsampled
     // Where no scale resamples the chroma on an axis it must move on (at its own size
@@ -332,14 +336,27 @@ func videoFilterChain(plan: VideoPlan, input: VideoInput, toneMap: ToneMapSource
     // Once: a tone-mapped picture at its size is 4:2:0 already.
     if parts.last != "format=yuv420p" { parts.append("format=yuv420p") }
     parts.append("setsar=1")
-    switch ((plan.rotation % 360) + 360) % 360 {
-    case 90: parts.append("transpose=clock")
-    case 180: parts.append("hflip,vflip")
-    case 270: parts.append("transpose=cclock")
-    default: break
-    }
+    parts += turn(rotation: plan.rotation, mirrored: plan.mirrored == true)
     guard let curve else { return VideoFilterChain(before: parts, toneMap: nil, after: []) }
     return VideoFilterChain(before: Array(parts[..<curve.at]), toneMap: curve.step, after: Array(parts[curve.at...]))
+}
+
+/// The filters that show a picture as its display matrix asks: turned clockwise by
+/// `rotation`, and where the matrix mirrors too, as the FFmpeg command's autorotate does
+/// since 6.0 (a mirror reads as a turn to libavutil: left to right as 180, top to bottom
+/// as 0, the diagonals as 90 and 270). A front camera's mirrored selfie had come out
+/// upside down, turned 180.
+func turn(rotation: Int, mirrored: Bool) -> [String] {
+    switch (((rotation % 360) + 360) % 360, mirrored) {
+    case (90, false): return ["transpose=clock"]
+    case (180, false): return ["hflip,vflip"]
+    case (270, false): return ["transpose=cclock"]
+    case (0, true): return ["vflip"]
+    case (90, true): return ["transpose=cclock_flip"]
+    case (180, true): return ["hflip"]
+    case (270, true): return ["transpose=clock_flip"]
+    default: return []
+    }
 }
 
 /// The size a picture takes inside the plan's frame (stored orientation, `frameWidth` x

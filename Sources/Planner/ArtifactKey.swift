@@ -54,7 +54,7 @@ public enum ArtifactKey {
                 + "tone_map=\(v.toneMap ? 1 : 0),deinterlace=\(v.deinterlace ? 1 : 0),rotation=\(v.rotation)"
                 // Only where it limits, so every plan made before it keeps its key.
                 + (v.maxFrameRate.map { ",max_fps=\(fixed($0))" } ?? "") + (v.inverseTelecine == true ? ",ivtc=1" : "")
-                + (v.fieldMatch == true ? ",field_match=1" : ""))
+                + (v.fieldMatch == true ? ",field_match=1" : "") + (v.mirrored == true ? ",mirrored=1" : ""))
             if let e = v.encoder {
                 lines.append("encoder=\(field(e.name)),\(field(e.preset)),crf=\(fixed(e.crf)),maxrate=\(e.maxrateKbps),"
                     + "bufsize=\(e.bufsizeKbps),\(field(e.profile)),level=\(field(e.level)),gop=\(fixed(e.gopSeconds)),\(field(e.pixFmt))")

@@ -580,11 +580,11 @@ struct PlanContext {
         if toneMap { reasons.append("hdr_tone_mapped") }
         if inverseTelecine { reasons.append("inverse_telecined") } else if deinterlace { reasons.append(fieldMatch ? "field_matched" : "deinterlaced") }
         if let sar = v.sampleAspectRatio, sar.num > 0, sar.den > 0, sar.num != sar.den { reasons.append("anamorphic_made_square") }
-        if Codecs.rotation(v) != 0 { reasons.append("rotation_applied") }
+        if Codecs.rotation(v) != 0 || v.mirrored == true { reasons.append("rotation_applied") }
         return (VideoPlan(sourceIndex: v.index, action: .transcode, codec: "h264", width: size.width, height: size.height,
                           bitrateKbps: maxrate, toneMap: toneMap, deinterlace: deinterlace,
                           rotation: Codecs.rotation(v), encoder: encoder, maxFrameRate: limited,
-                          inverseTelecine: inverseTelecine ? true : nil, fieldMatch: fieldMatch ? true : nil), reasons)
+                          inverseTelecine: inverseTelecine ? true : nil, fieldMatch: fieldMatch ? true : nil, mirrored: v.mirrored), reasons)
     }
 
     /// What replaces a copied picture whose copy stops (an H.264/HEVC size that changes
@@ -602,7 +602,7 @@ struct PlanContext {
 
     func copyVideo(_ v: StreamInfo) -> VideoPlan {
         VideoPlan(sourceIndex: v.index, action: .copy, codec: Codecs.canonical(v.codec), width: v.width ?? 0,
-                  height: v.height ?? 0, bitrateKbps: 0, toneMap: false, deinterlace: false, rotation: Codecs.rotation(v))
+                  height: v.height ?? 0, bitrateKbps: 0, toneMap: false, deinterlace: false, rotation: Codecs.rotation(v), mirrored: v.mirrored)
     }
 
     /// Why the file as it is would not play `chosen`: a player starts with the first audio
@@ -861,7 +861,7 @@ struct PlanContext {
     /// track and the engine paints what is flagged (none, often). A rotated picture is left
     /// alone (its canvas would not be upright).
     func burntSubtitle(sound: AudioPlan?) -> Burn? {
-        guard let v = video, Codecs.rotation(v) == 0 else { return nil }
+        guard let v = video, Codecs.rotation(v) == 0, v.mirrored != true else { return nil }
         let bitmaps = source.subtitleStreams.filter { Codecs.isTextSubtitle($0) == false && Self.burnableSubtitles.contains($0.codec.lowercased()) }
         // The flag where a track has it; a title only where none does.
         var forced = bitmaps.filter(\.disposition.forced)

@@ -138,6 +138,9 @@ AVRational kiln_av_buffersink_get_time_base(const AVFilterContext *ctx);
 /// The rotation in degrees of a stream's display matrix (counter-clockwise as libav
 /// reports it), or NAN when there is none.
 double kiln_stream_rotation(const AVStream *st);
+/// 1 where the stream's display matrix mirrors the picture (its determinant is negative: a
+/// front camera's), 0 otherwise.
+int kiln_stream_mirrored(const AVStream *st);
 /// The Dolby Vision configuration record of a stream, or NULL.
 const AVDOVIDecoderConfigurationRecord *kiln_stream_dovi(const AVStream *st);
 /// Whether a stream carries mastering-display or content-light metadata.
