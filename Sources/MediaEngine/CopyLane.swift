@@ -73,9 +73,16 @@ final class CopyLane: Lane {
     private var output: UnsafeMutablePointer<AVStream>?
     /// H.264/HEVC keyframes' headers, when a change of picture size must stop the copy
     /// (the plan has an encode to fall back on). A size counts once two keyframes in a row
-    /// have it, or the last keyframe has it to the end. Freed by `finish`.
+    /// have it, or one keyframe and the `sizedPictures` after it, or the last keyframe has
+    /// it to the end. Freed by `finish`.
     private var sizeWatch: HeaderParser?
     private var pictureSize = ChangeWatch<PictureSize>(confirmations: 2)
+    /// Pictures since the keyframe of a new size (`pictureSize.candidate`).
+    private var picturesInNewSize = 0
+    /// A keyframe's GOP of this many pictures in a new size is a change: HLS renditions
+    /// switched for one 2 s segment (one keyframe at 480x270 between two at 640x360) went
+    /// out under the first size's sample entry.
+    static let sizedPictures = 12
     /// Dolby Vision profile 7 in one track (UHD Blu-ray remuxes): the length size of its
     /// NAL units, whose enhancement layer and RPUs are left out (`DolbyVisionLayers`);
     /// nil for any other stream.
@@ -366,7 +373,15 @@ final class CopyLane: Lane {
             try closeGap(gap, muxer: muxer)
         }
         if let lengthSize = dolbyVisionLayers { try DolbyVisionLayers.strip(packet, lengthSize: lengthSize) }
-        if let sizeWatch, packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 { try checkPictureSize(packet, sizeWatch) }
+        if let sizeWatch {
+            if packet.pointer.pointee.flags & AV_PKT_FLAG_KEY != 0 {
+                picturesInNewSize = 0
+                try checkPictureSize(packet, sizeWatch)
+            } else if pictureSize.candidate != nil {
+                picturesInNewSize += 1
+                if picturesInNewSize >= Self.sizedPictures { try stopForNewSize() }
+            }
+        }
         if !isVideo { try checkSoundFormat(packet) }
         if isVideo, input.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_AV1 { try checkOBUs(packet) }
         if let annexBCodec { try checkHoldsPicture(packet, h264: annexBCodec) }

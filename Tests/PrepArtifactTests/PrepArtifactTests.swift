@@ -3562,6 +3562,24 @@ struct FormatChangeTests {
         #expect(json["plan"]?["audio"]?["action"] == .string("copy"))
     }
 
+    @Test("HLS renditions switched for one segment (MPEG-TS segments joined: 640x360, then 2 s at 480x270 with one keyframe, then 640x360): the copy stops at the new size and the picture is re-encoded; it needed two keyframes in a row at the new size and went out under the first size's sample entry (found by a helper's audit)")
+    func renditionSwitchedForOneSegment() throws {
+        let segments = try [(640, 360, 0), (480, 270, 2), (640, 360, 4)].map { w, h, start in
+            try Media.generated("rendition-\(w)x\(h)-at\(start).ts", ["-f", "lavfi", "-i", "testsrc2=size=\(w)x\(h):rate=30:duration=2",
+                                                                        "-c:v", "libx264", "-g", "300", "-output_ts_offset", "\(start)", "-f", "mpegts"])
+        }
+        let joined = try Media.generated("renditions-joined.ts") { tmp in
+            try Data(segments.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }.joined()).write(to: URL(fileURLWithPath: tmp))
+        }
+        try Command.prepare(joined, quality: "original", caps: "android", scratch: "rendition-switch") { run, out in
+            #expect(run.status == 0, "\(run.stdout.suffix(400))")
+            let adjustments = try Command.json(run)["stats"]?["adjustments"]?.elements?.compactMap(\.string) ?? []
+            #expect(adjustments.contains { $0.hasPrefix("video_reencoded: the source's picture changes from 640x360 to 480x270") }, "\(adjustments)")
+            #expect(try FFprobe.decodeErrors(out) == "")
+            #expect(try abs((FFprobe(out).duration("video") ?? 0) - 6) < 0.2)
+        }
+    }
+
     @Test("a recording whose AAC goes from stereo to 5.1 and whose H.264 goes from SD to HD mid-stream: the sound, seen changing by the probe, is encoded at 5.1 from the start, and the picture's copy stops at the change and is re-encoded (one MP4 sample entry described only the first picture size)")
     func formatChangesInCopy() throws {
         let source = try Self.recording()
