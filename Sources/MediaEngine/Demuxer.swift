@@ -291,6 +291,10 @@ final class Demuxer {
             let why = ret == kiln_averror_enomem() ? "a size in its header asks for more memory than a file's header needs: damaged"
                 : ret == kiln_averror_patchwelcome() ? "its header uses something libavformat does not implement, or is damaged"
                 : avErrorText(ret)
+            if e.code == .sourceUnreadable, fragmentsWithoutHeader(path) {
+                throw KilnError(.sourceUnreadable, stage: .open, underlying: ret, "the source is MP4 fragments without the header they need "
+                                + "(an HLS or DASH init segment's moov): join the init segment in front of them")
+            }
             throw KilnError(e.code == .sourceUnsupported ? .sourceUnsupported : .sourceUnreadable, stage: .open,
                             underlying: ret, "the source is not a media file libavformat can read (\(why))")
         }
@@ -394,6 +398,13 @@ final class Demuxer {
         guard text.hasPrefix("#EXTM3U") || text.hasPrefix("\u{FEFF}#EXTM3U") || !text[...].occurrences(of: "<MPD").isEmpty else { return nil }
         return KilnError(.sourceUnsupported, stage: .open,
                          "the source is a streaming playlist (HLS or DASH) naming other files, not a recording: prepare the recording itself")
+    }
+
+    /// Whether the file begins as an HLS or DASH media segment does (`styp`, `sidx` or
+    /// `moof` first), which no MP4 reader can read without its init segment.
+    static func fragmentsWithoutHeader(_ path: String) -> Bool {
+        guard let file = try? FileDescriptor(path: path, flags: O_RDONLY), let head = try? file.read(upTo: 8, at: 0), head.count == 8 else { return false }
+        return [Array("styp".utf8), Array("sidx".utf8), Array("moof".utf8)].contains(Array(head[4..<8]))
     }
 
     static func notAFilm(_ format: String) -> KilnError? {

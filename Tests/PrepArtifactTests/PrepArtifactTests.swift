@@ -312,6 +312,29 @@ struct CommandLineTests {
         #expect(!FileManager.default.fileExists(atPath: out))
     }
 
+    @Test("HLS fMP4 media segments without their init segment are refused saying so (it was 'not a media file libavformat can read (Invalid data found when processing input)'); joined behind it they are prepared")
+    func segmentsWithoutInit() throws {
+        let dir = Media.scratch("cli-no-init")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let made = try Run.command("ffmpeg", ["-nostdin", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4", "-c:v", "libx264", "-g", "25",
+                                              "-f", "hls", "-hls_time", "1", "-hls_segment_type", "fmp4", "-hls_playlist_type", "vod",
+                                              dir.appendingPathComponent("index.m3u8").path])
+        try #require(made.status == 0, "\(made.stderr)")
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path)
+        let segments = names.filter { $0.hasSuffix(".m4s") }.sorted { $0.count == $1.count ? $0 < $1 : $0.count < $1.count }
+        let bare = dir.appendingPathComponent("segments.m4s"), joined = dir.appendingPathComponent("joined.mp4")
+        let parts = try segments.map { try Data(contentsOf: dir.appendingPathComponent($0)) }
+        try Data(parts.joined()).write(to: bare)
+        try (Data(contentsOf: dir.appendingPathComponent("init.mp4")) + Data(parts.joined())).write(to: joined)
+        let out = dir.appendingPathComponent("out.mp4").path
+        let r = try Command.run(["prepare", bare.path, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        let error = try Command.json(r)["error"]
+        #expect(r.status == 3 && error?["code"] == .string("source_unreadable"), "\(r.stdout)")
+        #expect(error?["message"]?.string?.contains("init segment") == true, "\(error ?? .null)")
+        let whole = try Command.run(["prepare", joined.path, "--quality", "original", "--caps", "ios", "--output", out, "--json"])
+        #expect(whole.status == 0, "\(whole.stdout.suffix(400))")
+    }
+
     @Test("DVB teletext: a mov_text track for each subtitle page, in its page's language (the hard-of-hearing page flagged); other pages stay out")
     func teletextSubtitles() throws {
         let path = try Teletext.recording()
