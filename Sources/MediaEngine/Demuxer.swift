@@ -371,9 +371,6 @@ final class Demuxer {
         }
     }
 
-    /// libavformat reads more than films: a text file (a README, an .nfo) as text art
-    /// rendered into pictures, a photo or poster as a one-picture video. Prepared, they came
-    /// out as seconds of rendered text or a 0.04 s clip, reported ok.
     /// Demuxers whose input is a list of other files to read (an HLS or DASH playlist, an
     /// IMF composition, a concat script): with `protocol_whitelist=file` an HLS playlist still
     /// read local files by absolute path, anywhere the daemon may read, and delivered them
@@ -407,6 +404,9 @@ final class Demuxer {
         return [Array("styp".utf8), Array("sidx".utf8), Array("moof".utf8)].contains(Array(head[4..<8]))
     }
 
+    /// libavformat reads more than films: a text file (a README, an .nfo) as text art
+    /// rendered into pictures, a photo or poster as a one-picture video. Prepared, they came
+    /// out as seconds of rendered text or a 0.04 s clip, reported ok.
     static func notAFilm(_ format: String) -> KilnError? {
         if ["tty", "bin", "xbin", "adf", "idf"].contains(format) {
             return KilnError(.sourceUnreadable, stage: .open, "the source is a text file (read as \(format) text art), not a media file")
