@@ -68,5 +68,5 @@ extension StringProtocol {
 /// every change a user or an operator would notice; the media description's own version
 /// (`MediaInfo.describerVersion`) is what decides whether a cached probe is read again.
 public enum KilnVersion {
-    public static let number = "0.62.0"
+    public static let number = "0.63.0"
 }
