@@ -44,16 +44,9 @@ enum AVIFrameRate {
             guard let fd = try? FileDescriptor(path: path, flags: O_RDONLY),
                   let head = try? fd.read(upTo: 16_384, at: 0), head.count >= 64,
                   head[0..<4].elementsEqual("RIFF".utf8), head[8..<12].elementsEqual("AVI ".utf8) else { return nil }
-            func u32(_ at: Int) -> UInt32 {
-                var v: UInt32 = 0
-                for i in 0..<4 { v |= UInt32(head[at + i]) << UInt32(8 * i) }
-                return v
-            }
-            /// Where the first chunk `tag` that `accepted` starts.
-            func chunk(_ tag: String, _ accepted: (Int) -> Bool = { _ in true }) -> Int? {
-                let t = Array(tag.utf8)
-                return (12..<(head.count - 48)).first { head[$0..<$0 + 4].elementsEqual(t) && accepted($0) }
-            }
+            let riff = RIFFHead(head)
+            func u32(_ at: Int) -> UInt32 { riff.u32(at) }
+            func chunk(_ tag: String, _ accepted: (Int) -> Bool = { _ in true }) -> Int? { riff.chunk(tag, room: 49, accepted) }
             // The header list's first chunk: "avih" size dwMicroSecPerFrame …
             guard let avih = chunk("avih") else { return nil }
             let micro = u32(avih + 8)
@@ -69,5 +62,25 @@ enum AVIFrameRate {
                 return rate > 0 && scale > 0 ? length * scale / rate : nil
             }
         }
+    }
+}
+
+/// The first bytes of an AVI file, or of a file joined into one (`AVIJoin`): its
+/// little-endian fields, and where its header's chunks begin.
+struct RIFFHead {
+    let bytes: [UInt8]
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    func u32(_ at: Int) -> UInt32 {
+        (0..<4).reduce(0) { $0 | UInt32(bytes[at + $1]) << UInt32(8 * $1) }
+    }
+
+    /// Where the first chunk `tag` that `accepted` begins, past the RIFF header's 12 bytes,
+    /// with at least `room` bytes from its start to the end of what was read.
+    func chunk(_ tag: String, room: Int, _ accepted: (Int) -> Bool = { _ in true }) -> Int? {
+        let t = Array(tag.utf8)
+        guard bytes.count - room >= 12 else { return nil }
+        return (12...(bytes.count - room)).first { bytes[$0..<$0 + 4].elementsEqual(t) && accepted($0) }
     }
 }

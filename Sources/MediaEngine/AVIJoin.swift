@@ -15,7 +15,7 @@ enum AVIJoin {
         for _ in 0..<1024 {
             guard let head = try? file.read(upTo: 12, at: offset), head.count == 12, head[0..<4].elementsEqual("RIFF".utf8) else { break }
             if head[8..<12].elementsEqual("AVI ".utf8) { starts.append(offset) }
-            offset += 8 + Int64(u32(head, 4)) + Int64(head[4] & 1)
+            offset += 8 + Int64(RIFFHead(head).u32(4)) + Int64(head[4] & 1)
         }
         return starts
     }
@@ -27,23 +27,14 @@ enum AVIJoin {
         guard let file = try? FileDescriptor(path: path, flags: O_RDONLY) else { return nil }
         var seconds = 0.0
         for start in files {
-            guard let head = try? file.read(upTo: 16_384, at: start), head.count >= 64,
-                  let avih = find("avih", in: head), avih + 32 <= head.count else { return nil }
-            let period = Double(u32(head, avih + 8)) / 1_000_000
-            let counted = find("dmlh", in: head).flatMap { $0 + 12 <= head.count ? u32(head, $0 + 8) : nil } ?? 0
-            let frames = counted > 0 ? counted : u32(head, avih + 24)
+            guard let bytes = try? file.read(upTo: 16_384, at: start), bytes.count >= 64, case let head = RIFFHead(bytes),
+                  let avih = head.chunk("avih", room: 32) else { return nil }
+            let period = Double(head.u32(avih + 8)) / 1_000_000
+            let counted = head.chunk("dmlh", room: 12).map { head.u32($0 + 8) } ?? 0
+            let frames = counted > 0 ? counted : head.u32(avih + 24)
             guard period > 0, frames > 0 else { return nil }
             seconds += Double(frames) * period
         }
         return seconds
-    }
-
-    private static func find(_ tag: String, in head: [UInt8]) -> Int? {
-        let t = Array(tag.utf8)
-        return (12..<max(12, head.count - 4)).first { head[$0..<$0 + 4].elementsEqual(t) }
-    }
-
-    private static func u32(_ b: [UInt8], _ at: Int) -> UInt32 {
-        (0..<4).reduce(0) { $0 | UInt32(b[at + $1]) << UInt32(8 * $1) }
     }
 }

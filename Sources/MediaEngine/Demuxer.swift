@@ -576,15 +576,12 @@ final class Demuxer {
         if chainsLinks {
             let st = stream(s).pointee
             var chain = linkChains[s] ?? LinkChain(first: LinkChain.identification(extradata: st.codecpar.pointee))
-            if isBareFLAC, st.codecpar.pointee.codec_id == AV_CODEC_ID_FLAC, !splitJoinedFLAC(packet, &chain, st.codecpar.pointee) {
-                linkChains[s] = chain
-                return false
-            }
+            defer { linkChains[s] = chain }
+            if isBareFLAC, st.codecpar.pointee.codec_id == AV_CODEC_ID_FLAC, !splitJoinedFLAC(packet, &chain, st.codecpar.pointee) { return false }
             let kept = chain.follow(&packet.pointer.pointee, codec: st.codecpar.pointee.codec_id, timeBase: st.time_base)
             // Kept past a seek, which starts the chains again.
             linksChained = linksChained || chain.chained
             linksUnfollowable = linksUnfollowable ?? chain.unfollowable
-            linkChains[s] = chain
             if !kept { return false }
         }
         if !timeScalings.isEmpty, let scaling = timeScalings[s] { scaling.retime(&packet.pointer.pointee) }
@@ -626,8 +623,8 @@ final class Demuxer {
         return true
     }
 
-    /// After a seek: a decoder opened since has the first header's coding, and an Ogg link's
-    /// times are counted again from the packets read.
+    /// After a seek: a decoder opened since has the first header's coding, and a chained
+    /// link's times are counted again from the packets read.
     private func followFromStart() {
         for k in codingSwitches.keys { codingSwitches[k]!.given = nil }
         linkChains = [:]

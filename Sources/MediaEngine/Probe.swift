@@ -221,6 +221,18 @@ public enum Prober {
                 // last packets say where the file ends, for progress, the plan's bitrate and
                 // verification's length check.
                 var measured = false
+                // Files joined one after another (`links_chained`): their length read from the
+                // file, where there is one, replaces the header's and the streams' own (the same
+                // header's).
+                func chained(_ length: Double?) {
+                    if let length {
+                        duration = length
+                        lengthCorrected = true
+                        for i in streams.indices { streams[i].durationSeconds = nil }
+                    }
+                    warnings.append("links_chained")
+                    measured = true
+                }
                 if duration <= 0, let end = measuredEnd(demuxer, size: Int64(size)), end > start {
                     duration = end - start
                     measured = true
@@ -255,25 +267,15 @@ public enum Prober {
                     if let why = read.unfollowable {
                         throw KilnError(.sourceUnsupported, stage: .probe, "the source cannot be timed: \(why)")
                     }
-                    duration = read.end - start
-                    lengthCorrected = true
-                    for i in streams.indices { streams[i].durationSeconds = nil }
-                    warnings.append("links_chained")
-                    measured = true
+                    chained(read.end - start)
                 }
                 // AVI files joined with `cat` (`AVIJoin`): libavformat's length is the first
                 // file's. Read through up to `readWhole` bytes, else the files' headers say (a
                 // byte seek into an AVI reads no times); a run takes its own end either way.
                 if formatName == "avi", !measured, case let files = AVIJoin.files(path: demuxer.path), files.count > 1 {
-                    warnings.append("links_chained")
                     let length = Int64(size) <= Self.readWhole ? lengthByReading(demuxer).map { $0.end - start }
                         : AVIJoin.length(path: demuxer.path, files: files)
-                    if let length, length > duration {
-                        duration = length
-                        lengthCorrected = true
-                        for i in streams.indices { streams[i].durationSeconds = nil }
-                    }
-                    measured = true
+                    chained(length.flatMap { $0 > duration ? $0 : nil })
                 }
                 // Sound whose header counts its samples exactly (FLAC's STREAMINFO, a WAV or
                 // AIFF data chunk's size) and whose file stops well before them: cut short (a
@@ -290,11 +292,7 @@ public enum Prober {
                     let tolerance = Verifier.durationTolerance(duration)
                     if formatName == "flac", demuxer.linksChained || abs(end - start - duration) > tolerance,
                        let joined = FLACJoin.joinedLength(path: demuxer.path) {
-                        duration = joined
-                        lengthCorrected = true
-                        for i in streams.indices { streams[i].durationSeconds = nil }
-                        warnings.append("links_chained")
-                        measured = true
+                        chained(joined)
                     } else if end - start < duration - tolerance {
                         throw KilnError(.sourceCorrupt, stage: .probe,
                                         "the source's sound stops at \(Format.fixed(max(0, end - start), decimals: 2)) s of the "
@@ -851,7 +849,8 @@ public enum Prober {
     /// Where a file's audio and video packets end, read from its first packet to its last
     /// (bounded by `readWhole`'s packets); nil where the read stops before the end. The
     /// demuxer is back at the start afterwards.
-    /// And, for an Ogg file, whether its links are chained and why they cannot be timed (`LinkChain`).
+    /// And, for an Ogg or FLAC file, whether its links are chained and why they cannot be
+    /// timed (`LinkChain`).
     static func lengthByReading(_ demuxer: Demuxer) -> (end: Double, chained: Bool, unfollowable: String?)? {
         guard let packet = try? Packet() else { return nil }
         // A bare stream cannot go back to its start (libavformat seeks only by its index):
