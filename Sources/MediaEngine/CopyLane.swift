@@ -420,7 +420,7 @@ final class CopyLane: Lane {
         let codec = input.pointee.codecpar.pointee.codec_id
         if codec == AV_CODEC_ID_FLAC {
             // A frame begins with its sync code (0xFFF8 or 0xFFF9); anything else is not judged.
-            guard bytes.count >= 4, bytes[0] == 0xFF, bytes[1] & 0xFE == 0xF8 else { return true }
+            guard bytes.count >= 4, FLACFrameHeader.beginsFrame(bytes) else { return true }
             return av_crc(av_crc_get_table(AV_CRC_16_ANSI), 0, data, Int(p.size)) == 0
         }
         guard SoundFrameHeader.family(of: codec) != nil, let header = SoundFrameHeader(bytes, at: 0) else { return true }

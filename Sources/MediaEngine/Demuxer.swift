@@ -1358,7 +1358,7 @@ struct LinkChain {
         if codec == AV_CODEC_ID_FLAC {
             // The STREAMINFO packet, then metadata blocks up to the first frame (its sync code).
             if flacRate != nil { inFLACHeaders = true }
-            if inFLACHeaders, !(bytes.count >= 2 && bytes[0] == 0xFF && bytes[1] & 0xFE == 0xF8) { return false }
+            if inFLACHeaders, !FLACFrameHeader.beginsFrame(bytes) { return false }
             inFLACHeaders = false
         }
         if time != kiln_nopts_value() { linkEnd = max(linkEnd ?? time, time + max(0, p.duration)) }

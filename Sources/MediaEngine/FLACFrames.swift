@@ -21,10 +21,15 @@ struct FLACFrameHeader {
     /// The frame's samples per channel.
     let samples: Int
 
+    /// Whether a frame's sync code (0xFFF8, or 0xFFF9 for variable block sizes) is at `at`.
+    static func beginsFrame(_ b: UnsafeBufferPointer<UInt8>, at i: Int = 0) -> Bool {
+        b.count - i >= 2 && b[i] == 0xFF && b[i + 1] & 0xFE == 0xF8
+    }
+
     /// `checked`: the header's CRC-8 must hold (finding frames among other bytes); a
     /// copy's watch reads headers libavformat's parser already found.
     init?(_ b: UnsafeBufferPointer<UInt8>, at start: Int = 0, streamRate: Int, streamBits: Int, checked: Bool = false) {
-        guard b.count - start >= 6, b[start] == 0xFF, b[start + 1] & 0xFE == 0xF8 else { return nil }
+        guard b.count - start >= 6, Self.beginsFrame(b, at: start) else { return nil }
         let blockCode = Int(b[start + 2] >> 4), rateCode = Int(b[start + 2] & 0x0F)
         let assignment = Int(b[start + 3] >> 4), sizeCode = Int(b[start + 3] >> 1 & 0x07)
         guard blockCode != 0, assignment <= 10, rateCode != 15, sizeCode != 3 else { return nil }
